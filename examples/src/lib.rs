@@ -1,0 +1,246 @@
+//! The 8x8 handwritten digits (1797 samples, 10 classes, shipped inside `smartcore`), a small MLP
+//! for them, and the training program of the README: shared by the `digits` binary and the tests.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
+use burn::data::dataset::InMemDataset;
+use burn::module::Module;
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::nn::{Linear, LinearConfig, Relu};
+use burn::optim::AdamConfig;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use stoker::prelude::*;
+
+/// Pixels per image.
+pub const FEATURES: usize = 64;
+/// Classes.
+pub const CLASSES: usize = 10;
+
+/// One image: 64 pixels scaled to [0, 1], and its digit.
+#[derive(Debug, Clone)]
+pub struct Digit {
+    /// The pixels, row by row.
+    pub pixels: [f32; FEATURES],
+    /// The digit, 0 to 9.
+    pub label: i64,
+}
+
+/// The digits split into a training and a validation set.
+#[derive(Debug, Clone)]
+pub struct Split {
+    /// Training samples.
+    pub train: Vec<Digit>,
+    /// Validation samples.
+    pub valid: Vec<Digit>,
+}
+
+/// Load the 1797 digits and split them, shuffled with `seed`, keeping `valid_fraction` for validation.
+pub fn load_digits(seed: u64, valid_fraction: f64) -> Split {
+    let dataset = smartcore::dataset::digits::load_dataset();
+    let mut digits: Vec<Digit> = (0..dataset.num_samples)
+        .map(|i| {
+            let mut pixels = [0.0; FEATURES];
+            for (p, v) in pixels.iter_mut().zip(&dataset.data[i * FEATURES..(i + 1) * FEATURES]) {
+                *p = v / 16.0;
+            }
+            Digit { pixels, label: dataset.target[i] as i64 }
+        })
+        .collect();
+    // Fisher-Yates with a SplitMix64 stream: the same split on every machine.
+    let mut state = seed;
+    let mut next = move || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    for i in (1..digits.len()).rev() {
+        let j = (next() % (i as u64 + 1)) as usize;
+        digits.swap(i, j);
+    }
+    let n_valid = (digits.len() as f64 * valid_fraction).round() as usize;
+    let valid = digits.split_off(digits.len() - n_valid);
+    Split { train: digits, valid }
+}
+
+/// A batch of digits on a device.
+#[derive(Debug, Clone)]
+pub struct DigitBatch {
+    /// `[batch, 64]` pixels.
+    pub images: Tensor<2>,
+    /// `[batch]` labels.
+    pub labels: Tensor<1, Int>,
+}
+
+/// Makes [`DigitBatch`]es.
+#[derive(Debug, Clone, Default)]
+pub struct DigitBatcher;
+
+impl Batcher<Digit, DigitBatch> for DigitBatcher {
+    fn batch(&self, items: Vec<Digit>, device: &Device) -> DigitBatch {
+        let n = items.len();
+        let pixels: Vec<f32> = items.iter().flat_map(|d| d.pixels).collect();
+        let labels: Vec<i64> = items.iter().map(|d| d.label).collect();
+        DigitBatch {
+            images: Tensor::from_data(TensorData::new(pixels, [n, FEATURES]), device),
+            labels: Tensor::from_data(TensorData::new(labels, [n]), device),
+        }
+    }
+}
+
+/// A burn data loader over `digits`, shuffled with `seed` when given.
+pub fn loader(digits: Vec<Digit>, batch_size: usize, shuffle: Option<u64>, device: &Device) -> Arc<dyn DataLoader<DigitBatch>> {
+    let builder = DataLoaderBuilder::new(DigitBatcher).batch_size(batch_size).set_device(device.clone());
+    let builder = match shuffle {
+        Some(seed) => builder.shuffle(seed),
+        None => builder,
+    };
+    builder.build(InMemDataset::new(digits))
+}
+
+/// A two-layer perceptron: 64 -> hidden -> 10.
+#[derive(Module, Debug)]
+pub struct Mlp {
+    hidden: Linear,
+    output: Linear,
+    activation: Relu,
+}
+
+impl Mlp {
+    /// A new MLP on `device`.
+    pub fn new(hidden: usize, device: &Device) -> Self {
+        Mlp {
+            hidden: LinearConfig::new(FEATURES, hidden).init(device),
+            output: LinearConfig::new(hidden, CLASSES).init(device),
+            activation: Relu::new(),
+        }
+    }
+
+    /// Logits `[batch, 10]`.
+    pub fn forward(&self, images: Tensor<2>) -> Tensor<2> {
+        self.output.forward(self.activation.forward(self.hidden.forward(images)))
+    }
+}
+
+/// The outputs shared by training and validation: the loss as `"cost"`, the per-sample
+/// misclassification vector `"wrong"` and the batch accuracy `"accuracy"`. Returns the loss.
+pub fn digit_outputs(model: &Mlp, batch: DigitBatch, out: &mut Outputs) -> Tensor<1> {
+    let logits = model.forward(batch.images);
+    let loss = CrossEntropyLossConfig::new().init(&logits.device()).forward(logits.clone(), batch.labels.clone());
+    let wrong = logits.argmax(1).squeeze_dim::<1>(1).not_equal(batch.labels).float();
+    out.put("accuracy", Tensor::<1>::ones([1], &wrong.device()) - wrong.clone().mean());
+    out.put("wrong", wrong);
+    out.put("cost", loss.clone());
+    loss
+}
+
+/// How to train the digits.
+#[derive(Debug, Clone)]
+pub struct DigitsConfig {
+    /// Where the logs go.
+    pub log_dir: PathBuf,
+    /// Epochs.
+    pub epochs: u64,
+    /// Samples per batch.
+    pub batch_size: usize,
+    /// Hidden units.
+    pub hidden: usize,
+    /// Seed of the split and the data order.
+    pub seed: u64,
+    /// The device (see `stoker::device`).
+    pub device: Device,
+}
+
+impl DigitsConfig {
+    /// The README's configuration on `device`.
+    pub fn new(log_dir: impl Into<PathBuf>, device: Device) -> Self {
+        DigitsConfig { log_dir: log_dir.into(), epochs: 20, batch_size: 32, hidden: 128, seed: 42, device }
+    }
+}
+
+/// Train the MLP on the digits with the default callbacks, validation every epoch, a
+/// learning-rate schedule and checkpoints. Returns the report and the final validation error.
+pub fn train_digits(config: &DigitsConfig) -> stoker::Result<(TrainReport<Mlp>, f64)> {
+    let split = load_digits(config.seed, 0.2);
+    let device = &config.device;
+    let train = loader(split.train, config.batch_size, Some(config.seed), device);
+    let valid = loader(split.valid, 256, None, device);
+    let model = Mlp::new(config.hidden, device);
+    let half = config.epochs / 2;
+    let callbacks = (
+        InferenceRunner::new(valid, |model: &Mlp, batch: DigitBatch, out: &mut Outputs| {
+            digit_outputs(model, batch, out);
+        })
+        .with(ScalarStats::new(["cost"]))
+        .with(ClassificationError::new("wrong", "validation_error")),
+        ScheduledHyperParamSetter::new("learning_rate", [(0, 3e-3), (half, 1e-3), (config.epochs - 1, 3e-4)]),
+        ModelSaver::new(3),
+        TrainingScalars::default(),
+    );
+    let report = Trainer::new(model, AdamConfig::new().init(), train)
+        .max_epoch(config.epochs)
+        .log_dir(&config.log_dir)
+        .default_callbacks(DefaultCallbacks {
+            progress: Some(ProgressBar::new().show(["cost", "accuracy"])),
+            ..DefaultCallbacks::default()
+        })
+        .callbacks(callbacks)
+        .train(|model: &Mlp, batch: DigitBatch, step: &mut Step<'_>| {
+            digit_outputs(model, batch, step.outputs())
+        })?;
+    let error = report_error(&config.log_dir)?;
+    Ok((report, error))
+}
+
+/// The last `validation_error` in `stats.json`.
+fn report_error(log_dir: &std::path::Path) -> stoker::Result<f64> {
+    let path = log_dir.join("stats.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| stoker::Error::io(&path, e))?;
+    let stats: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(stoker::Error::msg)?;
+    stats
+        .iter()
+        .rev()
+        .find_map(|e| e.get("validation_error").and_then(serde_json::Value::as_f64))
+        .ok_or_else(|| stoker::Error::msg("stats.json has no validation_error"))
+}
+
+/// Puts the mean training cost and accuracy of each epoch (fetched every step, one transfer)
+/// and the learning rate the epoch used.
+#[derive(Debug, Default)]
+pub struct TrainingScalars {
+    cost: f64,
+    accuracy: f64,
+    steps: u64,
+    learning_rate: f64,
+}
+
+const TRAINING_FETCHES: [Fetch; 2] = [Fetch::host("cost"), Fetch::host("accuracy")];
+
+impl Callback<Mlp> for TrainingScalars {
+    fn fetches(&self) -> &[Fetch] {
+        &TRAINING_FETCHES
+    }
+    fn before_epoch(&mut self, ctx: &mut Context<'_, Mlp>) -> stoker::Result<()> {
+        *self = TrainingScalars { learning_rate: ctx.learning_rate(), ..TrainingScalars::default() };
+        Ok(())
+    }
+    fn after_step(&mut self, _ctx: &mut Context<'_, Mlp>, values: &Fetched<'_>) -> stoker::Result<()> {
+        self.cost += values.get::<f64>("cost")?;
+        self.accuracy += values.get::<f64>("accuracy")?;
+        self.steps += 1;
+        Ok(())
+    }
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Mlp>) -> stoker::Result<()> {
+        let n = self.steps.max(1) as f64;
+        let lr = self.learning_rate;
+        let monitors = ctx.monitors();
+        monitors.put_scalar("train_cost", self.cost / n);
+        monitors.put_scalar("train_accuracy", self.accuracy / n);
+        monitors.put_scalar("learning_rate", lr);
+        Ok(())
+    }
+}

@@ -1,0 +1,751 @@
+//! The callback trait, its events, the context a callback sees, and composition with order.
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use burn::optim::ModuleOptimizer;
+
+use crate::error::{Error, Result};
+use crate::fetch::{Fetch, Fetched};
+use crate::monitor::Monitors;
+use crate::param::HyperParams;
+
+/// The events of a training run, in tensorpack's order:
+///
+/// ```text
+/// setup, before_train,
+/// for each epoch: before_epoch,
+///     for each step: before_step, <step>, after_step(values), trigger_step
+///     after_epoch, trigger_epoch (which calls trigger by default)
+/// after_train (always: after success, a stop, an error or a panic)
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub enum Event<'v> {
+    /// Once, before anything runs.
+    Setup,
+    /// After setup, before the first step.
+    BeforeTrain,
+    /// At the start of each epoch.
+    BeforeEpoch,
+    /// Before each step.
+    BeforeStep,
+    /// After each step, with the values fetched at it.
+    AfterStep(Fetched<'v>),
+    /// After each step's `after_step`; `global_step` counts the step.
+    TriggerStep,
+    /// At the end of each epoch.
+    AfterEpoch,
+    /// After `after_epoch`; by default calls `trigger`.
+    TriggerEpoch,
+    /// Only when a wrapper (such as [`PeriodicTrigger`](crate::PeriodicTrigger)) calls it.
+    Trigger,
+    /// Always, last.
+    AfterTrain,
+}
+
+impl Event<'_> {
+    /// The event's name, as written in `#[callback(on = ...)]`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::Setup => "setup",
+            Event::BeforeTrain => "before_train",
+            Event::BeforeEpoch => "before_epoch",
+            Event::BeforeStep => "before_step",
+            Event::AfterStep(_) => "after_step",
+            Event::TriggerStep => "trigger_step",
+            Event::AfterEpoch => "after_epoch",
+            Event::TriggerEpoch => "trigger_epoch",
+            Event::Trigger => "trigger",
+            Event::AfterTrain => "after_train",
+        }
+    }
+}
+
+/// The trainer's counters. `epoch_num` is 1-based; `global_step` counts finished steps (inside
+/// `after_step` and `trigger_step` it already counts the step that just ran); `local_step` counts
+/// the finished steps of the current epoch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub(crate) epoch_num: u64,
+    pub(crate) global_step: u64,
+    pub(crate) local_step: u64,
+    pub(crate) starting_epoch: u64,
+    pub(crate) max_epoch: u64,
+    pub(crate) steps_per_epoch: u64,
+}
+
+impl Counters {
+    /// The current epoch, 1-based; in `trigger_epoch`, the epoch that just finished. 0 before the first epoch.
+    pub fn epoch_num(&self) -> u64 {
+        self.epoch_num
+    }
+    /// Finished steps since the run (or the resumed run's first run) began.
+    pub fn global_step(&self) -> u64 {
+        self.global_step
+    }
+    /// Finished steps in the current epoch.
+    pub fn local_step(&self) -> u64 {
+        self.local_step
+    }
+    /// The first epoch this run trains (greater than 1 on resume).
+    pub fn starting_epoch(&self) -> u64 {
+        self.starting_epoch
+    }
+    /// The last epoch.
+    pub fn max_epoch(&self) -> u64 {
+        self.max_epoch
+    }
+    /// Steps in each epoch.
+    pub fn steps_per_epoch(&self) -> u64 {
+        self.steps_per_epoch
+    }
+    /// The global step the run ends at.
+    pub fn last_step(&self) -> u64 {
+        self.max_epoch * self.steps_per_epoch
+    }
+    /// The number the step about to run will have (`global_step + 1`), as seen from `before_step`.
+    pub fn next_step(&self) -> u64 {
+        self.global_step + 1
+    }
+}
+
+/// What callbacks asked the trainer to do at the next step boundary.
+#[derive(Debug, Default)]
+pub(crate) struct Control {
+    pub(crate) stop: Option<String>,
+    pub(crate) skip_epoch: bool,
+}
+
+/// Everything the trainer holds that a callback may read or change.
+pub(crate) struct TrainState<M> {
+    pub(crate) counters: Counters,
+    pub(crate) model: Option<M>,
+    pub(crate) optimizer: ModuleOptimizer,
+    pub(crate) hyper: HyperParams,
+    pub(crate) monitors: Monitors,
+    pub(crate) control: Control,
+    pub(crate) log_dir: std::path::PathBuf,
+}
+
+/// What a callback sees at an event: the counters, the model, the optimizer, the hyper-parameters,
+/// the monitors, and the controls to stop training or skip the rest of an epoch.
+///
+/// Every event runs between steps, so changing the model (WGAN clipping, EMA) or a hyper-parameter
+/// is always safe and takes effect at the next step.
+pub struct Context<'a, M> {
+    pub(crate) state: &'a mut TrainState<M>,
+}
+
+impl<M> Context<'_, M> {
+    /// The trainer's counters.
+    pub fn counters(&self) -> &Counters {
+        &self.state.counters
+    }
+    /// Shortcut for `counters().epoch_num()`.
+    pub fn epoch_num(&self) -> u64 {
+        self.state.counters.epoch_num
+    }
+    /// Shortcut for `counters().global_step()`.
+    pub fn global_step(&self) -> u64 {
+        self.state.counters.global_step
+    }
+    /// Shortcut for `counters().local_step()`.
+    pub fn local_step(&self) -> u64 {
+        self.state.counters.local_step
+    }
+    /// The model being trained.
+    ///
+    /// # Panics
+    /// If a panic inside the optimizer's step lost the model (then only `after_train` runs).
+    pub fn model(&self) -> &M {
+        self.state.model.as_ref().expect("the model was lost by a panic inside the training step")
+    }
+    /// The model, to change its weights between steps.
+    ///
+    /// # Panics
+    /// As [`model`](Self::model).
+    pub fn model_mut(&mut self) -> &mut M {
+        self.state.model.as_mut().expect("the model was lost by a panic inside the training step")
+    }
+    /// The optimizer (its state is saved in checkpoints).
+    pub fn optimizer(&self) -> &ModuleOptimizer {
+        &self.state.optimizer
+    }
+    /// The hyper-parameters: the learning rate and the ones registered by name.
+    pub fn hyper(&self) -> &HyperParams {
+        &self.state.hyper
+    }
+    /// The hyper-parameters, to change them; the change applies from the next step.
+    pub fn hyper_mut(&mut self) -> &mut HyperParams {
+        &mut self.state.hyper
+    }
+    /// The current learning rate.
+    pub fn learning_rate(&self) -> f64 {
+        self.state.hyper.learning_rate()
+    }
+    /// Set the learning rate from the next step on.
+    pub fn set_learning_rate(&mut self, value: f64) {
+        self.state.hyper.set_learning_rate(value);
+    }
+    /// The monitors: put scalars, images, histograms and texts; read the history.
+    pub fn monitors(&mut self) -> &mut Monitors {
+        &mut self.state.monitors
+    }
+    /// The monitors, to read the history.
+    pub fn monitors_ref(&self) -> &Monitors {
+        &self.state.monitors
+    }
+    /// The log directory (checkpoints, stats.json, event files).
+    pub fn log_dir(&self) -> &Path {
+        &self.state.log_dir
+    }
+    /// Stop training at the next step boundary; `after_train` still runs for every callback.
+    /// The epoch in progress ends without its `after_epoch` and `trigger_epoch` (tensorpack's
+    /// `StopTraining`), so nothing is saved from a state the stop was meant to avoid.
+    pub fn request_stop(&mut self, reason: impl Into<String>) {
+        if self.state.control.stop.is_none() {
+            self.state.control.stop = Some(reason.into());
+        }
+    }
+    /// Whether a stop was requested, and why.
+    pub fn stop_requested(&self) -> Option<&str> {
+        self.state.control.stop.as_deref()
+    }
+    /// End the current epoch after this step: its `after_epoch` and `trigger_epoch` still run.
+    pub fn skip_rest_of_epoch(&mut self) {
+        self.state.control.skip_epoch = true;
+    }
+}
+
+/// Ordering constraints of one callback: the names of callbacks it must run after and before,
+/// within every event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Order {
+    /// Run after these.
+    pub after: Vec<Cow<'static, str>>,
+    /// Run before these.
+    pub before: Vec<Cow<'static, str>>,
+}
+
+impl Order {
+    /// No constraint.
+    pub fn none() -> Self {
+        Self::default()
+    }
+    /// Run after the callback named `name`.
+    pub fn after(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.after.push(name.into());
+        self
+    }
+    /// Run before the callback named `name`.
+    pub fn before(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.before.push(name.into());
+        self
+    }
+    /// Both sets of constraints.
+    pub fn merge(mut self, other: Order) -> Self {
+        self.after.extend(other.after);
+        self.before.extend(other.before);
+        self
+    }
+}
+
+/// The short name of a type: its path and generic arguments removed (`PeriodicTrigger`).
+pub fn short_type_name<T: ?Sized>() -> &'static str {
+    let full = std::any::type_name::<T>();
+    let base = full.split('<').next().unwrap_or(full);
+    base.rsplit("::").next().unwrap_or(base)
+}
+
+/// A training callback: code bound to the events of the training loop.
+///
+/// Every method has a default that does nothing, so an implementation names only the events it
+/// uses. `M` is the model's type; callbacks that do not look at the model implement
+/// `Callback<M>` for every `M`.
+///
+/// ```
+/// use stoker::prelude::*;
+///
+/// struct CountEpochs(u64);
+///
+/// impl<M> Callback<M> for CountEpochs {
+///     fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+///         self.0 += 1;
+///         ctx.monitors().put_scalar("epochs_seen", self.0 as f64);
+///         Ok(())
+///     }
+/// }
+/// ```
+pub trait Callback<M> {
+    /// The callback's name, used in ordering constraints and error messages. Defaults to the
+    /// type's short name.
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Borrowed(short_type_name::<Self>())
+    }
+    /// Constraints on where this callback runs among the others.
+    fn order(&self) -> Order {
+        Order::none()
+    }
+    /// The step outputs this callback may ask for.
+    fn fetches(&self) -> &[Fetch] {
+        &[]
+    }
+    /// Whether the callback wants its fetches from the step about to run (`counters.next_step()`).
+    /// Called before `before_step`, only for callbacks that declare fetches.
+    fn wants_fetch(&self, counters: &Counters) -> bool {
+        let _ = counters;
+        true
+    }
+    /// Once, before anything runs: prepare what the callback needs.
+    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+    /// After setup, before the first step.
+    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+    /// At the start of each epoch. Keep it cheap.
+    fn before_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+    /// Before each step.
+    fn before_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+    /// After each step, with the values this callback (and any other) asked for.
+    fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
+        let _ = (ctx, values);
+        Ok(())
+    }
+    /// After each step's `after_step`.
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+    /// At the end of each epoch. Keep it cheap.
+    fn after_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+    /// After `after_epoch`. Calls [`trigger`](Self::trigger) unless overridden.
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.trigger(ctx)
+    }
+    /// The callback's periodic work: every epoch by default, at another period under
+    /// [`PeriodicTrigger`](crate::PeriodicTrigger).
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+    /// Always runs last: after success, a stop, an error or a panic.
+    fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+}
+
+/// Deliver `event` to a single callback.
+pub fn deliver<M, C: Callback<M> + ?Sized>(
+    callback: &mut C,
+    event: Event<'_>,
+    ctx: &mut Context<'_, M>,
+) -> Result<()> {
+    match event {
+        Event::Setup => callback.setup(ctx),
+        Event::BeforeTrain => callback.before_train(ctx),
+        Event::BeforeEpoch => callback.before_epoch(ctx),
+        Event::BeforeStep => callback.before_step(ctx),
+        Event::AfterStep(values) => callback.after_step(ctx, &values),
+        Event::TriggerStep => callback.trigger_step(ctx),
+        Event::AfterEpoch => callback.after_epoch(ctx),
+        Event::TriggerEpoch => callback.trigger_epoch(ctx),
+        Event::Trigger => callback.trigger(ctx),
+        Event::AfterTrain => callback.after_train(ctx),
+    }
+}
+
+impl<M, C: Callback<M> + ?Sized> Callback<M> for Box<C> {
+    fn name(&self) -> Cow<'static, str> {
+        (**self).name()
+    }
+    fn order(&self) -> Order {
+        (**self).order()
+    }
+    fn fetches(&self) -> &[Fetch] {
+        (**self).fetches()
+    }
+    fn wants_fetch(&self, counters: &Counters) -> bool {
+        (**self).wants_fetch(counters)
+    }
+    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        (**self).setup(ctx)
+    }
+    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        (**self).before_train(ctx)
+    }
+    fn before_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        (**self).before_epoch(ctx)
+    }
+    fn before_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        (**self).before_step(ctx)
+    }
+    fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
+        (**self).after_step(ctx, values)
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        (**self).trigger_step(ctx)
+    }
+    fn after_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        (**self).after_epoch(ctx)
+    }
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        (**self).trigger_epoch(ctx)
+    }
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        (**self).trigger(ctx)
+    }
+    fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        (**self).after_train(ctx)
+    }
+}
+
+/// What the trainer learns about one callback of a set at setup.
+#[derive(Debug, Clone)]
+pub struct CallbackInfo<'a> {
+    /// Its name.
+    pub name: Cow<'static, str>,
+    /// Its ordering constraints.
+    pub order: Order,
+    /// What it may fetch.
+    pub fetches: &'a [Fetch],
+}
+
+/// A set of callbacks, addressed by a flat index `0..len()`, dispatched statically.
+///
+/// Every [`Callback`] is a set of one; tuples (up to 16), `Vec`s and `Option`s of sets are sets;
+/// `#[derive(Callbacks)]` makes a struct a set. The trainer orders the members of the whole set
+/// once at setup, then delivers each event to them in that order.
+pub trait Callbacks<M> {
+    /// Every member has this many callbacks, when that is known at compile time.
+    const FIXED_LEN: Option<usize> = None;
+    /// The number of callbacks.
+    fn len(&self) -> usize;
+    /// Whether the set is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Name, order and fetches of callback `index`.
+    fn info(&self, index: usize) -> CallbackInfo<'_>;
+    /// Whether callback `index` wants its fetches at the next step.
+    fn wants_fetch(&self, index: usize, counters: &Counters) -> bool;
+    /// Deliver `event` to callback `index`.
+    fn dispatch(&mut self, index: usize, event: Event<'_>, ctx: &mut Context<'_, M>) -> Result<()>;
+}
+
+impl<M, C: Callback<M>> Callbacks<M> for C {
+    const FIXED_LEN: Option<usize> = Some(1);
+    #[inline]
+    fn len(&self) -> usize {
+        1
+    }
+    fn info(&self, _index: usize) -> CallbackInfo<'_> {
+        CallbackInfo { name: self.name(), order: self.order(), fetches: self.fetches() }
+    }
+    #[inline]
+    fn wants_fetch(&self, _index: usize, counters: &Counters) -> bool {
+        Callback::wants_fetch(self, counters)
+    }
+    #[inline]
+    fn dispatch(&mut self, _index: usize, event: Event<'_>, ctx: &mut Context<'_, M>) -> Result<()> {
+        deliver(self, event, ctx)
+    }
+}
+
+impl<M, C: Callbacks<M>> Callbacks<M> for Option<C> {
+    fn len(&self) -> usize {
+        self.as_ref().map_or(0, C::len)
+    }
+    fn info(&self, index: usize) -> CallbackInfo<'_> {
+        self.as_ref().expect("index within len").info(index)
+    }
+    fn wants_fetch(&self, index: usize, counters: &Counters) -> bool {
+        self.as_ref().is_some_and(|c| c.wants_fetch(index, counters))
+    }
+    #[inline]
+    fn dispatch(&mut self, index: usize, event: Event<'_>, ctx: &mut Context<'_, M>) -> Result<()> {
+        match self {
+            Some(c) => c.dispatch(index, event, ctx),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<M, C: Callbacks<M>> Callbacks<M> for Vec<C> {
+    fn len(&self) -> usize {
+        match C::FIXED_LEN {
+            Some(n) => n * self.as_slice().len(),
+            None => self.iter().map(C::len).sum(),
+        }
+    }
+    fn info(&self, index: usize) -> CallbackInfo<'_> {
+        let (member, index) = locate(self, index);
+        self[member].info(index)
+    }
+    fn wants_fetch(&self, index: usize, counters: &Counters) -> bool {
+        let (member, index) = locate(self, index);
+        self[member].wants_fetch(index, counters)
+    }
+    #[inline]
+    fn dispatch(&mut self, index: usize, event: Event<'_>, ctx: &mut Context<'_, M>) -> Result<()> {
+        let (member, index) = locate(self, index);
+        self[member].dispatch(index, event, ctx)
+    }
+}
+
+/// The member of `set` holding flat index `index`, and the index within it.
+#[inline]
+fn locate<M, C: Callbacks<M>>(set: &[C], mut index: usize) -> (usize, usize) {
+    if let Some(n) = C::FIXED_LEN {
+        if n > 0 {
+            return (index / n, index % n);
+        }
+    }
+    for (member, c) in set.iter().enumerate() {
+        let len = c.len();
+        if index < len {
+            return (member, index);
+        }
+        index -= len;
+    }
+    panic!("callback index out of range")
+}
+
+macro_rules! tuple_callbacks {
+    ($($name:ident $index:tt),+) => {
+        impl<M, $($name: Callbacks<M>),+> Callbacks<M> for ($($name,)+) {
+            const FIXED_LEN: Option<usize> = {
+                let mut total = 0;
+                let mut fixed = true;
+                $(match $name::FIXED_LEN { Some(n) => total += n, None => fixed = false })+
+                if fixed { Some(total) } else { None }
+            };
+            #[inline]
+            fn len(&self) -> usize {
+                0 $(+ self.$index.len())+
+            }
+            fn info(&self, mut index: usize) -> CallbackInfo<'_> {
+                $(
+                    let len = self.$index.len();
+                    if index < len {
+                        return self.$index.info(index);
+                    }
+                    index -= len;
+                )+
+                panic!("callback index {index} out of range")
+            }
+            #[inline]
+            fn wants_fetch(&self, mut index: usize, counters: &Counters) -> bool {
+                $(
+                    let len = self.$index.len();
+                    if index < len {
+                        return self.$index.wants_fetch(index, counters);
+                    }
+                    index -= len;
+                )+
+                let _ = index;
+                false
+            }
+            #[inline]
+            fn dispatch(&mut self, mut index: usize, event: Event<'_>, ctx: &mut Context<'_, M>) -> Result<()> {
+                $(
+                    let len = self.$index.len();
+                    if index < len {
+                        return self.$index.dispatch(index, event, ctx);
+                    }
+                    index -= len;
+                )+
+                let _ = (index, event, ctx);
+                Ok(())
+            }
+        }
+    };
+}
+
+/// Implement [`Callbacks`] for a struct whose named fields are callback sets, in field order.
+macro_rules! fields_callbacks {
+    ($ty:ident { $($field:ident),+ }) => {
+        impl<M> $crate::callback::Callbacks<M> for $ty {
+            fn len(&self) -> usize {
+                0 $(+ $crate::callback::Callbacks::<M>::len(&self.$field))+
+            }
+            fn info(&self, mut index: usize) -> $crate::callback::CallbackInfo<'_> {
+                $(
+                    let len = $crate::callback::Callbacks::<M>::len(&self.$field);
+                    if index < len {
+                        return $crate::callback::Callbacks::<M>::info(&self.$field, index);
+                    }
+                    index -= len;
+                )+
+                panic!("callback index {index} out of range")
+            }
+            fn wants_fetch(&self, mut index: usize, counters: &$crate::callback::Counters) -> bool {
+                $(
+                    let len = $crate::callback::Callbacks::<M>::len(&self.$field);
+                    if index < len {
+                        return $crate::callback::Callbacks::<M>::wants_fetch(&self.$field, index, counters);
+                    }
+                    index -= len;
+                )+
+                let _ = index;
+                false
+            }
+            #[inline]
+            fn dispatch(
+                &mut self,
+                mut index: usize,
+                event: $crate::callback::Event<'_>,
+                ctx: &mut $crate::callback::Context<'_, M>,
+            ) -> $crate::error::Result<()> {
+                $(
+                    let len = $crate::callback::Callbacks::<M>::len(&self.$field);
+                    if index < len {
+                        return $crate::callback::Callbacks::<M>::dispatch(&mut self.$field, index, event, ctx);
+                    }
+                    index -= len;
+                )+
+                let _ = (index, event, ctx);
+                Ok(())
+            }
+        }
+    };
+}
+pub(crate) use fields_callbacks;
+
+impl<M> Callbacks<M> for () {
+    const FIXED_LEN: Option<usize> = Some(0);
+    fn len(&self) -> usize {
+        0
+    }
+    fn info(&self, index: usize) -> CallbackInfo<'_> {
+        panic!("callback index {index} out of range")
+    }
+    fn wants_fetch(&self, _index: usize, _counters: &Counters) -> bool {
+        false
+    }
+    fn dispatch(&mut self, _index: usize, _event: Event<'_>, _ctx: &mut Context<'_, M>) -> Result<()> {
+        Ok(())
+    }
+}
+
+tuple_callbacks!(A 0);
+tuple_callbacks!(A 0, B 1);
+tuple_callbacks!(A 0, B 1, C 2);
+tuple_callbacks!(A 0, B 1, C 2, D 3);
+tuple_callbacks!(A 0, B 1, C 2, D 3, E 4);
+tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5);
+tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8);
+tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9);
+tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10);
+tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
+tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, N 12);
+tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, N 12, O 13);
+tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, N 12, O 13, P 14);
+tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, N 12, O 13, P 14, Q 15);
+
+/// Resolve the order of a set's callbacks: `after` / `before` constraints sorted topologically,
+/// ties kept in registration order. A cycle is an error naming every callback in it; a constraint
+/// naming a callback that is not registered is an error.
+pub fn resolve_order(names: &[Cow<'static, str>], orders: &[Order]) -> Result<Vec<usize>> {
+    let n = names.len();
+    let find = |target: &str, who: usize, key: &str| -> Result<Vec<usize>> {
+        let found: Vec<usize> = (0..n).filter(|&j| names[j] == target).collect();
+        if found.is_empty() {
+            let known: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+            return Err(Error::Order(format!(
+                "callback `{}` is ordered {key} `{target}`, but no callback named `{target}` is registered; registered: {}",
+                names[who],
+                known.join(", ")
+            )));
+        }
+        if found.contains(&who) {
+            return Err(Error::Order(format!(
+                "callback `{}` is ordered {key} itself",
+                names[who]
+            )));
+        }
+        Ok(found)
+    };
+    // edges[a] contains b: a runs before b.
+    let mut edges = vec![Vec::new(); n];
+    let mut indegree = vec![0usize; n];
+    for (i, order) in orders.iter().enumerate() {
+        for target in &order.after {
+            for j in find(target, i, "after")? {
+                edges[j].push(i);
+                indegree[i] += 1;
+            }
+        }
+        for target in &order.before {
+            for j in find(target, i, "before")? {
+                edges[i].push(j);
+                indegree[j] += 1;
+            }
+        }
+    }
+    let mut done = vec![false; n];
+    let mut result = Vec::with_capacity(n);
+    while result.len() < n {
+        // The first ready callback in registration order keeps ties stable.
+        let Some(next) = (0..n).find(|&i| !done[i] && indegree[i] == 0) else {
+            let cycle = find_cycle(&edges, &done);
+            let names: Vec<String> = cycle.iter().map(|&i| format!("`{}`", names[i])).collect();
+            return Err(Error::Order(format!(
+                "the callbacks' order constraints form a cycle: {} -> {}",
+                names.join(" -> "),
+                names[0]
+            )));
+        };
+        done[next] = true;
+        result.push(next);
+        for &j in &edges[next] {
+            indegree[j] -= 1;
+        }
+    }
+    Ok(result)
+}
+
+/// One cycle among the callbacks not yet placed (every one of them has a predecessor left).
+fn find_cycle(edges: &[Vec<usize>], done: &[bool]) -> Vec<usize> {
+    let n = edges.len();
+    // Walk backwards along predecessors until a callback repeats.
+    let mut preds = vec![Vec::new(); n];
+    for (a, targets) in edges.iter().enumerate() {
+        for &b in targets {
+            if !done[a] && !done[b] {
+                preds[b].push(a);
+            }
+        }
+    }
+    let start = (0..n).find(|&i| !done[i]).expect("a callback is left");
+    let mut path = vec![start];
+    let mut seen = vec![usize::MAX; n];
+    seen[start] = 0;
+    let mut current = start;
+    loop {
+        let prev = preds[current][0];
+        if seen[prev] != usize::MAX {
+            let mut cycle: Vec<usize> = path[seen[prev]..].to_vec();
+            cycle.reverse();
+            return cycle;
+        }
+        seen[prev] = path.len();
+        path.push(prev);
+        current = prev;
+    }
+}

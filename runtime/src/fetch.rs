@@ -1,0 +1,415 @@
+//! Named values computed along with a training step, and their trip to the callbacks that asked.
+//!
+//! The training step puts named tensors into [`Outputs`] (the loss is always there as `"loss"`).
+//! Callbacks declare what they may want with [`Callback::fetches`](crate::Callback::fetches) and
+//! say at each step whether they want it now with
+//! [`Callback::wants_fetch`](crate::Callback::wants_fetch). After the step the trainer copies the
+//! host values every interested callback asked for to the host in **one** transfer, hands device
+//! tensors over as they are, and on a step where nobody asked it transfers nothing.
+
+use std::borrow::Cow;
+
+use burn::tensor::{Tensor, TensorData};
+
+use crate::error::{Error, Result};
+
+/// A float tensor of rank 1 to 4 produced by a step, type-erased over its rank.
+#[derive(Debug, Clone)]
+pub enum OutputTensor {
+    /// Rank 1 (a scalar is a rank-1 tensor of one element).
+    Rank1(Tensor<1>),
+    /// Rank 2.
+    Rank2(Tensor<2>),
+    /// Rank 3.
+    Rank3(Tensor<3>),
+    /// Rank 4.
+    Rank4(Tensor<4>),
+}
+
+macro_rules! output_tensor_ranks {
+    ($($rank:literal => $variant:ident),*) => {
+        $(
+            impl From<Tensor<$rank>> for OutputTensor {
+                fn from(tensor: Tensor<$rank>) -> Self {
+                    OutputTensor::$variant(tensor)
+                }
+            }
+
+            impl FetchValue for Tensor<$rank> {
+                const KIND: FetchKind = FetchKind::Device;
+
+                fn from_fetched(values: &Fetched<'_>, name: &str) -> Result<Self> {
+                    match values.device(name)? {
+                        OutputTensor::$variant(tensor) => Ok(tensor.clone()),
+                        other => Err(Error::Fetch(format!(
+                            "`{name}` is a tensor of rank {}, asked for as Tensor<{}>",
+                            other.rank(),
+                            $rank
+                        ))),
+                    }
+                }
+            }
+        )*
+
+        impl OutputTensor {
+            /// The tensor's rank.
+            pub fn rank(&self) -> usize {
+                match self { $(OutputTensor::$variant(_) => $rank,)* }
+            }
+
+            /// The tensor's shape.
+            pub fn dims(&self) -> Vec<usize> {
+                match self { $(OutputTensor::$variant(tensor) => tensor.dims().to_vec(),)* }
+            }
+
+            /// The number of elements.
+            pub fn num_elements(&self) -> usize {
+                match self { $(OutputTensor::$variant(tensor) => tensor.dims().iter().product(),)* }
+            }
+
+            /// The tensor flattened to rank 1, detached from the autodiff graph (no data moves).
+            pub fn flat(&self) -> Tensor<1> {
+                match self {
+                    OutputTensor::Rank1(tensor) => tensor.clone().detach(),
+                    $(OutputTensor::$variant(tensor) => {
+                        let n = self.num_elements();
+                        tensor.clone().detach().reshape([n])
+                    })*
+                }
+            }
+        }
+    };
+}
+
+output_tensor_ranks!(1 => Rank1, 2 => Rank2, 3 => Rank3, 4 => Rank4);
+
+/// The named tensors one step (or one inference batch) produced. Reused from step to step: putting
+/// the same number of outputs each step allocates nothing.
+#[derive(Debug, Default)]
+pub struct Outputs {
+    entries: Vec<(&'static str, OutputTensor)>,
+}
+
+impl Outputs {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Put a named tensor; a second put of the same name replaces the first.
+    pub fn put(&mut self, name: &'static str, tensor: impl Into<OutputTensor>) {
+        let tensor = tensor.into();
+        match self.entries.iter_mut().find(|(n, _)| *n == name) {
+            Some(entry) => entry.1 = tensor,
+            None => self.entries.push((name, tensor)),
+        }
+    }
+
+    /// The tensor named `name`, if this step produced it.
+    pub fn get(&self, name: &str) -> Option<&OutputTensor> {
+        self.entries.iter().find(|(n, _)| *n == name).map(|(_, t)| t)
+    }
+
+    /// The names produced, in the order they were put.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.entries.iter().map(|(n, _)| *n)
+    }
+
+    /// Remove every output, keeping the storage.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
+    fn names_list(&self) -> String {
+        let names: Vec<String> = self.names().map(|n| format!("`{n}`")).collect();
+        if names.is_empty() { "nothing".into() } else { names.join(", ") }
+    }
+}
+
+/// Where a fetched value is handed over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FetchKind {
+    /// Copied to the host (f32, f64, `Vec<f32>`, `TensorData`), one transfer per step for all.
+    Host,
+    /// Handed over as a device tensor, no transfer.
+    Device,
+}
+
+/// One value a callback may ask for: a step output's name and where it wants it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetch {
+    /// The output's name, as the step puts it.
+    pub name: Cow<'static, str>,
+    /// Host copy or device tensor.
+    pub kind: FetchKind,
+}
+
+impl Fetch {
+    /// A value copied to the host.
+    pub const fn host(name: &'static str) -> Self {
+        Fetch { name: Cow::Borrowed(name), kind: FetchKind::Host }
+    }
+
+    /// A tensor that stays on the device.
+    pub const fn device(name: &'static str) -> Self {
+        Fetch { name: Cow::Borrowed(name), kind: FetchKind::Device }
+    }
+
+    /// A fetch of the kind `T` is handed over as: `Fetch::of::<f32>("cost")`.
+    pub const fn of<T: FetchValue>(name: &'static str) -> Self {
+        Fetch { name: Cow::Borrowed(name), kind: T::KIND }
+    }
+}
+
+/// A type a fetched value can be handed over as.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be fetched from a training step",
+    label = "not a fetchable type",
+    note = "fetchable types: `f32`, `f64` (scalars), `Vec<f32>`, `TensorData` (copied to the host), \
+            `Tensor<1>` .. `Tensor<4>` (stay on the device)"
+)]
+pub trait FetchValue: Sized {
+    /// Whether the value is copied to the host or stays on the device.
+    const KIND: FetchKind;
+
+    /// Take the value named `name` out of this step's values.
+    fn from_fetched(values: &Fetched<'_>, name: &str) -> Result<Self>;
+}
+
+impl FetchValue for f32 {
+    const KIND: FetchKind = FetchKind::Host;
+
+    fn from_fetched(values: &Fetched<'_>, name: &str) -> Result<Self> {
+        let (data, shape) = values.host(name)?;
+        match data {
+            [value] => Ok(*value),
+            _ => Err(Error::Fetch(format!(
+                "`{name}` has shape {shape:?}, not a scalar: fetch it as Vec<f32> or TensorData"
+            ))),
+        }
+    }
+}
+
+impl FetchValue for f64 {
+    const KIND: FetchKind = FetchKind::Host;
+
+    fn from_fetched(values: &Fetched<'_>, name: &str) -> Result<Self> {
+        f32::from_fetched(values, name).map(f64::from)
+    }
+}
+
+impl FetchValue for Vec<f32> {
+    const KIND: FetchKind = FetchKind::Host;
+
+    fn from_fetched(values: &Fetched<'_>, name: &str) -> Result<Self> {
+        values.host(name).map(|(data, _)| data.to_vec())
+    }
+}
+
+impl FetchValue for TensorData {
+    const KIND: FetchKind = FetchKind::Host;
+
+    fn from_fetched(values: &Fetched<'_>, name: &str) -> Result<Self> {
+        let (data, shape) = values.host(name)?;
+        Ok(TensorData::new(data.to_vec(), shape.to_vec()))
+    }
+}
+
+/// One distinct (name, kind) that some callback declared.
+#[derive(Debug)]
+struct Slot {
+    fetch: Fetch,
+    /// Index into the step's outputs where the name was last found.
+    output: usize,
+    /// Host values: range in `FetchPlan::host` and the original shape.
+    range: (usize, usize),
+    dims: Vec<usize>,
+    /// Device value handed over this step.
+    device: Option<OutputTensor>,
+}
+
+/// The table of every declared fetch, and the values of the current step.
+#[derive(Debug, Default)]
+pub(crate) struct FetchPlan {
+    slots: Vec<Slot>,
+    /// Slots filled at the current step.
+    filled: u64,
+    host: Vec<f32>,
+    /// Device-to-host transfers made so far.
+    transfers: u64,
+}
+
+impl FetchPlan {
+    /// Register a declared fetch; returns its slot's bit.
+    pub(crate) fn declare(&mut self, fetch: &Fetch, owner: &str) -> Result<u64> {
+        let index = match self.slots.iter().position(|s| s.fetch == *fetch) {
+            Some(index) => index,
+            None => {
+                if self.slots.len() == 64 {
+                    return Err(Error::Fetch(format!(
+                        "`{owner}` declares fetch `{}`: at most 64 distinct fetches are supported",
+                        fetch.name
+                    )));
+                }
+                if fetch.name.is_empty() {
+                    return Err(Error::Fetch(format!("`{owner}` declares a fetch with an empty name")));
+                }
+                self.slots.push(Slot {
+                    fetch: fetch.clone(),
+                    output: usize::MAX,
+                    range: (0, 0),
+                    dims: Vec::new(),
+                    device: None,
+                });
+                self.slots.len() - 1
+            }
+        };
+        Ok(1 << index)
+    }
+
+    /// Check that every declared name is produced by the step (called once outputs exist).
+    pub(crate) fn check_names(&self, outputs: &Outputs, owners: &[(String, u64)]) -> Result<()> {
+        for (i, slot) in self.slots.iter().enumerate() {
+            if outputs.get(&slot.fetch.name).is_none() {
+                let asking: Vec<&str> = owners
+                    .iter()
+                    .filter(|(_, mask)| mask & (1 << i) != 0)
+                    .map(|(name, _)| name.as_str())
+                    .collect();
+                return Err(Error::Fetch(format!(
+                    "{} `{}` asks for `{}`, which the training step does not produce; it produces {}",
+                    if asking.len() == 1 { "callback" } else { "callbacks" },
+                    asking.join("`, `"),
+                    slot.fetch.name,
+                    outputs.names_list()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Device-to-host transfers made so far.
+    pub(crate) fn transfers(&self) -> u64 {
+        self.transfers
+    }
+
+    /// Fill the slots in `mask` from `outputs`: all host values in one transfer.
+    pub(crate) fn fill(&mut self, outputs: &Outputs, mask: u64) -> Result<()> {
+        self.filled = mask;
+        if mask == 0 {
+            return Ok(());
+        }
+        let mut host_tensors: Vec<Tensor<1>> = Vec::new();
+        let mut offset = 0;
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            if mask & (1 << i) == 0 {
+                continue;
+            }
+            let found = match outputs.entries.get(slot.output) {
+                Some((name, tensor)) if *name == slot.fetch.name => Some(tensor),
+                _ => match outputs.entries.iter().position(|(n, _)| *n == slot.fetch.name) {
+                    Some(index) => {
+                        slot.output = index;
+                        Some(&outputs.entries[index].1)
+                    }
+                    None => None,
+                },
+            };
+            let Some(tensor) = found else {
+                return Err(Error::Fetch(format!(
+                    "`{}` was asked for, but this step did not produce it; it produced {}",
+                    slot.fetch.name,
+                    outputs.names_list()
+                )));
+            };
+            match slot.fetch.kind {
+                FetchKind::Device => slot.device = Some(tensor.clone()),
+                FetchKind::Host => {
+                    let n = tensor.num_elements();
+                    slot.range = (offset, offset + n);
+                    slot.dims = tensor.dims();
+                    offset += n;
+                    host_tensors.push(tensor.flat());
+                }
+            }
+        }
+        if host_tensors.is_empty() {
+            return Ok(());
+        }
+        let joined = if host_tensors.len() == 1 {
+            host_tensors.pop().expect("one tensor")
+        } else {
+            Tensor::cat(host_tensors, 0)
+        };
+        let data = joined.into_data();
+        self.transfers += 1;
+        self.host.clear();
+        match data.as_slice::<f32>() {
+            Ok(values) => self.host.extend_from_slice(values),
+            Err(_) => self.host.extend(data.iter::<f32>()),
+        }
+        Ok(())
+    }
+
+    /// A view of the current step's values.
+    pub(crate) fn view(&self) -> Fetched<'_> {
+        Fetched { plan: Some(self) }
+    }
+
+    fn slot(&self, name: &str, kind: FetchKind) -> Result<&Slot> {
+        let (i, slot) = self
+            .slots
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.fetch.kind == kind && s.fetch.name == name)
+            .ok_or_else(|| {
+                Error::Fetch(format!(
+                    "`{name}` was not declared as a {} fetch: list it in the callback's fetches",
+                    match kind {
+                        FetchKind::Host => "host",
+                        FetchKind::Device => "device",
+                    }
+                ))
+            })?;
+        if self.filled & (1 << i) == 0 {
+            return Err(Error::Fetch(format!("`{name}` was not fetched at this step")));
+        }
+        Ok(slot)
+    }
+}
+
+/// The values fetched at one step, as handed to `after_step`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Fetched<'a> {
+    plan: Option<&'a FetchPlan>,
+}
+
+impl<'a> Fetched<'a> {
+    /// No values (a step at which nobody asked for anything).
+    pub const fn none() -> Self {
+        Fetched { plan: None }
+    }
+
+    /// The value `name`, handed over as `T`: `values.get::<f32>("cost")?`.
+    pub fn get<T: FetchValue>(&self, name: &str) -> Result<T> {
+        T::from_fetched(self, name)
+    }
+
+    /// The host copy of `name`: its values, flattened, and its shape.
+    pub fn host(&self, name: &str) -> Result<(&'a [f32], &'a [usize])> {
+        let plan = self.plan.ok_or_else(|| Self::nothing(name))?;
+        let slot = plan.slot(name, FetchKind::Host)?;
+        Ok((&plan.host[slot.range.0..slot.range.1], &slot.dims))
+    }
+
+    /// The device tensor `name`.
+    pub fn device(&self, name: &str) -> Result<&'a OutputTensor> {
+        let plan = self.plan.ok_or_else(|| Self::nothing(name))?;
+        let slot = plan.slot(name, FetchKind::Device)?;
+        slot.device.as_ref().ok_or_else(|| Self::nothing(name))
+    }
+
+    fn nothing(name: &str) -> Error {
+        Error::Fetch(format!("`{name}` was not fetched at this step"))
+    }
+}

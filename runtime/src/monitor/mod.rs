@@ -1,0 +1,303 @@
+//! Monitors: what callbacks put (scalars, images, histograms, texts), a history every callback
+//! can query, and the writers that take it to disk or the terminal off the step's path.
+//!
+//! A writer is a [`MonitorSink`] running on a thread of its own; its callback
+//! ([`TensorBoardWriter`], [`JsonWriter`], [`ScalarPrinter`]) registers it at setup. Records put
+//! during an event reach the writers in one batch when the event ends; the end of every epoch
+//! (after every callback's `trigger_epoch`) reaches them as [`MonitorSink::end_epoch`]; the
+//! trainer closes and joins them after `after_train`, also after an error or a panic.
+
+mod json;
+mod png;
+pub(crate) mod printer;
+mod record;
+mod tensorboard;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use json::{JsonSink, JsonWriter};
+pub use png::encode_png;
+pub use printer::{PrinterSink, ScalarPrinter};
+pub use record::{Histogram, Image, Record, Value};
+pub use tensorboard::TensorBoardSink;
+
+use crate::callback::{Callback, Context};
+use crate::error::{Error, Result};
+
+/// The I/O half of a monitor writer, run on its own thread.
+pub trait MonitorSink: Send + 'static {
+    /// The writer's name, for error messages.
+    fn name(&self) -> &str;
+    /// Write a batch of records.
+    fn write(&mut self, records: &[Record]) -> std::io::Result<()>;
+    /// Every record of epoch `epoch_num` has been written.
+    fn end_epoch(&mut self, epoch_num: u64, global_step: u64) -> std::io::Result<()> {
+        let _ = (epoch_num, global_step);
+        Ok(())
+    }
+    /// Push what is buffered to the operating system.
+    fn flush(&mut self) -> std::io::Result<()>;
+    /// The run ended (after `after_train`, also after an error): write what is left.
+    fn close(&mut self) -> std::io::Result<()> {
+        self.flush()
+    }
+}
+
+enum Message {
+    Records(Arc<[Record]>),
+    EndEpoch(u64, u64),
+}
+
+struct SinkThread {
+    name: String,
+    sender: Sender<Message>,
+    handle: JoinHandle<std::result::Result<(), String>>,
+}
+
+/// The monitors of a run: the history of scalars and the writers.
+pub struct Monitors {
+    history: BTreeMap<Arc<str>, Vec<(u64, f64)>>,
+    pending: Vec<Record>,
+    sinks: Vec<SinkThread>,
+    pub(crate) global_step: u64,
+    pub(crate) epoch_num: u64,
+}
+
+impl std::fmt::Debug for Monitors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Monitors")
+            .field("scalars", &self.history.keys().collect::<Vec<_>>())
+            .field("writers", &self.sinks.iter().map(|s| &s.name).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Default for Monitors {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Monitors {
+    /// No history, no writers.
+    pub fn new() -> Self {
+        Monitors {
+            history: BTreeMap::new(),
+            pending: Vec::new(),
+            sinks: Vec::new(),
+            global_step: 0,
+            epoch_num: 0,
+        }
+    }
+
+    fn key(&mut self, name: &str) -> Arc<str> {
+        match self.history.get_key_value(name) {
+            Some((key, _)) => key.clone(),
+            None => Arc::from(name),
+        }
+    }
+
+    fn push(&mut self, name: Arc<str>, value: Value) {
+        let wall_time = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        self.pending.push(Record {
+            name,
+            value,
+            global_step: self.global_step,
+            epoch_num: self.epoch_num,
+            wall_time,
+        });
+    }
+
+    /// Put a scalar: it joins the history and goes to every writer.
+    pub fn put_scalar(&mut self, name: &str, value: f64) {
+        let key = self.key(name);
+        self.history.entry(key.clone()).or_default().push((self.global_step, value));
+        self.push(key, Value::Scalar(value));
+    }
+
+    /// Put an image (TensorBoard shows it; other writers skip it).
+    pub fn put_image(&mut self, name: &str, image: Image) {
+        let key = Arc::from(name);
+        self.push(key, Value::Image(Arc::new(image)));
+    }
+
+    /// Put a histogram of `values` in `buckets` equal buckets between their minimum and maximum.
+    pub fn put_histogram(&mut self, name: &str, values: &[f32], buckets: usize) {
+        let key = Arc::from(name);
+        self.push(key, Value::Histogram(Arc::new(Histogram::of(values, buckets))));
+    }
+
+    /// Put a text.
+    pub fn put_text(&mut self, name: &str, text: &str) {
+        let key = Arc::from(name);
+        self.push(key, Value::Text(Arc::from(text)));
+    }
+
+    /// The latest value of scalar `name`.
+    pub fn latest(&self, name: &str) -> Option<f64> {
+        self.history.get(name).and_then(|h| h.last()).map(|&(_, v)| v)
+    }
+
+    /// Every value of scalar `name`, as `(global_step, value)`, oldest first.
+    pub fn history(&self, name: &str) -> &[(u64, f64)] {
+        self.history.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// The names of every scalar put so far.
+    pub fn scalar_names(&self) -> impl Iterator<Item = &str> {
+        self.history.keys().map(|k| &**k)
+    }
+
+    /// Start a writer on its own thread; every record put from now on reaches it.
+    pub fn add_sink(&mut self, sink: impl MonitorSink) {
+        let name = sink.name().to_string();
+        let (sender, receiver) = mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name(format!("stoker-{name}"))
+            .spawn(move || run_sink(sink, receiver))
+            .expect("spawning a monitor writer thread");
+        self.sinks.push(SinkThread { name, sender, handle });
+    }
+
+    /// Whether records wait to be sent to the writers.
+    #[inline]
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Send the waiting records to every writer.
+    pub(crate) fn publish(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let batch: Arc<[Record]> = self.pending.drain(..).collect();
+        for sink in &self.sinks {
+            // A writer whose thread ended reports its error when joined.
+            let _ = sink.sender.send(Message::Records(batch.clone()));
+        }
+    }
+
+    /// Tell every writer that the epoch ended.
+    pub(crate) fn end_epoch(&mut self) {
+        self.publish();
+        for sink in &self.sinks {
+            let _ = sink.sender.send(Message::EndEpoch(self.epoch_num, self.global_step));
+        }
+    }
+
+    /// Send what waits, stop every writer and wait for it to finish writing.
+    pub(crate) fn close(&mut self) -> Result<()> {
+        self.publish();
+        let mut errors = Vec::new();
+        for sink in self.sinks.drain(..) {
+            drop(sink.sender);
+            match sink.handle.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(message)) => errors.push(format!("{}: {message}", sink.name)),
+                Err(_) => errors.push(format!("{}: the writer thread panicked", sink.name)),
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Monitor(format!("monitor writers failed: {}", errors.join("; "))))
+        }
+    }
+}
+
+impl Drop for Monitors {
+    fn drop(&mut self) {
+        if !self.sinks.is_empty() {
+            if let Err(error) = self.close() {
+                eprintln!("stoker: {error}");
+            }
+        }
+    }
+}
+
+/// The writer thread: writes until the channel closes, then flushes. The first error is kept,
+/// reported once on stderr, and returned; later records are still attempted.
+fn run_sink(mut sink: impl MonitorSink, receiver: Receiver<Message>) -> std::result::Result<(), String> {
+    let name = sink.name().to_string();
+    let mut first_error: Option<String> = None;
+    let mut note = |result: std::io::Result<()>| {
+        if let Err(error) = result {
+            if first_error.is_none() {
+                eprintln!("stoker: monitor writer {name} failed: {error}");
+                first_error = Some(error.to_string());
+            }
+        }
+    };
+    while let Ok(message) = receiver.recv() {
+        note(match message {
+            Message::Records(records) => sink.write(&records).and_then(|()| sink.flush()),
+            Message::EndEpoch(epoch, step) => sink.end_epoch(epoch, step),
+        });
+    }
+    note(sink.close());
+    first_error.map_or(Ok(()), Err)
+}
+
+impl Histogram {
+    /// A histogram of `values` with `buckets` equal buckets between their minimum and maximum.
+    pub fn of(values: &[f32], buckets: usize) -> Histogram {
+        let buckets = buckets.max(1);
+        let finite = values.iter().map(|&v| f64::from(v)).filter(|v| v.is_finite());
+        let (mut min, mut max, mut num, mut sum, mut sum_squares) =
+            (f64::INFINITY, f64::NEG_INFINITY, 0.0, 0.0, 0.0);
+        for v in finite.clone() {
+            min = min.min(v);
+            max = max.max(v);
+            num += 1.0;
+            sum += v;
+            sum_squares += v * v;
+        }
+        if num == 0.0 {
+            return Histogram {
+                min: 0.0,
+                max: 0.0,
+                num: 0.0,
+                sum: 0.0,
+                sum_squares: 0.0,
+                bucket_limits: vec![0.0],
+                bucket_counts: vec![0.0],
+            };
+        }
+        let width = (max - min) / buckets as f64;
+        let bucket_limits: Vec<f64> = if width > 0.0 {
+            (1..=buckets).map(|i| if i == buckets { max } else { min + width * i as f64 }).collect()
+        } else {
+            vec![max]
+        };
+        let mut bucket_counts = vec![0.0; bucket_limits.len()];
+        for v in finite {
+            let index = if width > 0.0 {
+                (((v - min) / width).ceil() as usize).saturating_sub(1).min(bucket_limits.len() - 1)
+            } else {
+                0
+            };
+            bucket_counts[index] += 1.0;
+        }
+        Histogram { min, max, num, sum, sum_squares, bucket_limits, bucket_counts }
+    }
+}
+
+/// Writes every monitored record to a TensorBoard event file in the log directory, which
+/// TensorBoard itself reads (`tensorboard --logdir <log dir>`). On by default.
+#[derive(Debug, Default)]
+pub struct TensorBoardWriter;
+
+impl<M> Callback<M> for TensorBoardWriter {
+    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let dir = ctx.log_dir().to_path_buf();
+        let sink = TensorBoardSink::create(&dir).map_err(|e| Error::io(&dir, e))?;
+        ctx.monitors().add_sink(sink);
+        Ok(())
+    }
+}

@@ -1,0 +1,160 @@
+//! Prints scalars to the terminal, filtered by regular expressions.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use regex_lite::Regex;
+
+use super::{MonitorSink, Record, Value};
+use crate::callback::{Callback, Context};
+use crate::error::{Error, Result};
+
+/// Prints the scalars put during each epoch when it ends (and, with `enable_step`, as they are
+/// put), sorted by name, to stdout. On by default.
+///
+/// `whitelist` / `blacklist` are regular expressions searched in each name (anchor them with `^`
+/// and `$` for a whole-name match): a name is printed when it matches some whitelist pattern (all
+/// names, without a whitelist) and no blacklist pattern.
+#[derive(Debug, Default, Clone)]
+pub struct ScalarPrinter {
+    enable_step: bool,
+    enable_epoch: bool,
+    whitelist: Option<Vec<String>>,
+    blacklist: Vec<String>,
+}
+
+impl ScalarPrinter {
+    /// Print at the end of every epoch, every name.
+    pub fn new() -> Self {
+        ScalarPrinter { enable_step: false, enable_epoch: true, whitelist: None, blacklist: Vec::new() }
+    }
+    /// Also print scalars as soon as they are put (at the end of the event that put them).
+    pub fn enable_step(mut self, enable: bool) -> Self {
+        self.enable_step = enable;
+        self
+    }
+    /// Print at the end of each epoch (on by default).
+    pub fn enable_epoch(mut self, enable: bool) -> Self {
+        self.enable_epoch = enable;
+        self
+    }
+    /// Print only the names matching one of these patterns.
+    pub fn whitelist<S: Into<String>>(mut self, patterns: impl IntoIterator<Item = S>) -> Self {
+        self.whitelist = Some(patterns.into_iter().map(Into::into).collect());
+        self
+    }
+    /// Never print the names matching one of these patterns.
+    pub fn blacklist<S: Into<String>>(mut self, patterns: impl IntoIterator<Item = S>) -> Self {
+        self.blacklist = patterns.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The writer this printer runs, printing to `out`. An invalid pattern is an error naming it.
+    pub fn sink(&self, out: Box<dyn Write + Send>) -> Result<PrinterSink> {
+        let compile = |patterns: &[String]| -> Result<Vec<Regex>> {
+            patterns
+                .iter()
+                .map(|p| {
+                    Regex::new(p).map_err(|e| {
+                        Error::msg(format!("ScalarPrinter: invalid pattern `{p}`: {e}"))
+                    })
+                })
+                .collect()
+        };
+        Ok(PrinterSink {
+            enable_step: self.enable_step,
+            enable_epoch: self.enable_epoch,
+            whitelist: self.whitelist.as_deref().map(compile).transpose()?,
+            blacklist: compile(&self.blacklist)?,
+            epoch: BTreeMap::new(),
+            out,
+        })
+    }
+}
+
+impl<M> Callback<M> for ScalarPrinter {
+    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let sink = self.sink(Box::new(std::io::stdout()))?;
+        ctx.monitors().add_sink(sink);
+        Ok(())
+    }
+}
+
+/// The writer behind [`ScalarPrinter`].
+pub struct PrinterSink {
+    enable_step: bool,
+    enable_epoch: bool,
+    whitelist: Option<Vec<Regex>>,
+    blacklist: Vec<Regex>,
+    epoch: BTreeMap<String, f64>,
+    out: Box<dyn Write + Send>,
+}
+
+impl PrinterSink {
+    fn allowed(&self, name: &str) -> bool {
+        self.whitelist.as_ref().is_none_or(|w| w.iter().any(|r| r.is_match(name)))
+            && !self.blacklist.iter().any(|r| r.is_match(name))
+    }
+}
+
+/// Five significant digits, like Python's `{:.5g}`.
+pub(crate) fn format_scalar(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let magnitude = v.abs().log10().floor() as i32;
+    if (-4..5).contains(&magnitude) {
+        let decimals = (4 - magnitude).max(0) as usize;
+        let text = format!("{v:.decimals$}");
+        if text.contains('.') {
+            text.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            text
+        }
+    } else {
+        format!("{v:.4e}")
+    }
+}
+
+impl MonitorSink for PrinterSink {
+    fn name(&self) -> &str {
+        "ScalarPrinter"
+    }
+
+    fn write(&mut self, records: &[Record]) -> std::io::Result<()> {
+        for record in records {
+            let Value::Scalar(v) = record.value else { continue };
+            if !self.allowed(&record.name) {
+                continue;
+            }
+            if self.enable_step {
+                writeln!(
+                    self.out,
+                    "[step {}] {}: {}",
+                    record.global_step,
+                    record.name,
+                    format_scalar(v)
+                )?;
+            }
+            if self.enable_epoch {
+                self.epoch.insert(record.name.to_string(), v);
+            }
+        }
+        Ok(())
+    }
+
+    fn end_epoch(&mut self, epoch_num: u64, global_step: u64) -> std::io::Result<()> {
+        if self.epoch.is_empty() {
+            return Ok(());
+        }
+        writeln!(self.out, "epoch {epoch_num} (global step {global_step}):")?;
+        for (name, v) in std::mem::take(&mut self.epoch) {
+            writeln!(self.out, "  {name}: {}", format_scalar(v))?;
+        }
+        self.out.flush()
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}

@@ -1,0 +1,615 @@
+//! The training loop: burn's step wrapped in tensorpack's callback lifecycle.
+
+use std::borrow::Cow;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use burn::data::dataloader::{DataLoader, DataLoaderIterator};
+use burn::module::Module;
+use burn::optim::{GradientsParams, ModuleOptimizer};
+use burn::tensor::Tensor;
+
+use crate::callback::{Callbacks, Context, Control, Counters, Event, TrainState, resolve_order};
+use crate::error::{Error, Result};
+use crate::fetch::{FetchPlan, OutputTensor, Outputs};
+use crate::monitor::{JsonWriter, Monitors, ScalarPrinter, TensorBoardWriter};
+use crate::param::HyperParams;
+use crate::track::ProgressBar;
+
+/// Training data: anything that yields batches, epoch after epoch.
+pub trait TrainData {
+    /// What one step consumes.
+    type Batch;
+    /// One pass over the data.
+    type Iter<'a>: BatchIter<Self::Batch>
+    where
+        Self: 'a;
+    /// Start a pass.
+    fn iter(&self) -> Self::Iter<'_>;
+}
+
+/// One pass over [`TrainData`].
+pub trait BatchIter<B> {
+    /// The next batch, `None` at the end of the pass.
+    fn next_batch(&mut self) -> Option<Result<B>>;
+    /// The number of batches in a pass, when known (asked after the first batch).
+    fn batches_hint(&self) -> Option<u64>;
+}
+
+/// A burn data loader is training data; its number of batches per pass is worked out from its
+/// progress after the first batch (all batches but the last have the same size).
+impl<B> TrainData for Arc<dyn DataLoader<B>> {
+    type Batch = B;
+    type Iter<'a>
+        = Box<dyn DataLoaderIterator<B> + 'a>
+    where
+        Self: 'a;
+    fn iter(&self) -> Self::Iter<'_> {
+        DataLoader::iter(self.as_ref())
+    }
+}
+
+impl<B> BatchIter<B> for Box<dyn DataLoaderIterator<B> + '_> {
+    fn next_batch(&mut self) -> Option<Result<B>> {
+        self.next().map(|r| r.map_err(|e| Error::Data(format!("the data loader failed: {e:?}"))))
+    }
+    fn batches_hint(&self) -> Option<u64> {
+        let progress = self.progress();
+        (progress.items_processed > 0)
+            .then(|| progress.items_total.div_ceil(progress.items_processed) as u64)
+    }
+}
+
+/// Batches held in memory are training data (each pass clones them; burn tensors clone cheaply).
+impl<B: Clone> TrainData for Vec<B> {
+    type Batch = B;
+    type Iter<'a>
+        = VecBatches<'a, B>
+    where
+        Self: 'a;
+    fn iter(&self) -> Self::Iter<'_> {
+        VecBatches { batches: self, next: 0 }
+    }
+}
+
+/// A pass over a `Vec` of batches.
+#[derive(Debug)]
+pub struct VecBatches<'a, B> {
+    batches: &'a [B],
+    next: usize,
+}
+
+impl<B: Clone> BatchIter<B> for VecBatches<'_, B> {
+    fn next_batch(&mut self) -> Option<Result<B>> {
+        let batch = self.batches.get(self.next)?.clone();
+        self.next += 1;
+        Some(Ok(batch))
+    }
+    fn batches_hint(&self) -> Option<u64> {
+        Some(self.batches.len() as u64)
+    }
+}
+
+/// What the training step sees besides the model and the batch: where to put named outputs, the
+/// hyper-parameters and the counters.
+pub struct Step<'a> {
+    outputs: &'a mut Outputs,
+    hyper: &'a HyperParams,
+    counters: &'a Counters,
+}
+
+impl Step<'_> {
+    /// Put a named output (`"accuracy"`, logits...) that callbacks may fetch. The loss is always
+    /// there as `"loss"`.
+    #[inline]
+    pub fn output(&mut self, name: &'static str, tensor: impl Into<OutputTensor>) {
+        self.outputs.put(name, tensor);
+    }
+    /// The outputs put so far, to hand to code shared with inference.
+    pub fn outputs(&mut self) -> &mut Outputs {
+        self.outputs
+    }
+    /// A hyper-parameter's current value.
+    pub fn hyper(&self, name: &str) -> Option<f64> {
+        self.hyper.get(name)
+    }
+    /// The counters (`global_step` counts the steps before this one).
+    pub fn counters(&self) -> &Counters {
+        self.counters
+    }
+}
+
+/// The callbacks a trainer starts with, like tensorpack's and neon's: a progress bar, TensorBoard
+/// event files, `stats.json`, and a scalar printer. Each can be replaced or turned off.
+#[derive(Debug)]
+pub struct DefaultCallbacks {
+    /// The progress bar.
+    pub progress: Option<ProgressBar>,
+    /// The TensorBoard writer.
+    pub tensorboard: Option<TensorBoardWriter>,
+    /// The `stats.json` writer.
+    pub json: Option<JsonWriter>,
+    /// The scalar printer.
+    pub printer: Option<ScalarPrinter>,
+}
+
+impl Default for DefaultCallbacks {
+    fn default() -> Self {
+        DefaultCallbacks {
+            progress: Some(ProgressBar::new()),
+            tensorboard: Some(TensorBoardWriter),
+            json: Some(JsonWriter),
+            printer: Some(ScalarPrinter::new()),
+        }
+    }
+}
+
+impl DefaultCallbacks {
+    /// No default callback at all.
+    pub fn none() -> Self {
+        DefaultCallbacks { progress: None, tensorboard: None, json: None, printer: None }
+    }
+}
+
+crate::callback::fields_callbacks!(DefaultCallbacks { progress, tensorboard, json, printer });
+
+/// How a run ended, and the trained model.
+#[derive(Debug)]
+pub struct TrainReport<M> {
+    /// The model after the last step.
+    pub model: M,
+    /// Why training stopped early, if a callback asked it to.
+    pub stop_reason: Option<String>,
+    /// The counters at the end.
+    pub counters: Counters,
+    /// Device-to-host transfers made for fetches during the run.
+    pub fetch_transfers: u64,
+}
+
+/// The trainer: a model, a burn optimizer, training data, callbacks, and how long to train.
+///
+/// ```no_run
+/// # use stoker::prelude::*;
+/// # use burn::nn::{Linear, LinearConfig};
+/// # use burn::optim::AdamConfig;
+/// # use burn::tensor::{Device, Tensor};
+/// let device = Device::default().autodiff();
+/// let model: Linear = LinearConfig::new(4, 1).init(&device);
+/// let batches = vec![(Tensor::<2>::ones([8, 4], &device), Tensor::<2>::zeros([8, 1], &device))];
+/// let report = Trainer::new(model, AdamConfig::new().init(), batches)
+///     .max_epoch(3)
+///     .log_dir("train_log/linear")
+///     .train(|model: &Linear, (x, y): (Tensor<2>, Tensor<2>), _step: &mut Step<'_>| {
+///         (model.forward(x) - y).powi_scalar(2).mean()
+///     })?;
+/// # Ok::<(), stoker::Error>(())
+/// ```
+pub struct Trainer<M, D, C = ()> {
+    model: M,
+    optimizer: ModuleOptimizer,
+    data: D,
+    callbacks: C,
+    defaults: DefaultCallbacks,
+    max_epoch: u64,
+    starting_epoch: u64,
+    steps_per_epoch: Option<u64>,
+    log_dir: PathBuf,
+    hyper: HyperParams,
+}
+
+impl<M: Module, D: TrainData> Trainer<M, D, ()> {
+    /// A trainer of `model` with `optimizer` (burn's, e.g. `AdamConfig::new().init()`) on `data`,
+    /// with the default callbacks, one epoch, learning rate 1e-3 and log directory `train_log`.
+    pub fn new(model: M, optimizer: impl Into<ModuleOptimizer>, data: D) -> Self {
+        Trainer {
+            model,
+            optimizer: optimizer.into(),
+            data,
+            callbacks: (),
+            defaults: DefaultCallbacks::default(),
+            max_epoch: 1,
+            starting_epoch: 1,
+            steps_per_epoch: None,
+            log_dir: PathBuf::from("train_log"),
+            hyper: HyperParams::new(1e-3),
+        }
+    }
+}
+
+impl<M: Module, D: TrainData, C: Callbacks<M>> Trainer<M, D, C> {
+    /// The callbacks: one callback, a tuple, a `Vec`, or a `#[derive(Callbacks)]` struct.
+    pub fn callbacks<C2: Callbacks<M>>(self, callbacks: C2) -> Trainer<M, D, C2> {
+        Trainer {
+            model: self.model,
+            optimizer: self.optimizer,
+            data: self.data,
+            callbacks,
+            defaults: self.defaults,
+            max_epoch: self.max_epoch,
+            starting_epoch: self.starting_epoch,
+            steps_per_epoch: self.steps_per_epoch,
+            log_dir: self.log_dir,
+            hyper: self.hyper,
+        }
+    }
+    /// Replace the default callbacks (`DefaultCallbacks::none()` turns them all off).
+    pub fn default_callbacks(mut self, defaults: DefaultCallbacks) -> Self {
+        self.defaults = defaults;
+        self
+    }
+    /// Train up to and including epoch `max_epoch`.
+    pub fn max_epoch(mut self, max_epoch: u64) -> Self {
+        self.max_epoch = max_epoch;
+        self
+    }
+    /// The first epoch to train (1 unless resuming).
+    pub fn starting_epoch(mut self, starting_epoch: u64) -> Self {
+        self.starting_epoch = starting_epoch;
+        self
+    }
+    /// Steps per epoch; by default, one pass over the data. When the data runs out within an
+    /// epoch, a new pass starts.
+    pub fn steps_per_epoch(mut self, steps: u64) -> Self {
+        self.steps_per_epoch = Some(steps);
+        self
+    }
+    /// Where checkpoints, `stats.json` and event files go.
+    pub fn log_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.log_dir = dir.into();
+        self
+    }
+    /// The initial learning rate.
+    pub fn learning_rate(mut self, value: f64) -> Self {
+        self.hyper.set_learning_rate(value);
+        self
+    }
+    /// Register a named hyper-parameter that callbacks can set and the step can read.
+    pub fn hyper_param(mut self, name: impl Into<Cow<'static, str>>, value: f64) -> Self {
+        self.hyper.register(name, value);
+        self
+    }
+
+    /// Train: run the callbacks' lifecycle around `step`, which computes the loss of one batch
+    /// (and may put named outputs). Returns the trained model, or the first error; `after_train`
+    /// runs for every callback whose setup ran, and the monitors are flushed, in every case.
+    pub fn train<F>(self, step: F) -> Result<TrainReport<M>>
+    where
+        F: FnMut(&M, D::Batch, &mut Step<'_>) -> Tensor<1>,
+    {
+        let Trainer {
+            model,
+            optimizer,
+            data,
+            callbacks,
+            defaults,
+            max_epoch,
+            starting_epoch,
+            steps_per_epoch,
+            log_dir,
+            hyper,
+        } = self;
+        if starting_epoch == 0 || starting_epoch > max_epoch.max(1) {
+            return Err(Error::msg(format!(
+                "starting_epoch must be between 1 and max_epoch ({max_epoch}), not {starting_epoch}"
+            )));
+        }
+        let mut run = Run::new(
+            (defaults, callbacks),
+            TrainState {
+                counters: Counters {
+                    epoch_num: starting_epoch - 1,
+                    global_step: 0,
+                    local_step: 0,
+                    starting_epoch,
+                    max_epoch,
+                    steps_per_epoch: steps_per_epoch.unwrap_or(0),
+                },
+                model: Some(model),
+                optimizer,
+                hyper,
+                monitors: Monitors::new(),
+                control: Control::default(),
+                log_dir,
+            },
+        )?;
+        let outcome = {
+            let mut step = step;
+            catch_unwind(AssertUnwindSafe(|| run.main_loop(&data, &mut step, steps_per_epoch)))
+        };
+        let result = match outcome {
+            Ok(result) => result,
+            Err(payload) => Err(Error::Panic { location: run.location(), message: panic_message(&*payload) }),
+        };
+        let after = run.after_train();
+        let closed = run.state.monitors.close();
+        let result = result.and(after).and(closed);
+        let model = run.state.model.take();
+        match (result, model) {
+            (Ok(()), Some(model)) => Ok(TrainReport {
+                model,
+                stop_reason: run.state.control.stop.take(),
+                counters: run.state.counters,
+                fetch_transfers: run.plan.transfers(),
+            }),
+            (Ok(()), None) => Err(Error::msg("the model was lost")),
+            (Err(error), _) => Err(error),
+        }
+    }
+}
+
+/// Where the trainer is, to name the culprit of a panic.
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    Trainer,
+    Callback(usize, &'static str),
+    Step,
+    Data,
+}
+
+struct Run<M, C> {
+    callbacks: C,
+    state: TrainState<M>,
+    names: Vec<Cow<'static, str>>,
+    order: Vec<usize>,
+    /// Callbacks that declare fetches, with their slots.
+    fetchers: Vec<(usize, u64)>,
+    plan: FetchPlan,
+    outputs: Outputs,
+    phase: Phase,
+    /// How many callbacks (in `order`) had their setup attempted.
+    set_up: usize,
+}
+
+impl<M: Module, C: Callbacks<M>> Run<M, C> {
+    fn new(callbacks: C, state: TrainState<M>) -> Result<Self> {
+        let count = callbacks.len();
+        let mut names = Vec::with_capacity(count);
+        let mut orders = Vec::with_capacity(count);
+        let mut plan = FetchPlan::default();
+        let mut fetchers = Vec::new();
+        for i in 0..count {
+            let info = callbacks.info(i);
+            let mut mask = 0;
+            for fetch in info.fetches {
+                mask |= plan.declare(fetch, &info.name)?;
+            }
+            if mask != 0 {
+                fetchers.push((i, mask));
+            }
+            names.push(info.name);
+            orders.push(info.order);
+        }
+        for (i, name) in names.iter().enumerate() {
+            if names[..i].contains(name) {
+                return Err(Error::Order(format!(
+                    "two callbacks are named `{name}`; give one another name so that order constraints and errors can tell them apart"
+                )));
+            }
+        }
+        let order = resolve_order(&names, &orders)?;
+        Ok(Run {
+            callbacks,
+            state,
+            names,
+            order,
+            fetchers,
+            plan,
+            outputs: Outputs::new(),
+            phase: Phase::Trainer,
+            set_up: 0,
+        })
+    }
+
+    fn location(&self) -> String {
+        match self.phase {
+            Phase::Trainer => "the trainer".into(),
+            Phase::Callback(i, event) => format!("callback `{}` in {event}", self.names[i]),
+            Phase::Step => "the training step".into(),
+            Phase::Data => "the data loader".into(),
+        }
+    }
+
+    /// Deliver `event` to every callback in order.
+    #[inline]
+    fn deliver(&mut self, event: Event<'_>) -> Result<()> {
+        deliver_in_order(&mut self.callbacks, &self.order, &mut self.state, &mut self.phase, &self.names, event)
+    }
+
+    fn main_loop<D, F>(&mut self, data: &D, step: &mut F, steps_per_epoch: Option<u64>) -> Result<()>
+    where
+        D: TrainData,
+        F: FnMut(&M, D::Batch, &mut Step<'_>) -> Tensor<1>,
+    {
+        std::fs::create_dir_all(&self.state.log_dir).map_err(|e| Error::io(&self.state.log_dir, e))?;
+        // Setup, remembering how far it got so that after_train reaches exactly those callbacks.
+        for position in 0..self.order.len() {
+            self.set_up = position + 1;
+            let i = self.order[position];
+            self.phase = Phase::Callback(i, "setup");
+            let mut ctx = Context { state: &mut self.state };
+            self.callbacks
+                .dispatch(i, Event::Setup, &mut ctx)
+                .map_err(|e| wrap(&self.names[i], "setup", e))?;
+        }
+        self.phase = Phase::Trainer;
+        self.state.monitors.publish();
+
+        // The first pass starts now: its first batch tells the number of steps per epoch.
+        self.phase = Phase::Data;
+        let mut pass = data.iter();
+        let mut first = pass.next_batch().transpose()?;
+        if first.is_none() {
+            return Err(Error::Data("the training data produced no batch".into()));
+        }
+        if steps_per_epoch.is_none() {
+            self.state.counters.steps_per_epoch = pass.batches_hint().unwrap_or(0);
+        }
+        if self.state.counters.steps_per_epoch == 0 {
+            return Err(Error::Data(
+                "the number of steps per epoch is unknown: set it with Trainer::steps_per_epoch".into(),
+            ));
+        }
+        self.phase = Phase::Trainer;
+
+        self.deliver(Event::BeforeTrain)?;
+        let mut names_checked = false;
+        let max_epoch = self.state.counters.max_epoch;
+        let mut epoch = self.state.counters.starting_epoch;
+        while epoch <= max_epoch && self.state.control.stop.is_none() {
+            let counters = &mut self.state.counters;
+            counters.epoch_num = epoch;
+            counters.local_step = 0;
+            self.state.monitors.epoch_num = epoch;
+            self.deliver(Event::BeforeEpoch)?;
+            let steps = self.state.counters.steps_per_epoch;
+            while self.state.counters.local_step < steps
+                && self.state.control.stop.is_none()
+                && !self.state.control.skip_epoch
+            {
+                self.phase = Phase::Data;
+                let batch = match first.take() {
+                    Some(batch) => batch,
+                    None => match pass.next_batch() {
+                        Some(batch) => batch?,
+                        None => {
+                            pass = data.iter();
+                            pass.next_batch().ok_or_else(|| {
+                                Error::Data("the training data produced no batch in a new pass".into())
+                            })??
+                        }
+                    },
+                };
+                self.phase = Phase::Trainer;
+                let mut mask = 0;
+                for &(i, slots) in &self.fetchers {
+                    if self.callbacks.wants_fetch(i, &self.state.counters) {
+                        mask |= slots;
+                    }
+                }
+                self.deliver(Event::BeforeStep)?;
+                self.run_step(batch, step);
+                if !names_checked && !self.fetchers.is_empty() {
+                    let owners: Vec<(String, u64)> =
+                        self.fetchers.iter().map(|&(i, m)| (self.names[i].to_string(), m)).collect();
+                    self.plan.check_names(&self.outputs, &owners)?;
+                    names_checked = true;
+                }
+                self.plan.fill(&self.outputs, mask)?;
+                let values = if mask == 0 { crate::fetch::Fetched::none() } else { self.plan.view() };
+                deliver_in_order(
+                    &mut self.callbacks,
+                    &self.order,
+                    &mut self.state,
+                    &mut self.phase,
+                    &self.names,
+                    Event::AfterStep(values),
+                )?;
+                self.deliver(Event::TriggerStep)?;
+            }
+            self.state.control.skip_epoch = false;
+            if self.state.control.stop.is_some() {
+                break;
+            }
+            self.deliver(Event::AfterEpoch)?;
+            self.deliver(Event::TriggerEpoch)?;
+            self.state.monitors.end_epoch();
+            epoch += 1;
+        }
+        Ok(())
+    }
+
+    /// One step: the user's forward and loss, backward, the optimizer.
+    #[inline]
+    fn run_step<B, F>(&mut self, batch: B, step: &mut F)
+    where
+        F: FnMut(&M, B, &mut Step<'_>) -> Tensor<1>,
+    {
+        self.phase = Phase::Step;
+        let state = &mut self.state;
+        let model = state.model.take().expect("the model is present between steps");
+        self.outputs.clear();
+        let loss = step(
+            &model,
+            batch,
+            &mut Step { outputs: &mut self.outputs, hyper: &state.hyper, counters: &state.counters },
+        );
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        self.outputs.put("loss", loss);
+        state.model = Some(state.optimizer.step(state.hyper.learning_rate(), model, grads));
+        state.counters.global_step += 1;
+        state.counters.local_step += 1;
+        state.monitors.global_step = state.counters.global_step;
+        self.phase = Phase::Trainer;
+    }
+
+    /// `after_train` for every callback whose setup ran, each shielded from the others' panics.
+    fn after_train(&mut self) -> Result<()> {
+        let mut first_error = None;
+        for position in 0..self.set_up {
+            let i = self.order[position];
+            self.phase = Phase::Callback(i, "after_train");
+            let callbacks = &mut self.callbacks;
+            let state = &mut self.state;
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                let mut ctx = Context { state };
+                callbacks.dispatch(i, Event::AfterTrain, &mut ctx)
+            }));
+            let error = match outcome {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(wrap(&self.names[i], "after_train", e)),
+                Err(payload) => Some(Error::Panic {
+                    location: format!("callback `{}` in after_train", self.names[i]),
+                    message: panic_message(&*payload),
+                }),
+            };
+            if let Some(error) = error {
+                if first_error.is_none() {
+                    first_error = Some(error);
+                } else {
+                    eprintln!("stoker: {error}");
+                }
+            }
+        }
+        self.phase = Phase::Trainer;
+        self.state.monitors.publish();
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+#[inline]
+fn deliver_in_order<M, C: Callbacks<M>>(
+    callbacks: &mut C,
+    order: &[usize],
+    state: &mut TrainState<M>,
+    phase: &mut Phase,
+    names: &[Cow<'static, str>],
+    event: Event<'_>,
+) -> Result<()> {
+    let mut ctx = Context { state };
+    for &i in order {
+        *phase = Phase::Callback(i, event.name());
+        if let Err(e) = callbacks.dispatch(i, event, &mut ctx) {
+            return Err(wrap(&names[i], event.name(), e));
+        }
+    }
+    *phase = Phase::Trainer;
+    if ctx.state.monitors.has_pending() {
+        ctx.state.monitors.publish();
+    }
+    Ok(())
+}
+
+fn wrap(name: &str, event: &'static str, error: Error) -> Error {
+    Error::Callback { callback: name.to_string(), event, source: Box::new(error) }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".into()
+    }
+}

@@ -1,0 +1,41 @@
+//! Fixtures shared by stoker's integration tests: a tiny model, its data, a scratch directory.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use burn::nn::{Linear, LinearConfig};
+use burn::tensor::{Device, Tensor, TensorData};
+
+/// A fresh, empty directory under the system's temporary directory.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("stoker-test-{}-{name}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("creating a scratch directory");
+    dir
+}
+
+/// A linear model 2 -> 1.
+pub fn tiny_model(device: &Device) -> Linear {
+    LinearConfig::new(2, 1).init(device)
+}
+
+/// `batches` batches of 4 points of y = 2 x0 - x1 + 0.5.
+pub fn tiny_data(batches: usize, device: &Device) -> Vec<(Tensor<2>, Tensor<2>)> {
+    (0..batches)
+        .map(|b| {
+            let xs: Vec<f32> = (0..8).map(|i| ((b * 8 + i) as f32 * 0.37).sin()).collect();
+            let ys: Vec<f32> = xs.chunks(2).map(|x| 2.0 * x[0] - x[1] + 0.5).collect();
+            (
+                Tensor::from_data(TensorData::new(xs, [4, 2]), device),
+                Tensor::from_data(TensorData::new(ys, [4, 1]), device),
+            )
+        })
+        .collect()
+}
+
+/// The mean squared error of `model` on a batch.
+pub fn mse(model: &Linear, (x, y): (Tensor<2>, Tensor<2>)) -> Tensor<1> {
+    (model.forward(x) - y).powi_scalar(2).mean()
+}

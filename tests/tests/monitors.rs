@@ -1,0 +1,201 @@
+//! Monitors: the history, stats.json (tensorpack's layout, atomic, appended on resume), the
+//! scalar printer's filters, TensorBoard's own reader on our event files, and setup errors.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use burn::nn::Linear;
+use serde_json::Value as Json;
+use stoker::monitor::{Record, Value};
+use stoker::prelude::*;
+use stoker::{JsonWriter, MonitorSink, ScalarPrinter, TensorBoardWriter};
+use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
+
+/// Puts `epoch_value` = 10 * epoch at each trigger_epoch and `step_value` = global_step at each
+/// trigger_step, and records the history it reads at after_train.
+#[derive(Default)]
+struct Putter {
+    seen_history: Arc<Mutex<Vec<(u64, f64)>>>,
+}
+
+impl Callback<Linear> for Putter {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        let step = ctx.global_step() as f64;
+        ctx.monitors().put_scalar("step_value", step);
+        Ok(())
+    }
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        let epoch = ctx.epoch_num() as f64;
+        ctx.monitors().put_scalar("epoch_value", 10.0 * epoch);
+        Ok(())
+    }
+    fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        *self.seen_history.lock().unwrap() = ctx.monitors_ref().history("epoch_value").to_vec();
+        Ok(())
+    }
+}
+
+fn writers() -> DefaultCallbacks {
+    DefaultCallbacks { progress: None, tensorboard: Some(TensorBoardWriter), json: Some(JsonWriter), printer: None }
+}
+
+fn train(dir: &std::path::Path, starting_epoch: u64, max_epoch: u64, putter: Putter) -> stoker::Result<()> {
+    let device = stoker::device::cpu();
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+        .max_epoch(max_epoch)
+        .starting_epoch(starting_epoch)
+        .log_dir(dir)
+        .default_callbacks(writers())
+        .callbacks(putter)
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .map(|_| ())
+}
+
+fn read_stats(dir: &std::path::Path) -> Vec<Json> {
+    let text = std::fs::read_to_string(dir.join("stats.json")).expect("stats.json exists");
+    serde_json::from_str(&text).expect("stats.json is a JSON list")
+}
+
+#[test]
+fn stats_json_has_one_entry_per_epoch_with_the_scalars_and_counters() {
+    let dir = scratch_dir("stats");
+    let putter = Putter::default();
+    let history = putter.seen_history.clone();
+    train(&dir, 1, 3, putter).unwrap();
+    let stats = read_stats(&dir);
+    assert_eq!(stats.len(), 3);
+    for (i, entry) in stats.iter().enumerate() {
+        let epoch = i as u64 + 1;
+        assert_eq!(entry["epoch_num"], Json::from(epoch));
+        assert_eq!(entry["global_step"], Json::from(epoch * 2));
+        assert_eq!(entry["epoch_value"], Json::from(10.0 * epoch as f64));
+        // The last value put during the epoch wins, as in tensorpack.
+        assert_eq!(entry["step_value"], Json::from((epoch * 2) as f64));
+        assert_eq!(entry.as_object().unwrap().len(), 4, "{entry}");
+    }
+    assert_eq!(*history.lock().unwrap(), vec![(2, 10.0), (4, 20.0), (6, 30.0)]);
+    assert!(!dir.join("stats.json.tmp").exists(), "the temporary file was renamed");
+}
+
+#[test]
+fn stats_json_is_appended_to_when_the_run_continues_its_last_epoch() {
+    let dir = scratch_dir("append");
+    train(&dir, 1, 2, Putter::default()).unwrap();
+    train(&dir, 3, 4, Putter::default()).unwrap();
+    let stats = read_stats(&dir);
+    let epochs: Vec<u64> = stats.iter().map(|e| e["epoch_num"].as_u64().unwrap()).collect();
+    assert_eq!(epochs, vec![1, 2, 3, 4]);
+    let backups = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("stats.json.bak"))
+        .count();
+    assert_eq!(backups, 0);
+}
+
+#[test]
+fn stats_json_that_does_not_precede_the_run_is_moved_aside() {
+    let dir = scratch_dir("backup");
+    train(&dir, 1, 2, Putter::default()).unwrap();
+    train(&dir, 1, 1, Putter::default()).unwrap();
+    let stats = read_stats(&dir);
+    assert_eq!(stats.len(), 1);
+    let backups: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("stats.json.bak-"))
+        .collect();
+    assert_eq!(backups.len(), 1);
+    let old: Vec<Json> = serde_json::from_str(&std::fs::read_to_string(&backups[0]).unwrap()).unwrap();
+    assert_eq!(old.len(), 2, "the backup holds the earlier run");
+}
+
+#[test]
+fn an_unwritable_log_dir_fails_at_setup_before_any_step() {
+    let dir = scratch_dir("unwritable");
+    let file = dir.join("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let device = stoker::device::cpu();
+    let mut steps = 0;
+    let result = Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+        .log_dir(file.join("logs"))
+        .default_callbacks(writers())
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| {
+            steps += 1;
+            mse(model, batch)
+        });
+    let error = result.expect_err("the log directory cannot be created");
+    assert_eq!(steps, 0, "no step ran");
+    let message = error.to_string();
+    assert!(message.contains("a-file/logs"), "the message names the path: {message}");
+}
+
+#[derive(Clone, Default)]
+struct SharedBuffer(Arc<Mutex<Vec<u8>>>);
+
+impl Write for SharedBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn scalar(name: &str, value: f64, step: u64) -> Record {
+    Record { name: Arc::from(name), value: Value::Scalar(value), global_step: step, epoch_num: 1, wall_time: 0.0 }
+}
+
+#[test]
+fn scalar_printer_prints_whitelisted_names_not_blacklisted_sorted_at_epoch_end() {
+    let out = SharedBuffer::default();
+    let mut sink = ScalarPrinter::new()
+        .whitelist(["^validation_", "cost$"])
+        .blacklist(["_raw"])
+        .sink(Box::new(out.clone()))
+        .unwrap();
+    sink.write(&[
+        scalar("validation_error", 0.0412345, 10),
+        scalar("train_cost", 1.5, 10),
+        scalar("validation_raw", 3.0, 10),
+        scalar("learning_rate", 0.001, 10),
+        scalar("validation_error", 0.03, 20),
+    ])
+    .unwrap();
+    assert!(out.0.lock().unwrap().is_empty(), "nothing printed before the epoch ends");
+    sink.end_epoch(1, 20).unwrap();
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(text, "epoch 1 (global step 20):\n  train_cost: 1.5\n  validation_error: 0.03\n");
+}
+
+#[test]
+fn scalar_printer_rejects_an_invalid_pattern_by_name() {
+    let error = ScalarPrinter::new().whitelist(["(unclosed"]).sink(Box::new(std::io::sink())).err().unwrap();
+    assert!(error.to_string().contains("`(unclosed`"), "{error}");
+}
+
+#[test]
+fn tensorboard_reads_the_event_file_a_run_writes() {
+    let dir = scratch_dir("tensorboard");
+    train(&dir, 1, 3, Putter::default()).unwrap();
+    let expected = serde_json::json!({
+        "epoch_value": [[2, 10.0], [4, 20.0], [6, 30.0]],
+        "step_value": [[1, 1.0], [2, 2.0], [3, 3.0], [4, 4.0], [5, 5.0], [6, 6.0]],
+    });
+    let expect_file = dir.join("expected.json");
+    std::fs::write(&expect_file, expected.to_string()).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/check_tensorboard.py");
+    let output = std::process::Command::new("python3")
+        .arg(script)
+        .arg(&dir)
+        .arg(&expect_file)
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "TensorBoard's reader disagrees (install it with `python3 -m pip install tensorboard`):\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("ok: 9 scalars in 2 tags"), "{stdout}");
+}
