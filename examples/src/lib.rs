@@ -158,7 +158,7 @@ pub struct DigitsConfig {
 impl DigitsConfig {
     /// The README's configuration on `device`.
     pub fn new(log_dir: impl Into<PathBuf>, device: Device) -> Self {
-        DigitsConfig { log_dir: log_dir.into(), epochs: 20, batch_size: 32, hidden: 128, seed: 42, device }
+        DigitsConfig { log_dir: log_dir.into(), epochs: 30, batch_size: 32, hidden: 256, seed: 42, device }
     }
 }
 
@@ -177,7 +177,7 @@ pub fn train_digits(config: &DigitsConfig) -> stoker::Result<(TrainReport<Mlp>, 
         })
         .with(ScalarStats::new(["cost"]))
         .with(ClassificationError::new("wrong", "validation_error")),
-        ScheduledHyperParamSetter::new("learning_rate", [(0, 3e-3), (half, 1e-3), (config.epochs - 1, 3e-4)]),
+        ScheduledHyperParamSetter::new("learning_rate", [(0, 1e-2), (half, 3e-3), (config.epochs - 5, 1e-3)]),
         ModelSaver::new(3),
         TrainingScalars::default(),
     );
@@ -218,7 +218,7 @@ pub struct TrainingScalars {
     learning_rate: f64,
 }
 
-const TRAINING_FETCHES: [Fetch; 2] = [Fetch::host("cost"), Fetch::host("accuracy")];
+static TRAINING_FETCHES: [Fetch; 2] = [Fetch::host("cost"), Fetch::host("accuracy")];
 
 impl Callback<Mlp> for TrainingScalars {
     fn fetches(&self) -> &[Fetch] {

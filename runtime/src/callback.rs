@@ -424,12 +424,20 @@ pub struct CallbackInfo<'a> {
     pub fetches: &'a [Fetch],
 }
 
+/// Marks a set of callbacks made of one [`Callback`] (see [`Callbacks`]).
+#[derive(Debug)]
+pub enum Single {}
+
 /// A set of callbacks, addressed by a flat index `0..len()`, dispatched statically.
 ///
 /// Every [`Callback`] is a set of one; tuples (up to 16), `Vec`s and `Option`s of sets are sets;
 /// `#[derive(Callbacks)]` makes a struct a set. The trainer orders the members of the whole set
 /// once at setup, then delivers each event to them in that order.
-pub trait Callbacks<M> {
+///
+/// `Marker` tells the kinds of sets apart (a single callback is [`Single`], a tuple the tuple of
+/// its members' markers...). It is always inferred; code generic over sets carries it along as a
+/// type parameter: `fn run<C: Callbacks<M, K>, K>(callbacks: C)`.
+pub trait Callbacks<M, Marker> {
     /// Every member has this many callbacks, when that is known at compile time.
     const FIXED_LEN: Option<usize> = None;
     /// The number of callbacks.
@@ -446,7 +454,7 @@ pub trait Callbacks<M> {
     fn dispatch(&mut self, index: usize, event: Event<'_>, ctx: &mut Context<'_, M>) -> Result<()>;
 }
 
-impl<M, C: Callback<M>> Callbacks<M> for C {
+impl<M, C: Callback<M>> Callbacks<M, Single> for C {
     const FIXED_LEN: Option<usize> = Some(1);
     #[inline]
     fn len(&self) -> usize {
@@ -465,7 +473,7 @@ impl<M, C: Callback<M>> Callbacks<M> for C {
     }
 }
 
-impl<M, C: Callbacks<M>> Callbacks<M> for Option<C> {
+impl<M, K, C: Callbacks<M, K>> Callbacks<M, Option<K>> for Option<C> {
     fn len(&self) -> usize {
         self.as_ref().map_or(0, C::len)
     }
@@ -484,7 +492,7 @@ impl<M, C: Callbacks<M>> Callbacks<M> for Option<C> {
     }
 }
 
-impl<M, C: Callbacks<M>> Callbacks<M> for Vec<C> {
+impl<M, K, C: Callbacks<M, K>> Callbacks<M, Vec<K>> for Vec<C> {
     fn len(&self) -> usize {
         match C::FIXED_LEN {
             Some(n) => n * self.as_slice().len(),
@@ -508,7 +516,7 @@ impl<M, C: Callbacks<M>> Callbacks<M> for Vec<C> {
 
 /// The member of `set` holding flat index `index`, and the index within it.
 #[inline]
-fn locate<M, C: Callbacks<M>>(set: &[C], mut index: usize) -> (usize, usize) {
+fn locate<M, K, C: Callbacks<M, K>>(set: &[C], mut index: usize) -> (usize, usize) {
     if let Some(n) = C::FIXED_LEN {
         if n > 0 {
             return (index / n, index % n);
@@ -525,8 +533,8 @@ fn locate<M, C: Callbacks<M>>(set: &[C], mut index: usize) -> (usize, usize) {
 }
 
 macro_rules! tuple_callbacks {
-    ($($name:ident $index:tt),+) => {
-        impl<M, $($name: Callbacks<M>),+> Callbacks<M> for ($($name,)+) {
+    ($($name:ident $marker:ident $index:tt),+) => {
+        impl<M, $($marker, $name: Callbacks<M, $marker>),+> Callbacks<M, ($($marker,)+)> for ($($name,)+) {
             const FIXED_LEN: Option<usize> = {
                 let mut total = 0;
                 let mut fixed = true;
@@ -578,15 +586,15 @@ macro_rules! tuple_callbacks {
 /// Implement [`Callbacks`] for a struct whose named fields are callback sets, in field order.
 macro_rules! fields_callbacks {
     ($ty:ident { $($field:ident),+ }) => {
-        impl<M> $crate::callback::Callbacks<M> for $ty {
+        impl<M> $crate::callback::Callbacks<M, $ty> for $ty {
             fn len(&self) -> usize {
-                0 $(+ $crate::callback::Callbacks::<M>::len(&self.$field))+
+                0 $(+ $crate::callback::Callbacks::<M, _>::len(&self.$field))+
             }
             fn info(&self, mut index: usize) -> $crate::callback::CallbackInfo<'_> {
                 $(
-                    let len = $crate::callback::Callbacks::<M>::len(&self.$field);
+                    let len = $crate::callback::Callbacks::<M, _>::len(&self.$field);
                     if index < len {
-                        return $crate::callback::Callbacks::<M>::info(&self.$field, index);
+                        return $crate::callback::Callbacks::<M, _>::info(&self.$field, index);
                     }
                     index -= len;
                 )+
@@ -594,9 +602,9 @@ macro_rules! fields_callbacks {
             }
             fn wants_fetch(&self, mut index: usize, counters: &$crate::callback::Counters) -> bool {
                 $(
-                    let len = $crate::callback::Callbacks::<M>::len(&self.$field);
+                    let len = $crate::callback::Callbacks::<M, _>::len(&self.$field);
                     if index < len {
-                        return $crate::callback::Callbacks::<M>::wants_fetch(&self.$field, index, counters);
+                        return $crate::callback::Callbacks::<M, _>::wants_fetch(&self.$field, index, counters);
                     }
                     index -= len;
                 )+
@@ -611,9 +619,9 @@ macro_rules! fields_callbacks {
                 ctx: &mut $crate::callback::Context<'_, M>,
             ) -> $crate::error::Result<()> {
                 $(
-                    let len = $crate::callback::Callbacks::<M>::len(&self.$field);
+                    let len = $crate::callback::Callbacks::<M, _>::len(&self.$field);
                     if index < len {
-                        return $crate::callback::Callbacks::<M>::dispatch(&mut self.$field, index, event, ctx);
+                        return $crate::callback::Callbacks::<M, _>::dispatch(&mut self.$field, index, event, ctx);
                     }
                     index -= len;
                 )+
@@ -625,7 +633,7 @@ macro_rules! fields_callbacks {
 }
 pub(crate) use fields_callbacks;
 
-impl<M> Callbacks<M> for () {
+impl<M> Callbacks<M, ()> for () {
     const FIXED_LEN: Option<usize> = Some(0);
     fn len(&self) -> usize {
         0
@@ -641,22 +649,22 @@ impl<M> Callbacks<M> for () {
     }
 }
 
-tuple_callbacks!(A 0);
-tuple_callbacks!(A 0, B 1);
-tuple_callbacks!(A 0, B 1, C 2);
-tuple_callbacks!(A 0, B 1, C 2, D 3);
-tuple_callbacks!(A 0, B 1, C 2, D 3, E 4);
-tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5);
-tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
-tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
-tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8);
-tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9);
-tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10);
-tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
-tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, N 12);
-tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, N 12, O 13);
-tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, N 12, O 13, P 14);
-tuple_callbacks!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11, N 12, O 13, P 14, Q 15);
+tuple_callbacks!(A KA 0);
+tuple_callbacks!(A KA 0, B KB 1);
+tuple_callbacks!(A KA 0, B KB 1, C KC 2);
+tuple_callbacks!(A KA 0, B KB 1, C KC 2, D KD 3);
+tuple_callbacks!(A KA 0, B KB 1, C KC 2, D KD 3, E KE 4);
+tuple_callbacks!(A KA 0, B KB 1, C KC 2, D KD 3, E KE 4, F KF 5);
+tuple_callbacks!(A KA 0, B KB 1, C KC 2, D KD 3, E KE 4, F KF 5, G KG 6);
+tuple_callbacks!(A KA 0, B KB 1, C KC 2, D KD 3, E KE 4, F KF 5, G KG 6, H KH 7);
+tuple_callbacks!(A KA 0, B KB 1, C KC 2, D KD 3, E KE 4, F KF 5, G KG 6, H KH 7, I KI 8);
+tuple_callbacks!(A KA 0, B KB 1, C KC 2, D KD 3, E KE 4, F KF 5, G KG 6, H KH 7, I KI 8, J KJ 9);
+tuple_callbacks!(A KA 0, B KB 1, C KC 2, D KD 3, E KE 4, F KF 5, G KG 6, H KH 7, I KI 8, J KJ 9, K KK 10);
+tuple_callbacks!(A KA 0, B KB 1, C KC 2, D KD 3, E KE 4, F KF 5, G KG 6, H KH 7, I KI 8, J KJ 9, K KK 10, L KL 11);
+tuple_callbacks!(A KA 0, B KB 1, C KC 2, D KD 3, E KE 4, F KF 5, G KG 6, H KH 7, I KI 8, J KJ 9, K KK 10, L KL 11, N KN 12);
+tuple_callbacks!(A KA 0, B KB 1, C KC 2, D KD 3, E KE 4, F KF 5, G KG 6, H KH 7, I KI 8, J KJ 9, K KK 10, L KL 11, N KN 12, O KO 13);
+tuple_callbacks!(A KA 0, B KB 1, C KC 2, D KD 3, E KE 4, F KF 5, G KG 6, H KH 7, I KI 8, J KJ 9, K KK 10, L KL 11, N KN 12, O KO 13, P KP 14);
+tuple_callbacks!(A KA 0, B KB 1, C KC 2, D KD 3, E KE 4, F KF 5, G KG 6, H KH 7, I KI 8, J KJ 9, K KK 10, L KL 11, N KN 12, O KO 13, P KP 14, Q KQ 15);
 
 /// Resolve the order of a set's callbacks: `after` / `before` constraints sorted topologically,
 /// ties kept in registration order. A cycle is an error naming every callback in it; a constraint

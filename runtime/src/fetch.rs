@@ -69,12 +69,9 @@ macro_rules! output_tensor_ranks {
 
             /// The tensor flattened to rank 1, detached from the autodiff graph (no data moves).
             pub fn flat(&self) -> Tensor<1> {
+                let n = self.num_elements();
                 match self {
-                    OutputTensor::Rank1(tensor) => tensor.clone().detach(),
-                    $(OutputTensor::$variant(tensor) => {
-                        let n = self.num_elements();
-                        tensor.clone().detach().reshape([n])
-                    })*
+                    $(OutputTensor::$variant(tensor) => tensor.clone().detach().reshape([n]),)*
                 }
             }
         }

@@ -162,7 +162,7 @@ where
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let model = ctx.model().valid();
         self.inferencers.iter_mut().for_each(|i| i.before_inference());
-        let mut pass = self.data.iter();
+        let mut pass = self.data.pass();
         let mut batches = 0u64;
         while let Some(batch) = pass.next_batch() {
             self.outputs.clear();

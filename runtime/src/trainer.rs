@@ -1,6 +1,7 @@
 //! The training loop: burn's step wrapped in tensorpack's callback lifecycle.
 
 use std::borrow::Cow;
+use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,7 +27,7 @@ pub trait TrainData {
     where
         Self: 'a;
     /// Start a pass.
-    fn iter(&self) -> Self::Iter<'_>;
+    fn pass(&self) -> Self::Iter<'_>;
 }
 
 /// One pass over [`TrainData`].
@@ -45,7 +46,7 @@ impl<B> TrainData for Arc<dyn DataLoader<B>> {
         = Box<dyn DataLoaderIterator<B> + 'a>
     where
         Self: 'a;
-    fn iter(&self) -> Self::Iter<'_> {
+    fn pass(&self) -> Self::Iter<'_> {
         DataLoader::iter(self.as_ref())
     }
 }
@@ -68,7 +69,7 @@ impl<B: Clone> TrainData for Vec<B> {
         = VecBatches<'a, B>
     where
         Self: 'a;
-    fn iter(&self) -> Self::Iter<'_> {
+    fn pass(&self) -> Self::Iter<'_> {
         VecBatches { batches: self, next: 0 }
     }
 }
@@ -185,7 +186,7 @@ pub struct TrainReport<M> {
 ///     })?;
 /// # Ok::<(), stoker::Error>(())
 /// ```
-pub struct Trainer<M, D, C = ()> {
+pub struct Trainer<M, D, C = (), K = ()> {
     model: M,
     optimizer: ModuleOptimizer,
     data: D,
@@ -196,9 +197,10 @@ pub struct Trainer<M, D, C = ()> {
     steps_per_epoch: Option<u64>,
     log_dir: PathBuf,
     hyper: HyperParams,
+    marker: PhantomData<fn() -> K>,
 }
 
-impl<M: Module, D: TrainData> Trainer<M, D, ()> {
+impl<M: Module, D: TrainData> Trainer<M, D, (), ()> {
     /// A trainer of `model` with `optimizer` (burn's, e.g. `AdamConfig::new().init()`) on `data`,
     /// with the default callbacks, one epoch, learning rate 1e-3 and log directory `train_log`.
     pub fn new(model: M, optimizer: impl Into<ModuleOptimizer>, data: D) -> Self {
@@ -213,13 +215,14 @@ impl<M: Module, D: TrainData> Trainer<M, D, ()> {
             steps_per_epoch: None,
             log_dir: PathBuf::from("train_log"),
             hyper: HyperParams::new(1e-3),
+            marker: PhantomData,
         }
     }
 }
 
-impl<M: Module, D: TrainData, C: Callbacks<M>> Trainer<M, D, C> {
+impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// The callbacks: one callback, a tuple, a `Vec`, or a `#[derive(Callbacks)]` struct.
-    pub fn callbacks<C2: Callbacks<M>>(self, callbacks: C2) -> Trainer<M, D, C2> {
+    pub fn callbacks<K2, C2: Callbacks<M, K2>>(self, callbacks: C2) -> Trainer<M, D, C2, K2> {
         Trainer {
             model: self.model,
             optimizer: self.optimizer,
@@ -231,6 +234,7 @@ impl<M: Module, D: TrainData, C: Callbacks<M>> Trainer<M, D, C> {
             steps_per_epoch: self.steps_per_epoch,
             log_dir: self.log_dir,
             hyper: self.hyper,
+            marker: PhantomData,
         }
     }
     /// Replace the default callbacks (`DefaultCallbacks::none()` turns them all off).
@@ -288,6 +292,7 @@ impl<M: Module, D: TrainData, C: Callbacks<M>> Trainer<M, D, C> {
             steps_per_epoch,
             log_dir,
             hyper,
+            marker: _,
         } = self;
         if starting_epoch == 0 || starting_epoch > max_epoch.max(1) {
             return Err(Error::msg(format!(
@@ -347,7 +352,7 @@ enum Phase {
     Data,
 }
 
-struct Run<M, C> {
+struct Run<M, C, K> {
     callbacks: C,
     state: TrainState<M>,
     names: Vec<Cow<'static, str>>,
@@ -359,9 +364,10 @@ struct Run<M, C> {
     phase: Phase,
     /// How many callbacks (in `order`) had their setup attempted.
     set_up: usize,
+    marker: PhantomData<fn() -> K>,
 }
 
-impl<M: Module, C: Callbacks<M>> Run<M, C> {
+impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     fn new(callbacks: C, state: TrainState<M>) -> Result<Self> {
         let count = callbacks.len();
         let mut names = Vec::with_capacity(count);
@@ -398,6 +404,7 @@ impl<M: Module, C: Callbacks<M>> Run<M, C> {
             outputs: Outputs::new(),
             phase: Phase::Trainer,
             set_up: 0,
+            marker: PhantomData,
         })
     }
 
@@ -437,7 +444,7 @@ impl<M: Module, C: Callbacks<M>> Run<M, C> {
 
         // The first pass starts now: its first batch tells the number of steps per epoch.
         self.phase = Phase::Data;
-        let mut pass = data.iter();
+        let mut pass = data.pass();
         let mut first = pass.next_batch().transpose()?;
         if first.is_none() {
             return Err(Error::Data("the training data produced no batch".into()));
@@ -473,7 +480,7 @@ impl<M: Module, C: Callbacks<M>> Run<M, C> {
                     None => match pass.next_batch() {
                         Some(batch) => batch?,
                         None => {
-                            pass = data.iter();
+                            pass = data.pass();
                             pass.next_batch().ok_or_else(|| {
                                 Error::Data("the training data produced no batch in a new pass".into())
                             })??
@@ -578,7 +585,7 @@ impl<M: Module, C: Callbacks<M>> Run<M, C> {
 }
 
 #[inline]
-fn deliver_in_order<M, C: Callbacks<M>>(
+fn deliver_in_order<M, K, C: Callbacks<M, K>>(
     callbacks: &mut C,
     order: &[usize],
     state: &mut TrainState<M>,

@@ -10,21 +10,21 @@ fn the_digits_example_reaches_95_percent_and_writes_its_logs() {
     let dir = scratch_dir("digits");
     let config = DigitsConfig::new(&dir, stoker::device::cpu());
     let (report, error) = train_digits(&config).expect("training succeeds");
-    assert_eq!(report.counters.epoch_num(), 20);
-    assert_eq!(report.counters.global_step(), 20 * 45, "1437 training samples in batches of 32");
+    assert_eq!(report.counters.epoch_num(), 30);
+    assert_eq!(report.counters.global_step(), 30 * 45, "1437 training samples in batches of 32");
     assert!(error <= 0.05, "validation error {error} is above 5%");
 
     let stats: Vec<Json> = serde_json::from_str(&std::fs::read_to_string(dir.join("stats.json")).unwrap()).unwrap();
-    assert_eq!(stats.len(), 20);
+    assert_eq!(stats.len(), 30);
     for (i, entry) in stats.iter().enumerate() {
         assert_eq!(entry["epoch_num"], Json::from(i as u64 + 1));
         for key in ["validation_error", "validation_cost", "train_cost", "train_accuracy", "learning_rate"] {
             assert!(entry[key].is_f64(), "epoch {} lacks {key}: {entry}", i + 1);
         }
     }
-    // The schedule (0, 3e-3), (10, 1e-3), (19, 3e-4): each value from the epoch after its point.
+    // The schedule (0, 1e-2), (15, 3e-3), (25, 1e-3): each value from the epoch after its point.
     let lr: Vec<f64> = stats.iter().map(|e| e["learning_rate"].as_f64().unwrap()).collect();
-    let expected: Vec<f64> = (1..=20).map(|e| if e <= 10 { 3e-3 } else if e <= 19 { 1e-3 } else { 3e-4 }).collect();
+    let expected: Vec<f64> = (1..=30).map(|e| if e <= 15 { 1e-2 } else if e <= 25 { 3e-3 } else { 1e-3 }).collect();
     assert_eq!(lr, expected);
 
     let events: Vec<_> = std::fs::read_dir(&dir)
@@ -36,15 +36,15 @@ fn the_digits_example_reaches_95_percent_and_writes_its_logs() {
 
     let checkpoints = dir.join("checkpoints");
     let latest = std::fs::read_to_string(checkpoints.join("latest")).unwrap();
-    assert_eq!(latest, "step-900");
+    assert_eq!(latest, "step-1350");
     let mut kept: Vec<String> = std::fs::read_dir(&checkpoints)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("step-"))
         .collect();
     kept.sort();
-    assert_eq!(kept, vec!["step-810", "step-855", "step-900"]);
+    assert_eq!(kept, vec!["step-1260", "step-1305", "step-1350"]);
     for file in ["model.bpk", "optimizer.bpk", "trainer.json"] {
-        assert!(checkpoints.join("step-900").join(file).is_file(), "{file} is in the checkpoint");
+        assert!(checkpoints.join("step-1350").join(file).is_file(), "{file} is in the checkpoint");
     }
 }

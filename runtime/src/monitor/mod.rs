@@ -301,3 +301,15 @@ impl<M> Callback<M> for TensorBoardWriter {
         Ok(())
     }
 }
+
+impl MonitorSink for TensorBoardSink {
+    fn name(&self) -> &str {
+        "TensorBoard"
+    }
+    fn write(&mut self, records: &[Record]) -> std::io::Result<()> {
+        TensorBoardSink::write(self, records)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        TensorBoardSink::flush(self)
+    }
+}
