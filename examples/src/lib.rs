@@ -93,7 +93,12 @@ impl Batcher<Digit, DigitBatch> for DigitBatcher {
 }
 
 /// A burn data loader over `digits`, shuffled with `seed` when given.
-pub fn loader(digits: Vec<Digit>, batch_size: usize, shuffle: Option<u64>, device: &Device) -> Arc<dyn DataLoader<DigitBatch>> {
+pub fn loader(
+    digits: Vec<Digit>,
+    batch_size: usize,
+    shuffle: Option<u64>,
+    device: &Device,
+) -> Arc<dyn DataLoader<DigitBatch>> {
     let builder = DataLoaderBuilder::new(DigitBatcher).batch_size(batch_size).set_device(device.clone());
     let builder = match shuffle {
         Some(seed) => builder.shuffle(seed),
@@ -130,7 +135,8 @@ impl Mlp {
 /// misclassification vector `"wrong"` and the batch accuracy `"accuracy"`. Returns the loss.
 pub fn digit_outputs(model: &Mlp, batch: DigitBatch, out: &mut Outputs) -> Tensor<1> {
     let logits = model.forward(batch.images);
-    let loss = CrossEntropyLossConfig::new().init(&logits.device()).forward(logits.clone(), batch.labels.clone());
+    let loss =
+        CrossEntropyLossConfig::new().init(&logits.device()).forward(logits.clone(), batch.labels.clone());
     let wrong = logits.argmax(1).squeeze_dim::<1>(1).not_equal(batch.labels).float();
     out.put("accuracy", Tensor::<1>::ones([1], &wrong.device()) - wrong.clone().mean());
     out.put("wrong", wrong);

@@ -290,6 +290,11 @@ pub trait Callback<M> {
     fn fetches(&self) -> &[Fetch] {
         &[]
     }
+    /// With data-parallel training, whether this callback runs only on the chief worker
+    /// (tensorpack's default for most callbacks). Training on one device runs every callback.
+    fn chief_only(&self) -> bool {
+        true
+    }
     /// Whether the callback wants its fetches from the step about to run (`counters.next_step()`).
     /// Called before `before_step`, only for callbacks that declare fetches.
     fn wants_fetch(&self, counters: &Counters) -> bool {
@@ -348,6 +353,56 @@ pub trait Callback<M> {
     }
 }
 
+/// What a callback function may return: `()`, [`Result<()>`](crate::Result), a [`Flow`], or a
+/// `Result<Flow>`.
+#[diagnostic::on_unimplemented(
+    message = "a callback cannot return `{Self}`",
+    label = "return `()`, `stoker::Result<()>` or `stoker::Flow` instead",
+    note = "a callback returns `()`, `stoker::Result<()>`, `stoker::Flow` (to stop training or skip the rest of an epoch) or `stoker::Result<stoker::Flow>`"
+)]
+pub trait CallbackReturn {
+    /// Apply the returned value to the run.
+    fn apply<M>(self, ctx: &mut Context<'_, M>) -> Result<()>;
+}
+
+impl CallbackReturn for () {
+    #[inline]
+    fn apply<M>(self, _ctx: &mut Context<'_, M>) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl<T: CallbackReturn> CallbackReturn for Result<T> {
+    #[inline]
+    fn apply<M>(self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self?.apply(ctx)
+    }
+}
+
+/// What a callback function can ask of the loop by returning it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Flow {
+    /// Go on.
+    Continue,
+    /// Stop training at the next step boundary, with this reason (see
+    /// [`Context::request_stop`]).
+    Stop(String),
+    /// End the current epoch after this step (see [`Context::skip_rest_of_epoch`]).
+    SkipEpoch,
+}
+
+impl CallbackReturn for Flow {
+    #[inline]
+    fn apply<M>(self, ctx: &mut Context<'_, M>) -> Result<()> {
+        match self {
+            Flow::Continue => {}
+            Flow::Stop(reason) => ctx.request_stop(reason),
+            Flow::SkipEpoch => ctx.skip_rest_of_epoch(),
+        }
+        Ok(())
+    }
+}
+
 /// Deliver `event` to a single callback.
 pub fn deliver<M, C: Callback<M> + ?Sized>(
     callback: &mut C,
@@ -377,6 +432,9 @@ impl<M, C: Callback<M> + ?Sized> Callback<M> for Box<C> {
     }
     fn fetches(&self) -> &[Fetch] {
         (**self).fetches()
+    }
+    fn chief_only(&self) -> bool {
+        (**self).chief_only()
     }
     fn wants_fetch(&self, counters: &Counters) -> bool {
         (**self).wants_fetch(counters)
@@ -517,11 +575,10 @@ impl<M, K, C: Callbacks<M, K>> Callbacks<M, Vec<K>> for Vec<C> {
 /// The member of `set` holding flat index `index`, and the index within it.
 #[inline]
 fn locate<M, K, C: Callbacks<M, K>>(set: &[C], mut index: usize) -> (usize, usize) {
-    if let Some(n) = C::FIXED_LEN {
-        if n > 0 {
+    if let Some(n) = C::FIXED_LEN
+        && n > 0 {
             return (index / n, index % n);
         }
-    }
     for (member, c) in set.iter().enumerate() {
         let len = c.len();
         if index < len {
@@ -682,10 +739,7 @@ pub fn resolve_order(names: &[Cow<'static, str>], orders: &[Order]) -> Result<Ve
             )));
         }
         if found.contains(&who) {
-            return Err(Error::Order(format!(
-                "callback `{}` is ordered {key} itself",
-                names[who]
-            )));
+            return Err(Error::Order(format!("callback `{}` is ordered {key} itself", names[who])));
         }
         Ok(found)
     };

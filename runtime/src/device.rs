@@ -31,10 +31,7 @@ pub fn by_name(name: &str) -> Result<Device> {
         "cpu" => Ok(cpu()),
         #[cfg(feature = "wgpu")]
         "wgpu" => Ok(wgpu()),
-        _ => Err(Error::msg(format!(
-            "unknown device `{name}`; this build has: {}",
-            available().join(", ")
-        ))),
+        _ => Err(Error::msg(format!("unknown device `{name}`; this build has: {}", available().join(", ")))),
     }
 }
 

@@ -91,7 +91,12 @@ impl ClassificationError {
     /// Read the per-sample vector `wrong_name`; put the result as `summary_name`
     /// (tensorpack: `incorrect_vector` and `validation_error`).
     pub fn new(wrong_name: &'static str, summary_name: impl Into<String>) -> Self {
-        ClassificationError { fetches: [Fetch::host(wrong_name)], summary_name: summary_name.into(), wrong: 0.0, total: 0 }
+        ClassificationError {
+            fetches: [Fetch::host(wrong_name)],
+            summary_name: summary_name.into(),
+            wrong: 0.0,
+            total: 0,
+        }
     }
 }
 
@@ -132,7 +137,14 @@ pub struct InferenceRunner<D, F> {
 impl<D, F> InferenceRunner<D, F> {
     /// Inference over `data` with `forward`.
     pub fn new(data: D, forward: F) -> Self {
-        InferenceRunner { data, forward, inferencers: Vec::new(), plan: FetchPlan::default(), mask: 0, outputs: Outputs::new() }
+        InferenceRunner {
+            data,
+            forward,
+            inferencers: Vec::new(),
+            plan: FetchPlan::default(),
+            mask: 0,
+            outputs: Outputs::new(),
+        }
     }
     /// Add an inferencer.
     pub fn with(mut self, inferencer: impl Inferencer + 'static) -> Self {
@@ -168,7 +180,8 @@ where
             self.outputs.clear();
             (self.forward)(&model, batch?, &mut self.outputs);
             if batches == 0 {
-                self.plan.check_names(&self.outputs, &[("InferenceRunner's inferencers".into(), self.mask)])?;
+                self.plan
+                    .check_names(&self.outputs, &[("InferenceRunner's inferencers".into(), self.mask)])?;
             }
             self.plan.fill(&self.outputs, self.mask)?;
             let values = self.plan.view();

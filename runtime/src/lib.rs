@@ -22,7 +22,7 @@ pub mod track;
 pub mod trainer;
 pub mod trigger;
 
-pub use callback::{Callback, CallbackInfo, Callbacks, Context, Counters, Event, Order};
+pub use callback::{Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Flow, Order, Single};
 pub use error::{Error, Result};
 pub use fetch::{Fetch, FetchKind, FetchValue, Fetched, OutputTensor, Outputs};
 pub use inference::{ClassificationError, InferenceRunner, Inferencer, ScalarStats};
@@ -36,17 +36,22 @@ pub use trigger::{EnableCallbackIf, PeriodicCallback, PeriodicTrigger};
 /// What a training program usually needs.
 pub mod prelude {
     pub use crate::{
-        Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks,
-        EnableCallbackIf, Fetch, Fetched, InferenceRunner, ModelSaver, Outputs, PeriodicCallback,
-        PeriodicTrigger, ProgressBar, ScalarStats, ScheduledHyperParamSetter, Step, TrainReport,
-        Trainer,
+        Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, Flow, EnableCallbackIf,
+        Fetch, Fetched, InferenceRunner, ModelSaver, Outputs, PeriodicCallback, PeriodicTrigger, ProgressBar,
+        ScalarStats, ScheduledHyperParamSetter, Step, TrainReport, Trainer,
     };
 }
 
 /// What the macros' generated code refers to. Not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::callback::{Callback, Callbacks, Context, Counters, Event, Order, deliver};
-    pub use crate::error::Result;
+    pub use crate::callback::{
+        Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Order, deliver,
+    };
+    pub use crate::error::{Error, Result};
     pub use crate::fetch::{Fetch, FetchValue, Fetched};
+    pub use crate::trigger::{epoch_due, step_due};
+    pub use std::borrow::Cow;
+    pub use std::option::Option::{self, None, Some};
+    pub use std::result::Result::{Err, Ok};
 }

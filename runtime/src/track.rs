@@ -48,7 +48,7 @@ impl<M> Callback<M> for ProgressBar {
         &self.fetches
     }
     fn wants_fetch(&self, counters: &Counters) -> bool {
-        counters.next_step() % self.refresh_every == 0
+        counters.next_step().is_multiple_of(self.refresh_every)
     }
     fn before_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let counters = ctx.counters();

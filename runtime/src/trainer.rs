@@ -57,8 +57,7 @@ impl<B> BatchIter<B> for Box<dyn DataLoaderIterator<B> + '_> {
     }
     fn batches_hint(&self) -> Option<u64> {
         let progress = self.progress();
-        (progress.items_processed > 0)
-            .then(|| progress.items_total.div_ceil(progress.items_processed) as u64)
+        (progress.items_processed > 0).then(|| progress.items_total.div_ceil(progress.items_processed) as u64)
     }
 }
 
@@ -420,7 +419,14 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// Deliver `event` to every callback in order.
     #[inline]
     fn deliver(&mut self, event: Event<'_>) -> Result<()> {
-        deliver_in_order(&mut self.callbacks, &self.order, &mut self.state, &mut self.phase, &self.names, event)
+        deliver_in_order(
+            &mut self.callbacks,
+            &self.order,
+            &mut self.state,
+            &mut self.phase,
+            &self.names,
+            event,
+        )
     }
 
     fn main_loop<D, F>(&mut self, data: &D, step: &mut F, steps_per_epoch: Option<u64>) -> Result<()>

@@ -98,7 +98,7 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
     fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         self.inner.trigger_step(ctx)?;
         match self.every_k_steps {
-            Some(k) if ctx.global_step() % k == 0 => self.inner.trigger(ctx),
+            Some(k) if ctx.global_step().is_multiple_of(k) => self.inner.trigger(ctx),
             _ => Ok(()),
         }
     }
@@ -107,7 +107,7 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
     }
     fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         match self.every_k_epochs {
-            Some(k) if ctx.epoch_num() % k == 0 => self.inner.trigger(ctx),
+            Some(k) if ctx.epoch_num().is_multiple_of(k) => self.inner.trigger(ctx),
             _ => Ok(()),
         }
     }
@@ -158,16 +158,28 @@ impl<C> PeriodicCallback<C> {
     }
 
     fn step_due(&self, step: u64, counters: &Counters) -> bool {
-        self.every_k_steps.is_some_and(|k| k > 0 && step % k == 0)
-            || self.every_k_epochs.is_some_and(|k| k > 0 && counters.epoch_num % k == 0)
-            || step == counters.last_step()
+        step_due(self.every_k_steps, self.every_k_epochs, step, counters)
     }
 
     fn epoch_due(&self, counters: &Counters) -> bool {
-        self.every_k_epochs.is_some_and(|k| k > 0 && counters.epoch_num % k == 0)
-            || self.every_k_steps.is_some_and(|k| k > 0 && counters.global_step % k == 0)
-            || counters.epoch_num == counters.max_epoch
+        epoch_due(self.every_k_steps, self.every_k_epochs, counters)
     }
+}
+
+/// `PeriodicCallback`'s rule for a step event of step `step`: a multiple of `every_k_steps`, in
+/// an epoch that is a multiple of `every_k_epochs`, or the very last step.
+pub fn step_due(every_k_steps: Option<u64>, every_k_epochs: Option<u64>, step: u64, counters: &Counters) -> bool {
+    every_k_steps.is_some_and(|k| step.is_multiple_of(k))
+        || every_k_epochs.is_some_and(|k| counters.epoch_num.is_multiple_of(k))
+        || step == counters.last_step()
+}
+
+/// `PeriodicCallback`'s rule for an epoch event: the epoch is a multiple of `every_k_epochs`,
+/// `global_step` a multiple of `every_k_steps`, or it is the last epoch.
+pub fn epoch_due(every_k_steps: Option<u64>, every_k_epochs: Option<u64>, counters: &Counters) -> bool {
+    every_k_epochs.is_some_and(|k| counters.epoch_num.is_multiple_of(k))
+        || every_k_steps.is_some_and(|k| counters.global_step.is_multiple_of(k))
+        || counters.epoch_num == counters.max_epoch
 }
 
 impl<M, C: Callback<M>> Callback<M> for PeriodicCallback<C> {

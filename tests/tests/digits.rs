@@ -14,7 +14,8 @@ fn the_digits_example_reaches_95_percent_and_writes_its_logs() {
     assert_eq!(report.counters.global_step(), 30 * 45, "1437 training samples in batches of 32");
     assert!(error <= 0.05, "validation error {error} is above 5%");
 
-    let stats: Vec<Json> = serde_json::from_str(&std::fs::read_to_string(dir.join("stats.json")).unwrap()).unwrap();
+    let stats: Vec<Json> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("stats.json")).unwrap()).unwrap();
     assert_eq!(stats.len(), 30);
     for (i, entry) in stats.iter().enumerate() {
         assert_eq!(entry["epoch_num"], Json::from(i as u64 + 1));
@@ -24,7 +25,17 @@ fn the_digits_example_reaches_95_percent_and_writes_its_logs() {
     }
     // The schedule (0, 1e-2), (15, 3e-3), (25, 1e-3): each value from the epoch after its point.
     let lr: Vec<f64> = stats.iter().map(|e| e["learning_rate"].as_f64().unwrap()).collect();
-    let expected: Vec<f64> = (1..=30).map(|e| if e <= 15 { 1e-2 } else if e <= 25 { 3e-3 } else { 1e-3 }).collect();
+    let expected: Vec<f64> = (1..=30)
+        .map(|e| {
+            if e <= 15 {
+                1e-2
+            } else if e <= 25 {
+                3e-3
+            } else {
+                1e-3
+            }
+        })
+        .collect();
     assert_eq!(lr, expected);
 
     let events: Vec<_> = std::fs::read_dir(&dir)

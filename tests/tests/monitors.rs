@@ -36,7 +36,12 @@ impl Callback<Linear> for Putter {
 }
 
 fn writers() -> DefaultCallbacks {
-    DefaultCallbacks { progress: None, tensorboard: Some(TensorBoardWriter), json: Some(JsonWriter), printer: None }
+    DefaultCallbacks {
+        progress: None,
+        tensorboard: Some(TensorBoardWriter),
+        json: Some(JsonWriter),
+        printer: None,
+    }
 }
 
 fn train(dir: &std::path::Path, starting_epoch: u64, max_epoch: u64, putter: Putter) -> stoker::Result<()> {
@@ -116,13 +121,14 @@ fn an_unwritable_log_dir_fails_at_setup_before_any_step() {
     std::fs::write(&file, b"not a directory").unwrap();
     let device = stoker::device::cpu();
     let mut steps = 0;
-    let result = Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
-        .log_dir(file.join("logs"))
-        .default_callbacks(writers())
-        .train(|model: &Linear, batch, _step: &mut Step<'_>| {
-            steps += 1;
-            mse(model, batch)
-        });
+    let result =
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+            .log_dir(file.join("logs"))
+            .default_callbacks(writers())
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| {
+                steps += 1;
+                mse(model, batch)
+            });
     let error = result.expect_err("the log directory cannot be created");
     assert_eq!(steps, 0, "no step ran");
     let message = error.to_string();
@@ -143,7 +149,13 @@ impl Write for SharedBuffer {
 }
 
 fn scalar(name: &str, value: f64, step: u64) -> Record {
-    Record { name: Arc::from(name), value: Value::Scalar(value), global_step: step, epoch_num: 1, wall_time: 0.0 }
+    Record {
+        name: Arc::from(name),
+        value: Value::Scalar(value),
+        global_step: step,
+        epoch_num: 1,
+        wall_time: 0.0,
+    }
 }
 
 #[test]

@@ -19,7 +19,9 @@ fn main() -> ExitCode {
         match arg.as_str() {
             "--log-dir" => log_dir = value("--log-dir"),
             "--epochs" => {
-                epochs = Some(value("--epochs").parse().unwrap_or_else(|_| usage("--epochs takes a positive integer")))
+                epochs = Some(
+                    value("--epochs").parse().unwrap_or_else(|_| usage("--epochs takes a positive integer")),
+                )
             }
             "--device" => device = value("--device"),
             "-h" | "--help" => usage(""),
@@ -44,7 +46,9 @@ fn main() -> ExitCode {
                 start.elapsed().as_secs_f64(),
                 100.0 * (1.0 - error)
             );
-            println!("logs in {log_dir}: stats.json, TensorBoard events (tensorboard --logdir {log_dir}), checkpoints/");
+            println!(
+                "logs in {log_dir}: stats.json, TensorBoard events (tensorboard --logdir {log_dir}), checkpoints/"
+            );
             ExitCode::SUCCESS
         }
         Err(error) => {

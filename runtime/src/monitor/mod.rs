@@ -102,9 +102,7 @@ impl Monitors {
     }
 
     fn push(&mut self, name: Arc<str>, value: Value) {
-        let wall_time = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
+        let wall_time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         self.pending.push(Record {
             name,
             value,
@@ -213,11 +211,10 @@ impl Monitors {
 
 impl Drop for Monitors {
     fn drop(&mut self) {
-        if !self.sinks.is_empty() {
-            if let Err(error) = self.close() {
+        if !self.sinks.is_empty()
+            && let Err(error) = self.close() {
                 eprintln!("stoker: {error}");
             }
-        }
     }
 }
 
@@ -227,12 +224,11 @@ fn run_sink(mut sink: impl MonitorSink, receiver: Receiver<Message>) -> std::res
     let name = sink.name().to_string();
     let mut first_error: Option<String> = None;
     let mut note = |result: std::io::Result<()>| {
-        if let Err(error) = result {
-            if first_error.is_none() {
+        if let Err(error) = result
+            && first_error.is_none() {
                 eprintln!("stoker: monitor writer {name} failed: {error}");
                 first_error = Some(error.to_string());
             }
-        }
     };
     while let Ok(message) = receiver.recv() {
         note(match message {

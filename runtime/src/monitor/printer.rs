@@ -55,9 +55,8 @@ impl ScalarPrinter {
             patterns
                 .iter()
                 .map(|p| {
-                    Regex::new(p).map_err(|e| {
-                        Error::msg(format!("ScalarPrinter: invalid pattern `{p}`: {e}"))
-                    })
+                    Regex::new(p)
+                        .map_err(|e| Error::msg(format!("ScalarPrinter: invalid pattern `{p}`: {e}")))
                 })
                 .collect()
         };
@@ -106,11 +105,7 @@ pub(crate) fn format_scalar(v: f64) -> String {
     if (-4..5).contains(&magnitude) {
         let decimals = (4 - magnitude).max(0) as usize;
         let text = format!("{v:.decimals$}");
-        if text.contains('.') {
-            text.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            text
-        }
+        if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_string() } else { text }
     } else {
         format!("{v:.4e}")
     }
@@ -128,13 +123,7 @@ impl MonitorSink for PrinterSink {
                 continue;
             }
             if self.enable_step {
-                writeln!(
-                    self.out,
-                    "[step {}] {}: {}",
-                    record.global_step,
-                    record.name,
-                    format_scalar(v)
-                )?;
+                writeln!(self.out, "[step {}] {}: {}", record.global_step, record.name, format_scalar(v))?;
             }
             if self.enable_epoch {
                 self.epoch.insert(record.name.to_string(), v);
