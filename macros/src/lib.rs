@@ -1,4 +1,188 @@
-//! stoker's attribute macros: `#[callback]`, `#[fetch]`, `#[order]` and `#[derive(Callbacks)]`.
+//! stoker's macros: `#[callback]`, `#[fetch]`, `#[order]` and `#[derive(Callbacks)]`. Use them
+//! through the `stoker` crate, which re-exports them; the documentation with examples is there.
 //!
-//! Not written yet: until they are, callbacks implement `stoker::Callback` by hand and compose as
-//! tuples, `Vec`s and `Option`s. This crate exports nothing.
+//! The crate is split by step, as thiserror-impl is: [`attr`] parses attributes, [`ast`] builds
+//! the typed view of the input, [`valid`] checks the misuse rules, [`expand`] generates code, and
+//! [`fallback`] emits what goes next to errors. Every error of one input is reported at once.
+
+mod ast;
+mod attr;
+mod expand;
+mod fallback;
+mod valid;
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::spanned::Spanned;
+
+use attr::{Errors, Place};
+
+/// Turn a function or an impl block into a callback. See `stoker`'s documentation.
+#[proc_macro_attribute]
+pub fn callback(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> proc_macro::TokenStream {
+    expand_callback(args.into(), item.into()).into()
+}
+
+/// Values fetched along with a step, bound to the parameters of an `after_step` callback.
+/// Written under `#[callback]`; see `stoker`'s documentation.
+#[proc_macro_attribute]
+pub fn fetch(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> proc_macro::TokenStream {
+    relocate("fetch", args.into(), item.into()).into()
+}
+
+/// Ordering constraints of a callback: `#[order(after = A, before = B)]`. Written under
+/// `#[callback]`; see `stoker`'s documentation.
+#[proc_macro_attribute]
+pub fn order(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> proc_macro::TokenStream {
+    relocate("order", args.into(), item.into()).into()
+}
+
+/// Make a struct whose fields are callbacks one set of callbacks. See `stoker`'s documentation.
+#[proc_macro_derive(Callbacks, attributes(order, every_k_steps, every_k_epochs, enable_if))]
+pub fn derive_callbacks(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
+    expand_derive(input.into()).into()
+}
+
+/// The expansion of `#[callback(args)] item`, on token streams (so that tests can feed it anything).
+pub(crate) fn expand_callback(args: TokenStream, item: TokenStream) -> TokenStream {
+    let mut errors = Errors::default();
+    let item: syn::Item = match syn::parse2(item.clone()) {
+        Ok(item) => item,
+        Err(error) => {
+            let error = error.to_compile_error();
+            return quote!(#error #item);
+        }
+    };
+    let args_span = if args.is_empty() { proc_macro2::Span::call_site() } else { args.span() };
+    match item {
+        syn::Item::Fn(function) => {
+            let args = attr::parse_hook_args(args, Place::Function, &mut errors);
+            let input = ast::CallbackFn::from_syn(args, function, &mut errors);
+            valid::hook(&input.hook, &mut errors, args_span);
+            if let Some(order) = &input.order {
+                valid::order(order, &input.name.to_string(), &mut errors);
+            }
+            if errors.is_empty() {
+                expand::callback_fn(&input)
+            } else {
+                let mut out = errors.to_compile_errors();
+                out.extend(fallback::callback_fn(&input));
+                out
+            }
+        }
+        syn::Item::Impl(block) => {
+            let args = attr::parse_hook_args(args, Place::Impl, &mut errors);
+            let input = ast::CallbackImpl::from_syn(args, block, &mut errors);
+            for hook in &input.hooks {
+                valid::hook(hook, &mut errors, hook.span);
+            }
+            if let Some(order) = &input.order {
+                valid::order(order, &input.name, &mut errors);
+            }
+            if errors.is_empty() {
+                expand::callback_impl(&input)
+            } else {
+                let mut out = errors.to_compile_errors();
+                out.extend(fallback::callback_impl(&input));
+                out
+            }
+        }
+        other => {
+            let what = match &other {
+                syn::Item::Struct(_) => "a struct: for a struct of callbacks use `#[derive(Callbacks)]`; for a callback with state, put `#[callback]` on its impl block",
+                syn::Item::Enum(_) => "an enum",
+                syn::Item::Union(_) => "a union",
+                syn::Item::Trait(_) => "a trait",
+                syn::Item::Const(_) => "a constant",
+                syn::Item::Static(_) => "a static",
+                syn::Item::Type(_) => "a type alias",
+                syn::Item::Mod(_) => "a module",
+                _ => "this item",
+            };
+            let message = format!("`#[callback]` goes on a function or an impl block, not on {what}");
+            let error = syn::Error::new(item_span(&other), message).to_compile_error();
+            quote!(#error #other)
+        }
+    }
+}
+
+fn item_span(item: &syn::Item) -> proc_macro2::Span {
+    match item {
+        syn::Item::Struct(s) => s.ident.span(),
+        syn::Item::Enum(e) => e.ident.span(),
+        syn::Item::Union(u) => u.ident.span(),
+        syn::Item::Trait(t) => t.ident.span(),
+        syn::Item::Const(c) => c.ident.span(),
+        syn::Item::Static(s) => s.ident.span(),
+        syn::Item::Type(t) => t.ident.span(),
+        syn::Item::Mod(m) => m.ident.span(),
+        other => other.span(),
+    }
+}
+
+/// `#[fetch]` / `#[order]` written above `#[callback]` run first: move them below it, where
+/// `#[callback]` reads them. Anywhere else they are an error.
+pub(crate) fn relocate(name: &str, args: TokenStream, item: TokenStream) -> TokenStream {
+    let ident = syn::Ident::new(name, proc_macro2::Span::call_site());
+    let mut parsed: syn::Item = match syn::parse2(item.clone()) {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            let error = error.to_compile_error();
+            return quote!(#error #item);
+        }
+    };
+    let attrs = match &mut parsed {
+        syn::Item::Fn(f) => Some(&mut f.attrs),
+        syn::Item::Impl(i) => Some(&mut i.attrs),
+        _ => None,
+    };
+    let Some(attrs) = attrs.filter(|attrs| attrs.iter().any(|a| attr::is_attr(a, "callback"))) else {
+        let message = format!(
+            "`#[{name}]` works with `#[callback]`: write `#[callback(...)]` on this item, with `#[{name}(...)]` under it"
+        );
+        let error = syn::Error::new(proc_macro2::Span::call_site(), message).to_compile_error();
+        return quote!(#error #item);
+    };
+    let position = attrs.iter().position(|a| attr::is_attr(a, "callback")).expect("found above");
+    let moved: syn::Attribute = syn::parse_quote!(#[#ident(#args)]);
+    attrs.insert(position + 1, moved);
+    quote!(#parsed)
+}
+
+pub(crate) fn expand_derive(input: TokenStream) -> TokenStream {
+    let mut errors = Errors::default();
+    let input: syn::DeriveInput = match syn::parse2(input) {
+        Ok(input) => input,
+        Err(error) => return error.to_compile_error(),
+    };
+    let composition = ast::Composition::from_syn(&input, &mut errors);
+    let mut seen: Vec<(String, &syn::Type)> = Vec::new();
+    for field in &composition.fields {
+        let ty = &field.ty;
+        let key = quote!(#ty).to_string();
+        if seen.iter().any(|(k, _)| *k == key) {
+            errors.push(
+                ty.span(),
+                format!("a second callback of type `{key}`: two callbacks of one type have one name; wrap one in a type of its own or give one another name"),
+            );
+        }
+        seen.push((key, ty));
+        if let Some(order) = &field.order {
+            valid::order(order, &attr::path_name(&type_path(ty)), &mut errors);
+        }
+    }
+    if errors.is_empty() {
+        expand::derive_callbacks(&composition)
+    } else {
+        let mut out = errors.to_compile_errors();
+        out.extend(fallback::composition(&composition));
+        out
+    }
+}
+
+fn type_path(ty: &syn::Type) -> syn::Path {
+    match ty {
+        syn::Type::Path(p) => p.path.clone(),
+        _ => syn::parse_quote!(__NotAPath),
+    }
+}

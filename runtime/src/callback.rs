@@ -103,6 +103,14 @@ impl Counters {
     pub fn last_step(&self) -> u64 {
         self.max_epoch * self.steps_per_epoch
     }
+    /// The counters as they were before the step that just ran.
+    pub fn before_step(&self) -> Counters {
+        Counters {
+            global_step: self.global_step.saturating_sub(1),
+            local_step: self.local_step.saturating_sub(1),
+            ..*self
+        }
+    }
     /// The number the step about to run will have (`global_step + 1`), as seen from `before_step`.
     pub fn next_step(&self) -> u64 {
         self.global_step + 1
@@ -295,6 +303,16 @@ pub trait Callback<M> {
     fn chief_only(&self) -> bool {
         true
     }
+    /// The callback's state to save in checkpoints (JSON); `None`, the default, saves nothing.
+    /// `#[callback(state)]` writes this for a serializable type.
+    fn save_state(&self) -> Result<Option<serde_json::Value>> {
+        Ok(None)
+    }
+    /// Restore the state [`save_state`](Self::save_state) saved.
+    fn load_state(&mut self, state: serde_json::Value) -> Result<()> {
+        let _ = state;
+        Ok(())
+    }
     /// Whether the callback wants its fetches from the step about to run (`counters.next_step()`).
     /// Called before `before_step`, only for callbacks that declare fetches.
     fn wants_fetch(&self, counters: &Counters) -> bool {
@@ -436,6 +454,12 @@ impl<M, C: Callback<M> + ?Sized> Callback<M> for Box<C> {
     fn chief_only(&self) -> bool {
         (**self).chief_only()
     }
+    fn save_state(&self) -> Result<Option<serde_json::Value>> {
+        (**self).save_state()
+    }
+    fn load_state(&mut self, state: serde_json::Value) -> Result<()> {
+        (**self).load_state(state)
+    }
     fn wants_fetch(&self, counters: &Counters) -> bool {
         (**self).wants_fetch(counters)
     }
@@ -495,6 +519,11 @@ pub enum Single {}
 /// `Marker` tells the kinds of sets apart (a single callback is [`Single`], a tuple the tuple of
 /// its members' markers...). It is always inferred; code generic over sets carries it along as a
 /// type parameter: `fn run<C: Callbacks<M, K>, K>(callbacks: C)`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a callback",
+    label = "not a callback",
+    note = "a callback implements `stoker::Callback<M>` (by hand, or with `#[callback]` on a function or an impl block); tuples, `Vec`s, `Option`s of callbacks and `#[derive(Callbacks)]` structs are sets of callbacks"
+)]
 pub trait Callbacks<M, Marker> {
     /// Every member has this many callbacks, when that is known at compile time.
     const FIXED_LEN: Option<usize> = None;

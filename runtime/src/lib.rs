@@ -33,10 +33,12 @@ pub use track::ProgressBar;
 pub use trainer::{BatchIter, DefaultCallbacks, Step, TrainData, TrainReport, Trainer};
 pub use trigger::{EnableCallbackIf, PeriodicCallback, PeriodicTrigger};
 
+pub use stoker_macros::{Callbacks, callback, fetch, order};
+
 /// What a training program usually needs.
 pub mod prelude {
     pub use crate::{
-        Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, Flow, EnableCallbackIf,
+        Callback, Callbacks, callback, fetch, order, ClassificationError, Context, Counters, DefaultCallbacks, Flow, EnableCallbackIf,
         Fetch, Fetched, InferenceRunner, ModelSaver, Outputs, PeriodicCallback, PeriodicTrigger, ProgressBar,
         ScalarStats, ScheduledHyperParamSetter, Step, TrainReport, Trainer,
     };
@@ -50,7 +52,37 @@ pub mod __private {
     };
     pub use crate::error::{Error, Result};
     pub use crate::fetch::{Fetch, FetchValue, Fetched};
-    pub use crate::trigger::{epoch_due, step_due};
+    pub use crate::trigger::{epoch_due, field_gate, field_wants, step_due};
+    pub use serde_json::Value as StateValue;
+
+    /// The counters as they were before the step that just ran (for predicates evaluated in
+    /// `after_step` and `trigger_step`, which `EnableCallbackIf` evaluates before the step).
+    pub fn counters_before_step(counters: &Counters) -> Counters {
+        counters.before_step()
+    }
+
+    /// `#[callback(state)]` needs a serializable callback.
+    #[diagnostic::on_unimplemented(
+        message = "`#[callback(state)]` needs `{Self}` to be serializable",
+        label = "`{Self}` does not implement serde's `Serialize` and `Deserialize`",
+        note = "add `#[derive(serde::Serialize, serde::Deserialize)]` to `{Self}`, or remove `state`"
+    )]
+    pub trait StateCallback {}
+    impl<T: serde::Serialize + serde::de::DeserializeOwned> StateCallback for T {}
+
+    /// Checks at compile time that `T` can be saved.
+    pub fn assert_state<T: StateCallback>() {}
+
+    /// `T` as JSON.
+    pub fn save_state<T: serde::Serialize>(value: &T) -> Result<StateValue> {
+        serde_json::to_value(value).map_err(|e| Error::msg(format!("saving a callback's state: {e}")))
+    }
+
+    /// Replace `value` with the state read from JSON.
+    pub fn load_state<T: serde::de::DeserializeOwned>(value: &mut T, state: StateValue) -> Result<()> {
+        *value = serde_json::from_value(state).map_err(|e| Error::msg(format!("loading a callback's state: {e}")))?;
+        Ok(())
+    }
     pub use std::borrow::Cow;
     pub use std::option::Option::{self, None, Some};
     pub use std::result::Result::{Err, Ok};

@@ -282,3 +282,42 @@ impl<M, C: Callback<M>, P: Fn(&Counters) -> bool> Callback<M> for EnableCallback
         self.inner.after_train(ctx)
     }
 }
+
+/// Whether a `#[derive(Callbacks)]` field with `#[every_k_*]` / `#[enable_if]` receives `event`:
+/// `PeriodicCallback`'s and `EnableCallbackIf`'s rules (setup, before_train and after_train always).
+pub fn field_gate(
+    every_k_steps: Option<u64>,
+    every_k_epochs: Option<u64>,
+    predicate: Option<fn(&Counters) -> bool>,
+    event: &crate::callback::Event<'_>,
+    counters: &Counters,
+) -> bool {
+    use crate::callback::Event;
+    let periodic = every_k_steps.is_some() || every_k_epochs.is_some();
+    let holds = |c: &Counters| predicate.is_none_or(|p| p(c));
+    match event {
+        Event::Setup | Event::BeforeTrain | Event::AfterTrain => true,
+        Event::BeforeStep => {
+            (!periodic || step_due(every_k_steps, every_k_epochs, counters.next_step(), counters)) && holds(counters)
+        }
+        Event::AfterStep(_) | Event::TriggerStep => {
+            (!periodic || step_due(every_k_steps, every_k_epochs, counters.global_step, counters))
+                && holds(&counters.before_step())
+        }
+        Event::BeforeEpoch | Event::AfterEpoch | Event::TriggerEpoch | Event::Trigger => {
+            (!periodic || epoch_due(every_k_steps, every_k_epochs, counters)) && holds(counters)
+        }
+    }
+}
+
+/// Whether a gated `#[derive(Callbacks)]` field may fetch at the next step.
+pub fn field_wants(
+    every_k_steps: Option<u64>,
+    every_k_epochs: Option<u64>,
+    predicate: Option<fn(&Counters) -> bool>,
+    counters: &Counters,
+) -> bool {
+    let periodic = every_k_steps.is_some() || every_k_epochs.is_some();
+    (!periodic || step_due(every_k_steps, every_k_epochs, counters.next_step(), counters))
+        && predicate.is_none_or(|p| p(counters))
+}

@@ -1,0 +1,549 @@
+//! Code generation. Generated code reaches the runtime only through `::stoker::__private`.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{GenericParam, Ident, ReturnType, Type, TypeParamBound};
+
+use crate::ast::{CallbackFn, CallbackImpl, Hook, Model, Param};
+use crate::attr::{self, OrderAttr, Period};
+
+fn private() -> TokenStream {
+    quote!(::stoker::__private)
+}
+
+/// The trait methods a set of hooks fills, in one place so that several hooks can share one.
+#[derive(Default)]
+struct Methods {
+    setup: Vec<TokenStream>,
+    before_train: Vec<TokenStream>,
+    before_epoch: Vec<TokenStream>,
+    before_step: Vec<TokenStream>,
+    after_step: Vec<TokenStream>,
+    trigger_step: Vec<TokenStream>,
+    after_epoch: Vec<TokenStream>,
+    trigger_epoch: Vec<TokenStream>,
+    trigger: Vec<TokenStream>,
+    after_train: Vec<TokenStream>,
+    fetches: Vec<TokenStream>,
+    wants: Vec<TokenStream>,
+}
+
+fn option(period: Option<Period>) -> TokenStream {
+    match period {
+        Some(p) => {
+            let v = p.value;
+            quote!(::core::option::Option::Some(#v))
+        }
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+/// The statements that call a hook once its gate passed: extract fetched values, call, apply the
+/// returned value.
+fn invocation(hook: &Hook, call: impl Fn(Vec<TokenStream>) -> TokenStream, with_values: bool) -> TokenStream {
+    let p = private();
+    let mut extract = Vec::new();
+    let mut args = Vec::new();
+    let names = hook.fetch.as_ref().map(|f| f.names.clone()).unwrap_or_default();
+    let mut value_index = 0;
+    for param in &hook.params {
+        match param {
+            Param::Context { .. } => args.push(quote!(&mut *ctx)),
+            Param::Value { ty } => {
+                let var = format_ident!("__stoker_value_{}", value_index);
+                if with_values {
+                    if let Some(name) = names.get(value_index) {
+                        extract.push(quote_spanned! {ty.span()=>
+                            let #var: #ty = <#ty as #p::FetchValue>::from_fetched(values, #name)?;
+                        });
+                    }
+                }
+                args.push(quote!(#var));
+                value_index += 1;
+            }
+        }
+    }
+    let call = call(args);
+    let span = match &hook.output {
+        ReturnType::Type(_, ty) => ty.span(),
+        ReturnType::Default => hook.span,
+    };
+    let apply = quote_spanned!(span=> #p::CallbackReturn::apply(__stoker_returned, &mut *ctx)?;);
+    quote! {
+        #(#extract)*
+        let __stoker_returned = #call;
+        #apply
+    }
+}
+
+/// Add what `hook` does to `methods`.
+fn add_hook(methods: &mut Methods, hook: &Hook, call: impl Fn(Vec<TokenStream>) -> TokenStream) {
+    let p = private();
+    let ks = option(hook.args.every_k_steps);
+    let ke = option(hook.args.every_k_epochs);
+    let periodic = hook.args.every_k_steps.is_some() || hook.args.every_k_epochs.is_some();
+    let pred = hook.args.enable_if.as_ref();
+    let gate = |counters: TokenStream| match pred {
+        Some(pred) => quote!(#pred(#counters)),
+        None => quote!(true),
+    };
+    let event = hook.event();
+    let run = invocation(hook, &call, event == "after_step");
+    let guarded = |condition: TokenStream| quote!(if #condition { #run });
+    match event {
+        "trigger" => {
+            let g = gate(quote!(ctx.counters()));
+            methods.trigger.push(guarded(g.clone()));
+            if let Some(k) = hook.args.every_k_steps {
+                let k = k.value;
+                methods.trigger_step.push(guarded(quote!(ctx.global_step().is_multiple_of(#k) && #g)));
+            }
+            match (hook.args.every_k_epochs, hook.args.every_k_steps) {
+                (Some(k), _) => {
+                    let k = k.value;
+                    methods.trigger_epoch.push(guarded(quote!(ctx.epoch_num().is_multiple_of(#k) && #g)));
+                }
+                (None, Some(_)) => {}
+                (None, None) => methods.trigger_epoch.push(guarded(g.clone())),
+            }
+            if matches!(hook.args.before_train, Some((true, _))) {
+                methods.before_train.push(guarded(g));
+            }
+        }
+        "before_step" | "after_step" | "trigger_step" => {
+            let (step, counters) = match event {
+                "before_step" => (quote!(ctx.counters().next_step()), quote!(ctx.counters())),
+                _ => (quote!(ctx.global_step()), quote!(&#p::counters_before_step(ctx.counters()))),
+            };
+            let mut condition = gate(counters);
+            if periodic {
+                condition = quote!(#p::step_due(#ks, #ke, #step, ctx.counters()) && #condition);
+            }
+            let code = guarded(condition);
+            match event {
+                "before_step" => methods.before_step.push(code),
+                "after_step" => methods.after_step.push(code),
+                _ => methods.trigger_step.push(code),
+            }
+            if event == "after_step" {
+                if let Some(fetch) = &hook.fetch {
+                    let tys: Vec<&Type> = hook.values().collect();
+                    for (name, ty) in fetch.names.iter().zip(tys) {
+                        methods.fetches.push(quote_spanned!(ty.span()=> #p::Fetch::of::<#ty>(#name)));
+                    }
+                    let mut wants = gate(quote!(counters));
+                    if periodic {
+                        wants = quote!(#p::step_due(#ks, #ke, counters.next_step(), counters) && #wants);
+                    }
+                    methods.wants.push(wants);
+                }
+            }
+        }
+        "before_epoch" | "after_epoch" | "trigger_epoch" => {
+            let mut condition = gate(quote!(ctx.counters()));
+            if periodic {
+                condition = quote!(#p::epoch_due(#ks, #ke, ctx.counters()) && #condition);
+            }
+            let code = guarded(condition);
+            match event {
+                "before_epoch" => methods.before_epoch.push(code),
+                "after_epoch" => methods.after_epoch.push(code),
+                _ => methods.trigger_epoch.push(code),
+            }
+        }
+        "setup" => methods.setup.push(run),
+        "before_train" => methods.before_train.push(run),
+        "after_train" => methods.after_train.push(run),
+        _ => {}
+    }
+}
+
+fn order_method(order: &Option<OrderAttr>) -> TokenStream {
+    let p = private();
+    let Some(order) = order else { return TokenStream::new() };
+    let after: Vec<String> = order.after.iter().map(attr::path_name).collect();
+    let before: Vec<String> = order.before.iter().map(attr::path_name).collect();
+    quote! {
+        fn order(&self) -> #p::Order {
+            #p::Order::none() #(.after(#after))* #(.before(#before))*
+        }
+    }
+}
+
+/// Each ordering target must name something in scope (checked where the user wrote it).
+fn order_checks(order: &Option<OrderAttr>) -> TokenStream {
+    let Some(order) = order else { return TokenStream::new() };
+    let checks = order.after.iter().chain(&order.before).map(|path| {
+        quote_spanned!(path.span()=> #[allow(unused_imports)] use #path as _;)
+    });
+    quote!(#(#checks)*)
+}
+
+fn trait_methods(methods: Methods, model: &TokenStream) -> TokenStream {
+    let p = private();
+    let ctx = quote!(ctx: &mut #p::Context<'_, #model>);
+    let method = |name: &str, parts: &[TokenStream]| -> TokenStream {
+        if parts.is_empty() {
+            return TokenStream::new();
+        }
+        let ident = Ident::new(name, Span::call_site());
+        quote! {
+            #[allow(unused_variables, unreachable_code, clippy::needless_return)]
+            fn #ident(&mut self, #ctx) -> #p::Result<()> {
+                #(#parts)*
+                #p::Ok(())
+            }
+        }
+    };
+    let mut out = TokenStream::new();
+    out.extend(method("setup", &methods.setup));
+    out.extend(method("before_train", &methods.before_train));
+    out.extend(method("before_epoch", &methods.before_epoch));
+    out.extend(method("before_step", &methods.before_step));
+    let after_step = &methods.after_step;
+    if !after_step.is_empty() {
+        out.extend(quote! {
+            #[allow(unused_variables, unreachable_code)]
+            fn after_step(&mut self, #ctx, values: &#p::Fetched<'_>) -> #p::Result<()> {
+                #(#after_step)*
+                #p::Ok(())
+            }
+        });
+    }
+    out.extend(method("trigger_step", &methods.trigger_step));
+    out.extend(method("after_epoch", &methods.after_epoch));
+    // trigger_epoch is always written so that it runs exactly the hooks due at an epoch's end,
+    // not every trigger hook through the default `trigger_epoch` -> `trigger`.
+    let trigger_epoch = &methods.trigger_epoch;
+    out.extend(quote! {
+        #[allow(unused_variables, unreachable_code)]
+        fn trigger_epoch(&mut self, #ctx) -> #p::Result<()> {
+            #(#trigger_epoch)*
+            #p::Ok(())
+        }
+    });
+    out.extend(method("trigger", &methods.trigger));
+    out.extend(method("after_train", &methods.after_train));
+    let fetches = &methods.fetches;
+    if !fetches.is_empty() {
+        let n = fetches.len();
+        let wants = &methods.wants;
+        out.extend(quote! {
+            fn fetches(&self) -> &[#p::Fetch] {
+                static FETCHES: [#p::Fetch; #n] = [#(#fetches),*];
+                &FETCHES
+            }
+            #[allow(unused_variables)]
+            fn wants_fetch(&self, counters: &#p::Counters) -> bool {
+                false #(|| #wants)*
+            }
+        });
+    }
+    out
+}
+
+/// The model type parameter introduced when the model is `impl Trait` or not named at all.
+fn model_param() -> Ident {
+    Ident::new("__StokerModel", Span::call_site())
+}
+
+pub fn callback_fn(input: &CallbackFn) -> TokenStream {
+    let p = private();
+    let item = &input.item;
+    let hook = &input.hook;
+    let name = &input.name;
+    let vis = &item.vis;
+    let fn_ident = &item.sig.ident;
+    let name_str = name.to_string();
+
+    // Which generic parameter (if any) is the model; the others become the struct's.
+    let model_generic = match hook.model() {
+        Some(Model::Generic(ident)) => Some(ident.clone()),
+        _ => None,
+    };
+    let mut struct_params = Vec::new();
+    let mut impl_params: Vec<TokenStream> = Vec::new();
+    let mut has_apit = false;
+    for param in &item.sig.generics.params {
+        match param {
+            GenericParam::Type(t) => {
+                impl_params.push(quote!(#t));
+                if Some(&t.ident) != model_generic.as_ref() {
+                    struct_params.push(t.ident.clone());
+                }
+            }
+            GenericParam::Lifetime(_) | GenericParam::Const(_) => {}
+        }
+    }
+    for param in &hook.params {
+        if let Param::Value { ty } = param {
+            if matches!(ty, Type::ImplTrait(_)) {
+                has_apit = true;
+            }
+        }
+    }
+    let model = match hook.model() {
+        Some(Model::Impl(bounds)) => {
+            has_apit = true;
+            let m = model_param();
+            impl_params.push(quote!(#m: #bounds));
+            quote!(#m)
+        }
+        Some(Model::Generic(ident)) => quote!(#ident),
+        Some(Model::Concrete(ty)) => quote!(#ty),
+        None => {
+            let m = model_param();
+            impl_params.push(quote!(#m));
+            quote!(#m)
+        }
+    };
+    let type_args: Vec<&Ident> = item
+        .sig
+        .generics
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            GenericParam::Type(t) => Some(&t.ident),
+            _ => None,
+        })
+        .collect();
+    let turbofish = if type_args.is_empty() || has_apit { quote!() } else { quote!(::<#(#type_args),*>) };
+    let where_clause = &item.sig.generics.where_clause;
+
+    let mut methods = Methods::default();
+    add_hook(&mut methods, hook, |args| quote!(#fn_ident #turbofish (#(#args),*)));
+    let trait_methods = trait_methods(methods, &model);
+    let order = order_method(&input.order);
+    let checks = order_checks(&input.order);
+    let chief = hook.args.chief_only.map(|(value, _)| quote!(fn chief_only(&self) -> bool { #value }));
+    let doc = format!("The callback `#[callback]` made of [`{fn_ident}`], on `{}`.", hook.event());
+
+    let (struct_def, struct_ty, struct_impls) = if struct_params.is_empty() {
+        (
+            quote! {
+                #[doc = #doc]
+                #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+                #vis struct #name;
+            },
+            quote!(#name),
+            TokenStream::new(),
+        )
+    } else {
+        let params = &struct_params;
+        (
+            quote! {
+                #[doc = #doc]
+                #vis struct #name<#(#params),*>(::core::marker::PhantomData<fn() -> (#(#params,)*)>);
+            },
+            quote!(#name<#(#params),*>),
+            quote! {
+                impl<#(#params),*> ::core::default::Default for #name<#(#params),*> {
+                    fn default() -> Self { #name(::core::marker::PhantomData) }
+                }
+                impl<#(#params),*> ::core::clone::Clone for #name<#(#params),*> {
+                    fn clone(&self) -> Self { *self }
+                }
+                impl<#(#params),*> ::core::marker::Copy for #name<#(#params),*> {}
+                impl<#(#params),*> ::core::fmt::Debug for #name<#(#params),*> {
+                    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                        f.write_str(#name_str)
+                    }
+                }
+            },
+        )
+    };
+
+    quote! {
+        #item
+        #struct_def
+        #struct_impls
+        const _: () = { #checks };
+        impl<#(#impl_params),*> #p::Callback<#model> for #struct_ty #where_clause {
+            fn name(&self) -> #p::Cow<'static, str> {
+                #p::Cow::Borrowed(#name_str)
+            }
+            #order
+            #chief
+            #trait_methods
+        }
+    }
+}
+
+pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
+    let p = private();
+    let item = &input.item;
+    let self_ty = &item.self_ty;
+    let name_str = &input.name;
+
+    // The model: a concrete type named by some hook, else a parameter with every hook's bounds.
+    let mut concrete: Option<&Type> = None;
+    let mut bounds: Vec<TypeParamBound> = Vec::new();
+    for hook in &input.hooks {
+        let method_generics = item.items.iter().find_map(|i| match i {
+            syn::ImplItem::Fn(f) if f.sig.ident == hook.ident => Some(&f.sig.generics),
+            _ => None,
+        });
+        match hook.model() {
+            Some(Model::Concrete(ty)) => concrete = Some(ty),
+            Some(Model::Impl(b)) => bounds.extend(b.iter().cloned()),
+            Some(Model::Generic(ident)) => {
+                if let Some(generics) = method_generics {
+                    for param in &generics.params {
+                        if let GenericParam::Type(t) = param {
+                            if &t.ident == ident {
+                                bounds.extend(t.bounds.iter().cloned());
+                            }
+                        }
+                    }
+                }
+            }
+            None => {}
+        }
+    }
+    let (impl_generics, _, where_clause) = item.generics.split_for_impl();
+    let mut params: Vec<TokenStream> = item.generics.params.iter().map(|p| quote!(#p)).collect();
+    let model = match concrete {
+        Some(ty) => quote!(#ty),
+        None => {
+            let m = model_param();
+            params.push(quote!(#m: #(#bounds +)*));
+            quote!(#m)
+        }
+    };
+    let _ = impl_generics;
+    let mut methods = Methods::default();
+    for hook in &input.hooks {
+        let method = &hook.ident;
+        add_hook(&mut methods, hook, |args| quote!(self.#method(#(#args),*)));
+    }
+    let trait_methods = trait_methods(methods, &model);
+    let order = order_method(&input.order);
+    let checks = order_checks(&input.order);
+    let chief = input.args.chief_only.map(|(value, _)| quote!(fn chief_only(&self) -> bool { #value }));
+    let state = input.args.state.map(|span| {
+        let assert = quote_spanned!(span=> #p::assert_state::<Self>(););
+        quote! {
+            fn save_state(&self) -> #p::Result<#p::Option<#p::StateValue>> {
+                #assert
+                #p::save_state(self).map(#p::Some)
+            }
+            fn load_state(&mut self, state: #p::StateValue) -> #p::Result<()> {
+                #p::load_state(self, state)
+            }
+        }
+    });
+    quote! {
+        #item
+        const _: () = { #checks };
+        impl<#(#params),*> #p::Callback<#model> for #self_ty #where_clause {
+            fn name(&self) -> #p::Cow<'static, str> {
+                #p::Cow::Borrowed(#name_str)
+            }
+            #order
+            #chief
+            #state
+            #trait_methods
+        }
+    }
+}
+
+pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
+    let p = private();
+    let ident = &input.ident;
+    let m = model_param();
+    let (_, ty_generics, where_clause) = input.generics.split_for_impl();
+    let mut params: Vec<TokenStream> = input.generics.params.iter().map(|p| quote!(#p)).collect();
+    params.push(quote!(#m));
+    let mut predicates: Vec<TokenStream> =
+        where_clause.map(|w| w.predicates.iter().map(|p| quote!(#p)).collect()).unwrap_or_default();
+    let mut markers = Vec::new();
+    let mut len = Vec::new();
+    let mut info = Vec::new();
+    let mut wants = Vec::new();
+    let mut dispatch = Vec::new();
+    for (i, field) in input.fields.iter().enumerate() {
+        let marker = format_ident!("__StokerMarker{}", i);
+        let ty = &field.ty;
+        let member = &field.member;
+        params.push(quote!(#marker));
+        predicates.push(quote_spanned!(ty.span()=> #ty: #p::Callbacks<#m, #marker>));
+        markers.push(marker.clone());
+        let set = quote!(<#ty as #p::Callbacks<#m, #marker>>);
+        len.push(quote!(#set::len(&self.#member)));
+        let extra_order = match &field.order {
+            Some(order) => {
+                let after: Vec<String> = order.after.iter().map(attr::path_name).collect();
+                let before: Vec<String> = order.before.iter().map(attr::path_name).collect();
+                quote!(info.order = info.order.merge(#p::Order::none() #(.after(#after))* #(.before(#before))*);)
+            }
+            None => quote!(),
+        };
+        let ks = option(field.every_k_steps);
+        let ke = option(field.every_k_epochs);
+        let pred = match &field.enable_if {
+            Some(path) => quote!(::core::option::Option::Some(#path as fn(&#p::Counters) -> bool)),
+            None => quote!(::core::option::Option::None),
+        };
+        let gated = field.every_k_steps.is_some() || field.every_k_epochs.is_some() || field.enable_if.is_some();
+        info.push(quote! {
+            let len = #set::len(&self.#member);
+            if index < len {
+                let mut info = #set::info(&self.#member, index);
+                #extra_order
+                return info;
+            }
+            index -= len;
+        });
+        let wants_gate = if gated { quote!(#p::field_wants(#ks, #ke, #pred, counters) &&) } else { quote!() };
+        wants.push(quote! {
+            let len = #set::len(&self.#member);
+            if index < len {
+                return #wants_gate #set::wants_fetch(&self.#member, index, counters);
+            }
+            index -= len;
+        });
+        let dispatch_gate = if gated {
+            quote!(if !#p::field_gate(#ks, #ke, #pred, &event, ctx.counters()) { return #p::Ok(()); })
+        } else {
+            quote!()
+        };
+        dispatch.push(quote! {
+            let len = #set::len(&self.#member);
+            if index < len {
+                #dispatch_gate
+                return #set::dispatch(&mut self.#member, index, event, ctx);
+            }
+            index -= len;
+        });
+    }
+    quote! {
+        impl<#(#params),*> #p::Callbacks<#m, (#(#markers,)*)> for #ident #ty_generics
+        where #(#predicates,)*
+        {
+            fn len(&self) -> usize {
+                0 #(+ #len)*
+            }
+            #[allow(unused_mut)]
+            fn info(&self, mut index: usize) -> #p::CallbackInfo<'_> {
+                #(#info)*
+                ::core::panic!("callback index {} out of range", index)
+            }
+            #[allow(unused_mut, unused_variables)]
+            fn wants_fetch(&self, mut index: usize, counters: &#p::Counters) -> bool {
+                #(#wants)*
+                false
+            }
+            #[allow(unused_mut, unused_variables)]
+            fn dispatch(
+                &mut self,
+                mut index: usize,
+                event: #p::Event<'_>,
+                ctx: &mut #p::Context<'_, #m>,
+            ) -> #p::Result<()> {
+                #(#dispatch)*
+                #p::Ok(())
+            }
+        }
+    }
+}

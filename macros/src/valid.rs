@@ -1,0 +1,89 @@
+//! The misuse rules: each problem reported on the token that causes it, with what to do instead.
+
+use syn::spanned::Spanned;
+
+use crate::ast::{Hook, Model};
+use crate::attr::{self, Errors, OrderAttr};
+
+/// Events that run once: periods and predicates make no sense there.
+const ONCE: &[&str] = &["setup", "before_train", "after_train"];
+
+/// Check one hook. `callback_span` is where to point when the event is missing.
+pub fn hook(hook: &Hook, errors: &mut Errors, callback_span: proc_macro2::Span) {
+    let event = hook.event();
+    if hook.event.is_none() {
+        errors.push(callback_span, "name the event this callback runs on: `#[callback(on = trigger)]`");
+    }
+    let once = ONCE.contains(&event);
+    for (key, period) in [("every_k_steps", hook.args.every_k_steps), ("every_k_epochs", hook.args.every_k_epochs)] {
+        if let (true, Some(period)) = (once, period) {
+            errors.push(period.span, format!("`{key}` on `{event}`, which runs once: remove it, or bind the callback to a step or epoch event"));
+        }
+    }
+    if let Some(path) = &hook.args.enable_if {
+        if once {
+            errors.push(path.span(), format!("`enable_if` on `{event}`, which runs once: test the condition inside the function"));
+        }
+    }
+    if let Some((value, span)) = hook.args.before_train {
+        if event != "trigger" && !event.is_empty() {
+            errors.push(span, format!("`before_train` asks `trigger` to also run before training; this callback runs on `{event}`: use `on = trigger`, or `on = before_train`"));
+        } else if value && hook.args.every_k_steps.is_none() && hook.args.every_k_epochs.is_none() {
+            // Fine: trigger every epoch and once before training.
+        }
+    }
+    let values: Vec<&syn::Type> = hook.values().collect();
+    match &hook.fetch {
+        Some(fetch) => {
+            if event != "after_step" && !event.is_empty() {
+                errors.push(fetch.span, format!("`#[fetch]` on `{event}`: fetched values exist only in `after_step`, right after the step that computed them"));
+            } else if fetch.names.len() != values.len() && !fetch.names.is_empty() {
+                let message = format!(
+                    "`#[fetch]` names {} value{} but the function takes {} value parameter{}: one parameter per name, in order",
+                    fetch.names.len(),
+                    if fetch.names.len() == 1 { "" } else { "s" },
+                    values.len(),
+                    if values.len() == 1 { "" } else { "s" },
+                );
+                match values.get(fetch.names.len()) {
+                    Some(extra) => errors.push(extra.span(), message),
+                    None => errors.push(fetch.span, message),
+                }
+            }
+        }
+        None => {
+            if let Some(first) = values.first() {
+                let message = if event == "after_step" {
+                    "this parameter receives nothing: name the value it fetches with `#[fetch(\"name\")]`, or take `ctx: &mut Context<'_, M>`".to_string()
+                } else {
+                    format!("a `{event}` callback takes only `ctx: &mut Context<'_, M>`; fetched values come to `after_step` with `#[fetch(...)]`")
+                };
+                errors.push(first.span(), message);
+            }
+        }
+    }
+    if let Some(Model::Impl(bounds)) = hook.model() {
+        let _ = bounds;
+    }
+}
+
+/// Check order constraints of the callback named `own`.
+pub fn order(order: &OrderAttr, own: &str, errors: &mut Errors) {
+    for (key, list) in [("after", &order.after), ("before", &order.before)] {
+        for (i, path) in list.iter().enumerate() {
+            let name = attr::path_name(path);
+            if name == own {
+                errors.push(path.span(), format!("`{own}` cannot run {key} itself: name another callback"));
+            }
+            if list[..i].iter().any(|p| attr::path_name(p) == name) {
+                errors.push(path.span(), format!("`{name}` is listed twice in `{key}`"));
+            }
+        }
+    }
+    for path in &order.after {
+        let name = attr::path_name(path);
+        if let Some(other) = order.before.iter().find(|p| attr::path_name(p) == name) {
+            errors.push(other.span(), format!("`{name}` is in both `after` and `before`: a callback cannot run both after and before it"));
+        }
+    }
+}
