@@ -61,7 +61,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
         row[0] = i + 1;
         for (j, cb) in b.iter().enumerate() {
             let cost = usize::from(ca != *cb);
-            let next = (row[j] + cost).min(previous.min(row[j + 1]) + 1).min(row[j] + 1);
+            let next = (previous + cost).min(row[j + 1] + 1).min(row[j] + 1);
             previous = row[j + 1];
             row[j + 1] = next;
         }
@@ -399,4 +399,25 @@ pub fn is_attr(attr: &Attribute, name: &str) -> bool {
     let path = attr.path();
     path.is_ident(name)
         || (path.segments.len() == 2 && path.segments[0].ident == "stoker" && path.segments[1].ident == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_distance_counts_insertions_deletions_and_substitutions() {
+        assert_eq!(edit_distance("trigger_epok", "trigger_epoch"), 2);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("same", "same"), 0);
+    }
+
+    #[test]
+    fn suggestions_are_close_names_only() {
+        assert_eq!(did_you_mean("trigger_epok", EVENTS), Some("trigger_epoch"));
+        assert_eq!(did_you_mean("afterstep", EVENTS), Some("after_step"));
+        assert_eq!(did_you_mean("every_k_step", &["every_k_steps", "every_k_epochs"]), Some("every_k_steps"));
+        assert_eq!(did_you_mean("xyzzy", EVENTS), None);
+    }
 }

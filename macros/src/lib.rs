@@ -9,6 +9,8 @@ mod ast;
 mod attr;
 mod expand;
 mod fallback;
+#[cfg(test)]
+mod malformed;
 mod valid;
 
 use proc_macro2::TokenStream;
