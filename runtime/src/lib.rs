@@ -10,6 +10,9 @@
 //! callbacks that asked for them in one device-to-host transfer ([`fetch`]).
 #![warn(missing_docs)]
 
+// The macros generate `::stoker::...` paths; this lets the runtime use its own macros.
+extern crate self as stoker;
+
 pub mod callback;
 pub mod device;
 pub mod error;

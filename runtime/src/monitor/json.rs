@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value as Json};
 
 use super::{MonitorSink, Record, Value};
-use crate::callback::{Callback, Context};
+use crate::callback::Context;
 use crate::error::{Error, Result};
 use crate::saver::write_atomic;
 
@@ -22,8 +22,10 @@ pub const STATS_FILE: &str = "stats.json";
 #[derive(Debug, Default)]
 pub struct JsonWriter;
 
-impl<M> Callback<M> for JsonWriter {
-    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+#[crate::callback]
+impl JsonWriter {
+    #[on(setup)]
+    fn open<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let starting_epoch = ctx.counters().starting_epoch();
         let sink = JsonSink::open(ctx.log_dir(), starting_epoch)?;
         ctx.monitors().add_sink(sink);

@@ -25,7 +25,7 @@ pub use printer::{PrinterSink, ScalarPrinter};
 pub use record::{Histogram, Image, Record, Value};
 pub use tensorboard::TensorBoardSink;
 
-use crate::callback::{Callback, Context};
+use crate::callback::Context;
 use crate::error::{Error, Result};
 
 /// The I/O half of a monitor writer, run on its own thread.
@@ -289,8 +289,10 @@ impl Histogram {
 #[derive(Debug, Default)]
 pub struct TensorBoardWriter;
 
-impl<M> Callback<M> for TensorBoardWriter {
-    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+#[crate::callback]
+impl TensorBoardWriter {
+    #[on(setup)]
+    fn open<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let dir = ctx.log_dir().to_path_buf();
         let sink = TensorBoardSink::create(&dir).map_err(|e| Error::io(&dir, e))?;
         ctx.monitors().add_sink(sink);

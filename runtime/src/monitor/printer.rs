@@ -6,7 +6,7 @@ use std::io::Write;
 use regex_lite::Regex;
 
 use super::{MonitorSink, Record, Value};
-use crate::callback::{Callback, Context};
+use crate::callback::Context;
 use crate::error::{Error, Result};
 
 /// Prints the scalars put during each epoch when it ends (and, with `enable_step`, as they are
@@ -71,8 +71,10 @@ impl ScalarPrinter {
     }
 }
 
-impl<M> Callback<M> for ScalarPrinter {
-    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+#[crate::callback]
+impl ScalarPrinter {
+    #[on(setup)]
+    fn open<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let sink = self.sink(Box::new(std::io::stdout()))?;
         ctx.monitors().add_sink(sink);
         Ok(())
