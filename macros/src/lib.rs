@@ -19,27 +19,114 @@ use syn::spanned::Spanned;
 
 use attr::{Errors, Place};
 
-/// Turn a function or an impl block into a callback. See `stoker`'s documentation.
+/// Turn a function or an impl block into a callback.
+///
+/// On a function: `#[callback(on = EVENT, every_k_steps = N, every_k_epochs = N, before_train =
+/// bool, enable_if = path, chief_only = bool, name = "Name")]` generates a unit struct named after
+/// the function in UpperCamelCase (or `name`) that implements `stoker::Callback`. The function
+/// takes an optional `ctx: &mut Context<'_, M>` and, on `after_step`, the values named by
+/// `#[fetch]`; it returns `()`, `stoker::Result<()>`, `stoker::Flow` or `Result<Flow>`.
+/// On `trigger`, the periods mean tensorpack's `PeriodicTrigger`; on step and epoch events,
+/// `PeriodicCallback` (the last step and epoch are always delivered).
+///
+/// ```
+/// use stoker::prelude::*;
+///
+/// #[callback(on = trigger, every_k_epochs = 2)]
+/// fn report_lr<M>(ctx: &mut Context<'_, M>) {
+///     let lr = ctx.learning_rate();
+///     ctx.monitors().put_scalar("lr", lr);
+/// }
+///
+/// let _callback: ReportLr = ReportLr;
+/// ```
+///
+/// On an inherent impl block (`#[callback]`, `#[callback(state)]` to save the value in
+/// checkpoints with serde, `name`, `chief_only`), methods marked `#[on(EVENT, every_k_steps =
+/// N, ...)]` are bound to events; the other methods stay plain.
+///
+/// ```
+/// use stoker::prelude::*;
+///
+/// #[derive(Default, serde::Serialize, serde::Deserialize)]
+/// struct StepCount(u64);
+///
+/// #[callback(state)]
+/// impl StepCount {
+///     #[on(trigger_step)]
+///     fn count(&mut self) {
+///         self.0 += 1;
+///     }
+///
+///     #[on(trigger)]
+///     fn report<M>(&mut self, ctx: &mut Context<'_, M>) {
+///         ctx.monitors().put_scalar("steps", self.0 as f64);
+///     }
+/// }
+/// ```
 #[proc_macro_attribute]
 pub fn callback(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> proc_macro::TokenStream {
     expand_callback(args.into(), item.into()).into()
 }
 
-/// Values fetched along with a step, bound to the parameters of an `after_step` callback.
-/// Written under `#[callback]`; see `stoker`'s documentation.
+/// Values fetched along with a step, bound in order to the value parameters of an `after_step`
+/// callback. All host values asked for at a step leave the device in one transfer; a `Tensor`
+/// parameter gets the device tensor without any.
+///
+/// ```
+/// use stoker::prelude::*;
+///
+/// #[callback(on = after_step, every_k_steps = 50)]
+/// #[fetch("loss", "accuracy")]
+/// fn watch(loss: f32, accuracy: f64) -> Flow {
+///     if loss.is_finite() && accuracy >= 0.0 { Flow::Continue } else { Flow::Stop("diverged".into()) }
+/// }
+/// ```
 #[proc_macro_attribute]
 pub fn fetch(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> proc_macro::TokenStream {
     relocate("fetch", args.into(), item.into()).into()
 }
 
-/// Ordering constraints of a callback: `#[order(after = A, before = B)]`. Written under
-/// `#[callback]`; see `stoker`'s documentation.
+/// Ordering constraints of a callback within every event: `#[order(after = A, before = B)]`,
+/// `after = [A, B]` for several. Targets are callback types in scope; the trainer sorts the
+/// callbacks topologically and reports cycles and missing targets by name.
+///
+/// ```
+/// use stoker::prelude::*;
+///
+/// #[callback(on = trigger)]
+/// #[order(after = InferenceRunner)]
+/// fn after_validation<M>(ctx: &mut Context<'_, M>) {
+///     let _ = ctx.monitors_ref().latest("validation_error");
+/// }
+/// ```
 #[proc_macro_attribute]
 pub fn order(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> proc_macro::TokenStream {
     relocate("order", args.into(), item.into()).into()
 }
 
-/// Make a struct whose fields are callbacks one set of callbacks. See `stoker`'s documentation.
+/// Make a struct whose fields are callbacks (or sets of callbacks) one set of callbacks,
+/// dispatched statically. Fields take `#[order(after = X, before = Y)]`, `#[every_k_steps(N)]`,
+/// `#[every_k_epochs(N)]` (`PeriodicCallback`'s gating) and `#[enable_if(path)]`.
+///
+/// ```
+/// use stoker::prelude::*;
+///
+/// #[callback(on = trigger)]
+/// fn checkpoint_note<M>(ctx: &mut Context<'_, M>) {
+///     ctx.monitors().put_text("note", "epoch done");
+/// }
+///
+/// #[derive(Callbacks)]
+/// struct Training {
+///     saver: ModelSaver,
+///     #[every_k_epochs(5)]
+///     #[order(after = ModelSaver)]
+///     note: CheckpointNote,
+/// }
+///
+/// let _set = Training { saver: ModelSaver::new(3), note: CheckpointNote };
+/// ```
 #[proc_macro_derive(Callbacks, attributes(order, every_k_steps, every_k_epochs, enable_if))]
 pub fn derive_callbacks(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
     expand_derive(input.into()).into()
