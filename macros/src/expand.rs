@@ -54,7 +54,9 @@ fn invocation(hook: &Hook, call: impl Fn(Vec<TokenStream>) -> TokenStream, with_
                 let var = format_ident!("__stoker_value_{}", value_index);
                 if with_values {
                     if let Some(name) = names.get(value_index) {
-                        extract.push(quote_spanned! {ty.span()=>
+                        // Located at the type (errors point there), resolved at the call site
+                        // (hygiene: the user's tokens may come from a `macro_rules!`).
+                        extract.push(quote_spanned! {Span::call_site().located_at(ty.span())=>
                             let #var: #ty = <#ty as #p::FetchValue>::from_fetched(values, #name)?;
                         });
                     }
@@ -69,6 +71,7 @@ fn invocation(hook: &Hook, call: impl Fn(Vec<TokenStream>) -> TokenStream, with_
         ReturnType::Type(_, ty) => ty.span(),
         ReturnType::Default => hook.span,
     };
+    let span = Span::call_site().located_at(span);
     let apply = quote_spanned!(span=> #p::CallbackReturn::apply(__stoker_returned, &mut *ctx)?;);
     quote! {
         #(#extract)*

@@ -128,3 +128,89 @@ fn a_returned_flow_stops_training() {
     assert_eq!(report.counters.global_step(), 5);
     assert_eq!(report.stop_reason.as_deref(), Some("five"));
 }
+
+macro_rules! on_event {
+    ($($event:ident => $name:ident),* $(,)?) => {
+        $(
+            #[callback(on = $event)]
+            fn $name(ctx: &mut Context<'_, impl Module>) {
+                log(format!(
+                    "{} e{} g{} l{}",
+                    stringify!($event),
+                    ctx.epoch_num(),
+                    ctx.global_step(),
+                    ctx.local_step()
+                ));
+            }
+        )*
+    };
+}
+
+on_event! {
+    setup => on_setup,
+    before_train => on_before_train,
+    before_epoch => on_before_epoch,
+    before_step => on_before_step,
+    after_step => on_after_step,
+    trigger_step => on_trigger_step,
+    after_epoch => on_after_epoch,
+    trigger_epoch => on_trigger_epoch,
+    trigger => on_trigger,
+    after_train => on_after_train,
+}
+
+#[test]
+fn a_function_on_each_event_runs_in_tensorpack_order() {
+    take_log();
+    train(
+        (
+            OnSetup,
+            OnBeforeTrain,
+            OnBeforeEpoch,
+            OnBeforeStep,
+            OnAfterStep,
+            OnTriggerStep,
+            OnAfterEpoch,
+            OnTriggerEpoch,
+            OnTrigger,
+            OnAfterTrain,
+        ),
+        2,
+    );
+    let mut expected = vec!["setup e0 g0 l0".to_string(), "before_train e0 g0 l0".to_string()];
+    let mut global = 0;
+    for epoch in 1..=2 {
+        expected.push(format!("before_epoch e{epoch} g{global} l0"));
+        for local in 0..2 {
+            expected.push(format!("before_step e{epoch} g{global} l{local}"));
+            global += 1;
+            expected.push(format!("after_step e{epoch} g{global} l{}", local + 1));
+            expected.push(format!("trigger_step e{epoch} g{global} l{}", local + 1));
+        }
+        expected.push(format!("after_epoch e{epoch} g{global} l2"));
+        expected.push(format!("trigger_epoch e{epoch} g{global} l2"));
+        // A `trigger` callback is triggered by the default `trigger_epoch`.
+        expected.push(format!("trigger e{epoch} g{global} l2"));
+    }
+    expected.push(format!("after_train e2 g{global} l2"));
+    assert_eq!(take_log(), expected);
+}
+
+fn warm(counters: &Counters) -> bool {
+    counters.global_step() >= 4
+}
+
+#[callback(on = after_step, enable_if = warm)]
+#[fetch("loss")]
+fn warm_loss(loss: f32, ctx: &mut Context<'_, impl Module>) {
+    log(format!("warm_loss g{} {}", ctx.global_step(), loss.is_finite()));
+}
+
+#[test]
+fn enable_if_gates_a_declared_callback_and_its_fetches() {
+    take_log();
+    let report = train(WarmLoss, 3);
+    // The predicate is evaluated before each step: global_step 4 and 5 before steps 5 and 6.
+    assert_eq!(take_log(), vec!["warm_loss g5 true", "warm_loss g6 true"]);
+    assert_eq!(report.fetch_transfers, 2);
+}
