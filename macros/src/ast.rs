@@ -328,6 +328,7 @@ pub struct Field {
     pub every_k_steps: Option<attr::Period>,
     pub every_k_epochs: Option<attr::Period>,
     pub enable_if: Option<syn::Path>,
+    pub chief_only: Option<bool>,
 }
 
 /// A `#[derive(Callbacks)]` struct.
@@ -354,6 +355,7 @@ impl Composition {
                         every_k_steps: None,
                         every_k_epochs: None,
                         enable_if: None,
+                        chief_only: None,
                     };
                     for a in &field.attrs {
                         read_field_attr(a, &mut parsed, errors);
@@ -382,6 +384,8 @@ fn read_field_attr(a: &syn::Attribute, field: &mut Field, errors: &mut Errors) {
         "every_k_epochs"
     } else if a.path().is_ident("enable_if") {
         "enable_if"
+    } else if a.path().is_ident("chief_only") {
+        "chief_only"
     } else {
         return;
     };
@@ -392,6 +396,13 @@ fn read_field_attr(a: &syn::Attribute, field: &mut Field, errors: &mut Errors) {
             }
             field.order = Some(attr::parse_order(a, errors));
         }
+        "chief_only" => match &a.meta {
+            syn::Meta::Path(_) => field.chief_only = Some(true),
+            _ => match a.parse_args::<syn::LitBool>() {
+                Ok(value) => field.chief_only = Some(value.value),
+                Err(_) => errors.push(a.span(), "`#[chief_only]` takes nothing or a bool: `#[chief_only]`, `#[chief_only(false)]`"),
+            },
+        },
         "enable_if" => match a.parse_args::<syn::Path>() {
             Ok(path) => field.enable_if = Some(path),
             Err(_) => errors.push(a.span(), "`#[enable_if(...)]` takes the path of a function `fn(&Counters) -> bool`"),

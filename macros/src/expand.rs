@@ -482,6 +482,10 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
             }
             None => quote!(),
         };
+        let extra_order = match field.chief_only {
+            Some(value) => quote!(#extra_order info.chief_only = #value;),
+            None => extra_order,
+        };
         let ks = option(field.every_k_steps);
         let ke = option(field.every_k_epochs);
         let pred = match &field.enable_if {

@@ -107,7 +107,8 @@ pub fn order(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 
 /// Make a struct whose fields are callbacks (or sets of callbacks) one set of callbacks,
 /// dispatched statically. Fields take `#[order(after = X, before = Y)]`, `#[every_k_steps(N)]`,
-/// `#[every_k_epochs(N)]` (`PeriodicCallback`'s gating) and `#[enable_if(path)]`.
+/// `#[every_k_epochs(N)]` (`PeriodicCallback`'s gating), `#[enable_if(path)]` and
+/// `#[chief_only]` / `#[chief_only(false)]`.
 ///
 /// ```
 /// use stoker::prelude::*;
@@ -127,7 +128,7 @@ pub fn order(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 ///
 /// let _set = Training { saver: ModelSaver::new(3), note: CheckpointNote };
 /// ```
-#[proc_macro_derive(Callbacks, attributes(order, every_k_steps, every_k_epochs, enable_if))]
+#[proc_macro_derive(Callbacks, attributes(order, every_k_steps, every_k_epochs, enable_if, chief_only))]
 pub fn derive_callbacks(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
     expand_derive(input.into()).into()
 }

@@ -299,7 +299,9 @@ pub trait Callback<M> {
         &[]
     }
     /// With data-parallel training, whether this callback runs only on the chief worker
-    /// (tensorpack's default for most callbacks). Training on one device runs every callback.
+    /// (tensorpack's default for most callbacks). The trainer trains on one device today, where
+    /// every callback runs; the flag is reported in [`CallbackInfo`] for the data-parallel
+    /// trainer to come.
     fn chief_only(&self) -> bool {
         true
     }
@@ -504,6 +506,9 @@ pub struct CallbackInfo<'a> {
     pub order: Order,
     /// What it may fetch.
     pub fetches: &'a [Fetch],
+    /// Whether it runs only on the chief worker in data-parallel training (see
+    /// [`Callback::chief_only`]).
+    pub chief_only: bool,
 }
 
 /// Marks a set of callbacks made of one [`Callback`] (see [`Callbacks`]).
@@ -548,7 +553,12 @@ impl<M, C: Callback<M>> Callbacks<M, Single> for C {
         1
     }
     fn info(&self, _index: usize) -> CallbackInfo<'_> {
-        CallbackInfo { name: self.name(), order: self.order(), fetches: self.fetches() }
+        CallbackInfo {
+            name: self.name(),
+            order: self.order(),
+            fetches: self.fetches(),
+            chief_only: self.chief_only(),
+        }
     }
     #[inline]
     fn wants_fetch(&self, _index: usize, counters: &Counters) -> bool {

@@ -41,9 +41,9 @@ pub use stoker_macros::{Callbacks, callback, fetch, order};
 /// What a training program usually needs.
 pub mod prelude {
     pub use crate::{
-        Callback, Callbacks, callback, fetch, order, ClassificationError, Context, Counters, DefaultCallbacks, Flow, EnableCallbackIf,
-        Fetch, Fetched, InferenceRunner, ModelSaver, Outputs, PeriodicCallback, PeriodicTrigger, ProgressBar,
-        ScalarStats, ScheduledHyperParamSetter, Step, TrainReport, Trainer,
+        Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EnableCallbackIf, Fetch,
+        Fetched, Flow, InferenceRunner, ModelSaver, Order, Outputs, PeriodicCallback, PeriodicTrigger,
+        ProgressBar, ScalarStats, ScheduledHyperParamSetter, Step, TrainReport, Trainer, callback, fetch, order,
     };
 }
 

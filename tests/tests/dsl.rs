@@ -214,3 +214,39 @@ fn enable_if_gates_a_declared_callback_and_its_fetches() {
     assert_eq!(take_log(), vec!["warm_loss g5 true", "warm_loss g6 true"]);
     assert_eq!(report.fetch_transfers, 2);
 }
+
+#[callback(on = trigger, chief_only = false)]
+fn everywhere<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+#[derive(Callbacks)]
+struct Placement {
+    default_chief: EveryTwoEpochs,
+    declared: Everywhere,
+    #[chief_only]
+    forced: EveryThreeSteps,
+    #[chief_only(false)]
+    #[order(before = EveryTwoEpochs)]
+    released: StopAtFive,
+}
+
+#[test]
+fn composition_reports_names_chief_only_and_field_order() {
+    let set = Placement { default_chief: EveryTwoEpochs, declared: Everywhere, forced: EveryThreeSteps, released: StopAtFive };
+    let infos: Vec<(String, bool, Order)> = (0..Callbacks::<Linear, _>::len(&set))
+        .map(|i| {
+            let info = Callbacks::<Linear, _>::info(&set, i);
+            (info.name.into_owned(), info.chief_only, info.order)
+        })
+        .collect();
+    assert_eq!(
+        infos,
+        vec![
+            ("EveryTwoEpochs".to_string(), true, Order::none()),
+            ("Everywhere".to_string(), false, Order::none()),
+            ("EveryThreeSteps".to_string(), true, Order::none()),
+            ("StopAtFive".to_string(), false, Order::none().before("EveryTwoEpochs")),
+        ]
+    );
+}
