@@ -763,12 +763,18 @@ tuple_callbacks!(A KA 0, B KB 1, C KC 2, D KD 3, E KE 4, F KF 5, G KG 6, H KH 7,
 tuple_callbacks!(A KA 0, B KB 1, C KC 2, D KD 3, E KE 4, F KF 5, G KG 6, H KH 7, I KI 8, J KJ 9, K KK 10, L KL 11, N KN 12, O KO 13, P KP 14, Q KQ 15);
 
 /// Resolve the order of a set's callbacks: `after` / `before` constraints sorted topologically,
-/// ties kept in registration order. A cycle is an error naming every callback in it; a constraint
+/// ties kept in registration order. A constraint on `Name` designates the callback named `Name`
+/// and every callback named `Name(...)`. A cycle is an error naming every callback in it; a constraint
 /// naming a callback that is not registered is an error.
 pub fn resolve_order(names: &[Cow<'static, str>], orders: &[Order]) -> Result<Vec<usize>> {
     let n = names.len();
     let find = |target: &str, who: usize, key: &str| -> Result<Vec<usize>> {
-        let found: Vec<usize> = (0..n).filter(|&j| names[j] == target).collect();
+        // `Name` also designates every `Name(detail)`: the instances of one type, told apart by
+        // what they act on (`ScheduledHyperParamSetter(learning_rate)`).
+        let designates = |name: &str| {
+            name == target || name.strip_prefix(target).is_some_and(|rest| rest.starts_with('('))
+        };
+        let found: Vec<usize> = (0..n).filter(|&j| designates(&names[j])).collect();
         if found.is_empty() {
             let known: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
             return Err(Error::Order(format!(

@@ -264,8 +264,8 @@ impl FetchPlan {
         Ok(1 << index)
     }
 
-    /// Check that every declared name is produced by the step (called once outputs exist).
-    pub(crate) fn check_names(&self, outputs: &Outputs, owners: &[(String, u64)]) -> Result<()> {
+    /// Check that every declared name is produced by `producer` (called once outputs exist).
+    pub(crate) fn check_names(&self, outputs: &Outputs, owners: &[(String, u64)], producer: &str) -> Result<()> {
         for (i, slot) in self.slots.iter().enumerate() {
             if outputs.get(&slot.fetch.name).is_none() {
                 let asking: Vec<&str> = owners
@@ -274,7 +274,7 @@ impl FetchPlan {
                     .map(|(name, _)| name.as_str())
                     .collect();
                 return Err(Error::Fetch(format!(
-                    "{} `{}` asks for `{}`, which the training step does not produce; it produces {}",
+                    "{} `{}` asks for `{}`, which {producer} does not produce; it produces {}",
                     if asking.len() == 1 { "callback" } else { "callbacks" },
                     asking.join("`, `"),
                     slot.fetch.name,

@@ -505,7 +505,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 if !names_checked && !self.fetchers.is_empty() {
                     let owners: Vec<(String, u64)> =
                         self.fetchers.iter().map(|&(i, m)| (self.names[i].to_string(), m)).collect();
-                    self.plan.check_names(&self.outputs, &owners)?;
+                    self.plan.check_names(&self.outputs, &owners, "the training step")?;
                     names_checked = true;
                 }
                 self.plan.fill(&self.outputs, mask)?;
