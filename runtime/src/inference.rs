@@ -181,7 +181,7 @@ where
             (self.forward)(&model, batch?, &mut self.outputs);
             if batches == 0 {
                 self.plan
-                    .check_names(&self.outputs, &[("InferenceRunner's inferencers".into(), self.mask)])?;
+                    .check_names(&self.outputs, &[("InferenceRunner".into(), self.mask)], "its forward function")?;
             }
             self.plan.fill(&self.outputs, self.mask)?;
             let values = self.plan.view();

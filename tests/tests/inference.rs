@@ -74,7 +74,7 @@ fn an_inference_output_that_is_not_produced_is_a_named_error() {
         .unwrap_err();
     assert_eq!(
         error.to_string(),
-        "callback `InferenceRunner` failed in trigger_epoch: callback `InferenceRunner's inferencers` asks for `cost`, which the training step does not produce; it produces `wrong`"
+        "callback `InferenceRunner` failed in trigger_epoch: callback `InferenceRunner` asks for `cost`, which its forward function does not produce; it produces `wrong`"
     );
 }
 
