@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use burn::nn::Linear;
 use serde_json::Value as Json;
-use stoker::monitor::{Record, Value};
+use stoker::monitor::{Image, Record, Value};
 use stoker::prelude::*;
 use stoker::{JsonWriter, MonitorSink, ScalarPrinter, TensorBoardWriter};
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
@@ -26,7 +26,13 @@ impl Callback<Linear> for Putter {
     }
     fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
         let epoch = ctx.epoch_num() as f64;
-        ctx.monitors().put_scalar("epoch_value", 10.0 * epoch);
+        let monitors = ctx.monitors();
+        monitors.put_scalar("epoch_value", 10.0 * epoch);
+        if epoch == 1.0 {
+            monitors.put_image("sample", Image { height: 2, width: 2, channels: 1, pixels: vec![0, 85, 170, 255] });
+            monitors.put_histogram("spread", &[0.5, 1.0, 1.5, 3.0], 4);
+            monitors.put_text("note", "first epoch");
+        }
         Ok(())
     }
     fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
@@ -210,4 +216,9 @@ fn tensorboard_reads_the_event_file_a_run_writes() {
         "TensorBoard's reader disagrees (install it with `python3 -m pip install tensorboard`):\n{stdout}\n{stderr}"
     );
     assert!(stdout.contains("ok: 9 scalars in 2 tags"), "{stdout}");
+    // The image, histogram and text plugins' records are read too (stats.json keeps scalars only).
+    assert!(
+        stdout.contains("also read: {'images': ['sample'], 'histograms': ['spread'], 'tensors': ['note']}"),
+        "{stdout}"
+    );
 }

@@ -1,26 +1,210 @@
-//! PLACEHOLDER until the TensorBoard writer lands.
-use super::record::Record;
+//! TensorBoard event files, written by hand: TFRecord framing (lengths and masked CRC-32C) around
+//! `tensorflow.Event` protocol buffers. TensorBoard reads them as it reads TensorFlow's.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-/// TensorBoard event writer.
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::png::encode_png;
+use super::record::{Histogram, Record, Value};
+
+/// Writes [`Record`]s to an `events.out.tfevents.<seconds>.<host>` file.
+#[derive(Debug)]
 pub struct TensorBoardSink {
     path: PathBuf,
+    file: BufWriter<File>,
 }
+
 impl TensorBoardSink {
-    /// Create.
-    pub fn create(dir: &Path) -> std::io::Result<Self> {
+    /// Create a new event file in `dir` (created if missing), starting with the file-version
+    /// event.
+    pub fn create(dir: &Path) -> std::io::Result<TensorBoardSink> {
         std::fs::create_dir_all(dir)?;
-        Ok(Self { path: dir.join("events.out.tfevents.0.placeholder") })
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let host = hostname();
+        let base = format!("events.out.tfevents.{}.{host}", now.as_secs());
+        let mut path = dir.join(&base);
+        let mut n = 1;
+        while path.exists() {
+            path = dir.join(format!("{base}.{n}"));
+            n += 1;
+        }
+        let file = File::options().write(true).create_new(true).open(&path)?;
+        let mut sink = TensorBoardSink { path, file: BufWriter::new(file) };
+        let mut event = Proto::default();
+        event.double(1, now.as_secs_f64());
+        event.bytes(3, b"brain.Event:2");
+        sink.record(&event.0)?;
+        sink.flush()?;
+        Ok(sink)
     }
-    /// Write.
-    pub fn write(&mut self, _records: &[Record]) -> std::io::Result<()> {
-        Ok(())
-    }
-    /// Flush.
-    pub fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-    /// Path.
+
+    /// The event file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Append one event per record. An image that cannot be encoded is an `InvalidInput` error
+    /// (the other records are still written).
+    pub fn write(&mut self, records: &[Record]) -> std::io::Result<()> {
+        let mut first_error = None;
+        for record in records {
+            match summary_value(record) {
+                Ok(value) => {
+                    let mut summary = Proto::default();
+                    summary.message(1, &value);
+                    let mut event = Proto::default();
+                    event.double(1, record.wall_time);
+                    event.varint(2, record.global_step);
+                    event.message(5, &summary);
+                    self.record(&event.0)?;
+                }
+                Err(message) => {
+                    first_error.get_or_insert_with(|| {
+                        std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{}: {message}", record.name))
+                    });
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Flush to the operating system.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+
+    fn record(&mut self, data: &[u8]) -> std::io::Result<()> {
+        let len = (data.len() as u64).to_le_bytes();
+        self.file.write_all(&len)?;
+        self.file.write_all(&masked_crc(&len).to_le_bytes())?;
+        self.file.write_all(data)?;
+        self.file.write_all(&masked_crc(data).to_le_bytes())
+    }
+}
+
+fn hostname() -> String {
+    let name = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' }).collect()
+}
+
+/// TFRecord's masked CRC-32C.
+pub(crate) fn masked_crc(data: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(data);
+    crc.rotate_right(15).wrapping_add(0xa282_ead8)
+}
+
+/// `tensorflow.Summary.Value` for one record.
+fn summary_value(record: &Record) -> Result<Proto, String> {
+    let mut value = Proto::default();
+    value.bytes(1, record.name.as_bytes());
+    match &record.value {
+        Value::Scalar(v) => value.float(2, *v as f32),
+        Value::Image(image) => {
+            let png = encode_png(image)?;
+            let mut proto = Proto::default();
+            proto.varint(1, u64::from(image.height));
+            proto.varint(2, u64::from(image.width));
+            proto.varint(3, u64::from(image.channels));
+            proto.bytes(4, &png);
+            value.message(4, &proto);
+        }
+        Value::Histogram(histogram) => value.message(5, &histogram_proto(histogram)),
+        Value::Text(text) => {
+            // The text plugin's layout: metadata naming the plugin, a DT_STRING tensor of shape [1].
+            let mut plugin = Proto::default();
+            plugin.bytes(1, b"text");
+            let mut metadata = Proto::default();
+            metadata.message(1, &plugin);
+            let mut dim = Proto::default();
+            dim.varint(1, 1);
+            let mut shape = Proto::default();
+            shape.message(2, &dim);
+            let mut tensor = Proto::default();
+            tensor.varint(1, 7);
+            tensor.message(2, &shape);
+            tensor.bytes(8, text.as_bytes());
+            value.message(8, &tensor);
+            value.message(9, &metadata);
+        }
+    }
+    Ok(value)
+}
+
+fn histogram_proto(h: &Histogram) -> Proto {
+    let mut proto = Proto::default();
+    proto.double(1, h.min);
+    proto.double(2, h.max);
+    proto.double(3, h.num);
+    proto.double(4, h.sum);
+    proto.double(5, h.sum_squares);
+    proto.packed_doubles(6, &h.bucket_limits);
+    proto.packed_doubles(7, &h.bucket_counts);
+    proto
+}
+
+/// A protocol-buffer message being encoded.
+#[derive(Default)]
+struct Proto(Vec<u8>);
+
+impl Proto {
+    fn key(&mut self, field: u32, wire_type: u8) {
+        self.raw_varint((u64::from(field) << 3) | u64::from(wire_type));
+    }
+    fn raw_varint(&mut self, mut value: u64) {
+        while value >= 0x80 {
+            self.0.push((value as u8) | 0x80);
+            value >>= 7;
+        }
+        self.0.push(value as u8);
+    }
+    fn varint(&mut self, field: u32, value: u64) {
+        self.key(field, 0);
+        self.raw_varint(value);
+    }
+    fn double(&mut self, field: u32, value: f64) {
+        self.key(field, 1);
+        self.0.extend_from_slice(&value.to_le_bytes());
+    }
+    fn float(&mut self, field: u32, value: f32) {
+        self.key(field, 5);
+        self.0.extend_from_slice(&value.to_le_bytes());
+    }
+    fn bytes(&mut self, field: u32, value: &[u8]) {
+        self.key(field, 2);
+        self.raw_varint(value.len() as u64);
+        self.0.extend_from_slice(value);
+    }
+    fn message(&mut self, field: u32, message: &Proto) {
+        self.bytes(field, &message.0);
+    }
+    fn packed_doubles(&mut self, field: u32, values: &[f64]) {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.bytes(field, &bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masked_crc_matches_tensorflow() {
+        // CRC-32C of "123456789" is 0xE3069283; TensorFlow masks it as rotr(crc, 15) + 0xa282ead8.
+        assert_eq!(crc32c::crc32c(b"123456789"), 0xE306_9283);
+        assert_eq!(masked_crc(b"123456789"), 0xE306_9283u32.rotate_right(15).wrapping_add(0xa282_ead8));
+    }
+
+    #[test]
+    fn varints_encode_like_protobuf() {
+        let mut proto = Proto::default();
+        proto.varint(2, 300);
+        assert_eq!(proto.0, vec![0x10, 0xac, 0x02]);
     }
 }
