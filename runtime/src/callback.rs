@@ -525,9 +525,10 @@ pub enum Single {}
 /// its members' markers...). It is always inferred; code generic over sets carries it along as a
 /// type parameter: `fn run<C: Callbacks<M, K>, K>(callbacks: C)`.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a callback",
-    label = "not a callback",
-    note = "a callback implements `stoker::Callback<M>` (by hand, or with `#[callback]` on a function or an impl block); tuples, `Vec`s, `Option`s of callbacks and `#[derive(Callbacks)]` structs are sets of callbacks"
+    message = "`{Self}` is not a callback for a model of type `{M}`",
+    label = "not a callback for `{M}`",
+    note = "a callback implements `stoker::Callback<M>` (by hand, or with `#[callback]` on a function or an impl block); tuples, `Vec`s, `Option`s of callbacks and `#[derive(Callbacks)]` structs are sets of callbacks",
+    note = "a callback whose context names a model (`Context<'_, Mlp>`, `Context<'_, impl Module>`) is a callback only for the models that fit; a tuple or a `#[derive(Callbacks)]` struct is a set only if every member is, and every field's type must be a callback"
 )]
 pub trait Callbacks<M, Marker> {
     /// Every member has this many callbacks, when that is known at compile time.
@@ -849,6 +850,9 @@ fn find_cycle(edges: &[Vec<usize>], done: &[bool]) -> Vec<usize> {
         if seen[prev] != usize::MAX {
             let mut cycle: Vec<usize> = path[seen[prev]..].to_vec();
             cycle.reverse();
+            // Start with the earliest registered, so that the message does not depend on the walk.
+            let first = cycle.iter().enumerate().min_by_key(|&(_, &i)| i).map_or(0, |(k, _)| k);
+            cycle.rotate_left(first);
             return cycle;
         }
         seen[prev] = path.len();

@@ -64,28 +64,32 @@ pub mod __private {
         counters.before_step()
     }
 
-    /// `#[callback(state)]` needs a serializable callback.
+    /// `#[callback(state)]` needs a serializable callback. Generated code calls these methods
+    /// through the trait (`<Self as StateCallback>::save`), all at the `state` token, so that a
+    /// type that is not serializable gets one error per missing derive, not one per call.
     #[diagnostic::on_unimplemented(
         message = "`#[callback(state)]` needs `{Self}` to be serializable",
         label = "`{Self}` does not implement serde's `Serialize` and `Deserialize`",
         note = "add `#[derive(serde::Serialize, serde::Deserialize)]` to `{Self}`, or remove `state`"
     )]
-    pub trait StateCallback {}
-    impl<T: serde::Serialize + serde::de::DeserializeOwned> StateCallback for T {}
-
-    /// Checks at compile time that `T` can be saved.
-    pub fn assert_state<T: StateCallback>() {}
-
-    /// `T` as JSON.
-    pub fn save_state<T: serde::Serialize>(value: &T) -> Result<StateValue> {
-        serde_json::to_value(value).map_err(|e| Error::msg(format!("saving a callback's state: {e}")))
+    pub trait StateCallback {
+        /// The value as JSON.
+        fn save(&self) -> Result<StateValue>;
+        /// Replace the value with the state read from JSON.
+        fn load(&mut self, state: StateValue) -> Result<()>;
     }
 
-    /// Replace `value` with the state read from JSON.
-    pub fn load_state<T: serde::de::DeserializeOwned>(value: &mut T, state: StateValue) -> Result<()> {
-        *value = serde_json::from_value(state).map_err(|e| Error::msg(format!("loading a callback's state: {e}")))?;
-        Ok(())
+    impl<T: serde::Serialize + serde::de::DeserializeOwned> StateCallback for T {
+        fn save(&self) -> Result<StateValue> {
+            serde_json::to_value(self).map_err(|e| Error::msg(format!("saving a callback's state: {e}")))
+        }
+        fn load(&mut self, state: StateValue) -> Result<()> {
+            *self =
+                serde_json::from_value(state).map_err(|e| Error::msg(format!("loading a callback's state: {e}")))?;
+            Ok(())
+        }
     }
+
     pub use std::borrow::Cow;
     pub use std::option::Option::{self, None, Some};
     pub use std::result::Result::{Err, Ok};

@@ -1,0 +1,461 @@
+//! The trainer's lifecycle, pinned event by event with a recording callback: a plain run, the
+//! trigger wrappers, stops, errors and panics; the order of callbacks; fetches and transfers.
+
+use std::sync::{Arc, Mutex};
+
+use burn::nn::Linear;
+use burn::tensor::{Tensor, TensorData};
+use stoker::prelude::*;
+use stoker::{Error, Event};
+use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+/// Records every event it receives as `"name:event e<epoch> g<global> l<local>"`.
+struct Recorder {
+    name: &'static str,
+    log: Log,
+    order: Order,
+    /// Fail (`Err`) or panic at this event and global step.
+    fail: Option<(&'static str, u64, bool)>,
+    /// Ask for a stop at this global step, from after_step.
+    stop_at: Option<u64>,
+}
+
+impl Recorder {
+    fn new(name: &'static str, log: &Log) -> Self {
+        Recorder { name, log: log.clone(), order: Order::none(), fail: None, stop_at: None }
+    }
+    fn record(&self, event: &str, ctx: &Context<'_, Linear>) -> stoker::Result<()> {
+        let c = ctx.counters();
+        self.log.lock().unwrap().push(format!(
+            "{}:{event} e{} g{} l{}",
+            self.name,
+            c.epoch_num(),
+            c.global_step(),
+            c.local_step()
+        ));
+        match self.fail {
+            Some((at, step, panic)) if at == event && step == c.global_step() => {
+                if panic {
+                    panic!("{} broke", self.name);
+                }
+                Err(Error::msg(format!("{} failed on purpose", self.name)))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Callback<Linear> for Recorder {
+    fn name(&self) -> std::borrow::Cow<'static, str> {
+        self.name.into()
+    }
+    fn order(&self) -> Order {
+        self.order.clone()
+    }
+    fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        self.record("setup", ctx)
+    }
+    fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        self.record("before_train", ctx)
+    }
+    fn before_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        self.record("before_epoch", ctx)
+    }
+    fn before_step(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        self.record("before_step", ctx)
+    }
+    fn after_step(&mut self, ctx: &mut Context<'_, Linear>, _values: &Fetched<'_>) -> stoker::Result<()> {
+        if self.stop_at == Some(ctx.global_step()) {
+            ctx.request_stop("enough");
+        }
+        self.record("after_step", ctx)
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        self.record("trigger_step", ctx)
+    }
+    fn after_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        self.record("after_epoch", ctx)
+    }
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        self.record("trigger_epoch", ctx)?;
+        self.trigger(ctx)
+    }
+    fn trigger(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        self.record("trigger", ctx)
+    }
+    fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        self.record("after_train", ctx)
+    }
+}
+
+fn run<K, C: Callbacks<Linear, K>>(callbacks: C, epochs: u64, steps: usize) -> stoker::Result<TrainReport<Linear>> {
+    let device = stoker::device::cpu();
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(steps, &device))
+        .max_epoch(epochs)
+        .log_dir(scratch_dir("lifecycle"))
+        .default_callbacks(DefaultCallbacks::none())
+        .callbacks(callbacks)
+        .train(|model: &Linear, batch, step: &mut Step<'_>| {
+            let loss = mse(model, batch);
+            step.output("double", loss.clone() * 2.0);
+            step.output("pair", Tensor::<2>::from_data(TensorData::new(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2]), &loss.device()));
+            loss
+        })
+}
+
+fn take(log: &Log) -> Vec<String> {
+    std::mem::take(&mut *log.lock().unwrap())
+}
+
+/// The events of `name` in a plain run of `epochs` x `steps`, up to `after_train`.
+fn plain(name: &str, epochs: u64, steps: u64) -> Vec<String> {
+    let mut out = vec![format!("{name}:setup e0 g0 l0"), format!("{name}:before_train e0 g0 l0")];
+    let mut g = 0;
+    for e in 1..=epochs {
+        out.push(format!("{name}:before_epoch e{e} g{g} l0"));
+        for l in 0..steps {
+            out.push(format!("{name}:before_step e{e} g{g} l{l}"));
+            g += 1;
+            out.push(format!("{name}:after_step e{e} g{g} l{}", l + 1));
+            out.push(format!("{name}:trigger_step e{e} g{g} l{}", l + 1));
+        }
+        for event in ["after_epoch", "trigger_epoch", "trigger"] {
+            out.push(format!("{name}:{event} e{e} g{g} l{steps}"));
+        }
+    }
+    out.push(format!("{name}:after_train e{epochs} g{g} l{steps}"));
+    out
+}
+
+#[test]
+fn a_plain_run_delivers_every_event_in_order_with_its_counters() {
+    let log = Log::default();
+    let report = run(Recorder::new("A", &log), 2, 2).unwrap();
+    assert_eq!(take(&log), plain("A", 2, 2));
+    assert_eq!(report.counters.global_step(), 4);
+    assert_eq!(report.stop_reason, None);
+}
+
+fn triggers(log: &Log) -> Vec<String> {
+    take(log).into_iter().filter(|l| l.contains(":trigger ")).collect()
+}
+
+#[test]
+fn periodic_trigger_triggers_every_k_steps() {
+    let log = Log::default();
+    run(PeriodicTrigger::new(Recorder::new("A", &log)).every_k_steps(3), 2, 4).unwrap();
+    assert_eq!(triggers(&log), vec!["A:trigger e1 g3 l3", "A:trigger e2 g6 l2"]);
+}
+
+#[test]
+fn periodic_trigger_triggers_every_k_epochs_and_before_train() {
+    let log = Log::default();
+    run(PeriodicTrigger::new(Recorder::new("A", &log)).every_k_epochs(2).before_train(true), 5, 1).unwrap();
+    assert_eq!(triggers(&log), vec!["A:trigger e0 g0 l0", "A:trigger e2 g2 l1", "A:trigger e4 g4 l1"]);
+}
+
+#[test]
+fn periodic_trigger_replaces_trigger_epoch_and_keeps_the_other_events() {
+    let log = Log::default();
+    run(PeriodicTrigger::new(Recorder::new("A", &log)).every_k_epochs(2), 2, 1).unwrap();
+    let events = take(&log);
+    assert!(!events.iter().any(|l| l.contains("trigger_epoch")), "{events:?}");
+    assert_eq!(events.iter().filter(|l| l.contains(":before_step")).count(), 2);
+    assert_eq!(events.iter().filter(|l| l.contains(":trigger ")).count(), 1);
+}
+
+#[test]
+fn periodic_callback_delivers_steps_every_k_and_the_last_step() {
+    let log = Log::default();
+    run(PeriodicCallback::new(Recorder::new("A", &log)).every_k_steps(3), 2, 4).unwrap();
+    let steps: Vec<String> = take(&log).into_iter().filter(|l| l.contains("_step")).collect();
+    assert_eq!(
+        steps,
+        vec![
+            "A:before_step e1 g2 l2",
+            "A:after_step e1 g3 l3",
+            "A:trigger_step e1 g3 l3",
+            "A:before_step e2 g5 l1",
+            "A:after_step e2 g6 l2",
+            "A:trigger_step e2 g6 l2",
+            "A:before_step e2 g7 l3",
+            "A:after_step e2 g8 l4",
+            "A:trigger_step e2 g8 l4",
+        ]
+    );
+}
+
+#[test]
+fn periodic_callback_delivers_epoch_events_every_k_epochs_and_the_last() {
+    let log = Log::default();
+    run(PeriodicCallback::new(Recorder::new("A", &log)).every_k_epochs(2), 5, 1).unwrap();
+    let epochs: Vec<String> =
+        take(&log).into_iter().filter(|l| l.contains("before_epoch") || l.contains(":trigger ")).collect();
+    assert_eq!(
+        epochs,
+        vec![
+            "A:before_epoch e2 g1 l0",
+            "A:trigger e2 g2 l1",
+            "A:before_epoch e4 g3 l0",
+            "A:trigger e4 g4 l1",
+            "A:before_epoch e5 g4 l0",
+            "A:trigger e5 g5 l1",
+        ]
+    );
+}
+
+#[test]
+fn enable_callback_if_gates_everything_but_setup_before_and_after_train() {
+    let log = Log::default();
+    let only_epoch_two = |c: &Counters| c.epoch_num() == 2;
+    run(EnableCallbackIf::new(Recorder::new("A", &log), only_epoch_two), 3, 1).unwrap();
+    assert_eq!(
+        take(&log),
+        vec![
+            "A:setup e0 g0 l0",
+            "A:before_train e0 g0 l0",
+            "A:before_epoch e2 g1 l0",
+            "A:before_step e2 g1 l0",
+            "A:after_step e2 g2 l1",
+            "A:trigger_step e2 g2 l1",
+            "A:after_epoch e2 g2 l1",
+            "A:trigger_epoch e2 g2 l1",
+            "A:trigger e2 g2 l1",
+            "A:after_train e3 g3 l1",
+        ]
+    );
+}
+
+#[test]
+fn a_stop_mid_epoch_ends_the_epoch_without_its_end_events_and_runs_after_train() {
+    let log = Log::default();
+    let mut a = Recorder::new("A", &log);
+    a.stop_at = Some(3);
+    let report = run((a, Recorder::new("B", &log)), 2, 4).unwrap();
+    let events = take(&log);
+    let tail: Vec<&str> = events.iter().rev().take(6).rev().map(String::as_str).collect();
+    assert_eq!(
+        tail,
+        vec!["A:after_step e1 g3 l3", "B:after_step e1 g3 l3", "A:trigger_step e1 g3 l3", "B:trigger_step e1 g3 l3", "A:after_train e1 g3 l3", "B:after_train e1 g3 l3"]
+    );
+    assert_eq!(report.stop_reason.as_deref(), Some("enough"));
+    assert_eq!(report.counters.global_step(), 3);
+}
+
+#[test]
+fn an_error_in_a_callback_is_returned_after_every_after_train() {
+    let log = Log::default();
+    let mut b = Recorder::new("B", &log);
+    b.fail = Some(("trigger_step", 2, false));
+    let error = run((Recorder::new("A", &log), b, Recorder::new("C", &log)), 2, 2).unwrap_err();
+    assert_eq!(error.to_string(), "callback `B` failed in trigger_step: B failed on purpose");
+    assert!(matches!(error, Error::Callback { .. }));
+    let events = take(&log);
+    let tail: Vec<&str> = events.iter().rev().take(4).rev().map(String::as_str).collect();
+    assert_eq!(tail, vec!["B:trigger_step e1 g2 l2", "A:after_train e1 g2 l2", "B:after_train e1 g2 l2", "C:after_train e1 g2 l2"]);
+}
+
+#[test]
+fn a_panic_in_a_callback_is_reported_with_its_name_after_every_after_train() {
+    let log = Log::default();
+    let mut b = Recorder::new("B", &log);
+    b.fail = Some(("after_epoch", 2, true));
+    let error = run((Recorder::new("A", &log), b), 2, 2).unwrap_err();
+    assert_eq!(error.to_string(), "panic in callback `B` in after_epoch: B broke");
+    let events = take(&log);
+    assert_eq!(&events[events.len() - 2..], ["A:after_train e1 g2 l2", "B:after_train e1 g2 l2"]);
+}
+
+#[test]
+fn a_panic_in_the_training_step_is_reported_as_such() {
+    let log = Log::default();
+    let device = stoker::device::cpu();
+    let error = Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+        .log_dir(scratch_dir("step-panic"))
+        .default_callbacks(DefaultCallbacks::none())
+        .callbacks(Recorder::new("A", &log))
+        .train(|model: &Linear, batch, step: &mut Step<'_>| {
+            if step.counters().global_step() == 1 {
+                panic!("bad batch");
+            }
+            mse(model, batch)
+        })
+        .unwrap_err();
+    assert_eq!(error.to_string(), "panic in the training step: bad batch");
+    assert_eq!(take(&log).last().map(String::as_str), Some("A:after_train e1 g1 l1"));
+}
+
+#[test]
+fn after_train_reaches_only_callbacks_whose_setup_ran() {
+    let log = Log::default();
+    let mut b = Recorder::new("B", &log);
+    b.fail = Some(("setup", 0, false));
+    let error = run((Recorder::new("A", &log), b, Recorder::new("C", &log)), 1, 1).unwrap_err();
+    assert_eq!(error.to_string(), "callback `B` failed in setup: B failed on purpose");
+    assert_eq!(
+        take(&log),
+        vec!["A:setup e0 g0 l0", "B:setup e0 g0 l0", "A:after_train e0 g0 l0", "B:after_train e0 g0 l0"]
+    );
+}
+
+#[test]
+fn order_constraints_sort_topologically_and_keep_registration_order_for_ties() {
+    let log = Log::default();
+    let mut a = Recorder::new("A", &log);
+    a.order = Order::none().after("C");
+    let b = Recorder::new("B", &log);
+    let c = Recorder::new("C", &log);
+    let mut d = Recorder::new("D", &log);
+    d.order = Order::none().before("B");
+    run((a, b, c, d), 1, 1).unwrap();
+    let setup: Vec<String> = take(&log).into_iter().filter(|l| l.contains(":setup")).map(|l| l[..1].to_string()).collect();
+    // At each point, the earliest registered callback whose constraints are met runs next.
+    assert_eq!(setup, vec!["C", "A", "D", "B"]);
+}
+
+#[test]
+fn an_order_cycle_is_an_error_naming_every_callback_in_it() {
+    let log = Log::default();
+    let mut a = Recorder::new("A", &log);
+    a.order = Order::none().after("C");
+    let mut b = Recorder::new("B", &log);
+    b.order = Order::none().after("A");
+    let mut c = Recorder::new("C", &log);
+    c.order = Order::none().after("B");
+    let error = run((Recorder::new("Free", &log), a, b, c), 1, 1).unwrap_err();
+    assert_eq!(error.to_string(), "the callbacks' order constraints form a cycle: `A` -> `B` -> `C` -> `A`");
+    assert!(take(&log).is_empty(), "nothing ran");
+}
+
+#[test]
+fn an_order_target_that_is_not_registered_is_an_error() {
+    let log = Log::default();
+    let mut a = Recorder::new("A", &log);
+    a.order = Order::none().after("InferenceRunner");
+    let error = run((a, Recorder::new("B", &log)), 1, 1).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "callback `A` is ordered after `InferenceRunner`, but no callback named `InferenceRunner` is registered; registered: `A`, `B`"
+    );
+}
+
+#[test]
+fn boxed_lists_options_and_nested_tuples_are_sets() {
+    let log = Log::default();
+    let boxed: Vec<Box<dyn Callback<Linear>>> = vec![Box::new(Recorder::new("A", &log)), Box::new(Recorder::new("B", &log))];
+    let none: Option<Recorder> = None;
+    run((boxed, (Recorder::new("C", &log), (Some(Recorder::new("D", &log)), none))), 1, 1).unwrap();
+    let setup: Vec<String> = take(&log).into_iter().filter(|l| l.contains(":setup")).map(|l| l[..1].to_string()).collect();
+    assert_eq!(setup, vec!["A", "B", "C", "D"]);
+}
+
+/// Fetches what it is told, every `every` steps, and records the values.
+struct Fetcher {
+    name: &'static str,
+    fetches: Vec<Fetch>,
+    every: u64,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Callback<Linear> for Fetcher {
+    fn name(&self) -> std::borrow::Cow<'static, str> {
+        self.name.into()
+    }
+    fn fetches(&self) -> &[Fetch] {
+        &self.fetches
+    }
+    fn wants_fetch(&self, counters: &Counters) -> bool {
+        counters.next_step().is_multiple_of(self.every)
+    }
+    fn after_step(&mut self, ctx: &mut Context<'_, Linear>, values: &Fetched<'_>) -> stoker::Result<()> {
+        if !ctx.global_step().is_multiple_of(self.every) {
+            assert!(values.get::<f32>("loss").is_err(), "nothing fetched at an unwanted step");
+            return Ok(());
+        }
+        for fetch in &self.fetches {
+            let text = match (fetch.name.as_ref(), fetch.kind) {
+                ("pair", stoker::FetchKind::Host) => {
+                    let data: TensorData = values.get(&fetch.name)?;
+                    format!("pair {:?} {:?}", data.shape().to_vec(), data.try_to_vec::<f32>().unwrap())
+                }
+                ("pair", stoker::FetchKind::Device) => {
+                    let tensor: Tensor<2> = values.get(&fetch.name)?;
+                    format!("pair on device {:?}", tensor.dims())
+                }
+                (name, _) => {
+                    let loss: f32 = values.get("loss")?;
+                    let value: f64 = values.get(name)?;
+                    let ratio = if name == "double" { value / f64::from(loss) } else { 1.0 };
+                    format!("{name} ratio {ratio:.3}")
+                }
+            };
+            self.seen.lock().unwrap().push(text);
+        }
+        Ok(())
+    }
+}
+
+fn fetcher(fetches: Vec<Fetch>, every: u64) -> (Fetcher, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::default();
+    (Fetcher { name: "Fetcher", fetches, every, seen: Arc::clone(&seen) }, seen)
+}
+
+#[test]
+fn fetched_values_are_the_step_outputs() {
+    let (f, seen) = fetcher(vec![Fetch::host("loss"), Fetch::host("double"), Fetch::host("pair")], 1);
+    run(f, 1, 2).unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 6);
+    assert_eq!(seen[1], "double ratio 2.000");
+    assert_eq!(seen[2], "pair [2, 2] [1.0, 2.0, 3.0, 4.0]");
+}
+
+#[test]
+fn no_fetch_means_no_transfer() {
+    let log = Log::default();
+    let report = run(Recorder::new("A", &log), 2, 3).unwrap();
+    assert_eq!(report.fetch_transfers, 0);
+}
+
+#[test]
+fn host_fetches_of_all_callbacks_share_one_transfer_per_step() {
+    let (f1, _) = fetcher(vec![Fetch::host("loss"), Fetch::host("double")], 1);
+    let (mut f2, _) = fetcher(vec![Fetch::host("pair"), Fetch::host("loss")], 1);
+    f2.name = "Second";
+    let report = run((f1, f2), 2, 3).unwrap();
+    assert_eq!(report.fetch_transfers, 6, "one per step");
+}
+
+#[test]
+fn fetches_happen_only_at_the_steps_asked_for() {
+    let (f, seen) = fetcher(vec![Fetch::host("loss")], 2);
+    let report = run(f, 2, 3).unwrap();
+    assert_eq!(report.fetch_transfers, 3, "steps 2, 4 and 6");
+    assert_eq!(seen.lock().unwrap().len(), 3);
+}
+
+#[test]
+fn device_fetches_need_no_transfer() {
+    let (f, seen) = fetcher(vec![Fetch::device("pair")], 1);
+    let report = run(f, 1, 3).unwrap();
+    assert_eq!(report.fetch_transfers, 0);
+    assert_eq!(seen.lock().unwrap()[0], "pair on device [2, 2]");
+}
+
+#[test]
+fn fetching_a_name_the_step_does_not_produce_is_a_named_error() {
+    let (f, _) = fetcher(vec![Fetch::host("accuracy")], 1);
+    let error = run(f, 1, 1).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "callback `Fetcher` asks for `accuracy`, which the training step does not produce; it produces `double`, `pair`, `loss`"
+    );
+}
+
+#[test]
+fn events_have_their_names() {
+    assert_eq!(Event::AfterStep(Fetched::none()).name(), "after_step");
+    assert_eq!(Event::TriggerEpoch.name(), "trigger_epoch");
+}
