@@ -6,8 +6,10 @@
 //! Everything other than the training iterations happens in callbacks ([`Callback`]): validation
 //! ([`InferenceRunner`]), checkpoints ([`ModelSaver`]), schedules
 //! ([`ScheduledHyperParamSetter`]), monitors (TensorBoard, `stats.json`, the terminal), progress.
-//! The [`Trainer`] runs them in tensorpack's lifecycle; values computed by a step reach the
-//! callbacks that asked for them in one device-to-host transfer ([`fetch`]).
+//! Callbacks are declared with attributes ([`callback`](macro@callback),
+//! [`fetch`](macro@fetch), [`order`](macro@order), [`derive(Callbacks)`](derive@Callbacks)) or
+//! written as [`Callback`] implementations. The [`Trainer`] runs them in tensorpack's lifecycle; values computed by a step reach the
+//! callbacks that asked for them in one device-to-host transfer ([`fetch`](mod@fetch)).
 #![warn(missing_docs)]
 
 // The macros generate `::stoker::...` paths; this lets the runtime use its own macros.
@@ -25,7 +27,9 @@ pub mod track;
 pub mod trainer;
 pub mod trigger;
 
-pub use callback::{Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Flow, Order, Single};
+pub use callback::{
+    Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Flow, Order, Single,
+};
 pub use error::{Error, Result};
 pub use fetch::{Fetch, FetchKind, FetchValue, Fetched, OutputTensor, Outputs};
 pub use inference::{ClassificationError, InferenceRunner, Inferencer, ScalarStats};
@@ -41,9 +45,10 @@ pub use stoker_macros::{Callbacks, callback, fetch, order};
 /// What a training program usually needs.
 pub mod prelude {
     pub use crate::{
-        Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EnableCallbackIf, Fetch,
-        Fetched, Flow, InferenceRunner, ModelSaver, Order, Outputs, PeriodicCallback, PeriodicTrigger,
-        ProgressBar, ScalarStats, ScheduledHyperParamSetter, Step, TrainReport, Trainer, callback, fetch, order,
+        Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EnableCallbackIf,
+        Fetch, Fetched, Flow, InferenceRunner, ModelSaver, Order, Outputs, PeriodicCallback, PeriodicTrigger,
+        ProgressBar, ScalarStats, ScheduledHyperParamSetter, Step, TrainReport, Trainer, callback, fetch,
+        order,
     };
 }
 
@@ -84,8 +89,8 @@ pub mod __private {
             serde_json::to_value(self).map_err(|e| Error::msg(format!("saving a callback's state: {e}")))
         }
         fn load(&mut self, state: StateValue) -> Result<()> {
-            *self =
-                serde_json::from_value(state).map_err(|e| Error::msg(format!("loading a callback's state: {e}")))?;
+            *self = serde_json::from_value(state)
+                .map_err(|e| Error::msg(format!("loading a callback's state: {e}")))?;
             Ok(())
         }
     }
