@@ -17,7 +17,11 @@ fn dump_weights(ctx: &mut Context<'_, Mlp>) -> stoker::Result<()> {
 #[fetch("cost", "accuracy")]
 fn watch(cost: f32, accuracy: f32, ctx: &mut Context<'_, impl Module>) -> Flow {
     assert!((0.0..=1.0).contains(&accuracy));
-    if cost.is_finite() { Flow::Continue } else { Flow::Stop(format!("cost {cost} at step {}", ctx.global_step())) }
+    if cost.is_finite() {
+        Flow::Continue
+    } else {
+        Flow::Stop(format!("cost {cost} at step {}", ctx.global_step()))
+    }
 }
 
 #[derive(Default, serde::Serialize, serde::Deserialize)]
@@ -70,7 +74,9 @@ fn the_readme_tour_trains() {
             .with(ClassificationError::new("wrong", "validation_error")),
             extras,
         ))
-        .train(|model: &Mlp, batch: DigitBatch, step: &mut Step<'_>| digit_outputs(model, batch, step.outputs()))
+        .train(|model: &Mlp, batch: DigitBatch, step: &mut Step<'_>| {
+            digit_outputs(model, batch, step.outputs())
+        })
         .expect("training succeeds");
     assert_eq!(report.counters.epoch_num(), 10);
     // DumpWeights triggers every 2 epochs, gated to every 5th epoch by the field: epoch 10 only

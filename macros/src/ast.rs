@@ -80,26 +80,40 @@ pub fn take_attrs(
     attrs: &mut Vec<syn::Attribute>,
     errors: &mut Errors,
 ) -> (Option<FetchAttr>, Option<OrderAttr>, Option<syn::Attribute>) {
-    let mut fetch = None;
+    let mut fetch: Option<FetchAttr> = None;
     let mut order = None;
     let mut on = None;
     let mut kept = Vec::new();
     for attr in attrs.drain(..) {
         if attr::is_attr(&attr, "fetch") {
-            if fetch.is_some() {
-                errors.push(attr.span(), "a second `#[fetch]`: list every name in one `#[fetch(\"a\", \"b\")]`");
-            } else {
-                fetch = Some(attr::parse_fetch(&attr, errors));
+            let parsed = attr::parse_fetch(&attr, errors);
+            match &mut fetch {
+                Some(first) => {
+                    errors.push_spanned(
+                        &attr,
+                        "a second `#[fetch]`: list every name in one `#[fetch(\"a\", \"b\")]`",
+                    );
+                    // Its names still count, so that the parameters are not reported as unnamed.
+                    first.names.extend(parsed.names);
+                    first.count += parsed.count;
+                }
+                None => fetch = Some(parsed),
             }
         } else if attr::is_attr(&attr, "order") {
             if order.is_some() {
-                errors.push(attr.span(), "a second `#[order]`: put every constraint in one `#[order(after = A, before = B)]`");
+                errors.push_spanned(
+                    &attr,
+                    "a second `#[order]`: put every constraint in one `#[order(after = A, before = B)]`",
+                );
             } else {
                 order = Some(attr::parse_order(&attr, errors));
             }
         } else if attr::is_attr(&attr, "on") {
             if on.is_some() {
-                errors.push(attr.span(), "a second `#[on]`: a method is bound to one event; write another method for another event");
+                errors.push_spanned(
+                    &attr,
+                    "a second `#[on]`: a method is bound to one event; write another method for another event",
+                );
             } else {
                 on = Some(attr);
             }
@@ -114,19 +128,26 @@ pub fn take_attrs(
 /// `&mut Context<'_, X>` → the model `X`.
 fn context_model(ty: &Type, generics: &[Ident], errors: &mut Errors) -> Option<Model> {
     let (mutable, inner) = match ty {
-        Type::Reference(reference) => (reference.mutability.is_some(), &*reference.elem),
-        _ => return None,
+        Type::Reference(reference) => (Some(reference.mutability.is_some()), &*reference.elem),
+        other => (None, other),
     };
     let Type::Path(path) = inner else { return None };
     let last = path.path.segments.last()?;
     if last.ident != "Context" {
         return None;
     }
-    if !mutable {
-        errors.push(ty.span(), "the context is taken by mutable reference: `ctx: &mut Context<'_, M>`");
+    match mutable {
+        Some(true) => {}
+        Some(false) => {
+            errors.push_spanned(ty, "the context is taken by mutable reference: `ctx: &mut Context<'_, M>`")
+        }
+        None => errors.push_spanned(
+            ty,
+            "the context is borrowed from the trainer, by mutable reference: `ctx: &mut Context<'_, M>`",
+        ),
     }
     let PathArguments::AngleBracketed(args) = &last.arguments else {
-        errors.push(last.span(), "name the model type: `Context<'_, M>`");
+        errors.push(last.span(), "name the model type: `Context<'_, M>` (`M` a type parameter), `Context<'_, impl Module>` or `Context<'_, MyModel>`");
         return Some(Model::Impl(Default::default()));
     };
     let model = args.args.iter().find_map(|a| match a {
@@ -135,12 +156,14 @@ fn context_model(ty: &Type, generics: &[Ident], errors: &mut Errors) -> Option<M
     });
     Some(match model {
         Some(Type::ImplTrait(bounds)) => Model::Impl(bounds.bounds),
-        Some(Type::Path(p)) if p.qself.is_none() && p.path.get_ident().is_some_and(|i| generics.contains(i)) => {
+        Some(Type::Path(p))
+            if p.qself.is_none() && p.path.get_ident().is_some_and(|i| generics.contains(i)) =>
+        {
             Model::Generic(p.path.get_ident().cloned().expect("an ident"))
         }
         Some(t) => Model::Concrete(t),
         None => {
-            errors.push(last.span(), "name the model type: `Context<'_, M>`");
+            errors.push_spanned(last, "name the model type: `Context<'_, M>`");
             Model::Impl(Default::default())
         }
     })
@@ -150,19 +173,36 @@ fn context_model(ty: &Type, generics: &[Ident], errors: &mut Errors) -> Option<M
 fn read_signature(sig: &Signature, method: bool, errors: &mut Errors) -> Vec<Param> {
     let what = if method { "a hook method" } else { "a callback function" };
     if let Some(token) = &sig.asyncness {
-        errors.push(token.span(), format!("{what} cannot be `async`: callbacks run between training steps, synchronously"));
+        errors.push(
+            token.span(),
+            format!("{what} cannot be `async`: callbacks run between training steps, synchronously"),
+        );
     }
     if let Some(token) = &sig.unsafety {
-        errors.push(token.span(), format!("{what} cannot be `unsafe`: wrap the unsafe code in a safe function"));
+        errors.push(
+            token.span(),
+            format!("{what} cannot be `unsafe`: wrap the unsafe code in a safe function"),
+        );
     }
     if let Some(token) = &sig.constness {
         errors.push(token.span(), format!("{what} cannot be `const`"));
     }
     if let Some(abi) = &sig.abi {
-        errors.push(abi.span(), format!("{what} cannot have an `extern` ABI"));
+        errors.push_spanned(
+            abi,
+            format!("{what} cannot have an `extern` ABI: the trainer calls it as a Rust function"),
+        );
     }
     if let Some(variadic) = &sig.variadic {
         errors.push(variadic.span(), format!("{what} cannot be variadic"));
+    }
+    for param in &sig.generics.params {
+        if let GenericParam::Const(param) = param {
+            errors.push_spanned(
+                param,
+                format!("{what} cannot have a const parameter: nothing would give `{}` a value when the event runs; use a constant, or a field of a `#[callback]` impl", param.ident),
+            );
+        }
     }
     let generics: Vec<Ident> = sig
         .generics
@@ -181,16 +221,19 @@ fn read_signature(sig: &Signature, method: bool, errors: &mut Errors) -> Vec<Par
             FnArg::Receiver(receiver) => {
                 has_receiver = true;
                 if !method {
-                    errors.push(receiver.span(), "a callback function cannot take `self`; for a callback with state, put `#[callback]` on an impl block and `#[on(EVENT)]` on its methods");
+                    errors.push_spanned(receiver, "a callback function cannot take `self`; for a callback with state, put `#[callback]` on an impl block and `#[on(EVENT)]` on its methods");
                 } else if receiver.reference.is_none() {
-                    errors.push(receiver.span(), "a hook takes `&mut self` or `&self`, not `self` by value: the callback lives on after the event");
+                    errors.push_spanned(receiver, "a hook takes `&mut self` or `&self`, not `self` by value: the callback lives on after the event");
                 }
             }
             FnArg::Typed(typed) => {
                 if let Some(model) = context_model(&typed.ty, &generics, errors) {
                     if let Some(first) = context_seen {
                         let _ = first;
-                        errors.push(typed.span(), "a second context parameter: take `&mut Context` once");
+                        errors.push_spanned(
+                            typed,
+                            "a second context parameter: take `ctx: &mut Context<'_, M>` once",
+                        );
                     } else {
                         context_seen = Some(typed.span());
                         params.push(Param::Context { model });
@@ -198,7 +241,8 @@ fn read_signature(sig: &Signature, method: bool, errors: &mut Errors) -> Vec<Par
                 } else {
                     if let Pat::Ident(ident) = &*typed.pat {
                         if ident.by_ref.is_some() {
-                            errors.push(typed.pat.span(), "a fetched value is taken by value");
+                            errors
+                                .push(ident.by_ref.span(), "a fetched value is taken by value: remove `ref`");
                         }
                     }
                     params.push(Param::Value { ty: (*typed.ty).clone() });
@@ -228,7 +272,7 @@ impl CallbackFn {
     pub fn from_syn(args: HookArgs, mut item: ItemFn, errors: &mut Errors) -> CallbackFn {
         let (fetch, order, on) = take_attrs(&mut item.attrs, errors);
         if let Some(on) = on {
-            errors.push(on.span(), "`#[on]` marks the methods of a `#[callback]` impl; on a function, write `#[callback(on = EVENT)]`");
+            errors.push_spanned(&on, "`#[on]` marks the methods of a `#[callback]` impl; on a function, write the event in `#[callback(on = EVENT)]`");
         }
         let params = read_signature(&item.sig, false, errors);
         let name = match &args.name {
@@ -256,13 +300,19 @@ impl CallbackImpl {
     pub fn from_syn(args: HookArgs, mut item: ItemImpl, errors: &mut Errors) -> CallbackImpl {
         let (fetch, order, on) = take_attrs(&mut item.attrs, errors);
         if let Some(fetch) = fetch {
-            errors.push(fetch.span, "`#[fetch]` goes on the method that receives the values, under its `#[on(after_step)]`");
+            errors.push_spanned(
+                &fetch.tokens,
+                "`#[fetch]` goes on the method that receives the values, under its `#[on(after_step)]`",
+            );
         }
         if let Some(on) = on {
-            errors.push(on.span(), "`#[on]` goes on the methods of the impl, not on the impl");
+            errors.push_spanned(&on, "`#[on]` goes on the methods of the impl, not on the impl");
         }
         if let Some((_, trait_path, _)) = &item.trait_ {
-            errors.push(trait_path.span(), "`#[callback]` goes on an inherent impl (`impl MyCallback { ... }`), not on a trait impl");
+            errors.push(
+                trait_path.span(),
+                "`#[callback]` goes on an inherent impl (`impl MyCallback { ... }`), not on a trait impl",
+            );
         }
         let mut hooks = Vec::new();
         for impl_item in &mut item.items {
@@ -289,25 +339,32 @@ impl CallbackImpl {
 }
 
 fn read_method(method: &mut ImplItemFn, errors: &mut Errors) -> Option<Hook> {
+    let order_attr = method.attrs.iter().find(|a| attr::is_attr(a, "order")).cloned();
     let (fetch, order, on) = take_attrs(&mut method.attrs, errors);
-    if let Some(order) = order {
-        let _ = order;
-        errors.push(method.sig.ident.span(), "`#[order]` applies to the whole callback: put it on the impl block");
+    if let (Some(_), Some(order_attr)) = (order, order_attr) {
+        errors.push_spanned(order_attr, "`#[order]` applies to the whole callback: put it on the impl block");
     }
     let Some(on) = on else {
         if let Some(fetch) = fetch {
-            errors.push(fetch.span, "`#[fetch]` needs an event: add `#[on(after_step)]` to this method");
+            errors.push_spanned(
+                &fetch.tokens,
+                "`#[fetch]` needs an event: add `#[on(after_step)]` to this method",
+            );
         }
         return None;
     };
     let tokens = match &on.meta {
-        syn::Meta::List(list) => list.tokens.clone(),
+        syn::Meta::List(list) if !list.tokens.is_empty() => list.tokens.clone(),
         _ => {
-            errors.push(on.span(), "`#[on]` names an event: `#[on(trigger)]`");
+            errors.push_spanned(&on, "`#[on]` names an event: `#[on(trigger)]`");
             proc_macro2::TokenStream::new()
         }
     };
-    let args = attr::parse_hook_args(tokens, Place::Method, errors);
+    let mut args = attr::parse_hook_args(tokens, Place::Method, errors);
+    if args.on.is_none() {
+        // Every way of leaving the event out was reported above or by `parse_hook_args`.
+        args.incomplete = true;
+    }
     let params = read_signature(&method.sig, true, errors);
     Some(Hook {
         ident: method.sig.ident.clone(),
@@ -392,7 +449,7 @@ fn read_field_attr(a: &syn::Attribute, field: &mut Field, errors: &mut Errors) {
     match key {
         "order" => {
             if field.order.is_some() {
-                errors.push(a.span(), "a second `#[order]` on this field: put every constraint in one");
+                errors.push_spanned(a, "a second `#[order]` on this field: put every constraint in one");
             }
             field.order = Some(attr::parse_order(a, errors));
         }
@@ -400,18 +457,18 @@ fn read_field_attr(a: &syn::Attribute, field: &mut Field, errors: &mut Errors) {
             syn::Meta::Path(_) => field.chief_only = Some(true),
             _ => match a.parse_args::<syn::LitBool>() {
                 Ok(value) => field.chief_only = Some(value.value),
-                Err(_) => errors.push(a.span(), "`#[chief_only]` takes nothing or a bool: `#[chief_only]`, `#[chief_only(false)]`"),
+                Err(_) => errors.push_spanned(a, "`#[chief_only]` takes nothing or a bool: `#[chief_only]`, `#[chief_only(false)]`"),
             },
         },
         "enable_if" => match a.parse_args::<syn::Path>() {
             Ok(path) => field.enable_if = Some(path),
-            Err(_) => errors.push(a.span(), "`#[enable_if(...)]` takes the path of a function `fn(&Counters) -> bool`"),
+            Err(_) => errors.push_spanned(a, "`#[enable_if(...)]` takes the path of a function `fn(&Counters) -> bool`: `#[enable_if(is_warm)]`"),
         },
         _ => {
             let value = match a.parse_args::<syn::Expr>() {
                 Ok(value) => value,
                 Err(_) => {
-                    errors.push(a.span(), format!("`#[{key}(...)]` takes a positive integer: `#[{key}(2)]`"));
+                    errors.push_spanned(a, format!("`#[{key}(...)]` takes a positive integer: `#[{key}(2)]`"));
                     return;
                 }
             };

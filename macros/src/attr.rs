@@ -3,6 +3,7 @@
 //! error goes to [`Errors`] and parsing goes on with what it could read.
 
 use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
 use syn::parse::{ParseStream, Parser};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
@@ -17,6 +18,10 @@ pub struct Errors {
 impl Errors {
     pub fn push(&mut self, span: Span, message: impl std::fmt::Display) {
         self.errors.push(syn::Error::new(span, message));
+    }
+    /// An error over all of `tokens`, first to last (a single `Span` covers one token on stable).
+    pub fn push_spanned(&mut self, tokens: impl quote::ToTokens, message: impl std::fmt::Display) {
+        self.errors.push(syn::Error::new_spanned(tokens, message));
     }
     pub fn push_error(&mut self, error: syn::Error) {
         self.errors.push(error);
@@ -73,7 +78,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
 pub fn unknown(errors: &mut Errors, span: Span, what: &str, name: &str, valid: &[&str]) {
     let list = valid.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ");
     match did_you_mean(name, valid) {
-        Some(close) => errors.push(span, format!("unknown {what} `{name}`; did you mean `{close}`? (valid: {list})")),
+        Some(close) => {
+            errors.push(span, format!("unknown {what} `{name}`; did you mean `{close}`? (valid: {list})"))
+        }
         None => errors.push(span, format!("unknown {what} `{name}`; valid: {list}")),
     }
 }
@@ -105,6 +112,8 @@ pub struct HookArgs {
     pub chief_only: Option<(bool, Span)>,
     pub name: Option<LitStr>,
     pub state: Option<Span>,
+    /// An event was written but could not be read (already reported): no "name the event" error.
+    pub incomplete: bool,
 }
 
 /// Where keys are read: which ones are allowed there.
@@ -121,7 +130,9 @@ pub enum Place {
 impl Place {
     fn keys(self) -> &'static [&'static str] {
         match self {
-            Place::Function => &["on", "every_k_steps", "every_k_epochs", "before_train", "enable_if", "chief_only", "name"],
+            Place::Function => {
+                &["on", "every_k_steps", "every_k_epochs", "before_train", "enable_if", "chief_only", "name"]
+            }
             Place::Impl => &["state", "chief_only", "name"],
             Place::Method => &["every_k_steps", "every_k_epochs", "before_train", "enable_if"],
         }
@@ -134,24 +145,46 @@ pub fn parse_hook_args(tokens: TokenStream, place: Place, errors: &mut Errors) -
     let metas = match Punctuated::<Meta, Token![,]>::parse_terminated.parse2(tokens) {
         Ok(metas) => metas,
         Err(error) => {
-            errors.push_error(error);
+            let example = match place {
+                Place::Function => "`#[callback(on = trigger, every_k_epochs = 2)]`",
+                Place::Impl => "`#[callback(state, name = \"Best\")]`",
+                Place::Method => "`#[on(trigger, every_k_epochs = 2)]`",
+            };
+            errors.push(
+                error.span(),
+                format!("{error}: write `key = value` pairs separated by commas, {example}"),
+            );
+            args.incomplete = true;
             return args;
         }
     };
-    let mut first = true;
-    for meta in metas {
-        let is_first = std::mem::take(&mut first);
-        // `#[on(after_step, every_k_steps = 2)]`: the event comes first, bare.
-        if place == Place::Method && is_first {
-            if let Meta::Path(path) = &meta {
-                if let Some(ident) = path.get_ident() {
-                    args.on = Some(event_name(ident, errors));
-                    continue;
+    let mut metas: Vec<Meta> = metas.into_iter().collect();
+    // `#[on(after_step, every_k_steps = 2)]`: the event comes first, bare. (An empty `#[on()]`
+    // is reported by the caller, which has its span.)
+    if place == Place::Method && !metas.is_empty() {
+        let bare = |meta: &Meta| match meta {
+            Meta::Path(path) => path.get_ident().cloned(),
+            _ => None,
+        };
+        match metas.iter().position(|m| bare(m).is_some()) {
+            Some(index) => {
+                let ident = bare(&metas.remove(index)).expect("a bare name");
+                if index > 0 {
+                    errors.push(ident.span(), format!("write the event first: `#[on({ident}, ...)]`"));
                 }
+                args.on = Some(event_name(&ident, errors));
             }
-            errors.push(meta.span(), "the event comes first: `#[on(after_step)]`, `#[on(trigger, every_k_epochs = 2)]`");
-            continue;
+            None => {
+                let first = metas.remove(0);
+                errors.push_spanned(
+                    &first,
+                    "`#[on]` names its event first: `#[on(after_step)]`, `#[on(trigger, every_k_epochs = 2)]`",
+                );
+                args.incomplete = true;
+            }
         }
+    }
+    for meta in metas {
         let Some(key) = meta.path().get_ident().map(ToString::to_string) else {
             errors.push(meta.path().span(), "expected a key such as `on = after_step`");
             continue;
@@ -159,13 +192,21 @@ pub fn parse_hook_args(tokens: TokenStream, place: Place, errors: &mut Errors) -
         let span = meta.path().span();
         if !place.keys().contains(&key.as_str()) {
             let elsewhere = match (place, key.as_str()) {
-                (Place::Impl, "on" | "every_k_steps" | "every_k_epochs" | "before_train" | "enable_if") => Some(
+                (Place::Impl, "on") => Some(
+                    "an impl block is not bound to an event, its methods are: put `#[on(trigger)]` on a method"
+                        .to_string(),
+                ),
+                (Place::Impl, "every_k_steps" | "every_k_epochs" | "before_train" | "enable_if") => Some(
                     format!("`{key}` belongs on a method of the impl: `#[on(trigger, {key} = ...)]`"),
                 ),
-                (Place::Method, "on") => Some("write the event first: `#[on(after_step)]`".to_string()),
-                (Place::Method, "name" | "chief_only" | "state") => {
-                    Some(format!("`{key}` belongs on the impl's `#[callback({key} ...)]`"))
+                (Place::Method, "on") => Some("write the event first, bare: `#[on(after_step)]`".to_string()),
+                (Place::Method, "state") => Some("`state` belongs on the impl: `#[callback(state)]`".to_string()),
+                (Place::Method, "name" | "chief_only") => {
+                    Some(format!("`{key}` belongs on the impl: `#[callback({key} = ...)]`"))
                 }
+                (Place::Method, event) if EVENTS.contains(&event) => Some(format!(
+                    "a method is bound to one event: write another method for `{event}`, with its own `#[on({event})]`"
+                )),
                 (Place::Function, "state") => Some(
                     "`state` saves a callback's fields in checkpoints; a function has none: put `#[callback(state)]` on an impl block of a serializable type".to_string(),
                 ),
@@ -189,7 +230,10 @@ pub fn parse_hook_args(tokens: TokenStream, place: Place, errors: &mut Errors) -
             _ => false,
         };
         if duplicate {
-            errors.push(span, format!("`{key}` is given twice"));
+            errors.push(span, format!("`{key}` is given twice: keep one"));
+            if key == "on" {
+                args.incomplete = true;
+            }
             continue;
         }
         match key.as_str() {
@@ -199,14 +243,32 @@ pub fn parse_hook_args(tokens: TokenStream, place: Place, errors: &mut Errors) -
             },
             _ => {
                 let Meta::NameValue(pair) = &meta else {
-                    errors.push(meta.span(), format!("`{key}` needs a value: `{key} = ...`"));
+                    let example = match key.as_str() {
+                        "on" => "on = trigger",
+                        "every_k_steps" => "every_k_steps = 100",
+                        "every_k_epochs" => "every_k_epochs = 2",
+                        "before_train" => "before_train = true",
+                        "chief_only" => "chief_only = false",
+                        "enable_if" => "enable_if = is_warm",
+                        _ => "name = \"Dump\"",
+                    };
+                    errors.push_spanned(&meta, format!("`{key}` needs a value: `{example}`"));
+                    if key == "on" {
+                        args.incomplete = true;
+                    }
                     continue;
                 };
-                let value = &pair.value;
+                let value = unwrap_group(&pair.value);
                 match key.as_str() {
                     "on" => match expr_ident(value) {
                         Some(ident) => args.on = Some(event_name(&ident, errors)),
-                        None => errors.push(value.span(), "`on` takes an event name: `on = trigger`"),
+                        None => {
+                            errors.push_spanned(
+                                value,
+                                "`on` takes an event name, not a string or an expression: `on = trigger`",
+                            );
+                            args.incomplete = true;
+                        }
                     },
                     "every_k_steps" => args.every_k_steps = period(value, "every_k_steps", errors),
                     "every_k_epochs" => args.every_k_epochs = period(value, "every_k_epochs", errors),
@@ -214,8 +276,8 @@ pub fn parse_hook_args(tokens: TokenStream, place: Place, errors: &mut Errors) -
                     "chief_only" => args.chief_only = boolean(value, "chief_only", errors),
                     "enable_if" => match value {
                         Expr::Path(path) if path.qself.is_none() => args.enable_if = Some(path.path.clone()),
-                        _ => errors.push(
-                            value.span(),
+                        _ => errors.push_spanned(
+                            value,
                             "`enable_if` takes the path of a function `fn(&Counters) -> bool`: `enable_if = is_warm`",
                         ),
                     },
@@ -224,10 +286,16 @@ pub fn parse_hook_args(tokens: TokenStream, place: Place, errors: &mut Errors) -
                             if syn::parse_str::<Ident>(&name.value()).is_ok() {
                                 args.name = Some(name.clone());
                             } else {
-                                errors.push(name.span(), format!("`name` must be a valid type name, not {:?}", name.value()));
+                                errors.push(
+                                    name.span(),
+                                    format!(
+                                        "`name` names the generated struct: an identifier such as \"DumpWeights\", not {:?}",
+                                        name.value()
+                                    ),
+                                );
                             }
                         }
-                        _ => errors.push(value.span(), "`name` takes a string: `name = \"Dump\"`"),
+                        _ => errors.push_spanned(value, "`name` takes a string: `name = \"Dump\"`"),
                     },
                     _ => {}
                 }
@@ -238,7 +306,7 @@ pub fn parse_hook_args(tokens: TokenStream, place: Place, errors: &mut Errors) -
 }
 
 fn expr_ident(expr: &Expr) -> Option<Ident> {
-    match expr {
+    match unwrap_group(expr) {
         Expr::Path(path) if path.qself.is_none() => path.path.get_ident().cloned(),
         _ => None,
     }
@@ -252,9 +320,23 @@ fn event_name(ident: &Ident, errors: &mut Errors) -> EventName {
     EventName { name, span: ident.span() }
 }
 
+/// `expr` without the invisible group a `macro_rules!` fragment (`$k:literal`) comes wrapped in.
+pub fn unwrap_group(mut expr: &Expr) -> &Expr {
+    while let Expr::Group(group) = expr {
+        expr = &group.expr;
+    }
+    expr
+}
+
 pub fn period(value: &Expr, key: &str, errors: &mut Errors) -> Option<Period> {
+    let value = unwrap_group(value);
     let span = value.span();
+    let negative = format!("`{key}` must be at least 1, not negative: `{key} = 2`");
     match value {
+        Expr::Lit(ExprLit { lit: Lit::Int(int), .. }) if int.base10_digits().starts_with('-') => {
+            errors.push_spanned(value, negative);
+            None
+        }
         Expr::Lit(ExprLit { lit: Lit::Int(int), .. }) => match int.base10_parse::<u64>() {
             Ok(0) => {
                 errors.push(span, format!("`{key}` must be at least 1: a period of 0 would never run"));
@@ -262,26 +344,41 @@ pub fn period(value: &Expr, key: &str, errors: &mut Errors) -> Option<Period> {
             }
             Ok(value) => Some(Period { value, span }),
             Err(_) => {
-                errors.push(span, format!("`{key}` must be a positive integer"));
+                errors.push(span, format!("`{key}` is too large: it must fit in a `u64`"));
                 None
             }
         },
         Expr::Unary(unary) if matches!(unary.op, syn::UnOp::Neg(_)) => {
-            errors.push(span, format!("`{key}` must be a positive integer, not negative"));
+            errors.push_spanned(value, negative);
+            None
+        }
+        Expr::Lit(ExprLit { lit: Lit::Float(_), .. }) => {
+            errors.push(span, format!("`{key}` counts whole steps or epochs: write an integer, `{key} = 2`"));
+            None
+        }
+        Expr::Lit(ExprLit { lit: Lit::Str(_), .. }) => {
+            errors.push(span, format!("`{key}` takes an integer, not a string: `{key} = 2`"));
+            None
+        }
+        Expr::Path(_) => {
+            errors.push_spanned(
+                value,
+                format!("`{key}` takes an integer literal: a macro cannot read the value of a constant; write `{key} = 2`"),
+            );
             None
         }
         _ => {
-            errors.push(span, format!("`{key}` must be a positive integer literal: `{key} = 2`"));
+            errors.push_spanned(value, format!("`{key}` must be a positive integer literal: `{key} = 2`"));
             None
         }
     }
 }
 
 fn boolean(value: &Expr, key: &str, errors: &mut Errors) -> Option<(bool, Span)> {
-    match value {
+    match unwrap_group(value) {
         Expr::Lit(ExprLit { lit: Lit::Bool(b), .. }) => Some((b.value, b.span())),
         _ => {
-            errors.push(value.span(), format!("`{key}` takes `true` or `false`"));
+            errors.push_spanned(value, format!("`{key}` takes `true` or `false`"));
             None
         }
     }
@@ -289,48 +386,69 @@ fn boolean(value: &Expr, key: &str, errors: &mut Errors) -> Option<(bool, Span)>
 
 /// `#[fetch("a", "b")]`: the names, in order.
 pub struct FetchAttr {
+    /// Every string literal listed, in order (empty and repeated ones too: they are reported, and
+    /// still count when matching names to parameters).
     pub names: Vec<LitStr>,
-    #[allow(dead_code)]
-    pub span: Span,
+    /// How many entries are listed, string literals or not.
+    pub count: usize,
+    /// The attribute, to point errors at it.
+    pub tokens: TokenStream,
 }
 
 pub fn parse_fetch(attr: &Attribute, errors: &mut Errors) -> FetchAttr {
-    let span = attr.span();
-    let mut names = Vec::new();
+    let mut fetch = FetchAttr { names: Vec::new(), count: 0, tokens: attr.to_token_stream() };
     let tokens = match &attr.meta {
         Meta::List(list) => list.tokens.clone(),
         _ => {
-            errors.push(span, "`#[fetch]` lists the names it fetches: `#[fetch(\"cost\", \"accuracy\")]`");
-            return FetchAttr { names, span };
+            errors.push_spanned(
+                attr,
+                "`#[fetch]` lists the names it fetches: `#[fetch(\"cost\", \"accuracy\")]`",
+            );
+            return fetch;
         }
     };
     let parsed = Punctuated::<Expr, Token![,]>::parse_terminated.parse2(tokens);
     match parsed {
         Ok(list) => {
             if list.is_empty() {
-                errors.push(span, "`#[fetch()]` names nothing: list the outputs, `#[fetch(\"cost\")]`");
+                errors.push_spanned(attr, "`#[fetch()]` names nothing: list the outputs, `#[fetch(\"cost\")]`");
             }
             for expr in list {
-                match expr {
+                fetch.count += 1;
+                match unwrap_group(&expr) {
                     Expr::Lit(ExprLit { lit: Lit::Str(name), .. }) => {
                         if name.value().trim().is_empty() {
-                            errors.push(name.span(), "a fetched name cannot be empty");
-                        } else if names.iter().any(|n: &LitStr| n.value() == name.value()) {
-                            errors.push(name.span(), format!("`{}` is fetched twice", name.value()));
-                        } else {
-                            names.push(name);
+                            errors.push(
+                                name.span(),
+                                "a fetched name cannot be empty: write the name the step gives the output, `\"cost\"`",
+                            );
+                        } else if fetch.names.iter().any(|n: &LitStr| n.value() == name.value()) {
+                            errors.push(
+                                name.span(),
+                                format!("`{}` is fetched twice: name each output once", name.value()),
+                            );
                         }
+                        fetch.names.push(name.clone());
                     }
-                    other => errors.push(
-                        other.span(),
-                        "fetched names are string literals: `#[fetch(\"cost\")]`",
-                    ),
+                    other => {
+                        let hint = match other {
+                            Expr::Path(path) if path.path.get_ident().is_some() => {
+                                let ident = path.path.get_ident().expect("checked");
+                                format!(": `#[fetch(\"{ident}\")]`")
+                            }
+                            _ => String::from(": `#[fetch(\"cost\")]`"),
+                        };
+                        errors.push_spanned(other, format!("fetched names are string literals{hint}"));
+                    }
                 }
             }
         }
-        Err(error) => errors.push_error(error),
+        Err(error) => errors.push(
+            error.span(),
+            format!("{error}: list the names as string literals separated by commas, `#[fetch(\"cost\", \"accuracy\")]`"),
+        ),
     }
-    FetchAttr { names, span }
+    fetch
 }
 
 /// `#[order(after = A, before = B)]`; `after = [A, B]` lists several.
@@ -345,7 +463,7 @@ pub fn parse_order(attr: &Attribute, errors: &mut Errors) -> OrderAttr {
     let tokens = match &attr.meta {
         Meta::List(list) => list.tokens.clone(),
         _ => {
-            errors.push(attr.span(), "`#[order]` needs constraints: `#[order(after = InferenceRunner)]`");
+            errors.push_spanned(attr, "`#[order]` needs constraints: `#[order(after = InferenceRunner)]`");
             return order;
         }
     };
@@ -374,7 +492,7 @@ pub fn parse_order(attr: &Attribute, errors: &mut Errors) -> OrderAttr {
     match parser.parse2(tokens) {
         Ok(pairs) => {
             if pairs.is_empty() {
-                errors.push(attr.span(), "`#[order()]` says nothing: `#[order(after = InferenceRunner)]`");
+                errors.push_spanned(attr, "`#[order()]` says nothing: `#[order(after = InferenceRunner)]`");
             }
             for (key, paths) in pairs {
                 match key.to_string().as_str() {
@@ -384,7 +502,10 @@ pub fn parse_order(attr: &Attribute, errors: &mut Errors) -> OrderAttr {
                 }
             }
         }
-        Err(error) => errors.push_error(error),
+        Err(error) => errors.push(
+            error.span(),
+            format!("{error}: write `#[order(after = A, before = B)]`, or `after = [A, B]` for several"),
+        ),
     }
     order
 }

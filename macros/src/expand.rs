@@ -39,10 +39,14 @@ fn option(period: Option<Period>) -> TokenStream {
     }
 }
 
+/// A span at the user's `ty`, resolved at the call site.
+fn at(ty: &Type) -> Span {
+    Span::call_site().located_at(ty.span())
+}
+
 /// The statements that call a hook once its gate passed: extract fetched values, call, apply the
 /// returned value.
 fn invocation(hook: &Hook, call: impl Fn(Vec<TokenStream>) -> TokenStream, with_values: bool) -> TokenStream {
-    let p = private();
     let mut extract = Vec::new();
     let mut args = Vec::new();
     let names = hook.fetch.as_ref().map(|f| f.names.clone()).unwrap_or_default();
@@ -55,9 +59,10 @@ fn invocation(hook: &Hook, call: impl Fn(Vec<TokenStream>) -> TokenStream, with_
                 if with_values {
                     if let Some(name) = names.get(value_index) {
                         // Located at the type (errors point there), resolved at the call site
-                        // (hygiene: the user's tokens may come from a `macro_rules!`).
-                        extract.push(quote_spanned! {Span::call_site().located_at(ty.span())=>
-                            let #var: #ty = <#ty as #p::FetchValue>::from_fetched(values, #name)?;
+                        // (hygiene: the user's tokens may come from a `macro_rules!`). The path is
+                        // written out, not `#p`, so that every token sits at the type.
+                        extract.push(quote_spanned! {at(ty)=>
+                            let #var: #ty = <#ty as ::stoker::__private::FetchValue>::from_fetched(values, #name)?;
                         });
                     }
                 }
@@ -72,7 +77,8 @@ fn invocation(hook: &Hook, call: impl Fn(Vec<TokenStream>) -> TokenStream, with_
         ReturnType::Default => hook.span,
     };
     let span = Span::call_site().located_at(span);
-    let apply = quote_spanned!(span=> #p::CallbackReturn::apply(__stoker_returned, &mut *ctx)?;);
+    let apply =
+        quote_spanned!(span=> ::stoker::__private::CallbackReturn::apply(__stoker_returned, &mut *ctx)?;);
     quote! {
         #(#extract)*
         let __stoker_returned = #call;
@@ -133,7 +139,14 @@ fn add_hook(methods: &mut Methods, hook: &Hook, call: impl Fn(Vec<TokenStream>) 
                 if let Some(fetch) = &hook.fetch {
                     let tys: Vec<&Type> = hook.values().collect();
                     for (name, ty) in fetch.names.iter().zip(tys) {
-                        methods.fetches.push(quote_spanned!(ty.span()=> #p::Fetch::of::<#ty>(#name)));
+                        // The same obligation, at the same span, as the extraction in
+                        // `invocation`: a type that cannot be fetched gets one error, not two.
+                        methods.fetches.push(quote_spanned! {at(ty)=>
+                            ::stoker::__private::Fetch {
+                                name: ::stoker::__private::Cow::Borrowed(#name),
+                                kind: <#ty as ::stoker::__private::FetchValue>::KIND,
+                            }
+                        });
                     }
                     let mut wants = gate(quote!(counters));
                     if periodic {
@@ -177,9 +190,11 @@ fn order_method(order: &Option<OrderAttr>) -> TokenStream {
 /// Each ordering target must name something in scope (checked where the user wrote it).
 fn order_checks(order: &Option<OrderAttr>) -> TokenStream {
     let Some(order) = order else { return TokenStream::new() };
-    let checks = order.after.iter().chain(&order.before).map(|path| {
-        quote_spanned!(path.span()=> #[allow(unused_imports)] use #path as _;)
-    });
+    let checks = order
+        .after
+        .iter()
+        .chain(&order.before)
+        .map(|path| quote_spanned!(path.span()=> #[allow(unused_imports)] use #path as _;));
     quote!(#(#checks)*)
 }
 
@@ -251,44 +266,84 @@ fn model_param() -> Ident {
     Ident::new("__StokerModel", Span::call_site())
 }
 
+/// The type parameters of a callback function that its struct carries: all but the model's.
+pub fn struct_params(input: &CallbackFn) -> Vec<Ident> {
+    let model_generic = match input.hook.model() {
+        Some(Model::Generic(ident)) => Some(ident),
+        _ => None,
+    };
+    input
+        .item
+        .sig
+        .generics
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            GenericParam::Type(t) if Some(&t.ident) != model_generic => Some(t.ident.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The struct `#[callback]` makes of a function (and its `Default`, `Clone`, `Copy`, `Debug`), and
+/// its type with parameters. Also used by the fallback, so that code naming the struct compiles.
+pub fn callback_struct(input: &CallbackFn, struct_params: &[Ident]) -> (TokenStream, TokenStream) {
+    let name = &input.name;
+    let name_str = name.to_string();
+    let vis = &input.item.vis;
+    let fn_ident = &input.item.sig.ident;
+    let doc = format!("The callback `#[callback]` made of [`{fn_ident}`], on `{}`.", input.hook.event());
+    if struct_params.is_empty() {
+        return (
+            quote! {
+                #[doc = #doc]
+                #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+                #vis struct #name;
+            },
+            quote!(#name),
+        );
+    }
+    let params = struct_params;
+    (
+        quote! {
+            #[doc = #doc]
+            #vis struct #name<#(#params),*>(::core::marker::PhantomData<fn() -> (#(#params,)*)>);
+            impl<#(#params),*> ::core::default::Default for #name<#(#params),*> {
+                fn default() -> Self { #name(::core::marker::PhantomData) }
+            }
+            impl<#(#params),*> ::core::clone::Clone for #name<#(#params),*> {
+                fn clone(&self) -> Self { *self }
+            }
+            impl<#(#params),*> ::core::marker::Copy for #name<#(#params),*> {}
+            impl<#(#params),*> ::core::fmt::Debug for #name<#(#params),*> {
+                fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                    f.write_str(#name_str)
+                }
+            }
+        },
+        quote!(#name<#(#params),*>),
+    )
+}
+
 pub fn callback_fn(input: &CallbackFn) -> TokenStream {
     let p = private();
     let item = &input.item;
     let hook = &input.hook;
     let name = &input.name;
-    let vis = &item.vis;
     let fn_ident = &item.sig.ident;
     let name_str = name.to_string();
 
-    // Which generic parameter (if any) is the model; the others become the struct's.
-    let model_generic = match hook.model() {
-        Some(Model::Generic(ident)) => Some(ident.clone()),
-        _ => None,
-    };
-    let mut struct_params = Vec::new();
+    // The generic parameter that is the model (if any) stays on the impl; the others become the struct's.
+    let struct_params = struct_params(input);
     let mut impl_params: Vec<TokenStream> = Vec::new();
-    let mut has_apit = false;
     for param in &item.sig.generics.params {
         match param {
-            GenericParam::Type(t) => {
-                impl_params.push(quote!(#t));
-                if Some(&t.ident) != model_generic.as_ref() {
-                    struct_params.push(t.ident.clone());
-                }
-            }
+            GenericParam::Type(t) => impl_params.push(quote!(#t)),
             GenericParam::Lifetime(_) | GenericParam::Const(_) => {}
-        }
-    }
-    for param in &hook.params {
-        if let Param::Value { ty } = param {
-            if matches!(ty, Type::ImplTrait(_)) {
-                has_apit = true;
-            }
         }
     }
     let model = match hook.model() {
         Some(Model::Impl(bounds)) => {
-            has_apit = true;
             let m = model_param();
             impl_params.push(quote!(#m: #bounds));
             quote!(#m)
@@ -311,7 +366,9 @@ pub fn callback_fn(input: &CallbackFn) -> TokenStream {
             _ => None,
         })
         .collect();
-    let turbofish = if type_args.is_empty() || has_apit { quote!() } else { quote!(::<#(#type_args),*>) };
+    // Explicit arguments are allowed next to `impl Trait` parameters (Rust 1.63): a parameter
+    // that is not the model is only known from them.
+    let turbofish = if type_args.is_empty() { quote!() } else { quote!(::<#(#type_args),*>) };
     let where_clause = &item.sig.generics.where_clause;
 
     let mut methods = Methods::default();
@@ -320,47 +377,11 @@ pub fn callback_fn(input: &CallbackFn) -> TokenStream {
     let order = order_method(&input.order);
     let checks = order_checks(&input.order);
     let chief = hook.args.chief_only.map(|(value, _)| quote!(fn chief_only(&self) -> bool { #value }));
-    let doc = format!("The callback `#[callback]` made of [`{fn_ident}`], on `{}`.", hook.event());
-
-    let (struct_def, struct_ty, struct_impls) = if struct_params.is_empty() {
-        (
-            quote! {
-                #[doc = #doc]
-                #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-                #vis struct #name;
-            },
-            quote!(#name),
-            TokenStream::new(),
-        )
-    } else {
-        let params = &struct_params;
-        (
-            quote! {
-                #[doc = #doc]
-                #vis struct #name<#(#params),*>(::core::marker::PhantomData<fn() -> (#(#params,)*)>);
-            },
-            quote!(#name<#(#params),*>),
-            quote! {
-                impl<#(#params),*> ::core::default::Default for #name<#(#params),*> {
-                    fn default() -> Self { #name(::core::marker::PhantomData) }
-                }
-                impl<#(#params),*> ::core::clone::Clone for #name<#(#params),*> {
-                    fn clone(&self) -> Self { *self }
-                }
-                impl<#(#params),*> ::core::marker::Copy for #name<#(#params),*> {}
-                impl<#(#params),*> ::core::fmt::Debug for #name<#(#params),*> {
-                    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-                        f.write_str(#name_str)
-                    }
-                }
-            },
-        )
-    };
+    let (struct_def, struct_ty) = callback_struct(input, &struct_params);
 
     quote! {
         #item
         #struct_def
-        #struct_impls
         const _: () = { #checks };
         impl<#(#impl_params),*> #p::Callback<#model> for #struct_ty #where_clause {
             fn name(&self) -> #p::Cow<'static, str> {
@@ -425,14 +446,16 @@ pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
     let checks = order_checks(&input.order);
     let chief = input.args.chief_only.map(|(value, _)| quote!(fn chief_only(&self) -> bool { #value }));
     let state = input.args.state.map(|span| {
-        let assert = quote_spanned!(span=> #p::assert_state::<Self>(););
+        // Both calls carry the same obligation at the `state` token: one error, not one per call.
+        let span = Span::call_site().located_at(span);
+        let save = quote_spanned!(span=> <Self as ::stoker::__private::StateCallback>::save(self));
+        let load = quote_spanned!(span=> <Self as ::stoker::__private::StateCallback>::load(self, state));
         quote! {
             fn save_state(&self) -> #p::Result<#p::Option<#p::StateValue>> {
-                #assert
-                #p::save_state(self).map(#p::Some)
+                #save.map(#p::Some)
             }
             fn load_state(&mut self, state: #p::StateValue) -> #p::Result<()> {
-                #p::load_state(self, state)
+                #load
             }
         }
     });
@@ -492,7 +515,8 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
             Some(path) => quote!(::core::option::Option::Some(#path as fn(&#p::Counters) -> bool)),
             None => quote!(::core::option::Option::None),
         };
-        let gated = field.every_k_steps.is_some() || field.every_k_epochs.is_some() || field.enable_if.is_some();
+        let gated =
+            field.every_k_steps.is_some() || field.every_k_epochs.is_some() || field.enable_if.is_some();
         info.push(quote! {
             let len = #set::len(&self.#member);
             if index < len {
@@ -524,7 +548,9 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
             index -= len;
         });
     }
+    let checks = input.fields.iter().map(|field| order_checks(&field.order));
     quote! {
+        const _: () = { #(#checks)* };
         impl<#(#params),*> #p::Callbacks<#m, (#(#markers,)*)> for #ident #ty_generics
         where #(#predicates,)*
         {

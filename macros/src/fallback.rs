@@ -8,31 +8,18 @@ use quote::quote;
 use crate::ast::{CallbackFn, CallbackImpl, Composition};
 
 pub fn callback_fn(input: &CallbackFn) -> TokenStream {
-    let item = &input.item;
-    let vis = &item.vis;
-    let name = &input.name;
-    let struct_params: Vec<&syn::Ident> = item
-        .sig
-        .generics
-        .params
-        .iter()
-        .filter_map(|p| match p {
-            syn::GenericParam::Type(t) => Some(&t.ident),
-            _ => None,
-        })
-        .collect();
-    if struct_params.is_empty() {
-        quote! {
-            #item
-            #[derive(Debug, Clone, Copy, Default)]
-            #vis struct #name;
-            impl<__StokerModel> ::stoker::__private::Callback<__StokerModel> for #name {}
-        }
-    } else {
-        quote! {
-            #item
-            #vis struct #name<#(#struct_params),*>(::core::marker::PhantomData<fn() -> (#(#struct_params,)*)>);
-        }
+    // The function as written, less what rustc would reject a second time (a `self` parameter,
+    // already reported).
+    let mut item = input.item.clone();
+    item.sig.inputs =
+        item.sig.inputs.into_iter().filter(|input| matches!(input, syn::FnArg::Typed(_))).collect();
+    // The struct the function would have made, a callback of every model that does nothing.
+    let params = crate::expand::struct_params(input);
+    let (struct_def, struct_ty) = crate::expand::callback_struct(input, &params);
+    quote! {
+        #item
+        #struct_def
+        impl<#(#params,)* __StokerModel> ::stoker::__private::Callback<__StokerModel> for #struct_ty {}
     }
 }
 

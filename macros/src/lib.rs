@@ -143,7 +143,8 @@ pub(crate) fn expand_callback(args: TokenStream, item: TokenStream) -> TokenStre
             return quote!(#error #item);
         }
     };
-    let args_span = if args.is_empty() { proc_macro2::Span::call_site() } else { args.span() };
+    // A missing event is reported on the whole `#[callback(...)]` attribute.
+    let args_span = proc_macro2::Span::call_site();
     match item {
         syn::Item::Fn(function) => {
             let args = attr::parse_hook_args(args, Place::Function, &mut errors);
@@ -179,7 +180,9 @@ pub(crate) fn expand_callback(args: TokenStream, item: TokenStream) -> TokenStre
         }
         other => {
             let what = match &other {
-                syn::Item::Struct(_) => "a struct: for a struct of callbacks use `#[derive(Callbacks)]`; for a callback with state, put `#[callback]` on its impl block",
+                syn::Item::Struct(_) => {
+                    "a struct: for a struct of callbacks use `#[derive(Callbacks)]`; for a callback with state, put `#[callback]` on its impl block"
+                }
                 syn::Item::Enum(_) => "an enum",
                 syn::Item::Union(_) => "a union",
                 syn::Item::Trait(_) => "a trait",
@@ -251,9 +254,9 @@ pub(crate) fn expand_derive(input: TokenStream) -> TokenStream {
         let ty = &field.ty;
         let key = quote!(#ty).to_string();
         if seen.iter().any(|(k, _)| *k == key) {
-            errors.push(
-                ty.span(),
-                format!("a second callback of type `{key}`: two callbacks of one type have one name; wrap one in a type of its own or give one another name"),
+            errors.push_spanned(
+                ty,
+                format!("a second callback of type `{key}`: two callbacks of one type have one name, so order constraints could not tell them apart; wrap one in a type of its own, or make one with `#[callback(name = \"...\")]`"),
             );
         }
         seen.push((key, ty));

@@ -7,17 +7,32 @@ use crate::{expand_callback, expand_derive, relocate};
 
 /// (attribute arguments, item) pairs that expand without error.
 const VALID_CALLBACKS: &[(&str, &str)] = &[
-    ("on = trigger, every_k_epochs = 2", "fn dump(ctx: &mut Context<'_, impl Module>) -> stoker::Result<()> { Ok(()) }"),
+    (
+        "on = trigger, every_k_epochs = 2",
+        "fn dump(ctx: &mut Context<'_, impl Module>) -> stoker::Result<()> { Ok(()) }",
+    ),
     ("on = trigger, every_k_steps = 3, before_train = true", "fn f<M>(ctx: &mut Context<'_, M>) {}"),
-    ("on = after_step, every_k_steps = 100", "#[fetch(\"cost\", \"accuracy\")] fn watch(cost: f32, accuracy: f64, ctx: &mut Context<'_, Mlp>) {}"),
+    (
+        "on = after_step, every_k_steps = 100",
+        "#[fetch(\"cost\", \"accuracy\")] fn watch(cost: f32, accuracy: f64, ctx: &mut Context<'_, Mlp>) {}",
+    ),
     ("on = before_step, enable_if = warm, chief_only = false, name = \"Warm\"", "fn warm_up() {}"),
     ("on = setup", "fn prepare<T: Default>(ctx: &mut Context<'_, impl Module>) -> Flow { Flow::Continue }"),
     ("on = after_train", "#[order(after = InferenceRunner, before = [A, B])] pub(crate) fn last() {}"),
     ("on = trigger_epoch, every_k_epochs = 5", "fn epochs(ctx: &mut Context<'_, impl Module + Clone>) {}"),
-    ("state", "impl Best { #[on(after_step)] #[fetch(\"cost\")] fn track(&mut self, cost: f32) {} #[on(trigger)] fn report(&mut self, ctx: &mut Context<'_, impl Module>) {} fn plain(&self) {} }"),
-    ("", "#[order(after = Other)] impl<T: Clone> Holder<T> where T: Send { #[on(trigger_step, every_k_steps = 2)] fn count(&mut self) {} }"),
+    (
+        "state",
+        "impl Best { #[on(after_step)] #[fetch(\"cost\")] fn track(&mut self, cost: f32) {} #[on(trigger)] fn report(&mut self, ctx: &mut Context<'_, impl Module>) {} fn plain(&self) {} }",
+    ),
+    (
+        "",
+        "#[order(after = Other)] impl<T: Clone> Holder<T> where T: Send { #[on(trigger_step, every_k_steps = 2)] fn count(&mut self) {} }",
+    ),
     ("on = trigger", "fn r#fn() {}"),
-    ("name = \"Named\", chief_only = true", "impl X { #[on(before_epoch, every_k_epochs = 2, enable_if = p)] fn go(&self, ctx: &mut Context<'_, Mlp>) -> stoker::Result<Flow> { Ok(Flow::Continue) } }"),
+    (
+        "name = \"Named\", chief_only = true",
+        "impl X { #[on(before_epoch, every_k_epochs = 2, enable_if = p)] fn go(&self, ctx: &mut Context<'_, Mlp>) -> stoker::Result<Flow> { Ok(Flow::Continue) } }",
+    ),
 ];
 
 const VALID_DERIVES: &[&str] = &[
@@ -91,13 +106,36 @@ impl Rng {
 }
 
 const IDENTS: &[&str] = &[
-    "trigger", "after_step", "setup", "on", "every_k_steps", "state", "self", "Self", "async", "impl", "fn",
-    "Context", "fetch", "order", "after", "before", "enable_if", "name", "mut", "dyn", "r#type", "ünïcode",
+    "trigger",
+    "after_step",
+    "setup",
+    "on",
+    "every_k_steps",
+    "state",
+    "self",
+    "Self",
+    "async",
+    "impl",
+    "fn",
+    "Context",
+    "fetch",
+    "order",
+    "after",
+    "before",
+    "enable_if",
+    "name",
+    "mut",
+    "dyn",
+    "r#type",
+    "ünïcode",
 ];
 
 fn random_tree(rng: &mut Rng) -> TokenTree {
     match rng.below(4) {
-        0 => TokenTree::Ident(Ident::new(IDENTS[rng.below(IDENTS.len())].trim_start_matches("r#"), Span::call_site())),
+        0 => TokenTree::Ident(Ident::new(
+            IDENTS[rng.below(IDENTS.len())].trim_start_matches("r#"),
+            Span::call_site(),
+        )),
         1 => TokenTree::Literal(match rng.below(6) {
             0 => Literal::u64_unsuffixed(0),
             1 => Literal::i64_unsuffixed(-1),
@@ -106,7 +144,10 @@ fn random_tree(rng: &mut Rng) -> TokenTree {
             4 => Literal::string("x y"),
             _ => Literal::u64_suffixed(u64::MAX),
         }),
-        2 => TokenTree::Punct(Punct::new(['=', ',', '#', ':', '&', '<', '>', '-'][rng.below(8)], Spacing::Alone)),
+        2 => TokenTree::Punct(Punct::new(
+            ['=', ',', '#', ':', '&', '<', '>', '-'][rng.below(8)],
+            Spacing::Alone,
+        )),
         _ => TokenTree::Group(Group::new(
             [Delimiter::Parenthesis, Delimiter::Bracket, Delimiter::Brace, Delimiter::None][rng.below(4)],
             TokenStream::new(),
@@ -138,8 +179,12 @@ fn mutate(stream: TokenStream, rng: &mut Rng) -> TokenStream {
             trees.push(TokenTree::Group(Group::new(Delimiter::Parenthesis, inner)));
         }
         _ => {
-            let groups: Vec<usize> =
-                trees.iter().enumerate().filter(|(_, t)| matches!(t, TokenTree::Group(_))).map(|(i, _)| i).collect();
+            let groups: Vec<usize> = trees
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| matches!(t, TokenTree::Group(_)))
+                .map(|(i, _)| i)
+                .collect();
             if let Some(&g) = groups.get(rng.below(groups.len())) {
                 if let TokenTree::Group(group) = &trees[g] {
                     let inner = mutate(group.stream(), rng);
@@ -187,7 +232,15 @@ fn known_mistakes_are_compile_errors() {
         let output = no_panic("callback", item, || expand_callback(tokens(args), tokens(item)));
         assert!(has_error(&output), "no error for #[callback({args})] {item}\n=> {output}");
     }
-    for item in ["enum E { A }", "union U { a: u8 }", "struct S { #[every_k_steps(0)] a: A }", "struct S { a: A, b: A }", "struct S { #[order(after = [A,, B])] a: A }", "", "fn f() {}"] {
+    for item in [
+        "enum E { A }",
+        "union U { a: u8 }",
+        "struct S { #[every_k_steps(0)] a: A }",
+        "struct S { a: A, b: A }",
+        "struct S { #[order(after = [A,, B])] a: A }",
+        "",
+        "fn f() {}",
+    ] {
         let output = no_panic("derive", item, || expand_derive(tokens(item)));
         assert!(has_error(&output), "no error for derive on {item}\n=> {output}");
     }

@@ -11,22 +11,29 @@ const ONCE: &[&str] = &["setup", "before_train", "after_train"];
 /// Check one hook. `callback_span` is where to point when the event is missing.
 pub fn hook(hook: &Hook, errors: &mut Errors, callback_span: proc_macro2::Span) {
     let event = hook.event();
-    if hook.event.is_none() {
+    if hook.event.is_none() && !hook.args.incomplete {
         errors.push(callback_span, "name the event this callback runs on: `#[callback(on = trigger)]`");
     }
     let once = ONCE.contains(&event);
-    for (key, period) in [("every_k_steps", hook.args.every_k_steps), ("every_k_epochs", hook.args.every_k_epochs)] {
+    for (key, period) in
+        [("every_k_steps", hook.args.every_k_steps), ("every_k_epochs", hook.args.every_k_epochs)]
+    {
         if let (true, Some(period)) = (once, period) {
             errors.push(period.span, format!("`{key}` on `{event}`, which runs once: remove it, or bind the callback to a step or epoch event"));
         }
     }
     if let Some(path) = &hook.args.enable_if {
         if once {
-            errors.push(path.span(), format!("`enable_if` on `{event}`, which runs once: test the condition inside the function"));
+            errors.push(
+                path.span(),
+                format!("`enable_if` on `{event}`, which runs once: test the condition inside the function"),
+            );
         }
     }
     if let Some((value, span)) = hook.args.before_train {
-        if event != "trigger" && !event.is_empty() {
+        if event == "before_train" {
+            errors.push(span, "`before_train = true` makes a `trigger` callback also run before training; this callback already runs on `before_train`: remove the key");
+        } else if event != "trigger" && !event.is_empty() {
             errors.push(span, format!("`before_train` asks `trigger` to also run before training; this callback runs on `{event}`: use `on = trigger`, or `on = before_train`"));
         } else if value && hook.args.every_k_steps.is_none() && hook.args.every_k_epochs.is_none() {
             // Fine: trigger every epoch and once before training.
@@ -36,18 +43,25 @@ pub fn hook(hook: &Hook, errors: &mut Errors, callback_span: proc_macro2::Span) 
     match &hook.fetch {
         Some(fetch) => {
             if event != "after_step" && !event.is_empty() {
-                errors.push(fetch.span, format!("`#[fetch]` on `{event}`: fetched values exist only in `after_step`, right after the step that computed them"));
-            } else if fetch.names.len() != values.len() && !fetch.names.is_empty() {
+                errors.push_spanned(&fetch.tokens, format!("`#[fetch]` on `{event}`: fetched values exist only in `after_step`, right after the step that computed them"));
+            } else if fetch.count != values.len() && fetch.count != 0 {
                 let message = format!(
                     "`#[fetch]` names {} value{} but the function takes {} value parameter{}: one parameter per name, in order",
-                    fetch.names.len(),
-                    if fetch.names.len() == 1 { "" } else { "s" },
+                    fetch.count,
+                    if fetch.count == 1 { "" } else { "s" },
                     values.len(),
                     if values.len() == 1 { "" } else { "s" },
                 );
-                match values.get(fetch.names.len()) {
-                    Some(extra) => errors.push(extra.span(), message),
-                    None => errors.push(fetch.span, message),
+                if let Some(extra) = values.get(fetch.count) {
+                    // The first parameter without a name.
+                    errors.push_spanned(extra, message);
+                } else if let (true, Some(extra)) =
+                    (fetch.names.len() == fetch.count, fetch.names.get(values.len()))
+                {
+                    // The first name without a parameter.
+                    errors.push(extra.span(), message);
+                } else {
+                    errors.push_spanned(&fetch.tokens, message);
                 }
             }
         }
@@ -56,9 +70,11 @@ pub fn hook(hook: &Hook, errors: &mut Errors, callback_span: proc_macro2::Span) 
                 let message = if event == "after_step" {
                     "this parameter receives nothing: name the value it fetches with `#[fetch(\"name\")]`, or take `ctx: &mut Context<'_, M>`".to_string()
                 } else {
-                    format!("a `{event}` callback takes only `ctx: &mut Context<'_, M>`; fetched values come to `after_step` with `#[fetch(...)]`")
+                    format!(
+                        "a `{event}` callback takes only `ctx: &mut Context<'_, M>`; fetched values come to `after_step` with `#[fetch(...)]`"
+                    )
                 };
-                errors.push(first.span(), message);
+                errors.push_spanned(first, message);
             }
         }
     }
@@ -72,18 +88,30 @@ pub fn order(order: &OrderAttr, own: &str, errors: &mut Errors) {
     for (key, list) in [("after", &order.after), ("before", &order.before)] {
         for (i, path) in list.iter().enumerate() {
             let name = attr::path_name(path);
+            if name.starts_with(|c: char| c.is_lowercase()) {
+                errors.push_spanned(
+                    path,
+                    format!("`{name}` is not a callback type: order targets name types, such as `{}`, the struct `#[callback]` makes of `fn {name}`", crate::ast::camel_case(&name)),
+                );
+                continue;
+            }
             if name == own {
                 errors.push(path.span(), format!("`{own}` cannot run {key} itself: name another callback"));
             }
             if list[..i].iter().any(|p| attr::path_name(p) == name) {
-                errors.push(path.span(), format!("`{name}` is listed twice in `{key}`"));
+                errors.push(path.span(), format!("`{name}` is listed twice in `{key}`: list it once"));
             }
         }
     }
     for path in &order.after {
         let name = attr::path_name(path);
         if let Some(other) = order.before.iter().find(|p| attr::path_name(p) == name) {
-            errors.push(other.span(), format!("`{name}` is in both `after` and `before`: a callback cannot run both after and before it"));
+            errors.push(
+                other.span(),
+                format!(
+                    "`{name}` is in both `after` and `before`: a callback cannot run both after and before it"
+                ),
+            );
         }
     }
 }

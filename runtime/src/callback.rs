@@ -616,9 +616,10 @@ impl<M, K, C: Callbacks<M, K>> Callbacks<M, Vec<K>> for Vec<C> {
 #[inline]
 fn locate<M, K, C: Callbacks<M, K>>(set: &[C], mut index: usize) -> (usize, usize) {
     if let Some(n) = C::FIXED_LEN
-        && n > 0 {
-            return (index / n, index % n);
-        }
+        && n > 0
+    {
+        return (index / n, index % n);
+    }
     for (member, c) in set.iter().enumerate() {
         let len = c.len();
         if index < len {

@@ -265,7 +265,12 @@ impl FetchPlan {
     }
 
     /// Check that every declared name is produced by `producer` (called once outputs exist).
-    pub(crate) fn check_names(&self, outputs: &Outputs, owners: &[(String, u64)], producer: &str) -> Result<()> {
+    pub(crate) fn check_names(
+        &self,
+        outputs: &Outputs,
+        owners: &[(String, u64)],
+        producer: &str,
+    ) -> Result<()> {
         for (i, slot) in self.slots.iter().enumerate() {
             if outputs.get(&slot.fetch.name).is_none() {
                 let asking: Vec<&str> = owners

@@ -180,8 +180,11 @@ where
             self.outputs.clear();
             (self.forward)(&model, batch?, &mut self.outputs);
             if batches == 0 {
-                self.plan
-                    .check_names(&self.outputs, &[("InferenceRunner".into(), self.mask)], "its forward function")?;
+                self.plan.check_names(
+                    &self.outputs,
+                    &[("InferenceRunner".into(), self.mask)],
+                    "its forward function",
+                )?;
             }
             self.plan.fill(&self.outputs, self.mask)?;
             let values = self.plan.view();

@@ -168,7 +168,12 @@ impl<C> PeriodicCallback<C> {
 
 /// `PeriodicCallback`'s rule for a step event of step `step`: a multiple of `every_k_steps`, in
 /// an epoch that is a multiple of `every_k_epochs`, or the very last step.
-pub fn step_due(every_k_steps: Option<u64>, every_k_epochs: Option<u64>, step: u64, counters: &Counters) -> bool {
+pub fn step_due(
+    every_k_steps: Option<u64>,
+    every_k_epochs: Option<u64>,
+    step: u64,
+    counters: &Counters,
+) -> bool {
     every_k_steps.is_some_and(|k| step.is_multiple_of(k))
         || every_k_epochs.is_some_and(|k| counters.epoch_num.is_multiple_of(k))
         || step == counters.last_step()
@@ -298,7 +303,8 @@ pub fn field_gate(
     match event {
         Event::Setup | Event::BeforeTrain | Event::AfterTrain => true,
         Event::BeforeStep => {
-            (!periodic || step_due(every_k_steps, every_k_epochs, counters.next_step(), counters)) && holds(counters)
+            (!periodic || step_due(every_k_steps, every_k_epochs, counters.next_step(), counters))
+                && holds(counters)
         }
         Event::AfterStep(_) | Event::TriggerStep => {
             (!periodic || step_due(every_k_steps, every_k_epochs, counters.global_step, counters))

@@ -97,7 +97,11 @@ fn train<K, C: Callbacks<Linear, K>>(callbacks: C, epochs: u64) -> TrainReport<L
 fn declared_callbacks_run_when_their_attributes_say() {
     take_log();
     let report = train(
-        Outer { inner: Inner { counter: Counter::default(), watch: Watch }, every: EveryTwoEpochs, three: EveryThreeSteps },
+        Outer {
+            inner: Inner { counter: Counter::default(), watch: Watch },
+            every: EveryTwoEpochs,
+            three: EveryThreeSteps,
+        },
         4,
     );
     assert_eq!(report.counters.global_step(), 8);
@@ -233,7 +237,12 @@ struct Placement {
 
 #[test]
 fn composition_reports_names_chief_only_and_field_order() {
-    let set = Placement { default_chief: EveryTwoEpochs, declared: Everywhere, forced: EveryThreeSteps, released: StopAtFive };
+    let set = Placement {
+        default_chief: EveryTwoEpochs,
+        declared: Everywhere,
+        forced: EveryThreeSteps,
+        released: StopAtFive,
+    };
     let infos: Vec<(String, bool, Order)> = (0..Callbacks::<Linear, _>::len(&set))
         .map(|i| {
             let info = Callbacks::<Linear, _>::info(&set, i);

@@ -19,8 +19,12 @@ impl Callback<Linear> for Observer {
     }
     fn trigger(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
         let monitors = ctx.monitors_ref();
-        let entry =
-            (ctx.epoch_num(), monitors.latest("validation_error"), monitors.latest("validation_cost"), ctx.learning_rate());
+        let entry = (
+            ctx.epoch_num(),
+            monitors.latest("validation_error"),
+            monitors.latest("validation_cost"),
+            ctx.learning_rate(),
+        );
         self.0.lock().unwrap().push(entry);
         Ok(())
     }
@@ -32,7 +36,10 @@ fn validation_batches() -> Vec<(Tensor<1>, Tensor<1>)> {
     let device = stoker::device::cpu();
     let batch = |wrong: Vec<f32>, cost: f32| {
         let n = wrong.len();
-        (Tensor::from_data(TensorData::new(wrong, [n]), &device), Tensor::from_data(TensorData::new(vec![cost], [1]), &device))
+        (
+            Tensor::from_data(TensorData::new(wrong, [n]), &device),
+            Tensor::from_data(TensorData::new(vec![cost], [1]), &device),
+        )
     };
     vec![batch(vec![0.0, 1.0, 0.0], 0.5), batch(vec![1.0], 2.0)]
 }
@@ -41,19 +48,23 @@ fn validation_batches() -> Vec<(Tensor<1>, Tensor<1>)> {
 fn classification_error_weighs_batches_by_size_and_scalar_stats_average_batches() {
     let device = stoker::device::cpu();
     let seen = Seen::default();
-    let runner = InferenceRunner::new(validation_batches(), |_model: &Linear, (wrong, cost): (Tensor<1>, Tensor<1>), out: &mut Outputs| {
-        out.put("wrong", wrong);
-        out.put("cost", cost);
-    })
+    let runner = InferenceRunner::new(
+        validation_batches(),
+        |_model: &Linear, (wrong, cost): (Tensor<1>, Tensor<1>), out: &mut Outputs| {
+            out.put("wrong", wrong);
+            out.put("cost", cost);
+        },
+    )
     .with(ClassificationError::new("wrong", "validation_error"))
     .with(ScalarStats::new(["cost"]));
-    let report = Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
-        .max_epoch(2)
-        .log_dir(scratch_dir("inference"))
-        .default_callbacks(DefaultCallbacks::none())
-        .callbacks((Observer(seen.clone(), Order::none().after("InferenceRunner")), runner))
-        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
-        .unwrap();
+    let report =
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+            .max_epoch(2)
+            .log_dir(scratch_dir("inference"))
+            .default_callbacks(DefaultCallbacks::none())
+            .callbacks((Observer(seen.clone(), Order::none().after("InferenceRunner")), runner))
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .unwrap();
     assert_eq!(report.fetch_transfers, 0, "inference transfers are not training fetches");
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen, vec![(1, Some(0.5), Some(1.25), 1e-3), (2, Some(0.5), Some(1.25), 1e-3)]);
@@ -62,16 +73,20 @@ fn classification_error_weighs_batches_by_size_and_scalar_stats_average_batches(
 #[test]
 fn an_inference_output_that_is_not_produced_is_a_named_error() {
     let device = stoker::device::cpu();
-    let runner = InferenceRunner::new(validation_batches(), |_model: &Linear, (wrong, _cost): (Tensor<1>, Tensor<1>), out: &mut Outputs| {
-        out.put("wrong", wrong);
-    })
+    let runner = InferenceRunner::new(
+        validation_batches(),
+        |_model: &Linear, (wrong, _cost): (Tensor<1>, Tensor<1>), out: &mut Outputs| {
+            out.put("wrong", wrong);
+        },
+    )
     .with(ScalarStats::new(["cost"]));
-    let error = Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
-        .log_dir(scratch_dir("inference-missing"))
-        .default_callbacks(DefaultCallbacks::none())
-        .callbacks(runner)
-        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
-        .unwrap_err();
+    let error =
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+            .log_dir(scratch_dir("inference-missing"))
+            .default_callbacks(DefaultCallbacks::none())
+            .callbacks(runner)
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .unwrap_err();
     assert_eq!(
         error.to_string(),
         "callback `InferenceRunner` failed in trigger_epoch: callback `InferenceRunner` asks for `cost`, which its forward function does not produce; it produces `wrong`"

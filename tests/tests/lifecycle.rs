@@ -90,7 +90,11 @@ impl Callback<Linear> for Recorder {
     }
 }
 
-fn run<K, C: Callbacks<Linear, K>>(callbacks: C, epochs: u64, steps: usize) -> stoker::Result<TrainReport<Linear>> {
+fn run<K, C: Callbacks<Linear, K>>(
+    callbacks: C,
+    epochs: u64,
+    steps: usize,
+) -> stoker::Result<TrainReport<Linear>> {
     let device = stoker::device::cpu();
     Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(steps, &device))
         .max_epoch(epochs)
@@ -100,7 +104,10 @@ fn run<K, C: Callbacks<Linear, K>>(callbacks: C, epochs: u64, steps: usize) -> s
         .train(|model: &Linear, batch, step: &mut Step<'_>| {
             let loss = mse(model, batch);
             step.output("double", loss.clone() * 2.0);
-            step.output("pair", Tensor::<2>::from_data(TensorData::new(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2]), &loss.device()));
+            step.output(
+                "pair",
+                Tensor::<2>::from_data(TensorData::new(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2]), &loss.device()),
+            );
             loss
         })
 }
@@ -238,7 +245,14 @@ fn a_stop_mid_epoch_ends_the_epoch_without_its_end_events_and_runs_after_train()
     let tail: Vec<&str> = events.iter().rev().take(6).rev().map(String::as_str).collect();
     assert_eq!(
         tail,
-        vec!["A:after_step e1 g3 l3", "B:after_step e1 g3 l3", "A:trigger_step e1 g3 l3", "B:trigger_step e1 g3 l3", "A:after_train e1 g3 l3", "B:after_train e1 g3 l3"]
+        vec![
+            "A:after_step e1 g3 l3",
+            "B:after_step e1 g3 l3",
+            "A:trigger_step e1 g3 l3",
+            "B:trigger_step e1 g3 l3",
+            "A:after_train e1 g3 l3",
+            "B:after_train e1 g3 l3"
+        ]
     );
     assert_eq!(report.stop_reason.as_deref(), Some("enough"));
     assert_eq!(report.counters.global_step(), 3);
@@ -254,7 +268,15 @@ fn an_error_in_a_callback_is_returned_after_every_after_train() {
     assert!(matches!(error, Error::Callback { .. }));
     let events = take(&log);
     let tail: Vec<&str> = events.iter().rev().take(4).rev().map(String::as_str).collect();
-    assert_eq!(tail, vec!["B:trigger_step e1 g2 l2", "A:after_train e1 g2 l2", "B:after_train e1 g2 l2", "C:after_train e1 g2 l2"]);
+    assert_eq!(
+        tail,
+        vec![
+            "B:trigger_step e1 g2 l2",
+            "A:after_train e1 g2 l2",
+            "B:after_train e1 g2 l2",
+            "C:after_train e1 g2 l2"
+        ]
+    );
 }
 
 #[test]
@@ -272,17 +294,18 @@ fn a_panic_in_a_callback_is_reported_with_its_name_after_every_after_train() {
 fn a_panic_in_the_training_step_is_reported_as_such() {
     let log = Log::default();
     let device = stoker::device::cpu();
-    let error = Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
-        .log_dir(scratch_dir("step-panic"))
-        .default_callbacks(DefaultCallbacks::none())
-        .callbacks(Recorder::new("A", &log))
-        .train(|model: &Linear, batch, step: &mut Step<'_>| {
-            if step.counters().global_step() == 1 {
-                panic!("bad batch");
-            }
-            mse(model, batch)
-        })
-        .unwrap_err();
+    let error =
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+            .log_dir(scratch_dir("step-panic"))
+            .default_callbacks(DefaultCallbacks::none())
+            .callbacks(Recorder::new("A", &log))
+            .train(|model: &Linear, batch, step: &mut Step<'_>| {
+                if step.counters().global_step() == 1 {
+                    panic!("bad batch");
+                }
+                mse(model, batch)
+            })
+            .unwrap_err();
     assert_eq!(error.to_string(), "panic in the training step: bad batch");
     assert_eq!(take(&log).last().map(String::as_str), Some("A:after_train e1 g1 l1"));
 }
@@ -310,7 +333,8 @@ fn order_constraints_sort_topologically_and_keep_registration_order_for_ties() {
     let mut d = Recorder::new("D", &log);
     d.order = Order::none().before("B");
     run((a, b, c, d), 1, 1).unwrap();
-    let setup: Vec<String> = take(&log).into_iter().filter(|l| l.contains(":setup")).map(|l| l[..1].to_string()).collect();
+    let setup: Vec<String> =
+        take(&log).into_iter().filter(|l| l.contains(":setup")).map(|l| l[..1].to_string()).collect();
     // At each point, the earliest registered callback whose constraints are met runs next.
     assert_eq!(setup, vec!["C", "A", "D", "B"]);
 }
@@ -344,10 +368,12 @@ fn an_order_target_that_is_not_registered_is_an_error() {
 #[test]
 fn boxed_lists_options_and_nested_tuples_are_sets() {
     let log = Log::default();
-    let boxed: Vec<Box<dyn Callback<Linear>>> = vec![Box::new(Recorder::new("A", &log)), Box::new(Recorder::new("B", &log))];
+    let boxed: Vec<Box<dyn Callback<Linear>>> =
+        vec![Box::new(Recorder::new("A", &log)), Box::new(Recorder::new("B", &log))];
     let none: Option<Recorder> = None;
     run((boxed, (Recorder::new("C", &log), (Some(Recorder::new("D", &log)), none))), 1, 1).unwrap();
-    let setup: Vec<String> = take(&log).into_iter().filter(|l| l.contains(":setup")).map(|l| l[..1].to_string()).collect();
+    let setup: Vec<String> =
+        take(&log).into_iter().filter(|l| l.contains(":setup")).map(|l| l[..1].to_string()).collect();
     assert_eq!(setup, vec!["A", "B", "C", "D"]);
 }
 

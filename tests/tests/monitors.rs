@@ -29,7 +29,10 @@ impl Callback<Linear> for Putter {
         let monitors = ctx.monitors();
         monitors.put_scalar("epoch_value", 10.0 * epoch);
         if epoch == 1.0 {
-            monitors.put_image("sample", Image { height: 2, width: 2, channels: 1, pixels: vec![0, 85, 170, 255] });
+            monitors.put_image(
+                "sample",
+                Image { height: 2, width: 2, channels: 1, pixels: vec![0, 85, 170, 255] },
+            );
             monitors.put_histogram("spread", &[0.5, 1.0, 1.5, 3.0], 4);
             monitors.put_text("note", "first epoch");
         }

@@ -31,9 +31,17 @@ fn records(bytes: &[u8]) -> Vec<Vec<u8>> {
     while at < bytes.len() {
         let len_bytes = &bytes[at..at + 8];
         let len = u64::from_le_bytes(len_bytes.try_into().unwrap()) as usize;
-        assert_eq!(u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()), masked(len_bytes), "length CRC");
+        assert_eq!(
+            u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()),
+            masked(len_bytes),
+            "length CRC"
+        );
         let data = &bytes[at + 12..at + 12 + len];
-        assert_eq!(u32::from_le_bytes(bytes[at + 12 + len..at + 16 + len].try_into().unwrap()), masked(data), "data CRC");
+        assert_eq!(
+            u32::from_le_bytes(bytes[at + 12 + len..at + 16 + len].try_into().unwrap()),
+            masked(data),
+            "data CRC"
+        );
         out.push(data.to_vec());
         at += 16 + len;
     }
@@ -110,7 +118,13 @@ fn double(field: &Field) -> f64 {
 }
 
 fn record(name: &str, value: Value, step: u64) -> Record {
-    Record { name: Arc::from(name), value, global_step: step, epoch_num: 1, wall_time: 1_700_000_000.5 + step as f64 }
+    Record {
+        name: Arc::from(name),
+        value,
+        global_step: step,
+        epoch_num: 1,
+        wall_time: 1_700_000_000.5 + step as f64,
+    }
 }
 
 #[test]
@@ -166,7 +180,9 @@ fn every_kind_of_record_reads_back_field_by_field() {
     let h = fields(bytes(get(&value, 5)));
     assert_eq!((double(get(&h, 1)), double(get(&h, 2)), double(get(&h, 3))), (1.0, 4.0, 4.0));
     assert_eq!((double(get(&h, 4)), double(get(&h, 5))), (9.5, 1.0 + 4.0 + 6.25 + 16.0));
-    let packed = |f: &Field| -> Vec<f64> { bytes(f).chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect() };
+    let packed = |f: &Field| -> Vec<f64> {
+        bytes(f).chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect()
+    };
     assert_eq!(packed(get(&h, 6)), vec![2.0, 3.0, 4.0]);
     assert_eq!(packed(get(&h, 7)), vec![2.0, 1.0, 1.0], "(1,2] holds 1 and 2; (2,3] 2.5; (3,4] 4");
     assert_eq!(histogram.bucket_counts, vec![2.0, 1.0, 1.0]);

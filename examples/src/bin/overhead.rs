@@ -46,7 +46,9 @@ fn stoker_loop(data: &[DigitBatch], steps: usize, defaults: bool, device: &burn:
         .steps_per_epoch(steps as u64)
         .log_dir(&dir)
         .default_callbacks(defaults)
-        .train(|model: &Mlp, batch: DigitBatch, step: &mut Step<'_>| digit_outputs(model, batch, step.outputs()))
+        .train(|model: &Mlp, batch: DigitBatch, step: &mut Step<'_>| {
+            digit_outputs(model, batch, step.outputs())
+        })
         .expect("training succeeds");
     let _ = report.model.forward(data[0].images.clone()).into_data();
     let rate = steps as f64 / start.elapsed().as_secs_f64();

@@ -212,9 +212,10 @@ impl Monitors {
 impl Drop for Monitors {
     fn drop(&mut self) {
         if !self.sinks.is_empty()
-            && let Err(error) = self.close() {
-                eprintln!("stoker: {error}");
-            }
+            && let Err(error) = self.close()
+        {
+            eprintln!("stoker: {error}");
+        }
     }
 }
 
@@ -225,10 +226,11 @@ fn run_sink(mut sink: impl MonitorSink, receiver: Receiver<Message>) -> std::res
     let mut first_error: Option<String> = None;
     let mut note = |result: std::io::Result<()>| {
         if let Err(error) = result
-            && first_error.is_none() {
-                eprintln!("stoker: monitor writer {name} failed: {error}");
-                first_error = Some(error.to_string());
-            }
+            && first_error.is_none()
+        {
+            eprintln!("stoker: monitor writer {name} failed: {error}");
+            first_error = Some(error.to_string());
+        }
     };
     while let Ok(message) = receiver.recv() {
         note(match message {

@@ -132,7 +132,10 @@ mod tests {
         let len = u16::from_le_bytes([idat[3], idat[4]]) as usize;
         assert_eq!(u16::from_le_bytes([idat[5], idat[6]]), !(len as u16));
         let raw = &idat[7..7 + len];
-        assert_eq!(raw, [&[0u8][..], &(0..9).collect::<Vec<u8>>(), &[0], &(9..18).collect::<Vec<u8>>()].concat());
+        assert_eq!(
+            raw,
+            [&[0u8][..], &(0..9).collect::<Vec<u8>>(), &[0], &(9..18).collect::<Vec<u8>>()].concat()
+        );
         assert_eq!(&idat[7 + len..], &adler32(raw).to_be_bytes());
     }
 

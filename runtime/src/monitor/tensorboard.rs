@@ -62,7 +62,10 @@ impl TensorBoardSink {
                 }
                 Err(message) => {
                     first_error.get_or_insert_with(|| {
-                        std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{}: {message}", record.name))
+                        std::io::Error::new(
+                            std::io::ErrorKind::InvalidInput,
+                            format!("{}: {message}", record.name),
+                        )
                     });
                 }
             }

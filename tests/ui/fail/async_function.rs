@@ -1,0 +1,8 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+async fn report<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+const REPORT: u32 = 1;
+
+fn main() {}

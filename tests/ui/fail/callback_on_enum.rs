@@ -1,0 +1,8 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+enum Report {
+    Epoch,
+}
+
+fn main() {}

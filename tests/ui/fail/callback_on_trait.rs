@@ -1,0 +1,6 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+trait Report {}
+
+fn main() {}

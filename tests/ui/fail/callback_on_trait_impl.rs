@@ -1,0 +1,13 @@
+use stoker::prelude::*;
+
+#[derive(Default)]
+struct Report;
+
+#[callback]
+impl Clone for Report {
+    fn clone(&self) -> Self {
+        Report
+    }
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+type Report = u32;
+
+fn main() {}

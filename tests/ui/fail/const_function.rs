@@ -1,0 +1,8 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+const fn report() {
+
+}
+
+fn main() {}

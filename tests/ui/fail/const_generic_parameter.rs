@@ -1,0 +1,8 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+fn report<M, const N: usize>(ctx: &mut Context<'_, M>) {
+    let _ = (ctx, N);
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+fn report<M>(ctx: Context<'_, M>) {
+    let _ = ctx.epoch_num();
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+fn report(ctx: &mut Context) {
+    let _ = ctx;
+}
+
+fn main() {}

@@ -1,0 +1,13 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+fn report<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+#[derive(Callbacks)]
+enum Training {
+    Report(Report),
+}
+
+fn main() {}

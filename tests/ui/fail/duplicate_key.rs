@@ -1,0 +1,8 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger, every_k_epochs = 2, every_k_epochs = 3)]
+fn report<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger_step, every_k_steps = 2.5)]
+fn report<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+fn main() {}

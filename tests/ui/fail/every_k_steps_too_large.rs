@@ -1,0 +1,8 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger_step, every_k_steps = 100000000000000000000)]
+fn report<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+fn main() {}

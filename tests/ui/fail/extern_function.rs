@@ -1,0 +1,8 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+extern "C" fn report() {
+
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use stoker::prelude::*;
+
+#[callback(on = after_step)]
+#[fetch("cost")]
+fn report(cost: f32, accuracy: f32) {
+    let _ = (cost, accuracy);
+}
+
+fn main() {}

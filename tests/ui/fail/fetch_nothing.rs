@@ -1,0 +1,9 @@
+use stoker::prelude::*;
+
+#[callback(on = after_step)]
+#[fetch()]
+fn report() {
+
+}
+
+fn main() {}

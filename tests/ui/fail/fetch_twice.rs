@@ -1,0 +1,10 @@
+use stoker::prelude::*;
+
+#[callback(on = after_step)]
+#[fetch("cost")]
+#[fetch("accuracy")]
+fn report(cost: f32, accuracy: f32) {
+    let _ = (cost, accuracy);
+}
+
+fn main() {}

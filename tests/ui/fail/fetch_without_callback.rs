@@ -1,0 +1,8 @@
+use stoker::prelude::*;
+
+#[fetch("cost")]
+fn report(cost: f32) {
+    let _ = cost;
+}
+
+fn main() {}

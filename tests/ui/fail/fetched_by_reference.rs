@@ -1,0 +1,9 @@
+use stoker::prelude::*;
+
+#[callback(on = after_step)]
+#[fetch("cost")]
+fn report(cost: &f32) {
+    let _ = cost;
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+fn report(&mut self) {
+
+}
+
+fn main() {}

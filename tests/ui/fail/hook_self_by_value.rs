@@ -1,0 +1,16 @@
+use stoker::prelude::*;
+
+#[derive(Default)]
+struct Report {
+    steps: u64,
+}
+
+#[callback]
+impl Report {
+    #[on(trigger)]
+    fn report(self) {
+        let _ = self.steps;
+    }
+}
+
+fn main() {}

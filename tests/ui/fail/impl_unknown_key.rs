@@ -1,0 +1,16 @@
+use stoker::prelude::*;
+
+#[derive(Default)]
+struct Report {
+    steps: u64,
+}
+
+#[callback(stat)]
+impl Report {
+    #[on(trigger_step)]
+    fn count(&mut self) {
+        self.steps += 1;
+    }
+}
+
+fn main() {}

@@ -1,0 +1,15 @@
+use stoker::prelude::*;
+
+#[derive(Default)]
+struct Report {
+    steps: u64,
+}
+
+#[callback]
+impl Report {
+    fn count(&mut self) {
+        self.steps += 1;
+    }
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+#[on(trigger)]
+fn report<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+#[order(after = ModelSaver, before = ModelSaver)]
+fn report<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+fn main() {}

@@ -1,0 +1,10 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+#[order(after = ModelSaver)]
+#[order(before = ProgressBar)]
+fn report<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+fn main() {}

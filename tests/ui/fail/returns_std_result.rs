@@ -1,0 +1,9 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+fn report<M>(ctx: &mut Context<'_, M>) -> Result<(), String> {
+    let _ = ctx;
+    Ok(())
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+fn report<M>(ctx: &mut Context<'_, M>, again: &mut Context<'_, M>) {
+    let _ = (ctx, again);
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger, every_k_step = 2)]
+fn report<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+fn main() {}

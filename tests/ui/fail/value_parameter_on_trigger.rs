@@ -1,0 +1,8 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+fn report(epoch: u64) {
+    let _ = epoch;
+}
+
+fn main() {}

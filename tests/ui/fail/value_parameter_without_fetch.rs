@@ -1,0 +1,8 @@
+use stoker::prelude::*;
+
+#[callback(on = after_step)]
+fn report(cost: f32) {
+    let _ = cost;
+}
+
+fn main() {}

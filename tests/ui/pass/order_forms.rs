@@ -1,0 +1,70 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+fn first<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+// `#[order]` written above `#[callback]` is moved under it.
+#[order(after = First)]
+#[callback(on = trigger)]
+fn second<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+// So is `#[fetch]`.
+#[fetch("cost")]
+#[callback(on = after_step)]
+fn fetch_above(cost: f32) {
+    let _ = cost;
+}
+
+#[callback(on = trigger)]
+#[order(after = [First, Second], before = stoker::ModelSaver)]
+fn third<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+#[callback(on = trigger)]
+#[order(before = InferenceRunner,)]
+fn trailing_comma<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+mod nested {
+    use stoker::prelude::*;
+
+    #[callback(on = trigger)]
+    #[order(after = super::First)]
+    pub fn inner<M>(ctx: &mut Context<'_, M>) {
+        let _ = ctx;
+    }
+}
+
+#[derive(Default)]
+struct Counter(u64);
+
+#[order(before = First)]
+#[callback]
+impl Counter {
+    #[on(trigger_step)]
+    fn count(&mut self) {
+        self.0 += 1;
+    }
+}
+
+// Through the `stoker::` paths.
+#[stoker::callback(on = trigger)]
+#[stoker::order(after = First)]
+fn qualified<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}
+
+fn main() {
+    let set = (First, Second, FetchAbove, Third, TrailingComma, nested::Inner, Counter::default(), Qualified);
+    assert_set::<(), _, _>(&set);
+    let order = Callback::<()>::order(&Third);
+    assert_eq!(order, Order::none().after("First").after("Second").before("ModelSaver"));
+}

@@ -1,0 +1,40 @@
+use stoker::prelude::*;
+
+#[callback(on = trigger)]
+fn unit() {}
+
+#[callback(on = trigger)]
+fn explicit_unit() -> () {}
+
+#[callback(on = trigger)]
+fn may_fail<M>(ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+    if ctx.epoch_num() > 1000 {
+        return Err(stoker::Error::msg("too long"));
+    }
+    Ok(())
+}
+
+#[callback(on = trigger_step)]
+fn stop_after_ten<M>(ctx: &mut Context<'_, M>) -> Flow {
+    if ctx.global_step() > 10 { Flow::Stop("enough".into()) } else { Flow::Continue }
+}
+
+#[callback(on = after_step)]
+#[fetch("loss")]
+fn result_flow(loss: f32) -> stoker::Result<Flow> {
+    if loss.is_nan() {
+        return Err(stoker::Error::msg("NaN loss"));
+    }
+    Ok(if loss < 0.01 { Flow::SkipEpoch } else { Flow::Continue })
+}
+
+#[callback(on = trigger)]
+fn full_paths() -> ::stoker::Result<::stoker::Flow> {
+    Ok(::stoker::Flow::Continue)
+}
+
+fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}
+
+fn main() {
+    assert_set::<(), _, _>(&(Unit, ExplicitUnit, MayFail, StopAfterTen, ResultFlow, FullPaths));
+}
