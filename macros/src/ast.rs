@@ -11,6 +11,7 @@ use crate::attr::{self, Errors, FetchAttr, HookArgs, OrderAttr, Place};
 
 /// The model type a hook's context names.
 #[derive(Clone)]
+#[allow(clippy::large_enum_variant)]
 pub enum Model {
     /// `Context<'_, impl Module>`: any model with these bounds.
     Impl(syn::punctuated::Punctuated<TypeParamBound, syn::Token![+]>),
@@ -239,11 +240,10 @@ fn read_signature(sig: &Signature, method: bool, errors: &mut Errors) -> Vec<Par
                         params.push(Param::Context { model });
                     }
                 } else {
-                    if let Pat::Ident(ident) = &*typed.pat {
-                        if ident.by_ref.is_some() {
-                            errors
-                                .push(ident.by_ref.span(), "a fetched value is taken by value: remove `ref`");
-                        }
+                    if let Pat::Ident(ident) = &*typed.pat
+                        && ident.by_ref.is_some()
+                    {
+                        errors.push(ident.by_ref.span(), "a fetched value is taken by value: remove `ref`");
                     }
                     params.push(Param::Value { ty: (*typed.ty).clone() });
                 }

@@ -23,6 +23,7 @@ impl Errors {
     pub fn push_spanned(&mut self, tokens: impl quote::ToTokens, message: impl std::fmt::Display) {
         self.errors.push(syn::Error::new_spanned(tokens, message));
     }
+    #[allow(dead_code)]
     pub fn push_error(&mut self, error: syn::Error) {
         self.errors.push(error);
     }

@@ -56,15 +56,13 @@ fn invocation(hook: &Hook, call: impl Fn(Vec<TokenStream>) -> TokenStream, with_
             Param::Context { .. } => args.push(quote!(&mut *ctx)),
             Param::Value { ty } => {
                 let var = format_ident!("__stoker_value_{}", value_index);
-                if with_values {
-                    if let Some(name) = names.get(value_index) {
-                        // Located at the type (errors point there), resolved at the call site
-                        // (hygiene: the user's tokens may come from a `macro_rules!`). The path is
-                        // written out, not `#p`, so that every token sits at the type.
-                        extract.push(quote_spanned! {at(ty)=>
+                if with_values && let Some(name) = names.get(value_index) {
+                    // Located at the type (errors point there), resolved at the call site
+                    // (hygiene: the user's tokens may come from a `macro_rules!`). The path is
+                    // written out, not `#p`, so that every token sits at the type.
+                    extract.push(quote_spanned! {at(ty)=>
                             let #var: #ty = <#ty as ::stoker::__private::FetchValue>::from_fetched(values, #name)?;
                         });
-                    }
                 }
                 args.push(quote!(#var));
                 value_index += 1;
@@ -135,25 +133,25 @@ fn add_hook(methods: &mut Methods, hook: &Hook, call: impl Fn(Vec<TokenStream>) 
                 "after_step" => methods.after_step.push(code),
                 _ => methods.trigger_step.push(code),
             }
-            if event == "after_step" {
-                if let Some(fetch) = &hook.fetch {
-                    let tys: Vec<&Type> = hook.values().collect();
-                    for (name, ty) in fetch.names.iter().zip(tys) {
-                        // The same obligation, at the same span, as the extraction in
-                        // `invocation`: a type that cannot be fetched gets one error, not two.
-                        methods.fetches.push(quote_spanned! {at(ty)=>
-                            ::stoker::__private::Fetch {
-                                name: ::stoker::__private::Cow::Borrowed(#name),
-                                kind: <#ty as ::stoker::__private::FetchValue>::KIND,
-                            }
-                        });
-                    }
-                    let mut wants = gate(quote!(counters));
-                    if periodic {
-                        wants = quote!(#p::step_due(#ks, #ke, counters.next_step(), counters) && #wants);
-                    }
-                    methods.wants.push(wants);
+            if event == "after_step"
+                && let Some(fetch) = &hook.fetch
+            {
+                let tys: Vec<&Type> = hook.values().collect();
+                for (name, ty) in fetch.names.iter().zip(tys) {
+                    // The same obligation, at the same span, as the extraction in
+                    // `invocation`: a type that cannot be fetched gets one error, not two.
+                    methods.fetches.push(quote_spanned! {at(ty)=>
+                        ::stoker::__private::Fetch {
+                            name: ::stoker::__private::Cow::Borrowed(#name),
+                            kind: <#ty as ::stoker::__private::FetchValue>::KIND,
+                        }
+                    });
                 }
+                let mut wants = gate(quote!(counters));
+                if periodic {
+                    wants = quote!(#p::step_due(#ks, #ke, counters.next_step(), counters) && #wants);
+                }
+                methods.wants.push(wants);
             }
         }
         "before_epoch" | "after_epoch" | "trigger_epoch" => {
@@ -414,10 +412,10 @@ pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
             Some(Model::Generic(ident)) => {
                 if let Some(generics) = method_generics {
                     for param in &generics.params {
-                        if let GenericParam::Type(t) = param {
-                            if &t.ident == ident {
-                                bounds.extend(t.bounds.iter().cloned());
-                            }
+                        if let GenericParam::Type(t) = param
+                            && &t.ident == ident
+                        {
+                            bounds.extend(t.bounds.iter().cloned());
                         }
                     }
                 }

@@ -22,13 +22,13 @@ pub fn hook(hook: &Hook, errors: &mut Errors, callback_span: proc_macro2::Span) 
             errors.push(period.span, format!("`{key}` on `{event}`, which runs once: remove it, or bind the callback to a step or epoch event"));
         }
     }
-    if let Some(path) = &hook.args.enable_if {
-        if once {
-            errors.push(
-                path.span(),
-                format!("`enable_if` on `{event}`, which runs once: test the condition inside the function"),
-            );
-        }
+    if let Some(path) = &hook.args.enable_if
+        && once
+    {
+        errors.push(
+            path.span(),
+            format!("`enable_if` on `{event}`, which runs once: test the condition inside the function"),
+        );
     }
     if let Some((value, span)) = hook.args.before_train {
         if event == "before_train" {

@@ -21,7 +21,7 @@ fn crc32c(data: &[u8]) -> u32 {
 
 fn masked(data: &[u8]) -> u32 {
     let crc = crc32c(data);
-    ((crc >> 15) | (crc << 17)).wrapping_add(0xa282_ead8)
+    crc.rotate_right(15).wrapping_add(0xa282_ead8)
 }
 
 /// Split a TFRecord file into its records, checking every CRC.
