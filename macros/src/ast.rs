@@ -268,6 +268,14 @@ pub fn camel_case(name: &str) -> String {
         .collect()
 }
 
+/// `text` as an identifier at `span`, if it is exactly one (not raw, not a keyword).
+pub fn struct_ident(text: &str, span: Span) -> Option<Ident> {
+    let mut ident =
+        syn::parse_str::<Ident>(text).ok().filter(|ident| *ident == text && !text.starts_with("r#"))?;
+    ident.set_span(span);
+    Some(ident)
+}
+
 impl CallbackFn {
     pub fn from_syn(args: HookArgs, mut item: ItemFn, errors: &mut Errors) -> CallbackFn {
         let (fetch, order, on) = take_attrs(&mut item.attrs, errors);
@@ -275,12 +283,23 @@ impl CallbackFn {
             errors.push_spanned(&on, "`#[on]` marks the methods of a `#[callback]` impl; on a function, write the event in `#[callback(on = EVENT)]`");
         }
         let params = read_signature(&item.sig, false, errors);
+        // `Ident::new` panics on a string that is not an identifier: names are parsed instead.
+        let fallback = || Ident::new("Callback", item.sig.ident.span());
         let name = match &args.name {
-            Some(name) => Ident::new(&name.value(), name.span()),
+            Some(name) => struct_ident(&name.value(), name.span()).unwrap_or_else(fallback),
             None => {
                 let camel = camel_case(&item.sig.ident.to_string());
-                let camel = if camel.is_empty() { "Callback".to_string() } else { camel };
-                Ident::new(&camel, item.sig.ident.span())
+                match struct_ident(&camel, item.sig.ident.span()) {
+                    Some(ident) => ident,
+                    None if camel.is_empty() => fallback(),
+                    None => {
+                        errors.push(
+                            item.sig.ident.span(),
+                            format!("the struct made of `fn {}` would be named `{camel}`, which is not an identifier: name it with `#[callback(name = \"...\")]`", item.sig.ident),
+                        );
+                        fallback()
+                    }
+                }
             }
         };
         let hook = Hook {

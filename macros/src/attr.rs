@@ -284,7 +284,7 @@ pub fn parse_hook_args(tokens: TokenStream, place: Place, errors: &mut Errors) -
                     },
                     "name" => match value {
                         Expr::Lit(ExprLit { lit: Lit::Str(name), .. }) => {
-                            if syn::parse_str::<Ident>(&name.value()).is_ok() {
+                            if crate::ast::struct_ident(&name.value(), name.span()).is_some() {
                                 args.name = Some(name.clone());
                             } else {
                                 errors.push(
