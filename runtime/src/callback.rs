@@ -681,56 +681,6 @@ macro_rules! tuple_callbacks {
     };
 }
 
-/// Implement [`Callbacks`] for a struct whose named fields are callback sets, in field order.
-macro_rules! fields_callbacks {
-    ($ty:ident { $($field:ident),+ }) => {
-        impl<M> $crate::callback::Callbacks<M, $ty> for $ty {
-            fn len(&self) -> usize {
-                0 $(+ $crate::callback::Callbacks::<M, _>::len(&self.$field))+
-            }
-            fn info(&self, mut index: usize) -> $crate::callback::CallbackInfo<'_> {
-                $(
-                    let len = $crate::callback::Callbacks::<M, _>::len(&self.$field);
-                    if index < len {
-                        return $crate::callback::Callbacks::<M, _>::info(&self.$field, index);
-                    }
-                    index -= len;
-                )+
-                panic!("callback index {index} out of range")
-            }
-            fn wants_fetch(&self, mut index: usize, counters: &$crate::callback::Counters) -> bool {
-                $(
-                    let len = $crate::callback::Callbacks::<M, _>::len(&self.$field);
-                    if index < len {
-                        return $crate::callback::Callbacks::<M, _>::wants_fetch(&self.$field, index, counters);
-                    }
-                    index -= len;
-                )+
-                let _ = index;
-                false
-            }
-            #[inline]
-            fn dispatch(
-                &mut self,
-                mut index: usize,
-                event: $crate::callback::Event<'_>,
-                ctx: &mut $crate::callback::Context<'_, M>,
-            ) -> $crate::error::Result<()> {
-                $(
-                    let len = $crate::callback::Callbacks::<M, _>::len(&self.$field);
-                    if index < len {
-                        return $crate::callback::Callbacks::<M, _>::dispatch(&mut self.$field, index, event, ctx);
-                    }
-                    index -= len;
-                )+
-                let _ = (index, event, ctx);
-                Ok(())
-            }
-        }
-    };
-}
-pub(crate) use fields_callbacks;
-
 impl<M> Callbacks<M, ()> for () {
     const FIXED_LEN: Option<usize> = Some(0);
     fn len(&self) -> usize {

@@ -122,7 +122,7 @@ impl Step<'_> {
 
 /// The callbacks a trainer starts with, like tensorpack's and neon's: a progress bar, TensorBoard
 /// event files, `stats.json`, and a scalar printer. Each can be replaced or turned off.
-#[derive(Debug)]
+#[derive(Debug, crate::Callbacks)]
 pub struct DefaultCallbacks {
     /// The progress bar.
     pub progress: Option<ProgressBar>,
@@ -151,8 +151,6 @@ impl DefaultCallbacks {
         DefaultCallbacks { progress: None, tensorboard: None, json: None, printer: None }
     }
 }
-
-crate::callback::fields_callbacks!(DefaultCallbacks { progress, tensorboard, json, printer });
 
 /// How a run ended, and the trained model.
 #[derive(Debug)]
