@@ -46,8 +46,11 @@ fn the_digits_example_reaches_95_percent_and_writes_its_logs() {
     assert_eq!(events.len(), 1, "{events:?}");
 
     let checkpoints = dir.join("checkpoints");
-    let latest = std::fs::read_to_string(checkpoints.join("latest")).unwrap();
-    assert_eq!(latest, "step-1350");
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(checkpoints.join("index.json")).unwrap()).unwrap();
+    assert_eq!(index["latest"], "step-1350");
+    let last = stoker::Checkpoint::latest(&dir).unwrap().expect("a complete checkpoint");
+    assert_eq!((last.epoch_num(), last.global_step()), (30, 1350));
     let mut kept: Vec<String> = std::fs::read_dir(&checkpoints)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -55,7 +58,7 @@ fn the_digits_example_reaches_95_percent_and_writes_its_logs() {
         .collect();
     kept.sort();
     assert_eq!(kept, vec!["step-1260", "step-1305", "step-1350"]);
-    for file in ["model.bpk", "optimizer.bpk", "trainer.json"] {
+    for file in ["model.bpk", "optimizer.bpk", "trainer.json", "monitors.json", "manifest.json"] {
         assert!(checkpoints.join("step-1350").join(file).is_file(), "{file} is in the checkpoint");
     }
 }

@@ -486,6 +486,7 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
     let mut info = Vec::new();
     let mut wants = Vec::new();
     let mut dispatch = Vec::new();
+    let mut state = Vec::new();
     for (i, field) in input.fields.iter().enumerate() {
         let marker = format_ident!("__StokerMarker{}", i);
         let ty = &field.ty;
@@ -545,6 +546,13 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
             }
             index -= len;
         });
+        state.push(quote! {
+            let len = #set::len(&self.#member);
+            if index < len {
+                return #set::state(&mut self.#member, index, op);
+            }
+            index -= len;
+        });
     }
     let checks = input.fields.iter().map(|field| order_checks(&field.order));
     quote! {
@@ -574,6 +582,15 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
             ) -> #p::Result<()> {
                 #(#dispatch)*
                 #p::Ok(())
+            }
+            #[allow(unused_mut, unused_variables)]
+            fn state(
+                &mut self,
+                mut index: usize,
+                op: #p::StateOp,
+            ) -> #p::Result<#p::Option<#p::StateValue>> {
+                #(#state)*
+                #p::Ok(#p::None)
             }
         }
     }

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
 use crate::monitor::Monitors;
 use crate::param::HyperParams;
+use crate::saver::KeepPolicy;
 
 /// The events of a training run, in tensorpack's order:
 ///
@@ -122,6 +123,10 @@ impl Counters {
 pub(crate) struct Control {
     pub(crate) stop: Option<String>,
     pub(crate) skip_epoch: bool,
+    /// A checkpoint to write at the next boundary, with what to keep.
+    pub(crate) checkpoint: Option<KeepPolicy>,
+    /// Copies of that checkpoint to write (MinSaver / MaxSaver folders).
+    pub(crate) copies: Vec<String>,
 }
 
 /// Everything the trainer holds that a callback may read or change.
@@ -133,6 +138,8 @@ pub(crate) struct TrainState<M> {
     pub(crate) monitors: Monitors,
     pub(crate) control: Control,
     pub(crate) log_dir: std::path::PathBuf,
+    /// What to keep when a checkpoint is written without a saver asking (on an interrupt).
+    pub(crate) checkpoint_policy: KeepPolicy,
 }
 
 /// What a callback sees at an event: the counters, the model, the optimizer, the hyper-parameters,
@@ -218,6 +225,23 @@ impl<M> Context<'_, M> {
     /// Whether a stop was requested, and why.
     pub fn stop_requested(&self) -> Option<&str> {
         self.state.control.stop.as_deref()
+    }
+    /// Write a checkpoint (see [`saver::checkpoint`](crate::saver::checkpoint)) at the next
+    /// boundary: after the current step's `trigger_step`, or after the current epoch's
+    /// `trigger_epoch` and statistics, or before the first step when asked during `setup` or
+    /// `before_train`. Every callback has then handled the event, so the checkpoint holds their
+    /// states as of that moment. [`ModelSaver`](crate::ModelSaver) calls this.
+    pub fn request_checkpoint(&mut self, policy: KeepPolicy) {
+        self.state.control.checkpoint = Some(policy);
+    }
+    /// Write the checkpoint of the next boundary also as the complete copy
+    /// `checkpoints/<name>/` (replacing the previous copy of that name once complete).
+    /// [`MinSaver`](crate::saver::MinSaver) calls this.
+    pub fn request_checkpoint_copy(&mut self, name: impl Into<String>) {
+        let name = name.into();
+        if !self.state.control.copies.contains(&name) {
+            self.state.control.copies.push(name);
+        }
     }
     /// End the current epoch after this step: its `after_epoch` and `trigger_epoch` still run.
     pub fn skip_rest_of_epoch(&mut self) {
@@ -511,6 +535,15 @@ pub struct CallbackInfo<'a> {
     pub chief_only: bool,
 }
 
+/// What [`Callbacks::state`] does with one callback's checkpointed state.
+#[derive(Debug, Clone)]
+pub enum StateOp {
+    /// Return the state to save ([`Callback::save_state`]).
+    Save,
+    /// Restore this saved state ([`Callback::load_state`]).
+    Load(serde_json::Value),
+}
+
 /// Marks a set of callbacks made of one [`Callback`] (see [`Callbacks`]).
 #[derive(Debug)]
 pub enum Single {}
@@ -545,6 +578,8 @@ pub trait Callbacks<M, Marker> {
     fn wants_fetch(&self, index: usize, counters: &Counters) -> bool;
     /// Deliver `event` to callback `index`.
     fn dispatch(&mut self, index: usize, event: Event<'_>, ctx: &mut Context<'_, M>) -> Result<()>;
+    /// Save (`Ok(Some(state))` for a stateful callback) or restore callback `index`'s state.
+    fn state(&mut self, index: usize, op: StateOp) -> Result<Option<serde_json::Value>>;
 }
 
 impl<M, C: Callback<M>> Callbacks<M, Single> for C {
@@ -569,6 +604,12 @@ impl<M, C: Callback<M>> Callbacks<M, Single> for C {
     fn dispatch(&mut self, _index: usize, event: Event<'_>, ctx: &mut Context<'_, M>) -> Result<()> {
         deliver(self, event, ctx)
     }
+    fn state(&mut self, _index: usize, op: StateOp) -> Result<Option<serde_json::Value>> {
+        match op {
+            StateOp::Save => self.save_state(),
+            StateOp::Load(state) => self.load_state(state).map(|()| None),
+        }
+    }
 }
 
 impl<M, K, C: Callbacks<M, K>> Callbacks<M, Option<K>> for Option<C> {
@@ -586,6 +627,12 @@ impl<M, K, C: Callbacks<M, K>> Callbacks<M, Option<K>> for Option<C> {
         match self {
             Some(c) => c.dispatch(index, event, ctx),
             None => Ok(()),
+        }
+    }
+    fn state(&mut self, index: usize, op: StateOp) -> Result<Option<serde_json::Value>> {
+        match self {
+            Some(c) => c.state(index, op),
+            None => Ok(None),
         }
     }
 }
@@ -609,6 +656,10 @@ impl<M, K, C: Callbacks<M, K>> Callbacks<M, Vec<K>> for Vec<C> {
     fn dispatch(&mut self, index: usize, event: Event<'_>, ctx: &mut Context<'_, M>) -> Result<()> {
         let (member, index) = locate(self, index);
         self[member].dispatch(index, event, ctx)
+    }
+    fn state(&mut self, index: usize, op: StateOp) -> Result<Option<serde_json::Value>> {
+        let (member, index) = locate(self, index);
+        self[member].state(index, op)
     }
 }
 
@@ -677,6 +728,17 @@ macro_rules! tuple_callbacks {
                 let _ = (index, event, ctx);
                 Ok(())
             }
+            fn state(&mut self, mut index: usize, op: StateOp) -> Result<Option<serde_json::Value>> {
+                $(
+                    let len = self.$index.len();
+                    if index < len {
+                        return self.$index.state(index, op);
+                    }
+                    index -= len;
+                )+
+                let _ = (index, op);
+                Ok(None)
+            }
         }
     };
 }
@@ -694,6 +756,9 @@ impl<M> Callbacks<M, ()> for () {
     }
     fn dispatch(&mut self, _index: usize, _event: Event<'_>, _ctx: &mut Context<'_, M>) -> Result<()> {
         Ok(())
+    }
+    fn state(&mut self, _index: usize, _op: StateOp) -> Result<Option<serde_json::Value>> {
+        Ok(None)
     }
 }
 

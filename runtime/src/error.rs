@@ -40,6 +40,10 @@ pub enum Error {
     Monitor(String),
     /// A hyper-parameter is unknown or was given an invalid value.
     HyperParam(String),
+    /// A checkpoint could not be written, or none could be read to resume from.
+    Checkpoint(String),
+    /// The loss or the weights stopped being finite numbers; training stopped before saving them.
+    NonFinite(String),
     /// Any other failure, with its message.
     Message(String),
 }
@@ -68,6 +72,8 @@ impl fmt::Display for Error {
             | Error::Data(message)
             | Error::Monitor(message)
             | Error::HyperParam(message)
+            | Error::Checkpoint(message)
+            | Error::NonFinite(message)
             | Error::Message(message) => f.write_str(message),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
         }

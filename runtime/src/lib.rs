@@ -16,6 +16,7 @@
 extern crate self as stoker;
 
 pub mod callback;
+pub mod debug;
 pub mod device;
 pub mod error;
 pub mod fetch;
@@ -28,16 +29,16 @@ pub mod trainer;
 pub mod trigger;
 
 pub use callback::{
-    Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Flow, Order, Single,
+    Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Flow, Order, Single, StateOp,
 };
 pub use error::{Error, Result};
 pub use fetch::{Fetch, FetchKind, FetchValue, Fetched, OutputTensor, Outputs};
 pub use inference::{ClassificationError, InferenceRunner, Inferencer, ScalarStats};
 pub use monitor::{JsonWriter, MonitorSink, Monitors, ScalarPrinter, TensorBoardWriter};
 pub use param::{HyperParams, ScheduledHyperParamSetter};
-pub use saver::ModelSaver;
+pub use saver::{Checkpoint, KeepPolicy, MaxSaver, MinSaver, ModelSaver};
 pub use track::ProgressBar;
-pub use trainer::{BatchIter, DefaultCallbacks, Step, TrainData, TrainReport, Trainer};
+pub use trainer::{BatchIter, DefaultCallbacks, Outcome, Step, TrainData, TrainReport, Trainer};
 pub use trigger::{EnableCallbackIf, PeriodicCallback, PeriodicTrigger};
 
 pub use stoker_macros::{Callbacks, callback, fetch, order};
@@ -46,9 +47,9 @@ pub use stoker_macros::{Callbacks, callback, fetch, order};
 pub mod prelude {
     pub use crate::{
         Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EnableCallbackIf,
-        Fetch, Fetched, Flow, InferenceRunner, ModelSaver, Order, Outputs, PeriodicCallback, PeriodicTrigger,
-        ProgressBar, ScalarStats, ScheduledHyperParamSetter, Step, TrainReport, Trainer, callback, fetch,
-        order,
+        Fetch, Fetched, Flow, InferenceRunner, MaxSaver, MinSaver, ModelSaver, Order, Outcome, Outputs,
+        PeriodicCallback, PeriodicTrigger, ProgressBar, ScalarStats, ScheduledHyperParamSetter, Step, TrainReport,
+        Trainer, callback, fetch, order,
     };
 }
 
@@ -56,7 +57,7 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::callback::{
-        Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Order, deliver,
+        Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Order, StateOp, deliver,
     };
     pub use crate::error::{Error, Result};
     pub use crate::fetch::{Fetch, FetchValue, Fetched};

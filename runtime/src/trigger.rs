@@ -18,6 +18,15 @@ macro_rules! forward_identity {
         fn fetches(&self) -> &[Fetch] {
             self.inner.fetches()
         }
+        fn chief_only(&self) -> bool {
+            self.inner.chief_only()
+        }
+        fn save_state(&self) -> Result<Option<serde_json::Value>> {
+            self.inner.save_state()
+        }
+        fn load_state(&mut self, state: serde_json::Value) -> Result<()> {
+            self.inner.load_state(state)
+        }
     };
 }
 

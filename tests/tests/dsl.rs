@@ -130,7 +130,7 @@ fn declared_callbacks_run_when_their_attributes_say() {
 fn a_returned_flow_stops_training() {
     let report = train((StopAtFive, EveryTwoEpochs), 10);
     assert_eq!(report.counters.global_step(), 5);
-    assert_eq!(report.stop_reason.as_deref(), Some("five"));
+    assert_eq!(report.outcome, Outcome::Stopped("five".into()));
 }
 
 macro_rules! on_event {

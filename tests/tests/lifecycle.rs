@@ -142,7 +142,7 @@ fn a_plain_run_delivers_every_event_in_order_with_its_counters() {
     let report = run(Recorder::new("A", &log), 2, 2).unwrap();
     assert_eq!(take(&log), plain("A", 2, 2));
     assert_eq!(report.counters.global_step(), 4);
-    assert_eq!(report.stop_reason, None);
+    assert_eq!(report.outcome, Outcome::Finished);
 }
 
 fn triggers(log: &Log) -> Vec<String> {
@@ -254,7 +254,7 @@ fn a_stop_mid_epoch_ends_the_epoch_without_its_end_events_and_runs_after_train()
             "B:after_train e1 g3 l3"
         ]
     );
-    assert_eq!(report.stop_reason.as_deref(), Some("enough"));
+    assert_eq!(report.outcome, Outcome::Stopped("enough".into()));
     assert_eq!(report.counters.global_step(), 3);
 }
 

@@ -2,17 +2,22 @@
 //! epoch, a learning-rate schedule and checkpoints.
 //!
 //! `cargo run --release` (from the workspace root), or with options:
-//! `cargo run --release -p stoker-examples --bin digits -- --log-dir DIR --epochs N --device cpu|wgpu`.
+//! `cargo run --release -p stoker-examples --bin digits -- --log-dir DIR --epochs N --device cpu|wgpu
+//! [--resume]`. With `--resume`, a run continues from the log directory's latest complete
+//! checkpoint. Ctrl-C stops at the next step boundary after writing a checkpoint (exit status 130);
+//! a second Ctrl-C exits at once.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
+use stoker::Outcome;
 use stoker_examples::{DigitsConfig, train_digits};
 
 fn main() -> ExitCode {
     let mut log_dir = String::from("train_log/digits");
     let mut epochs = None;
     let mut device = String::from("cpu");
+    let mut resume = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().unwrap_or_else(|| usage(&format!("{name} needs a value")));
@@ -24,6 +29,7 @@ fn main() -> ExitCode {
                 )
             }
             "--device" => device = value("--device"),
+            "--resume" => resume = true,
             "-h" | "--help" => usage(""),
             other => usage(&format!("unknown argument `{other}`")),
         }
@@ -33,11 +39,22 @@ fn main() -> ExitCode {
         Err(error) => usage(&error.to_string()),
     };
     let mut config = DigitsConfig::new(&log_dir, device);
+    config.resume = resume;
     if let Some(epochs) = epochs {
         config.epochs = epochs;
     }
     let start = Instant::now();
     match train_digits(&config) {
+        Ok((report, _)) if matches!(report.outcome, Outcome::Interrupted { .. }) => {
+            let Outcome::Interrupted { signal, checkpoint } = &report.outcome else { unreachable!() };
+            let at = checkpoint.as_ref().map_or("nowhere".into(), |c| c.display().to_string());
+            println!(
+                "interrupted by {signal} at epoch {} (global step {}); checkpoint in {at}; continue with --resume",
+                report.counters.epoch_num(),
+                report.counters.global_step()
+            );
+            ExitCode::from(130)
+        }
         Ok((report, error)) => {
             println!(
                 "trained {} epochs ({} steps) in {:.1} s; validation accuracy {:.2}%",
@@ -62,6 +79,6 @@ fn usage(problem: &str) -> ! {
     if !problem.is_empty() {
         eprintln!("error: {problem}");
     }
-    eprintln!("usage: digits [--log-dir DIR] [--epochs N] [--device cpu|wgpu]");
+    eprintln!("usage: digits [--log-dir DIR] [--epochs N] [--device cpu|wgpu] [--resume]");
     std::process::exit(if problem.is_empty() { 0 } else { 2 })
 }

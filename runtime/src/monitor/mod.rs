@@ -4,8 +4,9 @@
 //! A writer is a [`MonitorSink`] running on a thread of its own; its callback
 //! ([`TensorBoardWriter`], [`JsonWriter`], [`ScalarPrinter`]) registers it at setup. Records put
 //! during an event reach the writers in one batch when the event ends; the end of every epoch
-//! (after every callback's `trigger_epoch`) reaches them as [`MonitorSink::end_epoch`]; the
-//! trainer closes and joins them after `after_train`, also after an error or a panic.
+//! (after every callback's `trigger_epoch`) reaches them as [`MonitorSink::end_epoch`] with the
+//! epoch's [`EpochStats`]; the trainer closes and joins them after `after_train`, also after an
+//! error or a panic. The history and the per-epoch statistics are part of every checkpoint.
 
 mod json;
 mod png;
@@ -22,7 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use json::{JsonSink, JsonWriter};
 pub use png::encode_png;
 pub use printer::{PrinterSink, ScalarPrinter};
-pub use record::{Histogram, Image, Record, Value};
+pub use record::{EpochStats, Histogram, Image, Record, Value};
 pub use tensorboard::TensorBoardSink;
 
 use crate::callback::Context;
@@ -34,9 +35,11 @@ pub trait MonitorSink: Send + 'static {
     fn name(&self) -> &str;
     /// Write a batch of records.
     fn write(&mut self, records: &[Record]) -> std::io::Result<()>;
-    /// Every record of epoch `epoch_num` has been written.
-    fn end_epoch(&mut self, epoch_num: u64, global_step: u64) -> std::io::Result<()> {
-        let _ = (epoch_num, global_step);
+    /// Every record of an epoch has been written; `stats` holds the last value of each scalar
+    /// put during it (sent only when some scalar was put). After `after_train`, the scalars put
+    /// since the last epoch ended arrive the same way.
+    fn end_epoch(&mut self, stats: &EpochStats) -> std::io::Result<()> {
+        let _ = stats;
         Ok(())
     }
     /// Push what is buffered to the operating system.
@@ -49,7 +52,7 @@ pub trait MonitorSink: Send + 'static {
 
 enum Message {
     Records(Arc<[Record]>),
-    EndEpoch(u64, u64),
+    EndEpoch(Arc<EpochStats>),
 }
 
 struct SinkThread {
@@ -58,9 +61,13 @@ struct SinkThread {
     handle: JoinHandle<std::result::Result<(), String>>,
 }
 
-/// The monitors of a run: the history of scalars and the writers.
+/// The monitors of a run: the history of scalars, the statistics of each epoch (what
+/// `stats.json` holds), and the writers.
 pub struct Monitors {
     history: BTreeMap<Arc<str>, Vec<(u64, f64)>>,
+    epochs: Vec<EpochStats>,
+    current: BTreeMap<Arc<str>, f64>,
+    resumed: bool,
     pending: Vec<Record>,
     sinks: Vec<SinkThread>,
     pub(crate) global_step: u64,
@@ -87,6 +94,9 @@ impl Monitors {
     pub fn new() -> Self {
         Monitors {
             history: BTreeMap::new(),
+            epochs: Vec::new(),
+            current: BTreeMap::new(),
+            resumed: false,
             pending: Vec::new(),
             sinks: Vec::new(),
             global_step: 0,
@@ -116,6 +126,7 @@ impl Monitors {
     pub fn put_scalar(&mut self, name: &str, value: f64) {
         let key = self.key(name);
         self.history.entry(key.clone()).or_default().push((self.global_step, value));
+        self.current.insert(key.clone(), value);
         self.push(key, Value::Scalar(value));
     }
 
@@ -152,6 +163,90 @@ impl Monitors {
         self.history.keys().map(|k| &**k)
     }
 
+    /// The statistics of every finished epoch, oldest first (what `stats.json` holds), including
+    /// the epochs of the runs a resumed run continues.
+    pub fn epoch_stats(&self) -> &[EpochStats] {
+        &self.epochs
+    }
+
+    /// Whether the history was restored from a checkpoint (the run is a resumed one).
+    pub fn is_resumed(&self) -> bool {
+        self.resumed
+    }
+
+    /// The history, the finished epochs' statistics and the current epoch's scalars, as JSON for
+    /// a checkpoint. Non-finite values are kept (as the strings `"NaN"`, `"inf"`, `"-inf"`).
+    pub(crate) fn save_state(&self) -> serde_json::Value {
+        use serde_json::{Map, Value as Json};
+        let history: Map<String, Json> = self
+            .history
+            .iter()
+            .map(|(name, values)| {
+                let pairs = values.iter().map(|&(step, v)| Json::Array(vec![step.into(), json_f64(v)]));
+                (name.to_string(), Json::Array(pairs.collect()))
+            })
+            .collect();
+        let scalars = |map: &mut dyn Iterator<Item = (&str, f64)>| -> Json {
+            Json::Object(map.map(|(k, v)| (k.to_string(), json_f64(v))).collect())
+        };
+        let epochs: Vec<Json> = self
+            .epochs
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "epoch_num": e.epoch_num,
+                    "global_step": e.global_step,
+                    "scalars": scalars(&mut e.scalars.iter().map(|(k, &v)| (k.as_str(), v))),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "history": history,
+            "epochs": epochs,
+            "current": scalars(&mut self.current.iter().map(|(k, &v)| (&**k, v))),
+        })
+    }
+
+    /// Restore what [`save_state`](Self::save_state) saved.
+    pub(crate) fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
+        let bad = |what: &str| Error::Checkpoint(format!("the monitors' state is malformed: {what}"));
+        let object = |v: &serde_json::Value, what: &str| v.as_object().cloned().ok_or_else(|| bad(what));
+        let mut history = BTreeMap::new();
+        for (name, values) in object(&state["history"], "history")? {
+            let values = values.as_array().ok_or_else(|| bad(&name))?;
+            let mut pairs = Vec::with_capacity(values.len());
+            for pair in values {
+                let step = pair.get(0).and_then(serde_json::Value::as_u64).ok_or_else(|| bad(&name))?;
+                let value = pair.get(1).and_then(parse_f64).ok_or_else(|| bad(&name))?;
+                pairs.push((step, value));
+            }
+            history.insert(Arc::from(name.as_str()), pairs);
+        }
+        let scalars = |v: &serde_json::Value, what: &str| -> Result<BTreeMap<String, f64>> {
+            object(v, what)?.iter().map(|(k, v)| Ok((k.clone(), parse_f64(v).ok_or_else(|| bad(k))?))).collect()
+        };
+        let mut epochs = Vec::new();
+        for entry in state["epochs"].as_array().ok_or_else(|| bad("epochs"))? {
+            epochs.push(EpochStats {
+                epoch_num: entry["epoch_num"].as_u64().ok_or_else(|| bad("epoch_num"))?,
+                global_step: entry["global_step"].as_u64().ok_or_else(|| bad("global_step"))?,
+                scalars: scalars(&entry["scalars"], "scalars")?,
+            });
+        }
+        let current = scalars(&state["current"], "current")?;
+        self.current = current
+            .into_iter()
+            .map(|(name, v)| {
+                let key = history.get_key_value(name.as_str()).map_or_else(|| Arc::from(name.as_str()), |(k, _)| Arc::clone(k));
+                (key, v)
+            })
+            .collect();
+        self.history = history;
+        self.epochs = epochs;
+        self.resumed = true;
+        Ok(())
+    }
+
     /// Start a writer on its own thread; every record put from now on reaches it.
     pub fn add_sink(&mut self, sink: impl MonitorSink) {
         let name = sink.name().to_string();
@@ -181,17 +276,25 @@ impl Monitors {
         }
     }
 
-    /// Tell every writer that the epoch ended.
+    /// Tell every writer that the epoch ended, with the epoch's statistics.
     pub(crate) fn end_epoch(&mut self) {
         self.publish();
+        if self.current.is_empty() {
+            return;
+        }
+        let scalars = std::mem::take(&mut self.current).into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        let stats = EpochStats { epoch_num: self.epoch_num, global_step: self.global_step, scalars };
+        self.epochs.push(stats.clone());
+        let stats = Arc::new(stats);
         for sink in &self.sinks {
-            let _ = sink.sender.send(Message::EndEpoch(self.epoch_num, self.global_step));
+            let _ = sink.sender.send(Message::EndEpoch(stats.clone()));
         }
     }
 
-    /// Send what waits, stop every writer and wait for it to finish writing.
+    /// Send what waits (the scalars put since the last epoch ended as a last [`EpochStats`]),
+    /// stop every writer and wait for it to finish writing.
     pub(crate) fn close(&mut self) -> Result<()> {
-        self.publish();
+        self.end_epoch();
         let mut errors = Vec::new();
         for sink in self.sinks.drain(..) {
             drop(sink.sender);
@@ -235,11 +338,38 @@ fn run_sink(mut sink: impl MonitorSink, receiver: Receiver<Message>) -> std::res
     while let Ok(message) = receiver.recv() {
         note(match message {
             Message::Records(records) => sink.write(&records).and_then(|()| sink.flush()),
-            Message::EndEpoch(epoch, step) => sink.end_epoch(epoch, step),
+            Message::EndEpoch(stats) => sink.end_epoch(&stats),
         });
     }
     note(sink.close());
     first_error.map_or(Ok(()), Err)
+}
+
+/// A finite value as a JSON number; NaN and the infinities as strings (JSON has no number for them).
+pub(crate) fn json_f64(v: f64) -> serde_json::Value {
+    if v.is_finite() {
+        serde_json::Value::from(v)
+    } else if v.is_nan() {
+        "NaN".into()
+    } else if v > 0.0 {
+        "inf".into()
+    } else {
+        "-inf".into()
+    }
+}
+
+/// The reverse of [`json_f64`].
+pub(crate) fn parse_f64(v: &serde_json::Value) -> Option<f64> {
+    match v {
+        serde_json::Value::Number(n) => n.as_f64(),
+        serde_json::Value::String(s) => match s.as_str() {
+            "NaN" => Some(f64::NAN),
+            "inf" => Some(f64::INFINITY),
+            "-inf" => Some(f64::NEG_INFINITY),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 impl Histogram {

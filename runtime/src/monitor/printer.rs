@@ -1,11 +1,10 @@
 //! Prints scalars to the terminal, filtered by regular expressions.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 
 use regex_lite::Regex;
 
-use super::{MonitorSink, Record, Value};
+use super::{EpochStats, MonitorSink, Record, Value};
 use crate::callback::Context;
 use crate::error::{Error, Result};
 
@@ -65,7 +64,6 @@ impl ScalarPrinter {
             enable_epoch: self.enable_epoch,
             whitelist: self.whitelist.as_deref().map(compile).transpose()?,
             blacklist: compile(&self.blacklist)?,
-            epoch: BTreeMap::new(),
             out,
         })
     }
@@ -87,7 +85,6 @@ pub struct PrinterSink {
     enable_epoch: bool,
     whitelist: Option<Vec<Regex>>,
     blacklist: Vec<Regex>,
-    epoch: BTreeMap<String, f64>,
     out: Box<dyn Write + Send>,
 }
 
@@ -127,20 +124,18 @@ impl MonitorSink for PrinterSink {
             if self.enable_step {
                 writeln!(self.out, "[step {}] {}: {}", record.global_step, record.name, format_scalar(v))?;
             }
-            if self.enable_epoch {
-                self.epoch.insert(record.name.to_string(), v);
-            }
         }
         Ok(())
     }
 
-    fn end_epoch(&mut self, epoch_num: u64, global_step: u64) -> std::io::Result<()> {
-        if self.epoch.is_empty() {
+    fn end_epoch(&mut self, stats: &EpochStats) -> std::io::Result<()> {
+        let shown: Vec<(&String, &f64)> = stats.scalars.iter().filter(|(name, _)| self.allowed(name)).collect();
+        if !self.enable_epoch || shown.is_empty() {
             return Ok(());
         }
-        writeln!(self.out, "epoch {epoch_num} (global step {global_step}):")?;
-        for (name, v) in std::mem::take(&mut self.epoch) {
-            writeln!(self.out, "  {name}: {}", format_scalar(v))?;
+        writeln!(self.out, "epoch {} (global step {}):", stats.epoch_num, stats.global_step)?;
+        for (name, v) in shown {
+            writeln!(self.out, "  {name}: {}", format_scalar(*v))?;
         }
         self.out.flush()
     }

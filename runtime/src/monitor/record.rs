@@ -62,3 +62,15 @@ pub struct Record {
     /// Seconds since the Unix epoch when it was put.
     pub wall_time: f64,
 }
+
+/// The scalars of one epoch, as a line of `stats.json`: the last value of each scalar put during
+/// the epoch, with the counters when it ended.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EpochStats {
+    /// The epoch (1-based).
+    pub epoch_num: u64,
+    /// The global step when the epoch ended.
+    pub global_step: u64,
+    /// Each scalar's last value in the epoch, by name.
+    pub scalars: std::collections::BTreeMap<String, f64>,
+}

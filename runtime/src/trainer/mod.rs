@@ -1,4 +1,8 @@
-//! The training loop: burn's step wrapped in tensorpack's callback lifecycle.
+//! The training loop: burn's step wrapped in tensorpack's callback lifecycle, with checkpoints,
+//! resume and graceful interrupts.
+
+mod interrupt;
+mod resume;
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
@@ -16,7 +20,10 @@ use crate::error::{Error, Result};
 use crate::fetch::{FetchPlan, OutputTensor, Outputs};
 use crate::monitor::{JsonWriter, Monitors, ScalarPrinter, TensorBoardWriter};
 use crate::param::HyperParams;
+use crate::saver::{Checkpoint, KeepPolicy};
 use crate::track::ProgressBar;
+use interrupt::{SignalGuard, signal_name};
+use resume::{Boundary, DataPosition, Restored};
 
 /// Training data: anything that yields batches, epoch after epoch.
 pub trait TrainData {
@@ -152,13 +159,30 @@ impl DefaultCallbacks {
     }
 }
 
+/// Why a run that returned `Ok` ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Every epoch up to `max_epoch` ran.
+    Finished,
+    /// A callback asked to stop (tensorpack's `StopTraining`), for this reason.
+    Stopped(String),
+    /// SIGINT or SIGTERM stopped training at a step boundary; a checkpoint was written there
+    /// (resume from it with [`Trainer::auto_resume`]).
+    Interrupted {
+        /// `"SIGINT"` or `"SIGTERM"`.
+        signal: String,
+        /// The checkpoint written when the signal was handled.
+        checkpoint: Option<PathBuf>,
+    },
+}
+
 /// How a run ended, and the trained model.
 #[derive(Debug)]
 pub struct TrainReport<M> {
     /// The model after the last step.
     pub model: M,
-    /// Why training stopped early, if a callback asked it to.
-    pub stop_reason: Option<String>,
+    /// Why the run ended.
+    pub outcome: Outcome,
     /// The counters at the end.
     pub counters: Counters,
     /// Device-to-host transfers made for fetches during the run.
@@ -177,6 +201,7 @@ pub struct TrainReport<M> {
 /// let batches = vec![(Tensor::<2>::ones([8, 4], &device), Tensor::<2>::zeros([8, 1], &device))];
 /// let report = Trainer::new(model, AdamConfig::new().init(), batches)
 ///     .max_epoch(3)
+///     .auto_resume(true)
 ///     .log_dir("train_log/linear")
 ///     .train(|model: &Linear, (x, y): (Tensor<2>, Tensor<2>), _step: &mut Step<'_>| {
 ///         (model.forward(x) - y).powi_scalar(2).mean()
@@ -194,7 +219,17 @@ pub struct Trainer<M, D, C = (), K = ()> {
     steps_per_epoch: Option<u64>,
     log_dir: PathBuf,
     hyper: HyperParams,
+    resume: Resume,
+    handle_signals: bool,
     marker: PhantomData<fn() -> K>,
+}
+
+/// Where a run resumes from.
+#[derive(Debug, Clone)]
+enum Resume {
+    Fresh,
+    From(PathBuf),
+    Auto,
 }
 
 impl<M: Module, D: TrainData> Trainer<M, D, (), ()> {
@@ -212,6 +247,8 @@ impl<M: Module, D: TrainData> Trainer<M, D, (), ()> {
             steps_per_epoch: None,
             log_dir: PathBuf::from("train_log"),
             hyper: HyperParams::new(1e-3),
+            resume: Resume::Fresh,
+            handle_signals: true,
             marker: PhantomData,
         }
     }
@@ -231,6 +268,8 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             steps_per_epoch: self.steps_per_epoch,
             log_dir: self.log_dir,
             hyper: self.hyper,
+            resume: self.resume,
+            handle_signals: self.handle_signals,
             marker: PhantomData,
         }
     }
@@ -270,6 +309,34 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         self.hyper.register(name, value);
         self
     }
+    /// Resume from the latest complete checkpoint under `path` — a log directory, its
+    /// `checkpoints` folder, or one checkpoint's folder. Restored: the model's weights, the
+    /// optimizer's state, the counters and the position in the data (the same data, seeded the
+    /// same way, continues in the same order), every hyper-parameter, every stateful callback's
+    /// state (after its `setup`, before `before_train`) and the monitors' history; `stats.json` is
+    /// rewritten from the checkpoint and continued. A checkpoint that fails verification is
+    /// reported and the one before it is used; no usable checkpoint is an error.
+    ///
+    /// Random operations inside the step (dropout) draw from the backend's generator, which burn
+    /// does not expose: seed it to repeat them.
+    pub fn resume_from(mut self, path: impl Into<PathBuf>) -> Self {
+        self.resume = Resume::From(path.into());
+        self
+    }
+    /// Resume from the log directory's latest complete checkpoint when there is one, as
+    /// [`resume_from`](Self::resume_from) does; start afresh when there is none.
+    pub fn auto_resume(mut self, enable: bool) -> Self {
+        self.resume = if enable { Resume::Auto } else { Resume::Fresh };
+        self
+    }
+    /// Whether SIGINT and SIGTERM stop training gracefully (on by default): at the next step
+    /// boundary a checkpoint is written, `after_train` runs everywhere, the monitors are flushed
+    /// and the run returns [`Outcome::Interrupted`]; a second signal exits at once. While no
+    /// trainer runs, the signals act as they did before.
+    pub fn handle_signals(mut self, enable: bool) -> Self {
+        self.handle_signals = enable;
+        self
+    }
 
     /// Train: run the callbacks' lifecycle around `step`, which computes the loss of one batch
     /// (and may put named outputs). Returns the trained model, or the first error; `after_train`
@@ -279,8 +346,8 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         F: FnMut(&M, D::Batch, &mut Step<'_>) -> Tensor<1>,
     {
         let Trainer {
-            model,
-            optimizer,
+            mut model,
+            mut optimizer,
             data,
             callbacks,
             defaults,
@@ -288,36 +355,60 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             starting_epoch,
             steps_per_epoch,
             log_dir,
-            hyper,
+            mut hyper,
+            resume,
+            handle_signals,
             marker: _,
         } = self;
-        if starting_epoch == 0 || starting_epoch > max_epoch.max(1) {
+        let checkpoint = match &resume {
+            Resume::Fresh => None,
+            Resume::Auto => Checkpoint::latest(&log_dir)?,
+            Resume::From(path) => Some(Checkpoint::latest(path)?.ok_or_else(|| {
+                Error::Checkpoint(format!("no checkpoint to resume from in {}", path.display()))
+            })?),
+        };
+        let mut counters = Counters {
+            epoch_num: starting_epoch - 1,
+            global_step: 0,
+            local_step: 0,
+            starting_epoch,
+            max_epoch,
+            steps_per_epoch: steps_per_epoch.unwrap_or(0),
+        };
+        let mut restored = None;
+        if let Some(checkpoint) = &checkpoint {
+            let r = Restored::read(checkpoint, &mut model, &mut optimizer, &mut hyper, &mut counters)?;
+            restored = Some(r);
+        } else if starting_epoch == 0 || starting_epoch > max_epoch.max(1) {
             return Err(Error::msg(format!(
                 "starting_epoch must be between 1 and max_epoch ({max_epoch}), not {starting_epoch}"
             )));
         }
+        let signals = if handle_signals {
+            Some(SignalGuard::install().map_err(|e| Error::msg(format!("handling SIGINT and SIGTERM: {e}")))?)
+        } else {
+            None
+        };
         let mut run = Run::new(
             (defaults, callbacks),
             TrainState {
-                counters: Counters {
-                    epoch_num: starting_epoch - 1,
-                    global_step: 0,
-                    local_step: 0,
-                    starting_epoch,
-                    max_epoch,
-                    steps_per_epoch: steps_per_epoch.unwrap_or(0),
-                },
+                counters,
                 model: Some(model),
                 optimizer,
                 hyper,
                 monitors: Monitors::new(),
                 control: Control::default(),
                 log_dir,
+                checkpoint_policy: KeepPolicy::default(),
             },
         )?;
+        run.signals = signals;
+        if let Some(restored) = restored {
+            run.restore(restored)?;
+        }
         let outcome = {
             let mut step = step;
-            catch_unwind(AssertUnwindSafe(|| run.main_loop(&data, &mut step, steps_per_epoch)))
+            catch_unwind(AssertUnwindSafe(|| run.main_loop(&data, &mut step)))
         };
         let result = match outcome {
             Ok(result) => result,
@@ -327,10 +418,15 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         let closed = run.state.monitors.close();
         let result = result.and(after).and(closed);
         let model = run.state.model.take();
+        let outcome = match (run.interrupted.take(), run.state.control.stop.take()) {
+            (Some(signal), _) => Outcome::Interrupted { signal, checkpoint: run.last_checkpoint.clone() },
+            (None, Some(reason)) => Outcome::Stopped(reason),
+            (None, None) => Outcome::Finished,
+        };
         match (result, model) {
             (Ok(()), Some(model)) => Ok(TrainReport {
                 model,
-                stop_reason: run.state.control.stop.take(),
+                outcome,
                 counters: run.state.counters,
                 fetch_transfers: run.plan.transfers(),
             }),
@@ -361,6 +457,17 @@ struct Run<M, C, K> {
     phase: Phase,
     /// How many callbacks (in `order`) had their setup attempted.
     set_up: usize,
+    /// Passes started over the training data, batches taken from the current one.
+    data_position: DataPosition,
+    /// What a resumed run still has to restore or replay once the callbacks are set up.
+    resumed: Option<Restored>,
+    /// The local step the first epoch starts at (a run resumed in the middle of an epoch).
+    first_local_step: u64,
+    signals: Option<SignalGuard>,
+    /// The signal that stopped training.
+    interrupted: Option<String>,
+    /// The last complete checkpoint written or resumed from.
+    last_checkpoint: Option<PathBuf>,
     marker: PhantomData<fn() -> K>,
 }
 
@@ -401,6 +508,12 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             outputs: Outputs::new(),
             phase: Phase::Trainer,
             set_up: 0,
+            data_position: DataPosition::default(),
+            resumed: None,
+            first_local_step: 0,
+            signals: None,
+            interrupted: None,
+            last_checkpoint: None,
             marker: PhantomData,
         })
     }
@@ -427,7 +540,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         )
     }
 
-    fn main_loop<D, F>(&mut self, data: &D, step: &mut F, steps_per_epoch: Option<u64>) -> Result<()>
+    fn main_loop<D, F>(&mut self, data: &D, step: &mut F) -> Result<()>
     where
         D: TrainData,
         F: FnMut(&M, D::Batch, &mut Step<'_>) -> Tensor<1>,
@@ -444,16 +557,39 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 .map_err(|e| wrap(&self.names[i], "setup", e))?;
         }
         self.phase = Phase::Trainer;
+        self.load_callback_states()?;
         self.state.monitors.publish();
 
-        // The first pass starts now: its first batch tells the number of steps per epoch.
+        // The first pass starts now (a resumed run replays the passes and batches it had taken):
+        // its first batch tells the number of steps per epoch.
         self.phase = Phase::Data;
+        let target = self.resumed.take().map(|r| r.data_position);
         let mut pass = data.pass();
+        self.data_position = DataPosition { passes: 1, batches: 0 };
+        if let Some(target) = target {
+            for _ in 1..target.passes {
+                pass = data.pass();
+                self.data_position.passes += 1;
+            }
+            while self.data_position.batches < target.batches {
+                match pass.next_batch() {
+                    Some(batch) => drop(batch?),
+                    None => break,
+                }
+                self.data_position.batches += 1;
+            }
+        }
         let mut first = pass.next_batch().transpose()?;
+        if first.is_none() && self.data_position.batches > 0 {
+            pass = data.pass();
+            self.data_position = DataPosition { passes: self.data_position.passes + 1, batches: 0 };
+            first = pass.next_batch().transpose()?;
+        }
         if first.is_none() {
             return Err(Error::Data("the training data produced no batch".into()));
         }
-        if steps_per_epoch.is_none() {
+        self.data_position.batches += 1;
+        if self.state.counters.steps_per_epoch == 0 {
             self.state.counters.steps_per_epoch = pass.batches_hint().unwrap_or(0);
         }
         if self.state.counters.steps_per_epoch == 0 {
@@ -464,13 +600,15 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         self.phase = Phase::Trainer;
 
         self.deliver(Event::BeforeTrain)?;
+        self.boundary(Boundary::BeforeTrain)?;
         let mut names_checked = false;
         let max_epoch = self.state.counters.max_epoch;
         let mut epoch = self.state.counters.starting_epoch;
+        let mut local_step = self.first_local_step;
         while epoch <= max_epoch && self.state.control.stop.is_none() {
             let counters = &mut self.state.counters;
             counters.epoch_num = epoch;
-            counters.local_step = 0;
+            counters.local_step = std::mem::take(&mut local_step);
             self.state.monitors.epoch_num = epoch;
             self.deliver(Event::BeforeEpoch)?;
             let steps = self.state.counters.steps_per_epoch;
@@ -481,15 +619,21 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 self.phase = Phase::Data;
                 let batch = match first.take() {
                     Some(batch) => batch,
-                    None => match pass.next_batch() {
-                        Some(batch) => batch?,
-                        None => {
-                            pass = data.pass();
-                            pass.next_batch().ok_or_else(|| {
-                                Error::Data("the training data produced no batch in a new pass".into())
-                            })??
-                        }
-                    },
+                    None => {
+                        let next = match pass.next_batch() {
+                            Some(batch) => batch?,
+                            None => {
+                                pass = data.pass();
+                                self.data_position =
+                                    DataPosition { passes: self.data_position.passes + 1, batches: 0 };
+                                pass.next_batch().ok_or_else(|| {
+                                    Error::Data("the training data produced no batch in a new pass".into())
+                                })??
+                            }
+                        };
+                        self.data_position.batches += 1;
+                        next
+                    }
                 };
                 self.phase = Phase::Trainer;
                 let mut mask = 0;
@@ -517,6 +661,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                     Event::AfterStep(values),
                 )?;
                 self.deliver(Event::TriggerStep)?;
+                self.boundary(Boundary::Step)?;
             }
             self.state.control.skip_epoch = false;
             if self.state.control.stop.is_some() {
@@ -525,9 +670,39 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             self.deliver(Event::AfterEpoch)?;
             self.deliver(Event::TriggerEpoch)?;
             self.state.monitors.end_epoch();
+            self.boundary(Boundary::EpochEnd)?;
             epoch += 1;
         }
         Ok(())
+    }
+
+    /// Between steps: notice a signal, and write the checkpoint some callback asked for. Costs a
+    /// relaxed atomic load and two tests when there is nothing to do.
+    #[inline]
+    fn boundary(&mut self, at: Boundary) -> Result<()> {
+        if let Some(signal) = self.signals.as_ref().and_then(SignalGuard::received)
+            && self.interrupted.is_none()
+        {
+            self.on_signal(signal);
+        }
+        if self.state.control.checkpoint.is_some() || !self.state.control.copies.is_empty() {
+            self.write_checkpoint(at)?;
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn on_signal(&mut self, signal: i32) {
+        let name = signal_name(signal);
+        eprintln!(
+            "stoker: {name} received: stopping at this step boundary after writing a checkpoint; {name} again exits at once"
+        );
+        let policy = self.state.checkpoint_policy;
+        self.state.control.checkpoint.get_or_insert(policy);
+        if self.state.control.stop.is_none() {
+            self.state.control.stop = Some(format!("interrupted by {name}"));
+        }
+        self.interrupted = Some(name);
     }
 
     /// One step: the user's forward and loss, backward, the optimizer.

@@ -1,0 +1,67 @@
+//! Debugging callbacks: numerics checks.
+
+use crate::callback::{Callback, Context};
+use crate::error::{Error, Result};
+use crate::fetch::{Fetch, Fetched};
+
+/// Stops training with [`Error::NonFinite`] at the first step whose loss is NaN or infinite
+/// (Keras's `TerminateOnNaN`, tensorpack's `CheckNumerics` on the loss), before `trigger_step`:
+/// no checkpoint is written from that step. It fetches the loss every `every_k_steps` steps (every
+/// step by default): one device-to-host transfer of one number, shared with any other fetch.
+///
+/// Without it, the trainer still refuses to write a checkpoint of a non-finite loss or
+/// non-finite weights (it checks them when a checkpoint is due), so a run that diverged stops at
+/// its next checkpoint at the latest.
+///
+/// ```
+/// use stoker::debug::TerminateOnNaN;
+/// let check = TerminateOnNaN::new().every_k_steps(10);
+/// # let _ = check;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TerminateOnNaN {
+    every_k_steps: u64,
+}
+
+impl Default for TerminateOnNaN {
+    fn default() -> Self {
+        TerminateOnNaN::new()
+    }
+}
+
+impl TerminateOnNaN {
+    /// Check every step.
+    pub fn new() -> Self {
+        TerminateOnNaN { every_k_steps: 1 }
+    }
+    /// Check every `k` steps instead (at least 1).
+    pub fn every_k_steps(mut self, k: u64) -> Self {
+        self.every_k_steps = k.max(1);
+        self
+    }
+}
+
+static LOSS: [Fetch; 1] = [Fetch::host("loss")];
+
+impl<M> Callback<M> for TerminateOnNaN {
+    fn fetches(&self) -> &[Fetch] {
+        &LOSS
+    }
+    fn wants_fetch(&self, counters: &crate::Counters) -> bool {
+        counters.next_step().is_multiple_of(self.every_k_steps)
+    }
+    fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
+        if !ctx.global_step().is_multiple_of(self.every_k_steps) {
+            return Ok(());
+        }
+        let (loss, _) = values.host("loss")?;
+        if let Some(bad) = loss.iter().find(|v| !v.is_finite()) {
+            return Err(Error::NonFinite(format!(
+                "the loss is {bad} at global step {} (epoch {}): training stopped before this step's checkpoint",
+                ctx.global_step(),
+                ctx.epoch_num()
+            )));
+        }
+        Ok(())
+    }
+}

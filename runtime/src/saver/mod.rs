@@ -1,0 +1,215 @@
+//! Checkpoints that lose nothing: the model in burn's own format, the optimizer's state, the
+//! trainer's counters and data position, every hyper-parameter, every stateful callback's state
+//! and the monitors' history, written atomically and verified when read (see [`checkpoint`] for
+//! the layout). [`ModelSaver`] writes them; [`MinSaver`] / [`MaxSaver`] keep a copy of the best;
+//! [`Trainer::resume_from`](crate::Trainer::resume_from) and
+//! [`Trainer::auto_resume`](crate::Trainer::auto_resume) continue a run from them.
+
+pub mod checkpoint;
+
+use std::borrow::Cow;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::Path;
+
+pub use checkpoint::{Checkpoint, KeepPolicy};
+
+use crate::callback::{Callback, Context};
+use crate::error::{Error, Result};
+use crate::monitor::{json_f64, parse_f64};
+
+/// Write `bytes` to `path` atomically: a temporary file beside it, synced, then renamed over
+/// `path`, then the directory synced. A crash at any moment leaves the old file or the new one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(".tmp");
+    let tmp = path.with_file_name(tmp_name);
+    {
+        let mut file = File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// Sync a directory so that a rename inside it survives a crash.
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    match File::open(dir) {
+        Ok(d) => d.sync_all().or(Ok(())),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes a checkpoint when triggered — every epoch by default, or at another period under
+/// [`PeriodicTrigger`](crate::PeriodicTrigger) / `#[every_k_epochs]` — into
+/// `<log dir>/checkpoints/step-<global_step>/` (tensorpack's `ModelSaver`), keeping the last
+/// `max_to_keep` and, with [`keep_every_n_hours`](Self::keep_every_n_hours), one per that many
+/// hours forever.
+///
+/// The checkpoint is written once every callback has handled the event that asked for it (after
+/// the epoch's `trigger_epoch` and the epoch's statistics), so that it holds every callback's
+/// state as of that moment. See [`checkpoint`] for what it holds and how it is written.
+///
+/// ```
+/// use stoker::prelude::*;
+/// // Every second epoch, keeping the last 3 and one per 6 hours.
+/// let saver = PeriodicTrigger::new(ModelSaver::new(3).keep_every_n_hours(6.0)).every_k_epochs(2);
+/// # let _ = saver;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelSaver {
+    policy: KeepPolicy,
+}
+
+impl Default for ModelSaver {
+    fn default() -> Self {
+        ModelSaver::new(10)
+    }
+}
+
+impl ModelSaver {
+    /// Keep the `max_to_keep` most recent checkpoints (at least 1).
+    pub fn new(max_to_keep: usize) -> Self {
+        ModelSaver { policy: KeepPolicy { max_to_keep: max_to_keep.max(1), keep_every_n_hours: None } }
+    }
+    /// Also keep forever one checkpoint per `hours` hours of training (tensorpack's
+    /// `keep_checkpoint_every_n_hours`; fractions of an hour are fine).
+    pub fn keep_every_n_hours(mut self, hours: f64) -> Self {
+        self.policy.keep_every_n_hours = Some(hours);
+        self
+    }
+    /// What this saver keeps.
+    pub fn policy(&self) -> KeepPolicy {
+        self.policy
+    }
+}
+
+impl<M> Callback<M> for ModelSaver {
+    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if !(self.policy.keep_every_n_hours.is_none_or(|h| h > 0.0)) {
+            return Err(Error::msg(format!(
+                "ModelSaver: keep_every_n_hours must be positive, not {:?}",
+                self.policy.keep_every_n_hours
+            )));
+        }
+        ctx.state.checkpoint_policy = self.policy;
+        let root = ctx.log_dir().join(checkpoint::CHECKPOINT_DIR);
+        std::fs::create_dir_all(&root).map_err(|e| Error::io(&root, e))
+    }
+
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        ctx.request_checkpoint(self.policy);
+        Ok(())
+    }
+}
+
+/// Keeps a copy of the checkpoint with the lowest (`MinSaver`) or highest (`MaxSaver`) value of a
+/// monitored statistic, in `<log dir>/checkpoints/min-<statistic>/` (or `max-`), tensorpack's
+/// `MinSaver` / `MaxSaver`. The copy is a complete checkpoint: resume from it, or load its
+/// `model.bpk` with plain burn.
+///
+/// At each trigger (every epoch by default) it reads the statistic's latest value from the
+/// monitors: order it after the callback that puts the statistic (`#[order(after =
+/// InferenceRunner)]`). Its best value so far is callback state: it survives a resume, so a
+/// resumed run does not overwrite a better copy with a worse one.
+///
+/// ```
+/// use stoker::prelude::*;
+/// use stoker::saver::{MaxSaver, MinSaver};
+/// let best_error = MinSaver::new("validation_error");
+/// let best_accuracy = MaxSaver::new("validation_accuracy").copy_name("best-accuracy");
+/// # let _ = (best_error, best_accuracy);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct BestSaver<const MAX: bool> {
+    statistic: String,
+    copy_name: Option<String>,
+    best: Option<f64>,
+    warned: bool,
+}
+
+/// [`BestSaver`] keeping the lowest value.
+pub type MinSaver = BestSaver<false>;
+/// [`BestSaver`] keeping the highest value.
+pub type MaxSaver = BestSaver<true>;
+
+impl<const MAX: bool> BestSaver<MAX> {
+    /// Watch the monitored scalar `statistic`.
+    pub fn new(statistic: impl Into<String>) -> Self {
+        BestSaver { statistic: statistic.into(), copy_name: None, best: None, warned: false }
+    }
+    /// The copy's folder name inside `checkpoints/` (default `min-<statistic>` / `max-<statistic>`).
+    pub fn copy_name(mut self, name: impl Into<String>) -> Self {
+        self.copy_name = Some(name.into());
+        self
+    }
+    /// The best value seen so far.
+    pub fn best(&self) -> Option<f64> {
+        self.best
+    }
+    fn kind(&self) -> &'static str {
+        if MAX { "MaxSaver" } else { "MinSaver" }
+    }
+    fn folder(&self) -> String {
+        let prefix = if MAX { "max" } else { "min" };
+        self.copy_name.clone().unwrap_or_else(|| format!("{prefix}-{}", self.statistic))
+    }
+}
+
+impl<M, const MAX: bool> Callback<M> for BestSaver<MAX> {
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Owned(format!("{}({})", self.kind(), self.statistic))
+    }
+
+    fn save_state(&self) -> Result<Option<serde_json::Value>> {
+        Ok(Some(serde_json::json!({ "best": self.best.map(json_f64) })))
+    }
+
+    fn load_state(&mut self, state: serde_json::Value) -> Result<()> {
+        self.best = match state.get("best") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(value) => Some(parse_f64(value).ok_or_else(|| {
+                Error::Checkpoint(format!("{}({}): the saved best value {value} is not a number", self.kind(), self.statistic))
+            })?),
+        };
+        Ok(())
+    }
+
+    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let folder = self.folder();
+        if folder.is_empty() || folder.contains(['/', '\\']) || folder.starts_with("step-") || folder.starts_with('.') {
+            return Err(Error::msg(format!(
+                "{}({}): the copy's name `{folder}` must be a plain folder name, not starting with `step-` or `.`",
+                self.kind(),
+                self.statistic
+            )));
+        }
+        let _ = ctx;
+        Ok(())
+    }
+
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let Some(&(_, value)) = ctx.monitors_ref().history(&self.statistic).last() else {
+            if !self.warned {
+                self.warned = true;
+                eprintln!(
+                    "stoker: warning: {}({}): no scalar named `{}` has been put yet; order it after the callback that puts it",
+                    self.kind(),
+                    self.statistic,
+                    self.statistic
+                );
+            }
+            return Ok(());
+        };
+        if value.is_nan() {
+            return Ok(());
+        }
+        let better = self.best.is_none_or(|best| if MAX { value > best } else { value < best });
+        if better {
+            self.best = Some(value);
+            ctx.request_checkpoint_copy(self.folder());
+        }
+        Ok(())
+    }
+}

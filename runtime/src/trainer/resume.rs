@@ -1,0 +1,292 @@
+//! Writing the trainer's checkpoints and resuming from them.
+
+use std::path::PathBuf;
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::optim::ModuleOptimizer;
+use burn::store::ModuleRecord;
+use burn::tensor::{Bytes, Tensor};
+use serde_json::{Map, Value as Json};
+
+use super::{Run, wrap};
+use crate::callback::{Callbacks, Counters, StateOp};
+use crate::error::{Error, Result};
+use crate::monitor::{json_f64, parse_f64};
+use crate::param::HyperParams;
+use crate::saver::Checkpoint;
+use crate::saver::checkpoint::{self, CHECKPOINT_DIR, Content};
+
+/// Where a checkpoint is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Boundary {
+    /// After `before_train`, before the first step (the first batch is already taken).
+    BeforeTrain,
+    /// After a step's `trigger_step`.
+    Step,
+    /// After an epoch's `trigger_epoch` and its statistics.
+    EpochEnd,
+}
+
+/// How far the trainer is in its data: passes started, batches taken from the current pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct DataPosition {
+    pub(super) passes: u64,
+    pub(super) batches: u64,
+}
+
+/// What a checkpoint restores after the model, optimizer, hyper-parameters and counters.
+pub(super) struct Restored {
+    dir: PathBuf,
+    global_step: u64,
+    local_step: u64,
+    pub(super) data_position: DataPosition,
+    callbacks: Map<String, Json>,
+    monitors: Json,
+}
+
+fn malformed(checkpoint: &Checkpoint, what: &str) -> Error {
+    Error::Checkpoint(format!("checkpoint {} is malformed: {what}", checkpoint.dir().display()))
+}
+
+impl Restored {
+    /// Apply `checkpoint` to the model, the optimizer, the hyper-parameters and the counters.
+    pub(super) fn read<M: Module>(
+        checkpoint: &Checkpoint,
+        model: &mut M,
+        optimizer: &mut ModuleOptimizer,
+        hyper: &mut HyperParams,
+        counters: &mut Counters,
+    ) -> Result<Restored> {
+        let dir = checkpoint.dir().display().to_string();
+        let record = ModuleRecord::from_bytes(Bytes::from_bytes_vec(checkpoint.model.clone()))
+            .map_err(|e| Error::Checkpoint(format!("reading the model of checkpoint {dir}: {e:?}")))?;
+        *model = model.clone().try_load_record(record).map_err(|e| {
+            Error::Checkpoint(format!(
+                "loading the model of checkpoint {dir}: {e:?} (is it the same architecture as the model being trained?)"
+            ))
+        })?;
+        *optimizer = optimizer
+            .clone()
+            .from_bytes(Bytes::from_bytes_vec(checkpoint.optimizer.clone()))
+            .map_err(|e| Error::Checkpoint(format!("loading the optimizer of checkpoint {dir}: {e:?}")))?;
+
+        let trainer = &checkpoint.trainer;
+        let number = |path: &[&str]| -> Result<u64> {
+            path.iter()
+                .try_fold(trainer, |v, key| v.get(key))
+                .and_then(Json::as_u64)
+                .ok_or_else(|| malformed(checkpoint, &format!("{} is missing", path.join("."))))
+        };
+        let epoch = number(&["resume_at", "epoch"])?;
+        let local_step = number(&["resume_at", "local_step"])?;
+        let global_step = number(&["counters", "global_step"])?;
+        let saved_steps = number(&["counters", "steps_per_epoch"])?;
+        let data_position =
+            DataPosition { passes: number(&["data", "passes"])?, batches: number(&["data", "batches"])? };
+        if let Some(saved) = trainer.get("hyper_params").and_then(Json::as_object) {
+            for (name, value) in saved {
+                let value = parse_f64(value).ok_or_else(|| malformed(checkpoint, &format!("hyper-parameter {name}")))?;
+                if hyper.get(name).is_some() {
+                    hyper.set(name, value)?;
+                } else {
+                    eprintln!(
+                        "stoker: warning: checkpoint {dir} holds hyper-parameter `{name}` = {value}, which this trainer does not register; ignored"
+                    );
+                }
+            }
+        }
+        if counters.steps_per_epoch == 0 {
+            counters.steps_per_epoch = saved_steps;
+        } else if counters.steps_per_epoch != saved_steps {
+            eprintln!(
+                "stoker: warning: the run in {dir} had {saved_steps} steps per epoch, this one has {}; the epochs will not line up",
+                counters.steps_per_epoch
+            );
+        }
+        if epoch == 0 || epoch > counters.max_epoch + 1 {
+            return Err(Error::Checkpoint(format!(
+                "checkpoint {dir} resumes at epoch {epoch}, past max_epoch {}: raise max_epoch to train further",
+                counters.max_epoch
+            )));
+        }
+        counters.starting_epoch = epoch;
+        counters.epoch_num = epoch - 1;
+        counters.global_step = global_step;
+        counters.local_step = 0;
+        eprintln!("stoker: resuming from {dir} (epoch {epoch}, global step {global_step})");
+        Ok(Restored {
+            dir: checkpoint.dir().to_path_buf(),
+            global_step,
+            local_step,
+            data_position,
+            callbacks: trainer.get("callbacks").and_then(Json::as_object).cloned().unwrap_or_default(),
+            monitors: checkpoint.monitors.clone(),
+        })
+    }
+}
+
+impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
+    /// Restore the monitors, remember the rest for after setup, and set aside checkpoints newer
+    /// than the one resumed from.
+    pub(super) fn restore(&mut self, restored: Restored) -> Result<()> {
+        self.state.monitors.load_state(&restored.monitors)?;
+        self.state.monitors.global_step = restored.global_step;
+        self.first_local_step = restored.local_step;
+        let root = self.state.log_dir.join(CHECKPOINT_DIR);
+        if restored.dir.parent() == Some(root.as_path()) {
+            checkpoint::abandon_newer(&root, restored.global_step)?;
+        }
+        self.last_checkpoint = Some(restored.dir.clone());
+        self.resumed = Some(restored);
+        Ok(())
+    }
+
+    /// Give each stateful callback its saved state (right after setup).
+    pub(super) fn load_callback_states(&mut self) -> Result<()> {
+        let Some(restored) = self.resumed.as_mut() else { return Ok(()) };
+        let mut saved = std::mem::take(&mut restored.callbacks);
+        for i in 0..self.names.len() {
+            let name = &self.names[i];
+            match saved.remove(name.as_ref()) {
+                Some(state) => {
+                    self.callbacks.state(i, StateOp::Load(state)).map_err(|e| wrap(name, "load_state", e))?;
+                }
+                None => {
+                    if self.callbacks.state(i, StateOp::Save).map_err(|e| wrap(name, "save_state", e))?.is_some() {
+                        eprintln!(
+                            "stoker: warning: the checkpoint holds no state for callback `{name}`; it starts afresh"
+                        );
+                    }
+                }
+            }
+        }
+        for name in saved.keys() {
+            eprintln!(
+                "stoker: warning: the checkpoint holds the state of callback `{name}`, which this run does not have; ignored"
+            );
+        }
+        Ok(())
+    }
+
+    /// Write the checkpoint (and copies) asked for at this boundary.
+    #[cold]
+    pub(super) fn write_checkpoint(&mut self, at: Boundary) -> Result<()> {
+        let policy = self.state.control.checkpoint.take();
+        let copies = std::mem::take(&mut self.state.control.copies);
+        self.check_finite()?;
+        let content = self.content(at)?;
+        let root = self.state.log_dir.join(CHECKPOINT_DIR);
+        if let Some(policy) = policy {
+            self.last_checkpoint = Some(checkpoint::write(&root, &content, &policy)?);
+        }
+        for copy in copies {
+            checkpoint::write_copy(&root, &copy, &content)?;
+        }
+        Ok(())
+    }
+
+    fn content(&mut self, at: Boundary) -> Result<Content> {
+        let model = self.state.model.as_ref().ok_or_else(|| Error::msg("the model was lost"))?;
+        let model = model
+            .clone()
+            .into_record()
+            .into_bytes()
+            .map_err(|e| Error::Checkpoint(format!("serializing the model: {e:?}")))?
+            .to_vec();
+        let optimizer = self
+            .state
+            .optimizer
+            .into_bytes()
+            .map_err(|e| Error::Checkpoint(format!("serializing the optimizer: {e:?}")))?
+            .to_vec();
+        let mut callbacks = Map::new();
+        for i in 0..self.names.len() {
+            let name = &self.names[i];
+            if let Some(state) = self.callbacks.state(i, StateOp::Save).map_err(|e| wrap(name, "save_state", e))? {
+                callbacks.insert(name.to_string(), state);
+            }
+        }
+        let c = self.state.counters;
+        let (epoch, local_step, batches) = match at {
+            // The first batch is taken but its step has not run.
+            Boundary::BeforeTrain => {
+                (c.starting_epoch, self.first_local_step, self.data_position.batches.saturating_sub(1))
+            }
+            Boundary::Step => (c.epoch_num, c.local_step, self.data_position.batches),
+            Boundary::EpochEnd => (c.epoch_num + 1, 0, self.data_position.batches),
+        };
+        let hyper: Map<String, Json> =
+            self.state.hyper.names().map(|n| (n.to_string(), json_f64(self.state.hyper.get(n).unwrap_or(f64::NAN)))).collect();
+        let trainer = serde_json::json!({
+            "format": checkpoint::FORMAT_VERSION,
+            "stoker_version": env!("CARGO_PKG_VERSION"),
+            "counters": {
+                "epoch_num": c.epoch_num,
+                "global_step": c.global_step,
+                "local_step": c.local_step,
+                "steps_per_epoch": c.steps_per_epoch,
+                "max_epoch": c.max_epoch,
+            },
+            "resume_at": { "epoch": epoch, "local_step": local_step },
+            "data": { "passes": self.data_position.passes, "batches": batches },
+            "hyper_params": hyper,
+            "callbacks": callbacks,
+        });
+        Ok(Content {
+            model,
+            optimizer,
+            trainer,
+            monitors: self.state.monitors.save_state(),
+            epoch_num: c.epoch_num,
+            global_step: c.global_step,
+        })
+    }
+
+    /// Refuse to checkpoint a non-finite loss or non-finite weights (tensorpack's
+    /// `CheckNumerics` at the moment it matters): one device-to-host transfer of two numbers.
+    fn check_finite(&self) -> Result<()> {
+        let c = self.state.counters;
+        let last = match &self.last_checkpoint {
+            Some(dir) => format!("the last complete checkpoint is {}", dir.display()),
+            None => "no checkpoint was written before".to_string(),
+        };
+        if let Some(loss) = self.outputs.get("loss") {
+            let values = loss.flat().into_data();
+            if let Some(bad) = values.iter::<f32>().find(|v| !v.is_finite()) {
+                return Err(Error::NonFinite(format!(
+                    "the loss is {bad} at global step {} (epoch {}): training stopped without writing a checkpoint; {last}",
+                    c.global_step, c.epoch_num
+                )));
+            }
+        }
+        let mut visitor = NonFinite { count: None };
+        if let Some(model) = &self.state.model {
+            model.visit(&mut visitor);
+        }
+        if let Some(count) = visitor.count {
+            let count = count.into_data().iter::<f32>().next().unwrap_or(0.0);
+            if count > 0.0 {
+                return Err(Error::NonFinite(format!(
+                    "{count} weights are not finite at global step {} (epoch {}): training stopped without writing a checkpoint; {last}",
+                    c.global_step, c.epoch_num
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Counts the non-finite values of every float parameter, on the device.
+struct NonFinite {
+    count: Option<Tensor<1>>,
+}
+
+impl ModuleVisitor for NonFinite {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let bad = param.val().is_finite().bool_not().float().sum();
+        self.count = Some(match self.count.take() {
+            Some(count) => count + bad,
+            None => bad,
+        });
+    }
+}
