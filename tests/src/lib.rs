@@ -39,3 +39,23 @@ pub fn tiny_data(batches: usize, device: &Device) -> Vec<(Tensor<2>, Tensor<2>)>
 pub fn mse(model: &Linear, (x, y): (Tensor<2>, Tensor<2>)) -> Tensor<1> {
     (model.forward(x) - y).powi_scalar(2).mean()
 }
+
+/// Every float parameter of `model`, in visiting order, as host values: two models with equal
+/// `weights` compute the same function.
+pub fn weights<M: burn::module::Module>(model: &M) -> Vec<Vec<f32>> {
+    struct Collect(Vec<Vec<f32>>);
+    impl burn::module::ModuleVisitor for Collect {
+        fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
+            self.0.push(param.val().into_data().iter::<f32>().collect());
+        }
+    }
+    let mut collect = Collect(Vec::new());
+    model.visit(&mut collect);
+    collect.0
+}
+
+/// The weights stored in a checkpoint's `model.bpk` (`dir/model.bpk`), loaded into `model`'s
+/// architecture.
+pub fn checkpoint_weights<M: burn::module::Module>(model: M, dir: &std::path::Path) -> Vec<Vec<f32>> {
+    weights(&model.load_file(dir.join("model.bpk")))
+}

@@ -1,0 +1,264 @@
+//! A resumed run continues as if it had never stopped: trained straight or stopped, dropped and
+//! resumed from its log directory, a run ends with the same weights, optimizer state,
+//! hyper-parameters, callback states, monitors and `stats.json`, bit for bit on the CPU with a
+//! seeded data order — at an epoch boundary and in the middle of an epoch.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
+use burn::data::dataset::InMemDataset;
+use burn::module::Module;
+use burn::nn::Linear;
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
+use burn::tensor::{Bytes, Device, Tensor, TensorData};
+use stoker::prelude::*;
+use stoker::{Checkpoint, Error};
+use stoker_tests::{mse, scratch_dir, tiny_model, weights};
+
+type Batch = (Tensor<2>, Tensor<2>);
+
+#[derive(Clone, Debug)]
+struct PointBatcher;
+
+impl Batcher<[f32; 3], Batch> for PointBatcher {
+    fn batch(&self, items: Vec<[f32; 3]>, device: &Device) -> Batch {
+        let n = items.len();
+        let xs: Vec<f32> = items.iter().flat_map(|p| [p[0], p[1]]).collect();
+        let ys: Vec<f32> = items.iter().map(|p| p[2]).collect();
+        (Tensor::from_data(TensorData::new(xs, [n, 2]), device), Tensor::from_data(TensorData::new(ys, [n, 1]), device))
+    }
+}
+
+/// 22 points of y = 2 x0 - x1 + 0.5 in batches of 4 (the last of 2), reshuffled every pass from
+/// `seed`: the order of a later pass depends on how many passes came before.
+fn shuffled_data(device: &Device) -> Arc<dyn DataLoader<Batch>> {
+    let points: Vec<[f32; 3]> = (0..22)
+        .map(|i| {
+            let (a, b) = ((i as f32 * 0.37).sin(), (i as f32 * 0.91).cos());
+            [a, b, 2.0 * a - b + 0.5]
+        })
+        .collect();
+    DataLoaderBuilder::new(PointBatcher).batch_size(4).shuffle(7).set_device(device.clone()).build(InMemDataset::new(points))
+}
+
+/// Counts steps and sums the loss (fetched every step); puts their mean each epoch.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct LossTracker {
+    steps: u64,
+    sum: f64,
+}
+
+#[callback(state)]
+impl LossTracker {
+    #[on(after_step)]
+    #[fetch("loss")]
+    fn track(&mut self, loss: f32) {
+        self.steps += 1;
+        self.sum += f64::from(loss);
+    }
+
+    #[on(trigger_epoch)]
+    fn report(&mut self, ctx: &mut Context<'_, impl Module>) {
+        ctx.monitors().put_scalar("mean_loss", self.sum / self.steps as f64);
+    }
+}
+
+/// What the run saw in `before_train`: the global step, the tracker's state, the history.
+#[derive(Clone, Default)]
+struct SeenAtStart(Arc<Mutex<Option<(u64, usize, f64)>>>);
+
+impl Callback<Linear> for SeenAtStart {
+    fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        let history = ctx.monitors_ref().history("mean_loss").len();
+        *self.0.lock().unwrap() = Some((ctx.global_step(), history, ctx.learning_rate()));
+        Ok(())
+    }
+}
+
+/// Stops training after global step `at` (at the end of its epoch when `at` ends one).
+struct StopAt(u64);
+
+impl Callback<Linear> for StopAt {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        if ctx.global_step() == self.0 && ctx.local_step() < ctx.counters().steps_per_epoch() {
+            ctx.request_stop("stopped mid-epoch by the test");
+        }
+        Ok(())
+    }
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        if ctx.global_step() == self.0 {
+            ctx.request_stop("stopped at an epoch's end by the test");
+        }
+        Ok(())
+    }
+}
+
+const EPOCHS: u64 = 6;
+
+/// One run of the experiment: `every_step` checkpoints at every step instead of every epoch.
+fn run(
+    model: Linear,
+    dir: &Path,
+    every_step: bool,
+    stop_at: Option<u64>,
+    resume: bool,
+    seen: SeenAtStart,
+) -> stoker::Result<TrainReport<Linear>> {
+    let device = stoker::device::cpu();
+    let saver = if every_step {
+        PeriodicTrigger::new(ModelSaver::new(100)).every_k_steps(1)
+    } else {
+        PeriodicTrigger::new(ModelSaver::new(100)).every_k_epochs(1)
+    };
+    let callbacks = (
+        LossTracker::default(),
+        ScheduledHyperParamSetter::new("learning_rate", [(0, 2e-2), (3, 1e-2), (5, 5e-3)]).linear(),
+        ScheduledHyperParamSetter::new("momentum_like", [(0, 0.5), (4, 0.0)]),
+        saver,
+        MinSaver::new("mean_loss"),
+        seen,
+        stop_at.map(StopAt),
+    );
+    Trainer::new(model, AdamConfig::new().init(), shuffled_data(&device))
+        .default_callbacks(DefaultCallbacks { progress: None, printer: None, ..DefaultCallbacks::default() })
+        .hyper_param("momentum_like", 0.5)
+        .handle_signals(false)
+        .max_epoch(EPOCHS)
+        .log_dir(dir)
+        .auto_resume(resume)
+        .callbacks(callbacks)
+        .train(|model: &Linear, batch: Batch, step: &mut Step<'_>| {
+            // A hyper-parameter the step reads: its value must be the restored one.
+            let scale = 1.0 + step.hyper("momentum_like").unwrap_or(0.0) as f32;
+            mse(model, batch).mul_scalar(scale)
+        })
+}
+
+/// The weights after one Adam step on `model` from the optimizer state `bytes`.
+fn one_more_step(bytes: &[u8], model: Linear) -> Vec<Vec<f32>> {
+    let device = stoker::device::cpu();
+    let optimizer: ModuleOptimizer = AdamConfig::new().init().into();
+    let mut optimizer = optimizer.from_bytes(Bytes::from_bytes_vec(bytes.to_vec())).expect("optimizer state");
+    let batch = shuffled_data(&device).iter().next().expect("a batch").expect("a batch");
+    let grads = GradientsParams::from_grads(mse(&model, batch).backward(), &model);
+    weights(&optimizer.step(1e-2, model, grads))
+}
+
+/// The state of an optimizer that never stepped.
+fn fresh_optimizer_bytes(_model: &Linear) -> Vec<u8> {
+    let optimizer: ModuleOptimizer = AdamConfig::new().init().into();
+    optimizer.into_bytes().expect("serializing").to_vec()
+}
+
+fn read(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Train straight; train to `stop`, drop everything, resume from the directory and finish; then
+/// compare everything a run leaves.
+fn straight_and_resumed(every_step: bool, stop: u64) {
+    let device = stoker::device::cpu();
+    let model = tiny_model(&device);
+
+    let straight_dir = scratch_dir("resume-straight");
+    let straight = run(model.clone(), &straight_dir, every_step, None, false, SeenAtStart::default()).unwrap();
+    assert_eq!(straight.outcome, Outcome::Finished);
+    assert_eq!(straight.counters.global_step(), EPOCHS * 6);
+
+    let split_dir = scratch_dir("resume-split");
+    let first = run(model.clone(), &split_dir, every_step, Some(stop), false, SeenAtStart::default()).unwrap();
+    assert!(matches!(first.outcome, Outcome::Stopped(_)), "{:?}", first.outcome);
+    assert_eq!(first.counters.global_step(), stop);
+    let stopped_at = Checkpoint::latest(&split_dir).unwrap().expect("a checkpoint");
+    assert_eq!(stopped_at.global_step(), stop);
+    drop(first);
+
+    // A fresh model (other weights) and fresh callbacks: everything comes from the directory.
+    let seen = SeenAtStart::default();
+    let resumed = run(tiny_model(&device), &split_dir, every_step, None, true, seen.clone()).unwrap();
+    assert_eq!(resumed.outcome, Outcome::Finished);
+    assert_eq!(
+        (resumed.counters.epoch_num(), resumed.counters.global_step()),
+        (straight.counters.epoch_num(), straight.counters.global_step())
+    );
+    let (step_at_start, history_at_start, lr_at_start) = seen.0.lock().unwrap().expect("before_train ran");
+    assert_eq!(step_at_start, stop, "before_train sees the restored counters");
+    assert_eq!(history_at_start as u64, stop / 6, "before_train sees the restored history");
+    assert!(lr_at_start > 0.0);
+
+    // Weights, bit for bit.
+    assert_eq!(weights(&resumed.model), weights(&straight.model));
+
+    let a = Checkpoint::latest(&straight_dir).unwrap().unwrap();
+    let b = Checkpoint::latest(&split_dir).unwrap().unwrap();
+    assert_eq!(a.global_step(), EPOCHS * 6);
+    assert_eq!(b.global_step(), EPOCHS * 6);
+    // The same parameters (same ids, same weights), byte for byte.
+    assert_eq!(a.model_bytes(), b.model_bytes(), "model.bpk");
+    // The same optimizer state: burn writes its per-parameter states in hash-map order, so the
+    // bytes may differ in layout; one more step from each must give the same weights.
+    assert_eq!(
+        one_more_step(a.optimizer_bytes(), straight.model.clone()),
+        one_more_step(b.optimizer_bytes(), straight.model.clone()),
+        "optimizer state"
+    );
+    assert_ne!(
+        one_more_step(a.optimizer_bytes(), straight.model.clone()),
+        one_more_step(&fresh_optimizer_bytes(&straight.model), straight.model.clone()),
+        "the saved optimizer state matters (Adam's moments and time)"
+    );
+    // Hyper-parameters, callback states, counters, data position: the whole trainer.json.
+    assert_eq!(a.trainer_state(), b.trainer_state());
+    assert_eq!(a.hyper_param("momentum_like"), Some(0.0));
+    let tracker = a.callback_state("LossTracker").expect("the tracker's state is saved");
+    assert_eq!(tracker["steps"], EPOCHS * 6);
+    assert!(a.callback_state("MinSaver(mean_loss)").is_some_and(|s| s["best"].is_number()));
+    // The monitors' history and stats.json.
+    assert_eq!(a.monitors_state(), b.monitors_state());
+    assert_eq!(read(&straight_dir.join("stats.json")), read(&split_dir.join("stats.json")));
+    // The best copy is the same checkpoint.
+    let best_a = Checkpoint::read(straight_dir.join("checkpoints/min-mean_loss")).unwrap();
+    let best_b = Checkpoint::read(split_dir.join("checkpoints/min-mean_loss")).unwrap();
+    assert_eq!(best_a.global_step(), best_b.global_step());
+    assert_eq!(best_a.model_bytes(), best_b.model_bytes());
+}
+
+#[test]
+fn resumed_at_an_epoch_boundary_ends_equal_to_a_straight_run() {
+    straight_and_resumed(false, 18);
+}
+
+#[test]
+fn resumed_in_the_middle_of_an_epoch_ends_equal_to_a_straight_run() {
+    // Step 16 is the fourth step of epoch 3: the resumed run replays three passes over the
+    // shuffled data and skips four batches of the third.
+    straight_and_resumed(true, 16);
+}
+
+#[test]
+fn resuming_a_finished_run_trains_nothing_more() {
+    let device = stoker::device::cpu();
+    let dir = scratch_dir("resume-finished");
+    let done = run(tiny_model(&device), &dir, false, None, false, SeenAtStart::default()).unwrap();
+    let again = run(tiny_model(&device), &dir, false, None, true, SeenAtStart::default()).unwrap();
+    assert_eq!(again.counters.global_step(), done.counters.global_step());
+    assert_eq!(weights(&again.model), weights(&done.model));
+}
+
+#[test]
+fn resume_from_a_missing_directory_is_an_error_naming_it() {
+    let device = stoker::device::cpu();
+    let dir = scratch_dir("resume-missing");
+    let error = Trainer::new(tiny_model(&device), AdamConfig::new().init(), shuffled_data(&device))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .log_dir(&dir)
+        .resume_from(dir.join("nowhere"))
+        .train(|model: &Linear, batch: Batch, _step: &mut Step<'_>| mse(model, batch))
+        .err()
+        .expect("an error");
+    assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+    assert!(error.to_string().contains("nowhere"), "{error}");
+}
