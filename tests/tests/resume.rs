@@ -262,3 +262,64 @@ fn resume_from_a_missing_directory_is_an_error_naming_it() {
     assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
     assert!(error.to_string().contains("nowhere"), "{error}");
 }
+
+#[test]
+fn a_run_resumed_from_an_older_checkpoint_continues_tensorboard_and_stats_json_without_duplicates() {
+    let device = stoker::device::cpu();
+    let model = tiny_model(&device);
+    let straight_dir = scratch_dir("resume-tb-straight");
+    run(model.clone(), &straight_dir, false, None, false, SeenAtStart::default()).unwrap();
+
+    // A run that got to step 24, as if it had crashed after logging epochs 3 and 4 but the
+    // checkpoints after step 12 were lost: resume from step-12.
+    let dir = scratch_dir("resume-tb-crashed");
+    run(model.clone(), &dir, false, Some(24), false, SeenAtStart::default()).unwrap();
+    // (The experiment's `run` resumes from the latest checkpoint: this one is built by hand.)
+    let callbacks = (
+        LossTracker::default(),
+        ScheduledHyperParamSetter::new("learning_rate", [(0, 2e-2), (3, 1e-2), (5, 5e-3)]).linear(),
+        ScheduledHyperParamSetter::new("momentum_like", [(0, 0.5), (4, 0.0)]),
+        PeriodicTrigger::new(ModelSaver::new(100)).every_k_epochs(1),
+        MinSaver::new("mean_loss"),
+    );
+    Trainer::new(tiny_model(&device), AdamConfig::new().init(), shuffled_data(&device))
+        .default_callbacks(DefaultCallbacks { progress: None, printer: None, ..DefaultCallbacks::default() })
+        .hyper_param("momentum_like", 0.5)
+        .handle_signals(false)
+        .max_epoch(EPOCHS)
+        .log_dir(&dir)
+        .resume_from(dir.join("checkpoints/step-12"))
+        .callbacks(callbacks)
+        .train(|model: &Linear, batch: Batch, step: &mut Step<'_>| {
+            let scale = 1.0 + step.hyper("momentum_like").unwrap_or(0.0) as f32;
+            mse(model, batch).mul_scalar(scale)
+        })
+        .unwrap();
+    // The newer checkpoints of the abandoned run are set aside, not deleted.
+    assert!(dir.join("checkpoints/step-18.abandoned").is_dir());
+    assert!(dir.join("checkpoints/step-24.abandoned").is_dir());
+    assert_eq!(Checkpoint::latest(&dir).unwrap().unwrap().global_step(), 36);
+    // stats.json: rewritten from the checkpoint, then continued (the old one backed up).
+    assert_eq!(read(&straight_dir.join("stats.json")), read(&dir.join("stats.json")));
+    let backups = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("stats.json.bak-"))
+        .count();
+    assert_eq!(backups, 1);
+
+    // TensorBoard's own reader sees each epoch's mean_loss once, with the straight run's values.
+    let stats: Vec<serde_json::Value> = serde_json::from_slice(&read(&straight_dir.join("stats.json"))).unwrap();
+    let expected: Vec<(u64, f64)> =
+        stats.iter().map(|e| (e["global_step"].as_u64().unwrap(), e["mean_loss"].as_f64().unwrap())).collect();
+    assert_eq!(expected.len() as u64, EPOCHS);
+    let expect_file = dir.join("expected.json");
+    std::fs::write(&expect_file, serde_json::json!({ "mean_loss": expected }).to_string()).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/check_tensorboard.py");
+    let output = std::process::Command::new("python3").arg(script).arg(&dir).arg(&expect_file).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("ok: 6 scalars in 1 tags"),
+        "TensorBoard's reader disagrees:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

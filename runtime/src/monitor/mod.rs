@@ -418,6 +418,10 @@ impl Histogram {
 
 /// Writes every monitored record to a TensorBoard event file in the log directory, which
 /// TensorBoard itself reads (`tensorboard --logdir <log dir>`). On by default.
+///
+/// A resumed run writes a new event file that starts with a restart mark at the step after its
+/// checkpoint, so that TensorBoard drops what a crashed run logged after that checkpoint: the
+/// curves continue without duplicates.
 #[derive(Debug, Default)]
 pub struct TensorBoardWriter;
 
@@ -426,7 +430,12 @@ impl TensorBoardWriter {
     #[on(setup)]
     fn open<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let dir = ctx.log_dir().to_path_buf();
-        let sink = TensorBoardSink::create(&dir).map_err(|e| Error::io(&dir, e))?;
+        let mut sink = TensorBoardSink::create(&dir).map_err(|e| Error::io(&dir, e))?;
+        if ctx.monitors_ref().is_resumed() {
+            // What a crashed run logged after the checkpoint this run resumes from is stale.
+            let step = ctx.global_step() + 1;
+            sink.restart_at(step).map_err(|e| Error::io(sink.path(), e))?;
+        }
         ctx.monitors().add_sink(sink);
         Ok(())
     }

@@ -40,6 +40,21 @@ impl TensorBoardSink {
         Ok(sink)
     }
 
+    /// Mark a restart at `step` (a `SessionLog` START event): TensorBoard then drops the events
+    /// of earlier files at `step` and later, which a run that crashed after its last checkpoint
+    /// wrote and the resumed run writes again.
+    pub fn restart_at(&mut self, step: u64) -> std::io::Result<()> {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let mut session_log = Proto::default();
+        session_log.varint(1, 1);
+        let mut event = Proto::default();
+        event.double(1, now.as_secs_f64());
+        event.varint(2, step);
+        event.message(7, &session_log);
+        self.record(&event.0)?;
+        self.flush()
+    }
+
     /// The event file.
     pub fn path(&self) -> &Path {
         &self.path
