@@ -57,6 +57,13 @@ pub fn composition(input: &Composition) -> TokenStream {
             ) -> ::stoker::__private::Result<()> {
                 ::stoker::__private::Ok(())
             }
+            fn state(
+                &mut self,
+                _: usize,
+                _: ::stoker::__private::StateOp,
+            ) -> ::stoker::__private::Result<::stoker::__private::Option<::stoker::__private::StateValue>> {
+                ::stoker::__private::Ok(::stoker::__private::None)
+            }
         }
     }
 }
