@@ -237,8 +237,9 @@ fn report_error(log_dir: &std::path::Path) -> stoker::Result<f64> {
 }
 
 /// Puts the mean training cost and accuracy of each epoch (fetched every step, one transfer)
-/// and the learning rate the epoch used.
-#[derive(Debug, Default)]
+/// and the learning rate the epoch used. Its running sums are callback state: a run resumed in
+/// the middle of an epoch (after Ctrl-C) averages over the whole epoch all the same.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct TrainingScalars {
     cost: f64,
     accuracy: f64,
@@ -246,29 +247,24 @@ pub struct TrainingScalars {
     learning_rate: f64,
 }
 
-static TRAINING_FETCHES: [Fetch; 2] = [Fetch::host("cost"), Fetch::host("accuracy")];
-
-impl Callback<Mlp> for TrainingScalars {
-    fn fetches(&self) -> &[Fetch] {
-        &TRAINING_FETCHES
-    }
-    fn before_epoch(&mut self, ctx: &mut Context<'_, Mlp>) -> stoker::Result<()> {
-        *self = TrainingScalars { learning_rate: ctx.learning_rate(), ..TrainingScalars::default() };
-        Ok(())
-    }
-    fn after_step(&mut self, _ctx: &mut Context<'_, Mlp>, values: &Fetched<'_>) -> stoker::Result<()> {
-        self.cost += values.get::<f64>("cost")?;
-        self.accuracy += values.get::<f64>("accuracy")?;
+#[callback(state)]
+impl TrainingScalars {
+    #[on(after_step)]
+    #[fetch("cost", "accuracy")]
+    fn add(&mut self, cost: f64, accuracy: f64, ctx: &mut Context<'_, Mlp>) {
+        self.cost += cost;
+        self.accuracy += accuracy;
         self.steps += 1;
-        Ok(())
+        self.learning_rate = ctx.learning_rate();
     }
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Mlp>) -> stoker::Result<()> {
+
+    #[on(trigger_epoch)]
+    fn put(&mut self, ctx: &mut Context<'_, Mlp>) {
         let n = self.steps.max(1) as f64;
-        let lr = self.learning_rate;
         let monitors = ctx.monitors();
         monitors.put_scalar("train_cost", self.cost / n);
         monitors.put_scalar("train_accuracy", self.accuracy / n);
-        monitors.put_scalar("learning_rate", lr);
-        Ok(())
+        monitors.put_scalar("learning_rate", self.learning_rate);
+        *self = TrainingScalars::default();
     }
 }

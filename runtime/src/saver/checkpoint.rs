@@ -180,7 +180,7 @@ fn write_dir(root: &Path, name: &str, content: &Content) -> std::io::Result<Path
             fs::rename(&dir, &old)?;
             fs::rename(&tmp, &dir)?;
             sync_dir(root)?;
-            fs::remove_dir_all(&old)?;
+            remove_checkpoint(&old)?;
         } else {
             fs::rename(&tmp, &dir)?;
         }
@@ -193,15 +193,37 @@ fn write_dir(root: &Path, name: &str, content: &Content) -> std::io::Result<Path
     result.map(|()| dir)
 }
 
-/// Remove the temporary folders a crash in the middle of a write left behind.
+/// Clean what a crash in the middle of a write left behind: half-written `X.tmp` and
+/// half-removed `X.deleting` folders go; an `X.old` (set aside while `X` was replaced) goes when
+/// `X` is complete, and is put back as `X` when `X` is missing.
 fn remove_leftovers(root: &Path) {
     let Ok(entries) = fs::read_dir(root) else { return };
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        if name.to_str().is_some_and(|n| n.ends_with(".tmp")) && entry.file_type().is_ok_and(|t| t.is_dir()) {
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if name.ends_with(".tmp") || name.ends_with(".deleting") {
             let _ = fs::remove_dir_all(entry.path());
+        } else if let Some(base) = name.strip_suffix(".old") {
+            let target = root.join(base);
+            if target.exists() {
+                let _ = fs::remove_dir_all(entry.path());
+            } else {
+                let _ = fs::rename(entry.path(), &target);
+            }
         }
     }
+}
+
+/// Remove a checkpoint folder so that a crash midway cannot leave a folder that looks like a
+/// checkpoint: it is renamed `X.deleting` first.
+fn remove_checkpoint(path: &Path) -> std::io::Result<()> {
+    let mut doomed = path.as_os_str().to_os_string();
+    doomed.push(".deleting");
+    let doomed = PathBuf::from(doomed);
+    fs::rename(path, &doomed)?;
+    fs::remove_dir_all(&doomed)
 }
 
 fn read_index(root: &Path) -> Option<Index> {
@@ -250,7 +272,7 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Resu
     write_atomic(&index_path, &text).map_err(|e| fail("writing", &index_path, e))?;
     for old in remove {
         let path = root.join(&old);
-        fs::remove_dir_all(&path).map_err(|e| fail("removing the old checkpoint", &path, e))?;
+        remove_checkpoint(&path).map_err(|e| fail("removing the old checkpoint", &path, e))?;
     }
     Ok(dir)
 }
@@ -259,6 +281,7 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Resu
 /// the previous copy only once the new one is complete.
 pub(crate) fn write_copy(root: &Path, name: &str, content: &Content) -> Result<PathBuf> {
     fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+    remove_leftovers(root);
     write_dir(root, name, content).map_err(|e| {
         Error::Checkpoint(format!(
             "writing the checkpoint copy {} failed: {e}; the previous copy is intact",

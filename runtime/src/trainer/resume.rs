@@ -176,11 +176,13 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         self.check_finite()?;
         let content = self.content(at)?;
         let root = self.state.log_dir.join(CHECKPOINT_DIR);
-        if let Some(policy) = policy {
-            self.last_checkpoint = Some(checkpoint::write(&root, &content, &policy)?);
-        }
+        // The copies first: the checkpoint records the savers' new best values, so a crash
+        // between the two must leave the older checkpoint, from which the copy is made again.
         for copy in copies {
             checkpoint::write_copy(&root, &copy, &content)?;
+        }
+        if let Some(policy) = policy {
+            self.last_checkpoint = Some(checkpoint::write(&root, &content, &policy)?);
         }
         Ok(())
     }
