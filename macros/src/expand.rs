@@ -487,6 +487,7 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
     let mut wants = Vec::new();
     let mut dispatch = Vec::new();
     let mut state = Vec::new();
+    let mut all = Vec::new();
     for (i, field) in input.fields.iter().enumerate() {
         let marker = format_ident!("__StokerMarker{}", i);
         let ty = &field.ty;
@@ -546,6 +547,17 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
             }
             index -= len;
         });
+        let all_gate = if gated {
+            quote!(if #p::field_gate(#ks, #ke, #pred, &event, ctx.counters()))
+        } else {
+            quote!()
+        };
+        all.push(quote! {
+            #all_gate {
+                #set::dispatch_all(&mut self.#member, base, event, ctx, cursor)?;
+            }
+            base += #set::len(&self.#member);
+        });
         state.push(quote! {
             let len = #set::len(&self.#member);
             if index < len {
@@ -591,6 +603,18 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
             ) -> #p::Result<#p::Option<#p::StateValue>> {
                 #(#state)*
                 #p::Ok(#p::None)
+            }
+            #[inline]
+            #[allow(unused_mut, unused_variables)]
+            fn dispatch_all(
+                &mut self,
+                mut base: usize,
+                event: #p::Event<'_>,
+                ctx: &mut #p::Context<'_, #m>,
+                cursor: &mut usize,
+            ) -> #p::Result<()> {
+                #(#all)*
+                #p::Ok(())
             }
         }
     }

@@ -580,6 +580,24 @@ pub trait Callbacks<M, Marker> {
     fn dispatch(&mut self, index: usize, event: Event<'_>, ctx: &mut Context<'_, M>) -> Result<()>;
     /// Save (`Ok(Some(state))` for a stateful callback) or restore callback `index`'s state.
     fn state(&mut self, index: usize, op: StateOp) -> Result<Option<serde_json::Value>>;
+    /// Deliver `event` to every callback of the set in registration order, the first having
+    /// flat index `base`; `cursor` is set to each callback's flat index before it runs (so that an
+    /// error or a panic can be attributed). Stops at the first error. The trainer uses this when
+    /// the resolved order is the registration order: one pass, no index search.
+    #[inline]
+    fn dispatch_all(
+        &mut self,
+        base: usize,
+        event: Event<'_>,
+        ctx: &mut Context<'_, M>,
+        cursor: &mut usize,
+    ) -> Result<()> {
+        for index in 0..self.len() {
+            *cursor = base + index;
+            self.dispatch(index, event, ctx)?;
+        }
+        Ok(())
+    }
 }
 
 impl<M, C: Callback<M>> Callbacks<M, Single> for C {
@@ -609,6 +627,16 @@ impl<M, C: Callback<M>> Callbacks<M, Single> for C {
             StateOp::Save => self.save_state(),
             StateOp::Load(state) => self.load_state(state).map(|()| None),
         }
+    }    #[inline(always)]
+    fn dispatch_all(
+        &mut self,
+        base: usize,
+        event: Event<'_>,
+        ctx: &mut Context<'_, M>,
+        cursor: &mut usize,
+    ) -> Result<()> {
+        *cursor = base;
+        deliver(self, event, ctx)
     }
 }
 
@@ -633,6 +661,18 @@ impl<M, K, C: Callbacks<M, K>> Callbacks<M, Option<K>> for Option<C> {
         match self {
             Some(c) => c.state(index, op),
             None => Ok(None),
+        }
+    }    #[inline]
+    fn dispatch_all(
+        &mut self,
+        base: usize,
+        event: Event<'_>,
+        ctx: &mut Context<'_, M>,
+        cursor: &mut usize,
+    ) -> Result<()> {
+        match self {
+            Some(c) => c.dispatch_all(base, event, ctx, cursor),
+            None => Ok(()),
         }
     }
 }
@@ -660,6 +700,22 @@ impl<M, K, C: Callbacks<M, K>> Callbacks<M, Vec<K>> for Vec<C> {
     fn state(&mut self, index: usize, op: StateOp) -> Result<Option<serde_json::Value>> {
         let (member, index) = locate(self, index);
         self[member].state(index, op)
+    }    #[inline]
+    fn dispatch_all(
+        &mut self,
+        mut base: usize,
+        event: Event<'_>,
+        ctx: &mut Context<'_, M>,
+        cursor: &mut usize,
+    ) -> Result<()> {
+        for member in self.iter_mut() {
+            member.dispatch_all(base, event, ctx, cursor)?;
+            base += match C::FIXED_LEN {
+                Some(n) => n,
+                None => member.len(),
+            };
+        }
+        Ok(())
     }
 }
 
@@ -739,6 +795,21 @@ macro_rules! tuple_callbacks {
                 let _ = (index, op);
                 Ok(None)
             }
+            #[inline]
+            fn dispatch_all(
+                &mut self,
+                mut base: usize,
+                event: Event<'_>,
+                ctx: &mut Context<'_, M>,
+                cursor: &mut usize,
+            ) -> Result<()> {
+                $(
+                    self.$index.dispatch_all(base, event, ctx, cursor)?;
+                    base += self.$index.len();
+                )+
+                let _ = base;
+                Ok(())
+            }
         }
     };
 }
@@ -759,6 +830,9 @@ impl<M> Callbacks<M, ()> for () {
     }
     fn state(&mut self, _index: usize, _op: StateOp) -> Result<Option<serde_json::Value>> {
         Ok(None)
+    }    #[inline]
+    fn dispatch_all(&mut self, _: usize, _: Event<'_>, _: &mut Context<'_, M>, _: &mut usize) -> Result<()> {
+        Ok(())
     }
 }
 

@@ -62,6 +62,7 @@ pub mod __private {
     pub use crate::error::{Error, Result};
     pub use crate::fetch::{Fetch, FetchValue, Fetched};
     pub use crate::trigger::{epoch_due, field_gate, field_wants, step_due};
+    pub use crate::trainer::time_event_delivery;
     pub use serde_json::Value as StateValue;
 
     /// The counters as they were before the step that just ran (for predicates evaluated in

@@ -441,6 +441,8 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
 enum Phase {
     Trainer,
     Callback(usize, &'static str),
+    /// Delivering an event to every callback in one pass; the run's `cursor` names the callback.
+    Delivering(&'static str),
     Step,
     Data,
 }
@@ -455,6 +457,10 @@ struct Run<M, C, K> {
     plan: FetchPlan,
     outputs: Outputs,
     phase: Phase,
+    /// Whether the resolved order is the registration order (events then go in one pass).
+    in_order: bool,
+    /// The flat index of the callback running during a one-pass delivery.
+    cursor: usize,
     /// How many callbacks (in `order`) had their setup attempted.
     set_up: usize,
     /// Passes started over the training data, batches taken from the current one.
@@ -498,6 +504,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             }
         }
         let order = resolve_order(&names, &orders)?;
+        let in_order = order.iter().enumerate().all(|(position, &i)| position == i);
         Ok(Run {
             callbacks,
             state,
@@ -507,6 +514,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             plan,
             outputs: Outputs::new(),
             phase: Phase::Trainer,
+            in_order,
+            cursor: 0,
             set_up: 0,
             data_position: DataPosition::default(),
             resumed: None,
@@ -522,6 +531,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         match self.phase {
             Phase::Trainer => "the trainer".into(),
             Phase::Callback(i, event) => format!("callback `{}` in {event}", self.names[i]),
+            Phase::Delivering(event) => format!("callback `{}` in {event}", self.names[self.cursor]),
             Phase::Step => "the training step".into(),
             Phase::Data => "the data loader".into(),
         }
@@ -533,8 +543,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         deliver_in_order(
             &mut self.callbacks,
             &self.order,
+            self.in_order,
             &mut self.state,
-            &mut self.phase,
+            (&mut self.phase, &mut self.cursor),
             &self.names,
             event,
         )
@@ -655,8 +666,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 deliver_in_order(
                     &mut self.callbacks,
                     &self.order,
+                    self.in_order,
                     &mut self.state,
-                    &mut self.phase,
+                    (&mut self.phase, &mut self.cursor),
                     &self.names,
                     Event::AfterStep(values),
                 )?;
@@ -767,16 +779,24 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
 fn deliver_in_order<M, K, C: Callbacks<M, K>>(
     callbacks: &mut C,
     order: &[usize],
+    in_order: bool,
     state: &mut TrainState<M>,
-    phase: &mut Phase,
+    (phase, cursor): (&mut Phase, &mut usize),
     names: &[Cow<'static, str>],
     event: Event<'_>,
 ) -> Result<()> {
     let mut ctx = Context { state };
-    for &i in order {
-        *phase = Phase::Callback(i, event.name());
-        if let Err(e) = callbacks.dispatch(i, event, &mut ctx) {
-            return Err(wrap(&names[i], event.name(), e));
+    if in_order {
+        *phase = Phase::Delivering(event.name());
+        if let Err(e) = callbacks.dispatch_all(0, event, &mut ctx, cursor) {
+            return Err(wrap(&names[*cursor], event.name(), e));
+        }
+    } else {
+        for &i in order {
+            *phase = Phase::Callback(i, event.name());
+            if let Err(e) = callbacks.dispatch(i, event, &mut ctx) {
+                return Err(wrap(&names[i], event.name(), e));
+            }
         }
     }
     *phase = Phase::Trainer;
@@ -798,4 +818,33 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     } else {
         "a panic without a message".into()
     }
+}
+
+/// Time `events` deliveries of `trigger_step` to every callback of `callbacks`, exactly as the
+/// trainer delivers events between steps (for the dispatch benchmark; not a public API).
+#[doc(hidden)]
+pub fn time_event_delivery<M: Module, K, C: Callbacks<M, K>>(
+    callbacks: C,
+    model: M,
+    optimizer: impl Into<ModuleOptimizer>,
+    events: u64,
+) -> Result<std::time::Duration> {
+    let mut run = Run::new(
+        callbacks,
+        TrainState {
+            counters: Counters { epoch_num: 1, max_epoch: 1, starting_epoch: 1, ..Counters::default() },
+            model: Some(model),
+            optimizer: optimizer.into(),
+            hyper: HyperParams::new(1e-3),
+            monitors: Monitors::new(),
+            control: Control::default(),
+            log_dir: PathBuf::new(),
+            checkpoint_policy: KeepPolicy::default(),
+        },
+    )?;
+    let start = std::time::Instant::now();
+    for _ in 0..events {
+        run.deliver(std::hint::black_box(Event::TriggerStep))?;
+    }
+    Ok(start.elapsed())
 }
