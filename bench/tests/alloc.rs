@@ -1,0 +1,141 @@
+//! The trainer adds no allocation to a step: allocations per step, counted by a counting global
+//! allocator (every thread), are the same for a hand-written burn loop and for stoker with no
+//! callbacks, with the default callbacks, and with twenty DSL callbacks — burn's own allocations
+//! (tensors, autodiff graph) are all there is.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use burn::optim::{AdamConfig, GradientsParams};
+use burn::tensor::Device;
+use stoker::prelude::*;
+use stoker_bench::generated::Users20;
+use stoker_examples::{DigitBatch, DigitBatcher, Mlp, digit_outputs, load_digits};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator, only counting.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Steps before measuring (caches, pools and the autodiff graph warm up), and steps measured.
+const WARMUP: u64 = 100;
+const MEASURED: u64 = 400;
+
+fn batches(device: &Device) -> Vec<DigitBatch> {
+    use burn::data::dataloader::batcher::Batcher;
+    let split = load_digits(1, 0.2);
+    split.train.chunks(64).filter(|c| c.len() == 64).map(|c| DigitBatcher.batch(c.to_vec(), device)).collect()
+}
+
+/// Allocations per step of the hand-written loop: forward, loss, backward, optimizer step.
+fn hand_loop(data: &[DigitBatch], device: &Device) -> f64 {
+    let mut model = Mlp::new(128, device);
+    let mut optimizer = AdamConfig::new().init();
+    let mut outputs = Outputs::new();
+    let mut start = 0;
+    for i in 0..WARMUP + MEASURED {
+        if i == WARMUP {
+            start = ALLOCATIONS.load(Ordering::SeqCst);
+        }
+        outputs.clear();
+        let loss = digit_outputs(&model, data[i as usize % data.len()].clone(), &mut outputs);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = optimizer.step(1e-3, model, grads);
+    }
+    (ALLOCATIONS.load(Ordering::SeqCst) - start) as f64 / MEASURED as f64
+}
+
+/// Reads the allocation counter after steps `WARMUP` and `WARMUP + MEASURED` (no allocation of
+/// its own).
+#[derive(Debug, Default)]
+struct Meter {
+    start: u64,
+    end: u64,
+}
+
+impl<M> Callback<M> for Meter {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+        if ctx.global_step() == WARMUP {
+            self.start = ALLOCATIONS.load(Ordering::SeqCst);
+        } else if ctx.global_step() == WARMUP + MEASURED {
+            self.end = ALLOCATIONS.load(Ordering::SeqCst);
+        }
+        Ok(())
+    }
+    fn after_train(&mut self, _ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+        PER_STEP.store(((self.end - self.start) as f64 / MEASURED as f64).to_bits(), Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+static PER_STEP: AtomicU64 = AtomicU64::new(0);
+
+/// Allocations per step of stoker's trainer with `defaults` and `users` besides the meter.
+fn stoker_loop<K, C: Callbacks<Mlp, K>>(
+    data: &[DigitBatch],
+    device: &Device,
+    defaults: DefaultCallbacks,
+    users: C,
+) -> f64 {
+    let dir = std::env::temp_dir().join(format!("stoker-alloc-{}", std::process::id()));
+    Trainer::new(Mlp::new(128, device), AdamConfig::new().init(), data.to_vec())
+        .max_epoch(1)
+        // One epoch longer than the measurement, so that no epoch event falls inside it.
+        .steps_per_epoch(WARMUP + MEASURED + 1)
+        .log_dir(&dir)
+        .handle_signals(false)
+        .default_callbacks(defaults)
+        .callbacks((users, Meter::default()))
+        .train(|model: &Mlp, batch: DigitBatch, step: &mut Step<'_>| digit_outputs(model, batch, step.outputs()))
+        .expect("training succeeds");
+    let _ = std::fs::remove_dir_all(&dir);
+    f64::from_bits(PER_STEP.load(Ordering::SeqCst))
+}
+
+#[test]
+fn the_trainer_allocates_nothing_per_step_beyond_burn() {
+    let device = stoker::device::cpu();
+    let data = batches(&device);
+    // Twice each, interleaved: the smaller of two counts filters a one-off allocation of the
+    // thread pool or the allocator's caches.
+    let mut hand = f64::INFINITY;
+    let mut bare = f64::INFINITY;
+    let mut defaults = f64::INFINITY;
+    let mut users = f64::INFINITY;
+    for _ in 0..2 {
+        hand = hand.min(hand_loop(&data, &device));
+        bare = bare.min(stoker_loop(&data, &device, DefaultCallbacks::none(), ()));
+        let quiet = DefaultCallbacks { printer: None, ..DefaultCallbacks::default() };
+        defaults = defaults.min(stoker_loop(&data, &device, quiet, ()));
+        let quiet = DefaultCallbacks { printer: None, ..DefaultCallbacks::default() };
+        users = users.min(stoker_loop(&data, &device, quiet, Users20::default()));
+    }
+    eprintln!(
+        "allocations per step: hand loop {hand:.2}, stoker bare {bare:.2}, with defaults {defaults:.2}, with defaults + 20 DSL callbacks {users:.2}"
+    );
+    assert!(hand > 0.0, "burn allocates in a step: the counter works");
+    assert!(bare <= hand, "the bare trainer allocates {bare} per step, the hand loop {hand}");
+    assert!(defaults <= hand, "the trainer with the defaults allocates {defaults} per step, the hand loop {hand}");
+    assert!(users <= hand, "the trainer with 20 DSL callbacks allocates {users} per step, the hand loop {hand}");
+}
