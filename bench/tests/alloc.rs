@@ -107,7 +107,9 @@ fn stoker_loop<K, C: Callbacks<Mlp, K>>(
         .handle_signals(false)
         .default_callbacks(defaults)
         .callbacks((users, Meter::default()))
-        .train(|model: &Mlp, batch: DigitBatch, step: &mut Step<'_>| digit_outputs(model, batch, step.outputs()))
+        .train(|model: &Mlp, batch: DigitBatch, step: &mut Step<'_>| {
+            digit_outputs(model, batch, step.outputs())
+        })
         .expect("training succeeds");
     let _ = std::fs::remove_dir_all(&dir);
     f64::from_bits(PER_STEP.load(Ordering::SeqCst))
@@ -136,6 +138,12 @@ fn the_trainer_allocates_nothing_per_step_beyond_burn() {
     );
     assert!(hand > 0.0, "burn allocates in a step: the counter works");
     assert!(bare <= hand, "the bare trainer allocates {bare} per step, the hand loop {hand}");
-    assert!(defaults <= hand, "the trainer with the defaults allocates {defaults} per step, the hand loop {hand}");
-    assert!(users <= hand, "the trainer with 20 DSL callbacks allocates {users} per step, the hand loop {hand}");
+    assert!(
+        defaults <= hand,
+        "the trainer with the defaults allocates {defaults} per step, the hand loop {hand}"
+    );
+    assert!(
+        users <= hand,
+        "the trainer with 20 DSL callbacks allocates {users} per step, the hand loop {hand}"
+    );
 }

@@ -547,11 +547,8 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
             }
             index -= len;
         });
-        let all_gate = if gated {
-            quote!(if #p::field_gate(#ks, #ke, #pred, &event, ctx.counters()))
-        } else {
-            quote!()
-        };
+        let all_gate =
+            if gated { quote!(if #p::field_gate(#ks, #ke, #pred, &event, ctx.counters())) } else { quote!() };
         all.push(quote! {
             #all_gate {
                 #set::dispatch_all(&mut self.#member, base, event, ctx, cursor)?;

@@ -467,7 +467,9 @@ pub fn deliver<M, C: Callback<M> + ?Sized>(
     }
 }
 
-impl<M, C: Callback<M> + ?Sized> Callback<M> for Box<C> {
+macro_rules! forward_callback {
+    ($($pointer:ty),*) => {$(
+    impl<M, C: Callback<M> + ?Sized> Callback<M> for $pointer {
     fn name(&self) -> Cow<'static, str> {
         (**self).name()
     }
@@ -520,6 +522,11 @@ impl<M, C: Callback<M> + ?Sized> Callback<M> for Box<C> {
         (**self).after_train(ctx)
     }
 }
+    )*};
+}
+
+// A boxed callback, and a callback lent to the trainer (to read its fields after training).
+forward_callback!(Box<C>, &mut C);
 
 /// What the trainer learns about one callback of a set at setup.
 #[derive(Debug, Clone)]
@@ -627,7 +634,8 @@ impl<M, C: Callback<M>> Callbacks<M, Single> for C {
             StateOp::Save => self.save_state(),
             StateOp::Load(state) => self.load_state(state).map(|()| None),
         }
-    }    #[inline(always)]
+    }
+    #[inline(always)]
     fn dispatch_all(
         &mut self,
         base: usize,
@@ -662,7 +670,8 @@ impl<M, K, C: Callbacks<M, K>> Callbacks<M, Option<K>> for Option<C> {
             Some(c) => c.state(index, op),
             None => Ok(None),
         }
-    }    #[inline]
+    }
+    #[inline]
     fn dispatch_all(
         &mut self,
         base: usize,
@@ -700,7 +709,8 @@ impl<M, K, C: Callbacks<M, K>> Callbacks<M, Vec<K>> for Vec<C> {
     fn state(&mut self, index: usize, op: StateOp) -> Result<Option<serde_json::Value>> {
         let (member, index) = locate(self, index);
         self[member].state(index, op)
-    }    #[inline]
+    }
+    #[inline]
     fn dispatch_all(
         &mut self,
         mut base: usize,
@@ -830,7 +840,8 @@ impl<M> Callbacks<M, ()> for () {
     }
     fn state(&mut self, _index: usize, _op: StateOp) -> Result<Option<serde_json::Value>> {
         Ok(None)
-    }    #[inline]
+    }
+    #[inline]
     fn dispatch_all(&mut self, _: usize, _: Event<'_>, _: &mut Context<'_, M>, _: &mut usize) -> Result<()> {
         Ok(())
     }

@@ -48,8 +48,8 @@ pub mod prelude {
     pub use crate::{
         Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EnableCallbackIf,
         Fetch, Fetched, Flow, InferenceRunner, MaxSaver, MinSaver, ModelSaver, Order, Outcome, Outputs,
-        PeriodicCallback, PeriodicTrigger, ProgressBar, ScalarStats, ScheduledHyperParamSetter, Step, TrainReport,
-        Trainer, callback, fetch, order,
+        PeriodicCallback, PeriodicTrigger, ProgressBar, ScalarStats, ScheduledHyperParamSetter, Step,
+        TrainReport, Trainer, callback, fetch, order,
     };
 }
 
@@ -61,8 +61,8 @@ pub mod __private {
     };
     pub use crate::error::{Error, Result};
     pub use crate::fetch::{Fetch, FetchValue, Fetched};
-    pub use crate::trigger::{epoch_due, field_gate, field_wants, step_due};
     pub use crate::trainer::time_event_delivery;
+    pub use crate::trigger::{epoch_due, field_gate, field_wants, step_due};
     pub use serde_json::Value as StateValue;
 
     /// The counters as they were before the step that just ran (for predicates evaluated in

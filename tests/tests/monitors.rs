@@ -187,10 +187,15 @@ fn scalar_printer_prints_whitelisted_names_not_blacklisted_sorted_at_epoch_end()
     let stats = stoker::monitor::EpochStats {
         epoch_num: 1,
         global_step: 20,
-        scalars: [("validation_error", 0.03), ("train_cost", 1.5), ("validation_raw", 3.0), ("learning_rate", 0.001)]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
+        scalars: [
+            ("validation_error", 0.03),
+            ("train_cost", 1.5),
+            ("validation_raw", 3.0),
+            ("learning_rate", 0.001),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
     };
     sink.end_epoch(&stats).unwrap();
     let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();

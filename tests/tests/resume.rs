@@ -27,7 +27,10 @@ impl Batcher<[f32; 3], Batch> for PointBatcher {
         let n = items.len();
         let xs: Vec<f32> = items.iter().flat_map(|p| [p[0], p[1]]).collect();
         let ys: Vec<f32> = items.iter().map(|p| p[2]).collect();
-        (Tensor::from_data(TensorData::new(xs, [n, 2]), device), Tensor::from_data(TensorData::new(ys, [n, 1]), device))
+        (
+            Tensor::from_data(TensorData::new(xs, [n, 2]), device),
+            Tensor::from_data(TensorData::new(ys, [n, 1]), device),
+        )
     }
 }
 
@@ -40,7 +43,11 @@ fn shuffled_data(device: &Device) -> Arc<dyn DataLoader<Batch>> {
             [a, b, 2.0 * a - b + 0.5]
         })
         .collect();
-    DataLoaderBuilder::new(PointBatcher).batch_size(4).shuffle(7).set_device(device.clone()).build(InMemDataset::new(points))
+    DataLoaderBuilder::new(PointBatcher)
+        .batch_size(4)
+        .shuffle(7)
+        .set_device(device.clone())
+        .build(InMemDataset::new(points))
 }
 
 /// Counts steps and sums the loss (fetched every step); puts their mean each epoch.
@@ -163,12 +170,14 @@ fn straight_and_resumed(every_step: bool, stop: u64) {
     let model = tiny_model(&device);
 
     let straight_dir = scratch_dir("resume-straight");
-    let straight = run(model.clone(), &straight_dir, every_step, None, false, SeenAtStart::default()).unwrap();
+    let straight =
+        run(model.clone(), &straight_dir, every_step, None, false, SeenAtStart::default()).unwrap();
     assert_eq!(straight.outcome, Outcome::Finished);
     assert_eq!(straight.counters.global_step(), EPOCHS * 6);
 
     let split_dir = scratch_dir("resume-split");
-    let first = run(model.clone(), &split_dir, every_step, Some(stop), false, SeenAtStart::default()).unwrap();
+    let first =
+        run(model.clone(), &split_dir, every_step, Some(stop), false, SeenAtStart::default()).unwrap();
     assert!(matches!(first.outcome, Outcome::Stopped(_)), "{:?}", first.outcome);
     assert_eq!(first.counters.global_step(), stop);
     let stopped_at = Checkpoint::latest(&split_dir).unwrap().expect("a checkpoint");
@@ -308,14 +317,18 @@ fn a_run_resumed_from_an_older_checkpoint_continues_tensorboard_and_stats_json_w
     assert_eq!(backups, 1);
 
     // TensorBoard's own reader sees each epoch's mean_loss once, with the straight run's values.
-    let stats: Vec<serde_json::Value> = serde_json::from_slice(&read(&straight_dir.join("stats.json"))).unwrap();
-    let expected: Vec<(u64, f64)> =
-        stats.iter().map(|e| (e["global_step"].as_u64().unwrap(), e["mean_loss"].as_f64().unwrap())).collect();
+    let stats: Vec<serde_json::Value> =
+        serde_json::from_slice(&read(&straight_dir.join("stats.json"))).unwrap();
+    let expected: Vec<(u64, f64)> = stats
+        .iter()
+        .map(|e| (e["global_step"].as_u64().unwrap(), e["mean_loss"].as_f64().unwrap()))
+        .collect();
     assert_eq!(expected.len() as u64, EPOCHS);
     let expect_file = dir.join("expected.json");
     std::fs::write(&expect_file, serde_json::json!({ "mean_loss": expected }).to_string()).unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/check_tensorboard.py");
-    let output = std::process::Command::new("python3").arg(script).arg(&dir).arg(&expect_file).output().unwrap();
+    let output =
+        std::process::Command::new("python3").arg(script).arg(&dir).arg(&expect_file).output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success() && stdout.contains("ok: 6 scalars in 1 tags"),

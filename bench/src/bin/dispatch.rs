@@ -42,8 +42,13 @@ fn per_event<K, C: Callbacks<Linear, K>>(make: impl Fn() -> C, events: u64, roun
     let samples: Vec<f64> = (0..rounds)
         .map(|_| {
             let model = LinearConfig::new(2, 1).init(&device);
-            let elapsed = stoker::__private::time_event_delivery(black_box(make()), model, AdamConfig::new().init(), events)
-                .expect("delivery succeeds");
+            let elapsed = stoker::__private::time_event_delivery(
+                black_box(make()),
+                model,
+                AdamConfig::new().init(),
+                events,
+            )
+            .expect("delivery succeeds");
             elapsed.as_secs_f64() * 1e9 / events as f64
         })
         .collect();
@@ -54,7 +59,9 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let events: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(200_000);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(9);
-    println!("one trigger_step event delivered to N no-op callbacks; ns per event, median of {rounds} x {events} events");
+    println!(
+        "one trigger_step event delivered to N no-op callbacks; ns per event, median of {rounds} x {events} events"
+    );
     println!("{:<46} {:>8} {:>8} {:>8}", "set", "N=1", "N=10", "N=100");
     let derive = [
         per_event(Noops1::default, events, rounds),

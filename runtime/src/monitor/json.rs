@@ -40,7 +40,8 @@ impl JsonWriter {
 
 /// One line of `stats.json`.
 fn entry(stats: &EpochStats) -> Json {
-    let mut entry: Map<String, Json> = stats.scalars.iter().map(|(k, &v)| (k.clone(), Json::from(v))).collect();
+    let mut entry: Map<String, Json> =
+        stats.scalars.iter().map(|(k, &v)| (k.clone(), Json::from(v))).collect();
     entry.insert("epoch_num".into(), Json::from(stats.epoch_num));
     entry.insert("global_step".into(), Json::from(stats.global_step));
     Json::Object(entry)
@@ -84,9 +85,8 @@ impl JsonSink {
             ),
         };
         if let Some(reason) = backup_because {
-            let seconds = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
+            let seconds =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
             let backup = dir.join(format!("{STATS_FILE}.bak-{seconds}"));
             eprintln!("stoker: {} {reason}; moved it to {}", path.display(), backup.display());
             std::fs::rename(&path, &backup).map_err(|e| Error::io(&path, e))?;

@@ -223,7 +223,10 @@ impl Monitors {
             history.insert(Arc::from(name.as_str()), pairs);
         }
         let scalars = |v: &serde_json::Value, what: &str| -> Result<BTreeMap<String, f64>> {
-            object(v, what)?.iter().map(|(k, v)| Ok((k.clone(), parse_f64(v).ok_or_else(|| bad(k))?))).collect()
+            object(v, what)?
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), parse_f64(v).ok_or_else(|| bad(k))?)))
+                .collect()
         };
         let mut epochs = Vec::new();
         for entry in state["epochs"].as_array().ok_or_else(|| bad("epochs"))? {
@@ -237,7 +240,9 @@ impl Monitors {
         self.current = current
             .into_iter()
             .map(|(name, v)| {
-                let key = history.get_key_value(name.as_str()).map_or_else(|| Arc::from(name.as_str()), |(k, _)| Arc::clone(k));
+                let key = history
+                    .get_key_value(name.as_str())
+                    .map_or_else(|| Arc::from(name.as_str()), |(k, _)| Arc::clone(k));
                 (key, v)
             })
             .collect();
@@ -282,7 +287,8 @@ impl Monitors {
         if self.current.is_empty() {
             return;
         }
-        let scalars = std::mem::take(&mut self.current).into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        let scalars =
+            std::mem::take(&mut self.current).into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         let stats = EpochStats { epoch_num: self.epoch_num, global_step: self.global_step, scalars };
         self.epochs.push(stats.clone());
         let stats = Arc::new(stats);

@@ -129,7 +129,8 @@ impl MonitorSink for PrinterSink {
     }
 
     fn end_epoch(&mut self, stats: &EpochStats) -> std::io::Result<()> {
-        let shown: Vec<(&String, &f64)> = stats.scalars.iter().filter(|(name, _)| self.allowed(name)).collect();
+        let shown: Vec<(&String, &f64)> =
+            stats.scalars.iter().filter(|(name, _)| self.allowed(name)).collect();
         if !self.enable_epoch || shown.is_empty() {
             return Ok(());
         }

@@ -44,6 +44,9 @@ pub const TRAINER_FILE: &str = "trainer.json";
 pub const MONITORS_FILE: &str = "monitors.json";
 /// Each file's length and CRC-32C, written last inside a checkpoint.
 pub const MANIFEST_FILE: &str = "manifest.json";
+/// An empty file marking a checkpoint kept forever (`keep_every_n_hours`), so that the mark
+/// survives the loss of the index.
+pub const KEEP_FILE: &str = "keep";
 /// The version of this layout, in every manifest.
 pub const FORMAT_VERSION: u64 = 1;
 
@@ -82,6 +85,19 @@ struct Manifest {
     /// Seconds since the Unix epoch when it was written.
     time: f64,
     files: std::collections::BTreeMap<String, FileSum>,
+    /// CRC-32C of the manifest itself (its compact JSON without this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    checksum: Option<u32>,
+}
+
+impl Manifest {
+    fn own_checksum(&self) -> u32 {
+        let mut unsigned = serde_json::to_value(self).unwrap_or_default();
+        if let Some(object) = unsigned.as_object_mut() {
+            object.remove("checksum");
+        }
+        crc32c::crc32c(unsigned.to_string().as_bytes())
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -114,7 +130,8 @@ pub fn checkpoint_name(global_step: u64) -> String {
 }
 
 fn step_of(name: &str) -> Option<u64> {
-    name.strip_prefix("step-").and_then(|n| if n.bytes().all(|b| b.is_ascii_digit()) { n.parse().ok() } else { None })
+    name.strip_prefix("step-")
+        .and_then(|n| if n.bytes().all(|b| b.is_ascii_digit()) { n.parse().ok() } else { None })
 }
 
 /// The checkpoints in `root` named `step-N`, by increasing N.
@@ -161,13 +178,15 @@ fn write_dir(root: &Path, name: &str, content: &Content) -> std::io::Result<Path
         for (file, bytes) in FILES.iter().zip([&content.model[..], &content.optimizer, &trainer, &monitors]) {
             files.insert(file.to_string(), write_synced(&tmp.join(file), bytes)?);
         }
-        let manifest = Manifest {
+        let mut manifest = Manifest {
             format: FORMAT_VERSION,
             epoch_num: content.epoch_num,
             global_step: content.global_step,
             time: now(),
             files,
+            checksum: None,
         };
+        manifest.checksum = Some(manifest.own_checksum());
         let manifest = serde_json::to_vec_pretty(&manifest).map_err(std::io::Error::other)?;
         write_synced(&tmp.join(MANIFEST_FILE), &manifest)?;
         sync_dir(&tmp)?;
@@ -245,10 +264,18 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Resu
     remove_leftovers(root);
     let dir = write_dir(root, &name, content).map_err(|e| fail("writing into", root, e))?;
 
-    let mut index = read_index(root).unwrap_or_default();
-    let time = now();
-    index.anchor_time.get_or_insert(time);
     let present = list(root).map_err(|e| fail("listing", root, e))?;
+    let written_at = |name: &str| read_manifest(&root.join(name)).map_or(0.0, |m| m.time);
+    let mut index = read_index(root).unwrap_or_default();
+    // The checkpoints kept forever carry a mark of their own: the index may be lost.
+    index.kept_forever =
+        present.iter().map(|(_, n)| n.clone()).filter(|n| root.join(n).join(KEEP_FILE).exists()).collect();
+    if index.anchor_time.is_none() {
+        index.anchor_time = match index.kept_forever.last() {
+            Some(kept) => Some(written_at(kept)),
+            None => present.first().map(|(_, first)| written_at(first)),
+        };
+    }
     let recent_from = present.len().saturating_sub(policy.max_to_keep.max(1));
     let mut remove = Vec::new();
     for (position, (_, old)) in present.iter().enumerate() {
@@ -256,8 +283,10 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Resu
             continue;
         }
         if let (Some(hours), Some(anchor)) = (policy.keep_every_n_hours, index.anchor_time) {
-            let written = read_manifest(&root.join(old)).map_or(0.0, |m| m.time);
+            let written = written_at(old);
             if written >= anchor + hours * 3600.0 {
+                let mark = root.join(old).join(KEEP_FILE);
+                write_synced(&mark, b"").map_err(|e| fail("marking", &mark, e))?;
                 index.kept_forever.push(old.clone());
                 index.anchor_time = Some(written);
                 continue;
@@ -269,7 +298,12 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Resu
     index.checkpoints = present.into_iter().map(|(_, n)| n).filter(|n| !remove.contains(n)).collect();
     let index_path = root.join(INDEX_FILE);
     let text = serde_json::to_vec_pretty(&index).map_err(|e| Error::Checkpoint(e.to_string()))?;
-    write_atomic(&index_path, &text).map_err(|e| fail("writing", &index_path, e))?;
+    write_atomic(&index_path, &text).map_err(|e| {
+        Error::Checkpoint(format!(
+            "checkpoint {name} is complete, but updating {} failed: {e}; resume finds {name} all the same",
+            index_path.display()
+        ))
+    })?;
     for old in remove {
         let path = root.join(&old);
         remove_checkpoint(&path).map_err(|e| fail("removing the old checkpoint", &path, e))?;
@@ -293,7 +327,13 @@ pub(crate) fn write_copy(root: &Path, name: &str, content: &Content) -> Result<P
 fn read_manifest(dir: &Path) -> Result<Manifest, String> {
     let path = dir.join(MANIFEST_FILE);
     let bytes = fs::read(&path).map_err(|e| format!("{MANIFEST_FILE}: {e}"))?;
-    serde_json::from_slice(&bytes).map_err(|e| format!("{MANIFEST_FILE} is malformed: {e}"))
+    let manifest: Manifest =
+        serde_json::from_slice(&bytes).map_err(|e| format!("{MANIFEST_FILE} is malformed: {e}"))?;
+    match manifest.checksum {
+        Some(sum) if sum == manifest.own_checksum() => Ok(manifest),
+        Some(_) => Err(format!("{MANIFEST_FILE} fails its own checksum")),
+        None => Err(format!("{MANIFEST_FILE} has no checksum")),
+    }
 }
 
 /// A complete checkpoint read back from disk, every file verified against its manifest.
@@ -313,7 +353,9 @@ impl Checkpoint {
     /// truncated or altered file is an error naming the checkpoint and the file.
     pub fn read(dir: impl AsRef<Path>) -> Result<Checkpoint> {
         let dir = dir.as_ref();
-        let corrupt = |why: String| Error::Checkpoint(format!("checkpoint {} is incomplete or corrupt: {why}", dir.display()));
+        let corrupt = |why: String| {
+            Error::Checkpoint(format!("checkpoint {} is incomplete or corrupt: {why}", dir.display()))
+        };
         let manifest = read_manifest(dir).map_err(corrupt)?;
         if manifest.format != FORMAT_VERSION {
             return Err(Error::Checkpoint(format!(
@@ -324,10 +366,17 @@ impl Checkpoint {
         }
         let mut contents = Vec::with_capacity(FILES.len());
         for file in FILES {
-            let sum = manifest.files.get(file).ok_or_else(|| corrupt(format!("the manifest does not list {file}")))?;
+            let sum = manifest
+                .files
+                .get(file)
+                .ok_or_else(|| corrupt(format!("the manifest does not list {file}")))?;
             let bytes = fs::read(dir.join(file)).map_err(|e| corrupt(format!("{file}: {e}")))?;
             if bytes.len() as u64 != sum.len {
-                return Err(corrupt(format!("{file} is {} bytes long, the manifest says {}", bytes.len(), sum.len)));
+                return Err(corrupt(format!(
+                    "{file} is {} bytes long, the manifest says {}",
+                    bytes.len(),
+                    sum.len
+                )));
             }
             let crc = crc32c::crc32c(&bytes);
             if crc != sum.crc32c {
@@ -365,14 +414,17 @@ impl Checkpoint {
         if path.join(MANIFEST_FILE).exists() {
             return Checkpoint::read(path).map(Some);
         }
-        let root = if path.join(CHECKPOINT_DIR).is_dir() { path.join(CHECKPOINT_DIR) } else { path.to_path_buf() };
+        let root =
+            if path.join(CHECKPOINT_DIR).is_dir() { path.join(CHECKPOINT_DIR) } else { path.to_path_buf() };
         let present = list(&root).map_err(|e| Error::io(&root, e))?;
         let mut failures = Vec::new();
         for (_, name) in present.iter().rev() {
             match Checkpoint::read(root.join(name)) {
                 Ok(checkpoint) => {
                     for failure in &failures {
-                        eprintln!("stoker: warning: {failure}; resuming from the checkpoint before it, {name}");
+                        eprintln!(
+                            "stoker: warning: {failure}; resuming from the checkpoint before it, {name}"
+                        );
                     }
                     return Ok(Some(checkpoint));
                 }

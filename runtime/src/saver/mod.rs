@@ -24,12 +24,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
     tmp_name.push(".tmp");
     let tmp = path.with_file_name(tmp_name);
-    {
+    let written = (|| {
         let mut file = File::create(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        // A full disk must not keep a half-written temporary file.
+        let _ = fs::remove_file(&tmp);
     }
-    fs::rename(&tmp, path)?;
+    written?;
     sync_dir(path.parent().unwrap_or(Path::new(".")))
 }
 
@@ -170,7 +175,11 @@ impl<M, const MAX: bool> Callback<M> for BestSaver<MAX> {
         self.best = match state.get("best") {
             None | Some(serde_json::Value::Null) => None,
             Some(value) => Some(parse_f64(value).ok_or_else(|| {
-                Error::Checkpoint(format!("{}({}): the saved best value {value} is not a number", self.kind(), self.statistic))
+                Error::Checkpoint(format!(
+                    "{}({}): the saved best value {value} is not a number",
+                    self.kind(),
+                    self.statistic
+                ))
             })?),
         };
         Ok(())
@@ -178,7 +187,11 @@ impl<M, const MAX: bool> Callback<M> for BestSaver<MAX> {
 
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let folder = self.folder();
-        if folder.is_empty() || folder.contains(['/', '\\']) || folder.starts_with("step-") || folder.starts_with('.') {
+        if folder.is_empty()
+            || folder.contains(['/', '\\'])
+            || folder.starts_with("step-")
+            || folder.starts_with('.')
+        {
             return Err(Error::msg(format!(
                 "{}({}): the copy's name `{folder}` must be a plain folder name, not starting with `step-` or `.`",
                 self.kind(),

@@ -385,7 +385,10 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             )));
         }
         let signals = if handle_signals {
-            Some(SignalGuard::install().map_err(|e| Error::msg(format!("handling SIGINT and SIGTERM: {e}")))?)
+            Some(
+                SignalGuard::install()
+                    .map_err(|e| Error::msg(format!("handling SIGINT and SIGTERM: {e}")))?,
+            )
         } else {
             None
         };

@@ -85,7 +85,8 @@ impl Restored {
             DataPosition { passes: number(&["data", "passes"])?, batches: number(&["data", "batches"])? };
         if let Some(saved) = trainer.get("hyper_params").and_then(Json::as_object) {
             for (name, value) in saved {
-                let value = parse_f64(value).ok_or_else(|| malformed(checkpoint, &format!("hyper-parameter {name}")))?;
+                let value = parse_f64(value)
+                    .ok_or_else(|| malformed(checkpoint, &format!("hyper-parameter {name}")))?;
                 if hyper.get(name).is_some() {
                     hyper.set(name, value)?;
                 } else {
@@ -152,7 +153,12 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                     self.callbacks.state(i, StateOp::Load(state)).map_err(|e| wrap(name, "load_state", e))?;
                 }
                 None => {
-                    if self.callbacks.state(i, StateOp::Save).map_err(|e| wrap(name, "save_state", e))?.is_some() {
+                    if self
+                        .callbacks
+                        .state(i, StateOp::Save)
+                        .map_err(|e| wrap(name, "save_state", e))?
+                        .is_some()
+                    {
                         eprintln!(
                             "stoker: warning: the checkpoint holds no state for callback `{name}`; it starts afresh"
                         );
@@ -204,7 +210,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let mut callbacks = Map::new();
         for i in 0..self.names.len() {
             let name = &self.names[i];
-            if let Some(state) = self.callbacks.state(i, StateOp::Save).map_err(|e| wrap(name, "save_state", e))? {
+            if let Some(state) =
+                self.callbacks.state(i, StateOp::Save).map_err(|e| wrap(name, "save_state", e))?
+            {
                 callbacks.insert(name.to_string(), state);
             }
         }
@@ -217,8 +225,12 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             Boundary::Step => (c.epoch_num, c.local_step, self.data_position.batches),
             Boundary::EpochEnd => (c.epoch_num + 1, 0, self.data_position.batches),
         };
-        let hyper: Map<String, Json> =
-            self.state.hyper.names().map(|n| (n.to_string(), json_f64(self.state.hyper.get(n).unwrap_or(f64::NAN)))).collect();
+        let hyper: Map<String, Json> = self
+            .state
+            .hyper
+            .names()
+            .map(|n| (n.to_string(), json_f64(self.state.hyper.get(n).unwrap_or(f64::NAN))))
+            .collect();
         let trainer = serde_json::json!({
             "format": checkpoint::FORMAT_VERSION,
             "stoker_version": env!("CARGO_PKG_VERSION"),

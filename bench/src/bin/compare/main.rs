@@ -1,0 +1,164 @@
+//! Steps per second of one model on one data set and backend (CPU, flex), trained by:
+//! (a) a hand-written burn loop; (b) stoker without callbacks; (c) stoker with the default
+//! callbacks; (d) the defaults plus twenty DSL callbacks on various events and periods; (e) the
+//! same plus a fetch of two scalars every 10 steps; (f) burn-train's `Learner` with its default
+//! metrics and no renderer (built with `--features learner`). Cases run interleaved, round after
+//! round, in one process; medians. Models: the digits MLP and a small convolutional net.
+//!
+//! (a) to (e) are timed inside the run, after `WARMUP` steps, from one step boundary to another
+//! with the device synchronized at both ends: the steady cost of a step. (f) cannot be timed
+//! from inside, so it runs twice, `steps` and `steps / 5`, and the rate is the difference of
+//! steps over the difference of times: its start-up and shutdown cancel out.
+//!
+//! `cargo run --release -p stoker-bench --bin compare [--features learner] -- [rounds] [mlp steps] [conv steps]`
+
+use std::time::{Duration, Instant};
+
+use burn::optim::{AdamConfig, GradientsParams};
+use burn::tensor::Device;
+use stoker::prelude::*;
+use stoker_bench::generated::{Users20, Watch};
+use stoker_bench::{Classifier, ConvNet, batches, median, step};
+use stoker_examples::{DigitBatch, Mlp};
+
+/// Steps run before the clock starts.
+const WARMUP: u64 = 100;
+
+/// Wait until the device has finished what was queued for `model`.
+fn sync<M: Classifier>(model: &M, data: &[DigitBatch]) {
+    let _ = model.logits(data[0].images.clone()).into_data();
+}
+
+fn hand_loop<M: Classifier>(data: &[DigitBatch], steps: u64, device: &Device) -> f64 {
+    let mut model = M::init(device);
+    let mut optimizer = AdamConfig::new().init();
+    let mut outputs = Outputs::new();
+    let mut start = Instant::now();
+    for i in 0..WARMUP + steps {
+        if i == WARMUP {
+            sync(&model, data);
+            start = Instant::now();
+        }
+        outputs.clear();
+        let loss = step(&model, data[i as usize % data.len()].clone(), &mut outputs);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = optimizer.step(1e-3, model, grads);
+    }
+    sync(&model, data);
+    steps as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Times the steps between global step `WARMUP` and `WARMUP + steps`, syncing at both ends.
+struct Clock<'d> {
+    steps: u64,
+    data: &'d [DigitBatch],
+    start: Option<Instant>,
+    elapsed: Duration,
+}
+
+impl<M: Classifier> Callback<M> for Clock<'_> {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+        if ctx.global_step() == WARMUP {
+            sync(ctx.model(), self.data);
+            self.start = Some(Instant::now());
+        } else if ctx.global_step() == WARMUP + self.steps {
+            sync(ctx.model(), self.data);
+            self.elapsed = self.start.map_or(Duration::ZERO, |s| s.elapsed());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Case {
+    Bare,
+    Defaults,
+    Users,
+    UsersFetch,
+}
+
+fn stoker_loop<M: Classifier>(data: &[DigitBatch], steps: u64, case: Case, device: &Device) -> f64 {
+    let dir = std::env::temp_dir().join(format!("stoker-bench-{}", std::process::id()));
+    let defaults = if case == Case::Bare { DefaultCallbacks::none() } else { DefaultCallbacks::default() };
+    let users = matches!(case, Case::Users | Case::UsersFetch).then(Users20::default);
+    let watch = (case == Case::UsersFetch).then(Watch::default);
+    let mut clock = Clock { steps, data, start: None, elapsed: Duration::ZERO };
+    let report = Trainer::new(M::init(device), AdamConfig::new().init(), data.to_vec())
+        .max_epoch(1)
+        .steps_per_epoch(WARMUP + steps)
+        .log_dir(&dir)
+        .default_callbacks(defaults)
+        .callbacks((users, watch, &mut clock))
+        .train(|model: &M, batch: DigitBatch, s: &mut Step<'_>| step(model, batch, s.outputs()))
+        .expect("training succeeds");
+    if case == Case::UsersFetch {
+        assert_eq!(report.fetch_transfers, (WARMUP + steps) / 10, "one transfer every 10 steps");
+    } else {
+        assert_eq!(report.fetch_transfers, 0, "no transfer when nobody fetches");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    steps as f64 / clock.elapsed.as_secs_f64()
+}
+
+#[cfg(feature = "learner")]
+mod learner;
+
+fn run_model<M: Classifier>(rounds: usize, steps: u64, device: &Device) -> Vec<(&'static str, f64)> {
+    let data = batches(device);
+    let names = [
+        "(a) hand-written burn loop",
+        "(b) stoker, no callbacks",
+        "(c) stoker, default callbacks",
+        "(d) (c) + 20 DSL callbacks",
+        "(e) (d) + fetch of 2 scalars every 10 steps",
+        "(f) burn-train Learner, default metrics, no renderer",
+    ];
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    let cases = if cfg!(feature = "learner") { 6 } else { 5 };
+    let measure = |case: usize| -> f64 {
+        match case {
+            0 => hand_loop::<M>(&data, steps, device),
+            1 => stoker_loop::<M>(&data, steps, Case::Bare, device),
+            2 => stoker_loop::<M>(&data, steps, Case::Defaults, device),
+            3 => stoker_loop::<M>(&data, steps, Case::Users, device),
+            4 => stoker_loop::<M>(&data, steps, Case::UsersFetch, device),
+            #[cfg(feature = "learner")]
+            5 => learner::rate::<M>(&data, steps, device),
+            _ => unreachable!(),
+        }
+    };
+    hand_loop::<M>(&data, steps / 4, device);
+    for round in 0..rounds {
+        // Each round starts with another case, so that no case always runs first or last.
+        for k in 0..cases {
+            let case = (round + k) % cases;
+            samples[case].push(measure(case));
+        }
+    }
+    names.into_iter().zip(samples).filter(|(_, s)| !s.is_empty()).map(|(n, s)| (n, median(s))).collect()
+}
+
+fn report(model: &str, steps: u64, rounds: usize, rates: &[(&str, f64)]) {
+    println!("\n{model}, batch 64, Adam, flex CPU backend; {steps} steps x {rounds} rounds, medians:");
+    let hand = rates[0].1;
+    for (name, rate) in rates {
+        println!("  {name:<52} {rate:9.0} steps/s   {:.3} of (a)", rate / hand);
+    }
+    if let Some(&(_, learner)) = rates.get(5) {
+        println!("  (c) / (f) = {:.3}", rates[2].1 / learner);
+    } else {
+        println!("  (f) not measured: build with --features learner");
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(7);
+    let mlp_steps: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(3000);
+    let conv_steps: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(300);
+    let device = stoker::device::cpu();
+    let mlp = run_model::<Mlp>(rounds, mlp_steps, &device);
+    report(Mlp::NAME, mlp_steps, rounds, &mlp);
+    let conv = run_model::<ConvNet>(rounds, conv_steps, &device);
+    report(ConvNet::NAME, conv_steps, rounds, &conv);
+}

@@ -1,0 +1,675 @@
+//! Checkpoints under damage: a truncated or altered file is detected, named, and the checkpoint
+//! before it is used; a log directory that cannot be written fails before any step; a full disk
+//! leaves the earlier checkpoints intact and no half-written one; a NaN loss is never saved;
+//! MinSaver / MaxSaver keep the best across a resume; keep_every_n_hours keeps checkpoints forever.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use burn::nn::{Linear, LinearConfig};
+use burn::optim::AdamConfig;
+use burn::tensor::{Device, Tensor, TensorData};
+use serde_json::Value as Json;
+use stoker::debug::TerminateOnNaN;
+use stoker::prelude::*;
+use stoker::{Checkpoint, Error};
+use stoker_tests::{checkpoint_weights, mse, scratch_dir, tiny_data, tiny_model};
+
+type Batch = (Tensor<2>, Tensor<2>);
+
+/// Batches per epoch of every run here.
+const STEPS: usize = 5;
+
+/// A trainer of the tiny model on 5 batches, Adam, no default callback, no signal handling.
+fn trainer(dir: &Path, max_epoch: u64) -> Trainer<Linear, Vec<Batch>> {
+    let device = stoker::device::cpu();
+    Trainer::new(tiny_model(&device), AdamConfig::new().init(), tiny_data(STEPS, &device))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .max_epoch(max_epoch)
+        .log_dir(dir)
+}
+
+fn step_fn(model: &Linear, batch: Batch, _step: &mut Step<'_>) -> Tensor<1> {
+    mse(model, batch)
+}
+
+/// Counts the steps that ran and records the global step seen in `before_train`.
+#[derive(Clone, Default)]
+struct Probe {
+    steps: Arc<AtomicU64>,
+    start: Arc<AtomicU64>,
+}
+
+impl Probe {
+    fn steps(&self) -> u64 {
+        self.steps.load(Ordering::SeqCst)
+    }
+    fn start(&self) -> u64 {
+        self.start.load(Ordering::SeqCst)
+    }
+}
+
+impl<M> Callback<M> for Probe {
+    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+        self.start.store(ctx.global_step(), Ordering::SeqCst);
+        Ok(())
+    }
+    fn after_step(&mut self, _ctx: &mut Context<'_, M>, _values: &Fetched<'_>) -> stoker::Result<()> {
+        self.steps.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// The names in `dir`, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The `step-N` folders in `dir`, by increasing N.
+fn step_dirs(dir: &Path) -> Vec<String> {
+    let mut names: Vec<(u64, String)> = entries(dir)
+        .into_iter()
+        .filter_map(|n| n.strip_prefix("step-").and_then(|s| s.parse().ok()).map(|s| (s, n.clone())))
+        .collect();
+    names.sort();
+    names.into_iter().map(|(_, n)| n).collect()
+}
+
+/// Every path under `dir` (recursively) whose name ends with `.tmp`.
+fn tmp_leftovers(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.to_string_lossy().ends_with(".tmp") {
+            found.push(path.clone());
+        }
+        if path.is_dir() {
+            found.extend(tmp_leftovers(&path));
+        }
+    }
+    found
+}
+
+/// Flip the bits of the byte at `at` in `path` (`at` = `None`: the middle byte).
+fn flip_byte(path: &Path, at: Option<usize>, mask: u8) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let at = at.unwrap_or(bytes.len() / 2);
+    bytes[at] ^= mask;
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).len()
+}
+
+fn read_json(path: &Path) -> Json {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn names(value: &Json) -> Vec<String> {
+    value.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect()
+}
+
+/// A run of 3 epochs saving every epoch: checkpoints step-5, step-10, step-15.
+fn three_epochs(name: &str) -> PathBuf {
+    let dir = scratch_dir(name);
+    let report = trainer(&dir, 3).callbacks(ModelSaver::new(5)).train(step_fn).unwrap();
+    assert_eq!(report.counters.global_step(), 15);
+    let root = dir.join("checkpoints");
+    assert_eq!(step_dirs(&root), ["step-5", "step-10", "step-15"]);
+    dir
+}
+
+/// Resume `dir` (its latest good checkpoint) up to epoch 4; returns the final global step and
+/// the number of steps that ran.
+fn resume_to_epoch_4(dir: &Path) -> (u64, u64) {
+    let probe = Probe::default();
+    let report = trainer(dir, 4)
+        .auto_resume(true)
+        .callbacks((ModelSaver::new(5), probe.clone()))
+        .train(step_fn)
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Finished);
+    (report.counters.global_step(), probe.steps())
+}
+
+#[test]
+fn a_truncated_file_is_named_and_the_checkpoint_before_it_is_resumed_from() {
+    let dir = three_epochs("truncated");
+    let root = dir.join("checkpoints");
+    let model = root.join("step-15/model.bpk");
+    let full = file_len(&model);
+    let file = std::fs::OpenOptions::new().write(true).open(&model).unwrap();
+    file.set_len(full / 2).unwrap();
+    drop(file);
+
+    let error = Checkpoint::read(root.join("step-15")).unwrap_err();
+    let text = error.to_string();
+    assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+    assert!(text.contains(&root.join("step-15").display().to_string()), "{text}");
+    assert!(text.contains("incomplete or corrupt"), "{text}");
+    assert!(
+        text.contains(&format!("model.bpk is {} bytes long, the manifest says {full}", full / 2)),
+        "{text}"
+    );
+    // The others are intact.
+    assert_eq!(Checkpoint::read(root.join("step-10")).unwrap().global_step(), 10);
+
+    let latest = Checkpoint::latest(&dir).unwrap().expect("a checkpoint");
+    assert_eq!(latest.global_step(), 10);
+    assert_eq!(latest.dir(), root.join("step-10"));
+    assert_eq!(latest.epoch_num(), 2);
+
+    // Resumed from step-10: epochs 3 and 4 run again (10 steps), ending at step 20.
+    let (global_step, steps) = resume_to_epoch_4(&dir);
+    assert_eq!((global_step, steps), (20, 10));
+    // The stale step-15 is set aside as it was, not deleted; a new step-15 replaced it.
+    let abandoned = root.join("step-15.abandoned");
+    assert!(abandoned.is_dir(), "{:?}", entries(&root));
+    assert_eq!(file_len(&abandoned.join("model.bpk")), full / 2);
+    assert_eq!(step_dirs(&root), ["step-5", "step-10", "step-15", "step-20"]);
+    assert_eq!(Checkpoint::read(root.join("step-15")).unwrap().global_step(), 15);
+    assert_eq!(Checkpoint::latest(&dir).unwrap().unwrap().global_step(), 20);
+}
+
+#[test]
+fn a_flipped_byte_fails_the_checksum_and_the_checkpoint_before_it_is_used() {
+    let dir = three_epochs("flipped");
+    let root = dir.join("checkpoints");
+    flip_byte(&root.join("step-15/optimizer.bpk"), None, 0x10);
+
+    let error = Checkpoint::read(root.join("step-15")).unwrap_err();
+    let text = error.to_string();
+    assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+    assert!(text.contains(&root.join("step-15").display().to_string()), "{text}");
+    assert!(text.contains("optimizer.bpk fails its checksum (CRC-32C"), "{text}");
+    assert_eq!(Checkpoint::latest(&root).unwrap().unwrap().global_step(), 10);
+
+    let (global_step, steps) = resume_to_epoch_4(&dir);
+    assert_eq!((global_step, steps), (20, 10));
+    assert!(root.join("step-15.abandoned").is_dir(), "{:?}", entries(&root));
+
+    // The manifest itself: a flipped byte in the newest checkpoint's manifest is detected too.
+    let manifest = root.join("step-20/manifest.json");
+    flip_byte(&manifest, None, 0x01);
+    let error = Checkpoint::read(root.join("step-20")).unwrap_err();
+    let text = error.to_string();
+    assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+    assert!(text.contains(&root.join("step-20").display().to_string()), "{text}");
+    assert!(text.contains("incomplete or corrupt"), "{text}");
+    let latest = Checkpoint::latest(&dir).unwrap().unwrap();
+    assert_eq!(latest.dir(), root.join("step-15"));
+    assert_eq!(latest.global_step(), 15);
+}
+
+#[test]
+fn when_every_checkpoint_is_corrupt_resuming_is_an_error_naming_each() {
+    let dir = scratch_dir("all-corrupt");
+    trainer(&dir, 2).callbacks(ModelSaver::new(5)).train(step_fn).unwrap();
+    let root = dir.join("checkpoints");
+    assert_eq!(step_dirs(&root), ["step-5", "step-10"]);
+    std::fs::remove_file(root.join("step-5/model.bpk")).unwrap();
+    flip_byte(&root.join("step-10/trainer.json"), None, 0x01);
+
+    for auto in [false, true] {
+        let probe = Probe::default();
+        let builder = trainer(&dir, 4).callbacks((ModelSaver::new(5), probe.clone()));
+        let builder = if auto { builder.auto_resume(true) } else { builder.resume_from(&dir) };
+        let error = builder.train(step_fn).expect_err("an error");
+        let text = error.to_string();
+        assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+        assert!(text.contains(&format!("no complete checkpoint in {}", root.display())), "{text}");
+        assert!(text.contains(&root.join("step-10").display().to_string()), "{text}");
+        assert!(text.contains("trainer.json fails its checksum"), "{text}");
+        assert!(text.contains(&root.join("step-5").display().to_string()), "{text}");
+        assert!(text.contains("model.bpk: No such file or directory"), "{text}");
+        assert_eq!(probe.steps(), 0, "auto = {auto}");
+        // Nothing was set aside or written.
+        assert_eq!(entries(&root), ["index.json", "step-10", "step-5"]);
+    }
+
+    // resume_from a directory without any checkpoint is an error naming it.
+    let empty = scratch_dir("no-checkpoint");
+    let probe = Probe::default();
+    let error = trainer(&empty, 2)
+        .resume_from(&empty)
+        .callbacks((ModelSaver::new(5), probe.clone()))
+        .train(step_fn)
+        .expect_err("an error");
+    assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+    assert_eq!(error.to_string(), format!("no checkpoint to resume from in {}", empty.display()));
+    assert_eq!(probe.steps(), 0);
+
+    // auto_resume without any checkpoint starts afresh.
+    let probe = Probe::default();
+    probe.start.store(u64::MAX, Ordering::SeqCst);
+    let report = trainer(&empty, 2)
+        .auto_resume(true)
+        .callbacks((ModelSaver::new(5), probe.clone()))
+        .train(step_fn)
+        .unwrap();
+    assert_eq!(probe.start(), 0);
+    assert_eq!(probe.steps(), 10);
+    assert_eq!(report.counters.global_step(), 10);
+    assert_eq!(step_dirs(&empty.join("checkpoints")), ["step-5", "step-10"]);
+}
+
+#[test]
+fn an_unwritable_log_directory_fails_before_any_step_naming_the_path() {
+    // We run as root: permissions do not stop writes, a regular file in the path does.
+    let scratch = scratch_dir("unwritable");
+    std::fs::write(scratch.join("file"), b"not a directory").unwrap();
+    let log = scratch.join("file/log");
+    let probe = Probe::default();
+    let error =
+        trainer(&log, 2).callbacks((ModelSaver::new(5), probe.clone())).train(step_fn).expect_err("an error");
+    assert_eq!(probe.steps(), 0);
+    match &error {
+        Error::Io { path, source } => {
+            assert_eq!(path, &log);
+            assert_eq!(source.raw_os_error(), Some(20), "ENOTDIR: {source}");
+        }
+        other => panic!("expected Error::Io, got {other:?}"),
+    }
+    assert!(error.to_string().starts_with(&format!("{}: ", log.display())), "{error}");
+
+    // The log directory is fine but its `checkpoints` is a regular file: ModelSaver's setup fails.
+    let log = scratch_dir("checkpoints-is-a-file");
+    let file = log.join("checkpoints");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let probe = Probe::default();
+    let error =
+        trainer(&log, 2).callbacks((ModelSaver::new(5), probe.clone())).train(step_fn).expect_err("an error");
+    assert_eq!(probe.steps(), 0);
+    let text = error.to_string();
+    match &error {
+        Error::Callback { callback, event, source } => {
+            assert_eq!((callback.as_str(), *event), ("ModelSaver", "setup"));
+            assert!(matches!(**source, Error::Io { ref path, .. } if path == &file), "{source:?}");
+        }
+        other => panic!("expected Error::Callback, got {other:?}"),
+    }
+    assert!(text.contains("callback `ModelSaver` failed in setup"), "{text}");
+    assert!(text.contains(&file.display().to_string()), "{text}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"not a directory");
+}
+
+/// A tmpfs mounted for the life of the guard.
+struct Tmpfs {
+    dir: PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(dir: &Path, kib: u64) -> Result<Tmpfs, String> {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let output = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(dir)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if output.status.success() {
+            Ok(Tmpfs { dir: dir.to_path_buf() })
+        } else {
+            Err(format!("{}: {}", output.status, String::from_utf8_lossy(&output.stderr).trim()))
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let status = Command::new("umount").arg(&self.dir).status();
+        if !status.as_ref().is_ok_and(|s| s.success()) {
+            eprintln!("warning: could not unmount {}: {status:?}", self.dir.display());
+        }
+    }
+}
+
+/// 5 batches of 4 points of 64 features to 64 targets.
+fn wide_data(device: &Device) -> Vec<Batch> {
+    (0..STEPS)
+        .map(|b| {
+            let xs: Vec<f32> = (0..4 * 64).map(|i| ((b * 256 + i) as f32 * 0.37).sin()).collect();
+            let ys: Vec<f32> = (0..4 * 64).map(|i| ((b * 256 + i) as f32 * 0.11).cos()).collect();
+            (
+                Tensor::from_data(TensorData::new(xs, [4, 64]), device),
+                Tensor::from_data(TensorData::new(ys, [4, 64]), device),
+            )
+        })
+        .collect()
+}
+
+fn wide_trainer(dir: &Path, max_epoch: u64) -> Trainer<Linear, Vec<Batch>> {
+    let device = stoker::device::cpu();
+    Trainer::new(LinearConfig::new(64, 64).init(&device), AdamConfig::new().init(), wide_data(&device))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .max_epoch(max_epoch)
+        .log_dir(dir)
+}
+
+/// The 4 KiB pages a checkpoint's files take on a tmpfs.
+fn pages(dir: &Path) -> u64 {
+    entries(dir).iter().map(|f| file_len(&dir.join(f)).div_ceil(4096)).sum()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The 4 KiB pages that step-5, step-10 and step-15 of the 64x64 model take, from a run on the
+/// ordinary disk.
+fn wide_checkpoint_pages() -> [u64; 3] {
+    let reference = scratch_dir("full-disk-reference");
+    wide_trainer(&reference, 3).callbacks(ModelSaver::new(100)).train(step_fn).unwrap();
+    let pages = ["step-5", "step-10", "step-15"].map(|n| pages(&reference.join("checkpoints").join(n)));
+    assert!(pages.iter().all(|&p| p >= 10), "a checkpoint of the 64x64 model takes {pages:?} pages");
+    pages
+}
+
+/// Trains the 64x64 model for 4 epochs, saving every epoch, on a tmpfs of `kib` KiB (`None`
+/// when it cannot be mounted); returns the guard, the log directory, the error and the steps run.
+fn train_on_tmpfs(name: &str, kib: u64) -> Option<(Tmpfs, PathBuf, Error, u64)> {
+    let tmpfs = match Tmpfs::mount(&scratch_dir(name).join("mnt"), kib) {
+        Ok(tmpfs) => tmpfs,
+        Err(e) => {
+            println!("skipped: cannot mount tmpfs: {e}");
+            return None;
+        }
+    };
+    let log = tmpfs.dir.join("log");
+    let probe = Probe::default();
+    let error = wide_trainer(&log, 4)
+        .callbacks((ModelSaver::new(100), probe.clone()))
+        .train(step_fn)
+        .expect_err("the disk fills up");
+    Some((tmpfs, log, error, probe.steps()))
+}
+
+#[test]
+fn a_full_disk_fails_the_checkpoint_and_leaves_the_earlier_ones_intact() {
+    // Room for step-5, step-10, the index (and its temporary copy) and half of step-15.
+    let [first, second, third] = wide_checkpoint_pages();
+    let Some((tmpfs, log, error, steps)) = train_on_tmpfs("full-disk", 4 * (first + second + 2 + third / 2))
+    else {
+        return;
+    };
+    let root = log.join("checkpoints");
+    let text = error.to_string();
+    assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+    assert!(text.contains("writing checkpoint step-15 failed"), "{text}");
+    assert!(text.contains(&format!("writing into {}", root.display())), "{text}");
+    assert!(text.contains("No space left on device"), "{text}");
+    assert!(text.contains("the checkpoints written before are intact"), "{text}");
+    // Training stopped at the checkpoint that failed.
+    assert_eq!(steps, 15);
+
+    // No half-written checkpoint (or index) is left behind.
+    assert_eq!(tmp_leftovers(&tmpfs.dir), Vec::<PathBuf>::new());
+    assert_eq!(entries(&root), ["index.json", "step-10", "step-5"]);
+    assert_eq!(read_json(&root.join("index.json"))["latest"], "step-10");
+    for (name, step) in [("step-5", 5), ("step-10", 10)] {
+        assert_eq!(Checkpoint::read(root.join(name)).unwrap().global_step(), step);
+    }
+    assert_eq!(Checkpoint::latest(&log).unwrap().unwrap().global_step(), 10);
+
+    // Resume from the last complete checkpoint, on a copy with room to write.
+    let copy = scratch_dir("full-disk-copy");
+    copy_dir(&log, &copy);
+    drop(tmpfs);
+    let probe = Probe::default();
+    let report = wide_trainer(&copy, 4)
+        .auto_resume(true)
+        .callbacks((ModelSaver::new(100), probe.clone()))
+        .train(step_fn);
+    let report = report.unwrap();
+    assert_eq!(probe.start(), 10);
+    assert_eq!(probe.steps(), 10);
+    assert_eq!(report.counters.global_step(), 20);
+    assert_eq!(step_dirs(&copy.join("checkpoints")), ["step-5", "step-10", "step-15", "step-20"]);
+}
+
+#[test]
+fn a_full_disk_while_writing_the_index_keeps_the_old_index_and_the_new_checkpoint() {
+    // Room for step-5, step-10, the index and step-15, not for the index's temporary copy.
+    let [first, second, third] = wide_checkpoint_pages();
+    let Some((tmpfs, log, error, steps)) = train_on_tmpfs("full-index", 4 * (first + second + 1 + third))
+    else {
+        return;
+    };
+    let root = log.join("checkpoints");
+    let text = error.to_string();
+    assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+    assert!(text.contains("checkpoint step-15 is complete, but updating"), "{text}");
+    assert!(text.contains(&root.join("index.json").display().to_string()), "{text}");
+    assert!(text.contains("No space left on device"), "{text}");
+    assert_eq!(steps, 15);
+    // The index was replaced atomically or not at all: it still names step-10.
+    assert_eq!(read_json(&root.join("index.json"))["latest"], "step-10");
+    // step-15 itself was complete before the index was written: it is the latest checkpoint.
+    assert_eq!(step_dirs(&root), ["step-5", "step-10", "step-15"]);
+    assert_eq!(Checkpoint::read(root.join("step-15")).unwrap().global_step(), 15);
+    assert_eq!(Checkpoint::latest(&log).unwrap().unwrap().global_step(), 15);
+    // No half-written checkpoint folder.
+    assert_eq!(tmp_leftovers(&tmpfs.dir), Vec::<PathBuf>::new(), "no temporary folder or file is left");
+}
+
+/// Trains 3 epochs saving every step, with a loss that is NaN from global step 7 (from step
+/// `nan_from` + 1) on.
+fn nan_run<K, C: Callbacks<Linear, K>>(dir: &Path, nan_from: u64, callbacks: C) -> stoker::Error {
+    trainer(dir, 3)
+        .callbacks(callbacks)
+        .train(move |model: &Linear, batch: Batch, step: &mut Step<'_>| {
+            let loss = mse(model, batch);
+            // `global_step` counts the steps before this one.
+            if step.counters().global_step() >= nan_from { loss.mul_scalar(f32::NAN) } else { loss }
+        })
+        .expect_err("a NaN loss stops training")
+}
+
+fn every_step_saver() -> PeriodicTrigger<ModelSaver> {
+    PeriodicTrigger::new(ModelSaver::new(100)).every_k_steps(1)
+}
+
+/// Step 6 is the latest checkpoint, with finite weights; there is no step-7.
+fn assert_saved_up_to_step_6(dir: &Path) {
+    let root = dir.join("checkpoints");
+    assert_eq!(step_dirs(&root), ["step-1", "step-2", "step-3", "step-4", "step-5", "step-6"]);
+    assert_eq!(tmp_leftovers(&root), Vec::<PathBuf>::new());
+    let latest = Checkpoint::latest(dir).unwrap().unwrap();
+    assert_eq!(latest.global_step(), 6);
+    assert_eq!(read_json(&root.join("index.json"))["latest"], "step-6");
+    let weights = checkpoint_weights(tiny_model(&stoker::device::cpu()), &root.join("step-6"));
+    assert!(!weights.is_empty());
+    assert!(weights.iter().flatten().all(|w| w.is_finite()), "{weights:?}");
+}
+
+#[test]
+fn a_nan_loss_is_never_checkpointed() {
+    let dir = scratch_dir("nan");
+    let probe = Probe::default();
+    let error = nan_run(&dir, 6, (every_step_saver(), probe.clone()));
+    let text = error.to_string();
+    assert!(matches!(error, Error::NonFinite(_)), "{error:?}");
+    assert!(text.contains("the loss is NaN at global step 7 (epoch 2)"), "{text}");
+    assert!(text.contains("training stopped without writing a checkpoint"), "{text}");
+    let last = dir.join("checkpoints/step-6");
+    assert!(text.contains(&format!("the last complete checkpoint is {}", last.display())), "{text}");
+    assert_eq!(probe.steps(), 7);
+    assert_saved_up_to_step_6(&dir);
+
+    // NaN from the first step: nothing was ever saved, and the message says so.
+    let dir = scratch_dir("nan-first");
+    let error = nan_run(&dir, 0, every_step_saver());
+    let text = error.to_string();
+    assert!(matches!(error, Error::NonFinite(_)), "{error:?}");
+    assert!(text.contains("the loss is NaN at global step 1 (epoch 1)"), "{text}");
+    assert!(text.contains("no checkpoint was written before"), "{text}");
+    assert_eq!(step_dirs(&dir.join("checkpoints")), Vec::<String>::new());
+}
+
+#[test]
+fn terminate_on_nan_stops_at_the_nan_step_before_its_checkpoint() {
+    let dir = scratch_dir("terminate-on-nan");
+    let probe = Probe::default();
+    let error = nan_run(&dir, 6, (every_step_saver(), TerminateOnNaN::new(), probe.clone()));
+    let text = error.to_string();
+    match &error {
+        Error::Callback { callback, event, source } => {
+            assert_eq!((callback.as_str(), *event), ("TerminateOnNaN", "after_step"));
+            assert!(matches!(**source, Error::NonFinite(_)), "{source:?}");
+        }
+        other => panic!("expected Error::Callback from TerminateOnNaN, got {other:?}"),
+    }
+    assert!(text.contains("callback `TerminateOnNaN` failed in after_step"), "{text}");
+    assert!(text.contains("the loss is NaN at global step 7 (epoch 2)"), "{text}");
+    assert!(text.contains("before this step's checkpoint"), "{text}");
+    // The probe comes after TerminateOnNaN: its after_step of step 7 never ran.
+    assert_eq!(probe.steps(), 6);
+    assert_saved_up_to_step_6(&dir);
+}
+
+/// Puts the scalar `val` at the end of each epoch, from a fixed list (epoch 1 first).
+struct PutVal(&'static [f64]);
+
+impl<M> Callback<M> for PutVal {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+        let value = self.0[ctx.epoch_num() as usize - 1];
+        ctx.monitors().put_scalar("val", value);
+        Ok(())
+    }
+}
+
+const VALS: [f64; 6] = [5.0, 3.0, 4.0, 1.0, 2.0, 1.5];
+
+#[test]
+fn min_and_max_savers_keep_the_best_across_a_resume() {
+    let dir = scratch_dir("best-savers");
+    let root = dir.join("checkpoints");
+    let savers = || (PutVal(&VALS), ModelSaver::new(10), MinSaver::new("val"), MaxSaver::new("val"));
+    trainer(&dir, 5).callbacks(savers()).train(step_fn).unwrap();
+
+    let min = Checkpoint::read(root.join("min-val")).unwrap();
+    let max = Checkpoint::read(root.join("max-val")).unwrap();
+    assert_eq!((min.epoch_num(), min.global_step()), (4, 20));
+    assert_eq!((max.epoch_num(), max.global_step()), (1, 5));
+    // Each copy is the checkpoint of its epoch, byte for byte.
+    assert_eq!(min.model_bytes(), Checkpoint::read(root.join("step-20")).unwrap().model_bytes());
+    assert_eq!(max.model_bytes(), Checkpoint::read(root.join("step-5")).unwrap().model_bytes());
+    let latest = Checkpoint::latest(&dir).unwrap().unwrap();
+    assert_eq!(latest.global_step(), 25);
+    assert_eq!(latest.callback_state("MinSaver(val)"), Some(&serde_json::json!({ "best": 1.0 })));
+    assert_eq!(latest.callback_state("MaxSaver(val)"), Some(&serde_json::json!({ "best": 5.0 })));
+
+    // Resume for epoch 6, whose 1.5 beats no best: the copies stay those of epochs 4 and 1.
+    trainer(&dir, 6).auto_resume(true).callbacks(savers()).train(step_fn).unwrap();
+    let latest = Checkpoint::latest(&dir).unwrap().unwrap();
+    assert_eq!(latest.global_step(), 30);
+    assert_eq!(latest.callback_state("MinSaver(val)"), Some(&serde_json::json!({ "best": 1.0 })));
+    let min = Checkpoint::read(root.join("min-val")).unwrap();
+    let max = Checkpoint::read(root.join("max-val")).unwrap();
+    assert_eq!((min.epoch_num(), min.global_step()), (4, 20));
+    assert_eq!((max.epoch_num(), max.global_step()), (1, 5));
+    assert_eq!(tmp_leftovers(&root), Vec::<PathBuf>::new());
+}
+
+/// Sleeps at the end of each epoch.
+struct Sleep(Duration);
+
+impl<M> Callback<M> for Sleep {
+    fn trigger_epoch(&mut self, _ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+        std::thread::sleep(self.0);
+        Ok(())
+    }
+}
+
+fn manifest_time(dir: &Path) -> f64 {
+    read_json(&dir.join("manifest.json"))["time"].as_f64().unwrap()
+}
+
+#[test]
+fn keep_every_n_hours_keeps_checkpoints_forever() {
+    const PERIOD: f64 = 0.040;
+    let dir = scratch_dir("keep-hours");
+    let root = dir.join("checkpoints");
+    let saver = ModelSaver::new(1).keep_every_n_hours(PERIOD / 3600.0);
+    trainer(&dir, 8).callbacks((Sleep(Duration::from_millis(15)), saver)).train(step_fn).unwrap();
+
+    let index = read_json(&root.join("index.json"));
+    assert_eq!(index["latest"], "step-40");
+    let kept = names(&index["kept_forever"]);
+    assert!(!kept.is_empty(), "{index}");
+    assert!(!kept.contains(&"step-40".to_string()), "{index}");
+    // On disk: exactly the ones kept forever and the latest, as the index lists them.
+    let mut expected = kept.clone();
+    expected.push("step-40".into());
+    assert_eq!(step_dirs(&root), expected);
+    assert_eq!(names(&index["checkpoints"]), expected);
+    let times: Vec<f64> = kept
+        .iter()
+        .map(|name| {
+            Checkpoint::read(root.join(name)).unwrap();
+            manifest_time(&root.join(name))
+        })
+        .collect();
+    for pair in times.windows(2) {
+        assert!(pair[1] - pair[0] >= PERIOD, "kept {kept:?} at {times:?}");
+    }
+
+    // The checkpoints kept forever stay so when the index is lost: each carries a mark.
+    std::fs::remove_file(root.join("index.json")).unwrap();
+    trainer(&dir, 9)
+        .auto_resume(true)
+        .callbacks((Sleep(Duration::from_millis(15)), ModelSaver::new(1).keep_every_n_hours(PERIOD / 3600.0)))
+        .train(step_fn)
+        .unwrap();
+    let kept_after = names(&read_json(&root.join("index.json"))["kept_forever"]);
+    assert!(
+        kept.iter().all(|k| kept_after.contains(k)),
+        "{kept:?} survive the loss of the index: {kept_after:?}"
+    );
+    let mut expected = kept_after.clone();
+    expected.push("step-45".into());
+    assert_eq!(step_dirs(&root), expected);
+
+    // Without keep_every_n_hours, only the latest remains.
+    let dir = scratch_dir("keep-one");
+    let root = dir.join("checkpoints");
+    trainer(&dir, 8)
+        .callbacks((Sleep(Duration::from_millis(15)), ModelSaver::new(1)))
+        .train(step_fn)
+        .unwrap();
+    assert_eq!(step_dirs(&root), ["step-40"]);
+    let index = read_json(&root.join("index.json"));
+    assert_eq!(names(&index["checkpoints"]), ["step-40"]);
+    assert_eq!(names(&index["kept_forever"]), Vec::<String>::new());
+}
+
+#[test]
+fn an_altered_manifest_header_fails_the_manifest_checksum() {
+    let dir = three_epochs("manifest-header");
+    let manifest = dir.join("checkpoints/step-15/manifest.json");
+    let mut json = read_json(&manifest);
+    json["global_step"] = Json::from(14);
+    std::fs::write(&manifest, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
+    let error = Checkpoint::read(dir.join("checkpoints/step-15")).unwrap_err().to_string();
+    assert!(error.contains("step-15") && error.contains("manifest.json fails its own checksum"), "{error}");
+    assert_eq!(Checkpoint::latest(&dir).unwrap().unwrap().global_step(), 10);
+}
