@@ -469,59 +469,59 @@ pub fn deliver<M, C: Callback<M> + ?Sized>(
 
 macro_rules! forward_callback {
     ($($pointer:ty),*) => {$(
-    impl<M, C: Callback<M> + ?Sized> Callback<M> for $pointer {
-    fn name(&self) -> Cow<'static, str> {
-        (**self).name()
-    }
-    fn order(&self) -> Order {
-        (**self).order()
-    }
-    fn fetches(&self) -> &[Fetch] {
-        (**self).fetches()
-    }
-    fn chief_only(&self) -> bool {
-        (**self).chief_only()
-    }
-    fn save_state(&self) -> Result<Option<serde_json::Value>> {
-        (**self).save_state()
-    }
-    fn load_state(&mut self, state: serde_json::Value) -> Result<()> {
-        (**self).load_state(state)
-    }
-    fn wants_fetch(&self, counters: &Counters) -> bool {
-        (**self).wants_fetch(counters)
-    }
-    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        (**self).setup(ctx)
-    }
-    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        (**self).before_train(ctx)
-    }
-    fn before_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        (**self).before_epoch(ctx)
-    }
-    fn before_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        (**self).before_step(ctx)
-    }
-    fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
-        (**self).after_step(ctx, values)
-    }
-    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        (**self).trigger_step(ctx)
-    }
-    fn after_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        (**self).after_epoch(ctx)
-    }
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        (**self).trigger_epoch(ctx)
-    }
-    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        (**self).trigger(ctx)
-    }
-    fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        (**self).after_train(ctx)
-    }
-}
+        impl<M, C: Callback<M> + ?Sized> Callback<M> for $pointer {
+            fn name(&self) -> Cow<'static, str> {
+                (**self).name()
+            }
+            fn order(&self) -> Order {
+                (**self).order()
+            }
+            fn fetches(&self) -> &[Fetch] {
+                (**self).fetches()
+            }
+            fn chief_only(&self) -> bool {
+                (**self).chief_only()
+            }
+            fn save_state(&self) -> Result<Option<serde_json::Value>> {
+                (**self).save_state()
+            }
+            fn load_state(&mut self, state: serde_json::Value) -> Result<()> {
+                (**self).load_state(state)
+            }
+            fn wants_fetch(&self, counters: &Counters) -> bool {
+                (**self).wants_fetch(counters)
+            }
+            fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+                (**self).setup(ctx)
+            }
+            fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+                (**self).before_train(ctx)
+            }
+            fn before_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+                (**self).before_epoch(ctx)
+            }
+            fn before_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+                (**self).before_step(ctx)
+            }
+            fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
+                (**self).after_step(ctx, values)
+            }
+            fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+                (**self).trigger_step(ctx)
+            }
+            fn after_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+                (**self).after_epoch(ctx)
+            }
+            fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+                (**self).trigger_epoch(ctx)
+            }
+            fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+                (**self).trigger(ctx)
+            }
+            fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+                (**self).after_train(ctx)
+            }
+        }
     )*};
 }
 

@@ -10,7 +10,7 @@ use std::hint::black_box;
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::AdamConfig;
 use stoker::prelude::*;
-use stoker_bench::generated::{Noops1, Noops10, Noops100};
+use stoker_bench::generated::{Noops1, Noops10, Noops100, Users20};
 use stoker_bench::median;
 
 /// A no-op callback written by hand, for the `Vec` case (numbered: names are unique in a run).
@@ -70,6 +70,8 @@ fn main() {
     ];
     let vec = [1, 10, 100].map(|n| per_event(|| noops(n), events, rounds));
     let ordered = [1usize, 10, 100].map(|n| per_event(|| (noops(n), Last), events, rounds));
+    let users = per_event(Users20::default, events, rounds);
+    println!("the benchmark's 20 DSL callbacks (case d, trigger_step): {users:.1} ns per event");
     for (name, row) in [
         ("#[callback] fns in a #[derive(Callbacks)] struct", derive),
         ("Vec of one Callback type", vec),

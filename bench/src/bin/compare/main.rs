@@ -11,6 +11,7 @@
 //! steps over the difference of times: its start-up and shutdown cancel out.
 //!
 //! `cargo run --release -p stoker-bench --bin compare [--features learner] -- [rounds] [mlp steps] [conv steps]`
+//! (0 steps skips a model)
 
 use std::time::{Duration, Instant};
 
@@ -103,7 +104,7 @@ fn stoker_loop<M: Classifier>(data: &[DigitBatch], steps: u64, case: Case, devic
 #[cfg(feature = "learner")]
 mod learner;
 
-fn run_model<M: Classifier>(rounds: usize, steps: u64, device: &Device) -> Vec<(&'static str, f64)> {
+fn run_model<M: Classifier>(rounds: usize, steps: u64, device: &Device) -> Vec<(&'static str, Rates)> {
     let data = batches(device);
     let names = [
         "(a) hand-written burn loop",
@@ -135,19 +136,60 @@ fn run_model<M: Classifier>(rounds: usize, steps: u64, device: &Device) -> Vec<(
             samples[case].push(measure(case));
         }
     }
-    names.into_iter().zip(samples).filter(|(_, s)| !s.is_empty()).map(|(n, s)| (n, median(s))).collect()
+    let hand = samples[0].clone();
+    let defaults = samples[2].clone();
+    names
+        .into_iter()
+        .zip(samples)
+        .filter(|(_, s)| !s.is_empty())
+        .map(|(n, s)| {
+            // Each round's rate over the same round's hand loop (or default callbacks over the
+            // Learner): pairing cancels the machine's slow drifts.
+            let ratios: Vec<f64> = s.iter().zip(&hand).map(|(x, h)| x / h).collect();
+            let over_learner: Vec<f64> = defaults.iter().zip(&s).map(|(d, x)| d / x).collect();
+            let rates = Rates {
+                median: median(s.clone()),
+                ratio: median(ratios.clone()),
+                low: quantile(&ratios, 0.25),
+                high: quantile(&ratios, 0.75),
+                defaults_over: median(over_learner),
+            };
+            (n, rates)
+        })
+        .collect()
 }
 
-fn report(model: &str, steps: u64, rounds: usize, rates: &[(&str, f64)]) {
-    println!("\n{model}, batch 64, Adam, flex CPU backend; {steps} steps x {rounds} rounds, medians:");
-    let hand = rates[0].1;
-    for (name, rate) in rates {
-        println!("  {name:<52} {rate:9.0} steps/s   {:.3} of (a)", rate / hand);
+/// A case's rates over the rounds.
+#[derive(Debug, Clone, Copy)]
+struct Rates {
+    /// Median steps per second.
+    median: f64,
+    /// Median of the per-round ratios to (a), and their quartiles.
+    ratio: f64,
+    low: f64,
+    high: f64,
+    /// Median of the per-round ratios of (c) to this case.
+    defaults_over: f64,
+}
+
+/// The `q` quantile of `values` (nearest rank).
+fn quantile(values: &[f64], q: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn report(model: &str, steps: u64, rounds: usize, rates: &[(&str, Rates)]) {
+    println!("\n{model}, batch 64, Adam, flex CPU backend; {steps} steps x {rounds} rounds:");
+    println!("  {:<52} {:>9}  {:>8}  {:>13}", "case", "steps/s", "/ (a)", "quartiles");
+    for (name, r) in rates {
+        println!("  {name:<52} {:9.0}  {:8.3}  {:>6.3}-{:<6.3}", r.median, r.ratio, r.low, r.high);
     }
-    if let Some(&(_, learner)) = rates.get(5) {
-        println!("  (c) / (f) = {:.3}", rates[2].1 / learner);
-    } else {
-        println!("  (f) not measured: build with --features learner");
+    match rates.get(5) {
+        Some((_, learner)) => {
+            println!("  (c) / (f), median of the rounds' ratios: {:.3}", learner.defaults_over)
+        }
+        None => println!("  (f) not measured: build with --features learner"),
     }
 }
 
@@ -157,8 +199,12 @@ fn main() {
     let mlp_steps: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(3000);
     let conv_steps: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(300);
     let device = stoker::device::cpu();
-    let mlp = run_model::<Mlp>(rounds, mlp_steps, &device);
-    report(Mlp::NAME, mlp_steps, rounds, &mlp);
-    let conv = run_model::<ConvNet>(rounds, conv_steps, &device);
-    report(ConvNet::NAME, conv_steps, rounds, &conv);
+    if mlp_steps > 0 {
+        let mlp = run_model::<Mlp>(rounds, mlp_steps, &device);
+        report(Mlp::NAME, mlp_steps, rounds, &mlp);
+    }
+    if conv_steps > 0 {
+        let conv = run_model::<ConvNet>(rounds, conv_steps, &device);
+        report(ConvNet::NAME, conv_steps, rounds, &conv);
+    }
 }
