@@ -146,7 +146,7 @@ fn run(
 /// The weights after one Adam step on `model` from the optimizer state `bytes`.
 fn one_more_step(bytes: &[u8], model: Linear) -> Vec<Vec<f32>> {
     let device = stoker::device::cpu();
-    let optimizer: ModuleOptimizer = AdamConfig::new().init().into();
+    let optimizer: ModuleOptimizer = AdamConfig::new().init();
     let mut optimizer = optimizer.from_bytes(Bytes::from_bytes_vec(bytes.to_vec())).expect("optimizer state");
     let batch = shuffled_data(&device).iter().next().expect("a batch").expect("a batch");
     let grads = GradientsParams::from_grads(mse(&model, batch).backward(), &model);
@@ -155,7 +155,7 @@ fn one_more_step(bytes: &[u8], model: Linear) -> Vec<Vec<f32>> {
 
 /// The state of an optimizer that never stepped.
 fn fresh_optimizer_bytes(_model: &Linear) -> Vec<u8> {
-    let optimizer: ModuleOptimizer = AdamConfig::new().init().into();
+    let optimizer: ModuleOptimizer = AdamConfig::new().init();
     optimizer.into_bytes().expect("serializing").to_vec()
 }
 
@@ -266,8 +266,7 @@ fn resume_from_a_missing_directory_is_an_error_naming_it() {
         .log_dir(&dir)
         .resume_from(dir.join("nowhere"))
         .train(|model: &Linear, batch: Batch, _step: &mut Step<'_>| mse(model, batch))
-        .err()
-        .expect("an error");
+        .expect_err("an error");
     assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
     assert!(error.to_string().contains("nowhere"), "{error}");
 }
