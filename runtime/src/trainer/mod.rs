@@ -376,7 +376,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             steps_per_epoch: steps_per_epoch.unwrap_or(0),
         };
         let mut restored = None;
-        if let Some(checkpoint) = &checkpoint {
+        if let Some(checkpoint) = checkpoint {
             let r = Restored::read(checkpoint, &mut model, &mut optimizer, &mut hyper, &mut counters)?;
             restored = Some(r);
         } else if starting_epoch == 0 || starting_epoch > max_epoch.max(1) {

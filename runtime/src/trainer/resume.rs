@@ -49,17 +49,19 @@ fn malformed(checkpoint: &Checkpoint, what: &str) -> Error {
 }
 
 impl Restored {
-    /// Apply `checkpoint` to the model, the optimizer, the hyper-parameters and the counters.
+    /// Apply `checkpoint` to the model, the optimizer, the hyper-parameters and the counters
+    /// (its bytes move, nothing is copied).
     pub(super) fn read<M: Module>(
-        checkpoint: &Checkpoint,
+        mut checkpoint: Checkpoint,
         model: &mut M,
         optimizer: &mut ModuleOptimizer,
         hyper: &mut HyperParams,
         counters: &mut Counters,
     ) -> Result<Restored> {
         let dir = checkpoint.dir().display().to_string();
-        let record = ModuleRecord::from_bytes(Bytes::from_bytes_vec(checkpoint.model.clone()))
-            .map_err(|e| Error::Checkpoint(format!("reading the model of checkpoint {dir}: {e:?}")))?;
+        let record =
+            ModuleRecord::from_bytes(Bytes::from_bytes_vec(std::mem::take(&mut checkpoint.model)))
+                .map_err(|e| Error::Checkpoint(format!("reading the model of checkpoint {dir}: {e:?}")))?;
         *model = model.clone().try_load_record(record).map_err(|e| {
             Error::Checkpoint(format!(
                 "loading the model of checkpoint {dir}: {e:?} (is it the same architecture as the model being trained?)"
@@ -67,7 +69,7 @@ impl Restored {
         })?;
         *optimizer = optimizer
             .clone()
-            .from_bytes(Bytes::from_bytes_vec(checkpoint.optimizer.clone()))
+            .from_bytes(Bytes::from_bytes_vec(std::mem::take(&mut checkpoint.optimizer)))
             .map_err(|e| Error::Checkpoint(format!("loading the optimizer of checkpoint {dir}: {e:?}")))?;
 
         let trainer = &checkpoint.trainer;
@@ -75,7 +77,7 @@ impl Restored {
             path.iter()
                 .try_fold(trainer, |v, key| v.get(key))
                 .and_then(Json::as_u64)
-                .ok_or_else(|| malformed(checkpoint, &format!("{} is missing", path.join("."))))
+                .ok_or_else(|| malformed(&checkpoint, &format!("{} is missing", path.join("."))))
         };
         let epoch = number(&["resume_at", "epoch"])?;
         let local_step = number(&["resume_at", "local_step"])?;
@@ -86,7 +88,7 @@ impl Restored {
         if let Some(saved) = trainer.get("hyper_params").and_then(Json::as_object) {
             for (name, value) in saved {
                 let value = parse_f64(value)
-                    .ok_or_else(|| malformed(checkpoint, &format!("hyper-parameter {name}")))?;
+                    .ok_or_else(|| malformed(&checkpoint, &format!("hyper-parameter {name}")))?;
                 if hyper.get(name).is_some() {
                     hyper.set(name, value)?;
                 } else {
@@ -115,13 +117,17 @@ impl Restored {
         counters.global_step = global_step;
         counters.local_step = 0;
         eprintln!("stoker: resuming from {dir} (epoch {epoch}, global step {global_step})");
+        let callbacks = match checkpoint.trainer.get_mut("callbacks").map(Json::take) {
+            Some(Json::Object(states)) => states,
+            _ => Map::new(),
+        };
         Ok(Restored {
             dir: checkpoint.dir().to_path_buf(),
             global_step,
             local_step,
             data_position,
-            callbacks: trainer.get("callbacks").and_then(Json::as_object).cloned().unwrap_or_default(),
-            monitors: checkpoint.monitors.clone(),
+            callbacks,
+            monitors: checkpoint.monitors.take(),
         })
     }
 }
