@@ -162,7 +162,9 @@ impl CsvSink {
             warned_epoch = true;
         }
         let restored = restored.map(|mut rows| {
-            rows.iter_mut().for_each(|r| drop(r.values.remove(EPOCH)));
+            for row in &mut rows {
+                row.values.remove(EPOCH);
+            }
             rows
         });
         let (rows, columns, backup_because) = match (existing, restored) {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{MonitorSink, Record, Value};
 use crate::callback::{Callback, Context};
@@ -137,7 +137,7 @@ impl Template {
         for piece in &self.pieces {
             match piece {
                 Piece::Text(text) => out.push_str(text),
-                Piece::Value { index, decimals: None } => out.push_str(&values[*index].to_string()),
+                Piece::Value { index, decimals: None } => out.push_str(&format!("{:?}", values[*index])),
                 Piece::Value { index, decimals: Some(n) } => out.push_str(&format!("{:.n$}", values[*index])),
                 Piece::Epoch => out.push_str(&epoch_num.to_string()),
                 Piece::Step => out.push_str(&global_step.to_string()),
@@ -279,7 +279,8 @@ fn wait_for(owner: &'static str, command: &str, mut child: Child, abandon: &Atom
 /// event that put the values ends, so the last value put during one event wins.
 ///
 /// Placeholders, as in Python's `str.format`: `{name}` writes the value in its shortest exact
-/// form (`0.25`, `1`, `NaN`, `inf`), `{name:.3f}` with 3 decimals, `{{` and `}}` are literal
+/// form, as Python's `str(float)` does but for the spelling of the exponent and of NaN (`0.25`,
+/// `1.0`, `1e-7`, `NaN`, `inf`), `{name:.3f}` with 3 decimals, `{{` and `}}` are literal
 /// braces. Beyond tensorpack: `{epoch_num}` and `{global_step}` give the counters when the
 /// values were put (unless a watched scalar has that name). A placeholder that names none of
 /// these is an error at construction, not at the first send.
@@ -497,7 +498,7 @@ mod tests {
     fn placeholders_are_replaced_like_python_format() {
         let t = template("echo {a} {b:.2f} {{x}} {epoch_num}/{global_step} {a}", &["a", "b"]).unwrap();
         assert_eq!(t.render(&[0.25, 1.0 / 3.0], 2, 40), "echo 0.25 0.33 {x} 2/40 0.25");
-        assert_eq!(t.render(&[1.0, f64::NAN], 1, 1), "echo 1 NaN {x} 1/1 1");
+        assert_eq!(t.render(&[1.0, f64::NAN], 1, 1), "echo 1.0 NaN {x} 1/1 1.0");
     }
 
     #[test]
