@@ -471,11 +471,11 @@ impl<M> Callback<M> for SimpleMovingAverage {
         Ok(())
     }
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        self.sampler.check()?;
-        self.reports.check(self.sampler.owner)?;
         if self.window == 0 {
             return Err(Error::msg("SimpleMovingAverage: window must be at least 1, not 0"));
         }
+        self.sampler.check()?;
+        self.reports.check(self.sampler.owner)?;
         if self.windows.len() != self.sampler.fetches.len() {
             self.windows = vec![VecDeque::with_capacity(self.window); self.sampler.fetches.len()];
         }

@@ -15,14 +15,19 @@ pub const CSV_FILE: &str = "stats.csv";
 
 /// The name of the first column.
 const EPOCH: &str = "epoch";
+/// The name of the second column.
+const GLOBAL_STEP: &str = "global_step";
 
 /// Writes the scalars of every epoch to a CSV file in the log directory (`stats.csv` by default),
-/// one row per epoch, as Keras's `CSVLogger` does: the `epoch` column first, then one column per
-/// scalar in sorted order, the last value put during the epoch in each cell (the values of
-/// `stats.json`), an empty cell where a scalar was not put. Python's `csv` module and pandas read
-/// it as it is (`pandas.read_csv(path, index_col="epoch")`).
+/// one row per epoch, as Keras's `CSVLogger` does: the `epoch` and `global_step` columns first,
+/// then one column per scalar in sorted order, the last value put during the epoch in each cell
+/// (the values of `stats.json`), an empty cell where a scalar was not put. Python's `csv` module
+/// and pandas read it as it is (`pandas.read_csv(path, index_col="epoch")`).
 ///
-/// - `epoch` is stoker's 1-based `epoch_num` (Keras counts from 0).
+/// - `epoch` is stoker's 1-based `epoch_num` (Keras counts from 0); `global_step` is the step
+///   count when the epoch ended (Keras has no such column; `stats.json` has it). Scalars put at
+///   every step (tensorpack's step-level curves) are in the epoch's row with their last value;
+///   TensorBoard keeps every step.
 /// - Values are written in their shortest form that reads back to the same `f64` (`0.1`, `1.0`,
 ///   `1e-7`, `NaN`, `inf`, `-inf`); fields holding the separator, a quote or a line break (in a
 ///   scalar's name) are quoted as RFC 4180 says; lines end with `\n`.
@@ -30,7 +35,8 @@ const EPOCH: &str = "epoch";
 ///   atomically (a temporary file, then a rename) with the new column, earlier rows getting an
 ///   empty cell. Otherwise each epoch appends one line.
 /// - Scalars put after the last epoch ended (in `after_train`) join that epoch's row.
-/// - A scalar named `epoch` is left out (with a warning), the column holds the epoch number.
+/// - A scalar named `epoch` or `global_step` is left out (with a warning): those columns hold the
+///   counters.
 /// - Resume, as [`JsonWriter`](crate::JsonWriter) does with `stats.json`: a resumed run keeps the
 ///   rows of the epochs before the one it resumes at, drops the rows a crashed run wrote after its
 ///   checkpoint, then appends. When the file's earlier rows differ from the checkpoint's history,
@@ -98,6 +104,7 @@ impl<M> Callback<M> for CsvWriter {
 #[derive(Debug, Clone)]
 struct Row {
     epoch: u64,
+    global_step: u64,
     values: BTreeMap<String, f64>,
 }
 
@@ -105,6 +112,7 @@ impl PartialEq for Row {
     /// Equal values, NaN equal to NaN (a file read back must equal what was written).
     fn eq(&self, other: &Row) -> bool {
         self.epoch == other.epoch
+            && self.global_step == other.global_step
             && self.values.len() == other.values.len()
             && self.values.iter().zip(&other.values).all(|((ka, va), (kb, vb))| {
                 ka == kb && (va.to_bits() == vb.to_bits() || (va.is_nan() && vb.is_nan()) || va == vb)
@@ -117,7 +125,7 @@ impl PartialEq for Row {
 pub struct CsvSink {
     path: PathBuf,
     separator: char,
-    /// The scalar columns, sorted (`epoch` comes first and is not listed).
+    /// The scalar columns, sorted (`epoch` and `global_step` come first and are not listed).
     columns: Vec<String>,
     rows: Vec<Row>,
     warned_epoch: bool,
@@ -155,15 +163,12 @@ impl CsvSink {
             rows
         });
         let mut warned_epoch = false;
-        if let Some(rows) = &restored
-            && rows.iter().any(|r| r.values.contains_key(EPOCH))
-        {
-            eprintln!("stoker: warning: CsvWriter: a scalar named `epoch` is not written (that column holds the epoch number)");
-            warned_epoch = true;
-        }
         let restored = restored.map(|mut rows| {
             for row in &mut rows {
-                row.values.remove(EPOCH);
+                if remove_reserved(row) && !warned_epoch {
+                    warn_reserved();
+                    warned_epoch = true;
+                }
             }
             rows
         });
@@ -247,6 +252,8 @@ impl CsvSink {
 
     fn header(&self, out: &mut String) {
         out.push_str(EPOCH);
+        out.push(self.separator);
+        out.push_str(GLOBAL_STEP);
         for column in &self.columns {
             out.push(self.separator);
             self.field(column, out);
@@ -256,6 +263,8 @@ impl CsvSink {
 
     fn row(&self, row: &Row, out: &mut String) {
         out.push_str(&row.epoch.to_string());
+        out.push(self.separator);
+        out.push_str(&row.global_step.to_string());
         for column in &self.columns {
             out.push(self.separator);
             if let Some(v) = row.values.get(column) {
@@ -277,17 +286,30 @@ impl CsvSink {
     }
 }
 
+/// Remove the scalars named as the counters' columns; whether there were any.
+fn remove_reserved(row: &mut Row) -> bool {
+    let epoch = row.values.remove(EPOCH).is_some();
+    row.values.remove(GLOBAL_STEP).is_some() || epoch
+}
+
+fn warn_reserved() {
+    eprintln!(
+        "stoker: warning: CsvWriter: scalars named `{EPOCH}` or `{GLOBAL_STEP}` are not written (those columns hold the counters)"
+    );
+}
+
 /// Add an epoch's scalars to `rows`: a new row, or the last one when it is the same epoch (the
 /// scalars put after the last epoch ended). Returns whether a new row was added.
 fn merge_into(rows: &mut Vec<Row>, stats: &EpochStats) -> bool {
     let values = stats.scalars.iter().map(|(k, &v)| (k.clone(), v));
     match rows.last_mut() {
         Some(last) if last.epoch == stats.epoch_num => {
+            last.global_step = last.global_step.max(stats.global_step);
             last.values.extend(values);
             false
         }
         _ => {
-            rows.push(Row { epoch: stats.epoch_num, values: values.collect() });
+            rows.push(Row { epoch: stats.epoch_num, global_step: stats.global_step, values: values.collect() });
             true
         }
     }
@@ -305,11 +327,11 @@ impl MonitorSink for CsvSink {
     fn end_epoch(&mut self, stats: &EpochStats) -> std::io::Result<()> {
         let appended = merge_into(&mut self.rows, stats);
         if let Some(last) = self.rows.last_mut()
-            && last.values.remove(EPOCH).is_some()
+            && remove_reserved(last)
             && !self.warned_epoch
         {
             self.warned_epoch = true;
-            eprintln!("stoker: warning: CsvWriter: a scalar named `epoch` is not written (that column holds the epoch number)");
+            warn_reserved();
         }
         if self.widen() || !appended {
             return self.write_file();
@@ -335,16 +357,16 @@ struct Table {
     rows: Vec<Row>,
 }
 
-/// Read a file this writer wrote (or Keras's `CSVLogger`, with 1-based epochs): RFC 4180 fields,
-/// a header starting with `epoch`, numbers or empty cells.
+/// Read a file this writer wrote: RFC 4180 fields, a header starting with `epoch,global_step`,
+/// numbers or empty cells.
 fn parse(text: &str, separator: char) -> std::result::Result<Table, String> {
     let records = split_records(text, separator)?;
     let mut records = records.into_iter();
     let Some(header) = records.next() else { return Ok(Table { columns: Vec::new(), rows: Vec::new() }) };
-    if header.first().map(String::as_str) != Some(EPOCH) {
-        return Err(format!("its header does not start with `{EPOCH}`"));
+    if header.len() < 2 || header[0] != EPOCH || header[1] != GLOBAL_STEP {
+        return Err(format!("its header does not start with `{EPOCH}`, `{GLOBAL_STEP}`"));
     }
-    let columns: Vec<String> = header[1..].to_vec();
+    let columns: Vec<String> = header[2..].to_vec();
     let mut rows: Vec<Row> = Vec::new();
     for (line, record) in records.enumerate() {
         if record.len() != header.len() {
@@ -354,15 +376,17 @@ fn parse(text: &str, separator: char) -> std::result::Result<Table, String> {
         if rows.last().is_some_and(|r| r.epoch >= epoch) {
             return Err(format!("row {} goes back to epoch {epoch}", line + 1));
         }
+        let global_step =
+            record[1].parse::<u64>().map_err(|_| format!("row {} has global step `{}`", line + 1, record[1]))?;
         let mut values = BTreeMap::new();
-        for (column, cell) in columns.iter().zip(&record[1..]) {
+        for (column, cell) in columns.iter().zip(&record[2..]) {
             if cell.is_empty() {
                 continue;
             }
             let v = cell.parse::<f64>().map_err(|_| format!("row {} holds `{cell}` for `{column}`", line + 1))?;
             values.insert(column.clone(), v);
         }
-        rows.push(Row { epoch, values });
+        rows.push(Row { epoch, global_step, values });
     }
     Ok(Table { columns, rows })
 }
@@ -425,14 +449,16 @@ mod tests {
 
     #[test]
     fn rows_read_back_equal_to_what_was_written_nan_included() {
-        let table = parse("epoch,a,b\n1,NaN,\n2,1e-7,inf\n", ',').unwrap();
+        let table = parse("epoch,global_step,a,b\n1,5,NaN,\n2,10,1e-7,inf\n", ',').unwrap();
         assert_eq!(table.columns, vec!["a", "b"]);
         let row = |epoch, values: &[(&str, f64)]| Row {
             epoch,
+            global_step: epoch * 5,
             values: values.iter().map(|&(k, v)| (k.to_string(), v)).collect(),
         };
         assert_eq!(table.rows, vec![row(1, &[("a", f64::NAN)]), row(2, &[("a", 1e-7), ("b", f64::INFINITY)])]);
         assert!(parse("step,a\n", ',').is_err());
-        assert!(parse("epoch,a\n2,1\n1,1\n", ',').is_err());
+        assert!(parse("epoch,a\n1,1\n", ',').is_err(), "no global_step column");
+        assert!(parse("epoch,global_step,a\n2,4,1\n1,2,1\n", ',').is_err());
     }
 }

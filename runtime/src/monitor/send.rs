@@ -266,23 +266,22 @@ fn wait_for(owner: &'static str, command: &str, mut child: Child, abandon: &Atom
     }
 }
 
-/// Runs a command with some monitored scalars each time all of them have a new value put at the
-/// same global step (tensorpack's `SendMonitorData`): e.g. to send the validation error to a
-/// phone, or to feed a custom dashboard.
+/// Runs a command with some monitored scalars each time all of them have a new value
+/// (tensorpack's `SendMonitorData`): e.g. to send the validation error to a phone, or to feed a
+/// custom dashboard.
 ///
 /// `command` is a shell command (`sh -c`) in which `{name}` stands for the value of scalar
-/// `name`, one of `names`. As in tensorpack, the values are collected as they are put; once every
-/// name has a value put at one global step, the command runs with them and the collection starts
-/// over. A value put at a later step before the set is complete replaces the older ones: the
-/// values of one command always belong together (the validation error and cost that one
-/// [`InferenceRunner`](crate::InferenceRunner) pass put, say). The set is looked at when the
-/// event that put the values ends, so the last value put during one event wins.
+/// `name`, one of `names`. As in tensorpack, the values are collected as they are put (a later
+/// value of a name replaces the earlier one); once every name has a value, the command runs
+/// with them and the collection starts over empty. The collection is looked at when the event
+/// that put the values ends (tensorpack looks after each step and each epoch), so the last
+/// value put during one event wins.
 ///
 /// Placeholders, as in Python's `str.format`: `{name}` writes the value in its shortest exact
 /// form, as Python's `str(float)` does but for the spelling of the exponent and of NaN (`0.25`,
 /// `1.0`, `1e-7`, `NaN`, `inf`), `{name:.3f}` with 3 decimals, `{{` and `}}` are literal
 /// braces. Beyond tensorpack: `{epoch_num}` and `{global_step}` give the counters when the
-/// values were put (unless a watched scalar has that name). A placeholder that names none of
+/// last of the values was put (unless a watched scalar has that name). A placeholder that names none of
 /// these is an error at construction, not at the first send.
 ///
 /// The command runs off the step's path, on a thread of its own (one command at a time, in
@@ -306,6 +305,7 @@ fn wait_for(owner: &'static str, command: &str, mut child: Child, abandon: &Atom
 pub struct SendMonitorData {
     template: Template,
     wait_at_end: Duration,
+    label: Option<String>,
 }
 
 impl SendMonitorData {
@@ -314,13 +314,20 @@ impl SendMonitorData {
     pub fn new<S: Into<String>>(command: impl Into<String>, names: impl IntoIterator<Item = S>) -> Result<Self> {
         let names = names.into_iter().map(Into::into).collect();
         let template = Template::parse("SendMonitorData", command.into(), names)?;
-        Ok(SendMonitorData { template, wait_at_end: DEFAULT_WAIT_AT_END })
+        Ok(SendMonitorData { template, wait_at_end: DEFAULT_WAIT_AT_END, label: None })
     }
 
     /// How long the end of training waits for commands still queued or running (30 s by
     /// default); after it, the running command is killed and the queued ones are dropped.
     pub fn wait_at_end(mut self, wait: Duration) -> Self {
         self.wait_at_end = wait;
+        self
+    }
+
+    /// The callback's name (`SendMonitorData(<names>)` by default): two of them watching the
+    /// same scalars need different names.
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.label = Some(name.into());
         self
     }
 
@@ -334,12 +341,15 @@ impl SendMonitorData {
 
 impl<M> Callback<M> for SendMonitorData {
     fn name(&self) -> Cow<'static, str> {
-        Cow::Owned(format!("SendMonitorData({})", self.template.names.join(",")))
+        match &self.label {
+            Some(label) => Cow::Owned(label.clone()),
+            None => Cow::Owned(format!("SendMonitorData({})", self.template.names.join(","))),
+        }
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let sink = SendSink {
             values: vec![None; self.template.names.len()],
-            at: None,
+            at: (0, 0),
             runner: CommandRunner::start(self.template.owner)?,
             template: self.template.clone(),
             wait_at_end: self.wait_at_end,
@@ -354,8 +364,8 @@ struct SendSink {
     template: Template,
     /// The values collected so far, one per name.
     values: Vec<Option<f64>>,
-    /// The (epoch, global step) they were put at.
-    at: Option<(u64, u64)>,
+    /// The (epoch, global step) the last of them was put at.
+    at: (u64, u64),
     runner: CommandRunner,
     wait_at_end: Duration,
 }
@@ -370,16 +380,13 @@ impl MonitorSink for SendSink {
         for record in records {
             let Value::Scalar(v) = record.value else { continue };
             let Some(index) = self.template.names.iter().position(|n| **n == *record.name) else { continue };
-            if self.at.is_some_and(|(_, step)| step != record.global_step) {
-                self.values.iter_mut().for_each(|v| *v = None);
-            }
-            self.at = Some((record.epoch_num, record.global_step));
+            self.at = (record.epoch_num, record.global_step);
             self.values[index] = Some(v);
             touched = true;
         }
         if touched && self.values.iter().all(Option::is_some) {
             let values: Vec<f64> = self.values.iter_mut().map(|v| v.take().unwrap_or_default()).collect();
-            let (epoch, step) = self.at.take().unwrap_or_default();
+            let (epoch, step) = self.at;
             self.runner.submit(self.template.render(&values, epoch, step));
         }
         Ok(())
@@ -423,6 +430,7 @@ impl MonitorSink for SendSink {
 pub struct SendStat {
     template: Template,
     wait_at_end: Duration,
+    label: Option<String>,
     runner: Option<CommandRunner>,
 }
 
@@ -438,7 +446,7 @@ impl SendStat {
     pub fn new<S: Into<String>>(command: impl Into<String>, names: impl IntoIterator<Item = S>) -> Result<Self> {
         let names = names.into_iter().map(Into::into).collect();
         let template = Template::parse("SendStat", command.into(), names)?;
-        Ok(SendStat { template, wait_at_end: DEFAULT_WAIT_AT_END, runner: None })
+        Ok(SendStat { template, wait_at_end: DEFAULT_WAIT_AT_END, label: None, runner: None })
     }
 
     /// How long `after_train` waits for commands still queued or running (30 s by default);
@@ -447,11 +455,21 @@ impl SendStat {
         self.wait_at_end = wait;
         self
     }
+
+    /// The callback's name (`SendStat(<names>)` by default): two of them watching the same
+    /// scalars need different names.
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.label = Some(name.into());
+        self
+    }
 }
 
 impl<M> Callback<M> for SendStat {
     fn name(&self) -> Cow<'static, str> {
-        Cow::Owned(format!("SendStat({})", self.template.names.join(",")))
+        match &self.label {
+            Some(label) => Cow::Owned(label.clone()),
+            None => Cow::Owned(format!("SendStat({})", self.template.names.join(","))),
+        }
     }
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
         self.runner = Some(CommandRunner::start(self.template.owner)?);
