@@ -137,7 +137,10 @@ fn ema_reports_every_k_steps_and_at_epoch_end_without_repeating_a_step() {
     run(
         1,
         4,
-        (MovingAverageSummary::new(["x"]).decay(0.5).report_every_k_steps(2).suffix("/ema"), recorder.handle()),
+        (
+            MovingAverageSummary::new(["x"]).decay(0.5).report_every_k_steps(2).suffix("/ema"),
+            recorder.handle(),
+        ),
     );
     // Step 2: biased 1.25, / 0.75 = 5/3. Step 4: 3.0625 / (1 - 1/16) = 49/15. The epoch ends at
     // step 4 too: reported once there.
@@ -177,7 +180,9 @@ fn ema_rejects_bad_settings_at_setup() {
     assert!(error(MovingAverageSummary::new(["x"]).decay(1.0)).contains("decay must be in [0, 1)"));
     assert!(error(MovingAverageSummary::new(Vec::<String>::new())).contains("no output names"));
     assert!(error(MovingAverageSummary::new(["x", "x"])).contains("named twice"));
-    assert!(error(MovingAverageSummary::new(["x"]).every_k_steps(0)).contains("every_k_steps must be at least 1"));
+    assert!(
+        error(MovingAverageSummary::new(["x"]).every_k_steps(0)).contains("every_k_steps must be at least 1")
+    );
     let missing = error(MovingAverageSummary::new(["nope"]));
     assert!(missing.contains("nope"), "{missing}");
 }
@@ -203,7 +208,10 @@ fn sma_before_the_window_is_full_averages_what_it_has() {
 #[test]
 fn sma_at_epoch_end_and_sparse_sampling() {
     let recorder = Recorder::new(&["x/SMA"]);
-    let sma = SimpleMovingAverage::new(["x"], 2).every_k_steps(2).report_every_k_steps(100).report_at_epoch_end(true);
+    let sma = SimpleMovingAverage::new(["x"], 2)
+        .every_k_steps(2)
+        .report_every_k_steps(100)
+        .report_at_epoch_end(true);
     run(2, 5, (sma, recorder.handle()));
     // Samples at steps 2, 4 (epoch 1 ends at 5: mean 3), then 6, 8, 10 (epoch 2 ends at 10:
     // window (8, 10), mean 9).
@@ -254,7 +262,15 @@ fn csv_has_one_row_per_epoch_and_python_reads_it_back() {
     assert_eq!(
         rows,
         vec![
-            row(&[("epoch", "1"), ("global_step", "2"), ("a,b", "0.5"), ("late", ""), ("s", "2.0"), ("v", "10.0"), ("w", "")]),
+            row(&[
+                ("epoch", "1"),
+                ("global_step", "2"),
+                ("a,b", "0.5"),
+                ("late", ""),
+                ("s", "2.0"),
+                ("v", "10.0"),
+                ("w", "")
+            ]),
             row(&[
                 ("epoch", "2"),
                 ("global_step", "4"),
@@ -264,7 +280,15 @@ fn csv_has_one_row_per_epoch_and_python_reads_it_back() {
                 ("v", "20.0"),
                 ("w", "0.6666666666666666"),
             ]),
-            row(&[("epoch", "3"), ("global_step", "6"), ("a,b", ""), ("late", "3.0"), ("s", "6.0"), ("v", "30.0"), ("w", "")]),
+            row(&[
+                ("epoch", "3"),
+                ("global_step", "6"),
+                ("a,b", ""),
+                ("late", "3.0"),
+                ("s", "6.0"),
+                ("v", "30.0"),
+                ("w", "")
+            ]),
         ]
     );
     assert_eq!(rows[1]["w"].parse::<f64>().unwrap(), 2.0 / 3.0, "the value reads back exactly");
@@ -389,7 +413,8 @@ fn send_stat_skips_a_name_without_a_value() {
     let dir = scratch_dir("send-stat-missing");
     let out = dir.join("stat.txt");
     // `w` has no value in epoch 1; in epoch 2 it has one.
-    let stat = SendStat::new(format!("echo {{epoch_num}} {{w:.1f}} >> {}", shell_quote(&out)), ["w"]).unwrap();
+    let stat =
+        SendStat::new(format!("echo {{epoch_num}} {{w:.1f}} >> {}", shell_quote(&out)), ["w"]).unwrap();
     trainer(&dir, 3, 1, (Putter, stat)).train(step).unwrap();
     // Epoch 3 sends the latest value, epoch 2's.
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "2 0.7\n3 0.7\n");
@@ -435,7 +460,10 @@ print(json.dumps(out))
 fn hist_writes_weight_histograms_every_k_epochs_that_tensorboard_reads() {
     let dir = scratch_dir("hist");
     let report = trainer(&dir, 4, 2, Hist::new().every_k_epochs(2).buckets(2))
-        .default_callbacks(DefaultCallbacks { tensorboard: Some(TensorBoardWriter), ..DefaultCallbacks::none() })
+        .default_callbacks(DefaultCallbacks {
+            tensorboard: Some(TensorBoardWriter),
+            ..DefaultCallbacks::none()
+        })
         .train(step)
         .unwrap();
     let histograms = tensorboard_histograms(&dir);
@@ -465,14 +493,18 @@ fn hist_of_all_parameters_under_a_periodic_trigger() {
     let dir = scratch_dir("hist-all");
     let hist = PeriodicTrigger::new(Hist::new().all_parameters().prefix("p/")).every_k_steps(3);
     trainer(&dir, 2, 3, hist)
-        .default_callbacks(DefaultCallbacks { tensorboard: Some(TensorBoardWriter), ..DefaultCallbacks::none() })
+        .default_callbacks(DefaultCallbacks {
+            tensorboard: Some(TensorBoardWriter),
+            ..DefaultCallbacks::none()
+        })
         .train(step)
         .unwrap();
     let histograms = tensorboard_histograms(&dir);
     let tags: Vec<&String> = histograms.as_object().unwrap().keys().collect();
     assert_eq!(tags, ["p/bias", "p/weight"]);
     for tag in ["p/bias", "p/weight"] {
-        let steps: Vec<u64> = histograms[tag].as_array().unwrap().iter().map(|e| e[0].as_u64().unwrap()).collect();
+        let steps: Vec<u64> =
+            histograms[tag].as_array().unwrap().iter().map(|e| e[0].as_u64().unwrap()).collect();
         assert_eq!(steps, [3, 6], "{tag}");
     }
     assert_eq!(histograms["p/bias"][0][3], serde_json::json!(1.0), "one bias value");

@@ -278,18 +278,24 @@ impl<M> Callback<M> for MovingAverageSummary {
             .sampler
             .names()
             .zip(&averages)
-            .map(|(n, a)| (n.to_string(), serde_json::json!({ "biased": json_f64(a.biased), "count": a.count })))
+            .map(|(n, a)| {
+                (n.to_string(), serde_json::json!({ "biased": json_f64(a.biased), "count": a.count }))
+            })
             .collect();
         Ok(Some(Json::Object(state)))
     }
     fn load_state(&mut self, state: Json) -> Result<()> {
-        let bad = |name: &str| Error::Checkpoint(format!("MovingAverageSummary: the saved state of `{name}` is malformed"));
+        let bad = |name: &str| {
+            Error::Checkpoint(format!("MovingAverageSummary: the saved state of `{name}` is malformed"))
+        };
         let Json::Object(state) = state else { return Err(bad("the averages")) };
         let names: Vec<String> = self.sampler.names().map(str::to_string).collect();
         self.averages = vec![Ema::default(); names.len()];
         for (name, saved) in &state {
             let Some(index) = names.iter().position(|n| n == name) else {
-                eprintln!("stoker: warning: MovingAverageSummary: the checkpoint averages `{name}`, which this run does not; ignored");
+                eprintln!(
+                    "stoker: warning: MovingAverageSummary: the checkpoint averages `{name}`, which this run does not; ignored"
+                );
                 continue;
             };
             let biased = saved.get("biased").and_then(parse_f64).ok_or_else(|| bad(name))?;
@@ -302,7 +308,10 @@ impl<M> Callback<M> for MovingAverageSummary {
         self.sampler.check()?;
         self.reports.check(self.sampler.owner)?;
         if !(0.0..1.0).contains(&self.decay) {
-            return Err(Error::msg(format!("MovingAverageSummary: decay must be in [0, 1), not {}", self.decay)));
+            return Err(Error::msg(format!(
+                "MovingAverageSummary: decay must be in [0, 1), not {}",
+                self.decay
+            )));
         }
         if self.averages.len() != self.sampler.fetches.len() {
             self.averages = vec![Ema::default(); self.sampler.fetches.len()];
@@ -425,7 +434,8 @@ impl SimpleMovingAverage {
         let monitors = ctx.monitors();
         for (name, w) in self.sampler.names().zip(&self.windows) {
             if !w.is_empty() {
-                monitors.put_scalar(&format!("{name}{}", self.suffix), w.iter().sum::<f64>() / w.len() as f64);
+                monitors
+                    .put_scalar(&format!("{name}{}", self.suffix), w.iter().sum::<f64>() / w.len() as f64);
             }
         }
     }
@@ -453,17 +463,22 @@ impl<M> Callback<M> for SimpleMovingAverage {
         Ok(Some(Json::Object(state)))
     }
     fn load_state(&mut self, state: Json) -> Result<()> {
-        let bad = |name: &str| Error::Checkpoint(format!("SimpleMovingAverage: the saved state of `{name}` is malformed"));
+        let bad = |name: &str| {
+            Error::Checkpoint(format!("SimpleMovingAverage: the saved state of `{name}` is malformed"))
+        };
         let Json::Object(state) = state else { return Err(bad("the windows")) };
         let names: Vec<String> = self.sampler.names().map(str::to_string).collect();
         self.windows = vec![VecDeque::with_capacity(self.window); names.len()];
         for (name, saved) in &state {
             let Some(index) = names.iter().position(|n| n == name) else {
-                eprintln!("stoker: warning: SimpleMovingAverage: the checkpoint averages `{name}`, which this run does not; ignored");
+                eprintln!(
+                    "stoker: warning: SimpleMovingAverage: the checkpoint averages `{name}`, which this run does not; ignored"
+                );
                 continue;
             };
             let saved = saved.as_array().ok_or_else(|| bad(name))?;
-            let values: Vec<f64> = saved.iter().map(parse_f64).collect::<Option<_>>().ok_or_else(|| bad(name))?;
+            let values: Vec<f64> =
+                saved.iter().map(parse_f64).collect::<Option<_>>().ok_or_else(|| bad(name))?;
             // A smaller window than the saved run's keeps the latest values.
             let skip = values.len().saturating_sub(self.window);
             self.windows[index] = values.into_iter().skip(skip).collect();

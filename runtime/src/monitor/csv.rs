@@ -188,10 +188,16 @@ impl CsvSink {
                     }
                     (restored, file.columns, None)
                 } else {
-                    (restored, Vec::new(), Some("differs from the checkpoint this run resumes from".to_string()))
+                    (
+                        restored,
+                        Vec::new(),
+                        Some("differs from the checkpoint this run resumes from".to_string()),
+                    )
                 }
             }
-            (Some(Err(why)), Some(restored)) => (restored, Vec::new(), Some(format!("cannot be read ({why})"))),
+            (Some(Err(why)), Some(restored)) => {
+                (restored, Vec::new(), Some(format!("cannot be read ({why})")))
+            }
             (Some(Ok(file)), None)
                 if file.rows.last().map(|r| r.epoch + 1) == Some(starting_epoch)
                     || (file.rows.is_empty() && starting_epoch <= 1) =>
@@ -309,7 +315,11 @@ fn merge_into(rows: &mut Vec<Row>, stats: &EpochStats) -> bool {
             false
         }
         _ => {
-            rows.push(Row { epoch: stats.epoch_num, global_step: stats.global_step, values: values.collect() });
+            rows.push(Row {
+                epoch: stats.epoch_num,
+                global_step: stats.global_step,
+                values: values.collect(),
+            });
             true
         }
     }
@@ -372,18 +382,21 @@ fn parse(text: &str, separator: char) -> std::result::Result<Table, String> {
         if record.len() != header.len() {
             return Err(format!("row {} has {} fields, the header {}", line + 1, record.len(), header.len()));
         }
-        let epoch = record[0].parse::<u64>().map_err(|_| format!("row {} has epoch `{}`", line + 1, record[0]))?;
+        let epoch =
+            record[0].parse::<u64>().map_err(|_| format!("row {} has epoch `{}`", line + 1, record[0]))?;
         if rows.last().is_some_and(|r| r.epoch >= epoch) {
             return Err(format!("row {} goes back to epoch {epoch}", line + 1));
         }
-        let global_step =
-            record[1].parse::<u64>().map_err(|_| format!("row {} has global step `{}`", line + 1, record[1]))?;
+        let global_step = record[1]
+            .parse::<u64>()
+            .map_err(|_| format!("row {} has global step `{}`", line + 1, record[1]))?;
         let mut values = BTreeMap::new();
         for (column, cell) in columns.iter().zip(&record[2..]) {
             if cell.is_empty() {
                 continue;
             }
-            let v = cell.parse::<f64>().map_err(|_| format!("row {} holds `{cell}` for `{column}`", line + 1))?;
+            let v =
+                cell.parse::<f64>().map_err(|_| format!("row {} holds `{cell}` for `{column}`", line + 1))?;
             values.insert(column.clone(), v);
         }
         rows.push(Row { epoch, global_step, values });
@@ -456,7 +469,10 @@ mod tests {
             global_step: epoch * 5,
             values: values.iter().map(|&(k, v)| (k.to_string(), v)).collect(),
         };
-        assert_eq!(table.rows, vec![row(1, &[("a", f64::NAN)]), row(2, &[("a", 1e-7), ("b", f64::INFINITY)])]);
+        assert_eq!(
+            table.rows,
+            vec![row(1, &[("a", f64::NAN)]), row(2, &[("a", 1e-7), ("b", f64::INFINITY)])]
+        );
         assert!(parse("step,a\n", ',').is_err());
         assert!(parse("epoch,a\n1,1\n", ',').is_err(), "no global_step column");
         assert!(parse("epoch,global_step,a\n2,4,1\n1,2,1\n", ',').is_err());

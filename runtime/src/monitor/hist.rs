@@ -94,7 +94,11 @@ impl Hist {
         let monitors = ctx.monitors();
         let mut start = 0;
         for (name, len) in names.iter().zip(lengths) {
-            monitors.put_histogram(&format!("{}{name}", self.prefix), &values[start..start + len], self.buckets);
+            monitors.put_histogram(
+                &format!("{}{name}", self.prefix),
+                &values[start..start + len],
+                self.buckets,
+            );
             start += len;
         }
         Ok(())

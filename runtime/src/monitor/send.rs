@@ -290,8 +290,7 @@ fn wait_for(owner: &'static str, command: &str, mut child: Child, abandon: &Atom
 /// (30 s by default), so that the last epoch's values are sent. tensorpack runs the command
 /// inside the trainer with `os.system`, blocking training while it runs.
 ///
-/// ```no_run
-/// # use stoker::prelude::*;
+/// ```
 /// use stoker::monitor::SendMonitorData;
 /// let send = SendMonitorData::new(
 ///     "curl -s -u $PUSHBULLET_TOKEN: https://api.pushbullet.com/v2/pushes \
@@ -311,7 +310,10 @@ pub struct SendMonitorData {
 impl SendMonitorData {
     /// Run `command` each time every one of `names` has a new value. An empty or repeated
     /// name, or a placeholder that names none of them, is an error.
-    pub fn new<S: Into<String>>(command: impl Into<String>, names: impl IntoIterator<Item = S>) -> Result<Self> {
+    pub fn new<S: Into<String>>(
+        command: impl Into<String>,
+        names: impl IntoIterator<Item = S>,
+    ) -> Result<Self> {
         let names = names.into_iter().map(Into::into).collect();
         let template = Template::parse("SendMonitorData", command.into(), names)?;
         Ok(SendMonitorData { template, wait_at_end: DEFAULT_WAIT_AT_END, label: None })
@@ -414,8 +416,8 @@ impl MonitorSink for SendSink {
 /// [`SendMonitorData`]'s do; `after_train` waits for them up to
 /// [`wait_at_end`](Self::wait_at_end).
 ///
-/// ```no_run
-/// # use stoker::prelude::*;
+/// ```
+/// use stoker::prelude::*;
 /// use stoker::monitor::SendStat;
 /// // Every 5 epochs, append the latest validation error to a file.
 /// let send = PeriodicTrigger::new(SendStat::new(
@@ -443,7 +445,10 @@ impl std::fmt::Debug for CommandRunner {
 impl SendStat {
     /// Run `command` with the latest values of `names` at every trigger. An empty or repeated
     /// name, or a placeholder that names none of them, is an error.
-    pub fn new<S: Into<String>>(command: impl Into<String>, names: impl IntoIterator<Item = S>) -> Result<Self> {
+    pub fn new<S: Into<String>>(
+        command: impl Into<String>,
+        names: impl IntoIterator<Item = S>,
+    ) -> Result<Self> {
         let names = names.into_iter().map(Into::into).collect();
         let template = Template::parse("SendStat", command.into(), names)?;
         Ok(SendStat { template, wait_at_end: DEFAULT_WAIT_AT_END, label: None, runner: None })
@@ -527,7 +532,7 @@ mod tests {
 
     #[test]
     fn bad_templates_are_errors_naming_the_problem() {
-        let error = |c: &str, n: &[&str]| template(c, n).err().expect("an error").to_string();
+        let error = |c: &str, n: &[&str]| template(c, n).expect_err("an error").to_string();
         assert!(error("echo {c}", &["a"]).contains("`{c}` names none of the scalars `a`"));
         assert!(error("echo {a", &["a"]).contains("unclosed"));
         assert!(error("echo a}", &["a"]).contains("single `}`"));
