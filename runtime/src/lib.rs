@@ -37,7 +37,10 @@ pub use inference::{ClassificationError, InferenceRunner, Inferencer, ScalarStat
 pub use monitor::{JsonWriter, MonitorSink, Monitors, ScalarPrinter, TensorBoardWriter};
 pub use param::{HyperParams, ScheduledHyperParamSetter};
 pub use saver::{Checkpoint, KeepPolicy, MaxSaver, MinSaver, ModelSaver};
-pub use track::ProgressBar;
+pub use track::{
+    EstimatedTimeLeft, GPUMemoryTracker, GPUUtilizationTracker, HostMemoryTracker, ProgressBar, RunTimer,
+    ThroughputTracker, Timed,
+};
 pub use trainer::{BatchIter, DefaultCallbacks, Outcome, Step, TrainData, TrainReport, Trainer};
 pub use trigger::{EnableCallbackIf, PeriodicCallback, PeriodicTrigger};
 
