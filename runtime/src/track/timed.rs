@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 /// ```
 ///
 /// A report is written when the callbacks of the set took at least
-/// [`min_total`](Self::min_total) (3 s) in the epoch; it names each callback that took at least
+/// [`min_total`](Self::min_total) (3 s) in the epoch; it names each callback that took more than
 /// [`min_callback`](Self::min_callback) (1 s) and more than [`min_share`](Self::min_share) (30 %)
 /// of that — tensorpack's thresholds. The time in parentheses is the epoch's (or the run's),
 /// from the set's first `before_epoch` (`setup`) to its last `trigger_epoch` (`after_train`).
@@ -108,7 +108,7 @@ impl<C, T: Clock> Timed<C, T> {
         self.min_total = duration;
         self
     }
-    /// Name only the callbacks that took at least this long (1 s by default).
+    /// Name only the callbacks that took more than this long (1 s by default).
     pub fn min_callback(mut self, duration: Duration) -> Self {
         self.min_callback = duration;
         self
@@ -180,7 +180,13 @@ impl<C, T: Clock> Timed<C, T> {
                     self.report_epoch(end, ctx);
                 }
             }
-            Event::BeforeStep | Event::AfterStep(_) | Event::TriggerStep | Event::AfterEpoch | Event::Trigger => {
+            Event::BeforeStep
+            | Event::AfterStep(_)
+            | Event::TriggerStep
+            | Event::AfterEpoch
+            | Event::Trigger
+            | Event::BeforeBackward(_)
+            | Event::AfterBackward(_) => {
                 member.epoch += spent;
             }
         }
@@ -220,7 +226,7 @@ impl<C, T: Clock> Timed<C, T> {
         let mut line = format!("stoker: callbacks took {} {when} (of {wall})", seconds(total));
         for &(name, time) in times {
             let share = time.as_secs_f64() / total.as_secs_f64();
-            if time >= self.min_callback && share > self.min_share {
+            if time > self.min_callback && share > self.min_share {
                 let _ = write!(line, "; {name}: {} ({:.0}%)", humanize_duration(time), share * 100.0);
             }
         }
