@@ -18,7 +18,9 @@ const MB: f64 = 1e6;
 /// GPU tracking off`, puts nothing and never fails training; a reading that fails later turns
 /// it off the same way. The readings cost a few microseconds per trigger on the training
 /// thread, nothing per step. Devices are chosen as for
-/// [`GPUUtilizationTracker`](crate::GPUUtilizationTracker). It runs on every worker in
+/// [`GPUUtilizationTracker`](crate::GPUUtilizationTracker): every visible GPU unless
+/// [`devices`](Self::devices) names some (tensorpack's default is GPU 0 alone; its scalars are
+/// named `PeakMemory(MB)/gpu:<device>`). It runs on every worker in
 /// data-parallel training (not `chief_only`), as in tensorpack.
 ///
 /// ```
@@ -55,7 +57,12 @@ impl Default for GPUMemoryTracker {
 impl GPUMemoryTracker {
     /// Track the visible GPUs through NVML.
     pub fn new() -> Self {
-        GPUMemoryTracker { devices: None, choice: SourceChoice::Nvml(None), source: None, tracked: Vec::new() }
+        GPUMemoryTracker {
+            devices: None,
+            choice: SourceChoice::Nvml(None),
+            source: None,
+            tracked: Vec::new(),
+        }
     }
     /// Track these GPUs (NVML's indices). An index beyond the machine's GPUs is an error at setup.
     pub fn devices(mut self, devices: impl IntoIterator<Item = u32>) -> Self {

@@ -14,8 +14,11 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 /// Puts the average utilization of each GPU during each epoch, `GPUUtil/<device>` (percent),
 /// as tensorpack's `GPUUtilizationTracker` does: a thread reads each device's utilization
 /// every second (see [`interval`](Self::interval)) from `before_epoch` to `after_epoch`, so the
-/// callbacks' time after the epoch is not counted, and the average is put in `trigger_epoch`.
-/// The training loop pays nothing per step; the thread is stopped and joined in `after_train`.
+/// callbacks' time after the epoch is not counted, and the average is put when the tracker is
+/// triggered (`trigger_epoch` by default; under
+/// [`PeriodicTrigger::every_k_epochs`](crate::PeriodicTrigger::every_k_epochs), the average of the
+/// epoch that just ended, every `k` epochs; a trigger inside an epoch puts nothing). The training
+/// loop pays nothing per step; the thread is stopped and joined in `after_train`.
 ///
 /// The readings come from NVIDIA's NVML, loaded at run time (`libnvidia-ml.so.1`). Without it,
 /// or without a GPU, the tracker writes one line on stderr at setup, `stoker:
@@ -178,7 +181,7 @@ impl<M> Callback<M> for GPUUtilizationTracker {
         }
         Ok(())
     }
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         if let Some(averages) = self.receive() {
             for (name, value) in self.names.iter().zip(averages) {
                 ctx.monitors().put_scalar(name, value);

@@ -115,7 +115,8 @@ impl<M, T: Clock> Callback<M> for ThroughputTracker<T> {
         Ok(())
     }
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let running = self.running_since.map_or(Duration::ZERO, |since| self.clock.now().saturating_sub(since));
+        let running =
+            self.running_since.map_or(Duration::ZERO, |since| self.clock.now().saturating_sub(since));
         let elapsed = (self.counted + running).as_secs_f64();
         let steps = ctx.global_step().saturating_sub(self.last_step);
         let name = self.scalar_name();

@@ -153,7 +153,14 @@ impl<C, T: Clock> Timed<C, T> {
 
     /// Count `start..end`, the time callback `index` took on `event`; report when the epoch or
     /// the run ends.
-    fn account<M>(&mut self, index: usize, event: &Event<'_>, start: Duration, end: Duration, ctx: &mut Context<'_, M>) {
+    fn account<M>(
+        &mut self,
+        index: usize,
+        event: &Event<'_>,
+        start: Duration,
+        end: Duration,
+        ctx: &mut Context<'_, M>,
+    ) {
         let spent = end.saturating_sub(start);
         let Some(member) = self.members.get_mut(index) else { return };
         member.run += spent;
