@@ -24,6 +24,7 @@ pub mod inference;
 pub mod monitor;
 pub mod param;
 pub mod saver;
+pub mod stop;
 pub mod track;
 pub mod trainer;
 pub mod trigger;
@@ -36,7 +37,8 @@ pub use fetch::{Fetch, FetchKind, FetchValue, Fetched, OutputTensor, Outputs};
 pub use inference::{ClassificationError, InferenceRunner, Inferencer, ScalarStats};
 pub use monitor::{JsonWriter, MonitorSink, Monitors, ScalarPrinter, TensorBoardWriter};
 pub use param::{HyperParams, ScheduledHyperParamSetter};
-pub use saver::{Checkpoint, KeepPolicy, MaxSaver, MinSaver, ModelSaver};
+pub use saver::{Checkpoint, KeepPolicy, MaxSaver, MinSaver, ModelSaver, SaveBestState};
+pub use stop::{EarlyStop, EarlyStopping};
 pub use track::ProgressBar;
 pub use trainer::{BatchIter, DefaultCallbacks, Outcome, Step, TrainData, TrainReport, Trainer};
 pub use trigger::{EnableCallbackIf, PeriodicCallback, PeriodicTrigger};
@@ -46,10 +48,10 @@ pub use stoker_macros::{Callbacks, callback, fetch, order};
 /// What a training program usually needs.
 pub mod prelude {
     pub use crate::{
-        Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EnableCallbackIf,
-        Fetch, Fetched, Flow, InferenceRunner, MaxSaver, MinSaver, ModelSaver, Order, Outcome, Outputs,
-        PeriodicCallback, PeriodicTrigger, ProgressBar, ScalarStats, ScheduledHyperParamSetter, Step,
-        TrainReport, Trainer, callback, fetch, order,
+        Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EarlyStopping,
+        EnableCallbackIf, Fetch, Fetched, Flow, InferenceRunner, MaxSaver, MinSaver, ModelSaver, Order,
+        Outcome, Outputs, PeriodicCallback, PeriodicTrigger, ProgressBar, ScalarStats,
+        ScheduledHyperParamSetter, Step, TrainReport, Trainer, callback, fetch, order,
     };
 }
 
