@@ -193,9 +193,11 @@ impl Inferencer for ScalarStats {
 /// tensorpack's ResNet example:
 ///
 /// ```
+/// use burn::tensor::Tensor;
 /// use stoker::prelude::*;
-/// # let validation: Vec<(burn::tensor::Tensor<1>, burn::tensor::Tensor<1>)> = Vec::new();
-/// let runner = InferenceRunner::new(validation, |_model: &burn::nn::Linear, (top1, top5), out: &mut Outputs| {
+/// // Batches of per-sample misses: 1 where the label is not the top-1 (top-5) prediction.
+/// let validation: Vec<(Tensor<1>, Tensor<1>)> = Vec::new();
+/// let runner = InferenceRunner::new(validation, |_model: &burn::nn::Linear, (top1, top5): (Tensor<1>, Tensor<1>), out: &mut Outputs| {
 ///     out.put("wrong-top1", top1);
 ///     out.put("wrong-top5", top5);
 /// })
@@ -510,8 +512,8 @@ impl Inferencer for MultiLabelStats {
                     *p = bit(s, OWNER, prediction_name)?;
                 }
             }
-            for c in 0..classes {
-                let (p, l) = (self.row[c], bit(truth[c], OWNER, label_name)?);
+            for (c, &t) in truth.iter().enumerate() {
+                let (p, l) = (self.row[c], bit(t, OWNER, label_name)?);
                 self.true_positives[c] += u64::from(p && l);
                 self.predicted[c] += u64::from(p);
                 self.actual[c] += u64::from(l);

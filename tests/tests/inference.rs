@@ -138,14 +138,17 @@ fn the_schedule_drives_the_learning_rate_of_a_run_including_a_resumed_one() {
     assert_eq!(run(4), vec![(4, 0.0), (5, 0.0)]);
 }
 
+/// The latest values of some scalars, at each trigger.
+type Captured = Arc<Mutex<Vec<Vec<Option<f64>>>>>;
+
 /// Records, at each trigger after the InferenceRunner, the latest value of each of its names.
 struct Capture {
     names: Vec<String>,
-    seen: Arc<Mutex<Vec<Vec<Option<f64>>>>>,
+    seen: Captured,
 }
 
 impl Capture {
-    fn new<S: Into<String>>(names: impl IntoIterator<Item = S>) -> (Self, Arc<Mutex<Vec<Vec<Option<f64>>>>>) {
+    fn new<S: Into<String>>(names: impl IntoIterator<Item = S>) -> (Self, Captured) {
         let seen = Arc::default();
         (Capture { names: names.into_iter().map(Into::into).collect(), seen: Arc::clone(&seen) }, seen)
     }
