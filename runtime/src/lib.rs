@@ -40,7 +40,10 @@ pub use error::{Error, Result};
 pub use fetch::{Fetch, FetchKind, FetchValue, Fetched, OutputTensor, Outputs};
 pub use inference::{ClassificationError, InferenceRunner, Inferencer, ScalarStats};
 pub use monitor::{JsonWriter, MonitorSink, Monitors, ScalarPrinter, TensorBoardWriter};
-pub use param::{HyperParams, ScheduledHyperParamSetter};
+pub use param::{
+    HumanHyperParamSetter, HyperParamSetterWithFunc, HyperParams, LrSchedulerSetter, PlateauMode,
+    ReduceLROnPlateau, ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter,
+};
 pub use saver::{Checkpoint, KeepPolicy, MaxSaver, MinSaver, ModelSaver, SaveBestState};
 pub use stop::{EarlyStop, EarlyStopping};
 pub use track::ProgressBar;
@@ -53,9 +56,11 @@ pub use stoker_macros::{Callbacks, callback, fetch, order};
 pub mod prelude {
     pub use crate::{
         Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EarlyStopping,
-        EnableCallbackIf, Fetch, Fetched, Flow, InferenceRunner, MaxSaver, MinSaver, ModelSaver, Order,
-        Outcome, Outputs, PeriodicCallback, PeriodicTrigger, ProgressBar, ScalarStats,
-        ScheduledHyperParamSetter, Step, TrainReport, Trainer, callback, fetch, order,
+        EnableCallbackIf, Fetch, Fetched, Flow, HumanHyperParamSetter, HyperParamSetterWithFunc,
+        InferenceRunner, LrSchedulerSetter, MaxSaver, MinSaver, ModelSaver, Order, Outcome, Outputs,
+        PeriodicCallback, PeriodicTrigger, ProgressBar, ReduceLROnPlateau, ScalarStats,
+        ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter, Step, TrainReport, Trainer, callback,
+        fetch, order,
     };
 }
 
