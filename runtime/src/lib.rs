@@ -27,6 +27,7 @@ pub mod modify;
 pub mod monitor;
 pub mod param;
 pub mod saver;
+pub mod stop;
 pub mod track;
 pub mod trainer;
 pub mod trigger;
@@ -43,7 +44,8 @@ pub use param::{
     HumanHyperParamSetter, HyperParamSetterWithFunc, HyperParams, LrSchedulerSetter, PlateauMode,
     ReduceLROnPlateau, ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter,
 };
-pub use saver::{Checkpoint, KeepPolicy, MaxSaver, MinSaver, ModelSaver};
+pub use saver::{Checkpoint, KeepPolicy, MaxSaver, MinSaver, ModelSaver, SaveBestState};
+pub use stop::{EarlyStop, EarlyStopping};
 pub use track::ProgressBar;
 pub use trainer::{BatchIter, DefaultCallbacks, Outcome, Step, TrainData, TrainReport, Trainer};
 pub use trigger::{EnableCallbackIf, PeriodicCallback, PeriodicTrigger};
@@ -53,11 +55,12 @@ pub use stoker_macros::{Callbacks, callback, fetch, order};
 /// What a training program usually needs.
 pub mod prelude {
     pub use crate::{
-        Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EnableCallbackIf,
-        Fetch, Fetched, Flow, HumanHyperParamSetter, HyperParamSetterWithFunc, InferenceRunner,
-        LrSchedulerSetter, MaxSaver, MinSaver, ModelSaver, Order, Outcome, Outputs, PeriodicCallback,
-        PeriodicTrigger, ProgressBar, ReduceLROnPlateau, ScalarStats, ScheduledHyperParamSetter, SharedParam,
-        StatMonitorParamSetter, Step, TrainReport, Trainer, callback, fetch, order,
+        Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EarlyStopping,
+        EnableCallbackIf, Fetch, Fetched, Flow, HumanHyperParamSetter, HyperParamSetterWithFunc,
+        InferenceRunner, LrSchedulerSetter, MaxSaver, MinSaver, ModelSaver, Order, Outcome, Outputs,
+        PeriodicCallback, PeriodicTrigger, ProgressBar, ReduceLROnPlateau, ScalarStats,
+        ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter, Step, TrainReport, Trainer, callback,
+        fetch, order,
     };
 }
 
