@@ -586,6 +586,26 @@ fn a_person_sets_the_learning_rate_through_a_file_and_mistakes_leave_it_as_it_is
 }
 
 #[test]
+fn a_schedule_and_a_person_compose_an_edit_wins_until_the_next_point() {
+    // tensorpack's ResNet list: a schedule and a human setter on the learning rate. The file
+    // holds 0.1 (written at setup, written again unchanged after epochs 1 and 2) until the person
+    // edits it after epoch 3; the schedule's points after epochs 2 and 4 apply all the same.
+    let dir = scratch_dir("param-human-schedule");
+    let unchanged = Some("learning_rate:0.1\n");
+    let person = Person(vec![unchanged, unchanged, Some("learning_rate:0.03\n")]);
+    let used = record(
+        trainer(&dir, 6, 1).learning_rate(0.1),
+        (
+            ScheduledHyperParamSetter::new("learning_rate", [(0, 0.1), (2, 0.01), (4, 0.001)]),
+            person,
+            HumanHyperParamSetter::new("learning_rate"),
+        ),
+        "learning_rate",
+    );
+    assert_used(&used, &[0.1, 0.1, 0.01, 0.03, 0.001, 0.001]);
+}
+
+#[test]
 fn the_file_is_created_with_the_current_value_and_missing_lines_are_added() {
     // Created when missing.
     let dir = scratch_dir("param-human-create");

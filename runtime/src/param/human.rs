@@ -23,8 +23,16 @@ use crate::error::Result;
 /// a value for this parameter that is not a finite number, or no line for it, is a warning on
 /// stderr (once for each distinct problem, again if it comes back after being fixed) and the
 /// value stays. Blank lines and lines starting with `#` are ignored; spaces around the name and
-/// the value are allowed; when the parameter has several lines, the last decides. The file is the
-/// truth at each reading: a value set meanwhile by another setter is replaced by the file's.
+/// the value are allowed; when the parameter has several lines, the last decides.
+///
+/// A value is set when the person writes it: when the parameter's value in the file differs from
+/// the one this setter last read or wrote there. A file that exists before training with a
+/// value is applied at the beginning. So it composes with a schedule, as in tensorpack's ResNet
+/// example: [`ScheduledHyperParamSetter`](crate::ScheduledHyperParamSetter) changes the learning
+/// rate at its epochs, and an edit of the file overrides it from the next reading on, until the
+/// schedule's next point. (tensorpack creates no file, and once a person creates it, its value
+/// replaces the schedule's at every reading.) The last value read is saved in checkpoints, so a
+/// resumed run does not apply an old edit again, and applies one made while it was stopped.
 ///
 /// ```
 /// # use stoker::prelude::*;
@@ -71,6 +79,8 @@ pub struct HumanHyperParamSetter {
     path: PathBuf,
     /// The problems found at the last reading (each warned about when it appeared).
     problems: Vec<String>,
+    /// The parameter's value in the file when this setter last read or wrote it.
+    seen: Option<f64>,
 }
 
 /// What one reading of the file found.
@@ -88,6 +98,7 @@ impl HumanHyperParamSetter {
             file_name: PathBuf::from("hyper.txt"),
             path: PathBuf::new(),
             problems: Vec::new(),
+            seen: None,
         }
     }
     /// The file, relative to the log directory (or absolute); default `hyper.txt`.
@@ -171,20 +182,28 @@ impl HumanHyperParamSetter {
         }
         self.problems = reading.problems;
         match reading.value {
-            Some(value) if Some(value) != self.target.current(ctx).ok() => self.target.set(ctx, value),
+            Some(value) if Some(value) != self.seen => {
+                self.seen = Some(value);
+                if Some(value) != self.target.current(ctx).ok() {
+                    self.target.set(ctx, value)?;
+                }
+                Ok(())
+            }
             _ => Ok(()),
         }
     }
 
-    /// Create the file, or add the parameter's line to it, with the current value.
-    fn ensure_line(&self, value: f64) -> std::io::Result<()> {
+    /// Create the file, or add the parameter's line to it, with the current value (then seen).
+    fn ensure_line(&mut self, value: f64) -> std::io::Result<()> {
         let line = format!("{}:{value:?}\n", self.target.param);
         match std::fs::read_to_string(&self.path) {
             Ok(text) if self.has_line(&text) => Ok(()),
             Ok(text) => {
                 let mut file = std::fs::OpenOptions::new().append(true).open(&self.path)?;
                 let separator = if text.is_empty() || text.ends_with('\n') { "" } else { "\n" };
-                file.write_all(format!("{separator}{line}").as_bytes())
+                file.write_all(format!("{separator}{line}").as_bytes())?;
+                self.seen = Some(value);
+                Ok(())
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if let Some(dir) = self.path.parent() {
@@ -193,7 +212,9 @@ impl HumanHyperParamSetter {
                 // Written whole then renamed, so a reader never sees half a file.
                 let tmp = self.path.with_extension("tmp-stoker");
                 std::fs::write(&tmp, line)?;
-                std::fs::rename(&tmp, &self.path)
+                std::fs::rename(&tmp, &self.path)?;
+                self.seen = Some(value);
+                Ok(())
             }
             Err(e) => Err(e),
         }
@@ -203,6 +224,21 @@ impl HumanHyperParamSetter {
 impl<M> Callback<M> for HumanHyperParamSetter {
     fn name(&self) -> Cow<'static, str> {
         self.target.name()
+    }
+    fn save_state(&self) -> Result<Option<serde_json::Value>> {
+        Ok(Some(serde_json::json!({ "seen": self.seen })))
+    }
+    fn load_state(&mut self, state: serde_json::Value) -> Result<()> {
+        self.seen = match state.get("seen") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(value) => Some(value.as_f64().ok_or_else(|| {
+                crate::error::Error::Checkpoint(format!(
+                    "{}: the saved value {value} is not a number",
+                    self.target.name()
+                ))
+            })?),
+        };
+        Ok(())
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         self.target.check(ctx)?;
