@@ -27,6 +27,7 @@ pub mod modify;
 pub mod monitor;
 pub mod param;
 pub mod saver;
+pub mod stop;
 pub mod track;
 pub mod trainer;
 pub mod trigger;
@@ -39,8 +40,12 @@ pub use error::{Error, Result};
 pub use fetch::{Fetch, FetchKind, FetchValue, Fetched, OutputTensor, Outputs};
 pub use inference::{ClassificationError, InferenceRunner, Inferencer, ScalarStats};
 pub use monitor::{JsonWriter, MonitorSink, Monitors, ScalarPrinter, TensorBoardWriter};
-pub use param::{HyperParams, ScheduledHyperParamSetter};
-pub use saver::{Checkpoint, KeepPolicy, MaxSaver, MinSaver, ModelSaver};
+pub use param::{
+    HumanHyperParamSetter, HyperParamSetterWithFunc, HyperParams, LrSchedulerSetter, PlateauMode,
+    ReduceLROnPlateau, ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter,
+};
+pub use saver::{Checkpoint, KeepPolicy, MaxSaver, MinSaver, ModelSaver, SaveBestState};
+pub use stop::{EarlyStop, EarlyStopping};
 pub use track::{
     EstimatedTimeLeft, GPUMemoryTracker, GPUUtilizationTracker, HostMemoryTracker, ProgressBar, RunTimer,
     ThroughputTracker, Timed,
@@ -53,10 +58,12 @@ pub use stoker_macros::{Callbacks, callback, fetch, order};
 /// What a training program usually needs.
 pub mod prelude {
     pub use crate::{
-        Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EnableCallbackIf,
-        Fetch, Fetched, Flow, InferenceRunner, MaxSaver, MinSaver, ModelSaver, Order, Outcome, Outputs,
-        PeriodicCallback, PeriodicTrigger, ProgressBar, ScalarStats, ScheduledHyperParamSetter, Step,
-        TrainReport, Trainer, callback, fetch, order,
+        Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EarlyStopping,
+        EnableCallbackIf, Fetch, Fetched, Flow, HumanHyperParamSetter, HyperParamSetterWithFunc,
+        InferenceRunner, LrSchedulerSetter, MaxSaver, MinSaver, ModelSaver, Order, Outcome, Outputs,
+        PeriodicCallback, PeriodicTrigger, ProgressBar, ReduceLROnPlateau, ScalarStats,
+        ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter, Step, TrainReport, Trainer, callback,
+        fetch, order,
     };
 }
 
