@@ -46,7 +46,10 @@ pub use param::{
 };
 pub use saver::{Checkpoint, KeepPolicy, MaxSaver, MinSaver, ModelSaver, SaveBestState};
 pub use stop::{EarlyStop, EarlyStopping};
-pub use track::ProgressBar;
+pub use track::{
+    EstimatedTimeLeft, GPUMemoryTracker, GPUUtilizationTracker, HostMemoryTracker, ProgressBar, RunTimer,
+    ThroughputTracker, Timed,
+};
 pub use trainer::{BatchIter, DefaultCallbacks, Outcome, Step, TrainData, TrainReport, Trainer};
 pub use trigger::{EnableCallbackIf, PeriodicCallback, PeriodicTrigger};
 
