@@ -31,13 +31,16 @@ fn trainer(dir: &Path, epochs: u64, batches: usize) -> Trainer<Linear, Vec<Batch
         .log_dir(dir)
 }
 
+/// `(global step, value)` pairs.
+type Used = Vec<(u64, f64)>;
+
 /// Train with `callbacks`; return the report and, for each step, `(step number, value of
 /// `param` the step read)`.
 fn try_record<K, C: Callbacks<Linear, K>>(
     trainer: Trainer<Linear, Vec<Batch>>,
     callbacks: C,
     param: &'static str,
-) -> stoker::Result<(TrainReport<Linear>, Vec<(u64, f64)>)> {
+) -> stoker::Result<(TrainReport<Linear>, Used)> {
     let used = Arc::new(Mutex::new(Vec::new()));
     let seen = used.clone();
     let report =
@@ -127,7 +130,7 @@ fn straight_and_resumed<K, C: Callbacks<Linear, K>>(
     param: &'static str,
     configure: impl Fn(Trainer<Linear, Vec<Batch>>) -> Trainer<Linear, Vec<Batch>>,
     make: impl Fn() -> C,
-) -> (Vec<(u64, f64)>, Vec<(u64, f64)>) {
+) -> (Used, Used) {
     let straight_dir = scratch_dir("param-straight");
     let straight = record(configure(trainer(&straight_dir, epochs, batches)), (make(), saver()), param);
     let dir = scratch_dir("param-split");
@@ -219,9 +222,12 @@ fn the_learning_rate_cannot_be_a_getter_and_setter() {
     HyperParams::new(1e-3).register_fn("learning_rate", || 0.1, |_| {});
 }
 
+/// When, the value of `dropout`, and the names of every hyper-parameter.
+type DropoutSeen = (&'static str, Option<f64>, Vec<String>);
+
 /// Records, at setup and after every epoch, what the context says of `dropout`.
 #[derive(Clone, Default)]
-struct WatchDropout(Arc<Mutex<Vec<(&'static str, Option<f64>, Vec<String>)>>>);
+struct WatchDropout(Arc<Mutex<Vec<DropoutSeen>>>);
 
 impl Callback<Linear> for WatchDropout {
     fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {

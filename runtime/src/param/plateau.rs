@@ -211,8 +211,8 @@ impl<M> Callback<M> for ReduceLROnPlateau {
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let name = Callback::<M>::name(self);
-        // `!(x < 1)` also refuses NaN.
-        if !(self.factor < 1.0) {
+        // Refuses NaN too.
+        if self.factor.is_nan() || self.factor >= 1.0 {
             return Err(Error::HyperParam(format!(
                 "{name}: the factor must be below 1.0 (new_lr = lr * factor), not {}",
                 self.factor
