@@ -27,6 +27,7 @@ pub mod modify;
 pub mod monitor;
 pub mod param;
 pub mod saver;
+pub mod stop;
 pub mod track;
 pub mod trainer;
 pub mod trigger;
@@ -42,9 +43,16 @@ pub use monitor::{
     CsvWriter, Hist, JsonWriter, MonitorSink, Monitors, MovingAverageSummary, ScalarPrinter, SendMonitorData,
     SendStat, SimpleMovingAverage, TensorBoardWriter,
 };
-pub use param::{HyperParams, ScheduledHyperParamSetter};
-pub use saver::{Checkpoint, KeepPolicy, MaxSaver, MinSaver, ModelSaver};
-pub use track::ProgressBar;
+pub use param::{
+    HumanHyperParamSetter, HyperParamSetterWithFunc, HyperParams, LrSchedulerSetter, PlateauMode,
+    ReduceLROnPlateau, ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter,
+};
+pub use saver::{Checkpoint, KeepPolicy, MaxSaver, MinSaver, ModelSaver, SaveBestState};
+pub use stop::{EarlyStop, EarlyStopping};
+pub use track::{
+    EstimatedTimeLeft, GPUMemoryTracker, GPUUtilizationTracker, HostMemoryTracker, ProgressBar, RunTimer,
+    ThroughputTracker, Timed,
+};
 pub use trainer::{BatchIter, DefaultCallbacks, Outcome, Step, TrainData, TrainReport, Trainer};
 pub use trigger::{EnableCallbackIf, PeriodicCallback, PeriodicTrigger};
 
@@ -53,10 +61,12 @@ pub use stoker_macros::{Callbacks, callback, fetch, order};
 /// What a training program usually needs.
 pub mod prelude {
     pub use crate::{
-        Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EnableCallbackIf,
-        Fetch, Fetched, Flow, InferenceRunner, MaxSaver, MinSaver, ModelSaver, Order, Outcome, Outputs,
-        PeriodicCallback, PeriodicTrigger, ProgressBar, ScalarStats, ScheduledHyperParamSetter, Step,
-        TrainReport, Trainer, callback, fetch, order,
+        Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EarlyStopping,
+        EnableCallbackIf, Fetch, Fetched, Flow, HumanHyperParamSetter, HyperParamSetterWithFunc,
+        InferenceRunner, LrSchedulerSetter, MaxSaver, MinSaver, ModelSaver, Order, Outcome, Outputs,
+        PeriodicCallback, PeriodicTrigger, ProgressBar, ReduceLROnPlateau, ScalarStats,
+        ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter, Step, TrainReport, Trainer, callback,
+        fetch, order,
     };
 }
 

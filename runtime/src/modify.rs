@@ -53,7 +53,7 @@ impl RnnRegularizer {
         self
     }
 
-    fn activations<'a>(&self, loss: &'a StepLoss<'_>, name: &str) -> Result<Tensor<3>> {
+    fn activations(&self, loss: &StepLoss<'_>, name: &str) -> Result<Tensor<3>> {
         match loss.output(name) {
             Some(OutputTensor::Rank3(tensor)) => Ok(tensor.clone()),
             Some(other) => Err(Error::msg(format!(

@@ -1,10 +1,14 @@
 //! InferenceRunner and its inferencers: the true error over a whole set with batches of any size,
-//! scalar means, one transfer per batch, results in the monitors; and the learning-rate schedule.
+//! scalar means over datapoints, several inferencers in one pass with one transfer per batch,
+//! precision / recall / F1, neon's per-class statistics, a user's inferencer, results in the
+//! monitors; and the learning-rate schedule.
 
 use std::sync::{Arc, Mutex};
 
 use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
+use stoker::Inferencer;
+use stoker::inference::{BinaryClassificationStats, MultiLabelStats};
 use stoker::prelude::*;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 
@@ -45,7 +49,7 @@ fn validation_batches() -> Vec<(Tensor<1>, Tensor<1>)> {
 }
 
 #[test]
-fn classification_error_weighs_batches_by_size_and_scalar_stats_average_batches() {
+fn classification_error_and_scalar_stats_weigh_batches_by_their_size() {
     let device = stoker::device::cpu();
     let seen = Seen::default();
     let runner = InferenceRunner::new(
@@ -67,7 +71,8 @@ fn classification_error_weighs_batches_by_size_and_scalar_stats_average_batches(
             .unwrap();
     assert_eq!(report.fetch_transfers, 0, "inference transfers are not training fetches");
     let seen = seen.lock().unwrap().clone();
-    assert_eq!(seen, vec![(1, Some(0.5), Some(1.25), 1e-3), (2, Some(0.5), Some(1.25), 1e-3)]);
+    // The cost over the 4 samples: (3 x 0.5 + 1 x 2.0) / 4 (the mean of the batches would be 1.25).
+    assert_eq!(seen, vec![(1, Some(0.5), Some(0.875), 1e-3), (2, Some(0.5), Some(0.875), 1e-3)]);
 }
 
 #[test]
@@ -131,4 +136,346 @@ fn the_schedule_drives_the_learning_rate_of_a_run_including_a_resumed_one() {
     // Observed at the end of each epoch, after the setter: the value for the next epoch.
     assert_eq!(run(1), vec![(1, 0.5), (2, 0.1), (3, 0.1), (4, 0.0), (5, 0.0)]);
     assert_eq!(run(4), vec![(4, 0.0), (5, 0.0)]);
+}
+
+/// The latest values of some scalars, at each trigger.
+type Captured = Arc<Mutex<Vec<Vec<Option<f64>>>>>;
+
+/// Records, at each trigger after the InferenceRunner, the latest value of each of its names.
+struct Capture {
+    names: Vec<String>,
+    seen: Captured,
+}
+
+impl Capture {
+    fn new<S: Into<String>>(names: impl IntoIterator<Item = S>) -> (Self, Captured) {
+        let seen = Arc::default();
+        (Capture { names: names.into_iter().map(Into::into).collect(), seen: Arc::clone(&seen) }, seen)
+    }
+}
+
+impl Callback<Linear> for Capture {
+    fn order(&self) -> Order {
+        Order::none().after("InferenceRunner")
+    }
+    fn trigger(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        let values = self.names.iter().map(|n| ctx.monitors_ref().latest(n)).collect();
+        self.seen.lock().unwrap().push(values);
+        Ok(())
+    }
+}
+
+/// Train the tiny model for `epochs` epochs with an inference runner (and a capture).
+fn validate<K, C: Callbacks<Linear, K>>(epochs: u64, callbacks: C) -> stoker::Result<TrainReport<Linear>> {
+    let device = stoker::device::cpu();
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(1, &device))
+        .max_epoch(epochs)
+        .log_dir(scratch_dir("validate"))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .callbacks(callbacks)
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+}
+
+fn vector(values: &[f32]) -> Tensor<1> {
+    Tensor::from_data(TensorData::new(values.to_vec(), [values.len()]), &stoker::device::cpu())
+}
+
+fn matrix(rows: &[[f32; 2]]) -> Tensor<2> {
+    let flat: Vec<f32> = rows.iter().flatten().copied().collect();
+    Tensor::from_data(TensorData::new(flat, [rows.len(), 2]), &stoker::device::cpu())
+}
+
+/// 7 samples in batches of 3: 3, 3 and an uneven last batch of 1, with a mean cost per batch.
+#[derive(Clone)]
+struct Sample {
+    cost: f32,
+    top1: Vec<f32>,
+    top5: Vec<f32>,
+    predicted: Vec<f32>,
+    label: Vec<f32>,
+}
+
+fn seven_samples() -> Vec<Sample> {
+    let batch = |cost, top1: &[f32], top5: &[f32], predicted: &[f32], label: &[f32]| Sample {
+        cost,
+        top1: top1.to_vec(),
+        top5: top5.to_vec(),
+        predicted: predicted.to_vec(),
+        label: label.to_vec(),
+    };
+    vec![
+        batch(0.5, &[1.0, 0.0, 1.0], &[0.0, 0.0, 1.0], &[1.0, 1.0, 0.0], &[1.0, 0.0, 0.0]),
+        batch(1.0, &[0.0, 0.0, 1.0], &[0.0, 0.0, 0.0], &[0.0, 1.0, 1.0], &[1.0, 1.0, 1.0]),
+        batch(2.0, &[1.0], &[1.0], &[1.0], &[0.0]),
+    ]
+}
+
+/// The forward function of [`seven_samples`]: every value as an output.
+fn put_sample(_model: &Linear, sample: Sample, out: &mut Outputs) {
+    out.put("cost", vector(&[sample.cost]));
+    out.put("wrong-top1", vector(&sample.top1));
+    out.put("wrong-top5", vector(&sample.top5));
+    out.put("predicted", vector(&sample.predicted));
+    out.put("label", vector(&sample.label));
+}
+
+/// A user's inferencer: counts the samples from the batch sizes the runner tells, and the passes.
+struct SampleCounter {
+    fetches: [Fetch; 1],
+    samples: usize,
+    batch_size: usize,
+    passes: Arc<Mutex<u64>>,
+}
+
+impl Inferencer for SampleCounter {
+    fn fetches(&self) -> &[Fetch] {
+        &self.fetches
+    }
+    fn before_inference(&mut self) {
+        self.samples = 0;
+        *self.passes.lock().unwrap() += 1;
+    }
+    fn needs_batch_size(&self) -> bool {
+        true
+    }
+    fn set_batch_size(&mut self, batch_size: usize) {
+        self.batch_size = batch_size;
+    }
+    fn on_batch(&mut self, values: &Fetched<'_>) -> stoker::Result<()> {
+        let (labels, _) = values.host("label")?;
+        assert_eq!(labels.len(), self.batch_size, "the runner tells the batch's size");
+        self.samples += self.batch_size;
+        Ok(())
+    }
+    fn after_inference(&mut self) -> Vec<(String, f64)> {
+        vec![("val_samples".into(), self.samples as f64)]
+    }
+}
+
+#[test]
+fn several_inferencers_share_one_pass_and_one_transfer_per_batch() {
+    let passes = Arc::new(Mutex::new(0));
+    let runner = InferenceRunner::new(seven_samples(), put_sample)
+        .with(ClassificationError::new("wrong-top1", "val-error-top1"))
+        .with(ClassificationError::new("wrong-top5", "val-error-top5"))
+        .with(ScalarStats::new(["cost"]))
+        .with(BinaryClassificationStats::new("predicted", "label"))
+        .with(SampleCounter {
+            fetches: [Fetch::host("label")],
+            samples: 0,
+            batch_size: 0,
+            passes: passes.clone(),
+        });
+    let counts = runner.counts();
+    let (capture, seen) = Capture::new([
+        "val-error-top1",
+        "val-error-top5",
+        "validation_cost",
+        "val_precision",
+        "val_recall",
+        "val_f1",
+        "val_samples",
+    ]);
+    let report = validate(2, (runner, capture)).unwrap();
+    // Top-1: 4 of 7 wrong, top-5: 2 of 7; the cost over the samples (the mean of the batches
+    // would be 3.5 / 3); TP 3, FP 2, FN 1 over the set (the mean of the batches' precisions would
+    // be 0.5).
+    let expected = vec![
+        Some(4.0 / 7.0),
+        Some(2.0 / 7.0),
+        Some(6.5 / 7.0),
+        Some(3.0 / 5.0),
+        Some(3.0 / 4.0),
+        Some(6.0 / 9.0),
+        Some(7.0),
+    ];
+    assert_eq!(*seen.lock().unwrap(), vec![expected.clone(), expected]);
+    assert_eq!((counts.passes(), counts.batches(), counts.transfers()), (2, 6, 6));
+    assert_eq!(*passes.lock().unwrap(), 2);
+    assert_eq!(report.fetch_transfers, 0);
+}
+
+#[test]
+fn scalar_stats_take_the_batch_size_the_forward_function_returns() {
+    // Only scalars: the size cannot be read off the outputs, the forward function tells it.
+    let runner =
+        InferenceRunner::new(seven_samples(), |_model: &Linear, sample: Sample, out: &mut Outputs| {
+            out.put("cost", vector(&[sample.cost]));
+            sample.top1.len()
+        })
+        .with(ScalarStats::new(["cost"]).prefix(""));
+    let (capture, seen) = Capture::new(["cost"]);
+    validate(1, (runner, capture)).unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![vec![Some((0.5 * 3.0 + 1.0 * 3.0 + 2.0) / 7.0)]]);
+}
+
+#[test]
+fn a_batch_size_that_cannot_be_told_is_an_error_saying_how_to_give_it() {
+    let scalars_only =
+        InferenceRunner::new(seven_samples(), |_model: &Linear, sample: Sample, out: &mut Outputs| {
+            out.put("cost", vector(&[sample.cost]));
+        })
+        .with(ScalarStats::new(["cost"]));
+    assert_eq!(
+        validate(1, scalars_only).unwrap_err().to_string(),
+        "callback `InferenceRunner` failed in trigger_epoch: InferenceRunner: `ScalarStats` needs each batch's number of datapoints, which cannot be read off the forward function's outputs: each holds one value (`cost` [1]); return the batch size from the forward function (`|model, batch, out| { ...; batch_size }`)"
+    );
+    let mismatched =
+        InferenceRunner::new(seven_samples(), |_model: &Linear, sample: Sample, out: &mut Outputs| {
+            out.put("cost", vector(&[sample.cost]));
+            out.put("wrong", vector(&sample.top1));
+            out.put("per_class", vector(&[0.0, 1.0]));
+        })
+        .with(ScalarStats::new(["cost"]));
+    assert_eq!(
+        validate(1, mismatched).unwrap_err().to_string(),
+        "callback `InferenceRunner` failed in trigger_epoch: InferenceRunner: `ScalarStats` needs each batch's number of datapoints, which cannot be read off the forward function's outputs: their first dimensions differ (`wrong` [3], `per_class` [2]); return the batch size from the forward function (`|model, batch, out| { ...; batch_size }`)"
+    );
+    // Without an inferencer that needs it, nothing is asked.
+    let runner =
+        InferenceRunner::new(seven_samples(), |_model: &Linear, sample: Sample, out: &mut Outputs| {
+            out.put("wrong", vector(&sample.top1));
+        })
+        .with(ClassificationError::new("wrong", "validation_error"));
+    validate(1, runner).unwrap();
+}
+
+#[test]
+fn binary_statistics_are_zero_without_positives_and_refuse_values_other_than_0_and_1() {
+    let none = vec![(vector(&[0.0, 0.0, 0.0]), vector(&[0.0, 0.0, 0.0])), (vector(&[0.0]), vector(&[0.0]))];
+    let runner =
+        InferenceRunner::new(none, |_model: &Linear, (p, l): (Tensor<1>, Tensor<1>), out: &mut Outputs| {
+            out.put("p", p);
+            out.put("l", l);
+        })
+        .with(BinaryClassificationStats::new("p", "l").prefix("test"));
+    let (capture, seen) = Capture::new(["test_precision", "test_recall", "test_f1"]);
+    validate(1, (runner, capture)).unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![vec![Some(0.0), Some(0.0), Some(0.0)]]);
+
+    // Positive labels never predicted: precision 0 (nothing predicted), recall 0, F1 0.
+    let missed = vec![(vector(&[0.0, 0.0]), vector(&[1.0, 0.0]))];
+    let runner =
+        InferenceRunner::new(missed, |_model: &Linear, (p, l): (Tensor<1>, Tensor<1>), out: &mut Outputs| {
+            out.put("p", p);
+            out.put("l", l);
+        })
+        .with(BinaryClassificationStats::new("p", "l").prefix(""));
+    let (capture, seen) = Capture::new(["precision", "recall", "f1"]);
+    validate(1, (runner, capture)).unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![vec![Some(0.0), Some(0.0), Some(0.0)]]);
+
+    let scores = vec![(vector(&[0.75, 0.0]), vector(&[1.0, 0.0]))];
+    let runner =
+        InferenceRunner::new(scores, |_model: &Linear, (p, l): (Tensor<1>, Tensor<1>), out: &mut Outputs| {
+            out.put("p", p);
+            out.put("l", l);
+        })
+        .with(BinaryClassificationStats::new("p", "l"));
+    assert_eq!(
+        validate(1, runner).unwrap_err().to_string(),
+        "callback `InferenceRunner` failed in trigger_epoch: BinaryClassificationStats: `p` holds 0.75, not 0 or 1"
+    );
+}
+
+/// Two classes, batches of 3 and 1: predictions and labels, one column per class.
+fn two_class_batches() -> Vec<(Tensor<2>, Tensor<2>)> {
+    vec![
+        (matrix(&[[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]), matrix(&[[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])),
+        (matrix(&[[0.0, 0.0]]), matrix(&[[1.0, 1.0]])),
+    ]
+}
+
+fn multi_label_names() -> Vec<String> {
+    let mut names = Vec::new();
+    for statistic in ["precision", "recall", "misclassification"] {
+        for class in ["cat", "dog"] {
+            names.push(format!("val_{statistic}/{class}"));
+        }
+        names.push(format!("val_{statistic}"));
+    }
+    names
+}
+
+fn multi_label(stats: MultiLabelStats, batches: Vec<(Tensor<2>, Tensor<2>)>) -> Vec<Option<f64>> {
+    let runner = InferenceRunner::new(
+        batches,
+        |_model: &Linear, (p, l): (Tensor<2>, Tensor<2>), out: &mut Outputs| {
+            out.put("predicted", p);
+            out.put("labels", l);
+        },
+    )
+    .with(stats);
+    let (capture, seen) = Capture::new(multi_label_names());
+    validate(1, (runner, capture)).unwrap();
+    seen.lock().unwrap().pop().unwrap()
+}
+
+#[test]
+fn multi_label_stats_count_each_class_over_the_whole_set() {
+    // cat: TP 1 (row 1), FP 1 (row 2), FN 1 (last batch): precision 1/2, recall 1/2, 2 of 4 wrong.
+    // dog: TP 2, FN 1: precision 2/2, recall 2/3, 1 of 4 wrong.
+    let values =
+        multi_label(MultiLabelStats::new("predicted", "labels", ["cat", "dog"]), two_class_batches());
+    let expected =
+        [0.5, 1.0, (0.5 + 1.0) / 2.0, 0.5, 2.0 / 3.0, (0.5 + 2.0 / 3.0) / 2.0, 0.5, 0.25, (0.5 + 0.25) / 2.0];
+    assert_eq!(values, expected.map(Some).to_vec());
+}
+
+#[test]
+fn multi_label_stats_reproduce_neons_per_batch_arithmetic() {
+    // neon: per batch TP / (predicted + 1e-6), TP / (actual + 1e-6), averaged over the 2 batches.
+    // cat: batch 1 TP 1, predicted 2, actual 1, 1 of 3 wrong; batch 2 TP 0, predicted 0, actual 1,
+    // 1 of 1 wrong. dog: batch 1 TP 2, predicted 2, actual 2, none wrong; batch 2 as cat's.
+    let e = 1e-6;
+    let stats = MultiLabelStats::new("predicted", "labels", ["cat", "dog"]).neon_batch_mean(true);
+    let values = multi_label(stats, two_class_batches());
+    let (cat_p, dog_p) = ((1.0 / (2.0 + e) + 0.0) / 2.0, (2.0 / (2.0 + e) + 0.0) / 2.0);
+    let (cat_r, dog_r) = ((1.0 / (1.0 + e) + 0.0) / 2.0, (2.0 / (2.0 + e) + 0.0) / 2.0);
+    let (cat_m, dog_m) = ((1.0 / 3.0 + 1.0) / 2.0, (0.0 + 1.0) / 2.0);
+    let expected = [
+        cat_p,
+        dog_p,
+        (cat_p + dog_p) / 2.0,
+        cat_r,
+        dog_r,
+        (cat_r + dog_r) / 2.0,
+        cat_m,
+        dog_m,
+        (cat_m + dog_m) / 2.0,
+    ];
+    assert_eq!(values, expected.map(Some).to_vec());
+}
+
+#[test]
+fn multi_label_stats_binarize_scores_with_argmax() {
+    // Scores whose row maxima give the 0/1 predictions of `two_class_batches` for single-label
+    // rows: [0.9, 0.2] -> cat, [0.3, 0.6] -> dog, [0.5, 0.5] -> cat (the first of a tie).
+    let batches = vec![
+        (matrix(&[[0.9, 0.2], [0.3, 0.6], [0.5, 0.5]]), matrix(&[[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])),
+        (matrix(&[[0.1, 0.7]]), matrix(&[[0.0, 1.0]])),
+    ];
+    // cat: predicted rows 1 and 3, TP 1; actual 1. dog: predicted rows 2 and 4, both right; actual 3.
+    let values =
+        multi_label(MultiLabelStats::new("predicted", "labels", ["cat", "dog"]).argmax(true), batches);
+    assert_eq!(values[..2], [Some(0.5), Some(1.0)]);
+    assert_eq!(values[3..5], [Some(1.0), Some(2.0 / 3.0)]);
+    assert_eq!(values[6..8], [Some(0.25), Some(0.25)]);
+}
+
+#[test]
+fn multi_label_stats_name_a_wrong_shape() {
+    let runner = InferenceRunner::new(
+        two_class_batches(),
+        |_model: &Linear, (p, l): (Tensor<2>, Tensor<2>), out: &mut Outputs| {
+            out.put("predicted", p);
+            out.put("labels", l);
+        },
+    )
+    .with(MultiLabelStats::new("predicted", "labels", ["cat", "dog", "bird"]));
+    assert_eq!(
+        validate(1, runner).unwrap_err().to_string(),
+        "callback `InferenceRunner` failed in trigger_epoch: MultiLabelStats: `predicted` has shape [3, 2]; expected [batch, 3], one column per class (cat, dog, bird)"
+    );
 }

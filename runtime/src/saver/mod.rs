@@ -5,6 +5,7 @@
 //! [`Trainer::resume_from`](crate::Trainer::resume_from) and
 //! [`Trainer::auto_resume`](crate::Trainer::auto_resume) continue a run from them.
 
+mod best_state;
 pub mod checkpoint;
 
 use std::borrow::Cow;
@@ -12,6 +13,7 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::Path;
 
+pub use best_state::SaveBestState;
 pub use checkpoint::{Checkpoint, KeepPolicy};
 
 use crate::callback::{Callback, Context};

@@ -312,6 +312,34 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         self.hyper.register(name, value);
         self
     }
+    /// Register a named hyper-parameter that lives in an object of yours (tensorpack's
+    /// `ObjAttrParam`), read through `get` and written through `set`: callbacks set it by name,
+    /// the step reads it, checkpoints save and restore it. See [`HyperParams::register_fn`].
+    ///
+    /// # Panics
+    /// If `name` is `"learning_rate"` (built in).
+    pub fn hyper_param_fn(
+        mut self,
+        name: impl Into<Cow<'static, str>>,
+        get: impl Fn() -> f64 + Send + Sync + 'static,
+        set: impl Fn(f64) + Send + Sync + 'static,
+    ) -> Self {
+        self.hyper.register_fn(name, get, set);
+        self
+    }
+    /// Register a named hyper-parameter held in a [`SharedParam`](crate::SharedParam) that your
+    /// step or data pipeline reads. See [`HyperParams::register_shared`].
+    ///
+    /// # Panics
+    /// If `name` is `"learning_rate"` (built in).
+    pub fn hyper_param_shared(
+        mut self,
+        name: impl Into<Cow<'static, str>>,
+        param: &crate::SharedParam,
+    ) -> Self {
+        self.hyper.register_shared(name, param);
+        self
+    }
     /// Resume from the latest complete checkpoint under `path` — a log directory, its
     /// `checkpoints` folder, or one checkpoint's folder. Restored: the model's weights, the
     /// optimizer's state, the counters and the position in the data (the same data, seeded the

@@ -1,4 +1,4 @@
-//! Trackers: the progress bar.
+//! The progress bar.
 
 use std::fmt::Write as _;
 

@@ -1,0 +1,239 @@
+//! neon's `SaveBestStateCallback`: the best model so far, in one file.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::JoinHandle;
+
+use burn::module::Module;
+use serde_json::{Value as Json, json};
+
+use super::write_atomic;
+use crate::callback::{Callback, Context};
+use crate::error::{Error, Result};
+use crate::monitor::{json_f64, parse_f64};
+use crate::stop::{Mode, Watched};
+
+/// Writes the model to `path` whenever a monitored statistic reaches its best value so far:
+/// neon's `SaveBestStateCallback`. The file is burn's burnpack, the format of a checkpoint's
+/// `model.bpk`: plain burn reads it back with `Module::load_file(path)`.
+///
+/// At each trigger (every epoch by default) where the statistic has a new value (order this
+/// callback after the one that puts it), a value lower than the best so far (`Mode::Min`, the
+/// default, as neon keeps the lowest validation loss; higher with `Mode::Max`) replaces the
+/// file. NaN is never the best. A statistic never put is an error naming the scalars there are.
+///
+/// The file is replaced atomically (a temporary file beside it, synced, renamed over it): a crash
+/// leaves the previous best or the new one, never a mixture. Reading the weights off the device
+/// and writing them happen on a thread of their own, so training goes on meanwhile; a failed
+/// write fails the run at the next trigger, or at the end of training, naming the file. Every
+/// write is finished when training returns.
+///
+/// A relative `path` is taken inside the log directory (neon takes it from the working
+/// directory); an absolute one is used as it is. The best value is callback state: a resumed run
+/// does not replace the file with a worse model.
+///
+/// ```
+/// use stoker::prelude::*;
+/// use stoker::saver::SaveBestState;
+/// use stoker::stop::Mode;
+///
+/// // `<log dir>/best.bpk`: the model with the lowest validation cost so far.
+/// let best_cost = SaveBestState::new("best.bpk", "validation_cost");
+/// // The model with the highest validation accuracy so far.
+/// let best_accuracy = SaveBestState::new("/models/best-accuracy.bpk", "validation_accuracy").mode(Mode::Max);
+/// # let _ = (best_cost, best_accuracy);
+/// ```
+#[derive(Debug)]
+pub struct SaveBestState {
+    path: PathBuf,
+    target: PathBuf,
+    watched: Watched,
+    mode: Mode,
+    maximize: bool,
+    best: Option<f64>,
+    best_epoch: u64,
+    writer: Option<Writer>,
+}
+
+impl SaveBestState {
+    /// Write the model to `path` whenever the monitored scalar `statistic` reaches its lowest
+    /// value so far.
+    pub fn new(path: impl Into<PathBuf>, statistic: impl Into<String>) -> Self {
+        SaveBestState {
+            path: path.into(),
+            target: PathBuf::new(),
+            watched: Watched::new(statistic),
+            mode: Mode::Min,
+            maximize: false,
+            best: None,
+            best_epoch: 0,
+            writer: None,
+        }
+    }
+    /// Whether lower (`Mode::Min`, the default) or higher (`Mode::Max`) is better; `Mode::Auto`
+    /// tells from the statistic's name (see [`Mode::resolve`]).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+    /// The best value so far.
+    pub fn best(&self) -> Option<f64> {
+        self.best
+    }
+    /// The epoch of the best value, 0 before any.
+    pub fn best_epoch(&self) -> u64 {
+        self.best_epoch
+    }
+    /// The file written, as given.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    fn label(&self) -> String {
+        format!("SaveBestState({})", self.watched.name)
+    }
+}
+
+/// A job for the writer thread: read the weights, write the file.
+type Job = Box<dyn FnOnce() -> std::result::Result<(), String> + Send>;
+
+/// The thread writing the best model, and the failures it reports back.
+#[derive(Debug)]
+struct Writer {
+    jobs: Option<Sender<Job>>,
+    failures: Receiver<String>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Writer {
+    fn start() -> Self {
+        let (jobs, receiver) = mpsc::channel::<Job>();
+        let (report, failures) = mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name("stoker-SaveBestState".into())
+            .spawn(move || {
+                for job in receiver {
+                    if let Err(error) = job() {
+                        let _ = report.send(error);
+                    }
+                }
+            })
+            .expect("spawning the SaveBestState writer thread");
+        Writer { jobs: Some(jobs), failures, handle: Some(handle) }
+    }
+
+    fn send(&self, job: Job) {
+        if let Some(jobs) = &self.jobs {
+            // A thread that ended has reported why.
+            let _ = jobs.send(job);
+        }
+    }
+
+    /// The first failure reported so far.
+    fn check(&self) -> Result<()> {
+        match self.failures.try_recv() {
+            Ok(error) => Err(Error::Checkpoint(error)),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Wait for every write, then report the first failure.
+    fn finish(&mut self) -> Result<()> {
+        drop(self.jobs.take());
+        if let Some(handle) = self.handle.take()
+            && handle.join().is_err()
+        {
+            return Err(Error::Checkpoint("the SaveBestState writer thread panicked".into()));
+        }
+        self.check()
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if let Err(error) = self.finish() {
+            eprintln!("stoker: {error}");
+        }
+    }
+}
+
+impl<M: Module + 'static> Callback<M> for SaveBestState {
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Owned(self.label())
+    }
+
+    fn save_state(&self) -> Result<Option<Json>> {
+        Ok(Some(json!({
+            "best": self.best.map(json_f64),
+            "best_epoch": self.best_epoch,
+            "seen": self.watched.seen,
+        })))
+    }
+
+    fn load_state(&mut self, state: Json) -> Result<()> {
+        let owner = self.label();
+        let bad =
+            |key: &str| Error::Checkpoint(format!("{owner}: the saved state has no valid `{key}`: {state}"));
+        self.best = match state.get("best") {
+            None | Some(Json::Null) => None,
+            Some(value) => Some(parse_f64(value).ok_or_else(|| bad("best"))?),
+        };
+        self.best_epoch = state.get("best_epoch").and_then(Json::as_u64).ok_or_else(|| bad("best_epoch"))?;
+        self.watched.seen = state.get("seen").and_then(Json::as_u64).ok_or_else(|| bad("seen"))? as usize;
+        Ok(())
+    }
+
+    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let owner = self.label();
+        self.maximize = self.mode.maximize(&self.watched.name, &owner)?;
+        if self.path.as_os_str().is_empty() {
+            return Err(Error::msg(format!("{owner}: the path is empty")));
+        }
+        self.target =
+            if self.path.is_absolute() { self.path.clone() } else { ctx.log_dir().join(&self.path) };
+        if self.target.is_dir() {
+            return Err(Error::msg(format!(
+                "{owner}: {} is a directory; give the path of the file to write",
+                self.target.display()
+            )));
+        }
+        if let Some(parent) = self.target.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
+        Ok(())
+    }
+
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if let Some(writer) = &self.writer {
+            writer.check()?;
+        }
+        let owner = self.label();
+        let Some(value) = self.watched.fresh(ctx.monitors_ref(), &owner)? else { return Ok(()) };
+        let better = !value.is_nan()
+            && self.best.is_none_or(|best| if self.maximize { value > best } else { value < best });
+        if !better {
+            return Ok(());
+        }
+        self.best = Some(value);
+        self.best_epoch = ctx.epoch_num();
+        // A clone keeps this step's weights (the optimizer makes new tensors); the writer thread
+        // reads them off the device.
+        let model = ctx.model().clone();
+        let target = self.target.clone();
+        self.writer.get_or_insert_with(Writer::start).send(Box::new(move || {
+            let bytes = model
+                .into_record()
+                .into_bytes()
+                .map_err(|e| format!("{owner}: serializing the model: {e:?}"))?;
+            write_atomic(&target, &bytes).map_err(|e| format!("{owner}: {}: {e}", target.display()))
+        }));
+        Ok(())
+    }
+
+    fn after_train(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+        match self.writer.take() {
+            Some(mut writer) => writer.finish(),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,695 @@
+//! Early stopping: Keras's [`EarlyStopping`] (patience, `min_delta`, baseline, warm-up, restoring
+//! the best weights) and neon's [`EarlyStop`] (a function of the user's decides).
+//!
+//! Both read a monitored scalar from [`Monitors`](crate::Monitors) when triggered (every epoch by
+//! default) and stop training with [`Context::request_stop`]: order them after the callback that
+//! puts the scalar (`#[order(after = InferenceRunner)]`, or later in a tuple). Their counters are
+//! callback state: a resumed run stops at the epoch an uninterrupted one would have.
+
+use std::any::Any;
+use std::borrow::Cow;
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+
+use burn::module::Module;
+use burn::store::ModuleRecord;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value as Json, json};
+
+use crate::callback::{Callback, Context};
+use crate::error::{Error, Result};
+use crate::monitor::{Monitors, json_f64, parse_f64};
+use crate::saver::write_atomic;
+
+/// Whether a monitored statistic improves by going down or up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Tell from the statistic's name (Keras's `"auto"`): see [`Mode::resolve`].
+    #[default]
+    Auto,
+    /// Lower is better (a loss, an error).
+    Min,
+    /// Higher is better (an accuracy, an F1 score).
+    Max,
+}
+
+/// Words of a statistic's name meaning lower is better.
+const LOWER_IS_BETTER: &[&str] = &[
+    "loss",
+    "cost",
+    "error",
+    "err",
+    "errors",
+    "wrong",
+    "incorrect",
+    "misclassification",
+    "mse",
+    "mae",
+    "rmse",
+    "msle",
+    "mape",
+    "nll",
+    "entropy",
+    "crossentropy",
+    "perplexity",
+    "ppl",
+    "hinge",
+    "kl",
+    "divergence",
+    "distance",
+];
+/// Words of a statistic's name meaning higher is better.
+const HIGHER_IS_BETTER: &[&str] = &[
+    "accuracy",
+    "acc",
+    "correct",
+    "precision",
+    "recall",
+    "f1",
+    "fscore",
+    "fmeasure",
+    "auc",
+    "iou",
+    "miou",
+    "dice",
+    "psnr",
+    "ssim",
+    "map",
+    "bleu",
+    "rouge",
+    "r2",
+];
+
+impl Mode {
+    /// [`Mode::Min`] or [`Mode::Max`]: this mode itself, or for [`Mode::Auto`] the direction the
+    /// statistic's name tells, or `None` when it cannot tell.
+    ///
+    /// Keras 3 minimizes `loss` / `val_loss` and asks each compiled metric for its direction.
+    /// stoker's statistics are plain names, so `Auto` reads the words of the name (split at every
+    /// character that is not a letter or a digit, case ignored): a word such as `loss`, `cost`,
+    /// `error`, `wrong`, `mse`, `mae`, `perplexity` means lower is better; `accuracy`, `acc`,
+    /// `correct`, `precision`, `recall`, `f1`, `auc`, `iou`, `psnr` means higher is better. A
+    /// name with words of both kinds, or of neither, cannot be told: name the mode.
+    ///
+    /// ```
+    /// use stoker::stop::Mode;
+    /// assert_eq!(Mode::Auto.resolve("val_loss"), Some(Mode::Min));
+    /// assert_eq!(Mode::Auto.resolve("val-error-top1"), Some(Mode::Min));
+    /// assert_eq!(Mode::Auto.resolve("validation_accuracy"), Some(Mode::Max));
+    /// assert_eq!(Mode::Auto.resolve("val_f1"), Some(Mode::Max));
+    /// assert_eq!(Mode::Auto.resolve("throughput"), None);
+    /// assert_eq!(Mode::Max.resolve("val_loss"), Some(Mode::Max));
+    /// ```
+    pub fn resolve(self, statistic: &str) -> Option<Mode> {
+        match self {
+            Mode::Min | Mode::Max => Some(self),
+            Mode::Auto => {
+                let lower = statistic.to_ascii_lowercase();
+                let words: Vec<&str> = lower.split(|c: char| !c.is_ascii_alphanumeric()).collect();
+                let down = words.iter().any(|w| LOWER_IS_BETTER.contains(w));
+                let up = words.iter().any(|w| HIGHER_IS_BETTER.contains(w));
+                match (down, up) {
+                    (true, false) => Some(Mode::Min),
+                    (false, true) => Some(Mode::Max),
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    /// Whether higher is better, or the error saying that the mode must be named.
+    pub(crate) fn maximize(self, statistic: &str, owner: &str) -> Result<bool> {
+        match self.resolve(statistic) {
+            Some(mode) => Ok(mode == Mode::Max),
+            None => Err(Error::msg(format!(
+                "{owner}: cannot tell from its name whether `{statistic}` should be minimized or maximized; \
+                 name the mode with `.mode(Mode::Min)` or `.mode(Mode::Max)`"
+            ))),
+        }
+    }
+}
+
+/// A monitored scalar read at each evaluation: the latest value, if one was put since the
+/// previous evaluation.
+#[derive(Debug, Clone)]
+pub(crate) struct Watched {
+    pub(crate) name: String,
+    /// The length of the statistic's history at the last evaluation.
+    pub(crate) seen: usize,
+}
+
+impl Watched {
+    pub(crate) fn new(name: impl Into<String>) -> Self {
+        Watched { name: name.into(), seen: 0 }
+    }
+
+    /// The statistic's latest value when one was put since the last call; `None` when none was
+    /// (its producer runs less often: Keras skips such epochs too); an error naming the scalars
+    /// the monitors hold when the statistic was never put.
+    pub(crate) fn fresh(&mut self, monitors: &Monitors, owner: &str) -> Result<Option<f64>> {
+        let history = monitors.history(&self.name);
+        let Some(&(_, value)) = history.last() else {
+            let names: Vec<String> = monitors.scalar_names().map(|n| format!("`{n}`")).collect();
+            let held = if names.is_empty() {
+                "no scalar has been put yet".to_string()
+            } else {
+                format!("the monitors hold {}", names.join(", "))
+            };
+            return Err(Error::msg(format!(
+                "{owner}: no scalar named `{}` has been put; {held}. Watch one of those, or order this \
+                 callback after the one that puts `{}` (`#[order(after = InferenceRunner)]`, or later in the tuple)",
+                self.name, self.name
+            )));
+        };
+        if history.len() == self.seen {
+            return Ok(None);
+        }
+        self.seen = history.len();
+        Ok(Some(value))
+    }
+}
+
+/// A usize field of a saved state.
+fn state_u64(state: &Json, key: &str, owner: &str) -> Result<u64> {
+    state
+        .get(key)
+        .and_then(Json::as_u64)
+        .ok_or_else(|| Error::Checkpoint(format!("{owner}: the saved state has no number `{key}`: {state}")))
+}
+
+/// An optional float field of a saved state (`null` for none).
+fn state_f64(state: &Json, key: &str, owner: &str) -> Result<Option<f64>> {
+    match state.get(key) {
+        None | Some(Json::Null) => Ok(None),
+        Some(value) => parse_f64(value)
+            .map(Some)
+            .ok_or_else(|| Error::Checkpoint(format!("{owner}: the saved `{key}` {value} is not a number"))),
+    }
+}
+
+/// A file or folder name made of the statistic's name: every character that is not a letter, a
+/// digit, `-`, `_` or `.` becomes `_`.
+pub(crate) fn file_safe(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
+}
+
+/// The best weights kept in memory: a clone of the model (burn's tensors are reference-counted
+/// and the optimizer makes new ones at every step, so the clone keeps the weights it was taken
+/// with, on the device, without a copy).
+struct BestWeights {
+    model: Box<dyn Any + Send>,
+    global_step: u64,
+}
+
+/// Stops training when a monitored statistic has stopped improving: Keras's `EarlyStopping`,
+/// with the same arguments, defaults and arithmetic.
+///
+/// At each trigger (every epoch by default; wrap it in
+/// [`PeriodicTrigger`](crate::PeriodicTrigger) to match a producer that runs less often), with
+/// `current` the statistic's latest value:
+///
+/// 1. If no value was put since the last trigger, nothing happens (Keras skips an epoch whose
+///    logs lack the statistic); if the statistic was never put at all, training fails with an
+///    error naming the scalars there are (a misspelt name, or an order mistake).
+/// 2. Epochs `1..=start_from_epoch` are a warm-up: nothing happens.
+/// 3. With `restore_best_weights`, the first evaluated epoch's weights are kept as the best.
+/// 4. `wait += 1`. If `current` improves on the best by more than `min_delta` (`current -
+///    min_delta > best` for `Max`, `current + min_delta < best` for `Min`; the first evaluated
+///    value always does), it becomes the best (its weights are kept), and `wait` returns to 0
+///    only if `current` also improves on `baseline` (when one is set).
+/// 5. Otherwise, when `wait >= patience` and this is not the first epoch, training stops
+///    ([`Context::request_stop`]; the run ends with [`Outcome::Stopped`](crate::Outcome)).
+///
+/// So `patience = 0` stops at the first epoch that does not improve; with a `baseline`, a run
+/// that keeps improving without beating it still runs until the first epoch without improvement
+/// after `patience` evaluations. With `restore_best_weights`, the model is put back to the best
+/// epoch's weights in `after_train` whether training stopped early or ran to `max_epoch`, as
+/// Keras 3 does (Keras 2 restored only on an early stop), so [`TrainReport::model`] is the best
+/// model. The weights are restored whatever ended the run (the checkpoint a SIGINT writes is
+/// taken before, and holds the latest weights, so resuming continues where training was).
+///
+/// **State.** `wait`, the best value, its epoch and the stopped epoch are callback state, saved
+/// in every checkpoint: a resumed run stops at the epoch an uninterrupted run would. With
+/// `restore_best_weights`, each checkpoint also saves the best weights (when they changed since
+/// the previous one) to `<log dir>/early-stopping-<monitor>/best-step-<global step>.bpk`
+/// (burnpack; the last two are kept), and a resumed run reads them back.
+///
+/// **Deliberate differences from Keras**: a NaN value is never an improvement (Keras would take
+/// a first NaN as the best and then never improve on it); the monitor has no default name
+/// ([`EarlyStopping::default`] watches Keras's `val_loss`); `Mode::Auto` reads the statistic's
+/// name (see [`Mode::resolve`]) and fails at setup when it cannot tell; `verbose` prints Keras's
+/// two messages, with 1-based epochs as stoker counts them.
+///
+/// [`TrainReport::model`]: crate::TrainReport::model
+///
+/// ```
+/// use stoker::prelude::*;
+/// use stoker::stop::{EarlyStopping, Mode};
+///
+/// // Stop when `validation_error` has not improved by 0.001 for 5 epochs; keep the best model.
+/// let stop = EarlyStopping::new("validation_error")
+///     .patience(5)
+///     .min_delta(1e-3)
+///     .restore_best_weights(true);
+/// // Wait 10 epochs before watching the accuracy, which must beat 0.9 to reset the patience.
+/// let warm = EarlyStopping::new("validation_accuracy")
+///     .mode(Mode::Max)
+///     .baseline(0.9)
+///     .start_from_epoch(10)
+///     .patience(3);
+/// # let _ = (stop, warm);
+/// ```
+pub struct EarlyStopping {
+    watched: Watched,
+    mode: Mode,
+    min_delta: f64,
+    patience: u64,
+    baseline: Option<f64>,
+    start_from_epoch: u64,
+    restore_best_weights: bool,
+    verbose: bool,
+    /// Resolved at setup.
+    maximize: bool,
+    wait: u64,
+    best: Option<f64>,
+    best_epoch: u64,
+    stopped_epoch: u64,
+    best_weights: Option<BestWeights>,
+    log_dir: PathBuf,
+    /// The weights file a resumed state names, read in `before_train`.
+    pending_weights: Option<String>,
+    /// The global steps of the best weights written by the last two checkpoints.
+    written: Cell<[Option<u64>; 2]>,
+}
+
+impl std::fmt::Debug for EarlyStopping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EarlyStopping")
+            .field("monitor", &self.watched.name)
+            .field("mode", &self.mode)
+            .field("min_delta", &self.min_delta)
+            .field("patience", &self.patience)
+            .field("baseline", &self.baseline)
+            .field("start_from_epoch", &self.start_from_epoch)
+            .field("restore_best_weights", &self.restore_best_weights)
+            .field("wait", &self.wait)
+            .field("best", &self.best)
+            .field("best_epoch", &self.best_epoch)
+            .field("stopped_epoch", &self.stopped_epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for EarlyStopping {
+    /// Keras's defaults: monitor `val_loss`, `Mode::Auto`, `min_delta` 0, `patience` 0, no
+    /// baseline, no warm-up, weights not restored, quiet.
+    fn default() -> Self {
+        EarlyStopping::new("val_loss")
+    }
+}
+
+impl EarlyStopping {
+    /// Watch the monitored scalar `monitor`, with Keras's defaults for everything else.
+    pub fn new(monitor: impl Into<String>) -> Self {
+        EarlyStopping {
+            watched: Watched::new(monitor),
+            mode: Mode::Auto,
+            min_delta: 0.0,
+            patience: 0,
+            baseline: None,
+            start_from_epoch: 0,
+            restore_best_weights: false,
+            verbose: false,
+            maximize: false,
+            wait: 0,
+            best: None,
+            best_epoch: 0,
+            stopped_epoch: 0,
+            best_weights: None,
+            log_dir: PathBuf::new(),
+            pending_weights: None,
+            written: Cell::new([None, None]),
+        }
+    }
+    /// Whether the statistic should go down or up (`Mode::Auto` by default).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+    /// The smallest change that counts as an improvement (its absolute value is used; 0 by default).
+    pub fn min_delta(mut self, min_delta: f64) -> Self {
+        self.min_delta = min_delta.abs();
+        self
+    }
+    /// Evaluations without improvement after which training stops (0 by default).
+    pub fn patience(mut self, patience: u64) -> Self {
+        self.patience = patience;
+        self
+    }
+    /// A value the statistic must improve on for the patience to start over (none by default).
+    pub fn baseline(mut self, baseline: f64) -> Self {
+        self.baseline = Some(baseline);
+        self
+    }
+    /// Epochs of warm-up before the statistic is watched (0 by default): epochs `1..=epochs` are
+    /// not evaluated.
+    pub fn start_from_epoch(mut self, epochs: u64) -> Self {
+        self.start_from_epoch = epochs;
+        self
+    }
+    /// Whether the model gets the best epoch's weights back when training ends (off by default).
+    pub fn restore_best_weights(mut self, restore: bool) -> Self {
+        self.restore_best_weights = restore;
+        self
+    }
+    /// Whether to print when training stops and when the weights are restored (off by default).
+    pub fn verbose(mut self, verbose: bool) -> Self {
+        self.verbose = verbose;
+        self
+    }
+    /// The watched statistic.
+    pub fn monitor(&self) -> &str {
+        &self.watched.name
+    }
+    /// Evaluations since the last improvement (Keras's `wait`).
+    pub fn wait(&self) -> u64 {
+        self.wait
+    }
+    /// The best value so far.
+    pub fn best(&self) -> Option<f64> {
+        self.best
+    }
+    /// The epoch of the best value (or of the weights kept first), 0 before any.
+    pub fn best_epoch(&self) -> u64 {
+        self.best_epoch
+    }
+    /// The epoch at which training was stopped, 0 if it was not.
+    pub fn stopped_epoch(&self) -> u64 {
+        self.stopped_epoch
+    }
+
+    fn label(&self) -> String {
+        format!("EarlyStopping({})", self.watched.name)
+    }
+
+    fn improves(&self, value: f64, reference: Option<f64>) -> bool {
+        let Some(reference) = reference else {
+            return !value.is_nan();
+        };
+        if self.maximize { value - self.min_delta > reference } else { value + self.min_delta < reference }
+    }
+
+    fn weights_dir(&self) -> PathBuf {
+        self.log_dir.join(format!("early-stopping-{}", file_safe(&self.watched.name)))
+    }
+
+    fn weights_file(global_step: u64) -> String {
+        format!("best-step-{global_step}.bpk")
+    }
+
+    /// Write the best weights (when they changed since the last checkpoint), keeping the files
+    /// of this checkpoint and of the previous one.
+    fn write_best_weights<M: Module + 'static>(&self, weights: &BestWeights) -> Result<()> {
+        let [last, _] = self.written.get();
+        if last == Some(weights.global_step) {
+            return Ok(());
+        }
+        let model = weights.model.downcast_ref::<M>().ok_or_else(|| {
+            Error::msg(format!("{}: the kept weights are not of the model's type", self.label()))
+        })?;
+        let bytes = model.clone().into_record().into_bytes().map_err(|e| {
+            Error::Checkpoint(format!("{}: serializing the best weights: {e:?}", self.label()))
+        })?;
+        let dir = self.weights_dir();
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let path = dir.join(Self::weights_file(weights.global_step));
+        write_atomic(&path, &bytes).map_err(|e| Error::io(&path, e))?;
+        let keep = [Some(weights.global_step), last];
+        self.written.set(keep);
+        remove_other_weights(&dir, &keep);
+        Ok(())
+    }
+}
+
+/// Remove the `best-step-N.bpk` files of `dir` other than those of the steps in `keep`.
+fn remove_other_weights(dir: &Path, keep: &[Option<u64>]) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(step) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("best-step-"))
+            .and_then(|n| n.strip_suffix(".bpk"))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        if !keep.contains(&Some(step)) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+impl<M: Module + 'static> Callback<M> for EarlyStopping {
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Owned(self.label())
+    }
+
+    fn save_state(&self) -> Result<Option<Json>> {
+        let weights = match (&self.best_weights, self.restore_best_weights) {
+            (Some(weights), true) => {
+                self.write_best_weights::<M>(weights)?;
+                Json::from(Self::weights_file(weights.global_step))
+            }
+            _ => Json::Null,
+        };
+        Ok(Some(json!({
+            "wait": self.wait,
+            "best": self.best.map(json_f64),
+            "best_epoch": self.best_epoch,
+            "stopped_epoch": self.stopped_epoch,
+            "seen": self.watched.seen,
+            "best_weights": weights,
+        })))
+    }
+
+    fn load_state(&mut self, state: Json) -> Result<()> {
+        let owner = self.label();
+        self.wait = state_u64(&state, "wait", &owner)?;
+        self.best = state_f64(&state, "best", &owner)?;
+        self.best_epoch = state_u64(&state, "best_epoch", &owner)?;
+        self.stopped_epoch = state_u64(&state, "stopped_epoch", &owner)?;
+        self.watched.seen = state_u64(&state, "seen", &owner)? as usize;
+        self.pending_weights = state.get("best_weights").and_then(Json::as_str).map(str::to_string);
+        Ok(())
+    }
+
+    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let owner = self.label();
+        self.maximize = self.mode.maximize(&self.watched.name, &owner)?;
+        if self.min_delta.is_nan() {
+            return Err(Error::msg(format!("{owner}: min_delta is NaN")));
+        }
+        if self.baseline.is_some_and(f64::is_nan) {
+            return Err(Error::msg(format!("{owner}: the baseline is NaN")));
+        }
+        self.log_dir = ctx.log_dir().to_path_buf();
+        Ok(())
+    }
+
+    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let Some(file) = self.pending_weights.take() else { return Ok(()) };
+        if !self.restore_best_weights {
+            return Ok(());
+        }
+        let path = self.weights_dir().join(&file);
+        let step =
+            file.strip_prefix("best-step-").and_then(|n| n.strip_suffix(".bpk")).and_then(|n| n.parse().ok());
+        let loaded = ModuleRecord::load(&path)
+            .and_then(|record| ctx.model().clone().try_load_record(record))
+            .map_err(|e| format!("{e:?}"));
+        match (loaded, step) {
+            (Ok(model), Some(global_step)) => {
+                self.best_weights = Some(BestWeights { model: Box::new(model), global_step });
+                self.written.set([Some(global_step), None]);
+            }
+            (Err(error), _) => eprintln!(
+                "stoker: warning: {}: cannot read the best weights {}: {error}; the weights of the next evaluated epoch take their place",
+                self.label(),
+                path.display()
+            ),
+            (Ok(_), None) => eprintln!(
+                "stoker: warning: {}: the saved best weights' name `{file}` is malformed; the weights of the next evaluated epoch take their place",
+                self.label()
+            ),
+        }
+        Ok(())
+    }
+
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let owner = self.label();
+        let Some(current) = self.watched.fresh(ctx.monitors_ref(), &owner)? else { return Ok(()) };
+        let epoch = ctx.epoch_num();
+        if epoch <= self.start_from_epoch {
+            return Ok(());
+        }
+        if self.restore_best_weights && self.best_weights.is_none() {
+            self.best_weights =
+                Some(BestWeights { model: Box::new(ctx.model().clone()), global_step: ctx.global_step() });
+            self.best_epoch = epoch;
+        }
+        self.wait += 1;
+        if self.improves(current, self.best) {
+            self.best = Some(current);
+            self.best_epoch = epoch;
+            if self.restore_best_weights {
+                self.best_weights = Some(BestWeights {
+                    model: Box::new(ctx.model().clone()),
+                    global_step: ctx.global_step(),
+                });
+            }
+            if self.baseline.is_none() || self.improves(current, self.baseline) {
+                self.wait = 0;
+            }
+            return Ok(());
+        }
+        if self.wait >= self.patience && epoch > 1 {
+            self.stopped_epoch = epoch;
+            let best = self.best.map_or_else(|| "none".to_string(), |b| b.to_string());
+            ctx.request_stop(format!(
+                "{owner}: no improvement for {} evaluations (patience {}); best {best} at epoch {}",
+                self.wait, self.patience, self.best_epoch
+            ));
+        }
+        Ok(())
+    }
+
+    fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if self.stopped_epoch > 0 && self.verbose {
+            println!("Epoch {}: early stopping", self.stopped_epoch);
+        }
+        if !self.restore_best_weights {
+            return Ok(());
+        }
+        let (Some(weights), Some(model)) = (&self.best_weights, ctx.state.model.as_mut()) else {
+            return Ok(());
+        };
+        let best = weights.model.downcast_ref::<M>().ok_or_else(|| {
+            Error::msg(format!("{}: the kept weights are not of the model's type", self.label()))
+        })?;
+        if self.verbose {
+            println!("Restoring model weights from the end of the best epoch: {}.", self.best_epoch);
+        }
+        *model = best.clone();
+        Ok(())
+    }
+}
+
+/// Stops training when a function of the user's says so: neon's `EarlyStopCallback`.
+///
+/// At each trigger (every epoch by default) where the monitored statistic has a new value, the
+/// function receives its state and the value, and returns the new state and whether to stop:
+/// `stop_func(state, value) -> (state, stop)`, as in neon. The state starts as `S::default()`
+/// (neon's `None`; or give one with [`with_state`](EarlyStop::with_state)) and is callback state:
+/// saved in checkpoints, so it must be serializable, and restored on resume.
+///
+/// neon reads the validation loss its `LossCallback` computed; here the statistic is named. As
+/// with [`EarlyStopping`], a statistic never put is an error naming the scalars there are, and a
+/// trigger without a new value does not call the function. The stop reason (in
+/// [`Outcome::Stopped`](crate::Outcome)) gives the value that triggered it (neon logs it).
+///
+/// ```
+/// use stoker::stop::EarlyStop;
+///
+/// // Stop once the validation cost has risen twice in a row; the state is (previous, rises).
+/// let stop = EarlyStop::new("validation_cost", |(previous, rises): (Option<f64>, u32), cost: f64| {
+///     let rises = if previous.is_some_and(|p| cost > p) { rises + 1 } else { 0 };
+///     ((Some(cost), rises), rises >= 2)
+/// });
+/// // Stop as soon as the error is under 5%.
+/// let target = EarlyStop::new("validation_error", |(), error: f64| ((), error < 0.05));
+/// # let _ = (stop, target);
+/// ```
+pub struct EarlyStop<S, F> {
+    watched: Watched,
+    state: Option<S>,
+    stop_func: F,
+}
+
+impl<S: std::fmt::Debug, F> std::fmt::Debug for EarlyStop<S, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EarlyStop")
+            .field("monitor", &self.watched.name)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Default, F: FnMut(S, f64) -> (S, bool)> EarlyStop<S, F> {
+    /// Call `stop_func(state, value)` with each new value of the monitored scalar `monitor`.
+    pub fn new(monitor: impl Into<String>, stop_func: F) -> Self {
+        EarlyStop { watched: Watched::new(monitor), state: Some(S::default()), stop_func }
+    }
+}
+
+impl<S, F> EarlyStop<S, F> {
+    /// Start from `state` instead of `S::default()`.
+    pub fn with_state(mut self, state: S) -> Self {
+        self.state = Some(state);
+        self
+    }
+    /// The function's current state.
+    pub fn state(&self) -> Option<&S> {
+        self.state.as_ref()
+    }
+    /// The watched statistic.
+    pub fn monitor(&self) -> &str {
+        &self.watched.name
+    }
+    fn label(&self) -> String {
+        format!("EarlyStop({})", self.watched.name)
+    }
+}
+
+impl<M, S, F> Callback<M> for EarlyStop<S, F>
+where
+    S: Serialize + DeserializeOwned,
+    F: FnMut(S, f64) -> (S, bool),
+{
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Owned(self.label())
+    }
+
+    fn save_state(&self) -> Result<Option<Json>> {
+        let state = serde_json::to_value(&self.state)
+            .map_err(|e| Error::msg(format!("{}: saving the stop function's state: {e}", self.label())))?;
+        Ok(Some(json!({ "state": state, "seen": self.watched.seen })))
+    }
+
+    fn load_state(&mut self, state: Json) -> Result<()> {
+        let owner = self.label();
+        self.watched.seen = state_u64(&state, "seen", &owner)? as usize;
+        let saved = state.get("state").cloned().unwrap_or(Json::Null);
+        self.state = serde_json::from_value(saved)
+            .map_err(|e| Error::Checkpoint(format!("{owner}: loading the stop function's state: {e}")))?;
+        Ok(())
+    }
+
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let owner = self.label();
+        let Some(value) = self.watched.fresh(ctx.monitors_ref(), &owner)? else { return Ok(()) };
+        let state = self.state.take().ok_or_else(|| {
+            Error::msg(format!("{owner}: the stop function's state was lost (it panicked earlier)"))
+        })?;
+        let (state, stop) = (self.stop_func)(state, value);
+        self.state = Some(state);
+        if stop {
+            ctx.request_stop(format!(
+                "{owner}: the stop function triggered at {} = {value}",
+                self.watched.name
+            ));
+        }
+        Ok(())
+    }
+}

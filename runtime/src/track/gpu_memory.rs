@@ -1,0 +1,125 @@
+//! The GPUs' memory, every epoch.
+
+use super::gpu::{self, GpuSource, Opened, SourceChoice};
+use crate::callback::{Callback, Context};
+use crate::error::Result;
+
+/// MB as tensorpack's `GPUMemoryTracker` counts them.
+const MB: f64 = 1e6;
+
+/// Puts each GPU's memory each time it is triggered (every epoch by default):
+/// `GPUMemory/<device>/used (MB)` and `GPUMemory/<device>/total (MB)`, in millions of bytes as
+/// tensorpack's `GPUMemoryTracker`.
+///
+/// tensorpack reads TensorFlow's peak allocation of its own process; burn exposes no such
+/// counter, so this tracker reads the device's memory in use (by every process on it) and its
+/// size from NVIDIA's NVML, loaded at run time (`libnvidia-ml.so.1`). Without it, or without a
+/// GPU, it writes one line on stderr at setup, `stoker: GPUMemoryTracker: no NVIDIA GPU (...):
+/// GPU tracking off`, puts nothing and never fails training; a reading that fails later turns
+/// it off the same way. The readings cost a few microseconds per trigger on the training
+/// thread, nothing per step. Devices are chosen as for
+/// [`GPUUtilizationTracker`](crate::GPUUtilizationTracker): every visible GPU unless
+/// [`devices`](Self::devices) names some (tensorpack's default is GPU 0 alone; its scalars are
+/// named `PeakMemory(MB)/gpu:<device>`). It runs on every worker in
+/// data-parallel training (not `chief_only`), as in tensorpack.
+///
+/// ```
+/// use stoker::GPUMemoryTracker;
+///
+/// let all_visible = GPUMemoryTracker::new();
+/// let first = GPUMemoryTracker::new().devices([0]);
+/// # let _ = (all_visible, first);
+/// ```
+pub struct GPUMemoryTracker {
+    devices: Option<Vec<u32>>,
+    choice: SourceChoice,
+    source: Option<Box<dyn GpuSource>>,
+    /// For each device tracked: its index and its two scalars' names.
+    tracked: Vec<(u32, String, String)>,
+}
+
+impl std::fmt::Debug for GPUMemoryTracker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GPUMemoryTracker")
+            .field("devices", &self.devices)
+            .field("source", &self.choice)
+            .field("tracking", &self.tracked.iter().map(|t| t.0).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Default for GPUMemoryTracker {
+    fn default() -> Self {
+        GPUMemoryTracker::new()
+    }
+}
+
+impl GPUMemoryTracker {
+    /// Track the visible GPUs through NVML.
+    pub fn new() -> Self {
+        GPUMemoryTracker {
+            devices: None,
+            choice: SourceChoice::Nvml(None),
+            source: None,
+            tracked: Vec::new(),
+        }
+    }
+    /// Track these GPUs (NVML's indices). An index beyond the machine's GPUs is an error at setup.
+    pub fn devices(mut self, devices: impl IntoIterator<Item = u32>) -> Self {
+        self.devices = Some(devices.into_iter().collect());
+        self
+    }
+    /// Load NVML from this file instead of the system's search path.
+    pub fn nvml_library(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.choice = SourceChoice::Nvml(Some(path.into()));
+        self
+    }
+    /// Read from `source` instead of NVML (another vendor's library, a fake in tests).
+    pub fn source(mut self, source: impl GpuSource) -> Self {
+        self.choice = SourceChoice::Given(Box::new(source));
+        self
+    }
+    /// Whether it tracks some GPU (after setup).
+    pub fn is_tracking(&self) -> bool {
+        self.source.is_some()
+    }
+}
+
+impl<M> Callback<M> for GPUMemoryTracker {
+    fn chief_only(&self) -> bool {
+        false
+    }
+    fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+        let choice = std::mem::replace(&mut self.choice, SourceChoice::Taken);
+        match gpu::open("GPUMemoryTracker", choice, self.devices.as_deref())? {
+            Opened::Off(reason) => gpu::note_off("GPUMemoryTracker", &reason),
+            Opened::Tracking(source, devices) => {
+                self.tracked = devices
+                    .iter()
+                    .map(|d| (*d, format!("GPUMemory/{d}/used (MB)"), format!("GPUMemory/{d}/total (MB)")))
+                    .collect();
+                self.source = Some(source);
+            }
+        }
+        Ok(())
+    }
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let Some(source) = self.source.as_mut() else { return Ok(()) };
+        let mut readings = Vec::with_capacity(self.tracked.len());
+        for (device, _, _) in &self.tracked {
+            match source.memory(*device) {
+                Ok(memory) => readings.push(memory),
+                Err(e) => {
+                    self.source = None;
+                    gpu::note_off("GPUMemoryTracker", &e.to_string());
+                    return Ok(());
+                }
+            }
+        }
+        for ((_, used, total), memory) in self.tracked.iter().zip(readings) {
+            ctx.monitors().put_scalar(used, memory.used as f64 / MB);
+            ctx.monitors().put_scalar(total, memory.total as f64 / MB);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,293 @@
+//! The GPUs' average utilization in each epoch, sampled by a thread.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::gpu::{self, GpuSource, Opened, SourceChoice};
+use crate::callback::{Callback, Context};
+use crate::error::{Error, Result};
+
+/// How long `trigger_epoch` waits for the sampling thread's average before giving up.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Puts the average utilization of each GPU during each epoch, `GPUUtil/<device>` (percent),
+/// as tensorpack's `GPUUtilizationTracker` does: a thread reads each device's utilization
+/// every second (see [`interval`](Self::interval)) from `before_epoch` to `after_epoch`, so the
+/// callbacks' time after the epoch is not counted, and the average is put when the tracker is
+/// triggered (`trigger_epoch` by default; under
+/// [`PeriodicTrigger::every_k_epochs`](crate::PeriodicTrigger::every_k_epochs), the average of the
+/// epoch that just ended, every `k` epochs; a trigger inside an epoch puts nothing). The training
+/// loop pays nothing per step; the thread is stopped and joined in `after_train`.
+///
+/// The readings come from NVIDIA's NVML, loaded at run time (`libnvidia-ml.so.1`). Without it,
+/// or without a GPU, the tracker writes one line on stderr at setup, `stoker:
+/// GPUUtilizationTracker: no NVIDIA GPU (...): GPU tracking off`, puts nothing and never fails
+/// training; so does a device whose utilization cannot be read (some virtualized GPUs), when it
+/// happens (tensorpack stops training then).
+///
+/// Devices: those given to [`devices`](Self::devices); else those `CUDA_VISIBLE_DEVICES` lists
+/// (indices in NVML's order, which is CUDA's with `CUDA_DEVICE_ORDER=PCI_BUS_ID`); else every
+/// GPU. Another difference from tensorpack, whose thread sleeps a whole second before noticing
+/// the end of an epoch and drops that last reading: this thread wakes at the end of the epoch,
+/// and reads once then only if the epoch was shorter than the interval, so every epoch has a
+/// value. It runs on every worker in data-parallel training (not `chief_only`), as in
+/// tensorpack.
+///
+/// ```
+/// use stoker::GPUUtilizationTracker;
+///
+/// // Every visible GPU, read every second.
+/// let all = GPUUtilizationTracker::new();
+/// // GPUs 0 and 2, read every 200 ms.
+/// let some = GPUUtilizationTracker::new().devices([0, 2]).interval(std::time::Duration::from_millis(200));
+/// # let _ = (all, some);
+/// ```
+#[derive(Debug)]
+pub struct GPUUtilizationTracker {
+    devices: Option<Vec<u32>>,
+    choice: SourceChoice,
+    interval: Duration,
+    sampler: Option<Sampler>,
+    /// `GPUUtil/<device>` for each device tracked.
+    names: Vec<String>,
+    /// The average of an epoch was asked for and not received yet.
+    pending: bool,
+}
+
+impl Default for GPUUtilizationTracker {
+    fn default() -> Self {
+        GPUUtilizationTracker::new()
+    }
+}
+
+impl GPUUtilizationTracker {
+    /// Track the visible GPUs through NVML, every second.
+    pub fn new() -> Self {
+        GPUUtilizationTracker {
+            devices: None,
+            choice: SourceChoice::Nvml(None),
+            interval: Duration::from_secs(1),
+            sampler: None,
+            names: Vec::new(),
+            pending: false,
+        }
+    }
+    /// Track these GPUs (NVML's indices). An index beyond the machine's GPUs is an error at setup.
+    pub fn devices(mut self, devices: impl IntoIterator<Item = u32>) -> Self {
+        self.devices = Some(devices.into_iter().collect());
+        self
+    }
+    /// Read the utilization every `interval` (1 s by default, as tensorpack; at least 1 ms).
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.interval = interval.max(Duration::from_millis(1));
+        self
+    }
+    /// Load NVML from this file instead of the system's search path.
+    pub fn nvml_library(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.choice = SourceChoice::Nvml(Some(path.into()));
+        self
+    }
+    /// Read from `source` instead of NVML (another vendor's library, a fake in tests).
+    pub fn source(mut self, source: impl GpuSource) -> Self {
+        self.choice = SourceChoice::Given(Box::new(source));
+        self
+    }
+    /// Whether the sampling thread runs (after setup, when a GPU was found).
+    pub fn is_tracking(&self) -> bool {
+        self.sampler.is_some()
+    }
+
+    /// Stop tracking for good: tell the thread to end and wait for it.
+    fn shut_down(&mut self) {
+        if let Some(sampler) = self.sampler.take() {
+            let _ = sampler.commands.send(Command::Exit);
+            drop(sampler.commands);
+            let _ = sampler.handle.join();
+        }
+        self.pending = false;
+    }
+
+    fn turn_off(&mut self, reason: &str) {
+        self.shut_down();
+        gpu::note_off("GPUUtilizationTracker", reason);
+    }
+
+    /// Receive the average of the epoch that ended.
+    fn receive(&mut self) -> Option<Vec<f64>> {
+        if !self.pending {
+            return None;
+        }
+        self.pending = false;
+        let sampler = self.sampler.as_ref()?;
+        match sampler.averages.recv_timeout(ANSWER_TIMEOUT) {
+            Ok(Ok(averages)) => Some(averages),
+            Ok(Err(reason)) => {
+                self.turn_off(&reason);
+                None
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                self.turn_off("the sampling thread did not answer within 60 s");
+                None
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                self.turn_off("the sampling thread stopped");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for GPUUtilizationTracker {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+impl<M> Callback<M> for GPUUtilizationTracker {
+    fn chief_only(&self) -> bool {
+        false
+    }
+    fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+        let choice = std::mem::replace(&mut self.choice, SourceChoice::Taken);
+        match gpu::open("GPUUtilizationTracker", choice, self.devices.as_deref())? {
+            Opened::Off(reason) => gpu::note_off("GPUUtilizationTracker", &reason),
+            Opened::Tracking(source, devices) => {
+                self.names = devices.iter().map(|d| format!("GPUUtil/{d}")).collect();
+                self.sampler = Some(Sampler::start(source, devices, self.interval)?);
+            }
+        }
+        Ok(())
+    }
+    fn before_epoch(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+        // An epoch whose trigger_epoch did not run (an error elsewhere) left its average behind.
+        if self.pending {
+            let _ = self.receive();
+        }
+        if let Some(sampler) = &self.sampler
+            && sampler.commands.send(Command::Start).is_err()
+        {
+            self.turn_off("the sampling thread stopped");
+        }
+        Ok(())
+    }
+    fn after_epoch(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+        if let Some(sampler) = &self.sampler {
+            if sampler.commands.send(Command::Stop).is_err() {
+                self.turn_off("the sampling thread stopped");
+            } else {
+                self.pending = true;
+            }
+        }
+        Ok(())
+    }
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if let Some(averages) = self.receive() {
+            for (name, value) in self.names.iter().zip(averages) {
+                ctx.monitors().put_scalar(name, value);
+            }
+        }
+        Ok(())
+    }
+    fn after_train(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+        self.shut_down();
+        Ok(())
+    }
+}
+
+enum Command {
+    /// An epoch starts: read every interval.
+    Start,
+    /// The epoch ended: send its average.
+    Stop,
+    /// Training ended.
+    Exit,
+}
+
+/// The sampling thread and its two channels.
+struct Sampler {
+    commands: Sender<Command>,
+    averages: Receiver<std::result::Result<Vec<f64>, String>>,
+    handle: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Sampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sampler").finish_non_exhaustive()
+    }
+}
+
+impl Sampler {
+    fn start(source: Box<dyn GpuSource>, devices: Vec<u32>, interval: Duration) -> Result<Sampler> {
+        let (commands, command_receiver) = mpsc::channel();
+        let (average_sender, averages) = mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name("stoker-gpu-utilization".into())
+            .spawn(move || sample(source, &devices, interval, &command_receiver, &average_sender))
+            .map_err(|e| Error::msg(format!("GPUUtilizationTracker: starting its thread: {e}")))?;
+        Ok(Sampler { commands, averages, handle })
+    }
+}
+
+/// The thread: wait for an epoch, read every `interval` until it ends, send the average.
+fn sample(
+    mut source: Box<dyn GpuSource>,
+    devices: &[u32],
+    interval: Duration,
+    commands: &Receiver<Command>,
+    averages: &Sender<std::result::Result<Vec<f64>, String>>,
+) {
+    let read = |source: &mut Box<dyn GpuSource>, sums: &mut [f64]| -> std::result::Result<(), String> {
+        for (sum, &device) in sums.iter_mut().zip(devices) {
+            *sum += source.utilization(device).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    };
+    loop {
+        // Between epochs.
+        match commands.recv() {
+            Ok(Command::Start) => {}
+            // A stop without a start: answer, so that the tracker does not wait.
+            Ok(Command::Stop) => {
+                if averages.send(Err("an epoch ended that had not started".into())).is_err() {
+                    return;
+                }
+                continue;
+            }
+            Ok(Command::Exit) | Err(_) => return,
+        }
+        // In an epoch.
+        let mut sums = vec![0.0; devices.len()];
+        let mut count = 0u32;
+        let mut failure = None;
+        loop {
+            match commands.recv_timeout(interval) {
+                Err(RecvTimeoutError::Timeout) => {
+                    if failure.is_none() {
+                        match read(&mut source, &mut sums) {
+                            Ok(()) => count += 1,
+                            Err(e) => failure = Some(e),
+                        }
+                    }
+                }
+                Ok(Command::Start) => {}
+                Ok(Command::Stop) => break,
+                Ok(Command::Exit) | Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+        // An epoch shorter than the interval: one reading now, at its end.
+        if count == 0 && failure.is_none() {
+            match read(&mut source, &mut sums) {
+                Ok(()) => count = 1,
+                Err(e) => failure = Some(e),
+            }
+        }
+        let answer = match failure {
+            Some(e) => Err(e),
+            None => Ok(sums.iter().map(|s| s / f64::from(count)).collect()),
+        };
+        if averages.send(answer).is_err() {
+            return;
+        }
+    }
+}

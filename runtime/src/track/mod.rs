@@ -1,0 +1,91 @@
+//! Trackers: what a run costs and how far it is. The progress bar, the estimated time left,
+//! throughput, host memory, GPU utilization and memory, the total training time, and the time
+//! each callback takes.
+//!
+//! | tracker | reference | what it reports |
+//! |---|---|---|
+//! | [`ProgressBar`] | tensorpack's `ProgressBar` | a bar per epoch on a terminal |
+//! | [`EstimatedTimeLeft`] | tensorpack's `EstimatedTimeLeft` | a line per epoch on stderr |
+//! | [`ThroughputTracker`] | tensorpack's `ThroughputTracker` | `Throughput (steps/sec)` or `Throughput (samples/sec)` |
+//! | [`HostMemoryTracker`] | tensorpack's `HostMemoryTracker` | `HostFreeMemory (GB)`, `HostProcessRSS (GB)` |
+//! | [`GPUUtilizationTracker`] | tensorpack's `GPUUtilizationTracker` | `GPUUtil/<device>` |
+//! | [`GPUMemoryTracker`] | tensorpack's `GPUMemoryTracker` | `GPUMemory/<device>/used (MB)`, `GPUMemory/<device>/total (MB)` |
+//! | [`RunTimer`] | neon's `RunTimerCallback` | `time/train`, and a line on stderr |
+//! | [`Timed`] | tensorpack's `CallbackTimeLogger` | slow callbacks, on stderr |
+//!
+//! The trackers that measure time read a [`Clock`]: [`MonotonicClock`] (the default) in
+//! training, a [`ManualClock`] in tests, which makes their results exact.
+
+mod clock;
+mod eta;
+mod gpu;
+mod gpu_memory;
+mod gpu_utilization;
+mod host_memory;
+mod progress;
+mod run_timer;
+mod throughput;
+mod timed;
+
+pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use eta::EstimatedTimeLeft;
+pub use gpu::{GpuMemory, GpuSource, NvmlSource};
+pub use gpu_memory::GPUMemoryTracker;
+pub use gpu_utilization::GPUUtilizationTracker;
+pub use host_memory::HostMemoryTracker;
+pub use progress::ProgressBar;
+pub use run_timer::RunTimer;
+pub use throughput::ThroughputTracker;
+pub use timed::{Timed, TimedSet};
+
+use std::time::Duration;
+
+/// A duration as a person reads it, the way tensorpack writes it: `1 day 9 hours 2 minutes
+/// 3 seconds`, `1 minute 27 seconds`; under a minute with three significant digits: `27.6
+/// seconds`, `0.01 seconds`; `0 seconds`.
+pub fn humanize_duration(duration: Duration) -> String {
+    let seconds = duration.as_secs_f64();
+    if seconds < 60.0 {
+        if duration.is_zero() {
+            return "0 seconds".into();
+        }
+        let value = three_significant_digits(seconds);
+        let unit = if value == "1" { "second" } else { "seconds" };
+        return format!("{value} {unit}");
+    }
+    let whole = duration.as_secs();
+    let parts = [
+        (whole / 86_400, "day"),
+        (whole / 3_600 % 24, "hour"),
+        (whole / 60 % 60, "minute"),
+        (whole % 60, "second"),
+    ];
+    let mut out = String::new();
+    for (value, unit) in parts {
+        if value > 0 {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(&format!("{value} {unit}{}", if value == 1 { "" } else { "s" }));
+        }
+    }
+    out
+}
+
+/// `value` (positive, under 60) with three significant digits and no trailing zeros, as C's `%.3g`.
+fn three_significant_digits(value: f64) -> String {
+    let magnitude = value.log10().floor() as i32;
+    let decimals = (2 - magnitude).max(0) as usize;
+    let mut text = format!("{value:.decimals$}");
+    // Rounding may add a digit (9.995 -> "10.00"): two decimals too many is still right once trimmed.
+    if text.contains('.') {
+        let trimmed = text.trim_end_matches('0').trim_end_matches('.').len();
+        text.truncate(trimmed);
+    }
+    text
+}
+
+/// `duration` in seconds with three decimals (`4.210 s`), as tensorpack's callback timer writes it.
+pub(crate) fn seconds(duration: Duration) -> String {
+    format!("{:.3} s", duration.as_secs_f64())
+}

@@ -1,0 +1,518 @@
+//! Early stopping against hand-computed histories: a scripted callback puts the watched statistic
+//! each epoch, and the run must stop at exactly the epoch Keras's `EarlyStopping` would (patience,
+//! min_delta, baseline, start_from_epoch, modes, missing values), restore the best epoch's
+//! weights, and keep its counters across a resume; neon's `EarlyStop` with a user function; neon's
+//! `SaveBestState` writing the best epoch's model, which plain burn loads back.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use burn::module::Module;
+use burn::nn::Linear;
+use burn::optim::SgdConfig;
+use serde_json::{Value as Json, json};
+use stoker::prelude::*;
+use stoker::saver::SaveBestState;
+use stoker::stop::{EarlyStop, EarlyStopping, Mode};
+use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
+
+type Weights = Vec<Vec<f32>>;
+type Seen = Arc<Mutex<Vec<(u64, Weights)>>>;
+
+/// Puts `values[epoch - 1]` (when it is `Some`) as `name` at each epoch's trigger, and records the
+/// model's weights there.
+struct Script {
+    name: &'static str,
+    values: Vec<Option<f64>>,
+    seen: Seen,
+}
+
+impl Script {
+    fn new(name: &'static str, values: &[f64]) -> Self {
+        Script::sparse(name, &values.iter().map(|&v| Some(v)).collect::<Vec<_>>())
+    }
+    fn sparse(name: &'static str, values: &[Option<f64>]) -> Self {
+        Script { name, values: values.to_vec(), seen: Seen::default() }
+    }
+    /// The weights recorded at the end of `epoch`.
+    fn weights_at(seen: &Seen, epoch: u64) -> Weights {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .find(|(e, _)| *e == epoch)
+            .map(|(_, w)| w.clone())
+            .expect("epoch recorded")
+    }
+}
+
+impl Callback<Linear> for Script {
+    fn name(&self) -> std::borrow::Cow<'static, str> {
+        format!("Script({})", self.name).into()
+    }
+    fn trigger(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        let epoch = ctx.epoch_num();
+        if let Some(&Some(value)) = self.values.get(epoch as usize - 1) {
+            ctx.monitors().put_scalar(self.name, value);
+        }
+        self.seen.lock().unwrap().push((epoch, weights(ctx.model())));
+        Ok(())
+    }
+}
+
+/// Train the tiny model (2 steps per epoch, SGD at 0.1) with `callbacks` up to `max_epoch`.
+fn train<K, C: Callbacks<Linear, K>>(
+    dir: &Path,
+    model: Linear,
+    max_epoch: u64,
+    resume: bool,
+    callbacks: C,
+) -> stoker::Result<TrainReport<Linear>> {
+    let device = stoker::device::cpu();
+    Trainer::new(model, SgdConfig::new().init(), tiny_data(2, &device))
+        .learning_rate(0.1)
+        .max_epoch(max_epoch)
+        .log_dir(dir)
+        .auto_resume(resume)
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .callbacks(callbacks)
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+}
+
+/// The epoch a run ended at and whether it was stopped (with the reason).
+fn ended(report: &TrainReport<Linear>) -> (u64, Option<String>) {
+    let reason = match &report.outcome {
+        Outcome::Stopped(reason) => Some(reason.clone()),
+        Outcome::Finished => None,
+        other => panic!("unexpected outcome {other:?}"),
+    };
+    (report.counters.epoch_num(), reason)
+}
+
+/// The epoch at which `stop` ends a run of `max_epoch` epochs in which `val_loss` (or `name`)
+/// takes `values`; `None` when the run finishes.
+fn stop_epoch_of(name: &'static str, values: &[f64], max_epoch: u64, stop: EarlyStopping) -> Option<u64> {
+    let device = stoker::device::cpu();
+    let report =
+        train(&scratch_dir("stop"), tiny_model(&device), max_epoch, false, (Script::new(name, values), stop))
+            .unwrap();
+    match ended(&report) {
+        (epoch, Some(_)) => Some(epoch),
+        (epoch, None) => {
+            assert_eq!(epoch, max_epoch);
+            None
+        }
+    }
+}
+
+fn stop_epoch(values: &[f64], max_epoch: u64, stop: EarlyStopping) -> Option<u64> {
+    stop_epoch_of("val_loss", values, max_epoch, stop)
+}
+
+#[test]
+fn patience_counts_the_evaluations_without_improvement() {
+    let history = [1.0, 0.9, 0.95, 0.92, 0.8];
+    // e1 best 1.0; e2 best 0.9; e3 wait 1; e4 wait 2 >= 2: stop.
+    assert_eq!(stop_epoch(&history, 5, EarlyStopping::new("val_loss").patience(2)), Some(4));
+    // Patience 3: e5 improves, the run finishes.
+    assert_eq!(stop_epoch(&history, 5, EarlyStopping::new("val_loss").patience(3)), None);
+    // Patience 0 (Keras's default): the first epoch that does not improve; equal is no improvement.
+    assert_eq!(stop_epoch(&[1.0, 1.0, 0.5], 3, EarlyStopping::new("val_loss")), Some(2));
+    assert_eq!(stop_epoch(&[1.0, 0.5, 0.5], 3, EarlyStopping::new("val_loss")), Some(3));
+}
+
+#[test]
+fn the_stop_reason_names_the_statistic_and_the_best_epoch() {
+    let device = stoker::device::cpu();
+    let report = train(
+        &scratch_dir("stop-reason"),
+        tiny_model(&device),
+        9,
+        false,
+        (Script::new("val_loss", &[1.0, 0.5, 0.75, 0.625]), EarlyStopping::new("val_loss").patience(2)),
+    )
+    .unwrap();
+    assert_eq!(
+        ended(&report),
+        (
+            4,
+            Some(
+                "EarlyStopping(val_loss): no improvement for 2 evaluations (patience 2); best 0.5 at epoch 2"
+                    .into()
+            )
+        )
+    );
+}
+
+#[test]
+fn min_delta_is_the_smallest_change_that_counts_and_its_sign_is_ignored() {
+    let history = [1.0, 0.875, 0.5, 0.375, 0.25, 0.0];
+    // e2: 0.875 + 0.25 < 1.0? no, wait 1; e3: 0.75 < 1.0, best 0.5; e4: 0.625 < 0.5? no, wait 1;
+    // e5: 0.5 < 0.5? no, wait 2: stop.
+    let stop = || EarlyStopping::new("val_loss").patience(2);
+    assert_eq!(stop_epoch(&history, 6, stop().min_delta(0.25)), Some(5));
+    assert_eq!(stop_epoch(&history, 6, stop().min_delta(-0.25)), Some(5));
+    assert_eq!(stop_epoch(&history, 6, stop()), None);
+    // Max: 0.625 - 0.125 > 0.5? no: stop at e2 with patience 1; without min_delta it improves.
+    let accuracy = [0.5, 0.625, 0.75, 0.8125];
+    let max = || EarlyStopping::new("val_accuracy").mode(Mode::Max).patience(1);
+    assert_eq!(stop_epoch_of("val_accuracy", &accuracy, 4, max().min_delta(0.125)), Some(2));
+    assert_eq!(stop_epoch_of("val_accuracy", &accuracy, 4, max()), None);
+}
+
+#[test]
+fn a_baseline_must_be_beaten_for_the_patience_to_start_over() {
+    let stop = || EarlyStopping::new("val_loss").patience(2);
+    let history = [0.8, 0.7, 0.75, 0.72, 0.6];
+    // Baseline 0.5 never beaten: e1 wait 1 (best 0.8), e2 wait 2 (best 0.7, an improvement: no
+    // check), e3 wait 3 >= 2: stop. Without it: e3 wait 1, e4 wait 2: stop.
+    assert_eq!(stop_epoch(&history, 5, stop().baseline(0.5)), Some(3));
+    assert_eq!(stop_epoch(&history, 5, stop()), Some(4));
+    // Beaten at e2 (0.4 < 0.5): wait 0; e3 wait 1; e4 wait 2: stop.
+    assert_eq!(stop_epoch(&[0.8, 0.4, 0.45, 0.42, 0.41, 0.3], 6, stop().baseline(0.5)), Some(4));
+    // Keras stops only on an epoch without improvement: improving every epoch without ever beating
+    // the baseline runs to the end.
+    assert_eq!(
+        stop_epoch(&[0.9, 0.8, 0.7, 0.6], 4, EarlyStopping::new("val_loss").patience(1).baseline(0.5)),
+        None
+    );
+}
+
+#[test]
+fn start_from_epoch_skips_the_warm_up_epochs() {
+    let history = [1.0, 2.0, 3.0, 3.0, 2.5];
+    // Epochs 1 and 2 are not evaluated: e3 is the first best, e4 does not improve: stop.
+    assert_eq!(stop_epoch(&history, 5, EarlyStopping::new("val_loss").start_from_epoch(2)), Some(4));
+    assert_eq!(stop_epoch(&history, 5, EarlyStopping::new("val_loss")), Some(2));
+}
+
+#[test]
+fn an_epoch_without_a_new_value_is_not_evaluated() {
+    // The value is put every other epoch: e1 best 1.0; e2 nothing new; e3 wait 1: stop (had the
+    // stale 1.0 counted at e2, it would have stopped there).
+    let values = [Some(1.0), None, Some(1.5), None, Some(2.0)];
+    let device = stoker::device::cpu();
+    let report = train(
+        &scratch_dir("stop-sparse"),
+        tiny_model(&device),
+        5,
+        false,
+        (Script::sparse("val_loss", &values), EarlyStopping::new("val_loss").patience(1)),
+    )
+    .unwrap();
+    assert_eq!(ended(&report).0, 3);
+}
+
+#[test]
+fn auto_mode_reads_the_name_and_fails_when_it_cannot_tell() {
+    // `val_accuracy` is maximized: e2 improves, e3 and e4 do not (patience 1: stop at e3).
+    let accuracy = [0.5, 0.75, 0.625, 0.6];
+    assert_eq!(
+        stop_epoch_of("val_accuracy", &accuracy, 4, EarlyStopping::new("val_accuracy").patience(1)),
+        Some(3)
+    );
+    // Minimized, the same history stops at e2.
+    assert_eq!(
+        stop_epoch_of(
+            "val_accuracy",
+            &accuracy,
+            4,
+            EarlyStopping::new("val_accuracy").mode(Mode::Min).patience(1)
+        ),
+        Some(2)
+    );
+    let device = stoker::device::cpu();
+    let error = train(
+        &scratch_dir("stop-auto"),
+        tiny_model(&device),
+        2,
+        false,
+        (Script::new("throughput", &[1.0, 2.0]), EarlyStopping::new("throughput")),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "callback `EarlyStopping(throughput)` failed in setup: EarlyStopping(throughput): cannot tell from its name whether `throughput` should be minimized or maximized; name the mode with `.mode(Mode::Min)` or `.mode(Mode::Max)`"
+    );
+}
+
+#[test]
+fn a_statistic_never_put_is_an_error_naming_what_there_is() {
+    let device = stoker::device::cpu();
+    let error = train(
+        &scratch_dir("stop-missing"),
+        tiny_model(&device),
+        3,
+        false,
+        (Script::new("val_loss", &[1.0, 2.0, 3.0]), EarlyStopping::new("validation_loss")),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "callback `EarlyStopping(validation_loss)` failed in trigger_epoch: EarlyStopping(validation_loss): no scalar named `validation_loss` has been put; the monitors hold `val_loss`. Watch one of those, or order this callback after the one that puts `validation_loss` (`#[order(after = InferenceRunner)]`, or later in the tuple)"
+    );
+    // Ordered before the callback that puts it: nothing is there yet at the first epoch.
+    let error = train(
+        &scratch_dir("stop-order"),
+        tiny_model(&device),
+        3,
+        false,
+        (EarlyStopping::new("val_loss"), Script::new("val_loss", &[1.0, 2.0, 3.0])),
+    )
+    .unwrap_err();
+    assert!(
+        error.to_string().contains("no scalar named `val_loss` has been put; no scalar has been put yet."),
+        "{error}"
+    );
+}
+
+/// Runs with restore_best_weights; returns the final model's weights and those of each epoch.
+fn restored(values: &[f64], max_epoch: u64, stop: EarlyStopping) -> (u64, Weights, Seen) {
+    let device = stoker::device::cpu();
+    let script = Script::new("val_loss", values);
+    let seen = script.seen.clone();
+    let report =
+        train(&scratch_dir("stop-restore"), tiny_model(&device), max_epoch, false, (script, stop)).unwrap();
+    (report.counters.epoch_num(), weights(&report.model), seen)
+}
+
+#[test]
+fn restore_best_weights_gives_the_best_epochs_weights_after_a_stop_and_at_the_end() {
+    // Stopped at e4 (patience 2), best at e2.
+    let (epoch, model, seen) = restored(
+        &[1.0, 0.5, 0.75, 0.8],
+        9,
+        EarlyStopping::new("val_loss").patience(2).restore_best_weights(true),
+    );
+    assert_eq!(epoch, 4);
+    assert_eq!(model, Script::weights_at(&seen, 2));
+    assert_ne!(model, Script::weights_at(&seen, 4), "training changed the weights after epoch 2");
+    // Keras 3 restores at the end of training even without an early stop.
+    let (epoch, model, seen) =
+        restored(&[1.0, 0.5, 0.9], 3, EarlyStopping::new("val_loss").patience(5).restore_best_weights(true));
+    assert_eq!(epoch, 3);
+    assert_eq!(model, Script::weights_at(&seen, 2));
+    // Without it, the last weights stay.
+    let (_, model, seen) = restored(&[1.0, 0.5, 0.75, 0.8], 9, EarlyStopping::new("val_loss").patience(2));
+    assert_eq!(model, Script::weights_at(&seen, 4));
+    // After a warm-up, the best is among the evaluated epochs: e2's lower value does not count.
+    let (epoch, model, seen) = restored(
+        &[3.0, 1.0, 2.0, 2.5],
+        4,
+        EarlyStopping::new("val_loss").start_from_epoch(2).patience(1).restore_best_weights(true),
+    );
+    assert_eq!(epoch, 4);
+    assert_eq!(model, Script::weights_at(&seen, 3));
+}
+
+/// The saved state of the callback `name` in the latest checkpoint under `dir`.
+fn saved_state(dir: &Path, name: &str) -> Json {
+    let checkpoint = stoker::Checkpoint::latest(dir).unwrap().expect("a checkpoint");
+    checkpoint.callback_state(name).cloned().unwrap_or(Json::Null)
+}
+
+#[test]
+fn a_resumed_run_keeps_the_counters_and_the_best_weights() {
+    let device = stoker::device::cpu();
+    let initial = tiny_model(&device);
+    let history = [1.0, 0.5, 0.75, 0.8, 0.9, 1.0];
+    let stop = || EarlyStopping::new("val_loss").patience(2).restore_best_weights(true);
+
+    // Straight through: stops at e4 with e2's weights.
+    let straight = Script::new("val_loss", &history);
+    let straight_seen = straight.seen.clone();
+    let report =
+        train(&scratch_dir("stop-straight"), initial.clone(), 10, false, (straight, stop())).unwrap();
+    assert_eq!(ended(&report).0, 4);
+    assert_eq!(weights(&report.model), Script::weights_at(&straight_seen, 2));
+
+    // The same run, interrupted after e3 (2 steps per epoch: e2 ends at step 4).
+    let dir = scratch_dir("stop-resume");
+    let first = Script::new("val_loss", &history);
+    let first_seen = first.seen.clone();
+    let report = train(&dir, initial.clone(), 3, false, (first, stop(), ModelSaver::new(3))).unwrap();
+    assert_eq!(ended(&report), (3, None));
+    assert_eq!(
+        saved_state(&dir, "EarlyStopping(val_loss)"),
+        json!({ "wait": 1, "best": 0.5, "best_epoch": 2, "stopped_epoch": 0, "seen": 3, "best_weights": "best-step-4.bpk" })
+    );
+    assert!(dir.join("early-stopping-val_loss/best-step-4.bpk").is_file());
+    assert_eq!(Script::weights_at(&first_seen, 2), Script::weights_at(&straight_seen, 2));
+
+    // Resumed into a freshly initialized model: stops at e4 (a fresh count would run to e6), with
+    // e2's weights read back from the log directory.
+    let report = train(
+        &dir,
+        tiny_model(&device),
+        10,
+        true,
+        (Script::new("val_loss", &history), stop(), ModelSaver::new(3)),
+    )
+    .unwrap();
+    assert_eq!(
+        ended(&report),
+        (
+            4,
+            Some(
+                "EarlyStopping(val_loss): no improvement for 2 evaluations (patience 2); best 0.5 at epoch 2"
+                    .into()
+            )
+        )
+    );
+    assert_eq!(weights(&report.model), Script::weights_at(&straight_seen, 2));
+    assert_eq!(saved_state(&dir, "EarlyStopping(val_loss)")["stopped_epoch"], json!(4));
+}
+
+#[test]
+fn early_stop_calls_the_users_function_with_its_state() {
+    // Stop under a target.
+    let device = stoker::device::cpu();
+    let report = train(
+        &scratch_dir("early-stop"),
+        tiny_model(&device),
+        9,
+        false,
+        (
+            Script::new("val_loss", &[1.0, 0.5, 0.25, 0.1]),
+            EarlyStop::new("val_loss", |(), v: f64| ((), v < 0.3)),
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        ended(&report),
+        (3, Some("EarlyStop(val_loss): the stop function triggered at val_loss = 0.25".into()))
+    );
+
+    // Two rises in a row, counted in the state; the function sees only new values.
+    let calls = Arc::new(AtomicU64::new(0));
+    let counted = calls.clone();
+    let rises = move |(previous, rises): (Option<f64>, u32), v: f64| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        let rises = if previous.is_some_and(|p| v > p) { rises + 1 } else { 0 };
+        ((Some(v), rises), rises >= 2)
+    };
+    let values = [Some(1.0), Some(1.1), None, Some(1.0), Some(1.2), Some(1.3), Some(1.4)];
+    let report = train(
+        &scratch_dir("early-stop-rises"),
+        tiny_model(&device),
+        9,
+        false,
+        (Script::sparse("val_loss", &values), EarlyStop::new("val_loss", rises)),
+    )
+    .unwrap();
+    assert_eq!(ended(&report).0, 6);
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+}
+
+#[test]
+fn early_stops_state_survives_a_resume() {
+    let device = stoker::device::cpu();
+    let rises = |(previous, rises): (Option<f64>, u32), v: f64| {
+        let rises = if previous.is_some_and(|p| v > p) { rises + 1 } else { 0 };
+        ((Some(v), rises), rises >= 2)
+    };
+    let history = [1.0, 1.1, 1.0, 1.2, 1.3, 1.4, 1.5];
+    let dir = scratch_dir("early-stop-resume");
+    let report = train(
+        &dir,
+        tiny_model(&device),
+        4,
+        false,
+        (Script::new("val_loss", &history), EarlyStop::new("val_loss", rises), ModelSaver::new(3)),
+    )
+    .unwrap();
+    assert_eq!(ended(&report), (4, None));
+    assert_eq!(saved_state(&dir, "EarlyStop(val_loss)"), json!({ "state": [1.2, 1], "seen": 4 }));
+    // e5 is the second rise in a row (a fresh state would see the first at e6 and stop at e7).
+    let report = train(
+        &dir,
+        tiny_model(&device),
+        9,
+        true,
+        (Script::new("val_loss", &history), EarlyStop::new("val_loss", rises), ModelSaver::new(3)),
+    )
+    .unwrap();
+    assert_eq!(ended(&report).0, 5);
+}
+
+/// The weights in the burnpack file `path`, loaded by plain burn.
+fn file_weights(path: &Path) -> Weights {
+    let device = stoker::device::cpu();
+    weights(&tiny_model(&device).load_file(path))
+}
+
+#[test]
+fn save_best_state_writes_the_best_epochs_model_atomically() {
+    let device = stoker::device::cpu();
+    let dir = scratch_dir("save-best");
+    // Lowest at e4, highest at e1.
+    let history = [1.0, 0.5, 0.75, 0.25, 0.3];
+    let script = Script::new("val_loss", &history);
+    let seen = script.seen.clone();
+    train(
+        &dir,
+        tiny_model(&device),
+        5,
+        false,
+        (
+            script,
+            Script::new("val_score", &history),
+            SaveBestState::new("best/min.bpk", "val_loss"),
+            SaveBestState::new(dir.join("max.bpk"), "val_score").mode(Mode::Max),
+        ),
+    )
+    .unwrap();
+    assert_eq!(file_weights(&dir.join("best/min.bpk")), Script::weights_at(&seen, 4));
+    assert_eq!(file_weights(&dir.join("max.bpk")), Script::weights_at(&seen, 1));
+    assert_ne!(Script::weights_at(&seen, 4), Script::weights_at(&seen, 5));
+    let left: Vec<_> = std::fs::read_dir(dir.join("best")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec!["min.bpk"], "no temporary file is left");
+}
+
+#[test]
+fn save_best_state_keeps_its_best_across_a_resume() {
+    let device = stoker::device::cpu();
+    let dir = scratch_dir("save-best-resume");
+    let history = [1.0, 0.5, 0.75];
+    let script = Script::new("val_loss", &history);
+    let seen = script.seen.clone();
+    let saver = || SaveBestState::new("best.bpk", "val_loss");
+    train(&dir, tiny_model(&device), 2, false, (script, saver(), ModelSaver::new(3))).unwrap();
+    assert_eq!(
+        saved_state(&dir, "SaveBestState(val_loss)"),
+        json!({ "best": 0.5, "best_epoch": 2, "seen": 2 })
+    );
+    // e3 (0.75) is worse than e2's 0.5: the file keeps e2's model (a fresh best would take e3's).
+    let report = train(
+        &dir,
+        tiny_model(&device),
+        3,
+        true,
+        (Script::new("val_loss", &history), saver(), ModelSaver::new(3)),
+    )
+    .unwrap();
+    assert_eq!(file_weights(&dir.join("best.bpk")), Script::weights_at(&seen, 2));
+    assert_ne!(weights(&report.model), Script::weights_at(&seen, 2));
+}
+
+#[test]
+fn save_best_state_refuses_a_directory() {
+    let device = stoker::device::cpu();
+    let dir = scratch_dir("save-best-dir");
+    let error = train(
+        &dir,
+        tiny_model(&device),
+        1,
+        false,
+        (Script::new("val_loss", &[1.0]), SaveBestState::new(dir.clone(), "val_loss")),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "callback `SaveBestState(val_loss)` failed in setup: SaveBestState(val_loss): {} is a directory; give the path of the file to write",
+            dir.display()
+        )
+    );
+}

@@ -1,0 +1,702 @@
+//! Trackers: the estimated time left, throughput, host memory, the GPU trackers (with a fake
+//! source, and without NVML), the run timer and the per-callback timer. Time comes from a
+//! `ManualClock` that test callbacks advance, so every time-based result is exact; what is
+//! written on stderr is read from a child process running one test.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use burn::nn::Linear;
+use stoker::prelude::*;
+use stoker::track::{GpuMemory, GpuSource, ManualClock, NvmlSource, humanize_duration};
+use stoker::{
+    EstimatedTimeLeft, GPUMemoryTracker, GPUUtilizationTracker, HostMemoryTracker, PeriodicTrigger, RunTimer,
+    StepHooks, StepLoss, ThroughputTracker, Timed,
+};
+use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
+
+/// Steps per epoch in every run here.
+const STEPS: usize = 4;
+
+fn ms(millis: u64) -> Duration {
+    Duration::from_millis(millis)
+}
+
+/// Train the tiny model for `epochs` epochs of [`STEPS`] steps with `callbacks`, no default callback.
+fn train<K, C: Callbacks<Linear, K>>(
+    name: &str,
+    epochs: u64,
+    callbacks: C,
+) -> stoker::Result<TrainReport<Linear>> {
+    let device = stoker::device::cpu();
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(STEPS, &device))
+        .max_epoch(epochs)
+        .log_dir(scratch_dir(name))
+        .default_callbacks(DefaultCallbacks::none())
+        .callbacks(callbacks)
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+}
+
+/// Stands for the training's own work: advances the clock by `step_time[epoch - 1]` before each
+/// step, and by `epoch_work` in `trigger_epoch` (the callbacks' work after an epoch).
+struct Work {
+    clock: ManualClock,
+    step_time: Vec<Duration>,
+    epoch_work: Duration,
+}
+
+impl Work {
+    fn new(clock: &ManualClock, step_time: &[Duration]) -> Self {
+        Work { clock: clock.clone(), step_time: step_time.to_vec(), epoch_work: Duration::ZERO }
+    }
+}
+
+impl Callback<Linear> for Work {
+    fn before_step(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        let epoch = ctx.epoch_num() as usize;
+        self.clock.advance(self.step_time[(epoch - 1).min(self.step_time.len() - 1)]);
+        Ok(())
+    }
+    fn trigger_epoch(&mut self, _ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        self.clock.advance(self.epoch_work);
+        Ok(())
+    }
+}
+
+type Histories = Arc<Mutex<BTreeMap<String, Vec<(u64, f64)>>>>;
+
+/// Copies the history of every scalar whose name starts with one of `prefixes` at `after_train`.
+struct Probe {
+    prefixes: Vec<&'static str>,
+    seen: Histories,
+}
+
+impl Probe {
+    fn new(prefixes: &[&'static str]) -> (Self, Histories) {
+        let seen = Histories::default();
+        (Probe { prefixes: prefixes.to_vec(), seen: seen.clone() }, seen)
+    }
+}
+
+impl Callback<Linear> for Probe {
+    fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        let monitors = ctx.monitors_ref();
+        let mut seen = self.seen.lock().unwrap();
+        for name in monitors.scalar_names() {
+            if self.prefixes.iter().any(|p| name.starts_with(p)) {
+                seen.insert(name.to_string(), monitors.history(name).to_vec());
+            }
+        }
+        Ok(())
+    }
+}
+
+fn history(seen: &Histories, name: &str) -> Vec<(u64, f64)> {
+    seen.lock().unwrap().get(name).cloned().unwrap_or_default()
+}
+
+// ---------- stderr of a child process ----------
+
+const CHILD: &str = "STOKER_TRACK_TEST_CHILD";
+
+/// Whether this process is the child that runs one test for its stderr.
+fn in_child() -> bool {
+    std::env::var_os(CHILD).is_some()
+}
+
+/// Run test `name` alone in a child process and return the lines it wrote on stderr that start
+/// with `stoker:`.
+fn stoker_lines_of(name: &str) -> Vec<String> {
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .expect("running the test binary");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "child test {name} failed:\n{}\n{stderr}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    stderr.lines().filter(|l| l.starts_with("stoker:")).map(str::to_string).collect()
+}
+
+// ---------- EstimatedTimeLeft ----------
+
+/// Hands the trainer's events to the estimator it borrows and records each estimate.
+struct EtaWatch<'a> {
+    eta: &'a mut EstimatedTimeLeft<ManualClock>,
+    seen: Vec<Duration>,
+}
+
+impl Callback<Linear> for EtaWatch<'_> {
+    fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        Callback::<Linear>::setup(self.eta, ctx)
+    }
+    fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        Callback::<Linear>::before_train(self.eta, ctx)
+    }
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        Callback::<Linear>::trigger_epoch(self.eta, ctx)?;
+        self.seen.push(self.eta.estimate().expect("an estimate after each epoch"));
+        Ok(())
+    }
+}
+
+/// Step times giving epochs of 4, 1, 10, 2, 3 and 1 s with 0.5 s of work after each epoch.
+fn eta_step_times() -> Vec<Duration> {
+    [875, 125, 2375, 375, 625, 125].map(ms).to_vec()
+}
+
+fn run_eta(eta: EstimatedTimeLeft) -> Vec<Duration> {
+    let clock = ManualClock::new();
+    let mut eta = eta.clock(clock.clone());
+    let mut work = Work::new(&clock, &eta_step_times());
+    work.epoch_work = ms(500);
+    let mut watch = EtaWatch { eta: &mut eta, seen: Vec::new() };
+    train("eta", 6, (work, &mut watch)).unwrap();
+    let seen = watch.seen;
+    assert_eq!(eta.estimate(), Some(Duration::ZERO), "nothing left after the last epoch");
+    seen
+}
+
+#[test]
+fn eta_is_the_median_of_the_last_k_epochs_times_the_epochs_left() {
+    // Epochs of 4, 1, 10, 2, 3, 1 s (the work after each epoch included); last 3.
+    // After epoch 1: median(4) * 5 = 20; 2: median(4, 1) = 2.5 * 4 = 10; 3: median(4, 1, 10) * 3
+    // = 12; 4: median(1, 10, 2) * 2 = 4; 5: median(10, 2, 3) * 1 = 3; 6: 0.
+    let seen = run_eta(EstimatedTimeLeft::new().last_k_epochs(3));
+    assert_eq!(seen, [20_000, 10_000, 12_000, 4_000, 3_000, 0].map(ms));
+}
+
+#[test]
+fn eta_default_is_the_median_of_the_last_5_epochs() {
+    // 1: 4 * 5; 2: 2.5 * 4; 3: 4 * 3; 4: median(4, 1, 10, 2) = 3 * 2; 5: median(4, 1, 10, 2, 3)
+    // = 3 * 1; 6: 0.
+    let seen = run_eta(EstimatedTimeLeft::new());
+    assert_eq!(seen, [20_000, 10_000, 12_000, 6_000, 3_000, 0].map(ms));
+}
+
+#[test]
+fn eta_mean_of_the_last_k_epochs() {
+    // 1: 4 * 5; 2: 2.5 * 4; 3: 5 * 3; 4: mean(1, 10, 2) = 13/3 s (4_333_333_333 ns) * 2;
+    // 5: mean(10, 2, 3) = 5 * 1; 6: 0.
+    let seen = run_eta(EstimatedTimeLeft::new().last_k_epochs(3).median(false));
+    let expected = [
+        ms(20_000),
+        ms(10_000),
+        ms(15_000),
+        Duration::from_nanos(4_333_333_333 * 2),
+        ms(5_000),
+        Duration::ZERO,
+    ];
+    assert_eq!(seen, expected);
+}
+
+#[test]
+fn eta_prints_one_line_per_epoch_while_epochs_remain() {
+    if in_child() {
+        run_eta(EstimatedTimeLeft::new().last_k_epochs(3));
+        return;
+    }
+    let lines = stoker_lines_of("eta_prints_one_line_per_epoch_while_epochs_remain");
+    assert_eq!(
+        lines,
+        [
+            "stoker: estimated time left: 20 seconds",
+            "stoker: estimated time left: 10 seconds",
+            "stoker: estimated time left: 12 seconds",
+            "stoker: estimated time left: 4 seconds",
+            "stoker: estimated time left: 3 seconds",
+        ]
+    );
+}
+
+#[test]
+fn eta_with_k_zero_is_an_error_at_setup() {
+    let error = train("eta-zero", 1, EstimatedTimeLeft::new().last_k_epochs(0)).unwrap_err();
+    assert!(error.to_string().contains("last_k_epochs must be at least 1"), "{error}");
+}
+
+// ---------- ThroughputTracker ----------
+
+#[test]
+fn throughput_is_steps_per_second_without_the_callbacks_time_after_each_epoch() {
+    let clock = ManualClock::new();
+    // Steps of 0.25, 0.5 and 0.125 s: 4, 2 and 8 steps per second; the 10 s of work after each
+    // epoch are not counted.
+    let mut work = Work::new(&clock, &[ms(250), ms(500), ms(125)]);
+    work.epoch_work = ms(10_000);
+    let tracker = ThroughputTracker::new().clock(clock.clone());
+    assert_eq!(tracker.scalar_name(), "Throughput (steps/sec)");
+    let (probe, seen) = Probe::new(&["Throughput"]);
+    train("throughput", 3, (work, tracker, probe)).unwrap();
+    assert_eq!(history(&seen, "Throughput (steps/sec)"), [(4, 4.0), (8, 2.0), (12, 8.0)]);
+    assert!(history(&seen, "Throughput (samples/sec)").is_empty());
+}
+
+#[test]
+fn throughput_in_samples_per_second_with_a_batch_size() {
+    let clock = ManualClock::new();
+    let work = Work::new(&clock, &[ms(250), ms(500)]);
+    let tracker = ThroughputTracker::new().samples_per_step(4).clock(clock.clone());
+    let (probe, seen) = Probe::new(&["Throughput"]);
+    train("throughput-samples", 2, (work, tracker, probe)).unwrap();
+    assert_eq!(history(&seen, "Throughput (samples/sec)"), [(4, 16.0), (8, 8.0)]);
+    assert!(history(&seen, "Throughput (steps/sec)").is_empty());
+}
+
+#[test]
+fn throughput_every_k_steps_measures_each_stretch_and_skips_the_epoch_boundary() {
+    let clock = ManualClock::new();
+    // Triggers at steps 2, 4 (epoch 1, steps of 0.25 s) and 6, 8 (epoch 2, steps of 0.5 s); the
+    // 10 s after epoch 1 fall between the triggers at steps 4 and 6 and are not counted.
+    let mut work = Work::new(&clock, &[ms(250), ms(500)]);
+    work.epoch_work = ms(10_000);
+    let tracker = PeriodicTrigger::new(ThroughputTracker::new().clock(clock.clone())).every_k_steps(2);
+    let (probe, seen) = Probe::new(&["Throughput"]);
+    train("throughput-steps", 2, (work, tracker, probe)).unwrap();
+    assert_eq!(history(&seen, "Throughput (steps/sec)"), [(2, 4.0), (4, 4.0), (6, 2.0), (8, 2.0)]);
+}
+
+#[test]
+fn throughput_with_zero_samples_per_step_is_an_error_at_setup() {
+    let error = train("throughput-zero", 1, ThroughputTracker::new().samples_per_step(0)).unwrap_err();
+    assert!(error.to_string().contains("samples_per_step must be at least 1"), "{error}");
+}
+
+// ---------- HostMemoryTracker ----------
+
+/// A field of a `/proc` file in kB (`VmRSS:   1234 kB`), in GB (2^30 bytes).
+fn proc_gb(file: &str, field: &str) -> f64 {
+    let text = std::fs::read_to_string(file).unwrap();
+    let line = text.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("{field} in {file}"));
+    let kb: f64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kb / (1024.0 * 1024.0)
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn host_memory_puts_free_memory_and_the_process_rss_at_each_epoch() {
+    let (probe, seen) = Probe::new(&["Host"]);
+    train("host-memory", 3, (HostMemoryTracker::new(), probe)).unwrap();
+    let free = history(&seen, HostMemoryTracker::FREE);
+    let rss = history(&seen, HostMemoryTracker::PROCESS_RSS);
+    assert_eq!(free.iter().map(|p| p.0).collect::<Vec<_>>(), [4, 8, 12]);
+    assert_eq!(rss.iter().map(|p| p.0).collect::<Vec<_>>(), [4, 8, 12]);
+    // Compared with the kernel's own figures read now: the process and the machine change a
+    // little in between, not by a factor of 2.
+    let total = proc_gb("/proc/meminfo", "MemTotal:");
+    let rss_now = proc_gb("/proc/self/status", "VmRSS:");
+    for &(_, value) in &free {
+        assert!(value > 0.0 && value <= total, "free {value} GB of {total} GB");
+    }
+    for &(_, value) in &rss {
+        assert!(value > rss_now / 2.0 && value < rss_now * 2.0, "RSS {value} GB, /proc says {rss_now} GB");
+    }
+}
+
+// ---------- GPU trackers ----------
+
+/// A fake GPU library: `utilization[d]` and `memory[d]` for each device `d`; with `fail_after`,
+/// every reading after that many fails.
+#[derive(Clone)]
+struct FakeGpus {
+    utilization: Vec<f64>,
+    memory: Vec<GpuMemory>,
+    readings: Arc<AtomicU32>,
+    fail_after: Option<u32>,
+}
+
+impl FakeGpus {
+    fn new() -> Self {
+        FakeGpus {
+            utilization: vec![37.5, 80.0, 5.0],
+            memory: vec![
+                GpuMemory { used: 1_500_000_000, total: 16_000_000_000 },
+                GpuMemory { used: 250_000_000, total: 8_000_000_000 },
+                GpuMemory { used: 0, total: 1_000_000 },
+            ],
+            readings: Arc::default(),
+            fail_after: None,
+        }
+    }
+    fn reading(&self) -> stoker::Result<()> {
+        let n = self.readings.fetch_add(1, Ordering::SeqCst);
+        match self.fail_after {
+            Some(limit) if n >= limit => Err(stoker::Error::msg("the fake GPU fell off the bus")),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl GpuSource for FakeGpus {
+    fn device_count(&mut self) -> stoker::Result<u32> {
+        Ok(self.utilization.len() as u32)
+    }
+    fn utilization(&mut self, device: u32) -> stoker::Result<f64> {
+        self.reading()?;
+        Ok(self.utilization[device as usize])
+    }
+    fn memory(&mut self, device: u32) -> stoker::Result<GpuMemory> {
+        self.reading()?;
+        Ok(self.memory[device as usize])
+    }
+}
+
+#[test]
+fn gpu_utilization_puts_each_devices_average_at_each_epoch() {
+    let mut tracker = GPUUtilizationTracker::new()
+        .source(FakeGpus::new())
+        .devices([0, 2])
+        .interval(Duration::from_millis(1));
+    let (probe, seen) = Probe::new(&["GPUUtil"]);
+    train("gpu-util", 3, (&mut tracker, probe)).unwrap();
+    assert_eq!(history(&seen, "GPUUtil/0"), [(4, 37.5), (8, 37.5), (12, 37.5)]);
+    assert_eq!(history(&seen, "GPUUtil/2"), [(4, 5.0), (8, 5.0), (12, 5.0)]);
+    assert!(history(&seen, "GPUUtil/1").is_empty(), "device 1 was not asked for");
+    assert!(!tracker.is_tracking(), "the thread is stopped after training");
+}
+
+#[test]
+fn gpu_utilization_under_periodic_trigger_puts_the_epoch_that_just_ended() {
+    let tracker = GPUUtilizationTracker::new().source(FakeGpus::new()).devices([1]);
+    let (probe, seen) = Probe::new(&["GPUUtil"]);
+    train("gpu-util-periodic", 4, (PeriodicTrigger::new(tracker).every_k_epochs(2), probe)).unwrap();
+    assert_eq!(history(&seen, "GPUUtil/1"), [(8, 80.0), (16, 80.0)]);
+}
+
+#[test]
+fn gpu_memory_puts_used_and_total_in_mb_at_each_epoch() {
+    let mut tracker = GPUMemoryTracker::new().source(FakeGpus::new()).devices([0, 1]);
+    let (probe, seen) = Probe::new(&["GPUMemory"]);
+    train("gpu-memory", 2, (&mut tracker, probe)).unwrap();
+    assert!(tracker.is_tracking());
+    assert_eq!(history(&seen, "GPUMemory/0/used (MB)"), [(4, 1500.0), (8, 1500.0)]);
+    assert_eq!(history(&seen, "GPUMemory/0/total (MB)"), [(4, 16000.0), (8, 16000.0)]);
+    assert_eq!(history(&seen, "GPUMemory/1/used (MB)"), [(4, 250.0), (8, 250.0)]);
+    assert_eq!(history(&seen, "GPUMemory/1/total (MB)"), [(4, 8000.0), (8, 8000.0)]);
+    assert_eq!(seen.lock().unwrap().len(), 4, "device 2 was not asked for");
+}
+
+#[test]
+fn gpu_trackers_reject_a_device_that_does_not_exist() {
+    let error =
+        train("gpu-bad-device", 1, GPUMemoryTracker::new().source(FakeGpus::new()).devices([3])).unwrap_err();
+    assert!(error.to_string().contains("GPU 3 does not exist; this machine has 3"), "{error}");
+    let error =
+        train("gpu-bad-device-util", 1, GPUUtilizationTracker::new().source(FakeGpus::new()).devices([0, 7]))
+            .unwrap_err();
+    assert!(error.to_string().contains("GPU 7 does not exist"), "{error}");
+}
+
+#[test]
+fn gpu_memory_turns_off_when_a_reading_fails_and_training_goes_on() {
+    if in_child() {
+        // One reading per device per epoch: epoch 1 reads 0 and 1; in epoch 2, device 1's
+        // reading (the fourth) fails, and nothing of that epoch is put.
+        let fake = FakeGpus { fail_after: Some(3), ..FakeGpus::new() };
+        let mut tracker = GPUMemoryTracker::new().source(fake).devices([0, 1]);
+        let (probe, seen) = Probe::new(&["GPUMemory"]);
+        let report = train("gpu-memory-fails", 3, (&mut tracker, probe)).unwrap();
+        assert_eq!(report.outcome, Outcome::Finished);
+        assert!(!tracker.is_tracking());
+        assert_eq!(history(&seen, "GPUMemory/0/used (MB)"), [(4, 1500.0)]);
+        assert_eq!(history(&seen, "GPUMemory/1/used (MB)"), [(4, 250.0)]);
+        return;
+    }
+    let lines = stoker_lines_of("gpu_memory_turns_off_when_a_reading_fails_and_training_goes_on");
+    assert_eq!(lines, ["stoker: GPUMemoryTracker: the fake GPU fell off the bus: GPU tracking off"]);
+}
+
+/// Train 3 epochs with both GPU trackers built by `make`, asserting it finishes; returns whether
+/// each tracked.
+fn train_with_gpu_trackers(utilization: GPUUtilizationTracker, memory: GPUMemoryTracker) -> (bool, bool) {
+    let (mut utilization, mut memory) = (utilization, memory);
+    let (probe, seen) = Probe::new(&["GPU"]);
+    let report = train("gpu-none", 3, (&mut utilization, &mut memory, probe)).unwrap();
+    assert_eq!(report.outcome, Outcome::Finished);
+    assert_eq!(report.counters.global_step(), 12);
+    let tracking = (utilization.is_tracking(), memory.is_tracking());
+    if !tracking.0 && !tracking.1 {
+        assert!(seen.lock().unwrap().is_empty(), "no GPU scalar without a GPU");
+    }
+    tracking
+}
+
+#[test]
+fn gpu_trackers_without_nvml_train_fine_and_note_it_once() {
+    const MISSING: &str = "/nonexistent/libnvidia-ml.so.1";
+    if in_child() {
+        let tracking = train_with_gpu_trackers(
+            GPUUtilizationTracker::new().nvml_library(MISSING),
+            GPUMemoryTracker::new().nvml_library(MISSING),
+        );
+        assert_eq!(tracking, (false, false));
+        return;
+    }
+    let lines = stoker_lines_of("gpu_trackers_without_nvml_train_fine_and_note_it_once");
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert!(
+        lines[0].starts_with("stoker: GPUUtilizationTracker: no NVIDIA GPU (NVML could not be loaded"),
+        "{lines:#?}"
+    );
+    assert!(lines[0].ends_with("): GPU tracking off"), "{lines:#?}");
+    assert!(
+        lines[1].starts_with("stoker: GPUMemoryTracker: no NVIDIA GPU (NVML could not be loaded"),
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn gpu_trackers_on_this_machine_train_fine_with_or_without_a_gpu() {
+    let nvml = NvmlSource::open().and_then(|mut source| source.device_count()).unwrap_or(0) > 0;
+    if in_child() {
+        let tracking = train_with_gpu_trackers(GPUUtilizationTracker::new(), GPUMemoryTracker::new());
+        assert_eq!(tracking, (nvml, nvml));
+        return;
+    }
+    let lines = stoker_lines_of("gpu_trackers_on_this_machine_train_fine_with_or_without_a_gpu");
+    if nvml {
+        assert!(lines.is_empty(), "{lines:#?}");
+    } else {
+        // One note per tracker, at setup, not one per epoch.
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(lines[0].starts_with("stoker: GPUUtilizationTracker: no NVIDIA GPU"), "{lines:#?}");
+        assert!(lines[1].starts_with("stoker: GPUMemoryTracker: no NVIDIA GPU"), "{lines:#?}");
+    }
+}
+
+// ---------- RunTimer ----------
+
+/// Fails in `trigger_epoch` of epoch `at`.
+struct FailAt(u64);
+
+impl Callback<Linear> for FailAt {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        if ctx.epoch_num() == self.0 {
+            return Err(stoker::Error::msg("failed on purpose"));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn run_timer_reports_the_training_time_at_the_end() {
+    let clock = ManualClock::new();
+    // 2 epochs of 4 steps of 1 s, 0.5 s of work after each epoch: 9 s.
+    let mut work = Work::new(&clock, &[ms(1000)]);
+    work.epoch_work = ms(500);
+    let mut timer = RunTimer::new().clock(clock.clone());
+    let (probe, seen) = Probe::new(&["time/"]);
+    train("run-timer", 2, (work, &mut timer, probe)).unwrap();
+    assert_eq!(timer.elapsed(), Some(ms(9000)));
+    assert_eq!(history(&seen, RunTimer::SCALAR), [(8, 9.0)]);
+    if in_child() {
+        return;
+    }
+    let lines = stoker_lines_of("run_timer_reports_the_training_time_at_the_end");
+    assert_eq!(lines, ["stoker: training took 9 seconds"]);
+}
+
+#[test]
+fn run_timer_reports_after_an_error_too() {
+    let clock = ManualClock::new();
+    let work = Work::new(&clock, &[ms(1000), ms(2000), ms(4000)]);
+    let mut timer = RunTimer::new().clock(clock.clone());
+    // Epoch 1: 4 s, epoch 2: 8 s, then the error.
+    let error = train("run-timer-error", 3, (work, &mut timer, FailAt(2))).unwrap_err();
+    assert!(error.to_string().contains("failed on purpose"), "{error}");
+    assert_eq!(timer.elapsed(), Some(ms(12_000)));
+}
+
+// ---------- Timed ----------
+
+/// Advances the clock by `time` at `before_epoch`.
+struct Fast {
+    clock: ManualClock,
+    time: Duration,
+}
+
+impl Callback<Linear> for Fast {
+    fn before_epoch(&mut self, _ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        self.clock.advance(self.time);
+        Ok(())
+    }
+}
+
+/// Advances the clock by 0.5 s at each step and 1.5 s at `trigger_epoch`: 3.5 s per epoch.
+struct Slow {
+    clock: ManualClock,
+}
+
+impl Callback<Linear> for Slow {
+    fn after_step(&mut self, _ctx: &mut Context<'_, Linear>, _values: &Fetched<'_>) -> stoker::Result<()> {
+        self.clock.advance(ms(500));
+        Ok(())
+    }
+    fn trigger_epoch(&mut self, _ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+        self.clock.advance(ms(1500));
+        Ok(())
+    }
+}
+
+/// The run of the report: (1 s steps outside the set, Timed(Fast 0.1 s, Slow 3.5 s)), 3 epochs.
+/// Per epoch: callbacks 3.6 s, the epoch 7.6 s; the run: callbacks 10.8 s, 22.8 s in all.
+fn run_timed(put_scalars: bool) -> Histories {
+    let clock = ManualClock::new();
+    let steps = Work::new(&clock, &[ms(1000)]);
+    let set = Timed::new((Fast { clock: clock.clone(), time: ms(100) }, Slow { clock: clock.clone() }))
+        .clock(clock.clone())
+        .put_scalars(put_scalars);
+    let (probe, seen) = Probe::new(&["callback_time/"]);
+    train("timed", 3, (steps, set, probe)).unwrap();
+    seen
+}
+
+#[test]
+fn timed_puts_each_callbacks_time_in_each_epoch() {
+    let seen = run_timed(true);
+    assert_eq!(history(&seen, "callback_time/Fast"), [(4, 0.1), (8, 0.1), (12, 0.1)]);
+    assert_eq!(history(&seen, "callback_time/Slow"), [(4, 3.5), (8, 3.5), (12, 3.5)]);
+    assert_eq!(seen.lock().unwrap().len(), 2);
+    assert!(run_timed(false).lock().unwrap().is_empty(), "no scalar unless asked");
+}
+
+#[test]
+fn timed_reports_the_slow_callbacks_of_each_epoch_and_of_the_run() {
+    if in_child() {
+        run_timed(false);
+        // Below tensorpack's 3 s in all: no report.
+        let clock = ManualClock::new();
+        let steps = Work::new(&clock, &[ms(1000)]);
+        train(
+            "timed-quiet",
+            2,
+            (steps, Timed::new(Fast { clock: clock.clone(), time: ms(100) }).clock(clock.clone())),
+        )
+        .unwrap();
+        // Lower thresholds: the 0.1 s callback is named.
+        let clock = ManualClock::new();
+        let steps = Work::new(&clock, &[ms(1000)]);
+        let set = Timed::new(Fast { clock: clock.clone(), time: ms(100) })
+            .clock(clock.clone())
+            .min_total(ms(100))
+            .min_callback(ms(50));
+        train("timed-low", 1, (steps, set)).unwrap();
+        return;
+    }
+    let lines = stoker_lines_of("timed_reports_the_slow_callbacks_of_each_epoch_and_of_the_run");
+    let epoch =
+        |n: u64| format!("stoker: callbacks took 3.600 s in epoch {n} (of 7.600 s); Slow: 3.5 seconds (97%)");
+    assert_eq!(
+        lines,
+        [
+            epoch(1),
+            epoch(2),
+            epoch(3),
+            "stoker: callbacks took 10.800 s in the whole run (of 22.8 seconds); Slow: 10.5 seconds (97%)"
+                .into(),
+            "stoker: callbacks took 0.100 s in epoch 1 (of 4.100 s); Fast: 0.1 seconds (100%)".into(),
+            "stoker: callbacks took 0.100 s in the whole run (of 4.1 seconds); Fast: 0.1 seconds (100%)"
+                .into(),
+        ]
+    );
+}
+
+#[test]
+fn timed_names_a_callback_only_above_both_thresholds() {
+    if in_child() {
+        // Fast takes 2 s per epoch (over 1 s, but 2/5.5 = 36 %), Slow 3.5 s (64 %): both named.
+        // With min_share 0.5, only Slow.
+        for share in [0.3, 0.5] {
+            let clock = ManualClock::new();
+            let set =
+                Timed::new((Fast { clock: clock.clone(), time: ms(2000) }, Slow { clock: clock.clone() }))
+                    .clock(clock.clone())
+                    .min_share(share);
+            train("timed-share", 1, set).unwrap();
+        }
+        return;
+    }
+    let lines = stoker_lines_of("timed_names_a_callback_only_above_both_thresholds");
+    let both = "5.500 s in epoch 1 (of 5.500 s); Fast: 2 seconds (36%); Slow: 3.5 seconds (64%)";
+    let slow = "5.500 s in epoch 1 (of 5.500 s); Slow: 3.5 seconds (64%)";
+    assert_eq!(
+        lines,
+        [
+            format!("stoker: callbacks took {both}"),
+            format!(
+                "stoker: callbacks took {}",
+                both.replace("in epoch 1 (of 5.500 s)", "in the whole run (of 5.5 seconds)")
+            ),
+            format!("stoker: callbacks took {slow}"),
+            format!(
+                "stoker: callbacks took {}",
+                slow.replace("in epoch 1 (of 5.500 s)", "in the whole run (of 5.5 seconds)")
+            ),
+        ]
+    );
+}
+
+#[test]
+fn timed_with_a_share_above_1_is_an_error_at_setup() {
+    let clock = ManualClock::new();
+    let error = train("timed-bad", 1, Timed::new(Fast { clock: clock.clone(), time: ms(1) }).min_share(1.5))
+        .unwrap_err();
+    assert!(error.to_string().contains("min_share must be between 0 and 1, not 1.5"), "{error}");
+}
+
+/// Takes the loss before backward (a step hook) and counts the calls; 0.25 s each.
+struct LossHook {
+    clock: ManualClock,
+    calls: Arc<AtomicU32>,
+}
+
+impl Callback<Linear> for LossHook {
+    fn step_hooks(&self) -> StepHooks {
+        StepHooks::LOSS
+    }
+    fn before_backward(&mut self, _ctx: &mut Context<'_, Linear>, loss: &StepLoss<'_>) -> stoker::Result<()> {
+        loss.update(|loss| loss * 1.0);
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.clock.advance(ms(250));
+        Ok(())
+    }
+}
+
+#[test]
+fn timed_forwards_and_times_the_events_inside_a_step() {
+    let clock = ManualClock::new();
+    let calls = Arc::new(AtomicU32::new(0));
+    let set = Timed::new(LossHook { clock: clock.clone(), calls: calls.clone() })
+        .clock(clock.clone())
+        .put_scalars(true);
+    let (probe, seen) = Probe::new(&["callback_time/"]);
+    train("timed-hooks", 2, (set, probe)).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 8);
+    assert_eq!(history(&seen, "callback_time/LossHook"), [(4, 1.0), (8, 1.0)]);
+}
+
+// ---------- humanize_duration ----------
+
+#[test]
+fn durations_read_as_tensorpack_writes_them() {
+    let cases = [
+        (Duration::ZERO, "0 seconds"),
+        (ms(10), "0.01 seconds"),
+        (ms(1000), "1 second"),
+        (ms(27_600), "27.6 seconds"),
+        (ms(59_999), "60 seconds"),
+        (ms(60_000), "1 minute"),
+        (ms(87_000), "1 minute 27 seconds"),
+        (Duration::from_secs(3_600 + 120), "1 hour 2 minutes"),
+        (Duration::from_secs(86_400 + 9 * 3_600 + 2 * 60 + 3), "1 day 9 hours 2 minutes 3 seconds"),
+    ];
+    for (duration, text) in cases {
+        assert_eq!(humanize_duration(duration), text, "{duration:?}");
+    }
+}
