@@ -39,7 +39,10 @@ pub use callback::{
 pub use error::{Error, Result};
 pub use fetch::{Fetch, FetchKind, FetchValue, Fetched, OutputTensor, Outputs};
 pub use inference::{ClassificationError, InferenceRunner, Inferencer, ScalarStats};
-pub use monitor::{JsonWriter, MonitorSink, Monitors, ScalarPrinter, TensorBoardWriter};
+pub use monitor::{
+    CsvWriter, Hist, JsonWriter, MonitorSink, Monitors, MovingAverageSummary, ScalarPrinter, SendMonitorData,
+    SendStat, SimpleMovingAverage, TensorBoardWriter,
+};
 pub use param::{
     HumanHyperParamSetter, HyperParamSetterWithFunc, HyperParams, LrSchedulerSetter, PlateauMode,
     ReduceLROnPlateau, ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter,

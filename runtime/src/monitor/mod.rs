@@ -2,16 +2,21 @@
 //! can query, and the writers that take it to disk or the terminal off the step's path.
 //!
 //! A writer is a [`MonitorSink`] running on a thread of its own; its callback
-//! ([`TensorBoardWriter`], [`JsonWriter`], [`ScalarPrinter`]) registers it at setup. Records put
+//! ([`TensorBoardWriter`], [`JsonWriter`], [`ScalarPrinter`], [`CsvWriter`],
+//! [`SendMonitorData`]) registers it at setup. Records put
 //! during an event reach the writers in one batch when the event ends; the end of every epoch
 //! (after every callback's `trigger_epoch`) reaches them as [`MonitorSink::end_epoch`] with the
 //! epoch's [`EpochStats`]; the trainer closes and joins them after `after_train`, also after an
 //! error or a panic. The history and the per-epoch statistics are part of every checkpoint.
 
+mod average;
+mod csv;
+mod hist;
 mod json;
 mod png;
 pub(crate) mod printer;
 mod record;
+mod send;
 mod tensorboard;
 
 use std::collections::BTreeMap;
@@ -20,10 +25,14 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub use average::{MovingAverageSummary, SimpleMovingAverage};
+pub use csv::{CSV_FILE, CsvSink, CsvWriter};
+pub use hist::Hist;
 pub use json::{JsonSink, JsonWriter};
 pub use png::encode_png;
 pub use printer::{PrinterSink, ScalarPrinter};
 pub use record::{EpochStats, Histogram, Image, Record, Value};
+pub use send::{SendMonitorData, SendStat};
 pub use tensorboard::TensorBoardSink;
 
 use crate::callback::Context;

@@ -1,0 +1,544 @@
+//! Moving averages of scalar outputs of the step: tensorpack's `MovingAverageSummary`
+//! (exponential) and `SimpleMovingAverage` (a sliding window).
+//!
+//! Both take the step's outputs as device tensors (no transfer at the step), keep the ones they
+//! sample, and copy them to the host in **one** transfer when they report (or when 1024 sampled
+//! steps wait, or when a checkpoint saves their state). The averages are then computed exactly, in
+//! `f64`, over every sampled step.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+
+use burn::tensor::Tensor;
+use serde_json::{Map, Value as Json};
+
+use super::{json_f64, parse_f64};
+use crate::callback::{Callback, Context, Counters};
+use crate::error::{Error, Result};
+use crate::fetch::{Fetch, FetchKind, Fetched};
+
+/// Sampled steps kept on the device before they are copied to the host without a report.
+const MAX_PENDING_STEPS: usize = 1024;
+
+/// The sampling shared by both averages: which outputs, how often, and the samples not yet on the
+/// host.
+#[derive(Debug)]
+struct Sampler {
+    owner: &'static str,
+    fetches: Vec<Fetch>,
+    every_k_steps: u64,
+    /// One rank-1 tensor of one element per name per sampled step, step after step.
+    pending: Vec<Tensor<1>>,
+}
+
+impl Sampler {
+    fn new<S: Into<String>>(owner: &'static str, names: impl IntoIterator<Item = S>) -> Sampler {
+        let fetches = names
+            .into_iter()
+            .map(|n| Fetch { name: Cow::Owned(n.into()), kind: FetchKind::Device })
+            .collect();
+        Sampler { owner, fetches, every_k_steps: 1, pending: Vec::new() }
+    }
+
+    fn names(&self) -> impl Iterator<Item = &str> {
+        self.fetches.iter().map(|f| &*f.name)
+    }
+
+    fn check(&self) -> Result<()> {
+        let owner = self.owner;
+        if self.fetches.is_empty() {
+            return Err(Error::msg(format!("{owner}: no output names given")));
+        }
+        for (i, fetch) in self.fetches.iter().enumerate() {
+            if fetch.name.is_empty() {
+                return Err(Error::msg(format!("{owner}: an empty output name")));
+            }
+            if self.fetches[..i].iter().any(|f| f.name == fetch.name) {
+                return Err(Error::msg(format!("{owner}: output `{}` is named twice", fetch.name)));
+            }
+        }
+        if self.every_k_steps == 0 {
+            return Err(Error::msg(format!("{owner}: every_k_steps must be at least 1, not 0")));
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn due(&self, step: u64) -> bool {
+        step.is_multiple_of(self.every_k_steps)
+    }
+
+    /// Keep this step's values (device tensors, no transfer) if the step is sampled. Returns
+    /// whether enough samples wait to be folded.
+    fn sample(&mut self, values: &Fetched<'_>, global_step: u64) -> Result<bool> {
+        if !self.due(global_step) {
+            return Ok(false);
+        }
+        for fetch in &self.fetches {
+            let tensor = values.device(&fetch.name)?;
+            if tensor.num_elements() != 1 {
+                return Err(Error::Fetch(format!(
+                    "{}: `{}` has shape {:?}, not a scalar",
+                    self.owner,
+                    fetch.name,
+                    tensor.dims()
+                )));
+            }
+            self.pending.push(tensor.flat());
+        }
+        Ok(self.pending.len() >= MAX_PENDING_STEPS * self.fetches.len())
+    }
+
+    /// The values waiting on the device, step after step (one value per name per step), in one
+    /// transfer; `take` empties the waiting list.
+    fn host_values(&mut self, take: bool) -> Vec<f64> {
+        let pending = if take { std::mem::take(&mut self.pending) } else { self.pending.clone() };
+        values_of(pending)
+    }
+}
+
+fn values_of(mut pending: Vec<Tensor<1>>) -> Vec<f64> {
+    let tensor = match pending.len() {
+        0 => return Vec::new(),
+        1 => pending.pop().expect("one tensor"),
+        _ => Tensor::cat(pending, 0),
+    };
+    tensor.into_data().iter::<f32>().map(f64::from).collect()
+}
+
+/// When the averages are put to the monitors.
+#[derive(Debug, Clone, Copy)]
+struct Reports {
+    at_epoch_end: bool,
+    every_k_steps: Option<u64>,
+    /// The global step of the last report (not to put the same values twice at one step).
+    last: Option<u64>,
+}
+
+impl Reports {
+    fn check(&self, owner: &str) -> Result<()> {
+        match self.every_k_steps {
+            Some(0) => Err(Error::msg(format!("{owner}: report_every_k_steps must be at least 1, not 0"))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// An exponential moving average with TensorFlow's zero-debiasing, as tensorpack's
+/// `add_moving_summary` keeps it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Ema {
+    /// `decay * biased + (1 - decay) * x` over the samples, from 0.
+    biased: f64,
+    /// Samples so far.
+    count: u64,
+}
+
+impl Ema {
+    fn add(&mut self, decay: f64, x: f64) {
+        self.biased = decay * self.biased + (1.0 - decay) * x;
+        self.count += 1;
+    }
+    fn value(&self, decay: f64) -> Option<f64> {
+        (self.count > 0).then(|| self.biased / (1.0 - decay.powf(self.count as f64)))
+    }
+}
+
+/// Exponential moving averages of scalar outputs of the step, put to the monitors under the
+/// outputs' names (tensorpack's `MovingAverageSummary` with `add_moving_summary`, decay 0.95).
+///
+/// After `t` samples `x_1..x_t` the average is TensorFlow's zero-debiased EMA, as tensorpack keeps
+/// it:
+///
+/// ```text
+/// biased_t = decay * biased_(t-1) + (1 - decay) * x_t,  biased_0 = 0
+/// ema_t    = biased_t / (1 - decay^t)
+/// ```
+///
+/// so the first average is `x_1` and early values are not pulled towards 0.
+///
+/// - **Sampling**: every step by default (as tensorpack, whose EMA update runs with each step).
+///   A sample costs no device sync: the output is kept as a device tensor, and the samples go to
+///   the host in one transfer at the next report (or once 1024 sampled steps wait). With
+///   [`every_k_steps`](Self::every_k_steps)`(k)` only the steps whose `global_step` is a multiple
+///   of `k` are averaged (fewer tensors kept; the average is then over those steps only).
+/// - **Reports**: at the end of every epoch (tensorpack's `MergeAllSummaries` default), from
+///   `trigger_epoch` after the epoch's last step; also every `k` global steps with
+///   [`report_every_k_steps`](Self::report_every_k_steps) (`MergeAllSummaries(period=k)`); also
+///   whenever its `trigger` is called (under [`PeriodicTrigger`](crate::PeriodicTrigger)). One
+///   device-to-host transfer per report.
+/// - **Names**: the average of output `loss` is put as scalar `loss` (tensorpack strips the
+///   `-summary` suffix of its EMA summaries); [`suffix`](Self::suffix) changes that.
+/// - **Resume**: the averages (biased value and count per name) are saved in checkpoints and
+///   restored, so a resumed run reports what an uninterrupted one would.
+///
+/// ```
+/// use stoker::prelude::*;
+/// use stoker::monitor::MovingAverageSummary;
+/// // The step puts `step.output("accuracy", accuracy)`; the loss is always there as "loss".
+/// let ema = MovingAverageSummary::new(["loss", "accuracy"]).decay(0.9).report_every_k_steps(100);
+/// # let _ = ema;
+/// ```
+#[derive(Debug)]
+pub struct MovingAverageSummary {
+    sampler: Sampler,
+    decay: f64,
+    reports: Reports,
+    suffix: String,
+    averages: Vec<Ema>,
+}
+
+impl MovingAverageSummary {
+    /// Average these outputs of the step (decay 0.95, every step, reported each epoch).
+    pub fn new<S: Into<String>>(names: impl IntoIterator<Item = S>) -> Self {
+        MovingAverageSummary {
+            sampler: Sampler::new("MovingAverageSummary", names),
+            decay: 0.95,
+            reports: Reports { at_epoch_end: true, every_k_steps: None, last: None },
+            suffix: String::new(),
+            averages: Vec::new(),
+        }
+    }
+    /// The decay, in `[0, 1)` (0.95 by default; 0 reports the last sample).
+    pub fn decay(mut self, decay: f64) -> Self {
+        self.decay = decay;
+        self
+    }
+    /// Sample the outputs only at the steps whose `global_step` is a multiple of `k` (1 by default).
+    pub fn every_k_steps(mut self, k: u64) -> Self {
+        self.sampler.every_k_steps = k;
+        self
+    }
+    /// Also put the averages every `k` global steps (from `trigger_step`).
+    pub fn report_every_k_steps(mut self, k: u64) -> Self {
+        self.reports.every_k_steps = Some(k);
+        self
+    }
+    /// Whether to put the averages at the end of every epoch (on by default).
+    pub fn report_at_epoch_end(mut self, enable: bool) -> Self {
+        self.reports.at_epoch_end = enable;
+        self
+    }
+    /// Put the average of output `name` as scalar `name` + `suffix` (empty by default).
+    pub fn suffix(mut self, suffix: impl Into<String>) -> Self {
+        self.suffix = suffix.into();
+        self
+    }
+
+    /// The current averages, by output name (those reported last; samples taken since then are
+    /// not in them).
+    pub fn averages(&self) -> Vec<(&str, Option<f64>)> {
+        self.sampler.names().zip(&self.averages).map(|(n, a)| (n, a.value(self.decay))).collect()
+    }
+
+    fn fold(averages: &mut [Ema], decay: f64, values: &[f64]) {
+        if averages.is_empty() {
+            return;
+        }
+        for step in values.chunks(averages.len()) {
+            for (average, &x) in averages.iter_mut().zip(step) {
+                average.add(decay, x);
+            }
+        }
+    }
+
+    fn report<M>(&mut self, ctx: &mut Context<'_, M>) {
+        let step = ctx.global_step();
+        if self.reports.last == Some(step) && self.sampler.pending.is_empty() {
+            return;
+        }
+        let values = self.sampler.host_values(true);
+        Self::fold(&mut self.averages, self.decay, &values);
+        self.reports.last = Some(step);
+        let monitors = ctx.monitors();
+        for (name, average) in self.sampler.names().zip(&self.averages) {
+            if let Some(value) = average.value(self.decay) {
+                monitors.put_scalar(&format!("{name}{}", self.suffix), value);
+            }
+        }
+    }
+}
+
+impl<M> Callback<M> for MovingAverageSummary {
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Owned(format!("MovingAverageSummary({})", self.sampler.names().collect::<Vec<_>>().join(",")))
+    }
+    fn fetches(&self) -> &[Fetch] {
+        &self.sampler.fetches
+    }
+    fn wants_fetch(&self, counters: &Counters) -> bool {
+        self.sampler.due(counters.next_step())
+    }
+    fn save_state(&self) -> Result<Option<Json>> {
+        // Include the samples still on the device without taking them: the state saved is the
+        // state after every step so far.
+        let mut averages = self.averages.clone();
+        Self::fold(&mut averages, self.decay, &values_of(self.sampler.pending.clone()));
+        let state: Map<String, Json> = self
+            .sampler
+            .names()
+            .zip(&averages)
+            .map(|(n, a)| {
+                (n.to_string(), serde_json::json!({ "biased": json_f64(a.biased), "count": a.count }))
+            })
+            .collect();
+        Ok(Some(Json::Object(state)))
+    }
+    fn load_state(&mut self, state: Json) -> Result<()> {
+        let bad = |name: &str| {
+            Error::Checkpoint(format!("MovingAverageSummary: the saved state of `{name}` is malformed"))
+        };
+        let Json::Object(state) = state else { return Err(bad("the averages")) };
+        let names: Vec<String> = self.sampler.names().map(str::to_string).collect();
+        self.averages = vec![Ema::default(); names.len()];
+        for (name, saved) in &state {
+            let Some(index) = names.iter().position(|n| n == name) else {
+                eprintln!(
+                    "stoker: warning: MovingAverageSummary: the checkpoint averages `{name}`, which this run does not; ignored"
+                );
+                continue;
+            };
+            let biased = saved.get("biased").and_then(parse_f64).ok_or_else(|| bad(name))?;
+            let count = saved.get("count").and_then(Json::as_u64).ok_or_else(|| bad(name))?;
+            self.averages[index] = Ema { biased, count };
+        }
+        Ok(())
+    }
+    fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+        self.sampler.check()?;
+        self.reports.check(self.sampler.owner)?;
+        if !(0.0..1.0).contains(&self.decay) {
+            return Err(Error::msg(format!(
+                "MovingAverageSummary: decay must be in [0, 1), not {}",
+                self.decay
+            )));
+        }
+        if self.averages.len() != self.sampler.fetches.len() {
+            self.averages = vec![Ema::default(); self.sampler.fetches.len()];
+        }
+        Ok(())
+    }
+    fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
+        if self.sampler.sample(values, ctx.global_step())? {
+            let values = self.sampler.host_values(true);
+            Self::fold(&mut self.averages, self.decay, &values);
+        }
+        Ok(())
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if self.reports.every_k_steps.is_some_and(|k| ctx.global_step().is_multiple_of(k)) {
+            self.report(ctx);
+        }
+        Ok(())
+    }
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if self.reports.at_epoch_end {
+            self.report(ctx);
+        }
+        Ok(())
+    }
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.report(ctx);
+        Ok(())
+    }
+}
+
+/// Simple moving averages — the mean of the last `window` samples — of scalar outputs of the
+/// step, put to the monitors as `<name>/SMA` every `window` global steps (tensorpack's
+/// `SimpleMovingAverage`).
+///
+/// - **Sampling**: every step by default (tensorpack fetches every step). A sample costs no
+///   device sync: the output is kept as a device tensor, and the samples go to the host in one
+///   transfer at the next report (or once 1024 sampled steps wait). With
+///   [`every_k_steps`](Self::every_k_steps)`(k)` only the steps whose `global_step` is a multiple
+///   of `k` are sampled, and the window holds the last `window` samples.
+/// - **Reports**: when `global_step` is a multiple of `window` (tensorpack), or of `k` with
+///   [`report_every_k_steps`](Self::report_every_k_steps); also at the end of every epoch with
+///   [`report_at_epoch_end`](Self::report_at_epoch_end), and whenever its `trigger` is called
+///   (under [`PeriodicTrigger`](crate::PeriodicTrigger)). Before the window is full the mean is
+///   over the samples so far, as tensorpack's does.
+/// - **Names**: `<name>/SMA` as tensorpack; [`suffix`](Self::suffix) changes `/SMA`.
+/// - **Resume**: the window's values are saved in checkpoints and restored.
+///
+/// ```
+/// use stoker::prelude::*;
+/// use stoker::monitor::SimpleMovingAverage;
+/// // `loss/SMA`, the mean loss of the last 50 steps, every 50 steps.
+/// let sma = SimpleMovingAverage::new(["loss"], 50);
+/// # let _ = sma;
+/// ```
+#[derive(Debug)]
+pub struct SimpleMovingAverage {
+    sampler: Sampler,
+    window: usize,
+    reports: Reports,
+    suffix: String,
+    windows: Vec<VecDeque<f64>>,
+}
+
+impl SimpleMovingAverage {
+    /// Average these outputs over the last `window` samples (every step; reported every `window`
+    /// steps).
+    pub fn new<S: Into<String>>(names: impl IntoIterator<Item = S>, window: usize) -> Self {
+        SimpleMovingAverage {
+            sampler: Sampler::new("SimpleMovingAverage", names),
+            window,
+            reports: Reports { at_epoch_end: false, every_k_steps: Some(window as u64), last: None },
+            suffix: "/SMA".into(),
+            windows: Vec::new(),
+        }
+    }
+    /// Sample the outputs only at the steps whose `global_step` is a multiple of `k` (1 by default).
+    pub fn every_k_steps(mut self, k: u64) -> Self {
+        self.sampler.every_k_steps = k;
+        self
+    }
+    /// Put the averages every `k` global steps instead of every `window`.
+    pub fn report_every_k_steps(mut self, k: u64) -> Self {
+        self.reports.every_k_steps = Some(k);
+        self
+    }
+    /// Also put the averages at the end of every epoch (off by default).
+    pub fn report_at_epoch_end(mut self, enable: bool) -> Self {
+        self.reports.at_epoch_end = enable;
+        self
+    }
+    /// Put the average of output `name` as scalar `name` + `suffix` (`/SMA` by default).
+    pub fn suffix(mut self, suffix: impl Into<String>) -> Self {
+        self.suffix = suffix.into();
+        self
+    }
+
+    fn fold(windows: &mut [VecDeque<f64>], window: usize, values: &[f64]) {
+        if windows.is_empty() {
+            return;
+        }
+        for step in values.chunks(windows.len()) {
+            for (w, &x) in windows.iter_mut().zip(step) {
+                if w.len() == window {
+                    w.pop_front();
+                }
+                w.push_back(x);
+            }
+        }
+    }
+
+    fn report<M>(&mut self, ctx: &mut Context<'_, M>) {
+        let step = ctx.global_step();
+        if self.reports.last == Some(step) && self.sampler.pending.is_empty() {
+            return;
+        }
+        let values = self.sampler.host_values(true);
+        Self::fold(&mut self.windows, self.window, &values);
+        self.reports.last = Some(step);
+        let monitors = ctx.monitors();
+        for (name, w) in self.sampler.names().zip(&self.windows) {
+            if !w.is_empty() {
+                monitors
+                    .put_scalar(&format!("{name}{}", self.suffix), w.iter().sum::<f64>() / w.len() as f64);
+            }
+        }
+    }
+}
+
+impl<M> Callback<M> for SimpleMovingAverage {
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Owned(format!("SimpleMovingAverage({})", self.sampler.names().collect::<Vec<_>>().join(",")))
+    }
+    fn fetches(&self) -> &[Fetch] {
+        &self.sampler.fetches
+    }
+    fn wants_fetch(&self, counters: &Counters) -> bool {
+        self.sampler.due(counters.next_step())
+    }
+    fn save_state(&self) -> Result<Option<Json>> {
+        let mut windows = self.windows.clone();
+        Self::fold(&mut windows, self.window, &values_of(self.sampler.pending.clone()));
+        let state: Map<String, Json> = self
+            .sampler
+            .names()
+            .zip(&windows)
+            .map(|(n, w)| (n.to_string(), Json::Array(w.iter().map(|&v| json_f64(v)).collect())))
+            .collect();
+        Ok(Some(Json::Object(state)))
+    }
+    fn load_state(&mut self, state: Json) -> Result<()> {
+        let bad = |name: &str| {
+            Error::Checkpoint(format!("SimpleMovingAverage: the saved state of `{name}` is malformed"))
+        };
+        let Json::Object(state) = state else { return Err(bad("the windows")) };
+        let names: Vec<String> = self.sampler.names().map(str::to_string).collect();
+        self.windows = vec![VecDeque::with_capacity(self.window); names.len()];
+        for (name, saved) in &state {
+            let Some(index) = names.iter().position(|n| n == name) else {
+                eprintln!(
+                    "stoker: warning: SimpleMovingAverage: the checkpoint averages `{name}`, which this run does not; ignored"
+                );
+                continue;
+            };
+            let saved = saved.as_array().ok_or_else(|| bad(name))?;
+            let values: Vec<f64> =
+                saved.iter().map(parse_f64).collect::<Option<_>>().ok_or_else(|| bad(name))?;
+            // A smaller window than the saved run's keeps the latest values.
+            let skip = values.len().saturating_sub(self.window);
+            self.windows[index] = values.into_iter().skip(skip).collect();
+        }
+        Ok(())
+    }
+    fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+        if self.window == 0 {
+            return Err(Error::msg("SimpleMovingAverage: window must be at least 1, not 0"));
+        }
+        self.sampler.check()?;
+        self.reports.check(self.sampler.owner)?;
+        if self.windows.len() != self.sampler.fetches.len() {
+            self.windows = vec![VecDeque::with_capacity(self.window); self.sampler.fetches.len()];
+        }
+        Ok(())
+    }
+    fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
+        if self.sampler.sample(values, ctx.global_step())? {
+            let values = self.sampler.host_values(true);
+            Self::fold(&mut self.windows, self.window, &values);
+        }
+        Ok(())
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if self.reports.every_k_steps.is_some_and(|k| ctx.global_step().is_multiple_of(k)) {
+            self.report(ctx);
+        }
+        Ok(())
+    }
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if self.reports.at_epoch_end {
+            self.report(ctx);
+        }
+        Ok(())
+    }
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.report(ctx);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_zero_debiased_ema_starts_at_the_first_sample() {
+        let mut ema = Ema::default();
+        ema.add(0.5, 4.0);
+        assert_eq!(ema.value(0.5), Some(4.0));
+        ema.add(0.5, 1.0);
+        // (0.25 * 4 + 0.5 * 1) / (1 - 0.25) = 1.5 / 0.75
+        assert_eq!(ema.value(0.5), Some(2.0));
+    }
+
+    #[test]
+    fn the_window_keeps_the_last_samples_of_each_name() {
+        let mut windows = vec![VecDeque::new(), VecDeque::new()];
+        SimpleMovingAverage::fold(&mut windows, 2, &[1.0, 10.0, 2.0, 20.0, 3.0, 30.0]);
+        assert_eq!(windows, vec![VecDeque::from([2.0, 3.0]), VecDeque::from([20.0, 30.0])]);
+    }
+}

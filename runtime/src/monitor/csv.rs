@@ -1,0 +1,480 @@
+//! A CSV file of the scalars, one row per epoch, as Keras's `CSVLogger` writes it.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::{EpochStats, MonitorSink, Record};
+use crate::callback::{Callback, Context};
+use crate::error::{Error, Result};
+use crate::saver::write_atomic;
+
+/// The default file name, in the log directory.
+pub const CSV_FILE: &str = "stats.csv";
+
+/// The name of the first column.
+const EPOCH: &str = "epoch";
+/// The name of the second column.
+const GLOBAL_STEP: &str = "global_step";
+
+/// Writes the scalars of every epoch to a CSV file in the log directory (`stats.csv` by default),
+/// one row per epoch, as Keras's `CSVLogger` does: the `epoch` and `global_step` columns first,
+/// then one column per scalar in sorted order, the last value put during the epoch in each cell
+/// (the values of `stats.json`), an empty cell where a scalar was not put. Python's `csv` module
+/// and pandas read it as it is (`pandas.read_csv(path, index_col="epoch")`).
+///
+/// - `epoch` is stoker's 1-based `epoch_num` (Keras counts from 0); `global_step` is the step
+///   count when the epoch ended (Keras has no such column; `stats.json` has it). Scalars put at
+///   every step (tensorpack's step-level curves) are in the epoch's row with their last value;
+///   TensorBoard keeps every step.
+/// - Values are written in their shortest form that reads back to the same `f64` (`0.1`, `1.0`,
+///   `1e-7`, `NaN`, `inf`, `-inf`); fields holding the separator, a quote or a line break (in a
+///   scalar's name) are quoted as RFC 4180 says; lines end with `\n`.
+/// - A scalar that first appears in a later epoch widens the header: the file is rewritten
+///   atomically (a temporary file, then a rename) with the new column, earlier rows getting an
+///   empty cell. Otherwise each epoch appends one line.
+/// - Scalars put after the last epoch ended (in `after_train`) join that epoch's row.
+/// - A scalar named `epoch` or `global_step` is left out (with a warning): those columns hold the
+///   counters.
+/// - Resume, as [`JsonWriter`](crate::JsonWriter) does with `stats.json`: a resumed run keeps the
+///   rows of the epochs before the one it resumes at, drops the rows a crashed run wrote after its
+///   checkpoint, then appends. When the file's earlier rows differ from the checkpoint's history,
+///   the file is moved aside to `stats.csv.bak-<unix seconds>` and rewritten from the checkpoint.
+///   A run that is not resumed appends to a file whose last row is the epoch before its
+///   `starting_epoch` (Keras's `append=True`), and moves any other existing file aside.
+///
+/// ```
+/// use stoker::prelude::*;
+/// use stoker::monitor::CsvWriter;
+/// // `<log dir>/stats.csv`, and a tab-separated copy beside it.
+/// let callbacks = (CsvWriter::new(), CsvWriter::new().file("stats.tsv").separator('\t'));
+/// # let _ = callbacks;
+/// ```
+#[derive(Debug, Clone)]
+pub struct CsvWriter {
+    file: PathBuf,
+    separator: char,
+}
+
+impl Default for CsvWriter {
+    fn default() -> Self {
+        CsvWriter::new()
+    }
+}
+
+impl CsvWriter {
+    /// `stats.csv` in the log directory, comma-separated.
+    pub fn new() -> Self {
+        CsvWriter { file: PathBuf::from(CSV_FILE), separator: ',' }
+    }
+    /// Write to this file instead: relative to the log directory, or absolute.
+    pub fn file(mut self, file: impl Into<PathBuf>) -> Self {
+        self.file = file.into();
+        self
+    }
+    /// Separate the fields with this character instead of `,`. A quote or a line break is an
+    /// error at setup.
+    pub fn separator(mut self, separator: char) -> Self {
+        self.separator = separator;
+        self
+    }
+}
+
+impl<M> Callback<M> for CsvWriter {
+    fn name(&self) -> Cow<'static, str> {
+        if self.file == Path::new(CSV_FILE) {
+            Cow::Borrowed("CsvWriter")
+        } else {
+            Cow::Owned(format!("CsvWriter({})", self.file.display()))
+        }
+    }
+    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let path = ctx.log_dir().join(&self.file);
+        let starting_epoch = ctx.counters().starting_epoch();
+        let monitors = ctx.monitors_ref();
+        let restored = monitors.is_resumed().then(|| monitors.epoch_stats());
+        let sink = CsvSink::open(&path, self.separator, starting_epoch, restored)?;
+        ctx.monitors().add_sink(sink);
+        Ok(())
+    }
+}
+
+/// One row: an epoch and its scalars (absent: an empty cell).
+#[derive(Debug, Clone)]
+struct Row {
+    epoch: u64,
+    global_step: u64,
+    values: BTreeMap<String, f64>,
+}
+
+impl PartialEq for Row {
+    /// Equal values, NaN equal to NaN (a file read back must equal what was written).
+    fn eq(&self, other: &Row) -> bool {
+        self.epoch == other.epoch
+            && self.global_step == other.global_step
+            && self.values.len() == other.values.len()
+            && self.values.iter().zip(&other.values).all(|((ka, va), (kb, vb))| {
+                ka == kb && (va.to_bits() == vb.to_bits() || (va.is_nan() && vb.is_nan()) || va == vb)
+            })
+    }
+}
+
+/// The writer behind [`CsvWriter`].
+#[derive(Debug)]
+pub struct CsvSink {
+    path: PathBuf,
+    separator: char,
+    /// The scalar columns, sorted (`epoch` and `global_step` come first and are not listed).
+    columns: Vec<String>,
+    rows: Vec<Row>,
+    warned_epoch: bool,
+}
+
+impl CsvSink {
+    /// Open the CSV file `path` for a run starting at `starting_epoch`; a resumed run gives the
+    /// epochs its checkpoint holds (see [`CsvWriter`]). The file is written at once (so that an
+    /// unwritable directory fails before any step).
+    pub fn open(
+        path: &Path,
+        separator: char,
+        starting_epoch: u64,
+        restored: Option<&[EpochStats]>,
+    ) -> Result<CsvSink> {
+        if matches!(separator, '"' | '\r' | '\n') {
+            return Err(Error::msg(format!(
+                "CsvWriter: {separator:?} cannot separate fields (it is a quote or a line break)"
+            )));
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        let existing = match std::fs::read_to_string(path) {
+            Ok(text) => Some(parse(&text, separator)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Some(Err("it is not UTF-8".into())),
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        let restored = restored.map(|stats| {
+            let mut rows: Vec<Row> = Vec::new();
+            for s in stats {
+                merge_into(&mut rows, s);
+            }
+            rows
+        });
+        let mut warned_epoch = false;
+        let restored = restored.map(|mut rows| {
+            for row in &mut rows {
+                if remove_reserved(row) && !warned_epoch {
+                    warn_reserved();
+                    warned_epoch = true;
+                }
+            }
+            rows
+        });
+        let (rows, columns, backup_because) = match (existing, restored) {
+            (None, restored) => (restored.unwrap_or_default(), Vec::new(), None),
+            (Some(Ok(file)), Some(restored)) => {
+                let (before, after): (Vec<Row>, Vec<Row>) =
+                    file.rows.into_iter().partition(|r| r.epoch < starting_epoch);
+                if before == restored {
+                    if let (Some(first), Some(last)) = (after.first(), after.last()) {
+                        eprintln!(
+                            "stoker: {}: dropped the rows of epochs {} to {}, logged after the checkpoint this run resumes from",
+                            path.display(),
+                            first.epoch,
+                            last.epoch
+                        );
+                    }
+                    (restored, file.columns, None)
+                } else {
+                    (
+                        restored,
+                        Vec::new(),
+                        Some("differs from the checkpoint this run resumes from".to_string()),
+                    )
+                }
+            }
+            (Some(Err(why)), Some(restored)) => {
+                (restored, Vec::new(), Some(format!("cannot be read ({why})")))
+            }
+            (Some(Ok(file)), None)
+                if file.rows.last().map(|r| r.epoch + 1) == Some(starting_epoch)
+                    || (file.rows.is_empty() && starting_epoch <= 1) =>
+            {
+                (file.rows, file.columns, None)
+            }
+            (Some(Ok(_)), None) => (
+                Vec::new(),
+                Vec::new(),
+                Some(format!(
+                    "does not end at epoch {} (the epoch before this run's first)",
+                    starting_epoch.saturating_sub(1)
+                )),
+            ),
+            (Some(Err(why)), None) => (Vec::new(), Vec::new(), Some(format!("cannot be read ({why})"))),
+        };
+        if let Some(reason) = backup_because {
+            let seconds =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            let mut name = path.file_name().unwrap_or_default().to_os_string();
+            name.push(format!(".bak-{seconds}"));
+            let backup = path.with_file_name(name);
+            eprintln!("stoker: {} {reason}; moved it to {}", path.display(), backup.display());
+            std::fs::rename(path, &backup).map_err(|e| Error::io(path, e))?;
+        }
+        let mut sink = CsvSink { path: path.to_path_buf(), separator, columns, rows, warned_epoch };
+        sink.widen();
+        sink.write_file().map_err(|e| Error::io(path, e))?;
+        Ok(sink)
+    }
+
+    /// The file written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Add the columns of scalars the rows hold that the header lacks; whether any was added.
+    fn widen(&mut self) -> bool {
+        let mut columns: BTreeSet<&str> = self.columns.iter().map(String::as_str).collect();
+        let before = columns.len();
+        columns.extend(self.rows.iter().flat_map(|r| r.values.keys().map(String::as_str)));
+        if columns.len() == before && self.columns.windows(2).all(|w| w[0] < w[1]) {
+            return false;
+        }
+        self.columns = columns.into_iter().map(str::to_string).collect();
+        true
+    }
+
+    fn field(&self, text: &str, out: &mut String) {
+        if text.contains([self.separator, '"', '\r', '\n']) {
+            out.push('"');
+            out.push_str(&text.replace('"', "\"\""));
+            out.push('"');
+        } else {
+            out.push_str(text);
+        }
+    }
+
+    fn header(&self, out: &mut String) {
+        out.push_str(EPOCH);
+        out.push(self.separator);
+        out.push_str(GLOBAL_STEP);
+        for column in &self.columns {
+            out.push(self.separator);
+            self.field(column, out);
+        }
+        out.push('\n');
+    }
+
+    fn row(&self, row: &Row, out: &mut String) {
+        out.push_str(&row.epoch.to_string());
+        out.push(self.separator);
+        out.push_str(&row.global_step.to_string());
+        for column in &self.columns {
+            out.push(self.separator);
+            if let Some(v) = row.values.get(column) {
+                // Debug is the shortest text that parses back to the same f64, with an exponent
+                // for very large or small values; Python's float() and pandas read every form.
+                out.push_str(&format!("{v:?}"));
+            }
+        }
+        out.push('\n');
+    }
+
+    fn write_file(&self) -> std::io::Result<()> {
+        let mut text = String::new();
+        self.header(&mut text);
+        for row in &self.rows {
+            self.row(row, &mut text);
+        }
+        write_atomic(&self.path, text.as_bytes())
+    }
+}
+
+/// Remove the scalars named as the counters' columns; whether there were any.
+fn remove_reserved(row: &mut Row) -> bool {
+    let epoch = row.values.remove(EPOCH).is_some();
+    row.values.remove(GLOBAL_STEP).is_some() || epoch
+}
+
+fn warn_reserved() {
+    eprintln!(
+        "stoker: warning: CsvWriter: scalars named `{EPOCH}` or `{GLOBAL_STEP}` are not written (those columns hold the counters)"
+    );
+}
+
+/// Add an epoch's scalars to `rows`: a new row, or the last one when it is the same epoch (the
+/// scalars put after the last epoch ended). Returns whether a new row was added.
+fn merge_into(rows: &mut Vec<Row>, stats: &EpochStats) -> bool {
+    let values = stats.scalars.iter().map(|(k, &v)| (k.clone(), v));
+    match rows.last_mut() {
+        Some(last) if last.epoch == stats.epoch_num => {
+            last.global_step = last.global_step.max(stats.global_step);
+            last.values.extend(values);
+            false
+        }
+        _ => {
+            rows.push(Row {
+                epoch: stats.epoch_num,
+                global_step: stats.global_step,
+                values: values.collect(),
+            });
+            true
+        }
+    }
+}
+
+impl MonitorSink for CsvSink {
+    fn name(&self) -> &str {
+        "CsvWriter"
+    }
+
+    fn write(&mut self, _records: &[Record]) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn end_epoch(&mut self, stats: &EpochStats) -> std::io::Result<()> {
+        let appended = merge_into(&mut self.rows, stats);
+        if let Some(last) = self.rows.last_mut()
+            && remove_reserved(last)
+            && !self.warned_epoch
+        {
+            self.warned_epoch = true;
+            warn_reserved();
+        }
+        if self.widen() || !appended {
+            return self.write_file();
+        }
+        let mut line = String::new();
+        self.row(self.rows.last().expect("a row was added"), &mut line);
+        match std::fs::OpenOptions::new().append(true).open(&self.path) {
+            Ok(mut file) => file.write_all(line.as_bytes()),
+            // Removed meanwhile: write it whole again.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.write_file(),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A CSV file read back: its scalar columns and its rows.
+struct Table {
+    columns: Vec<String>,
+    rows: Vec<Row>,
+}
+
+/// Read a file this writer wrote: RFC 4180 fields, a header starting with `epoch,global_step`,
+/// numbers or empty cells.
+fn parse(text: &str, separator: char) -> std::result::Result<Table, String> {
+    let records = split_records(text, separator)?;
+    let mut records = records.into_iter();
+    let Some(header) = records.next() else { return Ok(Table { columns: Vec::new(), rows: Vec::new() }) };
+    if header.len() < 2 || header[0] != EPOCH || header[1] != GLOBAL_STEP {
+        return Err(format!("its header does not start with `{EPOCH}`, `{GLOBAL_STEP}`"));
+    }
+    let columns: Vec<String> = header[2..].to_vec();
+    let mut rows: Vec<Row> = Vec::new();
+    for (line, record) in records.enumerate() {
+        if record.len() != header.len() {
+            return Err(format!("row {} has {} fields, the header {}", line + 1, record.len(), header.len()));
+        }
+        let epoch =
+            record[0].parse::<u64>().map_err(|_| format!("row {} has epoch `{}`", line + 1, record[0]))?;
+        if rows.last().is_some_and(|r| r.epoch >= epoch) {
+            return Err(format!("row {} goes back to epoch {epoch}", line + 1));
+        }
+        let global_step = record[1]
+            .parse::<u64>()
+            .map_err(|_| format!("row {} has global step `{}`", line + 1, record[1]))?;
+        let mut values = BTreeMap::new();
+        for (column, cell) in columns.iter().zip(&record[2..]) {
+            if cell.is_empty() {
+                continue;
+            }
+            let v =
+                cell.parse::<f64>().map_err(|_| format!("row {} holds `{cell}` for `{column}`", line + 1))?;
+            values.insert(column.clone(), v);
+        }
+        rows.push(Row { epoch, global_step, values });
+    }
+    Ok(Table { columns, rows })
+}
+
+/// Split CSV text into records of fields (RFC 4180: quoted fields may hold separators, doubled
+/// quotes and line breaks; lines end with `\n` or `\r\n`).
+fn split_records(text: &str, separator: char) -> std::result::Result<Vec<Vec<String>>, String> {
+    let mut records = Vec::new();
+    let mut record = Vec::new();
+    let mut field = String::new();
+    let mut chars = text.chars().peekable();
+    let mut quoted = false;
+    let mut in_record = false;
+    while let Some(c) = chars.next() {
+        in_record = true;
+        if quoted {
+            match c {
+                '"' if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    field.push('"');
+                }
+                '"' => quoted = false,
+                c => field.push(c),
+            }
+            continue;
+        }
+        match c {
+            '"' if field.is_empty() => quoted = true,
+            c if c == separator => record.push(std::mem::take(&mut field)),
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\n' => {
+                record.push(std::mem::take(&mut field));
+                records.push(std::mem::take(&mut record));
+                in_record = false;
+            }
+            c => field.push(c),
+        }
+    }
+    if quoted {
+        return Err("it ends inside a quoted field".into());
+    }
+    if in_record {
+        // A last line without its line break: cut short by a crash.
+        return Err("its last line is incomplete".into());
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_fields_split_as_rfc_4180_says() {
+        let records = split_records("epoch,\"a,b\",\"say \"\"hi\"\"\"\r\n1,2,\n", ',').unwrap();
+        assert_eq!(records, vec![vec!["epoch", "a,b", "say \"hi\""], vec!["1", "2", ""]]);
+        assert!(split_records("epoch,a\n1,2", ',').is_err(), "an incomplete last line");
+        assert!(split_records("epoch,\"a\n", ',').is_err(), "an unclosed quote");
+    }
+
+    #[test]
+    fn rows_read_back_equal_to_what_was_written_nan_included() {
+        let table = parse("epoch,global_step,a,b\n1,5,NaN,\n2,10,1e-7,inf\n", ',').unwrap();
+        assert_eq!(table.columns, vec!["a", "b"]);
+        let row = |epoch, values: &[(&str, f64)]| Row {
+            epoch,
+            global_step: epoch * 5,
+            values: values.iter().map(|&(k, v)| (k.to_string(), v)).collect(),
+        };
+        assert_eq!(
+            table.rows,
+            vec![row(1, &[("a", f64::NAN)]), row(2, &[("a", 1e-7), ("b", f64::INFINITY)])]
+        );
+        assert!(parse("step,a\n", ',').is_err());
+        assert!(parse("epoch,a\n1,1\n", ',').is_err(), "no global_step column");
+        assert!(parse("epoch,global_step,a\n2,4,1\n1,2,1\n", ',').is_err());
+    }
+}
