@@ -8,13 +8,18 @@ difference of the two totals over N is the steady cost of one step: start-up, wa
 cancel out. RAYON_NUM_THREADS=1 keeps rayon's idle spinning, which varies from run to run, out of
 the count: the numbers are the work of a step, single-threaded.
 
+Each case is measured `repeats` times (default 3); the table gives the median and the range.
+Memory allocation paths in glibc vary a little from run to run (a few thousand instructions per
+step), which is what the range shows.
+
 Usage (after `cargo build --release -p stoker-bench --bin compare [--features learner]`):
-    python3 bench/tools/instructions.py [mlp_steps] [conv_steps] [cases]
-e.g. `python3 bench/tools/instructions.py 400 40 abcde`; 0 steps skips a model.
+    python3 bench/tools/instructions.py [mlp_steps] [conv_steps] [cases] [repeats]
+e.g. `python3 bench/tools/instructions.py 400 0 abcde 3`; 0 steps skips a model.
 """
 
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -55,22 +60,28 @@ def main():
     mlp_steps = int(sys.argv[1]) if len(sys.argv) > 1 else 400
     conv_steps = int(sys.argv[2]) if len(sys.argv) > 2 else 40
     cases = sys.argv[3] if len(sys.argv) > 3 else "abcde"
+    repeats = int(sys.argv[4]) if len(sys.argv) > 4 else 3
     exe = binary()
     for model, steps in (("mlp", mlp_steps), ("conv", conv_steps)):
         if steps == 0:
             continue
-        per_step = {}
-        for case in cases:
-            short = instructions(exe, case, model, steps)
-            long = instructions(exe, case, model, 2 * steps)
-            per_step[case] = (long - short) / steps
-        print(f"\n{model}: instructions per step (valgrind, {steps} vs {2 * steps} steps, RAYON_NUM_THREADS=1)")
-        print(f"  {'case':<52} {'instr/step':>12}  {'(a)/case':>9}  {'vs (a)':>12}")
+        samples = {case: [] for case in cases}
+        for _ in range(repeats):
+            # Cases interleaved, so that anything drifting affects them alike.
+            for case in cases:
+                short = instructions(exe, case, model, steps)
+                long = instructions(exe, case, model, 2 * steps)
+                samples[case].append((long - short) / steps)
+        per_step = {case: statistics.median(values) for case, values in samples.items()}
+        print(f"\n{model}: instructions per step (valgrind, {steps} vs {2 * steps} steps, "
+              f"RAYON_NUM_THREADS=1, median of {repeats})")
+        print(f"  {'case':<52} {'instr/step':>12}  {'range':>21}  {'(a)/case':>9}  {'vs (a)':>9}")
         base = per_step.get("a")
         for case, count in per_step.items():
+            low, high = min(samples[case]), max(samples[case])
             ratio = f"{base / count:9.4f}" if base else ""
-            extra = f"{count - base:+12.0f}" if base else ""
-            print(f"  {CASES[case]:<52} {count:12.0f}  {ratio}  {extra}")
+            extra = f"{count - base:+9.0f}" if base else ""
+            print(f"  {CASES[case]:<52} {count:12.0f}  {low:10.0f}-{high:<10.0f}  {ratio}  {extra}")
         if "c" in per_step and "f" in per_step:
             print(f"  (f) / (c) instructions: {per_step['f'] / per_step['c']:.3f}")
 

@@ -14,6 +14,8 @@ use burn::optim::AdamConfig;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use stoker::prelude::*;
 
+pub mod callback_list;
+
 /// Pixels per image.
 pub const FEATURES: usize = 64;
 /// Classes.

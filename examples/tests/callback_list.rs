@@ -1,0 +1,71 @@
+//! The second example: tensorpack's ResNet callback list on the digits, checked end to end.
+
+use serde_json::Value as Json;
+use stoker::Outcome;
+use stoker_examples::callback_list::{ListConfig, schedule, train_with_list};
+use stoker_tests::scratch_dir;
+
+#[test]
+fn the_schedule_is_tensorpacks_scaled_to_the_run() {
+    // 105 epochs: tensorpack's own points, a tenth of SGD's values for Adam.
+    assert_eq!(schedule(105), vec![(0, 1e-2), (30, 1e-3), (60, 1e-4), (85, 1e-5), (95, 1e-6)]);
+    // 20 epochs: after epochs 5, 11, 16 and 18.
+    assert_eq!(schedule(20), vec![(0, 1e-2), (5, 1e-3), (11, 1e-4), (16, 1e-5), (18, 1e-6)]);
+    // A point that falls on the epoch of the one before it, or at the end, is dropped.
+    assert_eq!(schedule(3), vec![(0, 1e-2), (1, 1e-3), (2, 1e-5)]);
+}
+
+#[test]
+fn the_list_trains_validates_saves_and_sends_every_epoch() {
+    let dir = scratch_dir("callback-list");
+    let mut config = ListConfig::new(&dir, stoker::device::cpu());
+    config.epochs = 4;
+    config.progress_bar = false;
+    let report = train_with_list(&config).expect("training succeeds");
+    assert_eq!(report.outcome, Outcome::Finished);
+    assert_eq!(report.counters.epoch_num(), 4);
+
+    // Validation: top-1 and top-5 errors every epoch, top-5 never above top-1; the moving
+    // averages of the training cost and error.
+    let stats: Vec<Json> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("stats.json")).unwrap()).unwrap();
+    assert_eq!(stats.len(), 4);
+    let mut top1 = Vec::new();
+    for entry in &stats {
+        let (one, five) =
+            (entry["val-error-top1"].as_f64().unwrap(), entry["val-error-top5"].as_f64().unwrap());
+        assert!((0.0..=1.0).contains(&one) && five <= one, "{entry}");
+        for key in ["cost", "train-error-top1"] {
+            assert!(entry[key].is_f64(), "epoch lacks {key}: {entry}");
+        }
+        top1.push(one);
+    }
+    assert!(top1[3] < 0.15, "the MLP learns the digits: top-1 error {top1:?}");
+
+    // SendStat ran its command once per epoch with the epoch's value.
+    let sent = std::fs::read_to_string(dir.join("val-error.txt")).unwrap();
+    let lines: Vec<(u64, f64)> = sent
+        .lines()
+        .map(|l| {
+            let (epoch, value) = l.split_once(' ').unwrap();
+            (epoch.parse().unwrap(), value.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(lines.len(), 4, "{sent}");
+    for (i, (epoch, value)) in lines.iter().enumerate() {
+        assert_eq!(*epoch, i as u64 + 1);
+        assert!((value - top1[i]).abs() < 1e-9, "sent {value}, stats.json {}", top1[i]);
+    }
+
+    // The human setter's file, the checkpoints (3 kept) and the best one.
+    assert_eq!(std::fs::read_to_string(dir.join("hyper.txt")).unwrap(), "learning_rate:0.01\n");
+    let checkpoints = dir.join("checkpoints");
+    let mut kept: Vec<String> = std::fs::read_dir(&checkpoints)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("step-") && !n.ends_with(".tmp"))
+        .collect();
+    kept.sort_by_key(|n| n[5..].parse::<u64>().unwrap());
+    assert_eq!(kept.len(), 3, "{kept:?}");
+    assert!(checkpoints.join("min-val-error-top1").is_dir());
+}
