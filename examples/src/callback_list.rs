@@ -123,9 +123,12 @@ pub fn train_with_list(config: &ListConfig) -> stoker::Result<TrainReport<Mlp>> 
     .with(ClassificationError::new("wrong-top5", "val-error-top5"));
     let schedule = schedule(config.epochs);
     let callbacks = (
+        // Validation first: the callbacks of one event run in this order, and MinSaver and
+        // SendStat read the value it puts in the same `trigger_epoch`. (tensorpack lists the
+        // savers first; its MinSaver then compares the previous epoch's value.)
+        PeriodicTrigger::new(validation).every_k_epochs(config.eval_freq),
         PeriodicTrigger::new(ModelSaver::new(config.history)).every_k_epochs(config.serialize),
         MinSaver::new("val-error-top1"),
-        PeriodicTrigger::new(validation).every_k_epochs(config.eval_freq),
         ScheduledHyperParamSetter::new("learning_rate", schedule.clone()),
         HumanHyperParamSetter::new("learning_rate"),
         SendStat::new(config.command(), ["val-error-top1"])?,
