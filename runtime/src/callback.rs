@@ -3,10 +3,13 @@
 use std::borrow::Cow;
 use std::path::Path;
 
-use burn::optim::ModuleOptimizer;
+use std::cell::RefCell;
+
+use burn::optim::{GradientsParams, ModuleOptimizer};
+use burn::tensor::Tensor;
 
 use crate::error::{Error, Result};
-use crate::fetch::{Fetch, Fetched};
+use crate::fetch::{Fetch, Fetched, OutputTensor, Outputs};
 use crate::monitor::Monitors;
 use crate::param::HyperParams;
 use crate::saver::KeepPolicy;
@@ -42,6 +45,13 @@ pub enum Event<'v> {
     Trigger,
     /// Always, last.
     AfterTrain,
+    /// Inside a step, after the forward pass and before backward: the loss may be changed
+    /// (fastai's `after_loss`). Only for callbacks whose [`Callback::step_hooks`] ask for it.
+    BeforeBackward(&'v StepLoss<'v>),
+    /// Inside a step, after backward and before the optimizer: the gradients may be changed or
+    /// withheld (fastai's `after_backward`). Only for callbacks whose [`Callback::step_hooks`] ask
+    /// for it.
+    AfterBackward(&'v StepGradients),
 }
 
 impl Event<'_> {
@@ -58,6 +68,87 @@ impl Event<'_> {
             Event::TriggerEpoch => "trigger_epoch",
             Event::Trigger => "trigger",
             Event::AfterTrain => "after_train",
+            Event::BeforeBackward(_) => "before_backward",
+            Event::AfterBackward(_) => "after_backward",
+        }
+    }
+}
+
+/// Which events inside a step a callback takes ([`Callback::step_hooks`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StepHooks {
+    /// [`Callback::before_backward`]: the loss, before backward.
+    pub loss: bool,
+    /// [`Callback::after_backward`]: the gradients, before the optimizer.
+    pub gradients: bool,
+}
+
+impl StepHooks {
+    /// Neither.
+    pub const NONE: StepHooks = StepHooks { loss: false, gradients: false };
+    /// The loss only.
+    pub const LOSS: StepHooks = StepHooks { loss: true, gradients: false };
+    /// The gradients only.
+    pub const GRADIENTS: StepHooks = StepHooks { loss: false, gradients: true };
+}
+
+/// The loss of the step being run, handed to [`Callback::before_backward`]: read it, replace it
+/// (the replacement is what backward differentiates and what the `"loss"` output holds), and read
+/// the step's other outputs (an RNN's activations for an activation penalty).
+#[derive(Debug)]
+pub struct StepLoss<'a> {
+    pub(crate) loss: RefCell<Option<Tensor<1>>>,
+    pub(crate) outputs: &'a Outputs,
+}
+
+impl StepLoss<'_> {
+    /// The loss as it stands (a rank-1 tensor of one element, on the autodiff graph).
+    pub fn get(&self) -> Tensor<1> {
+        self.loss.borrow().clone().expect("the loss is present during before_backward")
+    }
+    /// Replace the loss.
+    pub fn set(&self, loss: Tensor<1>) {
+        *self.loss.borrow_mut() = Some(loss);
+    }
+    /// Change the loss with `f` (e.g. `|loss| loss + penalty`).
+    pub fn update(&self, f: impl FnOnce(Tensor<1>) -> Tensor<1>) {
+        let mut slot = self.loss.borrow_mut();
+        let loss = slot.take().expect("the loss is present during before_backward");
+        *slot = Some(f(loss));
+    }
+    /// A named output the step put (with the autodiff graph, so a penalty on it trains).
+    pub fn output(&self, name: &str) -> Option<&OutputTensor> {
+        self.outputs.get(name)
+    }
+}
+
+/// The gradients of the step being run, handed to [`Callback::after_backward`]. A callback may
+/// change them, or take them away: when no gradients are left after every callback, the trainer
+/// skips the optimizer for this step (gradient accumulation).
+#[derive(Debug)]
+pub struct StepGradients {
+    pub(crate) grads: RefCell<Option<GradientsParams>>,
+}
+
+impl StepGradients {
+    /// Whether gradients are present (a previous callback may have taken them).
+    pub fn is_present(&self) -> bool {
+        self.grads.borrow().is_some()
+    }
+    /// Take the gradients out; unless some callback puts gradients back, the optimizer does not
+    /// run at this step.
+    pub fn take(&self) -> Option<GradientsParams> {
+        self.grads.borrow_mut().take()
+    }
+    /// Put gradients (back) for the optimizer.
+    pub fn set(&self, grads: GradientsParams) {
+        *self.grads.borrow_mut() = Some(grads);
+    }
+    /// Change the gradients in place with `f`, if present.
+    pub fn update(&self, f: impl FnOnce(GradientsParams) -> GradientsParams) {
+        let mut slot = self.grads.borrow_mut();
+        if let Some(grads) = slot.take() {
+            *slot = Some(f(grads));
         }
     }
 }
@@ -339,6 +430,27 @@ pub trait Callback<M> {
         let _ = state;
         Ok(())
     }
+    /// Which of the events inside a step ([`before_backward`](Self::before_backward),
+    /// [`after_backward`](Self::after_backward)) this callback takes. The trainer delivers them
+    /// only to callbacks that ask, so a run where nobody does pays nothing for them.
+    fn step_hooks(&self) -> StepHooks {
+        StepHooks::NONE
+    }
+    /// Inside the step, between the forward pass and backward: read or replace the loss (fastai's
+    /// `after_loss`, e.g. `RNNRegularizer`'s activation penalties). Delivered only when
+    /// [`step_hooks`](Self::step_hooks) has `loss`. The model is readable; counters are those of
+    /// `before_step` (`global_step` does not yet count this step).
+    fn before_backward(&mut self, ctx: &mut Context<'_, M>, loss: &StepLoss<'_>) -> Result<()> {
+        let _ = (ctx, loss);
+        Ok(())
+    }
+    /// Inside the step, between backward and the optimizer: read, change or withhold the
+    /// gradients (gradient clipping, accumulation). Delivered only when
+    /// [`step_hooks`](Self::step_hooks) has `gradients`.
+    fn after_backward(&mut self, ctx: &mut Context<'_, M>, grads: &StepGradients) -> Result<()> {
+        let _ = (ctx, grads);
+        Ok(())
+    }
     /// Whether the callback wants its fetches from the step about to run (`counters.next_step()`).
     /// Called before `before_step`, only for callbacks that declare fetches.
     fn wants_fetch(&self, counters: &Counters) -> bool {
@@ -464,6 +576,8 @@ pub fn deliver<M, C: Callback<M> + ?Sized>(
         Event::TriggerEpoch => callback.trigger_epoch(ctx),
         Event::Trigger => callback.trigger(ctx),
         Event::AfterTrain => callback.after_train(ctx),
+        Event::BeforeBackward(loss) => callback.before_backward(ctx, loss),
+        Event::AfterBackward(grads) => callback.after_backward(ctx, grads),
     }
 }
 
@@ -490,6 +604,15 @@ macro_rules! forward_callback {
             }
             fn wants_fetch(&self, counters: &Counters) -> bool {
                 (**self).wants_fetch(counters)
+            }
+            fn step_hooks(&self) -> StepHooks {
+                (**self).step_hooks()
+            }
+            fn before_backward(&mut self, ctx: &mut Context<'_, M>, loss: &StepLoss<'_>) -> Result<()> {
+                (**self).before_backward(ctx, loss)
+            }
+            fn after_backward(&mut self, ctx: &mut Context<'_, M>, grads: &StepGradients) -> Result<()> {
+                (**self).after_backward(ctx, grads)
             }
             fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
                 (**self).setup(ctx)
@@ -540,6 +663,8 @@ pub struct CallbackInfo<'a> {
     /// Whether it runs only on the chief worker in data-parallel training (see
     /// [`Callback::chief_only`]).
     pub chief_only: bool,
+    /// The events inside a step it takes ([`Callback::step_hooks`]).
+    pub step_hooks: StepHooks,
 }
 
 /// What [`Callbacks::state`] does with one callback's checkpointed state.
@@ -619,6 +744,7 @@ impl<M, C: Callback<M>> Callbacks<M, Single> for C {
             order: self.order(),
             fetches: self.fetches(),
             chief_only: self.chief_only(),
+            step_hooks: self.step_hooks(),
         }
     }
     #[inline]

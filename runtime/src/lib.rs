@@ -16,11 +16,14 @@
 extern crate self as stoker;
 
 pub mod callback;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod debug;
 pub mod device;
 pub mod error;
 pub mod fetch;
 pub mod inference;
+pub mod modify;
 pub mod monitor;
 pub mod param;
 pub mod saver;
@@ -29,7 +32,8 @@ pub mod trainer;
 pub mod trigger;
 
 pub use callback::{
-    Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Flow, Order, Single, StateOp,
+    Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Flow, Order, Single,
+    StateOp, StepGradients, StepHooks, StepLoss,
 };
 pub use debug::{
     CallbackFactory, DumpTensorAsImage, DumpTensors, InjectShell, ProcessTensors, StartProcOrThread,

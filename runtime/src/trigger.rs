@@ -1,9 +1,11 @@
 //! Wrappers that change when a callback runs: tensorpack's `PeriodicTrigger`, `PeriodicCallback`
-//! and `EnableCallbackIf`. Each keeps the wrapped callback's name, order and fetches.
+//! and `EnableCallbackIf`. Each keeps the wrapped callback's name, order, fetches and state. The
+//! events inside a step (`before_backward`, `after_backward`) reach the wrapped callback at every
+//! step, ungated: a loss or gradient change that applied only at some steps would be a surprise.
 
 use std::borrow::Cow;
 
-use crate::callback::{Callback, Context, Counters, Order};
+use crate::callback::{Callback, Context, Counters, Order, StepGradients, StepHooks, StepLoss};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
 
@@ -26,6 +28,15 @@ macro_rules! forward_identity {
         }
         fn load_state(&mut self, state: serde_json::Value) -> Result<()> {
             self.inner.load_state(state)
+        }
+        fn step_hooks(&self) -> StepHooks {
+            self.inner.step_hooks()
+        }
+        fn before_backward(&mut self, ctx: &mut Context<'_, M>, loss: &StepLoss<'_>) -> Result<()> {
+            self.inner.before_backward(ctx, loss)
+        }
+        fn after_backward(&mut self, ctx: &mut Context<'_, M>, grads: &StepGradients) -> Result<()> {
+            self.inner.after_backward(ctx, grads)
         }
     };
 }
@@ -298,7 +309,8 @@ impl<M, C: Callback<M>, P: Fn(&Counters) -> bool> Callback<M> for EnableCallback
 }
 
 /// Whether a `#[derive(Callbacks)]` field with `#[every_k_*]` / `#[enable_if]` receives `event`:
-/// `PeriodicCallback`'s and `EnableCallbackIf`'s rules (setup, before_train and after_train always).
+/// `PeriodicCallback`'s and `EnableCallbackIf`'s rules (setup, before_train and after_train always;
+/// the events inside a step always, like the wrappers).
 pub fn field_gate(
     every_k_steps: Option<u64>,
     every_k_epochs: Option<u64>,
@@ -310,7 +322,11 @@ pub fn field_gate(
     let periodic = every_k_steps.is_some() || every_k_epochs.is_some();
     let holds = |c: &Counters| predicate.is_none_or(|p| p(c));
     match event {
-        Event::Setup | Event::BeforeTrain | Event::AfterTrain => true,
+        Event::Setup
+        | Event::BeforeTrain
+        | Event::AfterTrain
+        | Event::BeforeBackward(_)
+        | Event::AfterBackward(_) => true,
         Event::BeforeStep => {
             (!periodic || step_due(every_k_steps, every_k_epochs, counters.next_step(), counters))
                 && holds(counters)

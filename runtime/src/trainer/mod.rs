@@ -5,6 +5,7 @@ mod interrupt;
 mod resume;
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
@@ -15,7 +16,9 @@ use burn::module::Module;
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::Tensor;
 
-use crate::callback::{Callbacks, Context, Control, Counters, Event, TrainState, resolve_order};
+use crate::callback::{
+    Callbacks, Context, Control, Counters, Event, StepGradients, StepLoss, TrainState, resolve_order,
+};
 use crate::error::{Error, Result};
 use crate::fetch::{FetchPlan, OutputTensor, Outputs};
 use crate::monitor::{JsonWriter, Monitors, ScalarPrinter, TensorBoardWriter};
@@ -457,6 +460,9 @@ struct Run<M, C, K> {
     order: Vec<usize>,
     /// Callbacks that declare fetches, with their slots.
     fetchers: Vec<(usize, u64)>,
+    /// Callbacks that take the loss before backward, and the gradients after it, in run order.
+    loss_hooks: Vec<usize>,
+    grad_hooks: Vec<usize>,
     plan: FetchPlan,
     outputs: Outputs,
     phase: Phase,
@@ -487,8 +493,10 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let mut orders = Vec::with_capacity(count);
         let mut plan = FetchPlan::default();
         let mut fetchers = Vec::new();
+        let mut hooks = Vec::with_capacity(count);
         for i in 0..count {
             let info = callbacks.info(i);
+            hooks.push(info.step_hooks);
             let mut mask = 0;
             for fetch in info.fetches {
                 mask |= plan.declare(fetch, &info.name)?;
@@ -508,7 +516,11 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         }
         let order = resolve_order(&names, &orders)?;
         let in_order = order.iter().enumerate().all(|(position, &i)| position == i);
+        let loss_hooks = order.iter().copied().filter(|&i| hooks[i].loss).collect();
+        let grad_hooks = order.iter().copied().filter(|&i| hooks[i].gradients).collect();
         Ok(Run {
+            loss_hooks,
+            grad_hooks,
             callbacks,
             state,
             names,
@@ -657,7 +669,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                     }
                 }
                 self.deliver(Event::BeforeStep)?;
-                self.run_step(batch, step);
+                self.run_step(batch, step)?;
                 if !names_checked && !self.fetchers.is_empty() {
                     let owners: Vec<(String, u64)> =
                         self.fetchers.iter().map(|&(i, m)| (self.names[i].to_string(), m)).collect();
@@ -720,28 +732,71 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         self.interrupted = Some(name);
     }
 
-    /// One step: the user's forward and loss, backward, the optimizer.
+    /// One step: the user's forward and loss, backward, the optimizer; with the events inside the
+    /// step for the callbacks that asked for them.
     #[inline]
-    fn run_step<B, F>(&mut self, batch: B, step: &mut F)
+    fn run_step<B, F>(&mut self, batch: B, step: &mut F) -> Result<()>
     where
         F: FnMut(&M, B, &mut Step<'_>) -> Tensor<1>,
     {
         self.phase = Phase::Step;
-        let state = &mut self.state;
-        let model = state.model.take().expect("the model is present between steps");
         self.outputs.clear();
-        let loss = step(
-            &model,
+        let state = &mut self.state;
+        let mut loss = step(
+            state.model.as_ref().expect("the model is present between steps"),
             batch,
             &mut Step { outputs: &mut self.outputs, hyper: &state.hyper, counters: &state.counters },
         );
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        if !self.loss_hooks.is_empty() {
+            loss = self.loss_hooks_run(loss)?;
+        }
+        let state = &mut self.state;
+        let model = state.model.as_ref().expect("the model is present between steps");
+        let mut grads = Some(GradientsParams::from_grads(loss.backward(), model));
         self.outputs.put("loss", loss);
-        state.model = Some(state.optimizer.step(state.hyper.learning_rate(), model, grads));
+        if !self.grad_hooks.is_empty() {
+            grads = self.grad_hooks_run(grads)?;
+        }
+        let state = &mut self.state;
+        if let Some(grads) = grads {
+            let model = state.model.take().expect("the model is present between steps");
+            state.model = Some(state.optimizer.step(state.hyper.learning_rate(), model, grads));
+        }
         state.counters.global_step += 1;
         state.counters.local_step += 1;
         state.monitors.global_step = state.counters.global_step;
         self.phase = Phase::Trainer;
+        Ok(())
+    }
+
+    /// `before_backward` for the callbacks that take the loss.
+    #[cold]
+    fn loss_hooks_run(&mut self, loss: Tensor<1>) -> Result<Tensor<1>> {
+        let slot = StepLoss { loss: RefCell::new(Some(loss)), outputs: &self.outputs };
+        for &i in &self.loss_hooks {
+            self.phase = Phase::Callback(i, "before_backward");
+            let mut ctx = Context { state: &mut self.state };
+            self.callbacks
+                .dispatch(i, Event::BeforeBackward(&slot), &mut ctx)
+                .map_err(|e| wrap(&self.names[i], "before_backward", e))?;
+        }
+        self.phase = Phase::Step;
+        slot.loss.into_inner().ok_or_else(|| Error::msg("a before_backward callback removed the loss"))
+    }
+
+    /// `after_backward` for the callbacks that take the gradients.
+    #[cold]
+    fn grad_hooks_run(&mut self, grads: Option<GradientsParams>) -> Result<Option<GradientsParams>> {
+        let slot = StepGradients { grads: RefCell::new(grads) };
+        for &i in &self.grad_hooks {
+            self.phase = Phase::Callback(i, "after_backward");
+            let mut ctx = Context { state: &mut self.state };
+            self.callbacks
+                .dispatch(i, Event::AfterBackward(&slot), &mut ctx)
+                .map_err(|e| wrap(&self.names[i], "after_backward", e))?;
+        }
+        self.phase = Phase::Step;
+        Ok(slot.grads.into_inner())
     }
 
     /// `after_train` for every callback whose setup ran, each shielded from the others' panics.

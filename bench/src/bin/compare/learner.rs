@@ -151,3 +151,9 @@ pub fn rate<M: Classifier + ModuleDisplay>(data: &[DigitBatch], steps: u64, devi
     let short_time = fit::<M>(data, short, device);
     (long - short) as f64 / (long_time - short_time)
 }
+
+/// One run of `WARMUP + steps` steps (for counting instructions: the warm-up makes it the same
+/// length as the other cases' runs).
+pub fn run<M: Classifier + ModuleDisplay>(data: &[DigitBatch], steps: u64, device: &Device) -> f64 {
+    fit::<M>(data, (super::WARMUP + steps) as usize, device)
+}

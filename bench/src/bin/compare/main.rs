@@ -12,6 +12,10 @@
 //!
 //! `cargo run --release -p stoker-bench --bin compare [--features learner] -- [rounds] [mlp steps] [conv steps]`
 //! (0 steps skips a model)
+//!
+//! `compare --one <a|b|c|d|e|f> <mlp|conv> <steps>` runs one case once and prints nothing: for
+//! counting instructions under valgrind (`bench/tools/instructions.py`), which does not depend on
+//! what else the machine is doing.
 
 use std::time::{Duration, Instant};
 
@@ -193,8 +197,39 @@ fn report(model: &str, steps: u64, rounds: usize, rates: &[(&str, Rates)]) {
     }
 }
 
+/// Run one case once (`--one case model steps`).
+fn one(mut args: impl Iterator<Item = String>) {
+    let usage = "usage: compare --one <a|b|c|d|e|f> <mlp|conv> <steps>";
+    let case = args.next().expect(usage);
+    let model = args.next().expect(usage);
+    let steps: u64 = args.next().and_then(|a| a.parse().ok()).expect(usage);
+    let device = stoker::device::cpu();
+    fn run<M: Classifier>(case: &str, steps: u64, device: &Device) {
+        let data = batches(device);
+        match case {
+            "a" => drop(hand_loop::<M>(&data, steps, device)),
+            "b" => drop(stoker_loop::<M>(&data, steps, Case::Bare, device)),
+            "c" => drop(stoker_loop::<M>(&data, steps, Case::Defaults, device)),
+            "d" => drop(stoker_loop::<M>(&data, steps, Case::Users, device)),
+            "e" => drop(stoker_loop::<M>(&data, steps, Case::UsersFetch, device)),
+            #[cfg(feature = "learner")]
+            "f" => drop(learner::run::<M>(&data, steps, device)),
+            other => panic!("unknown case `{other}` (f needs --features learner)"),
+        }
+    }
+    match model.as_str() {
+        "mlp" => run::<Mlp>(&case, steps, &device),
+        "conv" => run::<ConvNet>(&case, steps, &device),
+        other => panic!("unknown model `{other}`: mlp or conv"),
+    }
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("--one") {
+        args.next();
+        return one(args);
+    }
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(7);
     let mlp_steps: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(3000);
     let conv_steps: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(300);

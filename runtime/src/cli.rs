@@ -1,0 +1,90 @@
+//! neon's command-line switches for callbacks (feature `cli`): a clap [`Args`](clap::Args)
+//! struct to flatten into a program's own arguments, whose flags add the matching callbacks.
+//!
+//! | flag | what it adds |
+//! |---|---|
+//! | `--eval_freq N` | the program's validation (an [`InferenceRunner`](crate::InferenceRunner) or any callback), run every `N` epochs; off without the flag, as in neon |
+//! | `--serialize N` | a [`ModelSaver`] checkpoint every `N` epochs |
+//! | `--history K` | how many of those checkpoints to keep (default 5) |
+//! | `--save_path DIR` | the log directory: checkpoints, `stats.json`, TensorBoard files |
+//! | `--progress_bar` / `--no_progress_bar` | the progress bar on (the default) or off |
+//!
+//! ```
+//! use clap::Parser;
+//! use stoker::cli::CallbackArgs;
+//!
+//! #[derive(Parser)]
+//! struct Cli {
+//!     /// Epochs to train.
+//!     #[arg(long, default_value_t = 10)]
+//!     epochs: u64,
+//!     #[command(flatten)]
+//!     callbacks: CallbackArgs,
+//! }
+//!
+//! let cli = Cli::parse_from(["train", "--eval_freq", "2", "--serialize", "5", "--no_progress_bar"]);
+//! assert_eq!(cli.callbacks.eval_freq, Some(2));
+//! let defaults = cli.callbacks.default_callbacks(stoker::DefaultCallbacks::default());
+//! assert!(defaults.progress.is_none());
+//! let saver = cli.callbacks.saver();
+//! assert!(saver.is_some());
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use crate::saver::ModelSaver;
+use crate::trainer::DefaultCallbacks;
+use crate::trigger::PeriodicTrigger;
+
+/// neon's callback switches; `#[command(flatten)]` them into a program's clap arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+pub struct CallbackArgs {
+    /// Run validation every N epochs (off without this flag).
+    #[arg(long = "eval_freq", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub eval_freq: Option<u64>,
+    /// Write a checkpoint (model, optimizer, callback state) every N epochs.
+    #[arg(long = "serialize", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub serialize: Option<u64>,
+    /// How many of the --serialize checkpoints to keep.
+    #[arg(long = "history", value_name = "K", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    pub history: u64,
+    /// The log directory: checkpoints, stats.json and TensorBoard files go there.
+    #[arg(long = "save_path", value_name = "DIR")]
+    pub save_path: Option<PathBuf>,
+    /// Show the progress bar (the default).
+    #[arg(long = "progress_bar", overrides_with = "no_progress_bar")]
+    pub progress_bar: bool,
+    /// Hide the progress bar.
+    #[arg(long = "no_progress_bar", overrides_with = "progress_bar")]
+    pub no_progress_bar: bool,
+}
+
+impl CallbackArgs {
+    /// `defaults` with the progress bar removed when `--no_progress_bar` was given (the last of
+    /// `--progress_bar` / `--no_progress_bar` wins).
+    pub fn default_callbacks(&self, mut defaults: DefaultCallbacks) -> DefaultCallbacks {
+        if self.no_progress_bar {
+            defaults.progress = None;
+        }
+        defaults
+    }
+
+    /// A [`ModelSaver`] keeping `--history` checkpoints, triggered every `--serialize` epochs;
+    /// `None` without `--serialize`.
+    pub fn saver(&self) -> Option<PeriodicTrigger<ModelSaver>> {
+        let every = self.serialize?;
+        Some(PeriodicTrigger::new(ModelSaver::new(self.history as usize)).every_k_epochs(every))
+    }
+
+    /// The program's validation callback, triggered every `--eval_freq` epochs; `None` without
+    /// the flag (neon runs no validation then).
+    pub fn evaluation<C>(&self, validation: C) -> Option<PeriodicTrigger<C>> {
+        let every = self.eval_freq?;
+        Some(PeriodicTrigger::new(validation).every_k_epochs(every))
+    }
+
+    /// The log directory: `--save_path` if given, else `default`.
+    pub fn log_dir(&self, default: impl AsRef<Path>) -> PathBuf {
+        self.save_path.clone().unwrap_or_else(|| default.as_ref().to_path_buf())
+    }
+}
