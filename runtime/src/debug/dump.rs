@@ -86,25 +86,26 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()>
     written
 }
 
-/// Writes some step outputs to `<log_dir>/DumpTensors-<global_step>.npz` (tensorpack's
-/// `DumpTensors(names)`): one float32 array per name, with its shape, which
-/// `dict(numpy.load(path))` reads back as `{name: array}`.
+/// Writes some step outputs to `<log_dir>/DumpTensor-<global_step>.npz` at every step
+/// (tensorpack's `DumpTensors(names)`): one float32 array per name, with its shape, which
+/// `dict(numpy.load(path))` reads back as `{name: array}`. `<global_step>` counts the step whose
+/// values the file holds (1 for the first step).
 ///
-/// By default it dumps the values of the last step of every epoch; with
-/// [`every_k_steps`](Self::every_k_steps) the values of every `k`-th global step
-/// (`every_k_steps(1)` is tensorpack's behaviour, a file per step). The values are fetched only
-/// at those steps, and encoded and written by a thread of its own, atomically (a temporary file
-/// renamed): a reader never sees half a file. Every file is written when `after_train` returns;
-/// a failure to write is reported on stderr at once and returned by `after_train`.
+/// As in tensorpack, it dumps every step by default; [`every_k_steps`](Self::every_k_steps) dumps
+/// every `k`-th global step, [`every_k_epochs`](Self::every_k_epochs) the last step of every
+/// `k`-th epoch. The values are fetched only at those steps, and encoded and written by a thread
+/// of its own, atomically (a temporary file renamed): a reader never sees half a file. Every
+/// file is written when `after_train` returns; a failure to write is reported on stderr at once
+/// and returned by `after_train`.
 ///
-/// Differences from tensorpack: the file is named `DumpTensors-<step>.npz` (tensorpack:
-/// `DumpTensor-<step>.npz`); a value is stored as the float32 tensor the step produced (a scalar
-/// loss has shape `(1,)`). An epoch cut short ([`Context::skip_rest_of_epoch`]) has no last step,
-/// so nothing is dumped for it.
+/// Differences from tensorpack: a value is stored as the float32 tensor the step produced (a
+/// scalar loss has shape `(1,)`); the file is written off the training thread. With
+/// `every_k_epochs`, an epoch cut short ([`Context::skip_rest_of_epoch`]) has no last step, so
+/// nothing is dumped for it.
 ///
 /// ```
 /// use stoker::debug::DumpTensors;
-/// // Every 500 steps, write `train_log/DumpTensors-<step>.npz` with the logits and the loss.
+/// // Every 500 steps, write `<log_dir>/DumpTensor-<step>.npz` with the logits and the loss.
 /// let dump = DumpTensors::new(["logits", "loss"]).every_k_steps(500);
 /// # let _ = dump;
 /// ```
@@ -123,11 +124,11 @@ impl std::fmt::Debug for FileWriter {
 }
 
 impl DumpTensors {
-    /// Dump the outputs `names` at the last step of every epoch.
+    /// Dump the outputs `names` at every step.
     pub fn new<N: Into<Cow<'static, str>>>(names: impl IntoIterator<Item = N>) -> Self {
         DumpTensors {
             fetches: host_fetches(names),
-            period: Period::Epochs(1),
+            period: Period::Steps(1),
             writer: None,
             dir: PathBuf::new(),
         }
@@ -144,7 +145,7 @@ impl DumpTensors {
     }
     /// The file written for global step `step` in `log_dir`.
     pub fn file_name(log_dir: &Path, step: u64) -> PathBuf {
-        log_dir.join(format!("DumpTensors-{step}.npz"))
+        log_dir.join(format!("DumpTensor-{step}.npz"))
     }
 }
 

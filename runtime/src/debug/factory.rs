@@ -3,18 +3,30 @@
 use std::borrow::Cow;
 
 use super::tensors::host_fetches;
-use crate::callback::{Callback, CallbackReturn, Context};
+use crate::callback::{Callback, CallbackReturn, Context, Order, StepGradients, StepHooks, StepLoss};
 use crate::error::Result;
 use crate::fetch::{Fetch, Fetched};
 
 type EventFn<M> = Box<dyn FnMut(&mut Context<'_, M>) -> Result<()>>;
 type StepFn<M> = Box<dyn FnMut(&mut Context<'_, M>, &Fetched<'_>) -> Result<()>>;
+type LossFn<M> = Box<dyn FnMut(&mut Context<'_, M>, &StepLoss<'_>) -> Result<()>>;
+type GradientsFn<M> = Box<dyn FnMut(&mut Context<'_, M>, &StepGradients) -> Result<()>>;
 
 /// A callback made of closures, one per event it handles (tensorpack's
 /// `CallbackFactory(setup_graph, before_train, trigger, after_train)`, with the step and epoch
 /// events too). Each closure receives the [`Context`] (and `after_step` the fetched values) and
 /// returns `()`, `stoker::Result<()>` or a [`Flow`](crate::Flow). An event without a closure
 /// costs a test of an `Option`; a closure is called through a pointer.
+///
+/// The events inside a step are supported too: a [`before_backward`](Self::before_backward)
+/// closure (read or replace the loss) or an [`after_backward`](Self::after_backward) closure
+/// (read, change or withhold the gradients) makes the factory ask for that event in
+/// [`Callback::step_hooks`]; a factory without them asks for neither, so the trainer does not
+/// deliver them to it and the step pays nothing for them.
+///
+/// Fetches ([`fetch`](Self::fetch)) are copied to the host at every step; to fetch less often,
+/// wrap the factory in a [`PeriodicCallback`](crate::PeriodicCallback). Order constraints are
+/// given with [`order`](Self::order).
 ///
 /// `M` is the model's type, which the trainer usually infers; name it
 /// (`CallbackFactory::<MyModel>::new()`) when a closure uses the model. Give each factory its own
@@ -52,6 +64,9 @@ pub struct CallbackFactory<M> {
     trigger_epoch: Option<EventFn<M>>,
     trigger: Option<EventFn<M>>,
     after_train: Option<EventFn<M>>,
+    before_backward: Option<LossFn<M>>,
+    after_backward: Option<GradientsFn<M>>,
+    order: Order,
 }
 
 impl<M> std::fmt::Debug for CallbackFactory<M> {
@@ -67,6 +82,8 @@ impl<M> std::fmt::Debug for CallbackFactory<M> {
             ("trigger_epoch", self.trigger_epoch.is_some()),
             ("trigger", self.trigger.is_some()),
             ("after_train", self.after_train.is_some()),
+            ("before_backward", self.before_backward.is_some()),
+            ("after_backward", self.after_backward.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, set)| set.then_some(name))
@@ -104,11 +121,19 @@ impl<M: 'static> CallbackFactory<M> {
             trigger_epoch: None,
             trigger: None,
             after_train: None,
+            before_backward: None,
+            after_backward: None,
+            order: Order::none(),
         }
     }
     /// The callback's name (in order constraints and error messages).
     pub fn name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
         self.name = name.into();
+        self
+    }
+    /// Constraints on where the factory runs among the other callbacks (see [`Order`]).
+    pub fn order(mut self, order: Order) -> Self {
+        self.order = order;
         self
     }
     /// Step outputs to copy to the host at every step, for the `after_step` closure.
@@ -191,6 +216,24 @@ impl<M: 'static> CallbackFactory<M> {
         self.after_train = event(f);
         self
     }
+    /// Run `f` inside each step, between the forward pass and backward, with the loss to read or
+    /// replace (see [`Callback::before_backward`]); the factory then asks for the event.
+    pub fn before_backward<R: CallbackReturn>(
+        mut self,
+        mut f: impl FnMut(&mut Context<'_, M>, &StepLoss<'_>) -> R + 'static,
+    ) -> Self {
+        self.before_backward = Some(Box::new(move |ctx, loss| f(ctx, loss).apply(ctx)));
+        self
+    }
+    /// Run `f` inside each step, between backward and the optimizer, with the gradients to read,
+    /// change or withhold (see [`Callback::after_backward`]); the factory then asks for the event.
+    pub fn after_backward<R: CallbackReturn>(
+        mut self,
+        mut f: impl FnMut(&mut Context<'_, M>, &StepGradients) -> R + 'static,
+    ) -> Self {
+        self.after_backward = Some(Box::new(move |ctx, grads| f(ctx, grads).apply(ctx)));
+        self
+    }
 }
 
 #[inline]
@@ -205,8 +248,26 @@ impl<M> Callback<M> for CallbackFactory<M> {
     fn name(&self) -> Cow<'static, str> {
         self.name.clone()
     }
+    fn order(&self) -> Order {
+        self.order.clone()
+    }
     fn fetches(&self) -> &[Fetch] {
         &self.fetches
+    }
+    fn step_hooks(&self) -> StepHooks {
+        StepHooks { loss: self.before_backward.is_some(), gradients: self.after_backward.is_some() }
+    }
+    fn before_backward(&mut self, ctx: &mut Context<'_, M>, loss: &StepLoss<'_>) -> Result<()> {
+        match &mut self.before_backward {
+            Some(f) => f(ctx, loss),
+            None => Ok(()),
+        }
+    }
+    fn after_backward(&mut self, ctx: &mut Context<'_, M>, grads: &StepGradients) -> Result<()> {
+        match &mut self.after_backward {
+            Some(f) => f(ctx, grads),
+            None => Ok(()),
+        }
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         call(&mut self.setup, ctx)

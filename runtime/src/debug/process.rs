@@ -218,10 +218,9 @@ impl<M> Callback<M> for TensorPrinter {
             use std::fmt::Write as _;
             let _ = writeln!(self.line, "[step {step}] {}: {tensor}", tensor.name);
         }
-        if let Some((sender, _)) = &self.thread
-            && sender.send(std::mem::take(&mut self.line)).is_err()
-        {
-            // The writer stopped on an error, which after_train reports.
+        if let Some((sender, _)) = &self.thread {
+            // A writer stopped by an error reports it in after_train.
+            let _ = sender.send(std::mem::take(&mut self.line));
         }
         Ok(())
     }

@@ -16,7 +16,17 @@ pub enum TimeoutAction {
     /// [`StepTimeout::EXIT_CODE`] (the default: a hung step never returns, so nothing else could
     /// end the run).
     Abort,
-    /// Print a warning and let the step go on; when it ends, print how long it took.
+    /// Print a warning while the step runs; when it returns, fail training with an error naming
+    /// the step (tensorpack's behaviour: its timed-out `sess.run` raises `DeadlineExceededError`).
+    /// `after_train` runs for every callback. A step that never returns is never noticed past
+    /// the warning: use [`Abort`](Self::Abort) for hung steps.
+    Fail,
+    /// Print a warning while the step runs; when it returns, stop training gracefully (as
+    /// [`Context::request_stop`]: the run ends with [`Outcome::Stopped`](crate::Outcome::Stopped)
+    /// and `after_train` runs). As with `Fail`, a step that never returns is only warned about.
+    Stop,
+    /// Print a warning and let the step go on; when it ends, print how long it took. The steps
+    /// that timed out are listed by [`StepTimeout::timed_out_steps`].
     Warn,
 }
 
@@ -43,27 +53,42 @@ struct Watch {
 /// A watchdog thread, started in `before_train` and stopped in `after_train`, looks every
 /// [`check_every`](Self::check_every) (a tenth of the timeout by default, between 1 ms and 1 s)
 /// at the step in progress. The training thread arms it in `before_step` and disarms it in
-/// `after_step` with three atomic stores and a clock read: no lock, allocation or system call per
-/// step. The time measured runs from this callback's `before_step` to its `after_step`: the step
+/// `after_step` with four atomic stores and a clock read (two reads, except with `Abort`): no
+/// lock, allocation or system call per step. The time measured runs from this callback's `before_step` to its `after_step`: the step
 /// itself, plus the `before_step` and `after_step` of the callbacks ordered between them.
 ///
-/// On a timeout it prints, on stderr, which step (global step and epoch) has run for how long,
-/// then by default ends the process with exit code [`EXIT_CODE`](Self::EXIT_CODE) (124, as
-/// `timeout(1)`): a hung step never returns, so `after_train` cannot run; checkpoints already
-/// written are intact, and the run resumes from the last one. It ends the process with `_exit`,
-/// without running exit handlers that a hung thread could deadlock. With
-/// [`warn_only`](Self::warn_only) it prints a warning instead, once per step, and how long the
-/// step took when it ends; the steps that timed out are listed by
-/// [`timed_out_steps`](Self::timed_out_steps).
+/// On a timeout the watchdog prints, on stderr, which step (global step and epoch) has run for
+/// how long, then acts as [`action`](Self::action) says:
+/// - [`TimeoutAction::Abort`] (the default) ends the process with exit code
+///   [`EXIT_CODE`](Self::EXIT_CODE) (124, as `timeout(1)`): a hung step never returns, so
+///   `after_train` cannot run; checkpoints already written are intact, and the run resumes from
+///   the last one. It ends the process with `_exit`, without running exit handlers that a hung
+///   thread could deadlock.
+/// - [`TimeoutAction::Fail`]: when the slow step returns, training fails with an error naming the
+///   step and its duration (what tensorpack's `SessionRunTimeout` does, by an exception).
+/// - [`TimeoutAction::Stop`]: when the slow step returns, training stops gracefully
+///   ([`Outcome::Stopped`](crate::Outcome::Stopped)).
+/// - [`TimeoutAction::Warn`] ([`warn_only`](Self::warn_only)): a warning, once per step, and how
+///   long the step took when it ends.
+///
+/// Whatever the action, the steps that ran longer than the timeout are listed by
+/// [`timed_out_steps`](Self::timed_out_steps). With `Fail` and `Stop` the decision is made on the
+/// training thread when the step returns, from the step's measured duration, so a step that
+/// returns just past the timeout, before the watchdog looked, is caught as well.
+///
+/// Differences from tensorpack: a step cannot be cancelled (burn has no cancellable run), so the
+/// default ends the process instead; `Fail` is tensorpack's behaviour for a step that returns.
 ///
 /// ```
 /// use std::time::Duration;
-/// use stoker::debug::StepTimeout;
+/// use stoker::debug::{StepTimeout, TimeoutAction};
 /// // A step that takes more than 10 minutes is hung: end the process.
 /// let watchdog = StepTimeout::new(Duration::from_secs(600));
 /// // Only warn about steps slower than 2 s.
 /// let warner = StepTimeout::new(Duration::from_secs(2)).warn_only();
-/// # let _ = (watchdog, warner);
+/// // Stop training cleanly after a step that took more than 30 s.
+/// let stopper = StepTimeout::new(Duration::from_secs(30)).action(TimeoutAction::Stop);
+/// # let _ = (watchdog, warner, stopper);
 /// ```
 #[derive(Debug)]
 pub struct StepTimeout {
@@ -111,7 +136,7 @@ impl StepTimeout {
         self.check_every = Some(period);
         self
     }
-    /// The global steps that ran longer than the timeout so far (in warn mode).
+    /// The global steps that ran longer than the timeout so far, in the order seen.
     pub fn timed_out_steps(&self) -> Vec<u64> {
         self.watch.timed_out.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
@@ -163,14 +188,29 @@ fn watch(watch: Arc<Watch>, timeout: Duration, period: Duration, action: Timeout
                 );
                 exit_now(StepTimeout::EXIT_CODE);
             }
-            TimeoutAction::Warn => {
-                watch.timed_out.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(step);
+            TimeoutAction::Fail | TimeoutAction::Stop | TimeoutAction::Warn => {
+                record_timeout(&watch, step);
+                let then = match action {
+                    TimeoutAction::Fail => ": training fails when it returns",
+                    TimeoutAction::Stop => ": training stops when it returns",
+                    _ => "",
+                };
                 eprintln!(
                     "stoker: StepTimeout: global step {step} (epoch {epoch}) has run for {elapsed:.2?}, \
-                     longer than the timeout of {timeout:?}"
+                     longer than the timeout of {timeout:?}{then}"
                 );
             }
         }
+    }
+}
+
+/// Add `step` to the steps that timed out, once (the watchdog and the training thread may both
+/// see it).
+#[cold]
+fn record_timeout(watch: &Watch, step: u64) {
+    let mut steps = watch.timed_out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !steps.contains(&step) {
+        steps.push(step);
     }
 }
 
@@ -223,11 +263,15 @@ impl<M> Callback<M> for StepTimeout {
     #[inline]
     fn after_step(&mut self, ctx: &mut Context<'_, M>, _values: &Fetched<'_>) -> Result<()> {
         self.watch.armed.store(0, Ordering::Release);
-        let step = ctx.global_step();
-        if self.watch.reported.load(Ordering::Relaxed) == step && step != 0 {
-            self.report_end(step);
+        if self.action == TimeoutAction::Abort {
+            // A step that returns was not hung; one that timed out ended the process.
+            return Ok(());
         }
-        Ok(())
+        let took = self.now().saturating_sub(self.watch.started.load(Ordering::Relaxed));
+        if took <= self.timeout.as_nanos() as u64 {
+            return Ok(());
+        }
+        self.timed_out(ctx, Duration::from_nanos(took))
     }
     fn after_train(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
         self.watch.armed.store(0, Ordering::Release);
@@ -237,13 +281,27 @@ impl<M> Callback<M> for StepTimeout {
 }
 
 impl StepTimeout {
+    /// The step that just ran took `took`, longer than the timeout: warn, fail or stop.
     #[cold]
-    fn report_end(&self, step: u64) {
-        let took =
-            Duration::from_nanos(self.now().saturating_sub(self.watch.started.load(Ordering::Relaxed)));
-        eprintln!(
-            "stoker: StepTimeout: global step {step} ended after {took:.2?} (timeout {:?})",
+    fn timed_out<M>(&self, ctx: &mut Context<'_, M>, took: Duration) -> Result<()> {
+        let step = ctx.global_step();
+        record_timeout(&self.watch, step);
+        let message = format!(
+            "global step {step} (epoch {}) took {took:.2?}, longer than the timeout of {:?}",
+            ctx.epoch_num(),
             self.timeout
         );
+        match self.action {
+            TimeoutAction::Fail => Err(Error::msg(format!("StepTimeout: {message}"))),
+            TimeoutAction::Stop => {
+                eprintln!("stoker: StepTimeout: {message}: stopping training");
+                ctx.request_stop(format!("StepTimeout: {message}"));
+                Ok(())
+            }
+            TimeoutAction::Abort | TimeoutAction::Warn => {
+                eprintln!("stoker: StepTimeout: {message}");
+                Ok(())
+            }
+        }
     }
 }
