@@ -53,30 +53,34 @@ impl Run {
     fn train<K, C: Callbacks<Linear, K>>(&self, callbacks: C) -> stoker::Result<TrainReport<Linear>> {
         let device = stoker::device::cpu();
         let slow = self.slow;
-        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(self.steps, &device))
-            .max_epoch(self.epochs)
-            .learning_rate(self.learning_rate)
-            .log_dir(&self.dir)
-            .default_callbacks(DefaultCallbacks::none())
-            .callbacks(callbacks)
-            .train(move |model: &Linear, batch, step: &mut Step<'_>| {
-                let g = step.counters().global_step() + 1;
-                if let Some((at, duration)) = slow
-                    && at == g
-                {
-                    std::thread::sleep(duration);
-                }
-                let loss = mse(model, batch);
-                let device = loss.device();
-                let tensor = |values: Vec<f32>, shape: Vec<usize>| TensorData::new(values, shape);
-                step.output("index", Tensor::<1>::from_data(tensor(vec![g as f32], vec![1]), &device));
-                let grid = (0..6).map(|i| (10 * g + i) as f32).collect();
-                step.output("grid", Tensor::<2>::from_data(tensor(grid, vec![2, 3]), &device));
-                step.output("image", Tensor::<2>::from_data(tensor(IMAGE.to_vec(), vec![2, 3]), &device));
-                let batch = (0..12).map(|k| k as f32 / 11.0).collect();
-                step.output("batch", Tensor::<4>::from_data(tensor(batch, vec![2, 1, 2, 3]), &device));
-                loss
-            })
+        Trainer::new(
+            tiny_model(&device),
+            burn::optim::SgdConfig::new().init(),
+            tiny_data(self.steps, &device),
+        )
+        .max_epoch(self.epochs)
+        .learning_rate(self.learning_rate)
+        .log_dir(&self.dir)
+        .default_callbacks(DefaultCallbacks::none())
+        .callbacks(callbacks)
+        .train(move |model: &Linear, batch, step: &mut Step<'_>| {
+            let g = step.counters().global_step() + 1;
+            if let Some((at, duration)) = slow
+                && at == g
+            {
+                std::thread::sleep(duration);
+            }
+            let loss = mse(model, batch);
+            let device = loss.device();
+            let tensor = |values: Vec<f32>, shape: Vec<usize>| TensorData::new(values, shape);
+            step.output("index", Tensor::<1>::from_data(tensor(vec![g as f32], vec![1]), &device));
+            let grid = (0..6).map(|i| (10 * g + i) as f32).collect();
+            step.output("grid", Tensor::<2>::from_data(tensor(grid, vec![2, 3]), &device));
+            step.output("image", Tensor::<2>::from_data(tensor(IMAGE.to_vec(), vec![2, 3]), &device));
+            let batch = (0..12).map(|k| k as f32 / 11.0).collect();
+            step.output("batch", Tensor::<4>::from_data(tensor(batch, vec![2, 1, 2, 3]), &device));
+            loss
+        })
     }
 }
 
@@ -180,7 +184,8 @@ fn process_tensors_can_stop_training_and_reports_bad_names() {
     let error = Run::new("process-empty", 1, 1).train(empty).unwrap_err().to_string();
     assert!(error.contains("was given no tensor name"), "{error}");
 
-    let twice = ProcessTensors::new(["index", "index"], |_: TensorValues<'_>, _: &mut Context<'_, Linear>| {});
+    let twice =
+        ProcessTensors::new(["index", "index"], |_: TensorValues<'_>, _: &mut Context<'_, Linear>| {});
     let error = Run::new("process-twice", 1, 1).train(twice).unwrap_err().to_string();
     assert!(error.contains("the tensor name `index` twice"), "{error}");
 
@@ -393,7 +398,8 @@ fn inject_shell_pauses_at_the_next_trigger_then_shows_monitors_and_sets_the_lear
     let run = Run::new("shell", 3, 2);
     let log = new_log();
     let out = Shared::default();
-    let input = "monitors\nhistory seen 2\nget learning_rate\nset learning_rate 0.5\nset momentum 1\ncontinue\n";
+    let input =
+        "monitors\nhistory seen 2\nget learning_rate\nset learning_rate 0.5\nset momentum 1\ncontinue\n";
     let shell = InjectShell::new().with_io(std::io::Cursor::new(input), out.clone());
     // The file appears at step 3 (in epoch 2): the shell opens at the trigger of epoch 2.
     let report = run.train((pauser_and_lr_log(3, &log), shell)).unwrap();
@@ -471,7 +477,8 @@ const TIMEOUT: Duration = Duration::from_millis(400);
 fn step_timeout_fails_training_after_a_step_longer_than_the_timeout() {
     let ended = Arc::new(AtomicBool::new(false));
     let flag = ended.clone();
-    let after_train = CallbackFactory::<Linear>::new().after_train(move |_ctx| flag.store(true, Ordering::SeqCst));
+    let after_train =
+        CallbackFactory::<Linear>::new().after_train(move |_ctx| flag.store(true, Ordering::SeqCst));
     let mut timeout = StepTimeout::new(TIMEOUT).action(TimeoutAction::Fail);
     let error = Run::new("timeout-fail", 2, 2)
         .slow_at(3, SLOW)
@@ -490,7 +497,9 @@ fn step_timeout_can_stop_training_or_only_warn() {
     let mut timeout = StepTimeout::new(TIMEOUT).action(TimeoutAction::Stop);
     let report = Run::new("timeout-stop", 2, 2).slow_at(2, SLOW).train(&mut timeout).unwrap();
     match &report.outcome {
-        Outcome::Stopped(reason) => assert!(reason.starts_with("StepTimeout: global step 2 (epoch 1)"), "{reason}"),
+        Outcome::Stopped(reason) => {
+            assert!(reason.starts_with("StepTimeout: global step 2 (epoch 1)"), "{reason}")
+        }
         other => panic!("{other:?}"),
     }
     assert_eq!(report.counters.global_step(), 2);
@@ -722,7 +731,9 @@ fn callback_factory_has_a_name_an_order_and_controls_the_run() {
     let log = new_log();
     let named = |name: &'static str| {
         let log = log.clone();
-        CallbackFactory::<Linear>::new().name(name).before_train(move |_| log.lock().unwrap().push(name.into()))
+        CallbackFactory::<Linear>::new()
+            .name(name)
+            .before_train(move |_| log.lock().unwrap().push(name.into()))
     };
     let second = named("second").order(Order::none().after("first"));
     Run::new("factory-order", 1, 1).train((second, named("first"))).unwrap();
@@ -735,9 +746,8 @@ fn callback_factory_has_a_name_an_order_and_controls_the_run() {
     assert_eq!(report.outcome, Outcome::Stopped("enough".into()));
     assert_eq!(report.counters.global_step(), 3);
 
-    let skip = CallbackFactory::<Linear>::new().trigger_step(|ctx| {
-        if ctx.local_step() == 1 { Flow::SkipEpoch } else { Flow::Continue }
-    });
+    let skip = CallbackFactory::<Linear>::new()
+        .trigger_step(|ctx| if ctx.local_step() == 1 { Flow::SkipEpoch } else { Flow::Continue });
     let report = Run::new("factory-skip", 3, 4).train(skip).unwrap();
     assert_eq!(report.counters.global_step(), 3);
 
@@ -761,10 +771,18 @@ fn callback_factory_takes_the_events_inside_a_step_only_when_given_closures_for_
     let plain = CallbackFactory::<Linear>::new().trigger(|_| {});
     assert_eq!(Callback::step_hooks(&plain), StepHooks::NONE);
 
+    // The weights the run starts from (the tiny model is initialized at random).
+    let initial: Arc<Mutex<Vec<Vec<f32>>>> = Arc::default();
+    let remember = |initial: &Arc<Mutex<Vec<Vec<f32>>>>| {
+        let initial = initial.clone();
+        move |ctx: &mut Context<'_, Linear>| *initial.lock().unwrap() = weights(ctx.model())
+    };
+
     // A zero loss: the gradients are zero, the weights do not move, and "loss" holds the zero.
     let losses = new_log();
     let seen = losses.clone();
     let zero_loss = CallbackFactory::<Linear>::new()
+        .before_train(remember(&initial))
         .before_backward(|_ctx, loss: &StepLoss<'_>| loss.update(|l| l * 0.0))
         .fetch(["loss"])
         .after_step(move |_ctx, values: &Fetched<'_>| -> stoker::Result<()> {
@@ -772,25 +790,26 @@ fn callback_factory_takes_the_events_inside_a_step_only_when_given_closures_for_
             Ok(())
         });
     assert_eq!(Callback::step_hooks(&zero_loss), StepHooks::LOSS);
-    let device = stoker::device::cpu();
-    let initial = weights(&tiny_model(&device));
     let report = Run::new("factory-loss", 1, 3).train(zero_loss).unwrap();
-    assert_eq!(weights(&report.model), initial);
+    assert_eq!(weights(&report.model), *initial.lock().unwrap());
     assert_eq!(take(&losses), ["0", "0", "0"]);
 
     // Gradients taken away: the optimizer never runs.
     let count = Arc::new(Mutex::new(0));
     let counter = count.clone();
-    let no_update = CallbackFactory::<Linear>::new().after_backward(move |_ctx, grads| {
-        assert!(grads.take().is_some());
-        *counter.lock().unwrap() += 1;
-    });
+    let no_update = CallbackFactory::<Linear>::new().before_train(remember(&initial)).after_backward(
+        move |_ctx, grads| {
+            assert!(grads.take().is_some());
+            *counter.lock().unwrap() += 1;
+        },
+    );
     assert_eq!(Callback::step_hooks(&no_update), StepHooks::GRADIENTS);
     let report = Run::new("factory-grads", 1, 3).train(no_update).unwrap();
-    assert_eq!(weights(&report.model), initial);
+    assert_eq!(weights(&report.model), *initial.lock().unwrap());
     assert_eq!(*count.lock().unwrap(), 3);
 
     // Without either closure the weights do move.
+    let plain = plain.before_train(remember(&initial));
     let report = Run::new("factory-plain", 1, 3).train(plain).unwrap();
-    assert_ne!(weights(&report.model), initial);
+    assert_ne!(weights(&report.model), *initial.lock().unwrap());
 }

@@ -50,6 +50,12 @@ type GradientsFn<M> = Box<dyn FnMut(&mut Context<'_, M>, &StepGradients) -> Resu
 ///         Ok(if loss.is_nan() { Flow::Stop("the loss is NaN".into()) } else { Flow::Continue })
 ///     });
 /// # let _ = callback;
+///
+/// // Inside each step: halve the loss before backward (the factory asks for that event only).
+/// let halve = CallbackFactory::<()>::new().name("halve_loss").before_backward(|_ctx, loss| {
+///     loss.update(|l| l * 0.5)
+/// });
+/// # let _ = halve;
 /// ```
 pub struct CallbackFactory<M> {
     name: Cow<'static, str>,
