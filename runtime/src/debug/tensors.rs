@@ -269,7 +269,8 @@ mod tests {
     #[test]
     fn tensors_print_like_numpy() {
         assert_eq!(format_tensor(&[0.5], &[1]), "0.5");
-        assert_eq!(format_tensor(&[1.0, 2.5, -3.0], &[3]), "[   1  2.5   -3]");
+        // Right-aligned to the widest number shown (3 characters), one space apart.
+        assert_eq!(format_tensor(&[1.0, 2.5, -3.0], &[3]), "[  1 2.5  -3]");
         assert_eq!(format_tensor(&[1.0, 2.0, 3.0, 4.0], &[2, 2]), "[[1 2]\n [3 4]]");
         let cube: Vec<f32> = (0..8).map(|v| v as f32).collect();
         assert_eq!(format_tensor(&cube, &[2, 2, 2]), "[[[0 1]\n  [2 3]]\n\n [[4 5]\n  [6 7]]]");
