@@ -36,6 +36,10 @@ pub use callback::{
     Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Flow, Order, Single,
     StateOp, StepGradients, StepHooks, StepLoss,
 };
+pub use debug::{
+    CallbackFactory, DumpTensorAsImage, DumpTensors, InjectShell, ProcessTensors, StartProcOrThread,
+    StepTimeout, TensorPrinter,
+};
 pub use error::{Error, Result};
 pub use fetch::{Fetch, FetchKind, FetchValue, Fetched, OutputTensor, Outputs};
 pub use inference::{ClassificationError, InferenceRunner, Inferencer, ScalarStats};

@@ -1,4 +1,27 @@
-//! Debugging callbacks: numerics checks.
+//! Debugging callbacks: numerics checks ([`TerminateOnNaN`]), step outputs processed, printed or
+//! dumped along with the step ([`ProcessTensors`], [`TensorPrinter`], [`DumpTensors`] to `.npz`,
+//! [`DumpTensorAsImage`] to PNG), a file-triggered pause with a prompt ([`InjectShell`]), a step
+//! watchdog ([`StepTimeout`]), helper threads and processes that live as long as training
+//! ([`StartProcOrThread`]), and callbacks made of closures ([`CallbackFactory`]).
+
+mod dump;
+mod factory;
+mod image;
+pub mod npz;
+mod process;
+mod shell;
+mod startable;
+mod tensors;
+mod timeout;
+
+pub use dump::DumpTensors;
+pub use factory::CallbackFactory;
+pub use image::DumpTensorAsImage;
+pub use process::{ProcessTensors, TensorPrinter};
+pub use shell::{INJECT_SHELL_FILE, InjectShell};
+pub use startable::{StartProcOrThread, StopFlag};
+pub use tensors::{HostTensor, TensorValues};
+pub use timeout::{StepTimeout, TimeoutAction};
 
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};

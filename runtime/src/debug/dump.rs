@@ -1,0 +1,191 @@
+//! [`DumpTensors`]: step outputs written to `.npz` files; and the writer thread it shares with
+//! [`DumpTensorAsImage`](super::DumpTensorAsImage).
+
+use std::borrow::Cow;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Sender};
+use std::thread::JoinHandle;
+
+use super::npz::encode_npz;
+use super::tensors::{Period, TensorValues, check_names, host_fetches};
+use crate::callback::{Callback, Context, Counters};
+use crate::error::{Error, Result};
+use crate::fetch::{Fetch, Fetched};
+
+/// Encodes a file's contents on the writer thread.
+type Encode = Box<dyn FnOnce() -> std::result::Result<Vec<u8>, String> + Send>;
+
+/// A thread that encodes and writes files atomically (a temporary file renamed over the final
+/// name), off the training thread. The first failure is printed once and returned by
+/// [`finish`](Self::finish); later files are still attempted.
+pub(crate) struct FileWriter {
+    owner: &'static str,
+    sender: Option<Sender<(PathBuf, Encode)>>,
+    handle: Option<JoinHandle<std::result::Result<(), String>>>,
+}
+
+impl FileWriter {
+    pub(crate) fn start(owner: &'static str) -> Result<Self> {
+        let (sender, receiver) = mpsc::channel::<(PathBuf, Encode)>();
+        let handle = std::thread::Builder::new()
+            .name(format!("stoker-{owner}"))
+            .spawn(move || {
+                let mut first_error = None;
+                for (path, encode) in receiver {
+                    let written = encode().and_then(|bytes| {
+                        write_atomically(&path, &bytes).map_err(|e| format!("{}: {e}", path.display()))
+                    });
+                    if let Err(error) = written
+                        && first_error.is_none()
+                    {
+                        eprintln!("stoker: {owner} could not write {error}");
+                        first_error = Some(error);
+                    }
+                }
+                first_error.map_or(Ok(()), Err)
+            })
+            .map_err(|e| Error::msg(format!("{owner} could not start its writer thread: {e}")))?;
+        Ok(FileWriter { owner, sender: Some(sender), handle: Some(handle) })
+    }
+
+    /// Encode and write `path` on the thread.
+    pub(crate) fn write(&self, path: PathBuf, encode: Encode) {
+        if let Some(sender) = &self.sender {
+            // A thread that ended reports why in finish().
+            let _ = sender.send((path, encode));
+        }
+    }
+
+    /// Wait for every file to be written; the first failure.
+    pub(crate) fn finish(mut self) -> Result<()> {
+        drop(self.sender.take());
+        match self.handle.take().map(JoinHandle::join) {
+            Some(Ok(Ok(()))) | None => Ok(()),
+            Some(Ok(Err(error))) => Err(Error::msg(format!("{} could not write {error}", self.owner))),
+            Some(Err(_)) => Err(Error::msg(format!("{}'s writer thread panicked", self.owner))),
+        }
+    }
+}
+
+/// Write `bytes` to `path` through a temporary file in the same directory, synced, then renamed:
+/// `path` is either absent, its previous contents, or complete.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".tmp");
+    let temporary = PathBuf::from(temporary);
+    let written = (|| {
+        let mut file = std::fs::File::create(&temporary)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written
+}
+
+/// Writes some step outputs to `<log_dir>/DumpTensor-<global_step>.npz` at every step
+/// (tensorpack's `DumpTensors(names)`): one float32 array per name, with its shape, which
+/// `dict(numpy.load(path))` reads back as `{name: array}`. `<global_step>` counts the step whose
+/// values the file holds (1 for the first step).
+///
+/// As in tensorpack, it dumps every step by default; [`every_k_steps`](Self::every_k_steps) dumps
+/// every `k`-th global step, [`every_k_epochs`](Self::every_k_epochs) the last step of every
+/// `k`-th epoch. The values are fetched only at those steps, and encoded and written by a thread
+/// of its own, atomically (a temporary file renamed): a reader never sees half a file. Every
+/// file is written when `after_train` returns; a failure to write is reported on stderr at once
+/// and returned by `after_train`.
+///
+/// Differences from tensorpack: a value is stored as the float32 tensor the step produced (a
+/// scalar loss has shape `(1,)`); the file is written off the training thread. With
+/// `every_k_epochs`, an epoch cut short ([`Context::skip_rest_of_epoch`]) has no last step, so
+/// nothing is dumped for it.
+///
+/// ```
+/// use stoker::debug::DumpTensors;
+/// // Every 500 steps, write `<log_dir>/DumpTensor-<step>.npz` with the logits and the loss.
+/// let dump = DumpTensors::new(["logits", "loss"]).every_k_steps(500);
+/// # let _ = dump;
+/// ```
+#[derive(Debug)]
+pub struct DumpTensors {
+    fetches: Vec<Fetch>,
+    period: Period,
+    writer: Option<FileWriter>,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for FileWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileWriter").field("owner", &self.owner).finish()
+    }
+}
+
+impl DumpTensors {
+    /// Dump the outputs `names` at every step.
+    pub fn new<N: Into<Cow<'static, str>>>(names: impl IntoIterator<Item = N>) -> Self {
+        DumpTensors {
+            fetches: host_fetches(names),
+            period: Period::Steps(1),
+            writer: None,
+            dir: PathBuf::new(),
+        }
+    }
+    /// Dump at every `k`-th global step instead (at least 1; 0 is an error at setup).
+    pub fn every_k_steps(mut self, k: u64) -> Self {
+        self.period = Period::Steps(k);
+        self
+    }
+    /// Dump at the last step of every `k`-th epoch instead.
+    pub fn every_k_epochs(mut self, k: u64) -> Self {
+        self.period = Period::Epochs(k);
+        self
+    }
+    /// The file written for global step `step` in `log_dir`.
+    pub fn file_name(log_dir: &Path, step: u64) -> PathBuf {
+        log_dir.join(format!("DumpTensor-{step}.npz"))
+    }
+}
+
+impl<M> Callback<M> for DumpTensors {
+    fn fetches(&self) -> &[Fetch] {
+        &self.fetches
+    }
+    fn wants_fetch(&self, counters: &Counters) -> bool {
+        self.period.due_next(counters)
+    }
+    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        check_names("DumpTensors", &self.fetches)?;
+        self.period.check("DumpTensors")?;
+        self.dir = ctx.log_dir().to_path_buf();
+        Ok(())
+    }
+    fn before_train(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+        self.writer = Some(FileWriter::start("DumpTensors")?);
+        Ok(())
+    }
+    fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
+        if !self.period.due_now(ctx.counters()) {
+            return Ok(());
+        }
+        let values = TensorValues::new(&self.fetches, values)?;
+        // The fetched values live until the next step: copy them for the writer thread.
+        let arrays: Vec<(String, Vec<f32>, Vec<usize>)> =
+            values.iter().map(|t| (t.name.to_string(), t.values.to_vec(), t.shape.to_vec())).collect();
+        let path = DumpTensors::file_name(&self.dir, ctx.global_step());
+        if let Some(writer) = &self.writer {
+            writer.write(
+                path,
+                Box::new(move || {
+                    encode_npz(arrays.iter().map(|(n, v, s)| (n.as_str(), v.as_slice(), s.as_slice())))
+                }),
+            );
+        }
+        Ok(())
+    }
+    fn after_train(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+        self.writer.take().map_or(Ok(()), FileWriter::finish)
+    }
+}

@@ -1,0 +1,269 @@
+//! [`InjectShell`]: pause training when a file appears, and inspect or steer it from a prompt.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use crate::callback::{Callback, Context};
+use crate::error::{Error, Result};
+
+/// Pauses training when a file exists, for a person to inspect and steer it from a prompt
+/// (tensorpack's `InjectShell(file='INJECT_SHELL.tmp')`).
+///
+/// At each `trigger` (the end of every epoch by default; wrap it in a
+/// [`PeriodicTrigger`](crate::PeriodicTrigger) to look every `k` steps) it checks whether the
+/// file exists — one `stat`, nothing per step. If it does, training pauses and a prompt reads
+/// commands, one per line:
+///
+/// ```text
+/// help                  the commands
+/// status                the epoch, the global step and the local step
+/// monitors              every scalar's latest value (also: ls)
+/// history NAME [N]      the last N values (all by default) of scalar NAME, as `step: value`
+/// hyper                 every hyper-parameter and its value
+/// get NAME              a hyper-parameter's value
+/// set NAME VALUE        set a hyper-parameter, from the next step on
+/// stop                  stop training after this trigger (after_train still runs), then continue
+/// continue              resume training (also: c, exit, quit, and the end of the input)
+/// ```
+///
+/// The prompt reads stdin and writes to stderr, or the reader and writer given to
+/// [`with_io`](Self::with_io). A relative file name is relative to the log directory: by
+/// default `<log_dir>/INJECT_SHELL.tmp`, so `touch train_log/INJECT_SHELL.tmp` pauses a run
+/// logging to `train_log`.
+///
+/// Differences from tensorpack, which opens an IPython or pdb shell on the trainer (Rust has no
+/// such shell): the prompt offers the commands above. When training continues, the file is
+/// removed, so that one `touch` pauses once; tensorpack leaves it, which pauses again at every
+/// trigger until the person deletes it ([`keep_file`](Self::keep_file) does that). The end of the
+/// input continues training, so a run without a terminal never stays paused.
+///
+/// ```
+/// use stoker::debug::InjectShell;
+/// use stoker::PeriodicTrigger;
+/// // Look for train_log/pause every 100 steps.
+/// let shell = PeriodicTrigger::new(InjectShell::new().file("pause")).every_k_steps(100);
+/// # let _ = shell;
+/// ```
+pub struct InjectShell {
+    file: PathBuf,
+    path: PathBuf,
+    keep_file: bool,
+    io: Option<(Box<dyn BufRead + Send>, Box<dyn Write + Send>)>,
+}
+
+impl std::fmt::Debug for InjectShell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InjectShell").field("file", &self.file).field("keep_file", &self.keep_file).finish()
+    }
+}
+
+impl Default for InjectShell {
+    fn default() -> Self {
+        InjectShell::new()
+    }
+}
+
+/// The default file name.
+pub const INJECT_SHELL_FILE: &str = "INJECT_SHELL.tmp";
+
+const HELP: &str = "\
+commands:
+  help                  this list
+  status                the epoch, the global step and the local step
+  monitors | ls         every scalar's latest value
+  history NAME [N]      the last N values (all by default) of scalar NAME
+  hyper                 every hyper-parameter and its value
+  get NAME              a hyper-parameter's value
+  set NAME VALUE        set a hyper-parameter, from the next step on
+  stop                  stop training after this trigger, then continue
+  continue | c          resume training (also: exit, quit, end of input)
+";
+
+/// What a command asks of the prompt.
+enum Next {
+    Prompt,
+    Continue,
+}
+
+impl InjectShell {
+    /// Pause when `<log_dir>/INJECT_SHELL.tmp` exists; prompt on stdin and stderr.
+    pub fn new() -> Self {
+        InjectShell {
+            file: PathBuf::from(INJECT_SHELL_FILE),
+            path: PathBuf::new(),
+            keep_file: false,
+            io: None,
+        }
+    }
+    /// The file that pauses training; a relative path is relative to the log directory.
+    pub fn file(mut self, file: impl Into<PathBuf>) -> Self {
+        self.file = file.into();
+        self
+    }
+    /// Leave the file in place when training continues (tensorpack's behaviour): training pauses
+    /// again at every trigger until the file is removed.
+    pub fn keep_file(mut self, keep: bool) -> Self {
+        self.keep_file = keep;
+        self
+    }
+    /// Read commands from `input` and write to `output` instead of stdin and stderr.
+    pub fn with_io(
+        mut self,
+        input: impl BufRead + Send + 'static,
+        output: impl Write + Send + 'static,
+    ) -> Self {
+        self.io = Some((Box::new(input), Box::new(output)));
+        self
+    }
+    /// The file looked for, once the log directory is known (after setup).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn shell<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let io_error = |e: std::io::Error| Error::msg(format!("InjectShell: {e}"));
+        let (mut stdin_lock, mut stderr);
+        let (input, output): (&mut dyn BufRead, &mut dyn Write) = match &mut self.io {
+            Some((input, output)) => (input.as_mut(), output.as_mut()),
+            None => {
+                stdin_lock = std::io::stdin().lock();
+                stderr = std::io::stderr();
+                (&mut stdin_lock, &mut stderr)
+            }
+        };
+        writeln!(
+            output,
+            "InjectShell: {} exists: training paused at epoch {}, global step {}. \
+             Type `help` for the commands, `continue` to resume.",
+            self.path.display(),
+            ctx.epoch_num(),
+            ctx.global_step()
+        )
+        .map_err(io_error)?;
+        let mut line = String::new();
+        loop {
+            write!(output, "stoker> ").and_then(|()| output.flush()).map_err(io_error)?;
+            line.clear();
+            if input.read_line(&mut line).map_err(io_error)? == 0 {
+                writeln!(output).map_err(io_error)?;
+                break;
+            }
+            match command(line.trim(), ctx, output).map_err(io_error)? {
+                Next::Prompt => {}
+                Next::Continue => break,
+            }
+        }
+        if !self.keep_file {
+            match std::fs::remove_file(&self.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&self.path, e)),
+            }
+        }
+        writeln!(output, "InjectShell: training continues.").and_then(|()| output.flush()).map_err(io_error)
+    }
+}
+
+/// Run one command line.
+fn command<M>(line: &str, ctx: &mut Context<'_, M>, out: &mut dyn Write) -> std::io::Result<Next> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        [] => {}
+        ["help" | "?"] => out.write_all(HELP.as_bytes())?,
+        ["status"] => {
+            let c = *ctx.counters();
+            writeln!(
+                out,
+                "epoch {} of {}, global step {}, local step {} of {}",
+                c.epoch_num(),
+                c.max_epoch(),
+                c.global_step(),
+                c.local_step(),
+                c.steps_per_epoch()
+            )?;
+        }
+        ["monitors" | "ls"] => {
+            let monitors = ctx.monitors_ref();
+            let mut any = false;
+            for name in monitors.scalar_names() {
+                if let Some(&(step, value)) = monitors.history(name).last() {
+                    writeln!(out, "{name} = {value} (step {step})")?;
+                    any = true;
+                }
+            }
+            if !any {
+                writeln!(out, "no scalar has been put yet")?;
+            }
+        }
+        ["history", name, rest @ ..] if rest.len() <= 1 => {
+            let count = match rest.first().map(|n| n.parse::<usize>()) {
+                None => usize::MAX,
+                Some(Ok(n)) => n,
+                Some(Err(_)) => {
+                    writeln!(out, "history: `{}` is not a number of values", rest[0])?;
+                    return Ok(Next::Prompt);
+                }
+            };
+            let history = ctx.monitors_ref().history(name);
+            if history.is_empty() {
+                let known: Vec<&str> = ctx.monitors_ref().scalar_names().collect();
+                writeln!(out, "no scalar named `{name}`; known: {}", known.join(", "))?;
+            }
+            for (step, value) in &history[history.len().saturating_sub(count)..] {
+                writeln!(out, "{step}: {value}")?;
+            }
+        }
+        ["hyper"] => {
+            let hyper = ctx.hyper();
+            for name in hyper.names() {
+                writeln!(out, "{name} = {}", hyper.get(name).unwrap_or(f64::NAN))?;
+            }
+        }
+        ["get", name] => match ctx.hyper().get(name) {
+            Some(value) => writeln!(out, "{name} = {value}")?,
+            None => {
+                let known: Vec<&str> = ctx.hyper().names().collect();
+                writeln!(out, "no hyper-parameter named `{name}`; known: {}", known.join(", "))?;
+            }
+        },
+        ["set", name, value] => match value.parse::<f64>() {
+            Err(_) => writeln!(out, "set: `{value}` is not a number")?,
+            Ok(value) => match ctx.hyper_mut().set(name, value) {
+                Ok(()) => writeln!(out, "{name} = {value}")?,
+                Err(e) => writeln!(out, "set: {e}")?,
+            },
+        },
+        ["stop"] => {
+            ctx.request_stop("stopped from InjectShell");
+            writeln!(out, "training stops after this trigger")?;
+            return Ok(Next::Continue);
+        }
+        ["continue" | "c" | "exit" | "quit" | "q"] => return Ok(Next::Continue),
+        [word, ..] => {
+            const KNOWN: [&str; 9] =
+                ["help", "status", "monitors", "history", "hyper", "get", "set", "stop", "continue"];
+            let expects = match *word {
+                "history" => Some("history NAME [N]"),
+                "get" => Some("get NAME"),
+                "set" => Some("set NAME VALUE"),
+                _ if KNOWN.contains(word) => Some(*word),
+                _ => None,
+            };
+            match expects {
+                Some(usage) => writeln!(out, "usage: {usage}")?,
+                None => writeln!(out, "unknown command `{word}`; commands: {}", KNOWN.join(", "))?,
+            }
+        }
+    }
+    Ok(Next::Prompt)
+}
+
+impl<M> Callback<M> for InjectShell {
+    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.path = ctx.log_dir().join(&self.file);
+        Ok(())
+    }
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if self.path.exists() { self.shell(ctx) } else { Ok(()) }
+    }
+}
