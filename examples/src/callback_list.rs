@@ -19,6 +19,7 @@ use std::path::PathBuf;
 
 use burn::optim::AdamConfig;
 use burn::tensor::{Device, Tensor};
+use stoker::debug::InjectShell;
 use stoker::monitor::{MovingAverageSummary, SendStat};
 use stoker::prelude::*;
 use stoker::{EstimatedTimeLeft, GPUUtilizationTracker};
@@ -133,11 +134,14 @@ pub fn train_with_list(config: &ListConfig) -> stoker::Result<TrainReport<Mlp>> 
         HumanHyperParamSetter::new("learning_rate"),
         SendStat::new(config.command(), ["val-error-top1"])?,
         GPUUtilizationTracker::new(),
+        InjectShell::new(),
         EstimatedTimeLeft::new(),
         MovingAverageSummary::new(["cost", "train-error-top1"]),
     );
-    let mut defaults = DefaultCallbacks::default();
-    defaults.progress = config.progress_bar.then(|| ProgressBar::new().show(["cost"]));
+    let defaults = DefaultCallbacks {
+        progress: config.progress_bar.then(|| ProgressBar::new().show(["cost"])),
+        ..DefaultCallbacks::default()
+    };
     Trainer::new(model, AdamConfig::new().init(), train)
         // The schedule's first value from the start, so that `hyper.txt` is created with it.
         .learning_rate(schedule[0].1)
