@@ -17,7 +17,7 @@ use burn::optim::SgdConfig;
 use burn::tensor::Tensor;
 use stoker::prelude::*;
 use stoker::{Checkpoint, Error, HyperParams, PlateauMode};
-use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
+use stoker_tests::{StopAt, mse, scratch_dir, tiny_data, tiny_model};
 
 type Batch = (Tensor<2>, Tensor<2>);
 
@@ -92,24 +92,6 @@ impl Callback<Linear> for PutStat {
     fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
         if let Some(Some(v)) = self.values.get(ctx.epoch_num() as usize - 1) {
             ctx.monitors().put_scalar(self.name, *v);
-        }
-        Ok(())
-    }
-}
-
-/// Stops training after global step `at` (at the end of its epoch when `at` ends one).
-struct StopAt(u64);
-
-impl Callback<Linear> for StopAt {
-    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
-        if ctx.global_step() == self.0 && ctx.local_step() < ctx.counters().steps_per_epoch() {
-            ctx.request_stop("stopped mid-epoch by the test");
-        }
-        Ok(())
-    }
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
-        if ctx.global_step() == self.0 {
-            ctx.request_stop("stopped at an epoch's end by the test");
         }
         Ok(())
     }

@@ -15,7 +15,7 @@ use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Bytes, Device, Tensor, TensorData};
 use stoker::prelude::*;
 use stoker::{Checkpoint, Error};
-use stoker_tests::{mse, scratch_dir, tiny_model, weights};
+use stoker_tests::{StopAt, mse, scratch_dir, tiny_model, weights};
 
 type Batch = (Tensor<2>, Tensor<2>);
 
@@ -80,24 +80,6 @@ impl Callback<Linear> for SeenAtStart {
     fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
         let history = ctx.monitors_ref().history("mean_loss").len();
         *self.0.lock().unwrap() = Some((ctx.global_step(), history, ctx.learning_rate()));
-        Ok(())
-    }
-}
-
-/// Stops training after global step `at` (at the end of its epoch when `at` ends one).
-struct StopAt(u64);
-
-impl Callback<Linear> for StopAt {
-    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
-        if ctx.global_step() == self.0 && ctx.local_step() < ctx.counters().steps_per_epoch() {
-            ctx.request_stop("stopped mid-epoch by the test");
-        }
-        Ok(())
-    }
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
-        if ctx.global_step() == self.0 {
-            ctx.request_stop("stopped at an epoch's end by the test");
-        }
         Ok(())
     }
 }
