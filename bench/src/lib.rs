@@ -62,6 +62,70 @@ impl Classifier for ConvNet {
     const NAME: &'static str = "ConvNet (conv 16, conv 32, linear)";
 }
 
+/// The seed of every model the benchmarks initialize: all cases train the same model.
+pub const SEED: u64 = 7;
+
+/// A freshly initialized model, the same in every case and every round (the device's generator
+/// is seeded with [`SEED`] first), so that every case does the same arithmetic.
+pub fn fresh<M: Classifier>(device: &Device) -> M {
+    device.seed(SEED);
+    M::init(device)
+}
+
+/// Make this thread treat subnormal floats as zero (x86-64: MXCSR's FTZ and DAZ bits;
+/// AArch64: FPCR's FZ bit; elsewhere nothing). Returns whether it could.
+///
+/// Why the benchmarks do it: as the digits models fit their training batches, some gradients and
+/// Adam moments become subnormal, and a CPU takes tens to hundreds of cycles per subnormal operand.
+/// Measured with the hand loop on the digits MLP (`compare --chunks 4 2000 200 --denormals`):
+/// about 8,200 steps/s for the first ~700 steps, then 6,500 to 6,800 steps/s for the rest of the
+/// run (without a common seed, anywhere from 5,300 to 6,800, a different rate in every run);
+/// flushed, 8,000 to 8,400 steps/s throughout. That slowdown is the model's numerics, not a
+/// loop's cost, and its run-to-run
+/// spread buries the 1 % the benchmarks compare.
+pub fn flush_denormals() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut csr: u32 = 0;
+        // SAFETY: stmxcsr and ldmxcsr read and write this thread's SSE control register only;
+        // setting FTZ (bit 15) and DAZ (bit 6) changes results only where subnormals occur.
+        unsafe {
+            std::arch::asm!("stmxcsr [{}]", in(reg) &mut csr, options(nostack, preserves_flags));
+            csr |= (1 << 15) | (1 << 6);
+            std::arch::asm!("ldmxcsr [{}]", in(reg) &csr, options(nostack, preserves_flags));
+        }
+        true
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        // SAFETY: reads and writes this thread's floating-point control register only (FZ, bit 24).
+        unsafe {
+            let fpcr: u64;
+            std::arch::asm!("mrs {}, fpcr", out(reg) fpcr, options(nomem, nostack, preserves_flags));
+            std::arch::asm!("msr fpcr, {}", in(reg) fpcr | (1 << 24), options(nomem, nostack, preserves_flags));
+        }
+        true
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
+}
+
+/// Flush subnormals on this thread and on every thread of rayon's global pool, where burn's CPU
+/// kernels run: starts that pool, so call it before any tensor work.
+pub fn flush_denormals_everywhere() -> Result<(), String> {
+    if !flush_denormals() {
+        return Err("flushing subnormals is not implemented on this architecture".into());
+    }
+    rayon::ThreadPoolBuilder::new()
+        .start_handler(|_| {
+            flush_denormals();
+        })
+        .build_global()
+        .map_err(|e| format!("rayon's global pool was already started: {e}"))
+}
+
 /// The training step every loop runs: cross-entropy loss, plus the batch's cost and accuracy as
 /// named outputs (left on the device unless a callback fetches them).
 pub fn step<M: Classifier>(model: &M, batch: DigitBatch, out: &mut Outputs) -> Tensor<1> {

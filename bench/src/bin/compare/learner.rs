@@ -128,7 +128,7 @@ fn cycle(batches: &[DigitBatch], len: usize) -> Arc<dyn DataLoader<DigitBatch>> 
 /// Seconds to train `steps` steps with the Learner, start-up and shutdown included.
 fn fit<M: Classifier + ModuleDisplay>(data: &[DigitBatch], steps: usize, device: &Device) -> f64 {
     let start = Instant::now();
-    let learner = Learner::new(Net { net: M::init(device) }, AdamConfig::new().init(), 1e-3);
+    let learner = Learner::new(Net { net: stoker_bench::fresh::<M>(device) }, AdamConfig::new().init(), 1e-3);
     let result = SupervisedTraining::<Net<M>>::new(Path::new("unused"), cycle(data, steps), cycle(&[], 0))
         .num_epochs(1)
         .metric_train_numeric(LossMetric::new())

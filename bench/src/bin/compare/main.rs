@@ -10,8 +10,17 @@
 //! from inside, so it runs twice, `steps` and `steps / 5`, and the rate is the difference of
 //! steps over the difference of times: its start-up and shutdown cancel out.
 //!
-//! `cargo run --release -p stoker-bench --bin compare [--features learner] -- [rounds] [mlp steps] [conv steps]`
+//! `cargo run --release -p stoker-bench --bin compare [--features learner] -- [rounds] [mlp steps] [conv steps] [--denormals]`
 //! (0 steps skips a model)
+//!
+//! Every case starts from the same model (seeded) and trains on the same batches in the same
+//! order. Subnormal floats are flushed to zero on every thread of the computation unless
+//! `--denormals` is given: the models drift into subnormals as they fit, which slows a CPU step by
+//! up to a third at a different point of every run (see `stoker_bench::flush_denormals`). A
+//! control case times the hand loop a second time: its ratio to (a) is the bench's own spread.
+//!
+//! `compare --chunks <runs> <steps> <chunk> [--denormals]` prints the hand loop's rate over
+//! each `chunk` steps of a few MLP runs: where subnormals slow the steps down.
 //!
 //! `compare --one <a|b|c|d|e|f> <mlp|conv> <steps>` runs one case once and prints nothing: for
 //! counting instructions under valgrind (`bench/tools/instructions.py`), which does not depend on
@@ -23,7 +32,7 @@ use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::Device;
 use stoker::prelude::*;
 use stoker_bench::generated::{Users20, Watch};
-use stoker_bench::{Classifier, ConvNet, batches, median, step};
+use stoker_bench::{Classifier, ConvNet, batches, fresh, median, step};
 use stoker_examples::{DigitBatch, Mlp};
 
 /// Steps run before the clock starts.
@@ -35,7 +44,7 @@ fn sync<M: Classifier>(model: &M, data: &[DigitBatch]) {
 }
 
 fn hand_loop<M: Classifier>(data: &[DigitBatch], steps: u64, device: &Device) -> f64 {
-    let mut model = M::init(device);
+    let mut model = fresh::<M>(device);
     let mut optimizer = AdamConfig::new().init();
     let mut outputs = Outputs::new();
     let mut start = Instant::now();
@@ -51,6 +60,38 @@ fn hand_loop<M: Classifier>(data: &[DigitBatch], steps: u64, device: &Device) ->
     }
     sync(&model, data);
     steps as f64 / start.elapsed().as_secs_f64()
+}
+
+/// The hand loop's steps/s over each `chunk` steps of `runs` runs of `steps` steps after the
+/// warm-up (`--chunks`): shows where in a run the steps slow down.
+fn chunks(mut args: impl Iterator<Item = String>) {
+    let usage = "usage: compare --chunks <runs> <steps> <chunk> [--denormals]";
+    let mut number = || -> u64 { args.next().and_then(|a| a.parse().ok()).expect(usage) };
+    let (runs, steps, chunk) = (number(), number(), number().max(1));
+    let device = stoker::device::cpu();
+    let data = batches(&device);
+    println!("hand loop, steps/s over each {chunk} steps after {WARMUP} warm-up steps:");
+    for _ in 0..runs {
+        let mut model = fresh::<Mlp>(&device);
+        let mut optimizer = AdamConfig::new().init();
+        let mut outputs = Outputs::new();
+        let mut rates = Vec::new();
+        let mut start = Instant::now();
+        for i in 0..WARMUP + steps {
+            if i >= WARMUP && (i - WARMUP).is_multiple_of(chunk) {
+                sync(&model, &data);
+                if i > WARMUP {
+                    rates.push(format!("{:.0}", chunk as f64 / start.elapsed().as_secs_f64()));
+                }
+                start = Instant::now();
+            }
+            outputs.clear();
+            let loss = step(&model, data[i as usize % data.len()].clone(), &mut outputs);
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            model = optimizer.step(1e-3, model, grads);
+        }
+        println!("  {}", rates.join(" "));
+    }
 }
 
 /// Times the steps between global step `WARMUP` and `WARMUP + steps`, syncing at both ends.
@@ -88,7 +129,7 @@ fn stoker_loop<M: Classifier>(data: &[DigitBatch], steps: u64, case: Case, devic
     let users = matches!(case, Case::Users | Case::UsersFetch).then(Users20::default);
     let watch = (case == Case::UsersFetch).then(Watch::default);
     let mut clock = Clock { steps, data, start: None, elapsed: Duration::ZERO };
-    let report = Trainer::new(M::init(device), AdamConfig::new().init(), data.to_vec())
+    let report = Trainer::new(fresh::<M>(device), AdamConfig::new().init(), data.to_vec())
         .max_epoch(1)
         .steps_per_epoch(WARMUP + steps)
         .log_dir(&dir)
@@ -117,12 +158,16 @@ fn run_model<M: Classifier>(rounds: usize, steps: u64, device: &Device) -> Vec<(
         "(d) (c) + 20 DSL callbacks",
         "(e) (d) + fetch of 2 scalars every 10 steps",
         "(f) burn-train Learner, default metrics, no renderer",
+        "control: (a) again, the bench's own spread",
     ];
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
-    let cases = if cfg!(feature = "learner") { 6 } else { 5 };
+    // The control, a second hand loop, is the last case.
+    let order: Vec<usize> =
+        if cfg!(feature = "learner") { vec![0, 1, 2, 3, 4, 5, 6] } else { vec![0, 1, 2, 3, 4, 6] };
+    let cases = order.len();
     let measure = |case: usize| -> f64 {
         match case {
-            0 => hand_loop::<M>(&data, steps, device),
+            0 | 6 => hand_loop::<M>(&data, steps, device),
             1 => stoker_loop::<M>(&data, steps, Case::Bare, device),
             2 => stoker_loop::<M>(&data, steps, Case::Defaults, device),
             3 => stoker_loop::<M>(&data, steps, Case::Users, device),
@@ -136,7 +181,7 @@ fn run_model<M: Classifier>(rounds: usize, steps: u64, device: &Device) -> Vec<(
     for round in 0..rounds {
         // Each round starts with another case, so that no case always runs first or last.
         for k in 0..cases {
-            let case = (round + k) % cases;
+            let case = order[(round + k) % cases];
             samples[case].push(measure(case));
         }
     }
@@ -183,13 +228,13 @@ fn quantile(values: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
-fn report(model: &str, steps: u64, rounds: usize, rates: &[(&str, Rates)]) {
-    println!("\n{model}, batch 64, Adam, flex CPU backend; {steps} steps x {rounds} rounds:");
+fn report(model: &str, floats: &str, steps: u64, rounds: usize, rates: &[(&str, Rates)]) {
+    println!("\n{model}, batch 64, Adam, flex CPU backend, {floats}; {steps} steps x {rounds} rounds:");
     println!("  {:<52} {:>9}  {:>8}  {:>13}", "case", "steps/s", "/ (a)", "quartiles");
     for (name, r) in rates {
         println!("  {name:<52} {:9.0}  {:8.3}  {:>6.3}-{:<6.3}", r.median, r.ratio, r.low, r.high);
     }
-    match rates.get(5) {
+    match rates.iter().find(|(name, _)| name.starts_with("(f)")) {
         Some((_, learner)) => {
             println!("  (c) / (f), median of the rounds' ratios: {:.3}", learner.defaults_over)
         }
@@ -225,21 +270,33 @@ fn one(mut args: impl Iterator<Item = String>) {
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1).peekable();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    // Subnormals flushed unless `--denormals` (see `stoker_bench::flush_denormals`).
+    let denormals = args.iter().any(|a| a == "--denormals");
+    args.retain(|a| a != "--denormals");
+    if !denormals && let Err(e) = stoker_bench::flush_denormals_everywhere() {
+        eprintln!("compare: {e}; running with subnormals");
+    }
+    let mut args = args.into_iter().peekable();
     if args.peek().map(String::as_str) == Some("--one") {
         args.next();
         return one(args);
+    }
+    if args.peek().map(String::as_str) == Some("--chunks") {
+        args.next();
+        return chunks(args);
     }
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(7);
     let mlp_steps: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(3000);
     let conv_steps: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(300);
     let device = stoker::device::cpu();
+    let floats = if denormals { "subnormals kept" } else { "subnormals flushed" };
     if mlp_steps > 0 {
         let mlp = run_model::<Mlp>(rounds, mlp_steps, &device);
-        report(Mlp::NAME, mlp_steps, rounds, &mlp);
+        report(Mlp::NAME, floats, mlp_steps, rounds, &mlp);
     }
     if conv_steps > 0 {
         let conv = run_model::<ConvNet>(rounds, conv_steps, &device);
-        report(ConvNet::NAME, conv_steps, rounds, &conv);
+        report(ConvNet::NAME, floats, conv_steps, rounds, &conv);
     }
 }
