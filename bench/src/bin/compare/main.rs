@@ -44,22 +44,34 @@ fn sync<M: Classifier>(model: &M, data: &[DigitBatch]) {
 }
 
 fn hand_loop<M: Classifier>(data: &[DigitBatch], steps: u64, device: &Device) -> f64 {
+    hand_rates::<M>(data, steps, steps, device)[0]
+}
+
+/// The hand loop's steps/s over each `chunk` steps after the warm-up, the device synchronized at
+/// both ends of each chunk (a tail shorter than a chunk is not timed).
+fn hand_rates<M: Classifier>(data: &[DigitBatch], steps: u64, chunk: u64, device: &Device) -> Vec<f64> {
     let mut model = fresh::<M>(device);
     let mut optimizer = AdamConfig::new().init();
     let mut outputs = Outputs::new();
+    let mut rates = Vec::new();
     let mut start = Instant::now();
-    for i in 0..WARMUP + steps {
-        if i == WARMUP {
+    for i in 0..=WARMUP + steps {
+        if i >= WARMUP && (i - WARMUP).is_multiple_of(chunk) {
             sync(&model, data);
+            if i > WARMUP {
+                rates.push(chunk as f64 / start.elapsed().as_secs_f64());
+            }
             start = Instant::now();
+        }
+        if i == WARMUP + steps {
+            break;
         }
         outputs.clear();
         let loss = step(&model, data[i as usize % data.len()].clone(), &mut outputs);
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         model = optimizer.step(1e-3, model, grads);
     }
-    sync(&model, data);
-    steps as f64 / start.elapsed().as_secs_f64()
+    rates
 }
 
 /// The hand loop's steps/s over each `chunk` steps of `runs` runs of `steps` steps after the
@@ -72,25 +84,8 @@ fn chunks(mut args: impl Iterator<Item = String>) {
     let data = batches(&device);
     println!("hand loop, steps/s over each {chunk} steps after {WARMUP} warm-up steps:");
     for _ in 0..runs {
-        let mut model = fresh::<Mlp>(&device);
-        let mut optimizer = AdamConfig::new().init();
-        let mut outputs = Outputs::new();
-        let mut rates = Vec::new();
-        let mut start = Instant::now();
-        for i in 0..WARMUP + steps {
-            if i >= WARMUP && (i - WARMUP).is_multiple_of(chunk) {
-                sync(&model, &data);
-                if i > WARMUP {
-                    rates.push(format!("{:.0}", chunk as f64 / start.elapsed().as_secs_f64()));
-                }
-                start = Instant::now();
-            }
-            outputs.clear();
-            let loss = step(&model, data[i as usize % data.len()].clone(), &mut outputs);
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            model = optimizer.step(1e-3, model, grads);
-        }
-        println!("  {}", rates.join(" "));
+        let rates = hand_rates::<Mlp>(&data, steps, chunk, &device);
+        println!("  {}", rates.iter().map(|r| format!("{r:.0}")).collect::<Vec<_>>().join(" "));
     }
 }
 
