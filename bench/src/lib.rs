@@ -67,9 +67,14 @@ pub const SEED: u64 = 7;
 
 /// A freshly initialized model, the same in every case and every round (the device's generator
 /// is seeded with [`SEED`] first), so that every case does the same arithmetic.
+///
+/// burn draws a parameter's initial values when the parameter is first used, not in `init`: one
+/// forward pass here draws them all at once, right after the seed.
 pub fn fresh<M: Classifier>(device: &Device) -> M {
     device.seed(SEED);
-    M::init(device)
+    let model = M::init(device);
+    let _ = model.logits(Tensor::zeros([1, 64], device));
+    model
 }
 
 /// Make this thread treat subnormal floats as zero (x86-64: MXCSR's FTZ and DAZ bits;

@@ -4,10 +4,19 @@ use burn::tensor::{Distribution, Tensor};
 use stoker_bench::{Classifier, ConvNet, batches, fresh};
 use stoker_examples::Mlp;
 
+/// The device's random generator is global: tests that seed it and draw from it take turns.
+static GENERATOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// [`fresh`], not interleaved with another test's draws.
+fn fresh_alone<M: Classifier>(device: &burn::tensor::Device) -> M {
+    let _turn = GENERATOR.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    fresh::<M>(device)
+}
+
 /// The logits of a fresh model on the first training batch.
 fn fresh_logits<M: Classifier>(device: &burn::tensor::Device) -> Vec<f32> {
     let images = batches(device)[0].images.clone();
-    fresh::<M>(device).logits(images).into_data().try_to_vec::<f32>().expect("f32 logits")
+    fresh_alone::<M>(device).logits(images).into_data().try_to_vec::<f32>().expect("f32 logits")
 }
 
 #[test]
@@ -16,7 +25,9 @@ fn fresh_models_are_the_same_model() {
     let mlp = fresh_logits::<Mlp>(&device);
     assert_eq!(mlp.len(), 64 * 10);
     // Drawing other random numbers in between does not change the next fresh model.
-    let _ = Tensor::<1>::random([1000], Distribution::Default, &device).into_data();
+    drop(
+        GENERATOR.lock().map(|_turn| Tensor::<1>::random([1000], Distribution::Default, &device).into_data()),
+    );
     assert_eq!(mlp, fresh_logits::<Mlp>(&device), "two fresh MLPs differ");
     let conv = fresh_logits::<ConvNet>(&device);
     assert_eq!(conv, fresh_logits::<ConvNet>(&device), "two fresh ConvNets differ");
@@ -28,4 +39,48 @@ fn fresh_models_are_the_same_model() {
         .try_to_vec::<f32>()
         .unwrap();
     assert_ne!(mlp, other, "another seed gives another model");
+}
+
+/// Steps of the arithmetic comparison.
+const STEPS: u64 = 60;
+
+/// The hand loop's model after `STEPS` steps.
+fn hand_trained(data: &[stoker_examples::DigitBatch], device: &burn::tensor::Device) -> Mlp {
+    use burn::optim::{AdamConfig, GradientsParams};
+    let mut model = fresh_alone::<Mlp>(device);
+    let mut optimizer = AdamConfig::new().init();
+    let mut outputs = stoker::Outputs::new();
+    for i in 0..STEPS {
+        outputs.clear();
+        let loss = stoker_bench::step(&model, data[i as usize % data.len()].clone(), &mut outputs);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = optimizer.step(1e-3, model, grads);
+    }
+    model
+}
+
+#[test]
+fn the_trainer_does_the_hand_loops_arithmetic() {
+    use stoker::prelude::*;
+    let device = stoker::device::cpu();
+    let data = batches(&device);
+    let dir = std::env::temp_dir().join(format!("stoker-setup-{}", std::process::id()));
+    let report =
+        Trainer::new(fresh_alone::<Mlp>(&device), burn::optim::AdamConfig::new().init(), data.clone())
+            .max_epoch(1)
+            .steps_per_epoch(STEPS)
+            .log_dir(&dir)
+            .handle_signals(false)
+            .callbacks(stoker_bench::generated::Users20::default())
+            .train(|model: &Mlp, batch, s: &mut Step<'_>| stoker_bench::step(model, batch, s.outputs()))
+            .expect("training succeeds");
+    let _ = std::fs::remove_dir_all(&dir);
+    let logits = |model: &Mlp| -> Vec<f32> {
+        model.logits(data[0].images.clone()).into_data().try_to_vec::<f32>().expect("f32 logits")
+    };
+    let by_hand = logits(&hand_trained(&data, &device));
+    assert_ne!(by_hand, fresh_logits::<Mlp>(&device), "the model trained");
+    // Same batches, same order, same learning rate, same optimizer: the same model, bit for bit,
+    // so that the benchmark's cases do the same arithmetic (subnormals included).
+    assert_eq!(logits(&report.model), by_hand, "stoker's trainer and the hand loop trained different models");
 }
