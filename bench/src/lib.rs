@@ -7,6 +7,7 @@ use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig, PaddingConfig2d, Relu};
+use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Tensor};
 use stoker::Outputs;
 use stoker_examples::{DigitBatch, DigitBatcher, Mlp, load_digits};
@@ -86,8 +87,7 @@ pub fn fresh<M: Classifier>(device: &Device) -> M {
 /// about 8,200 steps/s for the first ~700 steps, then 6,500 to 6,800 steps/s for the rest of the
 /// run (without a common seed, anywhere from 5,300 to 6,800, a different rate in every run);
 /// flushed, 8,000 to 8,400 steps/s throughout. That slowdown is the model's numerics, not a
-/// loop's cost, and its run-to-run
-/// spread buries the 1 % the benchmarks compare.
+/// loop's cost, and its run-to-run spread buries the 1 % the benchmarks compare.
 pub fn flush_denormals() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -129,6 +129,20 @@ pub fn flush_denormals_everywhere() -> Result<(), String> {
         })
         .build_global()
         .map_err(|e| format!("rayon's global pool was already started: {e}"))
+}
+
+/// One step of the hand-written loop, case (a): forward and loss, backward, the optimizer's step
+/// at learning rate 1e-3 (the trainer's default), nothing else.
+pub fn hand_step<M: Classifier>(
+    model: M,
+    optimizer: &mut ModuleOptimizer,
+    batch: DigitBatch,
+    outputs: &mut Outputs,
+) -> M {
+    outputs.clear();
+    let loss = step(&model, batch, outputs);
+    let grads = GradientsParams::from_grads(loss.backward(), &model);
+    optimizer.step(1e-3, model, grads)
 }
 
 /// The training step every loop runs: cross-entropy loss, plus the batch's cost and accuracy as

@@ -7,9 +7,14 @@ use stoker_examples::Mlp;
 /// The device's random generator is global: tests that seed it and draw from it take turns.
 static GENERATOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// This test's turn with the generator.
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    GENERATOR.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// [`fresh`], not interleaved with another test's draws.
 fn fresh_alone<M: Classifier>(device: &burn::tensor::Device) -> M {
-    let _turn = GENERATOR.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _turn = turn();
     fresh::<M>(device)
 }
 
@@ -25,19 +30,20 @@ fn fresh_models_are_the_same_model() {
     let mlp = fresh_logits::<Mlp>(&device);
     assert_eq!(mlp.len(), 64 * 10);
     // Drawing other random numbers in between does not change the next fresh model.
-    drop(
-        GENERATOR.lock().map(|_turn| Tensor::<1>::random([1000], Distribution::Default, &device).into_data()),
-    );
+    {
+        let _turn = turn();
+        let _ = Tensor::<1>::random([1000], Distribution::Default, &device).into_data();
+    }
     assert_eq!(mlp, fresh_logits::<Mlp>(&device), "two fresh MLPs differ");
     let conv = fresh_logits::<ConvNet>(&device);
     assert_eq!(conv, fresh_logits::<ConvNet>(&device), "two fresh ConvNets differ");
-    // Not a constant: the models differ from a model initialized without the seed.
-    device.seed(stoker_bench::SEED + 1);
-    let other: Vec<f32> = Mlp::init(&device)
-        .logits(batches(&device)[0].images.clone())
-        .into_data()
-        .try_to_vec::<f32>()
-        .unwrap();
+    // Not a constant: another seed gives another model.
+    let other: Vec<f32> = {
+        let _turn = turn();
+        device.seed(stoker_bench::SEED + 1);
+        // The parameters are drawn at the first forward pass: within this turn.
+        Mlp::init(&device).logits(batches(&device)[0].images.clone()).into_data().try_to_vec::<f32>().unwrap()
+    };
     assert_ne!(mlp, other, "another seed gives another model");
 }
 
@@ -46,15 +52,16 @@ const STEPS: u64 = 60;
 
 /// The hand loop's model after `STEPS` steps.
 fn hand_trained(data: &[stoker_examples::DigitBatch], device: &burn::tensor::Device) -> Mlp {
-    use burn::optim::{AdamConfig, GradientsParams};
     let mut model = fresh_alone::<Mlp>(device);
-    let mut optimizer = AdamConfig::new().init();
+    let mut optimizer = burn::optim::AdamConfig::new().init();
     let mut outputs = stoker::Outputs::new();
     for i in 0..STEPS {
-        outputs.clear();
-        let loss = stoker_bench::step(&model, data[i as usize % data.len()].clone(), &mut outputs);
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        model = optimizer.step(1e-3, model, grads);
+        model = stoker_bench::hand_step(
+            model,
+            &mut optimizer,
+            data[i as usize % data.len()].clone(),
+            &mut outputs,
+        );
     }
     model
 }

@@ -28,11 +28,11 @@
 
 use std::time::{Duration, Instant};
 
-use burn::optim::{AdamConfig, GradientsParams};
+use burn::optim::AdamConfig;
 use burn::tensor::Device;
 use stoker::prelude::*;
 use stoker_bench::generated::{Users20, Watch};
-use stoker_bench::{Classifier, ConvNet, batches, fresh, median, step};
+use stoker_bench::{Classifier, ConvNet, batches, fresh, hand_step, median, step};
 use stoker_examples::{DigitBatch, Mlp};
 
 /// Steps run before the clock starts.
@@ -66,10 +66,7 @@ fn hand_rates<M: Classifier>(data: &[DigitBatch], steps: u64, chunk: u64, device
         if i == WARMUP + steps {
             break;
         }
-        outputs.clear();
-        let loss = step(&model, data[i as usize % data.len()].clone(), &mut outputs);
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        model = optimizer.step(1e-3, model, grads);
+        model = hand_step(model, &mut optimizer, data[i as usize % data.len()].clone(), &mut outputs);
     }
     rates
 }
