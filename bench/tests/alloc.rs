@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::Device;
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 use stoker_bench::generated::Users20;
 use stoker_examples::{DigitBatch, DigitBatcher, Mlp, digit_outputs, load_digits};
 
@@ -75,7 +75,7 @@ struct Meter {
 }
 
 impl<M> Callback<M> for Meter {
-    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         if ctx.global_step() == WARMUP {
             self.start = ALLOCATIONS.load(Ordering::SeqCst);
         } else if ctx.global_step() == WARMUP + MEASURED {
@@ -83,7 +83,7 @@ impl<M> Callback<M> for Meter {
         }
         Ok(())
     }
-    fn after_train(&mut self, _ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+    fn after_train(&mut self, _ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         PER_STEP.store(((self.end - self.start) as f64 / MEASURED as f64).to_bits(), Ordering::SeqCst);
         Ok(())
     }
@@ -117,7 +117,7 @@ fn stoker_loop<K, C: Callbacks<Mlp, K>>(
 
 #[test]
 fn the_trainer_allocates_nothing_per_step_beyond_burn() {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let data = batches(&device);
     // Twice each, interleaved: the smaller of two counts filters a one-off allocation of the
     // thread pool or the allocator's caches.

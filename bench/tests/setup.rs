@@ -26,7 +26,7 @@ fn fresh_logits<M: Classifier>(device: &burn::tensor::Device) -> Vec<f32> {
 
 #[test]
 fn fresh_models_are_the_same_model() {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let mlp = fresh_logits::<Mlp>(&device);
     assert_eq!(mlp.len(), 64 * 10);
     // Drawing other random numbers in between does not change the next fresh model.
@@ -54,7 +54,7 @@ const STEPS: u64 = 60;
 fn hand_trained(data: &[stoker_examples::DigitBatch], device: &burn::tensor::Device) -> Mlp {
     let mut model = fresh_alone::<Mlp>(device);
     let mut optimizer = burn::optim::AdamConfig::new().init();
-    let mut outputs = stoker::Outputs::new();
+    let mut outputs = burn_stoker::Outputs::new();
     for i in 0..STEPS {
         model = stoker_bench::hand_step(
             model,
@@ -68,8 +68,8 @@ fn hand_trained(data: &[stoker_examples::DigitBatch], device: &burn::tensor::Dev
 
 #[test]
 fn the_trainer_does_the_hand_loops_arithmetic() {
-    use stoker::prelude::*;
-    let device = stoker::device::cpu();
+    use burn_stoker::prelude::*;
+    let device = burn_stoker::device::cpu();
     let data = batches(&device);
     let dir = std::env::temp_dir().join(format!("stoker-setup-{}", std::process::id()));
     let report =

@@ -60,7 +60,7 @@ def hand_callback(i):
 pub struct Periodic{i};
 
 impl<M: Module> Callback<M> for Periodic{i} {{
-    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> stoker::Result<()> {{
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {{
         if ctx.global_step() % 10 == 0 {{
             std::hint::black_box(ctx.global_step());
         }}
@@ -78,7 +78,7 @@ impl<M> Callback<M> for Watch{i} {{
     fn fetches(&self) -> &[Fetch] {{
         &WATCH{i}
     }}
-    fn after_step(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> stoker::Result<()> {{
+    fn after_step(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> burn_stoker::Result<()> {{
         std::hint::black_box(values.get::<f32>("loss")?);
         Ok(())
     }}
@@ -91,14 +91,14 @@ pub struct Count{i} {{
 }}
 
 impl<M> Callback<M> for Count{i} {{
-    fn save_state(&self) -> stoker::Result<Option<serde_json::Value>> {{
-        serde_json::to_value(self).map(Some).map_err(stoker::Error::msg)
+    fn save_state(&self) -> burn_stoker::Result<Option<serde_json::Value>> {{
+        serde_json::to_value(self).map(Some).map_err(burn_stoker::Error::msg)
     }}
-    fn load_state(&mut self, state: serde_json::Value) -> stoker::Result<()> {{
-        *self = serde_json::from_value(state).map_err(stoker::Error::msg)?;
+    fn load_state(&mut self, state: serde_json::Value) -> burn_stoker::Result<()> {{
+        *self = serde_json::from_value(state).map_err(burn_stoker::Error::msg)?;
         Ok(())
     }}
-    fn trigger_epoch(&mut self, _ctx: &mut Context<'_, M>) -> stoker::Result<()> {{
+    fn trigger_epoch(&mut self, _ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {{
         self.epochs += 1;
         Ok(())
     }}
@@ -108,7 +108,7 @@ impl<M> Callback<M> for Count{i} {{
 pub struct Start{i};
 
 impl<M> Callback<M> for Start{i} {{
-    fn before_epoch(&mut self, _ctx: &mut Context<'_, M>) -> stoker::Result<()> {{
+    fn before_epoch(&mut self, _ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {{
         Ok(())
     }}
 }}
@@ -130,7 +130,7 @@ burn = {{ version = "=0.22.1", default-features = false, features = ["std", "opt
 serde = {{ version = "1", features = ["derive"] }}
 serde_json = "1"
 """)
-    header = "#![allow(dead_code)]\nuse burn::module::Module;\nuse stoker::prelude::*;\n\n"
+    header = "#![allow(dead_code)]\nuse burn::module::Module;\nuse burn_stoker::prelude::*;\n\n"
     (crate / "src" / "lib.rs").write_text(header + "\n".join(body))
     return crate
 

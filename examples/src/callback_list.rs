@@ -19,10 +19,10 @@ use std::path::PathBuf;
 
 use burn::optim::AdamConfig;
 use burn::tensor::{Device, Tensor};
-use stoker::debug::InjectShell;
-use stoker::monitor::{MovingAverageSummary, SendStat};
-use stoker::prelude::*;
-use stoker::{EstimatedTimeLeft, GPUUtilizationTracker};
+use burn_stoker::debug::InjectShell;
+use burn_stoker::monitor::{MovingAverageSummary, SendStat};
+use burn_stoker::prelude::*;
+use burn_stoker::{EstimatedTimeLeft, GPUUtilizationTracker};
 
 use crate::{DigitBatch, Mlp, load_digits, loader};
 
@@ -110,7 +110,7 @@ pub fn outputs(model: &Mlp, batch: DigitBatch, out: &mut Outputs) -> Tensor<1> {
 }
 
 /// Train the digits MLP with the list. Returns the report.
-pub fn train_with_list(config: &ListConfig) -> stoker::Result<TrainReport<Mlp>> {
+pub fn train_with_list(config: &ListConfig) -> burn_stoker::Result<TrainReport<Mlp>> {
     let split = load_digits(config.seed, 0.2);
     let device = &config.device;
     let train = loader(split.train, 32, Some(config.seed), device);

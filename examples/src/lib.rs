@@ -12,7 +12,7 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig, Relu};
 use burn::optim::AdamConfig;
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 pub mod callback_list;
 
@@ -159,7 +159,7 @@ pub struct DigitsConfig {
     pub hidden: usize,
     /// Seed of the split and the data order.
     pub seed: u64,
-    /// The device (see `stoker::device`).
+    /// The device (see `burn_stoker::device`).
     pub device: Device,
     /// Resume from the log directory's latest complete checkpoint when there is one.
     pub resume: bool,
@@ -187,7 +187,7 @@ impl DigitsConfig {
 /// The weights are initialized from the seed and the data order follows it, so that two runs
 /// with one configuration train the same weights, and a run resumed from a checkpoint
 /// (`config.resume`) ends where an uninterrupted one does.
-pub fn train_digits(config: &DigitsConfig) -> stoker::Result<(TrainReport<Mlp>, f64)> {
+pub fn train_digits(config: &DigitsConfig) -> burn_stoker::Result<(TrainReport<Mlp>, f64)> {
     let split = load_digits(config.seed, 0.2);
     let device = &config.device;
     let train = loader(split.train, config.batch_size, Some(config.seed), device);
@@ -227,15 +227,15 @@ pub fn train_digits(config: &DigitsConfig) -> stoker::Result<(TrainReport<Mlp>, 
 }
 
 /// The last `validation_error` in `stats.json`.
-fn report_error(log_dir: &std::path::Path) -> stoker::Result<f64> {
+fn report_error(log_dir: &std::path::Path) -> burn_stoker::Result<f64> {
     let path = log_dir.join("stats.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| stoker::Error::io(&path, e))?;
-    let stats: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(stoker::Error::msg)?;
+    let text = std::fs::read_to_string(&path).map_err(|e| burn_stoker::Error::io(&path, e))?;
+    let stats: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(burn_stoker::Error::msg)?;
     stats
         .iter()
         .rev()
         .find_map(|e| e.get("validation_error").and_then(serde_json::Value::as_f64))
-        .ok_or_else(|| stoker::Error::msg("stats.json has no validation_error"))
+        .ok_or_else(|| burn_stoker::Error::msg("stats.json has no validation_error"))
 }
 
 /// Puts the mean training cost and accuracy of each epoch (fetched every step, one transfer)

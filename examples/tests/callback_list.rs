@@ -1,7 +1,7 @@
 //! The second example: tensorpack's ResNet callback list on the digits, checked end to end.
 
 use serde_json::Value as Json;
-use stoker::Outcome;
+use burn_stoker::Outcome;
 use stoker_examples::callback_list::{ListConfig, schedule, train_with_list};
 use stoker_tests::scratch_dir;
 
@@ -18,7 +18,7 @@ fn the_schedule_is_tensorpacks_scaled_to_the_run() {
 #[test]
 fn the_list_trains_validates_saves_and_sends_every_epoch() {
     let dir = scratch_dir("callback-list");
-    let mut config = ListConfig::new(&dir, stoker::device::cpu());
+    let mut config = ListConfig::new(&dir, burn_stoker::device::cpu());
     config.epochs = 4;
     config.progress_bar = false;
     let report = train_with_list(&config).expect("training succeeds");

@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use stoker::Checkpoint;
+use burn_stoker::Checkpoint;
 use stoker_examples::Mlp;
 use stoker_tests::{checkpoint_weights, scratch_dir};
 
@@ -117,7 +117,7 @@ fn send_sigint(pid: u32) {
 fn final_weights(dir: &Path) -> (Checkpoint, Vec<Vec<f32>>) {
     let checkpoint =
         Checkpoint::latest(dir).expect("reading the checkpoints").expect("a complete checkpoint");
-    let weights = checkpoint_weights(Mlp::new(HIDDEN, &stoker::device::cpu()), checkpoint.dir());
+    let weights = checkpoint_weights(Mlp::new(HIDDEN, &burn_stoker::device::cpu()), checkpoint.dir());
     (checkpoint, weights)
 }
 
@@ -230,7 +230,7 @@ fn sigkill_at_20_random_moments_then_resume_finishes_with_the_uninterrupted_weig
     assert_eq!(reference_last.global_step(), final_step);
     let reference_stats = std::fs::read(reference.join("stats.json")).expect("the reference's stats.json");
     let reference_min = checkpoint_weights(
-        Mlp::new(HIDDEN, &stoker::device::cpu()),
+        Mlp::new(HIDDEN, &burn_stoker::device::cpu()),
         &reference.join("checkpoints").join("min-validation_error"),
     );
 
@@ -334,7 +334,7 @@ fn sigkill_at_20_random_moments_then_resume_finishes_with_the_uninterrupted_weig
         let min = min_dir
             .join("model.bpk")
             .exists()
-            .then(|| checkpoint_weights(Mlp::new(HIDDEN, &stoker::device::cpu()), &min_dir));
+            .then(|| checkpoint_weights(Mlp::new(HIDDEN, &burn_stoker::device::cpu()), &min_dir));
         if min.as_ref() != Some(&reference_min) {
             let step = Checkpoint::read(&min_dir).map(|c| c.global_step().to_string());
             failures.push(format!("{at}: the MinSaver copy min-validation_error is at step {step:?}"));

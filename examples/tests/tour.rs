@@ -1,16 +1,16 @@
 //! The README's DSL tour, compiled and run on the digits: what the README shows works.
 
 use burn::module::Module;
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 use stoker_examples::{DigitBatch, Mlp, digit_outputs, load_digits, loader};
 use stoker_tests::scratch_dir;
 
 #[callback(on = trigger, every_k_epochs = 2)]
-fn dump_weights(ctx: &mut Context<'_, Mlp>) -> stoker::Result<()> {
+fn dump_weights(ctx: &mut Context<'_, Mlp>) -> burn_stoker::Result<()> {
     ctx.model()
         .clone()
         .save_file(ctx.log_dir().join(format!("weights-{}.bpk", ctx.epoch_num())))
-        .map_err(stoker::Error::msg)
+        .map_err(burn_stoker::Error::msg)
 }
 
 #[callback(on = after_step, every_k_steps = 100)]
@@ -57,7 +57,7 @@ struct Extras {
 #[test]
 fn the_readme_tour_trains() {
     let dir = scratch_dir("tour");
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let split = load_digits(7, 0.2);
     let train = loader(split.train, 64, Some(7), &device);
     let valid = loader(split.valid, 256, None, &device);

@@ -7,7 +7,7 @@ use stoker_tests::scratch_dir;
 #[test]
 fn the_digits_example_trains_on_wgpu() {
     let dir = scratch_dir("wgpu");
-    let mut config = DigitsConfig::new(&dir, stoker::device::wgpu());
+    let mut config = DigitsConfig::new(&dir, burn_stoker::device::wgpu());
     config.epochs = 3;
     let (report, error) = train_digits(&config).expect("training on wgpu succeeds");
     assert_eq!(report.counters.global_step(), 3 * 45);

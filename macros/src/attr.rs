@@ -516,11 +516,11 @@ pub fn path_name(path: &Path) -> String {
     path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default()
 }
 
-/// Whether `attr` is `#[name]` or `#[stoker::name]`.
+/// Whether `attr` is `#[name]` or `#[burn_stoker::name]`.
 pub fn is_attr(attr: &Attribute, name: &str) -> bool {
     let path = attr.path();
     path.is_ident(name)
-        || (path.segments.len() == 2 && path.segments[0].ident == "stoker" && path.segments[1].ident == name)
+        || (path.segments.len() == 2 && path.segments[0].ident == "burn_stoker" && path.segments[1].ident == name)
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Code generation. Generated code reaches the runtime only through `::stoker::__private`.
+//! Code generation. Generated code reaches the runtime only through `::burn_stoker::__private`.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
@@ -9,7 +9,7 @@ use crate::ast::{CallbackFn, CallbackImpl, Hook, Model, Param};
 use crate::attr::{self, OrderAttr, Period};
 
 fn private() -> TokenStream {
-    quote!(::stoker::__private)
+    quote!(::burn_stoker::__private)
 }
 
 /// The trait methods a set of hooks fills, in one place so that several hooks can share one.
@@ -61,7 +61,7 @@ fn invocation(hook: &Hook, call: impl Fn(Vec<TokenStream>) -> TokenStream, with_
                     // (hygiene: the user's tokens may come from a `macro_rules!`). The path is
                     // written out, not `#p`, so that every token sits at the type.
                     extract.push(quote_spanned! {at(ty)=>
-                            let #var: #ty = <#ty as ::stoker::__private::FetchValue>::from_fetched(values, #name)?;
+                            let #var: #ty = <#ty as ::burn_stoker::__private::FetchValue>::from_fetched(values, #name)?;
                         });
                 }
                 args.push(quote!(#var));
@@ -76,7 +76,7 @@ fn invocation(hook: &Hook, call: impl Fn(Vec<TokenStream>) -> TokenStream, with_
     };
     let span = Span::call_site().located_at(span);
     let apply =
-        quote_spanned!(span=> ::stoker::__private::CallbackReturn::apply(__stoker_returned, &mut *ctx)?;);
+        quote_spanned!(span=> ::burn_stoker::__private::CallbackReturn::apply(__stoker_returned, &mut *ctx)?;);
     quote! {
         #(#extract)*
         let __stoker_returned = #call;
@@ -141,9 +141,9 @@ fn add_hook(methods: &mut Methods, hook: &Hook, call: impl Fn(Vec<TokenStream>) 
                     // The same obligation, at the same span, as the extraction in
                     // `invocation`: a type that cannot be fetched gets one error, not two.
                     methods.fetches.push(quote_spanned! {at(ty)=>
-                        ::stoker::__private::Fetch {
-                            name: ::stoker::__private::Cow::Borrowed(#name),
-                            kind: <#ty as ::stoker::__private::FetchValue>::KIND,
+                        ::burn_stoker::__private::Fetch {
+                            name: ::burn_stoker::__private::Cow::Borrowed(#name),
+                            kind: <#ty as ::burn_stoker::__private::FetchValue>::KIND,
                         }
                     });
                 }
@@ -446,8 +446,8 @@ pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
     let state = input.args.state.map(|span| {
         // Both calls carry the same obligation at the `state` token: one error, not one per call.
         let span = Span::call_site().located_at(span);
-        let save = quote_spanned!(span=> <Self as ::stoker::__private::StateCallback>::save(self));
-        let load = quote_spanned!(span=> <Self as ::stoker::__private::StateCallback>::load(self, state));
+        let save = quote_spanned!(span=> <Self as ::burn_stoker::__private::StateCallback>::save(self));
+        let load = quote_spanned!(span=> <Self as ::burn_stoker::__private::StateCallback>::load(self, state));
         quote! {
             fn save_state(&self) -> #p::Result<#p::Option<#p::StateValue>> {
                 #save.map(#p::Some)

@@ -19,7 +19,7 @@ pub fn callback_fn(input: &CallbackFn) -> TokenStream {
     quote! {
         #item
         #struct_def
-        impl<#(#params,)* __StokerModel> ::stoker::__private::Callback<__StokerModel> for #struct_ty {}
+        impl<#(#params,)* __StokerModel> ::burn_stoker::__private::Callback<__StokerModel> for #struct_ty {}
     }
 }
 
@@ -33,7 +33,7 @@ pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
     let where_clause = &item.generics.where_clause;
     quote! {
         #item
-        impl<#(#params,)* __StokerModel> ::stoker::__private::Callback<__StokerModel> for #self_ty #where_clause {}
+        impl<#(#params,)* __StokerModel> ::burn_stoker::__private::Callback<__StokerModel> for #self_ty #where_clause {}
     }
 }
 
@@ -43,26 +43,26 @@ pub fn composition(input: &Composition) -> TokenStream {
     let _ = impl_generics;
     let params = input.generics.params.iter();
     quote! {
-        impl<#(#params,)* __StokerModel> ::stoker::__private::Callbacks<__StokerModel, ()> for #ident #ty_generics #where_clause {
+        impl<#(#params,)* __StokerModel> ::burn_stoker::__private::Callbacks<__StokerModel, ()> for #ident #ty_generics #where_clause {
             fn len(&self) -> usize { 0 }
-            fn info(&self, index: usize) -> ::stoker::__private::CallbackInfo<'_> {
+            fn info(&self, index: usize) -> ::burn_stoker::__private::CallbackInfo<'_> {
                 ::core::panic!("callback index {} out of range", index)
             }
-            fn wants_fetch(&self, _: usize, _: &::stoker::__private::Counters) -> bool { false }
+            fn wants_fetch(&self, _: usize, _: &::burn_stoker::__private::Counters) -> bool { false }
             fn dispatch(
                 &mut self,
                 _: usize,
-                _: ::stoker::__private::Event<'_>,
-                _: &mut ::stoker::__private::Context<'_, __StokerModel>,
-            ) -> ::stoker::__private::Result<()> {
-                ::stoker::__private::Ok(())
+                _: ::burn_stoker::__private::Event<'_>,
+                _: &mut ::burn_stoker::__private::Context<'_, __StokerModel>,
+            ) -> ::burn_stoker::__private::Result<()> {
+                ::burn_stoker::__private::Ok(())
             }
             fn state(
                 &mut self,
                 _: usize,
-                _: ::stoker::__private::StateOp,
-            ) -> ::stoker::__private::Result<::stoker::__private::Option<::stoker::__private::StateValue>> {
-                ::stoker::__private::Ok(::stoker::__private::None)
+                _: ::burn_stoker::__private::StateOp,
+            ) -> ::burn_stoker::__private::Result<::burn_stoker::__private::Option<::burn_stoker::__private::StateValue>> {
+                ::burn_stoker::__private::Ok(::burn_stoker::__private::None)
             }
         }
     }

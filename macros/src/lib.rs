@@ -23,14 +23,14 @@ use attr::{Errors, Place};
 ///
 /// On a function: `#[callback(on = EVENT, every_k_steps = N, every_k_epochs = N, before_train =
 /// bool, enable_if = path, chief_only = bool, name = "Name")]` generates a unit struct named after
-/// the function in UpperCamelCase (or `name`) that implements `stoker::Callback`. The function
+/// the function in UpperCamelCase (or `name`) that implements `burn_stoker::Callback`. The function
 /// takes an optional `ctx: &mut Context<'_, M>` and, on `after_step`, the values named by
-/// `#[fetch]`; it returns `()`, `stoker::Result<()>`, `stoker::Flow` or `Result<Flow>`.
+/// `#[fetch]`; it returns `()`, `burn_stoker::Result<()>`, `burn_stoker::Flow` or `Result<Flow>`.
 /// On `trigger`, the periods mean tensorpack's `PeriodicTrigger`; on step and epoch events,
 /// `PeriodicCallback` (the last step and epoch are always delivered).
 ///
 /// ```
-/// use stoker::prelude::*;
+/// use burn_stoker::prelude::*;
 ///
 /// #[callback(on = trigger, every_k_epochs = 2)]
 /// fn report_lr<M>(ctx: &mut Context<'_, M>) {
@@ -46,7 +46,7 @@ use attr::{Errors, Place};
 /// N, ...)]` are bound to events; the other methods stay plain.
 ///
 /// ```
-/// use stoker::prelude::*;
+/// use burn_stoker::prelude::*;
 ///
 /// #[derive(Default, serde::Serialize, serde::Deserialize)]
 /// struct StepCount(u64);
@@ -74,7 +74,7 @@ pub fn callback(args: proc_macro::TokenStream, item: proc_macro::TokenStream) ->
 /// parameter gets the device tensor without any.
 ///
 /// ```
-/// use stoker::prelude::*;
+/// use burn_stoker::prelude::*;
 ///
 /// #[callback(on = after_step, every_k_steps = 50)]
 /// #[fetch("loss", "accuracy")]
@@ -92,7 +92,7 @@ pub fn fetch(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 /// callbacks topologically and reports cycles and missing targets by name.
 ///
 /// ```
-/// use stoker::prelude::*;
+/// use burn_stoker::prelude::*;
 ///
 /// #[callback(on = trigger)]
 /// #[order(after = InferenceRunner)]
@@ -111,7 +111,7 @@ pub fn order(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 /// `#[chief_only]` / `#[chief_only(false)]`.
 ///
 /// ```
-/// use stoker::prelude::*;
+/// use burn_stoker::prelude::*;
 ///
 /// #[callback(on = trigger)]
 /// fn checkpoint_note<M>(ctx: &mut Context<'_, M>) {

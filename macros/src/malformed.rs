@@ -58,8 +58,8 @@ fn tokens(text: &str) -> TokenStream {
 const SEEDS: &[(Kind, &str, &str)] = &[
     (
         Callback,
-        "on = trigger, every_k_steps = 3, every_k_epochs = 2, before_train = true, enable_if = stoker::is_warm, chief_only = true, name = \"Everything\"",
-        "fn every_key<M>(ctx: &mut Context<'_, M>) -> stoker::Result<()> { Ok(()) }",
+        "on = trigger, every_k_steps = 3, every_k_epochs = 2, before_train = true, enable_if = burn_stoker::is_warm, chief_only = true, name = \"Everything\"",
+        "fn every_key<M>(ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> { Ok(()) }",
     ),
     (
         Callback,
@@ -69,7 +69,7 @@ const SEEDS: &[(Kind, &str, &str)] = &[
     (
         Callback,
         "on = after_step, enable_if = warm, chief_only = false",
-        "#[doc = \"cost\"] #[fetch(\"cost\")] #[order(after = InferenceRunner, before = [A, B])] pub fn cost<T: Default, M>(cost: f32, ctx: &mut Context<'_, M>) -> stoker::Result<Flow> where T: Clone { Ok(Flow::Continue) }",
+        "#[doc = \"cost\"] #[fetch(\"cost\")] #[order(after = InferenceRunner, before = [A, B])] pub fn cost<T: Default, M>(cost: f32, ctx: &mut Context<'_, M>) -> burn_stoker::Result<Flow> where T: Clone { Ok(Flow::Continue) }",
     ),
     (Callback, "on = setup", "fn prepare(ctx: &mut Context<'_, impl Module + Clone>) {}"),
     (Callback, "on = before_step, every_k_epochs = 4", "pub(crate) fn warm(ctx: &mut Context<'_, Mlp>) {}"),
@@ -83,7 +83,7 @@ const SEEDS: &[(Kind, &str, &str)] = &[
     (
         Callback,
         "name = \"Best\", chief_only = true",
-        "#[order(after = ModelSaver)] impl<T: Clone> Holder<T> where T: Send { #[on(after_step, every_k_steps = 2, enable_if = warm)] #[fetch(\"cost\")] fn track(&mut self, cost: f32) {} #[on(before_epoch, every_k_epochs = 3)] fn go(&self, ctx: &mut Context<'_, impl Module>) -> stoker::Result<Flow> { Ok(Flow::Continue) } }",
+        "#[order(after = ModelSaver)] impl<T: Clone> Holder<T> where T: Send { #[on(after_step, every_k_steps = 2, enable_if = warm)] #[fetch(\"cost\")] fn track(&mut self, cost: f32) {} #[on(before_epoch, every_k_epochs = 3)] fn go(&self, ctx: &mut Context<'_, impl Module>) -> burn_stoker::Result<Flow> { Ok(Flow::Continue) } }",
     ),
     (
         Callback,
@@ -98,7 +98,7 @@ const SEEDS: &[(Kind, &str, &str)] = &[
     (
         Fetch,
         "\"a\"",
-        "#[doc = \"x\"] #[stoker::callback(on = after_step)] #[order(after = Saver)] fn f(a: f32, ctx: &mut Context<'_, M>) {}",
+        "#[doc = \"x\"] #[burn_stoker::callback(on = after_step)] #[order(after = Saver)] fn f(a: f32, ctx: &mut Context<'_, M>) {}",
     ),
     (
         Order,
@@ -108,7 +108,7 @@ const SEEDS: &[(Kind, &str, &str)] = &[
     (Order, "before = Saver", "#[fetch(\"a\")] #[callback(on = after_step)] fn f(a: f32) {}"),
     (
         Order,
-        "after = [Saver, stoker::Other]",
+        "after = [Saver, burn_stoker::Other]",
         "#[callback(state)] impl Count { #[on(trigger)] fn t(&mut self) {} }",
     ),
     (
@@ -349,12 +349,12 @@ const ODD: &[(Kind, &str, &str)] = &[
     (Callback, "on = trigger", "#[doc = \"x\"] #[inline] fn f() where Self: Sized {}"),
     (Callback, "on = trigger", "fn f() -> impl Sized {}"),
     (Callback, "on = trigger", "fn f<'a>(ctx: &'a mut Context<'a, M>) {}"),
-    (Callback, "on = trigger", "fn f(ctx: &mut stoker::Context<'_, <M as Tr>::Out>) {}"),
+    (Callback, "on = trigger", "fn f(ctx: &mut burn_stoker::Context<'_, <M as Tr>::Out>) {}"),
     (Callback, "on = trigger", "fn f(ctx: &mut Context<'_, dyn Module>) {}"),
     (Callback, "on = after_step", "#[fetch(\"a\")] fn f((a, b): (f32, f32)) {}"),
     (Callback, "on = after_step", "#[fetch(\"a\", \"b\",)] fn f(_: f32, _: Tensor) {}"),
     (Callback, "on = trigger", "#[callback(on = trigger)] fn f() {}"),
-    (Callback, "on = trigger", "#[stoker::order(after = A)] fn f() {}"),
+    (Callback, "on = trigger", "#[burn_stoker::order(after = A)] fn f() {}"),
     (Callback, "on = trigger", "#[order(after = r#A)] fn f() {}"),
     (Callback, "", "impl<'a> X<'a> { #[on(trigger)] fn f(&mut self) {} }"),
     (Callback, "", "unsafe impl X { #[on(trigger)] fn f(&mut self) {} }"),

@@ -387,12 +387,12 @@ pub fn short_type_name<T: ?Sized>() -> &'static str {
 /// `Callback<M>` for every `M`.
 ///
 /// ```
-/// use stoker::prelude::*;
+/// use burn_stoker::prelude::*;
 ///
 /// struct CountEpochs(u64);
 ///
 /// impl<M> Callback<M> for CountEpochs {
-///     fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+///     fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
 ///         self.0 += 1;
 ///         ctx.monitors().put_scalar("epochs_seen", self.0 as f64);
 ///         Ok(())
@@ -513,8 +513,8 @@ pub trait Callback<M> {
 /// `Result<Flow>`.
 #[diagnostic::on_unimplemented(
     message = "a callback cannot return `{Self}`",
-    label = "return `()`, `stoker::Result<()>` or `stoker::Flow` instead",
-    note = "a callback returns `()`, `stoker::Result<()>`, `stoker::Flow` (to stop training or skip the rest of an epoch) or `stoker::Result<stoker::Flow>`"
+    label = "return `()`, `burn_stoker::Result<()>` or `burn_stoker::Flow` instead",
+    note = "a callback returns `()`, `burn_stoker::Result<()>`, `burn_stoker::Flow` (to stop training or skip the rest of an epoch) or `burn_stoker::Result<burn_stoker::Flow>`"
 )]
 pub trait CallbackReturn {
     /// Apply the returned value to the run.
@@ -692,7 +692,7 @@ pub enum Single {}
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a callback for a model of type `{M}`",
     label = "not a callback for `{M}`",
-    note = "a callback implements `stoker::Callback<M>` (by hand, or with `#[callback]` on a function or an impl block); tuples, `Vec`s, `Option`s of callbacks and `#[derive(Callbacks)]` structs are sets of callbacks",
+    note = "a callback implements `burn_stoker::Callback<M>` (by hand, or with `#[callback]` on a function or an impl block); tuples, `Vec`s, `Option`s of callbacks and `#[derive(Callbacks)]` structs are sets of callbacks",
     note = "a callback whose context names a model (`Context<'_, Mlp>`, `Context<'_, impl Module>`) is a callback only for the models that fit; a tuple or a `#[derive(Callbacks)]` struct is a set only if every member is, and every field's type must be a callback"
 )]
 pub trait Callbacks<M, Marker> {

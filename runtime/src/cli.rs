@@ -11,7 +11,7 @@
 //!
 //! ```
 //! use clap::Parser;
-//! use stoker::cli::CallbackArgs;
+//! use burn_stoker::cli::CallbackArgs;
 //!
 //! #[derive(Parser)]
 //! struct Cli {
@@ -24,7 +24,7 @@
 //!
 //! let cli = Cli::parse_from(["train", "--eval_freq", "2", "--serialize", "5", "--no_progress_bar"]);
 //! assert_eq!(cli.callbacks.eval_freq, Some(2));
-//! let defaults = cli.callbacks.default_callbacks(stoker::DefaultCallbacks::default());
+//! let defaults = cli.callbacks.default_callbacks(burn_stoker::DefaultCallbacks::default());
 //! assert!(defaults.progress.is_none());
 //! let saver = cli.callbacks.saver();
 //! assert!(saver.is_some());

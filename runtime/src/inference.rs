@@ -30,8 +30,8 @@ use burn::module::Module;
 /// ```
 /// use burn::nn::Linear;
 /// use burn::tensor::Tensor;
-/// use stoker::prelude::*;
-/// use stoker::Inferencer;
+/// use burn_stoker::prelude::*;
+/// use burn_stoker::Inferencer;
 ///
 /// struct WorstLoss {
 ///     fetches: [Fetch; 1],
@@ -45,7 +45,7 @@ use burn::module::Module;
 ///     fn before_inference(&mut self) {
 ///         self.worst = f64::NEG_INFINITY;
 ///     }
-///     fn on_batch(&mut self, values: &Fetched<'_>) -> stoker::Result<()> {
+///     fn on_batch(&mut self, values: &Fetched<'_>) -> burn_stoker::Result<()> {
 ///         // One value per sample, copied to the host with every other inferencer's values.
 ///         let (losses, _shape) = values.host("losses")?;
 ///         for &loss in losses {
@@ -105,7 +105,7 @@ pub trait Inferencer {
 /// per-sample mean: [`ClassificationError`] counts the samples themselves.
 ///
 /// ```
-/// use stoker::prelude::*;
+/// use burn_stoker::prelude::*;
 /// // `validation_cost` and `validation_accuracy`; `cost` and `accuracy` without a prefix.
 /// let stats = ScalarStats::new(["cost", "accuracy"]);
 /// let bare = ScalarStats::new(["cost", "accuracy"]).prefix("");
@@ -194,7 +194,7 @@ impl Inferencer for ScalarStats {
 ///
 /// ```
 /// use burn::tensor::Tensor;
-/// use stoker::prelude::*;
+/// use burn_stoker::prelude::*;
 /// // Batches of per-sample misses: 1 where the label is not the top-1 (top-5) prediction.
 /// let validation: Vec<(Tensor<1>, Tensor<1>)> = Vec::new();
 /// let runner = InferenceRunner::new(validation, |_model: &burn::nn::Linear, (top1, top5): (Tensor<1>, Tensor<1>), out: &mut Outputs| {
@@ -278,7 +278,7 @@ fn ratio_or_zero(numerator: u64, denominator: u64) -> f64 {
 /// function: `probabilities.greater_elem(0.5).float()`).
 ///
 /// ```
-/// use stoker::inference::BinaryClassificationStats;
+/// use burn_stoker::inference::BinaryClassificationStats;
 /// // `val_precision`, `val_recall`, `val_f1`.
 /// let stats = BinaryClassificationStats::new("predicted", "label");
 /// // `test_precision`, `test_recall`, `test_f1`.
@@ -385,7 +385,7 @@ const NEON_EPSILON: f64 = 1e-6;
 /// [`neon_batch_mean`]: Self::neon_batch_mean
 ///
 /// ```
-/// use stoker::inference::MultiLabelStats;
+/// use burn_stoker::inference::MultiLabelStats;
 /// // `val_precision/cat`, `val_recall/dog`, `val_misclassification/bird`, `val_precision`, ...
 /// let stats = MultiLabelStats::new("predicted", "labels", ["cat", "dog", "bird"]);
 /// // From scores, one class per sample.
@@ -641,7 +641,7 @@ impl InferenceCounts {
 /// ```
 /// use burn::nn::Linear;
 /// use burn::tensor::Tensor;
-/// use stoker::prelude::*;
+/// use burn_stoker::prelude::*;
 ///
 /// let validation: Vec<(Tensor<2>, Tensor<2>)> = Vec::new();
 /// let runner = InferenceRunner::new(validation, |model: &Linear, (x, y): (Tensor<2>, Tensor<2>), out: &mut Outputs| {

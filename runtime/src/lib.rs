@@ -12,8 +12,8 @@
 //! callbacks that asked for them in one device-to-host transfer ([`fetch`](mod@fetch)).
 #![warn(missing_docs)]
 
-// The macros generate `::stoker::...` paths; this lets the runtime use its own macros.
-extern crate self as stoker;
+// The macros generate `::burn_stoker::...` paths; this lets the runtime use its own macros.
+extern crate self as burn_stoker;
 
 pub mod callback;
 #[cfg(feature = "cli")]
@@ -60,7 +60,7 @@ pub use track::{
 pub use trainer::{BatchIter, DefaultCallbacks, Outcome, Step, TrainData, TrainReport, Trainer};
 pub use trigger::{EnableCallbackIf, PeriodicCallback, PeriodicTrigger};
 
-pub use stoker_macros::{Callbacks, callback, fetch, order};
+pub use burn_stoker_macros::{Callbacks, callback, fetch, order};
 
 /// What a training program usually needs.
 pub mod prelude {

@@ -28,7 +28,7 @@ use crate::fetch::OutputTensor;
 /// keeps the recorded loss without it; here `"loss"` is always what was minimized).
 ///
 /// ```
-/// use stoker::modify::RnnRegularizer;
+/// use burn_stoker::modify::RnnRegularizer;
 /// let regularizer = RnnRegularizer::new(2.0, 1.0).outputs("dropped", "hidden");
 /// # let _ = regularizer;
 /// ```
@@ -107,7 +107,7 @@ impl<M> Callback<M> for RnnRegularizer {
 /// direction.
 ///
 /// ```
-/// use stoker::modify::GradientClip;
+/// use burn_stoker::modify::GradientClip;
 /// let clip = GradientClip::new(1.0);
 /// let by_value = GradientClip::by_value(0.5);
 /// # let _ = (clip, by_value);
@@ -258,7 +258,7 @@ impl<M: Module> Callback<M> for GradientClip {
 /// lose nothing.
 ///
 /// ```
-/// use stoker::modify::GradientAccumulation;
+/// use burn_stoker::modify::GradientAccumulation;
 /// let accumulate = GradientAccumulation::new(4);
 /// # let _ = accumulate;
 /// ```

@@ -93,7 +93,7 @@ impl Mode {
     /// name with words of both kinds, or of neither, cannot be told: name the mode.
     ///
     /// ```
-    /// use stoker::stop::Mode;
+    /// use burn_stoker::stop::Mode;
     /// assert_eq!(Mode::Auto.resolve("val_loss"), Some(Mode::Min));
     /// assert_eq!(Mode::Auto.resolve("val-error-top1"), Some(Mode::Min));
     /// assert_eq!(Mode::Auto.resolve("validation_accuracy"), Some(Mode::Max));
@@ -244,8 +244,8 @@ struct BestWeights {
 /// [`TrainReport::model`]: crate::TrainReport::model
 ///
 /// ```
-/// use stoker::prelude::*;
-/// use stoker::stop::{EarlyStopping, Mode};
+/// use burn_stoker::prelude::*;
+/// use burn_stoker::stop::{EarlyStopping, Mode};
 ///
 /// // Stop when `validation_error` has not improved by 0.001 for 5 epochs; keep the best model.
 /// let stop = EarlyStopping::new("validation_error")
@@ -600,7 +600,7 @@ impl<M: Module + 'static> Callback<M> for EarlyStopping {
 /// [`Outcome::Stopped`](crate::Outcome)) gives the value that triggered it (neon logs it).
 ///
 /// ```
-/// use stoker::stop::EarlyStop;
+/// use burn_stoker::stop::EarlyStop;
 ///
 /// // Stop once the validation cost has risen twice in a row; the state is (previous, rises).
 /// let stop = EarlyStop::new("validation_cost", |(previous, rises): (Option<f64>, u32), cost: f64| {

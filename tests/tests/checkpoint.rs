@@ -13,9 +13,9 @@ use burn::nn::{Linear, LinearConfig};
 use burn::optim::AdamConfig;
 use burn::tensor::{Device, Tensor, TensorData};
 use serde_json::Value as Json;
-use stoker::debug::TerminateOnNaN;
-use stoker::prelude::*;
-use stoker::{Checkpoint, Error};
+use burn_stoker::debug::TerminateOnNaN;
+use burn_stoker::prelude::*;
+use burn_stoker::{Checkpoint, Error};
 use stoker_tests::{checkpoint_weights, mse, scratch_dir, tiny_data, tiny_model};
 
 type Batch = (Tensor<2>, Tensor<2>);
@@ -25,7 +25,7 @@ const STEPS: usize = 5;
 
 /// A trainer of the tiny model on 5 batches, Adam, no default callback, no signal handling.
 fn trainer(dir: &Path, max_epoch: u64) -> Trainer<Linear, Vec<Batch>> {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     Trainer::new(tiny_model(&device), AdamConfig::new().init(), tiny_data(STEPS, &device))
         .default_callbacks(DefaultCallbacks::none())
         .handle_signals(false)
@@ -54,11 +54,11 @@ impl Probe {
 }
 
 impl<M> Callback<M> for Probe {
-    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         self.start.store(ctx.global_step(), Ordering::SeqCst);
         Ok(())
     }
-    fn after_step(&mut self, _ctx: &mut Context<'_, M>, _values: &Fetched<'_>) -> stoker::Result<()> {
+    fn after_step(&mut self, _ctx: &mut Context<'_, M>, _values: &Fetched<'_>) -> burn_stoker::Result<()> {
         self.steps.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
@@ -348,7 +348,7 @@ fn wide_data(device: &Device) -> Vec<Batch> {
 }
 
 fn wide_trainer(dir: &Path, max_epoch: u64) -> Trainer<Linear, Vec<Batch>> {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     Trainer::new(LinearConfig::new(64, 64).init(&device), AdamConfig::new().init(), wide_data(&device))
         .default_callbacks(DefaultCallbacks::none())
         .handle_signals(false)
@@ -473,7 +473,7 @@ fn a_full_disk_while_writing_the_index_keeps_the_old_index_and_the_new_checkpoin
 
 /// Trains 3 epochs saving every step, with a loss that is NaN from global step 7 (from step
 /// `nan_from` + 1) on.
-fn nan_run<K, C: Callbacks<Linear, K>>(dir: &Path, nan_from: u64, callbacks: C) -> stoker::Error {
+fn nan_run<K, C: Callbacks<Linear, K>>(dir: &Path, nan_from: u64, callbacks: C) -> burn_stoker::Error {
     trainer(dir, 3)
         .callbacks(callbacks)
         .train(move |model: &Linear, batch: Batch, step: &mut Step<'_>| {
@@ -496,7 +496,7 @@ fn assert_saved_up_to_step_6(dir: &Path) {
     let latest = Checkpoint::latest(dir).unwrap().unwrap();
     assert_eq!(latest.global_step(), 6);
     assert_eq!(read_json(&root.join("index.json"))["latest"], "step-6");
-    let weights = checkpoint_weights(tiny_model(&stoker::device::cpu()), &root.join("step-6"));
+    let weights = checkpoint_weights(tiny_model(&burn_stoker::device::cpu()), &root.join("step-6"));
     assert!(!weights.is_empty());
     assert!(weights.iter().flatten().all(|w| w.is_finite()), "{weights:?}");
 }
@@ -550,7 +550,7 @@ fn terminate_on_nan_stops_at_the_nan_step_before_its_checkpoint() {
 struct PutVal(&'static [f64]);
 
 impl<M> Callback<M> for PutVal {
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         let value = self.0[ctx.epoch_num() as usize - 1];
         ctx.monitors().put_scalar("val", value);
         Ok(())
@@ -594,7 +594,7 @@ fn min_and_max_savers_keep_the_best_across_a_resume() {
 struct Sleep(Duration);
 
 impl<M> Callback<M> for Sleep {
-    fn trigger_epoch(&mut self, _ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+    fn trigger_epoch(&mut self, _ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         std::thread::sleep(self.0);
         Ok(())
     }

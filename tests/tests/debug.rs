@@ -1,4 +1,4 @@
-//! The debugging callbacks of `stoker::debug`, against hand-computed expectations: step outputs
+//! The debugging callbacks of `burn_stoker::debug`, against hand-computed expectations: step outputs
 //! processed, printed, dumped to `.npz` (read back by numpy) and to PNG (decoded by the `png`
 //! crate); the file-triggered prompt; the step timeout; helper threads and processes; callbacks
 //! made of closures.
@@ -17,12 +17,12 @@ use std::time::Duration;
 
 use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
-use stoker::debug::{
+use burn_stoker::debug::{
     CallbackFactory, DumpTensorAsImage, DumpTensors, InjectShell, ProcessTensors, StartProcOrThread,
     StepTimeout, TensorPrinter, TensorValues, TimeoutAction,
 };
-use stoker::prelude::*;
-use stoker::{StepHooks, StepLoss};
+use burn_stoker::prelude::*;
+use burn_stoker::{StepHooks, StepLoss};
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
 
 /// The `"image"` output: 2x3 grey values, the same at every step.
@@ -50,8 +50,8 @@ impl Run {
         self
     }
 
-    fn train<K, C: Callbacks<Linear, K>>(&self, callbacks: C) -> stoker::Result<TrainReport<Linear>> {
-        let device = stoker::device::cpu();
+    fn train<K, C: Callbacks<Linear, K>>(&self, callbacks: C) -> burn_stoker::Result<TrainReport<Linear>> {
+        let device = burn_stoker::device::cpu();
         let slow = self.slow;
         Trainer::new(
             tiny_model(&device),
@@ -620,7 +620,7 @@ fn start_proc_or_thread_stops_a_process_with_sigterm_even_when_training_fails() 
             }
         })
         .trigger_step(|ctx| {
-            if ctx.global_step() == 3 { Err(stoker::Error::msg("step 3 went wrong")) } else { Ok(()) }
+            if ctx.global_step() == 3 { Err(burn_stoker::Error::msg("step 3 went wrong")) } else { Ok(()) }
         });
     let error = run.train((&mut helpers, failing)).unwrap_err().to_string();
     assert!(error.contains("step 3 went wrong"), "{error}");
@@ -698,7 +698,7 @@ fn callback_factory_runs_its_closures_at_their_events() {
         .fetch(["index"])
         .after_step({
             let log = log.clone();
-            move |_ctx: &mut Context<'_, Linear>, values: &Fetched<'_>| -> stoker::Result<()> {
+            move |_ctx: &mut Context<'_, Linear>, values: &Fetched<'_>| -> burn_stoker::Result<()> {
                 let index: f32 = values.get("index")?;
                 log.lock().unwrap().push(format!("index {index}"));
                 Ok(())
@@ -767,7 +767,7 @@ fn callback_factory_has_a_name_an_order_and_controls_the_run() {
 
 #[test]
 fn callback_factory_takes_the_events_inside_a_step_only_when_given_closures_for_them() {
-    use stoker::Callback;
+    use burn_stoker::Callback;
     let plain = CallbackFactory::<Linear>::new().trigger(|_| {});
     assert_eq!(Callback::step_hooks(&plain), StepHooks::NONE);
 
@@ -785,7 +785,7 @@ fn callback_factory_takes_the_events_inside_a_step_only_when_given_closures_for_
         .before_train(remember(&initial))
         .before_backward(|_ctx, loss: &StepLoss<'_>| loss.update(|l| l * 0.0))
         .fetch(["loss"])
-        .after_step(move |_ctx, values: &Fetched<'_>| -> stoker::Result<()> {
+        .after_step(move |_ctx, values: &Fetched<'_>| -> burn_stoker::Result<()> {
             seen.lock().unwrap().push(format!("{}", values.get::<f32>("loss")?));
             Ok(())
         });

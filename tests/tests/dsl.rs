@@ -5,7 +5,7 @@ use std::cell::RefCell;
 
 use burn::module::Module;
 use burn::nn::Linear;
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 
 thread_local! {
@@ -26,7 +26,7 @@ fn every_two_epochs(ctx: &mut Context<'_, impl Module>) {
 }
 
 #[callback(on = trigger, every_k_steps = 3, before_train = true)]
-fn every_three_steps<M>(ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+fn every_three_steps<M>(ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
     log(format!("every_three_steps g{}", ctx.global_step()));
     Ok(())
 }
@@ -79,7 +79,7 @@ struct Outer {
 }
 
 fn train<K, C: Callbacks<Linear, K>>(callbacks: C, epochs: u64) -> TrainReport<Linear> {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
         .max_epoch(epochs)
         .log_dir(scratch_dir("dsl"))

@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
-use stoker::Inferencer;
-use stoker::inference::{BinaryClassificationStats, MultiLabelStats};
-use stoker::prelude::*;
+use burn_stoker::Inferencer;
+use burn_stoker::inference::{BinaryClassificationStats, MultiLabelStats};
+use burn_stoker::prelude::*;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 
 type Seen = Arc<Mutex<Vec<(u64, Option<f64>, Option<f64>, f64)>>>;
@@ -21,7 +21,7 @@ impl Callback<Linear> for Observer {
     fn order(&self) -> Order {
         self.1.clone()
     }
-    fn trigger(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         let monitors = ctx.monitors_ref();
         let entry = (
             ctx.epoch_num(),
@@ -37,7 +37,7 @@ impl Callback<Linear> for Observer {
 /// Two validation batches of different sizes: 3 samples (1 wrong, cost 0.5) and 1 sample (1
 /// wrong, cost 2.0). True error 2/4 = 0.5 (the mean of per-batch errors would be 2/3).
 fn validation_batches() -> Vec<(Tensor<1>, Tensor<1>)> {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let batch = |wrong: Vec<f32>, cost: f32| {
         let n = wrong.len();
         (
@@ -50,7 +50,7 @@ fn validation_batches() -> Vec<(Tensor<1>, Tensor<1>)> {
 
 #[test]
 fn classification_error_and_scalar_stats_weigh_batches_by_their_size() {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let seen = Seen::default();
     let runner = InferenceRunner::new(
         validation_batches(),
@@ -77,7 +77,7 @@ fn classification_error_and_scalar_stats_weigh_batches_by_their_size() {
 
 #[test]
 fn an_inference_output_that_is_not_produced_is_a_named_error() {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let runner = InferenceRunner::new(
         validation_batches(),
         |_model: &Linear, (wrong, _cost): (Tensor<1>, Tensor<1>), out: &mut Outputs| {
@@ -117,7 +117,7 @@ fn the_schedule_sets_values_after_their_epochs_and_interpolates_without_extrapol
 #[test]
 fn the_schedule_drives_the_learning_rate_of_a_run_including_a_resumed_one() {
     let run = |starting_epoch: u64| {
-        let device = stoker::device::cpu();
+        let device = burn_stoker::device::cpu();
         let seen = Seen::default();
         Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(1, &device))
             .max_epoch(5)
@@ -158,7 +158,7 @@ impl Callback<Linear> for Capture {
     fn order(&self) -> Order {
         Order::none().after("InferenceRunner")
     }
-    fn trigger(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         let values = self.names.iter().map(|n| ctx.monitors_ref().latest(n)).collect();
         self.seen.lock().unwrap().push(values);
         Ok(())
@@ -166,8 +166,8 @@ impl Callback<Linear> for Capture {
 }
 
 /// Train the tiny model for `epochs` epochs with an inference runner (and a capture).
-fn validate<K, C: Callbacks<Linear, K>>(epochs: u64, callbacks: C) -> stoker::Result<TrainReport<Linear>> {
-    let device = stoker::device::cpu();
+fn validate<K, C: Callbacks<Linear, K>>(epochs: u64, callbacks: C) -> burn_stoker::Result<TrainReport<Linear>> {
+    let device = burn_stoker::device::cpu();
     Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(1, &device))
         .max_epoch(epochs)
         .log_dir(scratch_dir("validate"))
@@ -178,12 +178,12 @@ fn validate<K, C: Callbacks<Linear, K>>(epochs: u64, callbacks: C) -> stoker::Re
 }
 
 fn vector(values: &[f32]) -> Tensor<1> {
-    Tensor::from_data(TensorData::new(values.to_vec(), [values.len()]), &stoker::device::cpu())
+    Tensor::from_data(TensorData::new(values.to_vec(), [values.len()]), &burn_stoker::device::cpu())
 }
 
 fn matrix(rows: &[[f32; 2]]) -> Tensor<2> {
     let flat: Vec<f32> = rows.iter().flatten().copied().collect();
-    Tensor::from_data(TensorData::new(flat, [rows.len(), 2]), &stoker::device::cpu())
+    Tensor::from_data(TensorData::new(flat, [rows.len(), 2]), &burn_stoker::device::cpu())
 }
 
 /// 7 samples in batches of 3: 3, 3 and an uneven last batch of 1, with a mean cost per batch.
@@ -242,7 +242,7 @@ impl Inferencer for SampleCounter {
     fn set_batch_size(&mut self, batch_size: usize) {
         self.batch_size = batch_size;
     }
-    fn on_batch(&mut self, values: &Fetched<'_>) -> stoker::Result<()> {
+    fn on_batch(&mut self, values: &Fetched<'_>) -> burn_stoker::Result<()> {
         let (labels, _) = values.host("label")?;
         assert_eq!(labels.len(), self.batch_size, "the runner tells the batch's size");
         self.samples += self.batch_size;

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
-use stoker::prelude::*;
-use stoker::{Error, Event};
+use burn_stoker::prelude::*;
+use burn_stoker::{Error, Event};
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 
 type Log = Arc<Mutex<Vec<String>>>;
@@ -26,7 +26,7 @@ impl Recorder {
     fn new(name: &'static str, log: &Log) -> Self {
         Recorder { name, log: log.clone(), order: Order::none(), fail: None, stop_at: None }
     }
-    fn record(&self, event: &str, ctx: &Context<'_, Linear>) -> stoker::Result<()> {
+    fn record(&self, event: &str, ctx: &Context<'_, Linear>) -> burn_stoker::Result<()> {
         let c = ctx.counters();
         self.log.lock().unwrap().push(format!(
             "{}:{event} e{} g{} l{}",
@@ -54,38 +54,38 @@ impl Callback<Linear> for Recorder {
     fn order(&self) -> Order {
         self.order.clone()
     }
-    fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.record("setup", ctx)
     }
-    fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.record("before_train", ctx)
     }
-    fn before_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn before_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.record("before_epoch", ctx)
     }
-    fn before_step(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn before_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.record("before_step", ctx)
     }
-    fn after_step(&mut self, ctx: &mut Context<'_, Linear>, _values: &Fetched<'_>) -> stoker::Result<()> {
+    fn after_step(&mut self, ctx: &mut Context<'_, Linear>, _values: &Fetched<'_>) -> burn_stoker::Result<()> {
         if self.stop_at == Some(ctx.global_step()) {
             ctx.request_stop("enough");
         }
         self.record("after_step", ctx)
     }
-    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.record("trigger_step", ctx)
     }
-    fn after_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn after_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.record("after_epoch", ctx)
     }
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.record("trigger_epoch", ctx)?;
         self.trigger(ctx)
     }
-    fn trigger(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.record("trigger", ctx)
     }
-    fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.record("after_train", ctx)
     }
 }
@@ -94,8 +94,8 @@ fn run<K, C: Callbacks<Linear, K>>(
     callbacks: C,
     epochs: u64,
     steps: usize,
-) -> stoker::Result<TrainReport<Linear>> {
-    let device = stoker::device::cpu();
+) -> burn_stoker::Result<TrainReport<Linear>> {
+    let device = burn_stoker::device::cpu();
     Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(steps, &device))
         .max_epoch(epochs)
         .log_dir(scratch_dir("lifecycle"))
@@ -293,7 +293,7 @@ fn a_panic_in_a_callback_is_reported_with_its_name_after_every_after_train() {
 #[test]
 fn a_panic_in_the_training_step_is_reported_as_such() {
     let log = Log::default();
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let error =
         Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
             .log_dir(scratch_dir("step-panic"))
@@ -395,18 +395,18 @@ impl Callback<Linear> for Fetcher {
     fn wants_fetch(&self, counters: &Counters) -> bool {
         counters.next_step().is_multiple_of(self.every)
     }
-    fn after_step(&mut self, ctx: &mut Context<'_, Linear>, values: &Fetched<'_>) -> stoker::Result<()> {
+    fn after_step(&mut self, ctx: &mut Context<'_, Linear>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
         if !ctx.global_step().is_multiple_of(self.every) {
             assert!(values.get::<f32>("loss").is_err(), "nothing fetched at an unwanted step");
             return Ok(());
         }
         for fetch in &self.fetches {
             let text = match (fetch.name.as_ref(), fetch.kind) {
-                ("pair", stoker::FetchKind::Host) => {
+                ("pair", burn_stoker::FetchKind::Host) => {
                     let data: TensorData = values.get(&fetch.name)?;
                     format!("pair {:?} {:?}", data.shape().to_vec(), data.try_to_vec::<f32>().unwrap())
                 }
-                ("pair", stoker::FetchKind::Device) => {
+                ("pair", burn_stoker::FetchKind::Device) => {
                     let tensor: Tensor<2> = values.get(&fetch.name)?;
                     format!("pair on device {:?}", tensor.dims())
                 }

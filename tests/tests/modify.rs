@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use burn::nn::Linear;
 use burn::optim::SgdConfig;
 use burn::tensor::{Tensor, TensorData};
-use stoker::modify::{GradientAccumulation, GradientClip, RnnRegularizer};
-use stoker::prelude::*;
+use burn_stoker::modify::{GradientAccumulation, GradientClip, RnnRegularizer};
+use burn_stoker::prelude::*;
 use stoker_tests::{scratch_dir, tiny_model, weights};
 
 type Log = Arc<Mutex<Vec<Vec<f32>>>>;
@@ -17,7 +17,7 @@ type Log = Arc<Mutex<Vec<Vec<f32>>>>;
 struct WeightsAfterStep(Log);
 
 impl Callback<Linear> for WeightsAfterStep {
-    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.0.lock().unwrap().push(weights(ctx.model()).concat());
         Ok(())
     }
@@ -25,7 +25,7 @@ impl Callback<Linear> for WeightsAfterStep {
 
 fn rows(rows: &[[f32; 2]]) -> Tensor<2> {
     let flat: Vec<f32> = rows.iter().flatten().copied().collect();
-    Tensor::from_data(TensorData::new(flat, [rows.len(), 2]), &stoker::device::cpu())
+    Tensor::from_data(TensorData::new(flat, [rows.len(), 2]), &burn_stoker::device::cpu())
 }
 
 /// Trains `batches` (one epoch each time over all of them) with loss = sum(model(x)), whose gradient
@@ -34,9 +34,9 @@ fn rows(rows: &[[f32; 2]]) -> Tensor<2> {
 fn train_linear<C, K>(batches: Vec<Tensor<2>>, epochs: u64, callbacks: C) -> (Vec<f32>, Vec<Vec<f32>>)
 where
     C: Callbacks<Linear, K>,
-    (C, WeightsAfterStep): Callbacks<Linear, (K, stoker::Single)>,
+    (C, WeightsAfterStep): Callbacks<Linear, (K, burn_stoker::Single)>,
 {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let model = tiny_model(&device);
     let initial = weights(&model).concat();
     let log = Log::default();
@@ -121,7 +121,7 @@ impl<M> Callback<M> for Losses {
     fn fetches(&self) -> &[Fetch] {
         &LOSS
     }
-    fn after_step(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> stoker::Result<()> {
+    fn after_step(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
         self.0.lock().unwrap().push(values.get::<f32>("loss")?);
         Ok(())
     }
@@ -134,7 +134,7 @@ fn sequence(model: &Linear) -> Tensor<3> {
 
 #[test]
 fn rnn_regularizer_adds_ar_and_tar_to_the_loss_before_backward() {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let model = tiny_model(&device);
     let w = weights(&model).concat();
     let raw = [w[0] + w[2], w[1] + w[2], w[0] + w[1] + w[2]];
@@ -180,7 +180,7 @@ fn rnn_regularizer_adds_ar_and_tar_to_the_loss_before_backward() {
 
 #[test]
 fn rnn_regularizer_names_a_missing_output() {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let error = Trainer::new(tiny_model(&device), SgdConfig::new().init(), vec![(); 1])
         .max_epoch(1)
         .log_dir(scratch_dir("rnn-regularizer-missing"))

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
-use stoker::fetch::{Fetch, FetchKind};
-use stoker::prelude::*;
-use stoker::{
+use burn_stoker::fetch::{Fetch, FetchKind};
+use burn_stoker::prelude::*;
+use burn_stoker::{
     CsvWriter, Hist, MovingAverageSummary, SendMonitorData, SendStat, SimpleMovingAverage, TensorBoardWriter,
 };
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
@@ -39,7 +39,7 @@ impl Recorder {
 }
 
 impl Callback<Linear> for Recorder {
-    fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         let mut seen = self.seen.lock().unwrap();
         for name in &self.names {
             seen.insert(name.to_string(), ctx.monitors_ref().history(name).to_vec());
@@ -53,12 +53,12 @@ impl Callback<Linear> for Recorder {
 struct Putter;
 
 impl Callback<Linear> for Putter {
-    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         let step = ctx.global_step() as f64;
         ctx.monitors().put_scalar("s", step);
         Ok(())
     }
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         let epoch = ctx.epoch_num();
         let monitors = ctx.monitors();
         monitors.put_scalar("v", 10.0 * epoch as f64);
@@ -81,7 +81,7 @@ fn trainer<K, C: Callbacks<Linear, K>>(
     steps: usize,
     callbacks: C,
 ) -> Trainer<Linear, Vec<(Tensor<2>, Tensor<2>)>, C, K> {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(steps, &device))
         .max_epoch(epochs)
         .log_dir(dir)

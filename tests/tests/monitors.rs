@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex};
 
 use burn::nn::Linear;
 use serde_json::Value as Json;
-use stoker::monitor::{Image, Record, Value};
-use stoker::prelude::*;
-use stoker::{JsonWriter, MonitorSink, ScalarPrinter, TensorBoardWriter};
+use burn_stoker::monitor::{Image, Record, Value};
+use burn_stoker::prelude::*;
+use burn_stoker::{JsonWriter, MonitorSink, ScalarPrinter, TensorBoardWriter};
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 
 /// Puts `epoch_value` = 10 * epoch at each trigger_epoch and `step_value` = global_step at each
@@ -19,12 +19,12 @@ struct Putter {
 }
 
 impl Callback<Linear> for Putter {
-    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         let step = ctx.global_step() as f64;
         ctx.monitors().put_scalar("step_value", step);
         Ok(())
     }
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         let epoch = ctx.epoch_num() as f64;
         let monitors = ctx.monitors();
         monitors.put_scalar("epoch_value", 10.0 * epoch);
@@ -38,7 +38,7 @@ impl Callback<Linear> for Putter {
         }
         Ok(())
     }
-    fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         *self.seen_history.lock().unwrap() = ctx.monitors_ref().history("epoch_value").to_vec();
         Ok(())
     }
@@ -53,8 +53,8 @@ fn writers() -> DefaultCallbacks {
     }
 }
 
-fn train(dir: &std::path::Path, starting_epoch: u64, max_epoch: u64, putter: Putter) -> stoker::Result<()> {
-    let device = stoker::device::cpu();
+fn train(dir: &std::path::Path, starting_epoch: u64, max_epoch: u64, putter: Putter) -> burn_stoker::Result<()> {
+    let device = burn_stoker::device::cpu();
     Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
         .max_epoch(max_epoch)
         .starting_epoch(starting_epoch)
@@ -128,7 +128,7 @@ fn an_unwritable_log_dir_fails_at_setup_before_any_step() {
     let dir = scratch_dir("unwritable");
     let file = dir.join("a-file");
     std::fs::write(&file, b"not a directory").unwrap();
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let mut steps = 0;
     let result =
         Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
@@ -184,7 +184,7 @@ fn scalar_printer_prints_whitelisted_names_not_blacklisted_sorted_at_epoch_end()
     ])
     .unwrap();
     assert!(out.0.lock().unwrap().is_empty(), "nothing printed before the epoch ends");
-    let stats = stoker::monitor::EpochStats {
+    let stats = burn_stoker::monitor::EpochStats {
         epoch_num: 1,
         global_step: 20,
         scalars: [

@@ -15,15 +15,15 @@ use burn::lr_scheduler::{LrScheduler, LrSchedulerRecord};
 use burn::nn::Linear;
 use burn::optim::SgdConfig;
 use burn::tensor::Tensor;
-use stoker::prelude::*;
-use stoker::{Checkpoint, Error, HyperParams, PlateauMode};
+use burn_stoker::prelude::*;
+use burn_stoker::{Checkpoint, Error, HyperParams, PlateauMode};
 use stoker_tests::{StopAt, mse, scratch_dir, tiny_data, tiny_model};
 
 type Batch = (Tensor<2>, Tensor<2>);
 
 /// A trainer of the tiny model with plain SGD, `batches` steps per epoch, no default callbacks.
 fn trainer(dir: &Path, epochs: u64, batches: usize) -> Trainer<Linear, Vec<Batch>> {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(batches, &device))
         .default_callbacks(DefaultCallbacks::none())
         .handle_signals(false)
@@ -40,7 +40,7 @@ fn try_record<K, C: Callbacks<Linear, K>>(
     trainer: Trainer<Linear, Vec<Batch>>,
     callbacks: C,
     param: &'static str,
-) -> stoker::Result<(TrainReport<Linear>, Used)> {
+) -> burn_stoker::Result<(TrainReport<Linear>, Used)> {
     let used = Arc::new(Mutex::new(Vec::new()));
     let seen = used.clone();
     let report =
@@ -89,7 +89,7 @@ impl PutStat {
 }
 
 impl Callback<Linear> for PutStat {
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         if let Some(Some(v)) = self.values.get(ctx.epoch_num() as usize - 1) {
             ctx.monitors().put_scalar(self.name, *v);
         }
@@ -212,12 +212,12 @@ type DropoutSeen = (&'static str, Option<f64>, Vec<String>);
 struct WatchDropout(Arc<Mutex<Vec<DropoutSeen>>>);
 
 impl Callback<Linear> for WatchDropout {
-    fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         let names = ctx.hyper().names().map(String::from).collect();
         self.0.lock().unwrap().push(("setup", ctx.hyper().get("dropout"), names));
         Ok(())
     }
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.0.lock().unwrap().push(("epoch", ctx.hyper().get("dropout"), Vec::new()));
         Ok(())
     }
@@ -537,7 +537,7 @@ fn a_stat_monitor_setter_needs_last_k() {
 struct Person(Vec<Option<&'static str>>);
 
 impl Callback<Linear> for Person {
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         let path = ctx.log_dir().join("hyper.txt");
         match self.0.get(ctx.epoch_num() as usize - 1) {
             Some(Some(text)) => std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?,

@@ -13,8 +13,8 @@ use burn::module::Module;
 use burn::nn::Linear;
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Bytes, Device, Tensor, TensorData};
-use stoker::prelude::*;
-use stoker::{Checkpoint, Error};
+use burn_stoker::prelude::*;
+use burn_stoker::{Checkpoint, Error};
 use stoker_tests::{StopAt, mse, scratch_dir, tiny_model, weights};
 
 type Batch = (Tensor<2>, Tensor<2>);
@@ -77,7 +77,7 @@ impl LossTracker {
 struct SeenAtStart(Arc<Mutex<Option<(u64, usize, f64)>>>);
 
 impl Callback<Linear> for SeenAtStart {
-    fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         let history = ctx.monitors_ref().history("mean_loss").len();
         *self.0.lock().unwrap() = Some((ctx.global_step(), history, ctx.learning_rate()));
         Ok(())
@@ -94,8 +94,8 @@ fn run(
     stop_at: Option<u64>,
     resume: bool,
     seen: SeenAtStart,
-) -> stoker::Result<TrainReport<Linear>> {
-    let device = stoker::device::cpu();
+) -> burn_stoker::Result<TrainReport<Linear>> {
+    let device = burn_stoker::device::cpu();
     let saver = if every_step {
         PeriodicTrigger::new(ModelSaver::new(100)).every_k_steps(1)
     } else {
@@ -127,7 +127,7 @@ fn run(
 
 /// The weights after one Adam step on `model` from the optimizer state `bytes`.
 fn one_more_step(bytes: &[u8], model: Linear) -> Vec<Vec<f32>> {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let optimizer: ModuleOptimizer = AdamConfig::new().init();
     let mut optimizer = optimizer.from_bytes(Bytes::from_bytes_vec(bytes.to_vec())).expect("optimizer state");
     let batch = shuffled_data(&device).iter().next().expect("a batch").expect("a batch");
@@ -148,7 +148,7 @@ fn read(path: &Path) -> Vec<u8> {
 /// Train straight; train to `stop`, drop everything, resume from the directory and finish; then
 /// compare everything a run leaves.
 fn straight_and_resumed(every_step: bool, stop: u64) {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let model = tiny_model(&device);
 
     let straight_dir = scratch_dir("resume-straight");
@@ -230,7 +230,7 @@ fn resumed_in_the_middle_of_an_epoch_ends_equal_to_a_straight_run() {
 
 #[test]
 fn resuming_a_finished_run_trains_nothing_more() {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let dir = scratch_dir("resume-finished");
     let done = run(tiny_model(&device), &dir, false, None, false, SeenAtStart::default()).unwrap();
     let again = run(tiny_model(&device), &dir, false, None, true, SeenAtStart::default()).unwrap();
@@ -240,7 +240,7 @@ fn resuming_a_finished_run_trains_nothing_more() {
 
 #[test]
 fn resume_from_a_missing_directory_is_an_error_naming_it() {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let dir = scratch_dir("resume-missing");
     let error = Trainer::new(tiny_model(&device), AdamConfig::new().init(), shuffled_data(&device))
         .default_callbacks(DefaultCallbacks::none())
@@ -255,7 +255,7 @@ fn resume_from_a_missing_directory_is_an_error_naming_it() {
 
 #[test]
 fn a_run_resumed_from_an_older_checkpoint_continues_tensorboard_and_stats_json_without_duplicates() {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let model = tiny_model(&device);
     let straight_dir = scratch_dir("resume-tb-straight");
     run(model.clone(), &straight_dir, false, None, false, SeenAtStart::default()).unwrap();

@@ -12,9 +12,9 @@ use burn::module::Module;
 use burn::nn::Linear;
 use burn::optim::SgdConfig;
 use serde_json::{Value as Json, json};
-use stoker::prelude::*;
-use stoker::saver::SaveBestState;
-use stoker::stop::{EarlyStop, EarlyStopping, Mode};
+use burn_stoker::prelude::*;
+use burn_stoker::saver::SaveBestState;
+use burn_stoker::stop::{EarlyStop, EarlyStopping, Mode};
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
 
 type Weights = Vec<Vec<f32>>;
@@ -50,7 +50,7 @@ impl Callback<Linear> for Script {
     fn name(&self) -> std::borrow::Cow<'static, str> {
         format!("Script({})", self.name).into()
     }
-    fn trigger(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         let epoch = ctx.epoch_num();
         if let Some(&Some(value)) = self.values.get(epoch as usize - 1) {
             ctx.monitors().put_scalar(self.name, value);
@@ -67,8 +67,8 @@ fn train<K, C: Callbacks<Linear, K>>(
     max_epoch: u64,
     resume: bool,
     callbacks: C,
-) -> stoker::Result<TrainReport<Linear>> {
-    let device = stoker::device::cpu();
+) -> burn_stoker::Result<TrainReport<Linear>> {
+    let device = burn_stoker::device::cpu();
     Trainer::new(model, SgdConfig::new().init(), tiny_data(2, &device))
         .learning_rate(0.1)
         .max_epoch(max_epoch)
@@ -93,7 +93,7 @@ fn ended(report: &TrainReport<Linear>) -> (u64, Option<String>) {
 /// The epoch at which `stop` ends a run of `max_epoch` epochs in which `val_loss` (or `name`)
 /// takes `values`; `None` when the run finishes.
 fn stop_epoch_of(name: &'static str, values: &[f64], max_epoch: u64, stop: EarlyStopping) -> Option<u64> {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let report =
         train(&scratch_dir("stop"), tiny_model(&device), max_epoch, false, (Script::new(name, values), stop))
             .unwrap();
@@ -124,7 +124,7 @@ fn patience_counts_the_evaluations_without_improvement() {
 
 #[test]
 fn the_stop_reason_names_the_statistic_and_the_best_epoch() {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let report = train(
         &scratch_dir("stop-reason"),
         tiny_model(&device),
@@ -192,7 +192,7 @@ fn an_epoch_without_a_new_value_is_not_evaluated() {
     // The value is put every other epoch: e1 best 1.0; e2 nothing new; e3 wait 1: stop (had the
     // stale 1.0 counted at e2, it would have stopped there).
     let values = [Some(1.0), None, Some(1.5), None, Some(2.0)];
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let report = train(
         &scratch_dir("stop-sparse"),
         tiny_model(&device),
@@ -222,7 +222,7 @@ fn auto_mode_reads_the_name_and_fails_when_it_cannot_tell() {
         ),
         Some(2)
     );
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let error = train(
         &scratch_dir("stop-auto"),
         tiny_model(&device),
@@ -239,7 +239,7 @@ fn auto_mode_reads_the_name_and_fails_when_it_cannot_tell() {
 
 #[test]
 fn a_statistic_never_put_is_an_error_naming_what_there_is() {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let error = train(
         &scratch_dir("stop-missing"),
         tiny_model(&device),
@@ -269,7 +269,7 @@ fn a_statistic_never_put_is_an_error_naming_what_there_is() {
 
 /// Runs with restore_best_weights; returns the final model's weights and those of each epoch.
 fn restored(values: &[f64], max_epoch: u64, stop: EarlyStopping) -> (u64, Weights, Seen) {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let script = Script::new("val_loss", values);
     let seen = script.seen.clone();
     let report =
@@ -308,13 +308,13 @@ fn restore_best_weights_gives_the_best_epochs_weights_after_a_stop_and_at_the_en
 
 /// The saved state of the callback `name` in the latest checkpoint under `dir`.
 fn saved_state(dir: &Path, name: &str) -> Json {
-    let checkpoint = stoker::Checkpoint::latest(dir).unwrap().expect("a checkpoint");
+    let checkpoint = burn_stoker::Checkpoint::latest(dir).unwrap().expect("a checkpoint");
     checkpoint.callback_state(name).cloned().unwrap_or(Json::Null)
 }
 
 #[test]
 fn a_resumed_run_keeps_the_counters_and_the_best_weights() {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let initial = tiny_model(&device);
     let history = [1.0, 0.5, 0.75, 0.8, 0.9, 1.0];
     let stop = || EarlyStopping::new("val_loss").patience(2).restore_best_weights(true);
@@ -367,7 +367,7 @@ fn a_resumed_run_keeps_the_counters_and_the_best_weights() {
 #[test]
 fn early_stop_calls_the_users_function_with_its_state() {
     // Stop under a target.
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let report = train(
         &scratch_dir("early-stop"),
         tiny_model(&device),
@@ -407,7 +407,7 @@ fn early_stop_calls_the_users_function_with_its_state() {
 
 #[test]
 fn early_stops_state_survives_a_resume() {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let rises = |(previous, rises): (Option<f64>, u32), v: f64| {
         let rises = if previous.is_some_and(|p| v > p) { rises + 1 } else { 0 };
         ((Some(v), rises), rises >= 2)
@@ -438,13 +438,13 @@ fn early_stops_state_survives_a_resume() {
 
 /// The weights in the burnpack file `path`, loaded by plain burn.
 fn file_weights(path: &Path) -> Weights {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     weights(&tiny_model(&device).load_file(path))
 }
 
 #[test]
 fn save_best_state_writes_the_best_epochs_model_atomically() {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let dir = scratch_dir("save-best");
     // Lowest at e4, highest at e1.
     let history = [1.0, 0.5, 0.75, 0.25, 0.3];
@@ -472,7 +472,7 @@ fn save_best_state_writes_the_best_epochs_model_atomically() {
 
 #[test]
 fn save_best_state_keeps_its_best_across_a_resume() {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let dir = scratch_dir("save-best-resume");
     let history = [1.0, 0.5, 0.75];
     let script = Script::new("val_loss", &history);
@@ -498,7 +498,7 @@ fn save_best_state_keeps_its_best_across_a_resume() {
 
 #[test]
 fn save_best_state_refuses_a_directory() {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let dir = scratch_dir("save-best-dir");
     let error = train(
         &dir,

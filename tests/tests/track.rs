@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use burn::nn::Linear;
-use stoker::prelude::*;
-use stoker::track::{GpuMemory, GpuSource, ManualClock, NvmlSource, humanize_duration};
-use stoker::{
+use burn_stoker::prelude::*;
+use burn_stoker::track::{GpuMemory, GpuSource, ManualClock, NvmlSource, humanize_duration};
+use burn_stoker::{
     EstimatedTimeLeft, GPUMemoryTracker, GPUUtilizationTracker, HostMemoryTracker, PeriodicTrigger, RunTimer,
     StepHooks, StepLoss, ThroughputTracker, Timed,
 };
@@ -30,8 +30,8 @@ fn train<K, C: Callbacks<Linear, K>>(
     name: &str,
     epochs: u64,
     callbacks: C,
-) -> stoker::Result<TrainReport<Linear>> {
-    let device = stoker::device::cpu();
+) -> burn_stoker::Result<TrainReport<Linear>> {
+    let device = burn_stoker::device::cpu();
     Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(STEPS, &device))
         .max_epoch(epochs)
         .log_dir(scratch_dir(name))
@@ -55,12 +55,12 @@ impl Work {
 }
 
 impl Callback<Linear> for Work {
-    fn before_step(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn before_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         let epoch = ctx.epoch_num() as usize;
         self.clock.advance(self.step_time[(epoch - 1).min(self.step_time.len() - 1)]);
         Ok(())
     }
-    fn trigger_epoch(&mut self, _ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger_epoch(&mut self, _ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.clock.advance(self.epoch_work);
         Ok(())
     }
@@ -82,7 +82,7 @@ impl Probe {
 }
 
 impl Callback<Linear> for Probe {
-    fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         let monitors = ctx.monitors_ref();
         let mut seen = self.seen.lock().unwrap();
         for name in monitors.scalar_names() {
@@ -133,13 +133,13 @@ struct EtaWatch<'a> {
 }
 
 impl Callback<Linear> for EtaWatch<'_> {
-    fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         Callback::<Linear>::setup(self.eta, ctx)
     }
-    fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         Callback::<Linear>::before_train(self.eta, ctx)
     }
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         Callback::<Linear>::trigger_epoch(self.eta, ctx)?;
         self.seen.push(self.eta.estimate().expect("an estimate after each epoch"));
         Ok(())
@@ -324,24 +324,24 @@ impl FakeGpus {
             fail_after: None,
         }
     }
-    fn reading(&self) -> stoker::Result<()> {
+    fn reading(&self) -> burn_stoker::Result<()> {
         let n = self.readings.fetch_add(1, Ordering::SeqCst);
         match self.fail_after {
-            Some(limit) if n >= limit => Err(stoker::Error::msg("the fake GPU fell off the bus")),
+            Some(limit) if n >= limit => Err(burn_stoker::Error::msg("the fake GPU fell off the bus")),
             _ => Ok(()),
         }
     }
 }
 
 impl GpuSource for FakeGpus {
-    fn device_count(&mut self) -> stoker::Result<u32> {
+    fn device_count(&mut self) -> burn_stoker::Result<u32> {
         Ok(self.utilization.len() as u32)
     }
-    fn utilization(&mut self, device: u32) -> stoker::Result<f64> {
+    fn utilization(&mut self, device: u32) -> burn_stoker::Result<f64> {
         self.reading()?;
         Ok(self.utilization[device as usize])
     }
-    fn memory(&mut self, device: u32) -> stoker::Result<GpuMemory> {
+    fn memory(&mut self, device: u32) -> burn_stoker::Result<GpuMemory> {
         self.reading()?;
         Ok(self.memory[device as usize])
     }
@@ -476,9 +476,9 @@ fn gpu_trackers_on_this_machine_train_fine_with_or_without_a_gpu() {
 struct FailAt(u64);
 
 impl Callback<Linear> for FailAt {
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         if ctx.epoch_num() == self.0 {
-            return Err(stoker::Error::msg("failed on purpose"));
+            return Err(burn_stoker::Error::msg("failed on purpose"));
         }
         Ok(())
     }
@@ -522,7 +522,7 @@ struct Fast {
 }
 
 impl Callback<Linear> for Fast {
-    fn before_epoch(&mut self, _ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn before_epoch(&mut self, _ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.clock.advance(self.time);
         Ok(())
     }
@@ -534,11 +534,11 @@ struct Slow {
 }
 
 impl Callback<Linear> for Slow {
-    fn after_step(&mut self, _ctx: &mut Context<'_, Linear>, _values: &Fetched<'_>) -> stoker::Result<()> {
+    fn after_step(&mut self, _ctx: &mut Context<'_, Linear>, _values: &Fetched<'_>) -> burn_stoker::Result<()> {
         self.clock.advance(ms(500));
         Ok(())
     }
-    fn trigger_epoch(&mut self, _ctx: &mut Context<'_, Linear>) -> stoker::Result<()> {
+    fn trigger_epoch(&mut self, _ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.clock.advance(ms(1500));
         Ok(())
     }
@@ -660,7 +660,7 @@ impl Callback<Linear> for LossHook {
     fn step_hooks(&self) -> StepHooks {
         StepHooks::LOSS
     }
-    fn before_backward(&mut self, _ctx: &mut Context<'_, Linear>, loss: &StepLoss<'_>) -> stoker::Result<()> {
+    fn before_backward(&mut self, _ctx: &mut Context<'_, Linear>, loss: &StepLoss<'_>) -> burn_stoker::Result<()> {
         loss.update(|loss| loss * 1.0);
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.clock.advance(ms(250));

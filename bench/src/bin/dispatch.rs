@@ -9,7 +9,7 @@ use std::hint::black_box;
 
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::AdamConfig;
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 use stoker_bench::generated::{Noops1, Noops10, Noops100, Users20};
 use stoker_bench::median;
 
@@ -38,11 +38,11 @@ impl<M> Callback<M> for Last {
 }
 
 fn per_event<K, C: Callbacks<Linear, K>>(make: impl Fn() -> C, events: u64, rounds: usize) -> f64 {
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let samples: Vec<f64> = (0..rounds)
         .map(|_| {
             let model = LinearConfig::new(2, 1).init(&device);
-            let elapsed = stoker::__private::time_event_delivery(
+            let elapsed = burn_stoker::__private::time_event_delivery(
                 black_box(make()),
                 model,
                 AdamConfig::new().init(),

@@ -3,14 +3,14 @@
 //!
 //! `cargo run --release -p stoker-examples --bin callback_list -- --help` for the options; neon's
 //! switches (`--eval_freq`, `--serialize`, `--history`, `--save_path`, `--no_progress_bar`) come
-//! from `stoker::cli::CallbackArgs`. While it runs: edit `<save_path>/hyper.txt` to change the
+//! from `burn_stoker::cli::CallbackArgs`. While it runs: edit `<save_path>/hyper.txt` to change the
 //! learning rate, `touch <save_path>/INJECT_SHELL.tmp` to pause at the end of the epoch and get
 //! a prompt.
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use stoker::cli::CallbackArgs;
+use burn_stoker::cli::CallbackArgs;
 use stoker_examples::callback_list::{ListConfig, train_with_list};
 
 /// Train the digits MLP with tensorpack's ResNet callback list.
@@ -33,7 +33,7 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let device = match stoker::device::by_name(&cli.device) {
+    let device = match burn_stoker::device::by_name(&cli.device) {
         Ok(device) => device,
         Err(error) => {
             eprintln!("error: {error}");

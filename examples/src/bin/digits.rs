@@ -10,7 +10,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use stoker::Outcome;
+use burn_stoker::Outcome;
 use stoker_examples::{DigitsConfig, train_digits};
 
 fn main() -> ExitCode {
@@ -34,7 +34,7 @@ fn main() -> ExitCode {
             other => usage(&format!("unknown argument `{other}`")),
         }
     }
-    let device = match stoker::device::by_name(&device) {
+    let device = match burn_stoker::device::by_name(&device) {
         Ok(device) => device,
         Err(error) => usage(&error.to_string()),
     };

@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use burn::optim::{AdamConfig, GradientsParams};
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 use stoker_examples::{DigitBatch, DigitBatcher, Mlp, digit_outputs, load_digits};
 
 fn batches(device: &burn::tensor::Device) -> Vec<DigitBatch> {
@@ -65,7 +65,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let steps: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(2000);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(7);
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let data = batches(&device);
     let (mut hand, mut bare, mut defaults) = (Vec::new(), Vec::new(), Vec::new());
     hand_loop(&data, steps / 4, &device);

@@ -104,7 +104,7 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()>
 /// nothing is dumped for it.
 ///
 /// ```
-/// use stoker::debug::DumpTensors;
+/// use burn_stoker::debug::DumpTensors;
 /// // Every 500 steps, write `<log_dir>/DumpTensor-<step>.npz` with the logits and the loss.
 /// let dump = DumpTensors::new(["logits", "loss"]).every_k_steps(500);
 /// # let _ = dump;

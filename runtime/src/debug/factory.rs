@@ -15,7 +15,7 @@ type GradientsFn<M> = Box<dyn FnMut(&mut Context<'_, M>, &StepGradients) -> Resu
 /// A callback made of closures, one per event it handles (tensorpack's
 /// `CallbackFactory(setup_graph, before_train, trigger, after_train)`, with the step and epoch
 /// events too). Each closure receives the [`Context`] (and `after_step` the fetched values) and
-/// returns `()`, `stoker::Result<()>` or a [`Flow`](crate::Flow). An event without a closure
+/// returns `()`, `burn_stoker::Result<()>` or a [`Flow`](crate::Flow). An event without a closure
 /// costs a test of an `Option`; a closure is called through a pointer.
 ///
 /// The events inside a step are supported too: a [`before_backward`](Self::before_backward)
@@ -33,8 +33,8 @@ type GradientsFn<M> = Box<dyn FnMut(&mut Context<'_, M>, &StepGradients) -> Resu
 /// [`name`](Self::name) when a run has several (the trainer refuses two callbacks of one name).
 ///
 /// ```
-/// use stoker::debug::CallbackFactory;
-/// use stoker::Flow;
+/// use burn_stoker::debug::CallbackFactory;
+/// use burn_stoker::Flow;
 /// let callback = CallbackFactory::<()>::new()
 ///     .name("halve_lr_at_epoch_3")
 ///     .before_train(|ctx| eprintln!("training from step {}", ctx.global_step()))
@@ -45,7 +45,7 @@ type GradientsFn<M> = Box<dyn FnMut(&mut Context<'_, M>, &StepGradients) -> Resu
 ///         }
 ///     })
 ///     .fetch(["loss"])
-///     .after_step(|_ctx, values| -> stoker::Result<Flow> {
+///     .after_step(|_ctx, values| -> burn_stoker::Result<Flow> {
 ///         let loss: f32 = values.get("loss")?;
 ///         Ok(if loss.is_nan() { Flow::Stop("the loss is NaN".into()) } else { Flow::Continue })
 ///     });

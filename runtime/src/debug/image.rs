@@ -39,7 +39,7 @@ type MapFn = Box<dyn FnMut(HostTensor<'_>) -> TensorData + Send>;
 ///
 /// ```
 /// use burn::tensor::TensorData;
-/// use stoker::debug::DumpTensorAsImage;
+/// use burn_stoker::debug::DumpTensorAsImage;
 /// // The step puts "reconstruction", a [batch, 28, 28] tensor with values in [0, 1]: write the
 /// // first 4 as train_log/reconstruction-<step>-<i>.png, 4 times larger, every epoch.
 /// let dump = DumpTensorAsImage::new("reconstruction")

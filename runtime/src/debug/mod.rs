@@ -37,7 +37,7 @@ use crate::fetch::{Fetch, Fetched};
 /// its next checkpoint at the latest.
 ///
 /// ```
-/// use stoker::debug::TerminateOnNaN;
+/// use burn_stoker::debug::TerminateOnNaN;
 /// let check = TerminateOnNaN::new().every_k_steps(10);
 /// # let _ = check;
 /// ```

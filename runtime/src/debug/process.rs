@@ -22,13 +22,13 @@ use crate::fetch::{Fetch, Fetched};
 ///
 /// The function receives the values ([`TensorValues`], in the order of the names) and the
 /// context (to put monitors, read the counters, stop training...); it returns `()`,
-/// `stoker::Result<()>` or a [`Flow`](crate::Flow). It runs on the training thread, in
+/// `burn_stoker::Result<()>` or a [`Flow`](crate::Flow). It runs on the training thread, in
 /// `after_step`: slow work belongs on a thread of its own.
 ///
 /// ```
-/// use stoker::debug::ProcessTensors;
-/// # use stoker::Context;
-/// # fn main() -> stoker::Result<()> {
+/// use burn_stoker::debug::ProcessTensors;
+/// # use burn_stoker::Context;
+/// # fn main() -> burn_stoker::Result<()> {
 /// // Print the loss and the accuracy, and their sum, every 10 steps.
 /// let callback = ProcessTensors::new(["loss", "accuracy"], |values, ctx: &mut Context<'_, ()>| {
 ///     let (loss, accuracy) = (values.get(0), values.get(1));
@@ -120,7 +120,7 @@ where
 /// training; everything is written when `after_train` returns.
 ///
 /// ```
-/// use stoker::debug::TensorPrinter;
+/// use burn_stoker::debug::TensorPrinter;
 /// let printer = TensorPrinter::new(["loss", "logits"]).every_k_steps(100);
 /// # let _ = printer;
 /// ```

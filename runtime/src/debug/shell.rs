@@ -38,8 +38,8 @@ use crate::error::{Error, Result};
 /// input continues training, so a run without a terminal never stays paused.
 ///
 /// ```
-/// use stoker::debug::InjectShell;
-/// use stoker::PeriodicTrigger;
+/// use burn_stoker::debug::InjectShell;
+/// use burn_stoker::PeriodicTrigger;
 /// // Look for train_log/pause every 100 steps.
 /// let shell = PeriodicTrigger::new(InjectShell::new().file("pause")).every_k_steps(100);
 /// # let _ = shell;

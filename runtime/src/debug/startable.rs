@@ -87,7 +87,7 @@ impl Item {
 /// ```no_run
 /// use std::process::Command;
 /// use std::time::Duration;
-/// use stoker::debug::StartProcOrThread;
+/// use burn_stoker::debug::StartProcOrThread;
 /// let helpers = StartProcOrThread::new()
 ///     .thread("heartbeat", |stop| {
 ///         while !stop.wait_timeout(Duration::from_secs(60)) {

@@ -81,7 +81,7 @@ struct Watch {
 ///
 /// ```
 /// use std::time::Duration;
-/// use stoker::debug::{StepTimeout, TimeoutAction};
+/// use burn_stoker::debug::{StepTimeout, TimeoutAction};
 /// // A step that takes more than 10 minutes is hung: end the process.
 /// let watchdog = StepTimeout::new(Duration::from_secs(600));
 /// // Only warn about steps slower than 2 s.

@@ -173,8 +173,8 @@ impl Ema {
 ///   restored, so a resumed run reports what an uninterrupted one would.
 ///
 /// ```
-/// use stoker::prelude::*;
-/// use stoker::monitor::MovingAverageSummary;
+/// use burn_stoker::prelude::*;
+/// use burn_stoker::monitor::MovingAverageSummary;
 /// // The step puts `step.output("accuracy", accuracy)`; the loss is always there as "loss".
 /// let ema = MovingAverageSummary::new(["loss", "accuracy"]).decay(0.9).report_every_k_steps(100);
 /// # let _ = ema;
@@ -361,8 +361,8 @@ impl<M> Callback<M> for MovingAverageSummary {
 /// - **Resume**: the window's values are saved in checkpoints and restored.
 ///
 /// ```
-/// use stoker::prelude::*;
-/// use stoker::monitor::SimpleMovingAverage;
+/// use burn_stoker::prelude::*;
+/// use burn_stoker::monitor::SimpleMovingAverage;
 /// // `loss/SMA`, the mean loss of the last 50 steps, every 50 steps.
 /// let sma = SimpleMovingAverage::new(["loss"], 50);
 /// # let _ = sma;

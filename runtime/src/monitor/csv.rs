@@ -45,8 +45,8 @@ const GLOBAL_STEP: &str = "global_step";
 ///   `starting_epoch` (Keras's `append=True`), and moves any other existing file aside.
 ///
 /// ```
-/// use stoker::prelude::*;
-/// use stoker::monitor::CsvWriter;
+/// use burn_stoker::prelude::*;
+/// use burn_stoker::monitor::CsvWriter;
 /// // `<log dir>/stats.csv`, and a tab-separated copy beside it.
 /// let callbacks = (CsvWriter::new(), CsvWriter::new().file("stats.tsv").separator('\t'));
 /// # let _ = callbacks;

@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 /// - Deliberate differences: neon writes HDF5 for its `nvis` tool; this writes TensorBoard.
 ///
 /// ```
-/// use stoker::monitor::Hist;
+/// use burn_stoker::monitor::Hist;
 /// // The weights and the biases, 32 buckets each, every 5 epochs.
 /// let hist = Hist::new().every_k_epochs(5).all_parameters().buckets(32);
 /// # let _ = hist;

@@ -291,14 +291,14 @@ fn wait_for(owner: &'static str, command: &str, mut child: Child, abandon: &Atom
 /// inside the trainer with `os.system`, blocking training while it runs.
 ///
 /// ```
-/// use stoker::monitor::SendMonitorData;
+/// use burn_stoker::monitor::SendMonitorData;
 /// let send = SendMonitorData::new(
 ///     "curl -s -u $PUSHBULLET_TOKEN: https://api.pushbullet.com/v2/pushes \
 ///      -d type=note -d title='epoch {epoch_num}' -d body='error {validation_error:.4f}' > /dev/null",
 ///     ["validation_error"],
 /// )?;
 /// # let _ = send;
-/// # Ok::<(), stoker::Error>(())
+/// # Ok::<(), burn_stoker::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct SendMonitorData {
@@ -417,8 +417,8 @@ impl MonitorSink for SendSink {
 /// [`wait_at_end`](Self::wait_at_end).
 ///
 /// ```
-/// use stoker::prelude::*;
-/// use stoker::monitor::SendStat;
+/// use burn_stoker::prelude::*;
+/// use burn_stoker::monitor::SendStat;
 /// // Every 5 epochs, append the latest validation error to a file.
 /// let send = PeriodicTrigger::new(SendStat::new(
 ///     "echo {epoch_num} {validation_error} >> errors.txt",
@@ -426,7 +426,7 @@ impl MonitorSink for SendSink {
 /// )?)
 /// .every_k_epochs(5);
 /// # let _ = send;
-/// # Ok::<(), stoker::Error>(())
+/// # Ok::<(), burn_stoker::Error>(())
 /// ```
 #[derive(Debug)]
 pub struct SendStat {

@@ -22,13 +22,13 @@ use crate::error::Result;
 /// (tensorpack calls it again). A value that is not finite is an error.
 ///
 /// ```
-/// # use stoker::prelude::*;
-/// # use stoker::HyperParamSetterWithFunc;
+/// # use burn_stoker::prelude::*;
+/// # use burn_stoker::HyperParamSetterWithFunc;
 /// # use burn::nn::{Linear, LinearConfig};
 /// # use burn::optim::SgdConfig;
 /// # use burn::tensor::Tensor;
 /// # use std::sync::{Arc, Mutex};
-/// # let device = stoker::device::cpu();
+/// # let device = burn_stoker::device::cpu();
 /// # let model: Linear = LinearConfig::new(2, 1).init(&device);
 /// # let batches = vec![(Tensor::<2>::ones([4, 2], &device), Tensor::<2>::zeros([4, 1], &device))];
 /// // Decrease by a factor of 0.5 every two epochs — tensorpack's example. Like tensorpack, the
@@ -48,7 +48,7 @@ use crate::error::Result;
 ///     })?;
 /// // One step per epoch: halved at the beginning, after epoch 2 and after epoch 4.
 /// assert_eq!(*used.lock().unwrap(), [0.4, 0.4, 0.2, 0.2, 0.1]);
-/// # Ok::<(), stoker::Error>(())
+/// # Ok::<(), burn_stoker::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct HyperParamSetterWithFunc<F> {

@@ -35,24 +35,24 @@ use crate::error::Result;
 /// resumed run does not apply an old edit again, and applies one made while it was stopped.
 ///
 /// ```
-/// # use stoker::prelude::*;
-/// # use stoker::HumanHyperParamSetter;
+/// # use burn_stoker::prelude::*;
+/// # use burn_stoker::HumanHyperParamSetter;
 /// # use burn::module::Module;
 /// # use burn::nn::{Linear, LinearConfig};
 /// # use burn::optim::SgdConfig;
 /// # use burn::tensor::Tensor;
 /// # use std::sync::{Arc, Mutex};
-/// # let device = stoker::device::cpu();
+/// # let device = burn_stoker::device::cpu();
 /// # let model: Linear = LinearConfig::new(2, 1).init(&device);
 /// # let batches = vec![(Tensor::<2>::ones([4, 2], &device), Tensor::<2>::zeros([4, 1], &device))];
 /// let log_dir = std::env::temp_dir().join(format!("stoker-doc-human-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&log_dir);
 /// // A person edits train_log/.../hyper.txt; here, a callback plays the person after epoch 2.
 /// #[callback(on = trigger_epoch)]
-/// fn person(ctx: &mut Context<'_, impl Module>) -> stoker::Result<()> {
+/// fn person(ctx: &mut Context<'_, impl Module>) -> burn_stoker::Result<()> {
 ///     if ctx.epoch_num() == 2 {
 ///         let path = ctx.log_dir().join("hyper.txt");
-///         std::fs::write(&path, "learning_rate: 0.01\n").map_err(|e| stoker::Error::io(path, e))?;
+///         std::fs::write(&path, "learning_rate: 0.01\n").map_err(|e| burn_stoker::Error::io(path, e))?;
 ///     }
 ///     Ok(())
 /// }
@@ -69,7 +69,7 @@ use crate::error::Result;
 ///         (model.forward(x) - y).powi_scalar(2).mean()
 ///     })?;
 /// assert_eq!(*used.lock().unwrap(), [0.1, 0.1, 0.01, 0.01]);
-/// # Ok::<(), stoker::Error>(())
+/// # Ok::<(), burn_stoker::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct HumanHyperParamSetter {

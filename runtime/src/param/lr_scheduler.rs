@@ -32,14 +32,14 @@ use crate::error::Result;
 /// finite is an error.
 ///
 /// ```
-/// # use stoker::prelude::*;
-/// # use stoker::LrSchedulerSetter;
+/// # use burn_stoker::prelude::*;
+/// # use burn_stoker::LrSchedulerSetter;
 /// # use burn::nn::{Linear, LinearConfig};
 /// # use burn::optim::SgdConfig;
 /// # use burn::tensor::Tensor;
 /// # use std::sync::{Arc, Mutex};
 /// use burn::lr_scheduler::linear::LinearLrSchedulerConfig;
-/// # let device = stoker::device::cpu();
+/// # let device = burn_stoker::device::cpu();
 /// # let model: Linear = LinearConfig::new(2, 1).init(&device);
 /// # let batches = vec![(Tensor::<2>::ones([4, 2], &device), Tensor::<2>::zeros([4, 1], &device)); 3];
 /// // From 0.5 down to 0.1 over 4 steps, then 0.1.

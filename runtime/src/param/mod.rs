@@ -114,7 +114,7 @@ impl fmt::Debug for Slot {
 /// ```
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicU64, Ordering};
-/// use stoker::HyperParams;
+/// use burn_stoker::HyperParams;
 ///
 /// // A dropout rate read by a data pipeline on other threads.
 /// let dropout = Arc::new(AtomicU64::new(0.5f64.to_bits()));
@@ -129,7 +129,7 @@ impl fmt::Debug for Slot {
 /// assert_eq!(f64::from_bits(dropout.load(Ordering::Relaxed)), 0.25);
 /// assert_eq!(hyper.get("dropout"), Some(0.25));
 /// assert_eq!(hyper.names().collect::<Vec<_>>(), ["learning_rate", "weight_decay", "dropout"]);
-/// # Ok::<(), stoker::Error>(())
+/// # Ok::<(), burn_stoker::Error>(())
 /// ```
 #[derive(Clone, PartialEq)]
 pub struct HyperParams {
@@ -268,12 +268,12 @@ impl HyperParams {
 /// checkpoints save and restore it.
 ///
 /// ```
-/// # use stoker::prelude::*;
-/// # use stoker::SharedParam;
+/// # use burn_stoker::prelude::*;
+/// # use burn_stoker::SharedParam;
 /// # use burn::nn::{Linear, LinearConfig};
 /// # use burn::optim::AdamConfig;
 /// # use burn::tensor::Tensor;
-/// # let device = stoker::device::cpu();
+/// # let device = burn_stoker::device::cpu();
 /// # let model: Linear = LinearConfig::new(4, 1).init(&device);
 /// # let batches = vec![(Tensor::<2>::ones([8, 4], &device), Tensor::<2>::zeros([8, 1], &device))];
 /// let noise = SharedParam::new(0.3);
@@ -289,7 +289,7 @@ impl HyperParams {
 ///         (model.forward(x) - y).powi_scalar(2).mean()
 ///     })?;
 /// assert_eq!(noise.get(), 0.0);
-/// # Ok::<(), stoker::Error>(())
+/// # Ok::<(), burn_stoker::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct SharedParam(Arc<AtomicU64>);

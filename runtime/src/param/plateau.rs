@@ -47,14 +47,14 @@ pub enum PlateauMode {
 /// an `f64`, compared as such. A `factor` of 1 or more is an error at setup, as in Keras.
 ///
 /// ```
-/// # use stoker::prelude::*;
-/// # use stoker::ReduceLROnPlateau;
+/// # use burn_stoker::prelude::*;
+/// # use burn_stoker::ReduceLROnPlateau;
 /// # use burn::module::Module;
 /// # use burn::nn::{Linear, LinearConfig};
 /// # use burn::optim::SgdConfig;
 /// # use burn::tensor::Tensor;
 /// # use std::sync::{Arc, Mutex};
-/// # let device = stoker::device::cpu();
+/// # let device = burn_stoker::device::cpu();
 /// # let model: Linear = LinearConfig::new(2, 1).init(&device);
 /// # let batches = vec![(Tensor::<2>::ones([4, 2], &device), Tensor::<2>::zeros([4, 1], &device))];
 /// // Keras: ReduceLROnPlateau(monitor='val_loss', factor=0.5, patience=2)
@@ -80,7 +80,7 @@ pub enum PlateauMode {
 ///     })?;
 /// // No improvement after epochs 3 and 4: halved from epoch 5.
 /// assert_eq!(*used.lock().unwrap(), [0.1, 0.1, 0.1, 0.1, 0.05, 0.05]);
-/// # Ok::<(), stoker::Error>(())
+/// # Ok::<(), burn_stoker::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct ReduceLROnPlateau {

@@ -31,12 +31,12 @@ use crate::error::{Error, Result};
 /// not finite are errors at setup instead of being sorted or failing later.
 ///
 /// ```
-/// # use stoker::prelude::*;
+/// # use burn_stoker::prelude::*;
 /// # use burn::nn::{Linear, LinearConfig};
 /// # use burn::optim::SgdConfig;
 /// # use burn::tensor::Tensor;
 /// # use std::sync::{Arc, Mutex};
-/// # let device = stoker::device::cpu();
+/// # let device = burn_stoker::device::cpu();
 /// # let model: Linear = LinearConfig::new(2, 1).init(&device);
 /// # let batches = vec![(Tensor::<2>::ones([4, 2], &device), Tensor::<2>::zeros([4, 1], &device)); 2];
 /// // 0.1 for epochs 1 to 2, then 0.01, then from epoch 5 on 0.001 (tensorpack's
@@ -55,7 +55,7 @@ use crate::error::{Error, Result};
 ///     })?;
 /// // Two steps per epoch.
 /// assert_eq!(*used.lock().unwrap(), [0.1, 0.1, 0.1, 0.1, 0.01, 0.01, 0.01, 0.01, 0.001, 0.001]);
-/// # Ok::<(), stoker::Error>(())
+/// # Ok::<(), burn_stoker::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct ScheduledHyperParamSetter {

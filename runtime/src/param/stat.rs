@@ -32,14 +32,14 @@ use crate::monitor::{json_f64, parse_f64};
 /// setup.
 ///
 /// ```
-/// # use stoker::prelude::*;
-/// # use stoker::StatMonitorParamSetter;
+/// # use burn_stoker::prelude::*;
+/// # use burn_stoker::StatMonitorParamSetter;
 /// # use burn::module::Module;
 /// # use burn::nn::{Linear, LinearConfig};
 /// # use burn::optim::SgdConfig;
 /// # use burn::tensor::Tensor;
 /// # use std::sync::{Arc, Mutex};
-/// # let device = stoker::device::cpu();
+/// # let device = burn_stoker::device::cpu();
 /// # let model: Linear = LinearConfig::new(2, 1).init(&device);
 /// # let batches = vec![(Tensor::<2>::ones([4, 2], &device), Tensor::<2>::zeros([4, 1], &device))];
 /// // If the validation error has not decreased over 3 observations (epochs), divide the learning
@@ -68,7 +68,7 @@ use crate::monitor::{json_f64, parse_f64};
 /// // Observations 0.5, 0.4, 0.4: the error fell, no change. 0.4, 0.4, 0.4 after epoch 4: it did
 /// // not, 0.5 becomes 0.1 from epoch 5. Then 0.4 and 0.3 are only two new observations.
 /// assert_eq!(*used.lock().unwrap(), [0.5, 0.5, 0.5, 0.5, 0.1, 0.1]);
-/// # Ok::<(), stoker::Error>(())
+/// # Ok::<(), burn_stoker::Error>(())
 /// ```
 pub struct StatMonitorParamSetter<F> {
     target: Target,

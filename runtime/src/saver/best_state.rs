@@ -34,9 +34,9 @@ use crate::stop::{Mode, Watched};
 /// does not replace the file with a worse model.
 ///
 /// ```
-/// use stoker::prelude::*;
-/// use stoker::saver::SaveBestState;
-/// use stoker::stop::Mode;
+/// use burn_stoker::prelude::*;
+/// use burn_stoker::saver::SaveBestState;
+/// use burn_stoker::stop::Mode;
 ///
 /// // `<log dir>/best.bpk`: the model with the lowest validation cost so far.
 /// let best_cost = SaveBestState::new("best.bpk", "validation_cost");

@@ -59,7 +59,7 @@ pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
 /// state as of that moment. See [`checkpoint`] for what it holds and how it is written.
 ///
 /// ```
-/// use stoker::prelude::*;
+/// use burn_stoker::prelude::*;
 /// // Every second epoch, keeping the last 3 and one per 6 hours.
 /// let saver = PeriodicTrigger::new(ModelSaver::new(3).keep_every_n_hours(6.0)).every_k_epochs(2);
 /// # let _ = saver;
@@ -122,8 +122,8 @@ impl<M> Callback<M> for ModelSaver {
 /// resumed run does not overwrite a better copy with a worse one.
 ///
 /// ```
-/// use stoker::prelude::*;
-/// use stoker::saver::{MaxSaver, MinSaver};
+/// use burn_stoker::prelude::*;
+/// use burn_stoker::saver::{MaxSaver, MinSaver};
 /// let best_error = MinSaver::new("validation_error");
 /// let best_accuracy = MaxSaver::new("validation_accuracy").copy_name("best-accuracy");
 /// # let _ = (best_error, best_accuracy);

@@ -41,7 +41,7 @@ impl Clock for MonotonicClock {
 ///
 /// ```
 /// use std::time::Duration;
-/// use stoker::track::{Clock, ManualClock};
+/// use burn_stoker::track::{Clock, ManualClock};
 ///
 /// let clock = ManualClock::new();
 /// let seen_by_a_tracker = clock.clone();

@@ -19,24 +19,24 @@ pub struct GpuMemory {
 /// vendor's library, or a fake in tests. Devices are numbered from 0, in the source's order.
 ///
 /// ```
-/// use stoker::track::{GpuMemory, GpuSource};
+/// use burn_stoker::track::{GpuMemory, GpuSource};
 ///
 /// /// Two GPUs, always half busy.
 /// struct Fake;
 ///
 /// impl GpuSource for Fake {
-///     fn device_count(&mut self) -> stoker::Result<u32> {
+///     fn device_count(&mut self) -> burn_stoker::Result<u32> {
 ///         Ok(2)
 ///     }
-///     fn utilization(&mut self, _device: u32) -> stoker::Result<f64> {
+///     fn utilization(&mut self, _device: u32) -> burn_stoker::Result<f64> {
 ///         Ok(50.0)
 ///     }
-///     fn memory(&mut self, _device: u32) -> stoker::Result<GpuMemory> {
+///     fn memory(&mut self, _device: u32) -> burn_stoker::Result<GpuMemory> {
 ///         Ok(GpuMemory { used: 1 << 30, total: 16 << 30 })
 ///     }
 /// }
 ///
-/// let tracker = stoker::GPUUtilizationTracker::new().source(Fake);
+/// let tracker = burn_stoker::GPUUtilizationTracker::new().source(Fake);
 /// # let _ = tracker;
 /// ```
 pub trait GpuSource: Send + 'static {

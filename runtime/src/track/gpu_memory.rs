@@ -24,7 +24,7 @@ const MB: f64 = 1e6;
 /// data-parallel training (not `chief_only`), as in tensorpack.
 ///
 /// ```
-/// use stoker::GPUMemoryTracker;
+/// use burn_stoker::GPUMemoryTracker;
 ///
 /// let all_visible = GPUMemoryTracker::new();
 /// let first = GPUMemoryTracker::new().devices([0]);

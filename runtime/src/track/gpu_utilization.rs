@@ -35,7 +35,7 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 /// tensorpack.
 ///
 /// ```
-/// use stoker::GPUUtilizationTracker;
+/// use burn_stoker::GPUUtilizationTracker;
 ///
 /// // Every visible GPU, read every second.
 /// let all = GPUUtilizationTracker::new();

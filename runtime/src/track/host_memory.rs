@@ -19,7 +19,7 @@ const GB: f64 = 1024.0 * 1024.0 * 1024.0;
 /// runs on every worker in data-parallel training (not `chief_only`), as in tensorpack.
 ///
 /// ```
-/// use stoker::{HostMemoryTracker, PeriodicTrigger};
+/// use burn_stoker::{HostMemoryTracker, PeriodicTrigger};
 ///
 /// let every_epoch = HostMemoryTracker::new();
 /// let every_1000_steps = PeriodicTrigger::new(HostMemoryTracker::new()).every_k_steps(1000);

@@ -17,7 +17,7 @@ use crate::error::Result;
 /// `after_train` puts (see [`MonitorSink::end_epoch`](crate::MonitorSink::end_epoch)).
 ///
 /// ```
-/// use stoker::RunTimer;
+/// use burn_stoker::RunTimer;
 ///
 /// let timer = RunTimer::new();
 /// // Pass it among the trainer's callbacks; lent as `&mut timer`, its `elapsed()` is readable after training.

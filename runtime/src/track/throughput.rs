@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 /// worker in data-parallel training (not `chief_only`), as in tensorpack.
 ///
 /// ```
-/// use stoker::{PeriodicTrigger, ThroughputTracker};
+/// use burn_stoker::{PeriodicTrigger, ThroughputTracker};
 ///
 /// // `Throughput (steps/sec)` every epoch.
 /// let steps = ThroughputTracker::new();

@@ -36,11 +36,11 @@ use crate::error::{Error, Result};
 /// need it.
 ///
 /// ```no_run
-/// # use stoker::prelude::*;
+/// # use burn_stoker::prelude::*;
 /// # use burn::nn::{Linear, LinearConfig};
 /// # use burn::optim::AdamConfig;
 /// # use burn::tensor::{Device, Tensor};
-/// use stoker::{EstimatedTimeLeft, ThroughputTracker, Timed};
+/// use burn_stoker::{EstimatedTimeLeft, ThroughputTracker, Timed};
 /// # let device = Device::default().autodiff();
 /// # let model: Linear = LinearConfig::new(4, 1).init(&device);
 /// # let batches = vec![(Tensor::<2>::ones([8, 4], &device), Tensor::<2>::zeros([8, 1], &device))];
@@ -49,7 +49,7 @@ use crate::error::{Error, Result};
 ///     .train(|model: &Linear, (x, y): (Tensor<2>, Tensor<2>), _step: &mut Step<'_>| {
 ///         (model.forward(x) - y).powi_scalar(2).mean()
 ///     })?;
-/// # Ok::<(), stoker::Error>(())
+/// # Ok::<(), burn_stoker::Error>(())
 /// ```
 #[doc(alias = "CallbackTimeLogger")]
 #[derive(Debug)]

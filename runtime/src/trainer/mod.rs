@@ -195,7 +195,7 @@ pub struct TrainReport<M> {
 /// The trainer: a model, a burn optimizer, training data, callbacks, and how long to train.
 ///
 /// ```no_run
-/// # use stoker::prelude::*;
+/// # use burn_stoker::prelude::*;
 /// # use burn::nn::{Linear, LinearConfig};
 /// # use burn::optim::AdamConfig;
 /// # use burn::tensor::{Device, Tensor};
@@ -209,7 +209,7 @@ pub struct TrainReport<M> {
 ///     .train(|model: &Linear, (x, y): (Tensor<2>, Tensor<2>), _step: &mut Step<'_>| {
 ///         (model.forward(x) - y).powi_scalar(2).mean()
 ///     })?;
-/// # Ok::<(), stoker::Error>(())
+/// # Ok::<(), burn_stoker::Error>(())
 /// ```
 pub struct Trainer<M, D, C = (), K = ()> {
     model: M,

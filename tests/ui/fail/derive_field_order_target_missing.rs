@@ -1,4 +1,4 @@
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 #[callback(on = trigger)]
 fn report<M>(ctx: &mut Context<'_, M>) {

@@ -1,4 +1,4 @@
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 fn warm(counters: &Counters) -> bool {
     counters.global_step() > 10

@@ -1,4 +1,4 @@
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 // A mistake inside a `macro_rules!` is reported where the macro is used, on the tokens passed in.
 macro_rules! watch {

@@ -1,4 +1,4 @@
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 #[fetch("cost")]
 fn report(cost: f32) {

@@ -1,4 +1,4 @@
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 #[derive(Default)]
 struct Report {

@@ -1,4 +1,4 @@
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 #[callback(every_k_epochs = 2)]
 fn report<M>(ctx: &mut Context<'_, M>) {

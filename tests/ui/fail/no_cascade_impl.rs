@@ -1,4 +1,4 @@
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}
 

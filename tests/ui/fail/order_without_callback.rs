@@ -1,4 +1,4 @@
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 #[order(after = ModelSaver)]
 fn report<M>(ctx: &mut Context<'_, M>) {

@@ -1,4 +1,4 @@
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 #[callback(state, on = trigger)]
 fn report<M>(ctx: &mut Context<'_, M>) {

@@ -1,4 +1,4 @@
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 // Three mistakes in three places, all reported at once.
 #[callback(on = after_step, every_k_step = 2)]

@@ -1,4 +1,4 @@
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 #[callback(on = trigger, every_k_step = 2)]
 fn report<M>(ctx: &mut Context<'_, M>) {

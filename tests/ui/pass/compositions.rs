@@ -1,8 +1,8 @@
 use burn::module::Module;
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 #[callback(on = trigger, every_k_epochs = 2)]
-fn dump_weights(ctx: &mut Context<'_, impl Module>) -> stoker::Result<()> {
+fn dump_weights(ctx: &mut Context<'_, impl Module>) -> burn_stoker::Result<()> {
     let _ = ctx.epoch_num();
     Ok(())
 }

@@ -1,6 +1,6 @@
 use burn::module::Module;
 use burn::nn::Linear;
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 // The model as a generic parameter.
 #[callback(on = trigger)]
@@ -31,7 +31,7 @@ fn concrete(ctx: &mut Context<'_, Linear>) {
 
 // A path to the context type, and an unnamed parameter.
 #[callback(on = trigger)]
-fn by_path<M>(_: &mut stoker::Context<'_, M>) {}
+fn by_path<M>(_: &mut burn_stoker::Context<'_, M>) {}
 
 // No context at all.
 #[callback(on = trigger)]

@@ -1,4 +1,4 @@
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 #[callback(on = setup)]
 fn on_setup<M>(ctx: &mut Context<'_, M>) {

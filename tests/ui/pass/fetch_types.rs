@@ -1,5 +1,5 @@
 use burn::tensor::{Tensor, TensorData};
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 #[callback(on = after_step)]
 #[fetch("cost")]

@@ -1,5 +1,5 @@
 use burn::module::Module;
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 #[derive(Default, serde::Serialize, serde::Deserialize)]
 struct BestCost {
@@ -19,7 +19,7 @@ impl BestCost {
     }
 
     #[on(trigger, every_k_epochs = 2, before_train = true)]
-    fn report(&mut self, ctx: &mut Context<'_, impl Module>) -> stoker::Result<()> {
+    fn report(&mut self, ctx: &mut Context<'_, impl Module>) -> burn_stoker::Result<()> {
         self.triggers += 1;
         if let Some(best) = self.best {
             ctx.monitors().put_scalar("best_cost", f64::from(best));

@@ -1,4 +1,4 @@
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 macro_rules! counter {
     ($name:ident, $event:ident, $k:literal) => {

@@ -1,4 +1,4 @@
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 #[callback(on = trigger)]
 fn first<M>(ctx: &mut Context<'_, M>) {
@@ -20,7 +20,7 @@ fn fetch_above(cost: f32) {
 }
 
 #[callback(on = trigger)]
-#[order(after = [First, Second], before = stoker::ModelSaver)]
+#[order(after = [First, Second], before = burn_stoker::ModelSaver)]
 fn third<M>(ctx: &mut Context<'_, M>) {
     let _ = ctx;
 }
@@ -32,7 +32,7 @@ fn trailing_comma<M>(ctx: &mut Context<'_, M>) {
 }
 
 mod nested {
-    use stoker::prelude::*;
+    use burn_stoker::prelude::*;
 
     #[callback(on = trigger)]
     #[order(after = super::First)]
@@ -53,9 +53,9 @@ impl Counter {
     }
 }
 
-// Through the `stoker::` paths.
-#[stoker::callback(on = trigger)]
-#[stoker::order(after = First)]
+// Through the `burn_stoker::` paths.
+#[burn_stoker::callback(on = trigger)]
+#[burn_stoker::order(after = First)]
 fn qualified<M>(ctx: &mut Context<'_, M>) {
     let _ = ctx;
 }

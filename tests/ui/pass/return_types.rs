@@ -1,4 +1,4 @@
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 
 #[callback(on = trigger)]
 fn unit() {}
@@ -7,9 +7,9 @@ fn unit() {}
 fn explicit_unit() -> () {}
 
 #[callback(on = trigger)]
-fn may_fail<M>(ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+fn may_fail<M>(ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
     if ctx.epoch_num() > 1000 {
-        return Err(stoker::Error::msg("too long"));
+        return Err(burn_stoker::Error::msg("too long"));
     }
     Ok(())
 }
@@ -21,16 +21,16 @@ fn stop_after_ten<M>(ctx: &mut Context<'_, M>) -> Flow {
 
 #[callback(on = after_step)]
 #[fetch("loss")]
-fn result_flow(loss: f32) -> stoker::Result<Flow> {
+fn result_flow(loss: f32) -> burn_stoker::Result<Flow> {
     if loss.is_nan() {
-        return Err(stoker::Error::msg("NaN loss"));
+        return Err(burn_stoker::Error::msg("NaN loss"));
     }
     Ok(if loss < 0.01 { Flow::SkipEpoch } else { Flow::Continue })
 }
 
 #[callback(on = trigger)]
-fn full_paths() -> ::stoker::Result<::stoker::Flow> {
-    Ok(::stoker::Flow::Continue)
+fn full_paths() -> ::burn_stoker::Result<::burn_stoker::Flow> {
+    Ok(::burn_stoker::Flow::Continue)
 }
 
 fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}

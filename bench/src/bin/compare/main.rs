@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use burn::optim::AdamConfig;
 use burn::tensor::Device;
-use stoker::prelude::*;
+use burn_stoker::prelude::*;
 use stoker_bench::generated::{Users20, Watch};
 use stoker_bench::{Classifier, ConvNet, batches, fresh, hand_step, median, step};
 use stoker_examples::{DigitBatch, Mlp};
@@ -77,7 +77,7 @@ fn chunks(mut args: impl Iterator<Item = String>) {
     let usage = "usage: compare --chunks <runs> <steps> <chunk> [--denormals]";
     let mut number = || -> u64 { args.next().and_then(|a| a.parse().ok()).expect(usage) };
     let (runs, steps, chunk) = (number(), number(), number().max(1));
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let data = batches(&device);
     println!("hand loop, steps/s over each {chunk} steps after {WARMUP} warm-up steps:");
     for _ in 0..runs {
@@ -95,7 +95,7 @@ struct Clock<'d> {
 }
 
 impl<M: Classifier> Callback<M> for Clock<'_> {
-    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> stoker::Result<()> {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         if ctx.global_step() == WARMUP {
             sync(ctx.model(), self.data);
             self.start = Some(Instant::now());
@@ -240,7 +240,7 @@ fn one(mut args: impl Iterator<Item = String>) {
     let case = args.next().expect(usage);
     let model = args.next().expect(usage);
     let steps: u64 = args.next().and_then(|a| a.parse().ok()).expect(usage);
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     fn run<M: Classifier>(case: &str, steps: u64, device: &Device) {
         let data = batches(device);
         match case {
@@ -281,7 +281,7 @@ fn main() {
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(7);
     let mlp_steps: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(3000);
     let conv_steps: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(300);
-    let device = stoker::device::cpu();
+    let device = burn_stoker::device::cpu();
     let floats = if denormals { "subnormals kept" } else { "subnormals flushed" };
     if mlp_steps > 0 {
         let mlp = run_model::<Mlp>(rounds, mlp_steps, &device);
