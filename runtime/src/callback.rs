@@ -10,9 +10,9 @@ use burn::tensor::Tensor;
 
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched, OutputTensor, Outputs};
-use crate::monitor::Monitors;
-use crate::param::HyperParams;
-use crate::saver::KeepPolicy;
+use crate::state::HyperParams;
+use crate::state::KeepPolicy;
+use crate::state::Monitors;
 
 /// The events of a training run, in tensorpack's order:
 ///

@@ -27,6 +27,7 @@ pub mod modify;
 pub mod monitor;
 pub mod param;
 pub mod saver;
+pub mod state;
 pub mod stop;
 pub mod track;
 pub mod trainer;

@@ -19,8 +19,8 @@ use serde_json::{Value as Json, json};
 
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
-use crate::monitor::{Monitors, json_f64, parse_f64};
-use crate::saver::write_atomic;
+use crate::state::write_atomic;
+use crate::state::{Monitors, json_f64, parse_f64};
 
 /// Whether a monitored statistic improves by going down or up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -12,10 +12,10 @@ use std::collections::VecDeque;
 use burn::tensor::Tensor;
 use serde_json::{Map, Value as Json};
 
-use super::{json_f64, parse_f64};
 use crate::callback::{Callback, Context, Counters};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, FetchKind, Fetched};
+use crate::state::{json_f64, parse_f64};
 
 /// Sampled steps kept on the device before they are copied to the host without a report.
 const MAX_PENDING_STEPS: usize = 1024;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::{EpochStats, MonitorSink, Record};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
-use crate::saver::write_atomic;
+use crate::state::write_atomic;
 
 /// The default file name, in the log directory.
 pub const CSV_FILE: &str = "stats.csv";

@@ -8,7 +8,7 @@ use serde_json::{Map, Value as Json};
 use super::{EpochStats, MonitorSink, Record};
 use crate::callback::Context;
 use crate::error::{Error, Result};
-use crate::saver::write_atomic;
+use crate::state::write_atomic;
 
 /// The file name, as tensorpack names it.
 pub const STATS_FILE: &str = "stats.json";

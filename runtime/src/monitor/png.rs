@@ -2,7 +2,7 @@
 //! filter 0, the pixels in deflate *stored* blocks. Larger than a compressed PNG, but exact,
 //! dependency-free and fast; TensorBoard decodes it like any other.
 
-use super::record::Image;
+use crate::state::Image;
 
 /// Encode `image` as a PNG file. An image whose pixel count does not match its size, or with
 /// other than 1, 3 or 4 channels, is an error saying so.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::png::encode_png;
-use super::record::{Histogram, Record, Value};
+use crate::state::{Histogram, Record, Value};
 
 /// Writes [`Record`]s to an `events.out.tfevents.<seconds>.<host>` file.
 #[derive(Debug)]

@@ -7,7 +7,7 @@ use serde_json::Value as Json;
 use super::{LEARNING_RATE, Target, Warnings};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
-use crate::monitor::{json_f64, parse_f64};
+use crate::state::{json_f64, parse_f64};
 
 /// Whether [`ReduceLROnPlateau`] waits for a statistic to stop decreasing or increasing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

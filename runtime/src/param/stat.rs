@@ -9,7 +9,7 @@ use serde_json::Value as Json;
 use super::{Target, Warnings};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
-use crate::monitor::{json_f64, parse_f64};
+use crate::state::{json_f64, parse_f64};
 
 /// Changes a hyper-parameter to `value_func(old_value)` when a statistic stops decreasing
 /// (tensorpack's `StatMonitorParamSetter`).

@@ -8,10 +8,10 @@ use std::thread::JoinHandle;
 use burn::module::Module;
 use serde_json::{Value as Json, json};
 
-use super::write_atomic;
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
-use crate::monitor::{json_f64, parse_f64};
+use crate::state::write_atomic;
+use crate::state::{json_f64, parse_f64};
 use crate::stop::{Mode, Watched};
 
 /// Writes the model to `path` whenever a monitored statistic reaches its best value so far:

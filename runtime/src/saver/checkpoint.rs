@@ -26,8 +26,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use super::{sync_dir, write_atomic};
 use crate::error::{Error, Result};
+use crate::state::{KeepPolicy, sync_dir, write_atomic};
 
 /// The folder of checkpoints inside the log directory.
 pub const CHECKPOINT_DIR: &str = "checkpoints";
@@ -51,21 +51,6 @@ pub const KEEP_FILE: &str = "keep";
 pub const FORMAT_VERSION: u64 = 1;
 
 const FILES: [&str; 4] = [MODEL_FILE, OPTIMIZER_FILE, TRAINER_FILE, MONITORS_FILE];
-
-/// Which checkpoints to keep (tensorpack's `max_to_keep` and `keep_checkpoint_every_n_hours`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct KeepPolicy {
-    /// The most recent checkpoints kept (at least 1).
-    pub max_to_keep: usize,
-    /// Also keep forever one checkpoint per this many hours of training, when set.
-    pub keep_every_n_hours: Option<f64>,
-}
-
-impl Default for KeepPolicy {
-    fn default() -> Self {
-        KeepPolicy { max_to_keep: 10, keep_every_n_hours: None }
-    }
-}
 
 /// What the trainer hands over to be written.
 pub(crate) struct Content {
@@ -472,7 +457,7 @@ impl Checkpoint {
     }
     /// A hyper-parameter's saved value.
     pub fn hyper_param(&self, name: &str) -> Option<f64> {
-        self.trainer.get("hyper_params").and_then(|h| h.get(name)).and_then(crate::monitor::parse_f64)
+        self.trainer.get("hyper_params").and_then(|h| h.get(name)).and_then(crate::state::parse_f64)
     }
     /// The monitors' saved state (history, per-epoch statistics).
     pub fn monitors_state(&self) -> &Json {

@@ -9,44 +9,16 @@ mod best_state;
 pub mod checkpoint;
 
 use std::borrow::Cow;
-use std::fs::{self, File};
-use std::io::Write;
-use std::path::Path;
 
 pub use best_state::SaveBestState;
-pub use checkpoint::{Checkpoint, KeepPolicy};
+pub use checkpoint::Checkpoint;
+
+pub use crate::state::KeepPolicy;
+pub use crate::state::write_atomic;
 
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
-use crate::monitor::{json_f64, parse_f64};
-
-/// Write `bytes` to `path` atomically: a temporary file beside it, synced, then renamed over
-/// `path`, then the directory synced. A crash at any moment leaves the old file or the new one.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(".tmp");
-    let tmp = path.with_file_name(tmp_name);
-    let written = (|| {
-        let mut file = File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        // A full disk must not keep a half-written temporary file.
-        let _ = fs::remove_file(&tmp);
-    }
-    written?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
-}
-
-/// Sync a directory so that a rename inside it survives a crash.
-pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    match File::open(dir) {
-        Ok(d) => d.sync_all().or(Ok(())),
-        Err(e) => Err(e),
-    }
-}
+use crate::state::{json_f64, parse_f64};
 
 /// Writes a checkpoint when triggered — every epoch by default, or at another period under
 /// [`PeriodicTrigger`](crate::PeriodicTrigger) / `#[every_k_epochs]` — into

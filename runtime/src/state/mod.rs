@@ -1,0 +1,19 @@
+//! The state a [`Context`](crate::Context) exposes, one layer below the callbacks: the monitor
+//! store ([`Monitors`]), the hyper-parameters ([`HyperParams`]), what to keep of the checkpoints
+//! ([`KeepPolicy`]), and how state is written to disk ([`json_f64`], [`write_atomic`]).
+//!
+//! Nothing here knows about callbacks: the modules above (`callback`, `monitor`, `param`,
+//! `saver`, ...) use this one, never the reverse (`python3 bench/tools/module_graph.py` checks it).
+
+mod hyper;
+mod keep;
+mod monitors;
+mod persist;
+mod record;
+
+pub use hyper::{HyperParams, LEARNING_RATE, SharedParam};
+pub use keep::KeepPolicy;
+pub use monitors::{MonitorSink, Monitors};
+pub(crate) use persist::sync_dir;
+pub use persist::{json_f64, parse_f64, write_atomic};
+pub use record::{EpochStats, Histogram, Image, Record, Value};

@@ -1,0 +1,378 @@
+//! The monitor store: what callbacks put (scalars, images, histograms, texts), the history every
+//! callback can query, and the threads of the writers that take it to disk.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::persist::{json_f64, parse_f64};
+use super::record::{EpochStats, Histogram, Image, Record, Value};
+use crate::error::{Error, Result};
+
+/// The I/O half of a monitor writer, run on its own thread.
+pub trait MonitorSink: Send + 'static {
+    /// The writer's name, for error messages.
+    fn name(&self) -> &str;
+    /// Write a batch of records.
+    fn write(&mut self, records: &[Record]) -> std::io::Result<()>;
+    /// Every record of an epoch has been written; `stats` holds the last value of each scalar
+    /// put during it (sent only when some scalar was put). After `after_train`, the scalars put
+    /// since the last epoch ended arrive the same way.
+    fn end_epoch(&mut self, stats: &EpochStats) -> std::io::Result<()> {
+        let _ = stats;
+        Ok(())
+    }
+    /// Push what is buffered to the operating system.
+    fn flush(&mut self) -> std::io::Result<()>;
+    /// The run ended (after `after_train`, also after an error): write what is left.
+    fn close(&mut self) -> std::io::Result<()> {
+        self.flush()
+    }
+}
+
+enum Message {
+    Records(Arc<[Record]>),
+    EndEpoch(Arc<EpochStats>),
+}
+
+struct SinkThread {
+    name: String,
+    sender: Sender<Message>,
+    handle: JoinHandle<std::result::Result<(), String>>,
+}
+
+/// The monitors of a run: the history of scalars, the statistics of each epoch (what
+/// `stats.json` holds), and the writers.
+pub struct Monitors {
+    history: BTreeMap<Arc<str>, Vec<(u64, f64)>>,
+    epochs: Vec<EpochStats>,
+    current: BTreeMap<Arc<str>, f64>,
+    resumed: bool,
+    pending: Vec<Record>,
+    sinks: Vec<SinkThread>,
+    pub(crate) global_step: u64,
+    pub(crate) epoch_num: u64,
+}
+
+impl std::fmt::Debug for Monitors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Monitors")
+            .field("scalars", &self.history.keys().collect::<Vec<_>>())
+            .field("writers", &self.sinks.iter().map(|s| &s.name).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Default for Monitors {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Monitors {
+    /// No history, no writers.
+    pub fn new() -> Self {
+        Monitors {
+            history: BTreeMap::new(),
+            epochs: Vec::new(),
+            current: BTreeMap::new(),
+            resumed: false,
+            pending: Vec::new(),
+            sinks: Vec::new(),
+            global_step: 0,
+            epoch_num: 0,
+        }
+    }
+
+    fn key(&mut self, name: &str) -> Arc<str> {
+        match self.history.get_key_value(name) {
+            Some((key, _)) => key.clone(),
+            None => Arc::from(name),
+        }
+    }
+
+    fn push(&mut self, name: Arc<str>, value: Value) {
+        let wall_time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        self.pending.push(Record {
+            name,
+            value,
+            global_step: self.global_step,
+            epoch_num: self.epoch_num,
+            wall_time,
+        });
+    }
+
+    /// Put a scalar: it joins the history and goes to every writer.
+    pub fn put_scalar(&mut self, name: &str, value: f64) {
+        let key = self.key(name);
+        self.history.entry(key.clone()).or_default().push((self.global_step, value));
+        self.current.insert(key.clone(), value);
+        self.push(key, Value::Scalar(value));
+    }
+
+    /// Put an image (TensorBoard shows it; other writers skip it).
+    pub fn put_image(&mut self, name: &str, image: Image) {
+        let key = Arc::from(name);
+        self.push(key, Value::Image(Arc::new(image)));
+    }
+
+    /// Put a histogram of `values` in `buckets` equal buckets between their minimum and maximum.
+    pub fn put_histogram(&mut self, name: &str, values: &[f32], buckets: usize) {
+        let key = Arc::from(name);
+        self.push(key, Value::Histogram(Arc::new(Histogram::of(values, buckets))));
+    }
+
+    /// Put a text.
+    pub fn put_text(&mut self, name: &str, text: &str) {
+        let key = Arc::from(name);
+        self.push(key, Value::Text(Arc::from(text)));
+    }
+
+    /// The latest value of scalar `name`.
+    pub fn latest(&self, name: &str) -> Option<f64> {
+        self.history.get(name).and_then(|h| h.last()).map(|&(_, v)| v)
+    }
+
+    /// Every value of scalar `name`, as `(global_step, value)`, oldest first.
+    pub fn history(&self, name: &str) -> &[(u64, f64)] {
+        self.history.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// The names of every scalar put so far.
+    pub fn scalar_names(&self) -> impl Iterator<Item = &str> {
+        self.history.keys().map(|k| &**k)
+    }
+
+    /// The statistics of every finished epoch, oldest first (what `stats.json` holds), including
+    /// the epochs of the runs a resumed run continues.
+    pub fn epoch_stats(&self) -> &[EpochStats] {
+        &self.epochs
+    }
+
+    /// Whether the history was restored from a checkpoint (the run is a resumed one).
+    pub fn is_resumed(&self) -> bool {
+        self.resumed
+    }
+
+    /// The history, the finished epochs' statistics and the current epoch's scalars, as JSON for
+    /// a checkpoint. Non-finite values are kept (as the strings `"NaN"`, `"inf"`, `"-inf"`).
+    pub(crate) fn save_state(&self) -> serde_json::Value {
+        use serde_json::{Map, Value as Json};
+        let history: Map<String, Json> = self
+            .history
+            .iter()
+            .map(|(name, values)| {
+                let pairs = values.iter().map(|&(step, v)| Json::Array(vec![step.into(), json_f64(v)]));
+                (name.to_string(), Json::Array(pairs.collect()))
+            })
+            .collect();
+        let scalars = |map: &mut dyn Iterator<Item = (&str, f64)>| -> Json {
+            Json::Object(map.map(|(k, v)| (k.to_string(), json_f64(v))).collect())
+        };
+        let epochs: Vec<Json> = self
+            .epochs
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "epoch_num": e.epoch_num,
+                    "global_step": e.global_step,
+                    "scalars": scalars(&mut e.scalars.iter().map(|(k, &v)| (k.as_str(), v))),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "history": history,
+            "epochs": epochs,
+            "current": scalars(&mut self.current.iter().map(|(k, &v)| (&**k, v))),
+        })
+    }
+
+    /// Restore what [`save_state`](Self::save_state) saved.
+    pub(crate) fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
+        let bad = |what: &str| Error::Checkpoint(format!("the monitors' state is malformed: {what}"));
+        let object = |v: &serde_json::Value, what: &str| v.as_object().cloned().ok_or_else(|| bad(what));
+        let mut history = BTreeMap::new();
+        for (name, values) in object(&state["history"], "history")? {
+            let values = values.as_array().ok_or_else(|| bad(&name))?;
+            let mut pairs = Vec::with_capacity(values.len());
+            for pair in values {
+                let step = pair.get(0).and_then(serde_json::Value::as_u64).ok_or_else(|| bad(&name))?;
+                let value = pair.get(1).and_then(parse_f64).ok_or_else(|| bad(&name))?;
+                pairs.push((step, value));
+            }
+            history.insert(Arc::from(name.as_str()), pairs);
+        }
+        let scalars = |v: &serde_json::Value, what: &str| -> Result<BTreeMap<String, f64>> {
+            object(v, what)?
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), parse_f64(v).ok_or_else(|| bad(k))?)))
+                .collect()
+        };
+        let mut epochs = Vec::new();
+        for entry in state["epochs"].as_array().ok_or_else(|| bad("epochs"))? {
+            epochs.push(EpochStats {
+                epoch_num: entry["epoch_num"].as_u64().ok_or_else(|| bad("epoch_num"))?,
+                global_step: entry["global_step"].as_u64().ok_or_else(|| bad("global_step"))?,
+                scalars: scalars(&entry["scalars"], "scalars")?,
+            });
+        }
+        let current = scalars(&state["current"], "current")?;
+        self.current = current
+            .into_iter()
+            .map(|(name, v)| {
+                let key = history
+                    .get_key_value(name.as_str())
+                    .map_or_else(|| Arc::from(name.as_str()), |(k, _)| Arc::clone(k));
+                (key, v)
+            })
+            .collect();
+        self.history = history;
+        self.epochs = epochs;
+        self.resumed = true;
+        Ok(())
+    }
+
+    /// Start a writer on its own thread; every record put from now on reaches it.
+    pub fn add_sink(&mut self, sink: impl MonitorSink) {
+        let name = sink.name().to_string();
+        let (sender, receiver) = mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name(format!("stoker-{name}"))
+            .spawn(move || run_sink(sink, receiver))
+            .expect("spawning a monitor writer thread");
+        self.sinks.push(SinkThread { name, sender, handle });
+    }
+
+    /// Whether records wait to be sent to the writers.
+    #[inline]
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Send the waiting records to every writer.
+    pub(crate) fn publish(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let batch: Arc<[Record]> = self.pending.drain(..).collect();
+        for sink in &self.sinks {
+            // A writer whose thread ended reports its error when joined.
+            let _ = sink.sender.send(Message::Records(batch.clone()));
+        }
+    }
+
+    /// Tell every writer that the epoch ended, with the epoch's statistics.
+    pub(crate) fn end_epoch(&mut self) {
+        self.publish();
+        if self.current.is_empty() {
+            return;
+        }
+        let scalars =
+            std::mem::take(&mut self.current).into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        let stats = EpochStats { epoch_num: self.epoch_num, global_step: self.global_step, scalars };
+        self.epochs.push(stats.clone());
+        let stats = Arc::new(stats);
+        for sink in &self.sinks {
+            let _ = sink.sender.send(Message::EndEpoch(stats.clone()));
+        }
+    }
+
+    /// Send what waits (the scalars put since the last epoch ended as a last [`EpochStats`]),
+    /// stop every writer and wait for it to finish writing.
+    pub(crate) fn close(&mut self) -> Result<()> {
+        self.end_epoch();
+        let mut errors = Vec::new();
+        for sink in self.sinks.drain(..) {
+            drop(sink.sender);
+            match sink.handle.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(message)) => errors.push(format!("{}: {message}", sink.name)),
+                Err(_) => errors.push(format!("{}: the writer thread panicked", sink.name)),
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Monitor(format!("monitor writers failed: {}", errors.join("; "))))
+        }
+    }
+}
+
+impl Drop for Monitors {
+    fn drop(&mut self) {
+        if !self.sinks.is_empty()
+            && let Err(error) = self.close()
+        {
+            eprintln!("stoker: {error}");
+        }
+    }
+}
+
+/// The writer thread: writes until the channel closes, then flushes. The first error is kept,
+/// reported once on stderr, and returned; later records are still attempted.
+fn run_sink(mut sink: impl MonitorSink, receiver: Receiver<Message>) -> std::result::Result<(), String> {
+    let name = sink.name().to_string();
+    let mut first_error: Option<String> = None;
+    let mut note = |result: std::io::Result<()>| {
+        if let Err(error) = result
+            && first_error.is_none()
+        {
+            eprintln!("stoker: monitor writer {name} failed: {error}");
+            first_error = Some(error.to_string());
+        }
+    };
+    while let Ok(message) = receiver.recv() {
+        note(match message {
+            Message::Records(records) => sink.write(&records).and_then(|()| sink.flush()),
+            Message::EndEpoch(stats) => sink.end_epoch(&stats),
+        });
+    }
+    note(sink.close());
+    first_error.map_or(Ok(()), Err)
+}
+
+impl Histogram {
+    /// A histogram of `values` with `buckets` equal buckets between their minimum and maximum.
+    pub fn of(values: &[f32], buckets: usize) -> Histogram {
+        let buckets = buckets.max(1);
+        let finite = values.iter().map(|&v| f64::from(v)).filter(|v| v.is_finite());
+        let (mut min, mut max, mut num, mut sum, mut sum_squares) =
+            (f64::INFINITY, f64::NEG_INFINITY, 0.0, 0.0, 0.0);
+        for v in finite.clone() {
+            min = min.min(v);
+            max = max.max(v);
+            num += 1.0;
+            sum += v;
+            sum_squares += v * v;
+        }
+        if num == 0.0 {
+            return Histogram {
+                min: 0.0,
+                max: 0.0,
+                num: 0.0,
+                sum: 0.0,
+                sum_squares: 0.0,
+                bucket_limits: vec![0.0],
+                bucket_counts: vec![0.0],
+            };
+        }
+        let width = (max - min) / buckets as f64;
+        let bucket_limits: Vec<f64> = if width > 0.0 {
+            (1..=buckets).map(|i| if i == buckets { max } else { min + width * i as f64 }).collect()
+        } else {
+            vec![max]
+        };
+        let mut bucket_counts = vec![0.0; bucket_limits.len()];
+        for v in finite {
+            let index = if width > 0.0 {
+                (((v - min) / width).ceil() as usize).saturating_sub(1).min(bucket_limits.len() - 1)
+            } else {
+                0
+            };
+            bucket_counts[index] += 1.0;
+        }
+        Histogram { min, max, num, sum, sum_squares, bucket_limits, bucket_counts }
+    }
+}
