@@ -1,0 +1,139 @@
+//! What a callback sees at an event: [`Context`] over the trainer's state.
+
+use std::path::Path;
+
+use burn::optim::ModuleOptimizer;
+
+use super::counters::Counters;
+use crate::state::{HyperParams, KeepPolicy, Monitors};
+
+/// What callbacks asked the trainer to do at the next step boundary.
+#[derive(Debug, Default)]
+pub(crate) struct Control {
+    pub(crate) stop: Option<String>,
+    pub(crate) skip_epoch: bool,
+    /// A checkpoint to write at the next boundary, with what to keep.
+    pub(crate) checkpoint: Option<KeepPolicy>,
+    /// Copies of that checkpoint to write (MinSaver / MaxSaver folders).
+    pub(crate) copies: Vec<String>,
+}
+
+/// Everything the trainer holds that a callback may read or change.
+pub(crate) struct TrainState<M> {
+    pub(crate) counters: Counters,
+    pub(crate) model: Option<M>,
+    pub(crate) optimizer: ModuleOptimizer,
+    pub(crate) hyper: HyperParams,
+    pub(crate) monitors: Monitors,
+    pub(crate) control: Control,
+    pub(crate) log_dir: std::path::PathBuf,
+    /// What to keep when a checkpoint is written without a saver asking (on an interrupt).
+    pub(crate) checkpoint_policy: KeepPolicy,
+}
+
+/// What a callback sees at an event: the counters, the model, the optimizer, the hyper-parameters,
+/// the monitors, and the controls to stop training or skip the rest of an epoch.
+///
+/// Every event runs between steps, so changing the model (WGAN clipping, EMA) or a hyper-parameter
+/// is always safe and takes effect at the next step.
+pub struct Context<'a, M> {
+    pub(crate) state: &'a mut TrainState<M>,
+}
+
+impl<M> Context<'_, M> {
+    /// The trainer's counters.
+    pub fn counters(&self) -> &Counters {
+        &self.state.counters
+    }
+    /// Shortcut for `counters().epoch_num()`.
+    pub fn epoch_num(&self) -> u64 {
+        self.state.counters.epoch_num
+    }
+    /// Shortcut for `counters().global_step()`.
+    pub fn global_step(&self) -> u64 {
+        self.state.counters.global_step
+    }
+    /// Shortcut for `counters().local_step()`.
+    pub fn local_step(&self) -> u64 {
+        self.state.counters.local_step
+    }
+    /// The model being trained.
+    ///
+    /// # Panics
+    /// If a panic inside the optimizer's step lost the model (then only `after_train` runs).
+    pub fn model(&self) -> &M {
+        self.state.model.as_ref().expect("the model was lost by a panic inside the training step")
+    }
+    /// The model, to change its weights between steps.
+    ///
+    /// # Panics
+    /// As [`model`](Self::model).
+    pub fn model_mut(&mut self) -> &mut M {
+        self.state.model.as_mut().expect("the model was lost by a panic inside the training step")
+    }
+    /// The optimizer (its state is saved in checkpoints).
+    pub fn optimizer(&self) -> &ModuleOptimizer {
+        &self.state.optimizer
+    }
+    /// The hyper-parameters: the learning rate and the ones registered by name.
+    pub fn hyper(&self) -> &HyperParams {
+        &self.state.hyper
+    }
+    /// The hyper-parameters, to change them; the change applies from the next step.
+    pub fn hyper_mut(&mut self) -> &mut HyperParams {
+        &mut self.state.hyper
+    }
+    /// The current learning rate.
+    pub fn learning_rate(&self) -> f64 {
+        self.state.hyper.learning_rate()
+    }
+    /// Set the learning rate from the next step on.
+    pub fn set_learning_rate(&mut self, value: f64) {
+        self.state.hyper.set_learning_rate(value);
+    }
+    /// The monitors: put scalars, images, histograms and texts; read the history.
+    pub fn monitors(&mut self) -> &mut Monitors {
+        &mut self.state.monitors
+    }
+    /// The monitors, to read the history.
+    pub fn monitors_ref(&self) -> &Monitors {
+        &self.state.monitors
+    }
+    /// The log directory (checkpoints, stats.json, event files).
+    pub fn log_dir(&self) -> &Path {
+        &self.state.log_dir
+    }
+    /// Stop training at the next step boundary; `after_train` still runs for every callback.
+    /// The epoch in progress ends without its `after_epoch` and `trigger_epoch` (tensorpack's
+    /// `StopTraining`), so nothing is saved from a state the stop was meant to avoid.
+    pub fn request_stop(&mut self, reason: impl Into<String>) {
+        if self.state.control.stop.is_none() {
+            self.state.control.stop = Some(reason.into());
+        }
+    }
+    /// Whether a stop was requested, and why.
+    pub fn stop_requested(&self) -> Option<&str> {
+        self.state.control.stop.as_deref()
+    }
+    /// Write a checkpoint (see [`saver::checkpoint`](crate::saver::checkpoint)) at the next
+    /// boundary: after the current step's `trigger_step`, or after the current epoch's
+    /// `trigger_epoch` and statistics, or before the first step when asked during `setup` or
+    /// `before_train`. Every callback has then handled the event, so the checkpoint holds their
+    /// states as of that moment. [`ModelSaver`](crate::ModelSaver) calls this.
+    pub fn request_checkpoint(&mut self, policy: KeepPolicy) {
+        self.state.control.checkpoint = Some(policy);
+    }
+    /// Write the checkpoint of the next boundary also as the complete copy
+    /// `checkpoints/<name>/` (replacing the previous copy of that name once complete).
+    /// [`MinSaver`](crate::saver::MinSaver) calls this.
+    pub fn request_checkpoint_copy(&mut self, name: impl Into<String>) {
+        let name = name.into();
+        if !self.state.control.copies.contains(&name) {
+            self.state.control.copies.push(name);
+        }
+    }
+    /// End the current epoch after this step: its `after_epoch` and `trigger_epoch` still run.
+    pub fn skip_rest_of_epoch(&mut self) {
+        self.state.control.skip_epoch = true;
+    }
+}

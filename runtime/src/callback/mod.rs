@@ -1,0 +1,24 @@
+//! The callback trait, its events, the context a callback sees, and composition with order.
+//!
+//! One file per concept, from the bottom up: [`event`](Event) (the events, listed once),
+//! `step` (the events inside a step: [`StepLoss`], [`StepGradients`], [`StepHooks`]),
+//! `counters` ([`Counters`]), `context` ([`Context`] over the trainer's state), `order`
+//! ([`Order`] and its topological sort), `base` (the [`Callback`] trait, [`Flow`], delivery) and
+//! `set` ([`Callbacks`]: tuples, `Vec`s, `Option`s of callbacks).
+
+mod base;
+mod context;
+mod counters;
+mod event;
+mod order;
+mod set;
+mod step;
+
+pub use base::{Callback, CallbackReturn, Flow, deliver};
+pub use context::Context;
+pub(crate) use context::{Control, TrainState};
+pub use counters::Counters;
+pub use event::Event;
+pub use order::{Order, resolve_order, short_type_name};
+pub use set::{CallbackInfo, Callbacks, Single, StateOp};
+pub use step::{StepGradients, StepHooks, StepLoss};
