@@ -2,13 +2,78 @@
 //! and `EnableCallbackIf`. Each keeps the wrapped callback's name, order, fetches and state. The
 //! events inside a step (`before_backward`, `after_backward`) reach the wrapped callback at every
 //! step, ungated: a loss or gradient change that applied only at some steps would be a surprise.
+//!
+//! The periods are [`Period`]s. `PeriodicCallback` and `EnableCallbackIf` gate each event by its
+//! [`Phase`](crate::callback::Phase), with bodies generated from the one list of events
+//! ([`for_each_event!`](crate::callback)); `PeriodicTrigger` is written out, since it does not
+//! gate events but calls `trigger` from three of them.
 
 use std::borrow::Cow;
 
-use crate::callback::{Callback, Context, Counters, Order, StepGradients, StepHooks, StepLoss};
+use crate::callback::{
+    Callback, Context, Counters, Event, Order, Period, PeriodSetting, StepGradients, StepHooks, StepLoss,
+    for_each_event,
+};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
 
+/// The event methods of a gating wrapper, generated from the one list of events: each event
+/// reaches `self.inner` when the gate of its [`Phase`](crate::callback::Phase) holds.
+///
+/// `gated_events!(self, ctx; setup: ..; epoch: .., before_step: .., after_step: ..,
+/// trigger_step: ..)` gives each gate as an expression of `self` and `ctx` (which may return an
+/// error with `?`); `before_step`'s is evaluated before the step's other events and may record
+/// its answer for them. `Once` and `InStep` events always pass; `setup: ..` runs first in
+/// `setup` (to check the wrapper's settings).
+macro_rules! gated_events {
+    ($self:ident, $ctx:ident; setup: $setup:expr; $($phase:ident: $gate:expr),* $(,)?) => {
+        for_each_event!(gated_event_methods { $self, $ctx; $setup; { $($phase: $gate),* } });
+    };
+}
+
+macro_rules! gated_event_methods {
+    (
+        $self:ident, $ctx:ident; $setup:expr; $gates:tt;
+        $(
+            $(#[$doc:meta])*
+            $method:ident $variant:ident ($($arg:ident : $ty:ty = $pass:expr; $payload:ty)?) $event_phase:ident $(-> $default:ident)?;
+        )*
+    ) => {
+        $(
+            #[inline]
+            fn $method(&mut $self, $ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {
+                on_setup!($method; $setup);
+                let open = phase_gate!($event_phase; $gates);
+                if open { $self.inner.$method($ctx $(, $arg)?) } else { Ok(()) }
+            }
+        )*
+    };
+}
+
+/// `$hook` in `setup`, nothing in the other events.
+macro_rules! on_setup {
+    (setup; $hook:expr) => {
+        $hook
+    };
+    ($method:ident; $hook:expr) => {};
+}
+
+/// The gate of one phase among those a wrapper gives (`Once` and `InStep`: always open).
+macro_rules! phase_gate {
+    (Once; $gates:tt) => { true };
+    (InStep; $gates:tt) => { true };
+    (Epoch; { $($gates:tt)* }) => { phase_gate!(@find epoch; $($gates)*) };
+    (BeforeStep; { $($gates:tt)* }) => { phase_gate!(@find before_step; $($gates)*) };
+    (AfterStep; { $($gates:tt)* }) => { phase_gate!(@find after_step; $($gates)*) };
+    (TriggerStep; { $($gates:tt)* }) => { phase_gate!(@find trigger_step; $($gates)*) };
+    (@find epoch; epoch: $gate:expr $(, $($rest:tt)*)?) => { $gate };
+    (@find before_step; before_step: $gate:expr $(, $($rest:tt)*)?) => { $gate };
+    (@find after_step; after_step: $gate:expr $(, $($rest:tt)*)?) => { $gate };
+    (@find trigger_step; trigger_step: $gate:expr $(, $($rest:tt)*)?) => { $gate };
+    (@find $want:ident; $other:ident: $gate:expr $(, $($rest:tt)*)?) => { phase_gate!(@find $want; $($($rest)*)?) };
+}
+
+/// The methods every wrapper forwards as they are: the wrapped callback's identity and state.
 macro_rules! forward_identity {
     () => {
         fn name(&self) -> Cow<'static, str> {
@@ -32,20 +97,7 @@ macro_rules! forward_identity {
         fn step_hooks(&self) -> StepHooks {
             self.inner.step_hooks()
         }
-        fn before_backward(&mut self, ctx: &mut Context<'_, M>, loss: &StepLoss<'_>) -> Result<()> {
-            self.inner.before_backward(ctx, loss)
-        }
-        fn after_backward(&mut self, ctx: &mut Context<'_, M>, grads: &StepGradients) -> Result<()> {
-            self.inner.after_backward(ctx, grads)
-        }
     };
-}
-
-fn check_period(name: &str, key: &str, k: Option<u64>) -> Result<()> {
-    match k {
-        Some(0) => Err(Error::msg(format!("`{name}`: {key} must be at least 1, not 0"))),
-        _ => Ok(()),
-    }
 }
 
 /// Calls the wrapped callback's `trigger` every `k` global steps (from `trigger_step`, when
@@ -55,24 +107,23 @@ fn check_period(name: &str, key: &str, k: Option<u64>) -> Result<()> {
 #[derive(Debug, Clone)]
 pub struct PeriodicTrigger<C> {
     inner: C,
-    every_k_steps: Option<u64>,
-    every_k_epochs: Option<u64>,
+    period: PeriodSetting,
     before_train: bool,
 }
 
 impl<C> PeriodicTrigger<C> {
     /// Wrap `inner`; give it a period with the methods below.
     pub fn new(inner: C) -> Self {
-        PeriodicTrigger { inner, every_k_steps: None, every_k_epochs: None, before_train: false }
+        PeriodicTrigger { inner, period: PeriodSetting::new(), before_train: false }
     }
     /// Trigger every `k` global steps.
     pub fn every_k_steps(mut self, k: u64) -> Self {
-        self.every_k_steps = Some(k);
+        self.period = self.period.every_k_steps(k);
         self
     }
     /// Trigger every `k` epochs.
     pub fn every_k_epochs(mut self, k: u64) -> Self {
-        self.every_k_epochs = Some(k);
+        self.period = self.period.every_k_epochs(k);
         self
     }
     /// Also trigger once in `before_train`.
@@ -88,14 +139,19 @@ impl<C> PeriodicTrigger<C> {
 
 impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
     forward_identity!();
+    fn before_backward(&mut self, ctx: &mut Context<'_, M>, loss: &StepLoss<'_>) -> Result<()> {
+        self.inner.before_backward(ctx, loss)
+    }
+    fn after_backward(&mut self, ctx: &mut Context<'_, M>, grads: &StepGradients) -> Result<()> {
+        self.inner.after_backward(ctx, grads)
+    }
     fn wants_fetch(&self, counters: &Counters) -> bool {
         self.inner.wants_fetch(counters)
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let name = self.inner.name();
-        check_period(&name, "every_k_steps", self.every_k_steps)?;
-        check_period(&name, "every_k_epochs", self.every_k_epochs)?;
-        if self.every_k_steps.is_none() && self.every_k_epochs.is_none() && !self.before_train {
+        let period = self.period.check(&name)?;
+        if !period.is_periodic() && !self.before_train {
             return Err(Error::msg(format!(
                 "PeriodicTrigger around `{name}` never triggers: give every_k_steps, every_k_epochs or before_train"
             )));
@@ -117,19 +173,13 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
     }
     fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         self.inner.trigger_step(ctx)?;
-        match self.every_k_steps {
-            Some(k) if ctx.global_step().is_multiple_of(k) => self.inner.trigger(ctx),
-            _ => Ok(()),
-        }
+        if self.period.period().steps_divide(ctx.global_step()) { self.inner.trigger(ctx) } else { Ok(()) }
     }
     fn after_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         self.inner.after_epoch(ctx)
     }
     fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        match self.every_k_epochs {
-            Some(k) if ctx.epoch_num().is_multiple_of(k) => self.inner.trigger(ctx),
-            _ => Ok(()),
-        }
+        if self.period.period().epochs_divide(ctx.epoch_num()) { self.inner.trigger(ctx) } else { Ok(()) }
     }
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         self.inner.trigger(ctx)
@@ -148,105 +198,52 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
 /// epoch event (`before_epoch`, `after_epoch`, `trigger_epoch`, `trigger`) of epoch `e` is
 /// delivered when `e % every_k_epochs == 0`, when `global_step % every_k_steps == 0`, and at the
 /// last epoch. (tensorpack tests `global_step` before and after a step alike, so its
-/// `before_run` and `after_run` see different steps; here a step's events agree.)
+/// `before_run` and `after_run` see different steps; here a step's events agree.) The rules are
+/// [`Period::step_due`] and [`Period::epoch_due`].
 #[derive(Debug, Clone)]
 pub struct PeriodicCallback<C> {
     inner: C,
-    every_k_steps: Option<u64>,
-    every_k_epochs: Option<u64>,
+    period: PeriodSetting,
     step_enabled: bool,
 }
 
 impl<C> PeriodicCallback<C> {
     /// Wrap `inner`; give it a period with the methods below.
     pub fn new(inner: C) -> Self {
-        PeriodicCallback { inner, every_k_steps: None, every_k_epochs: None, step_enabled: false }
+        PeriodicCallback { inner, period: PeriodSetting::new(), step_enabled: false }
     }
     /// Deliver step events every `k` steps.
     pub fn every_k_steps(mut self, k: u64) -> Self {
-        self.every_k_steps = Some(k);
+        self.period = self.period.every_k_steps(k);
         self
     }
     /// Deliver events during every `k`-th epoch.
     pub fn every_k_epochs(mut self, k: u64) -> Self {
-        self.every_k_epochs = Some(k);
+        self.period = self.period.every_k_epochs(k);
         self
     }
     /// The wrapped callback.
     pub fn inner(&self) -> &C {
         &self.inner
     }
-
-    fn step_due(&self, step: u64, counters: &Counters) -> bool {
-        step_due(self.every_k_steps, self.every_k_epochs, step, counters)
-    }
-
-    fn epoch_due(&self, counters: &Counters) -> bool {
-        epoch_due(self.every_k_steps, self.every_k_epochs, counters)
-    }
-}
-
-/// `PeriodicCallback`'s rule for a step event of step `step`: a multiple of `every_k_steps`, in
-/// an epoch that is a multiple of `every_k_epochs`, or the very last step.
-pub fn step_due(
-    every_k_steps: Option<u64>,
-    every_k_epochs: Option<u64>,
-    step: u64,
-    counters: &Counters,
-) -> bool {
-    every_k_steps.is_some_and(|k| step.is_multiple_of(k))
-        || every_k_epochs.is_some_and(|k| counters.epoch_num.is_multiple_of(k))
-        || step == counters.last_step()
-}
-
-/// `PeriodicCallback`'s rule for an epoch event: the epoch is a multiple of `every_k_epochs`,
-/// `global_step` a multiple of `every_k_steps`, or it is the last epoch.
-pub fn epoch_due(every_k_steps: Option<u64>, every_k_epochs: Option<u64>, counters: &Counters) -> bool {
-    every_k_epochs.is_some_and(|k| counters.epoch_num.is_multiple_of(k))
-        || every_k_steps.is_some_and(|k| counters.global_step.is_multiple_of(k))
-        || counters.epoch_num == counters.max_epoch
 }
 
 impl<M, C: Callback<M>> Callback<M> for PeriodicCallback<C> {
     forward_identity!();
     fn wants_fetch(&self, counters: &Counters) -> bool {
-        self.step_due(counters.next_step(), counters) && self.inner.wants_fetch(counters)
+        self.period.period().step_due(counters.next_step(), counters) && self.inner.wants_fetch(counters)
     }
-    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let name = self.inner.name();
-        check_period(&name, "every_k_steps", self.every_k_steps)?;
-        check_period(&name, "every_k_epochs", self.every_k_epochs)?;
-        self.inner.setup(ctx)
-    }
-    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        self.inner.before_train(ctx)
-    }
-    fn before_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.epoch_due(ctx.counters()) { self.inner.before_epoch(ctx) } else { Ok(()) }
-    }
-    fn before_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let counters = *ctx.counters();
-        self.step_enabled = self.step_due(counters.next_step(), &counters);
-        if self.step_enabled { self.inner.before_step(ctx) } else { Ok(()) }
-    }
-    fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
-        if self.step_enabled { self.inner.after_step(ctx, values) } else { Ok(()) }
-    }
-    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.step_enabled { self.inner.trigger_step(ctx) } else { Ok(()) }
-    }
-    fn after_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.epoch_due(ctx.counters()) { self.inner.after_epoch(ctx) } else { Ok(()) }
-    }
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.epoch_due(ctx.counters()) { self.inner.trigger_epoch(ctx) } else { Ok(()) }
-    }
-    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.epoch_due(ctx.counters()) { self.inner.trigger(ctx) } else { Ok(()) }
-    }
-    fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        self.inner.after_train(ctx)
-    }
+    gated_events!(self, ctx;
+        setup: self.period.check(&self.inner.name())?;
+        epoch: self.period.period().epoch_due(ctx.counters()),
+        before_step: {
+            let counters = *ctx.counters();
+            self.step_enabled = self.period.period().step_due(counters.next_step(), &counters);
+            self.step_enabled
+        },
+        after_step: self.step_enabled,
+        trigger_step: self.step_enabled,
+    );
 }
 
 /// Delivers the wrapped callback's events only while `predicate(counters)` holds (tensorpack's
@@ -275,80 +272,53 @@ impl<M, C: Callback<M>, P: Fn(&Counters) -> bool> Callback<M> for EnableCallback
     fn wants_fetch(&self, counters: &Counters) -> bool {
         (self.predicate)(counters) && self.inner.wants_fetch(counters)
     }
-    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        self.inner.setup(ctx)
-    }
-    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        self.inner.before_train(ctx)
-    }
-    fn before_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if (self.predicate)(ctx.counters()) { self.inner.before_epoch(ctx) } else { Ok(()) }
-    }
-    fn before_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        self.step_enabled = (self.predicate)(ctx.counters());
-        if self.step_enabled { self.inner.before_step(ctx) } else { Ok(()) }
-    }
-    fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
-        if self.step_enabled { self.inner.after_step(ctx, values) } else { Ok(()) }
-    }
-    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if (self.predicate)(ctx.counters()) { self.inner.trigger_step(ctx) } else { Ok(()) }
-    }
-    fn after_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if (self.predicate)(ctx.counters()) { self.inner.after_epoch(ctx) } else { Ok(()) }
-    }
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if (self.predicate)(ctx.counters()) { self.inner.trigger_epoch(ctx) } else { Ok(()) }
-    }
-    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if (self.predicate)(ctx.counters()) { self.inner.trigger(ctx) } else { Ok(()) }
-    }
-    fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        self.inner.after_train(ctx)
-    }
+    gated_events!(self, ctx;
+        setup: ();
+        epoch: (self.predicate)(ctx.counters()),
+        before_step: {
+            self.step_enabled = (self.predicate)(ctx.counters());
+            self.step_enabled
+        },
+        after_step: self.step_enabled,
+        trigger_step: (self.predicate)(ctx.counters()),
+    );
 }
 
-/// Whether a `#[derive(Callbacks)]` field with `#[every_k_*]` / `#[enable_if]` receives `event`:
-/// `PeriodicCallback`'s and `EnableCallbackIf`'s rules (setup, before_train and after_train always;
-/// the events inside a step always, like the wrappers).
+/// `PeriodicCallback`'s rule for a step event of step `step` ([`Period::step_due`]), for code
+/// that holds the counts as `Option<u64>`.
+pub fn step_due(
+    every_k_steps: Option<u64>,
+    every_k_epochs: Option<u64>,
+    step: u64,
+    counters: &Counters,
+) -> bool {
+    Period::new(every_k_steps, every_k_epochs).step_due(step, counters)
+}
+
+/// `PeriodicCallback`'s rule for an epoch event ([`Period::epoch_due`]), for code that holds the
+/// counts as `Option<u64>`.
+pub fn epoch_due(every_k_steps: Option<u64>, every_k_epochs: Option<u64>, counters: &Counters) -> bool {
+    Period::new(every_k_steps, every_k_epochs).epoch_due(counters)
+}
+
+/// Whether a `#[derive(Callbacks)]` field with `#[every_k_*]` / `#[enable_if]` receives `event`
+/// ([`Period::gate`]).
 pub fn field_gate(
     every_k_steps: Option<u64>,
     every_k_epochs: Option<u64>,
     predicate: Option<fn(&Counters) -> bool>,
-    event: &crate::callback::Event<'_>,
+    event: &Event<'_>,
     counters: &Counters,
 ) -> bool {
-    use crate::callback::Event;
-    let periodic = every_k_steps.is_some() || every_k_epochs.is_some();
-    let holds = |c: &Counters| predicate.is_none_or(|p| p(c));
-    match event {
-        Event::Setup
-        | Event::BeforeTrain
-        | Event::AfterTrain
-        | Event::BeforeBackward(_)
-        | Event::AfterBackward(_) => true,
-        Event::BeforeStep => {
-            (!periodic || step_due(every_k_steps, every_k_epochs, counters.next_step(), counters))
-                && holds(counters)
-        }
-        Event::AfterStep(_) | Event::TriggerStep => {
-            (!periodic || step_due(every_k_steps, every_k_epochs, counters.global_step, counters))
-                && holds(&counters.before_step())
-        }
-        Event::BeforeEpoch | Event::AfterEpoch | Event::TriggerEpoch | Event::Trigger => {
-            (!periodic || epoch_due(every_k_steps, every_k_epochs, counters)) && holds(counters)
-        }
-    }
+    Period::new(every_k_steps, every_k_epochs).gate(predicate, event, counters)
 }
 
-/// Whether a gated `#[derive(Callbacks)]` field may fetch at the next step.
+/// Whether a gated `#[derive(Callbacks)]` field may fetch at the next step ([`Period::wants`]).
 pub fn field_wants(
     every_k_steps: Option<u64>,
     every_k_epochs: Option<u64>,
     predicate: Option<fn(&Counters) -> bool>,
     counters: &Counters,
 ) -> bool {
-    let periodic = every_k_steps.is_some() || every_k_epochs.is_some();
-    (!periodic || step_due(every_k_steps, every_k_epochs, counters.next_step(), counters))
-        && predicate.is_none_or(|p| p(counters))
+    Period::new(every_k_steps, every_k_epochs).wants(predicate, counters)
 }

@@ -4,139 +4,114 @@ use std::borrow::Cow;
 
 use super::context::Context;
 use super::counters::Counters;
-use super::event::Event;
+use super::event::{Event, for_each_event};
 use super::order::{Order, short_type_name};
 use super::step::{StepGradients, StepHooks, StepLoss};
 use crate::error::Result;
 use crate::fetch::{Fetch, Fetched};
 
-/// A training callback: code bound to the events of the training loop.
-///
-/// Every method has a default that does nothing, so an implementation names only the events it
-/// uses. `M` is the model's type; callbacks that do not look at the model implement
-/// `Callback<M>` for every `M`.
-///
-/// ```
-/// use burn_stoker::prelude::*;
-///
-/// struct CountEpochs(u64);
-///
-/// impl<M> Callback<M> for CountEpochs {
-///     fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
-///         self.0 += 1;
-///         ctx.monitors().put_scalar("epochs_seen", self.0 as f64);
-///         Ok(())
-///     }
-/// }
-/// ```
-pub trait Callback<M> {
-    /// The callback's name, used in ordering constraints and error messages. Defaults to the
-    /// type's short name.
-    fn name(&self) -> Cow<'static, str> {
-        Cow::Borrowed(short_type_name::<Self>())
-    }
-    /// Constraints on where this callback runs among the others.
-    fn order(&self) -> Order {
-        Order::none()
-    }
-    /// The step outputs this callback may ask for.
-    fn fetches(&self) -> &[Fetch] {
-        &[]
-    }
-    /// With data-parallel training, whether this callback runs only on the chief worker
-    /// (tensorpack's default for most callbacks). The trainer trains on one device today, where
-    /// every callback runs; the flag is reported in [`CallbackInfo`] for the data-parallel
-    /// trainer to come.
-    fn chief_only(&self) -> bool {
-        true
-    }
-    /// The callback's state to save in checkpoints (JSON); `None`, the default, saves nothing.
-    /// `#[callback(state)]` writes this for a serializable type.
-    fn save_state(&self) -> Result<Option<serde_json::Value>> {
-        Ok(None)
-    }
-    /// Restore the state [`save_state`](Self::save_state) saved.
-    fn load_state(&mut self, state: serde_json::Value) -> Result<()> {
-        let _ = state;
+macro_rules! define_callback_trait {
+    ($(;)? $(
+        $(#[$doc:meta])*
+        $method:ident $variant:ident ($($arg:ident : $ty:ty = $pass:expr; $payload:ty)?) $phase:ident $(-> $default:ident)?;
+    )*) => {
+        /// A training callback: code bound to the events of the training loop.
+        ///
+        /// Every method has a default that does nothing, so an implementation names only the events it
+        /// uses. `M` is the model's type; callbacks that do not look at the model implement
+        /// `Callback<M>` for every `M`.
+        ///
+        /// ```
+        /// use burn_stoker::prelude::*;
+        ///
+        /// struct CountEpochs(u64);
+        ///
+        /// impl<M> Callback<M> for CountEpochs {
+        ///     fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        ///         self.0 += 1;
+        ///         ctx.monitors().put_scalar("epochs_seen", self.0 as f64);
+        ///         Ok(())
+        ///     }
+        /// }
+        /// ```
+        pub trait Callback<M> {
+
+            /// The callback's name, used in ordering constraints and error messages. Defaults to the
+            /// type's short name.
+            fn name(&self) -> Cow<'static, str> {
+                Cow::Borrowed(short_type_name::<Self>())
+            }
+            /// Constraints on where this callback runs among the others.
+            fn order(&self) -> Order {
+                Order::none()
+            }
+            /// The step outputs this callback may ask for.
+            fn fetches(&self) -> &[Fetch] {
+                &[]
+            }
+            /// With data-parallel training, whether this callback runs only on the chief worker
+            /// (tensorpack's default for most callbacks). The trainer trains on one device today, where
+            /// every callback runs; the flag is reported in [`CallbackInfo`] for the data-parallel
+            /// trainer to come.
+            fn chief_only(&self) -> bool {
+                true
+            }
+            /// The callback's state to save in checkpoints (JSON); `None`, the default, saves nothing.
+            /// `#[callback(state)]` writes this for a serializable type.
+            fn save_state(&self) -> Result<Option<serde_json::Value>> {
+                Ok(None)
+            }
+            /// Restore the state [`save_state`](Self::save_state) saved.
+            fn load_state(&mut self, state: serde_json::Value) -> Result<()> {
+                let _ = state;
+                Ok(())
+            }
+            /// Which of the events inside a step ([`before_backward`](Self::before_backward),
+            /// [`after_backward`](Self::after_backward)) this callback takes. The trainer delivers them
+            /// only to callbacks that ask, so a run where nobody does pays nothing for them.
+            fn step_hooks(&self) -> StepHooks {
+                StepHooks::NONE
+            }
+            /// Whether the callback wants its fetches from the step about to run (`counters.next_step()`).
+            /// Called before `before_step`, only for callbacks that declare fetches.
+            fn wants_fetch(&self, counters: &Counters) -> bool {
+                let _ = counters;
+                true
+            }
+            $(
+                $(#[$doc])*
+                fn $method(&mut self, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {
+                    event_default!(self, ctx $(, $arg)? $(-> $default)?)
+                }
+            )*
+        }
+
+        /// Deliver `event` to a single callback.
+        pub fn deliver<M, C: Callback<M> + ?Sized>(
+            callback: &mut C,
+            event: Event<'_>,
+            ctx: &mut Context<'_, M>,
+        ) -> Result<()> {
+            match event {
+                $(Event::$variant $(($arg))? => callback.$method(ctx $(, $pass)?),)*
+            }
+        }
+
+        // A boxed callback, and a callback lent to the trainer (to read its fields after training).
+        forward_callback!([$($method ($($arg: $ty)?))*] Box<C>);
+        forward_callback!([$($method ($($arg: $ty)?))*] &mut C);
+    };
+}
+
+/// The default body of an event method: do nothing, or call the method the list names.
+macro_rules! event_default {
+    ($self:ident, $ctx:ident $(, $arg:ident)? -> $default:ident) => {
+        $self.$default($ctx)
+    };
+    ($self:ident, $ctx:ident $(, $arg:ident)?) => {{
+        let _ = ($ctx $(, $arg)?);
         Ok(())
-    }
-    /// Which of the events inside a step ([`before_backward`](Self::before_backward),
-    /// [`after_backward`](Self::after_backward)) this callback takes. The trainer delivers them
-    /// only to callbacks that ask, so a run where nobody does pays nothing for them.
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::NONE
-    }
-    /// Inside the step, between the forward pass and backward: read or replace the loss (fastai's
-    /// `after_loss`, e.g. `RNNRegularizer`'s activation penalties). Delivered only when
-    /// [`step_hooks`](Self::step_hooks) has `loss`. The model is readable; counters are those of
-    /// `before_step` (`global_step` does not yet count this step).
-    fn before_backward(&mut self, ctx: &mut Context<'_, M>, loss: &StepLoss<'_>) -> Result<()> {
-        let _ = (ctx, loss);
-        Ok(())
-    }
-    /// Inside the step, between backward and the optimizer: read, change or withhold the
-    /// gradients (gradient clipping, accumulation). Delivered only when
-    /// [`step_hooks`](Self::step_hooks) has `gradients`.
-    fn after_backward(&mut self, ctx: &mut Context<'_, M>, grads: &StepGradients) -> Result<()> {
-        let _ = (ctx, grads);
-        Ok(())
-    }
-    /// Whether the callback wants its fetches from the step about to run (`counters.next_step()`).
-    /// Called before `before_step`, only for callbacks that declare fetches.
-    fn wants_fetch(&self, counters: &Counters) -> bool {
-        let _ = counters;
-        true
-    }
-    /// Once, before anything runs: prepare what the callback needs.
-    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let _ = ctx;
-        Ok(())
-    }
-    /// After setup, before the first step.
-    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let _ = ctx;
-        Ok(())
-    }
-    /// At the start of each epoch. Keep it cheap.
-    fn before_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let _ = ctx;
-        Ok(())
-    }
-    /// Before each step.
-    fn before_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let _ = ctx;
-        Ok(())
-    }
-    /// After each step, with the values this callback (and any other) asked for.
-    fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
-        let _ = (ctx, values);
-        Ok(())
-    }
-    /// After each step's `after_step`.
-    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let _ = ctx;
-        Ok(())
-    }
-    /// At the end of each epoch. Keep it cheap.
-    fn after_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let _ = ctx;
-        Ok(())
-    }
-    /// After `after_epoch`. Calls [`trigger`](Self::trigger) unless overridden.
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        self.trigger(ctx)
-    }
-    /// The callback's periodic work: every epoch by default, at another period under
-    /// [`PeriodicTrigger`](crate::PeriodicTrigger).
-    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let _ = ctx;
-        Ok(())
-    }
-    /// Always runs last: after success, a stop, an error or a panic.
-    fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let _ = ctx;
-        Ok(())
-    }
+    }};
 }
 
 /// What a callback function may return: `()`, [`Result<()>`](crate::Result), a [`Flow`], or a
@@ -189,30 +164,8 @@ impl CallbackReturn for Flow {
     }
 }
 
-/// Deliver `event` to a single callback.
-pub fn deliver<M, C: Callback<M> + ?Sized>(
-    callback: &mut C,
-    event: Event<'_>,
-    ctx: &mut Context<'_, M>,
-) -> Result<()> {
-    match event {
-        Event::Setup => callback.setup(ctx),
-        Event::BeforeTrain => callback.before_train(ctx),
-        Event::BeforeEpoch => callback.before_epoch(ctx),
-        Event::BeforeStep => callback.before_step(ctx),
-        Event::AfterStep(values) => callback.after_step(ctx, &values),
-        Event::TriggerStep => callback.trigger_step(ctx),
-        Event::AfterEpoch => callback.after_epoch(ctx),
-        Event::TriggerEpoch => callback.trigger_epoch(ctx),
-        Event::Trigger => callback.trigger(ctx),
-        Event::AfterTrain => callback.after_train(ctx),
-        Event::BeforeBackward(loss) => callback.before_backward(ctx, loss),
-        Event::AfterBackward(grads) => callback.after_backward(ctx, grads),
-    }
-}
-
 macro_rules! forward_callback {
-    ($($pointer:ty),*) => {$(
+    ([$($method:ident ($($arg:ident : $ty:ty)?))*] $pointer:ty) => {
         impl<M, C: Callback<M> + ?Sized> Callback<M> for $pointer {
             fn name(&self) -> Cow<'static, str> {
                 (**self).name()
@@ -238,45 +191,14 @@ macro_rules! forward_callback {
             fn step_hooks(&self) -> StepHooks {
                 (**self).step_hooks()
             }
-            fn before_backward(&mut self, ctx: &mut Context<'_, M>, loss: &StepLoss<'_>) -> Result<()> {
-                (**self).before_backward(ctx, loss)
-            }
-            fn after_backward(&mut self, ctx: &mut Context<'_, M>, grads: &StepGradients) -> Result<()> {
-                (**self).after_backward(ctx, grads)
-            }
-            fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-                (**self).setup(ctx)
-            }
-            fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-                (**self).before_train(ctx)
-            }
-            fn before_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-                (**self).before_epoch(ctx)
-            }
-            fn before_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-                (**self).before_step(ctx)
-            }
-            fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
-                (**self).after_step(ctx, values)
-            }
-            fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-                (**self).trigger_step(ctx)
-            }
-            fn after_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-                (**self).after_epoch(ctx)
-            }
-            fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-                (**self).trigger_epoch(ctx)
-            }
-            fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-                (**self).trigger(ctx)
-            }
-            fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-                (**self).after_train(ctx)
-            }
+            $(
+                #[inline]
+                fn $method(&mut self, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {
+                    (**self).$method(ctx $(, $arg)?)
+                }
+            )*
         }
-    )*};
+    };
 }
 
-// A boxed callback, and a callback lent to the trainer (to read its fields after training).
-forward_callback!(Box<C>, &mut C);
+for_each_event!(define_callback_trait);

@@ -1,64 +1,129 @@
-//! The events of a training run.
+//! The events of a training run, listed once.
+//!
+//! [`for_each_event!`](for_each_event) holds the list; everything that names every event is
+//! generated from it: the [`Event`] enum and its [`name`](Event::name), the event methods of the
+//! [`Callback`](crate::Callback) trait and their forwarding through `Box` and `&mut`,
+//! [`deliver`](crate::callback::deliver), the gating wrappers' bodies
+//! ([`PeriodicCallback`](crate::PeriodicCallback), [`EnableCallbackIf`](crate::EnableCallbackIf)),
+//! the gate of a `#[derive(Callbacks)]` field and [`CallbackFactory`](crate::CallbackFactory)'s
+//! closures. A new event is one entry here (and its place in the trainer's loop).
 
 use super::step::{StepGradients, StepLoss};
 use crate::fetch::Fetched;
 
-/// The events of a training run, in tensorpack's order:
+/// The one list of the events, in the order a run delivers them.
+///
+/// `for_each_event!(then)` expands to `then! { ; <list> }`, and
+/// `for_each_event!(then { extra tokens })` to `then! { extra tokens ; <list> }`. Each entry reads
 ///
 /// ```text
-/// setup, before_train,
-/// for each epoch: before_epoch,
-///     for each step: before_step, <step>, after_step(values), trigger_step
-///     after_epoch, trigger_epoch (which calls trigger by default)
-/// after_train (always: after success, a stop, an error or a panic)
+/// /// What the event is (the doc of the Callback method and of the Event variant).
+/// method Variant (arg: &ArgType = value passed from the variant's payload; Payload<'v>) Phase -> default;
 /// ```
-#[derive(Debug, Clone, Copy)]
-pub enum Event<'v> {
-    /// Once, before anything runs.
-    Setup,
-    /// After setup, before the first step.
-    BeforeTrain,
-    /// At the start of each epoch.
-    BeforeEpoch,
-    /// Before each step.
+///
+/// where the parenthesis is empty for an event without a value, `Phase` is the event's
+/// [`Phase`] (which decides how the gating wrappers treat it) and `-> default` names the method
+/// whose call is the default body (otherwise the default does nothing).
+macro_rules! for_each_event {
+    ($then:ident $({ $($extra:tt)* })?) => {
+        $then! {
+            $($($extra)*)? ;
+            /// Once, before anything runs: prepare what the callback needs.
+            setup Setup () Once;
+            /// After setup, before the first step (a resumed run's state is already loaded).
+            before_train BeforeTrain () Once;
+            /// At the start of each epoch. Keep it cheap.
+            before_epoch BeforeEpoch () Epoch;
+            /// Before each step.
+            before_step BeforeStep () BeforeStep;
+            /// After each step, with the values fetched at it: what this callback (and any other)
+            /// asked for.
+            after_step AfterStep (values: &Fetched<'_> = &values; Fetched<'v>) AfterStep;
+            /// After each step's `after_step`; `global_step` already counts the step.
+            trigger_step TriggerStep () TriggerStep;
+            /// At the end of each epoch. Keep it cheap.
+            after_epoch AfterEpoch () Epoch;
+            /// After `after_epoch`. By default calls `trigger`.
+            trigger_epoch TriggerEpoch () Epoch -> trigger;
+            /// The callback's periodic work: every epoch by default (from `trigger_epoch`), at
+            /// another period under [`PeriodicTrigger`](crate::PeriodicTrigger).
+            trigger Trigger () Epoch;
+            /// Always runs last: after success, a stop, an error or a panic.
+            after_train AfterTrain () Once;
+            /// Inside the step, between the forward pass and backward: read or replace the loss
+            /// (fastai's `after_loss`, e.g. `RNNRegularizer`'s activation penalties). Delivered
+            /// only to callbacks whose [`step_hooks`](crate::Callback::step_hooks) have `loss`.
+            /// The model is readable; counters are those of `before_step` (`global_step` does
+            /// not yet count this step).
+            before_backward BeforeBackward (loss: &StepLoss<'_> = loss; &'v StepLoss<'v>) InStep;
+            /// Inside the step, between backward and the optimizer: read, change or withhold the
+            /// gradients (gradient clipping, accumulation). Delivered only to callbacks whose
+            /// [`step_hooks`](crate::Callback::step_hooks) have `gradients`.
+            after_backward AfterBackward (grads: &StepGradients = grads; &'v StepGradients) InStep;
+        }
+    };
+}
+pub(crate) use for_each_event;
+
+/// Where an event falls in the loop, which decides how the gating wrappers
+/// ([`PeriodicCallback`](crate::PeriodicCallback), [`EnableCallbackIf`](crate::EnableCallbackIf),
+/// a gated `#[derive(Callbacks)]` field) treat it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Runs once (`setup`, `before_train`, `after_train`): never gated.
+    Once,
+    /// Once per epoch (`before_epoch`, `after_epoch`, `trigger_epoch`, `trigger`).
+    Epoch,
+    /// `before_step`: decides whether the step's events are delivered.
     BeforeStep,
-    /// After each step, with the values fetched at it.
-    AfterStep(Fetched<'v>),
-    /// After each step's `after_step`; `global_step` counts the step.
+    /// `after_step`, with the step's fetched values.
+    AfterStep,
+    /// `trigger_step`.
     TriggerStep,
-    /// At the end of each epoch.
-    AfterEpoch,
-    /// After `after_epoch`; by default calls `trigger`.
-    TriggerEpoch,
-    /// Only when a wrapper (such as [`PeriodicTrigger`](crate::PeriodicTrigger)) calls it.
-    Trigger,
-    /// Always, last.
-    AfterTrain,
-    /// Inside a step, after the forward pass and before backward: the loss may be changed
-    /// (fastai's `after_loss`). Only for callbacks whose [`Callback::step_hooks`] ask for it.
-    BeforeBackward(&'v StepLoss<'v>),
-    /// Inside a step, after backward and before the optimizer: the gradients may be changed or
-    /// withheld (fastai's `after_backward`). Only for callbacks whose [`Callback::step_hooks`] ask
-    /// for it.
-    AfterBackward(&'v StepGradients),
+    /// Inside the step (`before_backward`, `after_backward`): never gated, since a loss or
+    /// gradient change that applied only at some steps would be a surprise.
+    InStep,
 }
 
-impl Event<'_> {
-    /// The event's name, as written in `#[callback(on = ...)]`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Event::Setup => "setup",
-            Event::BeforeTrain => "before_train",
-            Event::BeforeEpoch => "before_epoch",
-            Event::BeforeStep => "before_step",
-            Event::AfterStep(_) => "after_step",
-            Event::TriggerStep => "trigger_step",
-            Event::AfterEpoch => "after_epoch",
-            Event::TriggerEpoch => "trigger_epoch",
-            Event::Trigger => "trigger",
-            Event::AfterTrain => "after_train",
-            Event::BeforeBackward(_) => "before_backward",
-            Event::AfterBackward(_) => "after_backward",
+macro_rules! define_event {
+    ($(;)? $(
+        $(#[$doc:meta])*
+        $method:ident $variant:ident ($($arg:ident : $ty:ty = $pass:expr; $payload:ty)?) $phase:ident $(-> $default:ident)?;
+    )*) => {
+        /// The events of a training run, in tensorpack's order:
+        ///
+        /// ```text
+        /// setup, before_train,
+        /// for each epoch: before_epoch,
+        ///     for each step: before_step, <step: forward, before_backward, backward,
+        ///                                  after_backward, optimizer>, after_step(values), trigger_step
+        ///     after_epoch, trigger_epoch (which calls trigger by default)
+        /// after_train (always: after success, a stop, an error or a panic)
+        /// ```
+        #[derive(Debug, Clone, Copy)]
+        pub enum Event<'v> {
+            $($(#[$doc])* $variant $(($payload))?,)*
         }
-    }
+
+        impl Event<'_> {
+            /// Every event's name, in the order of the list.
+            pub const NAMES: &'static [&'static str] = &[$(stringify!($method)),*];
+
+            /// The event's name, as written in `#[callback(on = ...)]`.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Event::$variant { .. } => stringify!($method),)*
+                }
+            }
+
+            /// Where the event falls in the loop.
+            pub fn phase(&self) -> Phase {
+                match self {
+                    $(Event::$variant { .. } => Phase::$phase,)*
+                }
+            }
+        }
+    };
 }
+
+for_each_event!(define_event);

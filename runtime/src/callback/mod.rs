@@ -11,6 +11,7 @@ mod context;
 mod counters;
 mod event;
 mod order;
+mod period;
 mod set;
 mod step;
 
@@ -18,7 +19,9 @@ pub use base::{Callback, CallbackReturn, Flow, deliver};
 pub use context::Context;
 pub(crate) use context::{Control, TrainState};
 pub use counters::Counters;
-pub use event::Event;
+pub(crate) use event::for_each_event;
+pub use event::{Event, Phase};
 pub use order::{Order, resolve_order, short_type_name};
+pub use period::{Period, PeriodSetting};
 pub use set::{CallbackInfo, Callbacks, Single, StateOp};
 pub use step::{StepGradients, StepHooks, StepLoss};

@@ -8,7 +8,7 @@ use std::sync::mpsc::{self, Sender};
 use std::thread::JoinHandle;
 
 use super::npz::encode_npz;
-use super::tensors::{Period, TensorValues, check_names, host_fetches};
+use super::tensors::{TensorFetches, tensor_period_builders};
 use crate::callback::{Callback, Context, Counters};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
@@ -111,8 +111,7 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()>
 /// ```
 #[derive(Debug)]
 pub struct DumpTensors {
-    fetches: Vec<Fetch>,
-    period: Period,
+    tensors: TensorFetches,
     writer: Option<FileWriter>,
     dir: PathBuf,
 }
@@ -127,22 +126,12 @@ impl DumpTensors {
     /// Dump the outputs `names` at every step.
     pub fn new<N: Into<Cow<'static, str>>>(names: impl IntoIterator<Item = N>) -> Self {
         DumpTensors {
-            fetches: host_fetches(names),
-            period: Period::Steps(1),
+            tensors: TensorFetches::every_step("DumpTensors", names),
             writer: None,
             dir: PathBuf::new(),
         }
     }
-    /// Dump at every `k`-th global step instead (at least 1; 0 is an error at setup).
-    pub fn every_k_steps(mut self, k: u64) -> Self {
-        self.period = Period::Steps(k);
-        self
-    }
-    /// Dump at the last step of every `k`-th epoch instead.
-    pub fn every_k_epochs(mut self, k: u64) -> Self {
-        self.period = Period::Epochs(k);
-        self
-    }
+    tensor_period_builders!("Dump");
     /// The file written for global step `step` in `log_dir`.
     pub fn file_name(log_dir: &Path, step: u64) -> PathBuf {
         log_dir.join(format!("DumpTensor-{step}.npz"))
@@ -151,14 +140,13 @@ impl DumpTensors {
 
 impl<M> Callback<M> for DumpTensors {
     fn fetches(&self) -> &[Fetch] {
-        &self.fetches
+        self.tensors.fetches()
     }
     fn wants_fetch(&self, counters: &Counters) -> bool {
-        self.period.due_next(counters)
+        self.tensors.wants(counters)
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        check_names("DumpTensors", &self.fetches)?;
-        self.period.check("DumpTensors")?;
+        self.tensors.check()?;
         self.dir = ctx.log_dir().to_path_buf();
         Ok(())
     }
@@ -167,10 +155,9 @@ impl<M> Callback<M> for DumpTensors {
         Ok(())
     }
     fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
-        if !self.period.due_now(ctx.counters()) {
+        let Some(values) = self.tensors.due_values(ctx.counters(), values)? else {
             return Ok(());
-        }
-        let values = TensorValues::new(&self.fetches, values)?;
+        };
         // The fetched values live until the next step: copy them for the writer thread.
         let arrays: Vec<(String, Vec<f32>, Vec<usize>)> =
             values.iter().map(|t| (t.name.to_string(), t.values.to_vec(), t.shape.to_vec())).collect();

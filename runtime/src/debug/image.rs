@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use burn::tensor::TensorData;
 
 use super::dump::FileWriter;
-use super::tensors::{HostTensor, Period, TensorValues, check_names, host_fetches};
+use super::tensors::{HostTensor, TensorFetches, tensor_period_builders};
 use crate::callback::{Callback, Context, Counters};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
@@ -51,12 +51,11 @@ type MapFn = Box<dyn FnMut(HostTensor<'_>) -> TensorData + Send>;
 /// # let _ = dump;
 /// ```
 pub struct DumpTensorAsImage {
-    fetches: Vec<Fetch>,
+    tensors: TensorFetches,
     prefix: Option<String>,
     map: Option<MapFn>,
     scale: f32,
     resize: Option<(u32, u32)>,
-    period: Period,
     dir: PathBuf,
     writer: Option<FileWriter>,
 }
@@ -64,11 +63,11 @@ pub struct DumpTensorAsImage {
 impl std::fmt::Debug for DumpTensorAsImage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DumpTensorAsImage")
-            .field("name", &self.fetches[0].name)
+            .field("name", &self.tensors.first_name())
             .field("prefix", &self.prefix)
             .field("scale", &self.scale)
             .field("resize", &self.resize)
-            .field("period", &self.period)
+            .field("tensors", &self.tensors)
             .finish()
     }
 }
@@ -77,12 +76,11 @@ impl DumpTensorAsImage {
     /// Write the output `name` as images at the last step of every epoch.
     pub fn new(name: impl Into<std::borrow::Cow<'static, str>>) -> Self {
         DumpTensorAsImage {
-            fetches: host_fetches([name]),
+            tensors: TensorFetches::every_step("DumpTensorAsImage", [name]).every_k_epochs(1),
             prefix: None,
             map: None,
             scale: 255.0,
             resize: None,
-            period: Period::Epochs(1),
             dir: PathBuf::new(),
             writer: None,
         }
@@ -109,19 +107,10 @@ impl DumpTensorAsImage {
         self.resize = Some((height, width));
         self
     }
-    /// Write at every `k`-th global step instead (at least 1; 0 is an error at setup).
-    pub fn every_k_steps(mut self, k: u64) -> Self {
-        self.period = Period::Steps(k);
-        self
-    }
-    /// Write at the last step of every `k`-th epoch instead.
-    pub fn every_k_epochs(mut self, k: u64) -> Self {
-        self.period = Period::Epochs(k);
-        self
-    }
+    tensor_period_builders!("Write");
 
     fn file_prefix(&self) -> String {
-        self.prefix.clone().unwrap_or_else(|| self.fetches[0].name.replace(['/', '\\'], "_"))
+        self.prefix.clone().unwrap_or_else(|| self.tensors.first_name().replace(['/', '\\'], "_"))
     }
 }
 
@@ -192,14 +181,13 @@ pub(crate) fn resize_nearest(image: &Image, height: u32, width: u32) -> Image {
 
 impl<M> Callback<M> for DumpTensorAsImage {
     fn fetches(&self) -> &[Fetch] {
-        &self.fetches
+        self.tensors.fetches()
     }
     fn wants_fetch(&self, counters: &Counters) -> bool {
-        self.period.due_next(counters)
+        self.tensors.wants(counters)
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        check_names("DumpTensorAsImage", &self.fetches)?;
-        self.period.check("DumpTensorAsImage")?;
+        self.tensors.check()?;
         if let Some((h, w)) = self.resize
             && (h == 0 || w == 0)
         {
@@ -216,10 +204,10 @@ impl<M> Callback<M> for DumpTensorAsImage {
         Ok(())
     }
     fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
-        if !self.period.due_now(ctx.counters()) {
+        let Some(values) = self.tensors.due_values(ctx.counters(), values)? else {
             return Ok(());
-        }
-        let tensor = TensorValues::new(&self.fetches, values)?.get(0);
+        };
+        let tensor = values.get(0);
         let (images, batch) = match &mut self.map {
             None => tensor_images(tensor.values, tensor.shape, self.scale)?,
             Some(map) => {

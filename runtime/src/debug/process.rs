@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 use std::sync::mpsc::{self, Sender};
 use std::thread::JoinHandle;
 
-use super::tensors::{Period, TensorValues, check_names, host_fetches};
+use super::tensors::{TensorFetches, TensorValues, tensor_period_builders};
 use crate::callback::{Callback, CallbackReturn, Context, Counters};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
@@ -42,16 +42,14 @@ use crate::fetch::{Fetch, Fetched};
 /// # }
 /// ```
 pub struct ProcessTensors<M, F> {
-    fetches: Vec<Fetch>,
+    tensors: TensorFetches,
     function: F,
-    period: Period,
     model: PhantomData<fn(&M)>,
 }
 
 impl<M, F> std::fmt::Debug for ProcessTensors<M, F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.fetches.iter().map(|f| &*f.name).collect();
-        f.debug_struct("ProcessTensors").field("names", &names).field("period", &self.period).finish()
+        f.debug_struct("ProcessTensors").field("tensors", &self.tensors).finish()
     }
 }
 
@@ -63,25 +61,15 @@ where
     /// Call `function` with the values of the outputs `names` at every step.
     pub fn new<N: Into<Cow<'static, str>>>(names: impl IntoIterator<Item = N>, function: F) -> Self {
         ProcessTensors {
-            fetches: host_fetches(names),
+            tensors: TensorFetches::every_step("ProcessTensors", names),
             function,
-            period: Period::Steps(1),
             model: PhantomData,
         }
     }
 }
 
 impl<M, F> ProcessTensors<M, F> {
-    /// Run at every `k`-th global step instead (at least 1; 0 is an error at setup).
-    pub fn every_k_steps(mut self, k: u64) -> Self {
-        self.period = Period::Steps(k);
-        self
-    }
-    /// Run at the last step of every `k`-th epoch instead.
-    pub fn every_k_epochs(mut self, k: u64) -> Self {
-        self.period = Period::Epochs(k);
-        self
-    }
+    tensor_period_builders!("Run");
 }
 
 impl<M, F, R> Callback<M> for ProcessTensors<M, F>
@@ -90,20 +78,18 @@ where
     R: CallbackReturn,
 {
     fn fetches(&self) -> &[Fetch] {
-        &self.fetches
+        self.tensors.fetches()
     }
     fn wants_fetch(&self, counters: &Counters) -> bool {
-        self.period.due_next(counters)
+        self.tensors.wants(counters)
     }
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        check_names("ProcessTensors", &self.fetches)?;
-        self.period.check("ProcessTensors")
+        self.tensors.check()
     }
     fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
-        if !self.period.due_now(ctx.counters()) {
+        let Some(values) = self.tensors.due_values(ctx.counters(), values)? else {
             return Ok(());
-        }
-        let values = TensorValues::new(&self.fetches, values)?;
+        };
         (self.function)(values, ctx).apply(ctx)
     }
 }
@@ -125,8 +111,7 @@ where
 /// # let _ = printer;
 /// ```
 pub struct TensorPrinter {
-    fetches: Vec<Fetch>,
-    period: Period,
+    tensors: TensorFetches,
     output: Option<Box<dyn Write + Send>>,
     thread: Option<(Sender<String>, JoinHandle<std::io::Result<()>>)>,
     line: String,
@@ -134,8 +119,7 @@ pub struct TensorPrinter {
 
 impl std::fmt::Debug for TensorPrinter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.fetches.iter().map(|f| &*f.name).collect();
-        f.debug_struct("TensorPrinter").field("names", &names).field("period", &self.period).finish()
+        f.debug_struct("TensorPrinter").field("tensors", &self.tensors).finish()
     }
 }
 
@@ -143,23 +127,13 @@ impl TensorPrinter {
     /// Print the outputs `names` at every step.
     pub fn new<N: Into<Cow<'static, str>>>(names: impl IntoIterator<Item = N>) -> Self {
         TensorPrinter {
-            fetches: host_fetches(names),
-            period: Period::Steps(1),
+            tensors: TensorFetches::every_step("TensorPrinter", names),
             output: None,
             thread: None,
             line: String::new(),
         }
     }
-    /// Print at every `k`-th global step instead (at least 1; 0 is an error at setup).
-    pub fn every_k_steps(mut self, k: u64) -> Self {
-        self.period = Period::Steps(k);
-        self
-    }
-    /// Print at the last step of every `k`-th epoch instead.
-    pub fn every_k_epochs(mut self, k: u64) -> Self {
-        self.period = Period::Epochs(k);
-        self
-    }
+    tensor_period_builders!("Print");
     /// Write to `output` instead of stderr (a file, a buffer in a test).
     pub fn with_output(mut self, output: impl Write + Send + 'static) -> Self {
         self.output = Some(Box::new(output));
@@ -179,14 +153,13 @@ impl TensorPrinter {
 
 impl<M> Callback<M> for TensorPrinter {
     fn fetches(&self) -> &[Fetch] {
-        &self.fetches
+        self.tensors.fetches()
     }
     fn wants_fetch(&self, counters: &Counters) -> bool {
-        self.period.due_next(counters)
+        self.tensors.wants(counters)
     }
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        check_names("TensorPrinter", &self.fetches)?;
-        self.period.check("TensorPrinter")
+        self.tensors.check()
     }
     fn before_train(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
         let mut output = self.output.take().unwrap_or_else(|| Box::new(std::io::stderr()));
@@ -208,10 +181,9 @@ impl<M> Callback<M> for TensorPrinter {
         Ok(())
     }
     fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
-        if !self.period.due_now(ctx.counters()) {
+        let Some(values) = self.tensors.due_values(ctx.counters(), values)? else {
             return Ok(());
-        }
-        let values = TensorValues::new(&self.fetches, values)?;
+        };
         let step = ctx.global_step();
         self.line.clear();
         for tensor in values.iter() {

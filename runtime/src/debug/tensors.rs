@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::callback::Counters;
+use crate::callback::{Counters, PeriodSetting};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, FetchKind, Fetched};
 
@@ -111,52 +111,91 @@ pub(crate) fn check_names(owner: &str, fetches: &[Fetch]) -> Result<()> {
     Ok(())
 }
 
-/// When a tensor callback fetches: at every `k`-th global step, or at the last step of every
-/// `k`-th epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Period {
-    Steps(u64),
-    Epochs(u64),
+/// What every tensor callback holds: the names it fetches (as host values) and when, at every
+/// `k`-th global step or at the last step of every `k`-th epoch
+/// ([`Period::step_or_epoch_end`]).
+#[derive(Debug, Clone)]
+pub(crate) struct TensorFetches {
+    owner: &'static str,
+    fetches: Vec<Fetch>,
+    period: PeriodSetting,
 }
 
-impl Period {
-    /// An error for a period of 0.
-    pub(crate) fn check(&self, owner: &str) -> Result<()> {
-        match *self {
-            Period::Steps(0) => {
-                Err(Error::msg(format!("`{owner}`: every_k_steps must be at least 1, not 0")))
-            }
-            Period::Epochs(0) => {
-                Err(Error::msg(format!("`{owner}`: every_k_epochs must be at least 1, not 0")))
-            }
-            _ => Ok(()),
-        }
+impl TensorFetches {
+    /// The outputs `names` of callback `owner`, at every step.
+    pub(crate) fn every_step<N: Into<Cow<'static, str>>>(
+        owner: &'static str,
+        names: impl IntoIterator<Item = N>,
+    ) -> Self {
+        TensorFetches { owner, fetches: host_fetches(names), period: PeriodSetting::new().every_k_steps(1) }
+    }
+
+    /// At every `k`-th global step instead.
+    pub(crate) fn every_k_steps(mut self, k: u64) -> Self {
+        self.period = PeriodSetting::new().every_k_steps(k);
+        self
+    }
+
+    /// At the last step of every `k`-th epoch instead.
+    pub(crate) fn every_k_epochs(mut self, k: u64) -> Self {
+        self.period = PeriodSetting::new().every_k_epochs(k);
+        self
+    }
+
+    /// The declared fetches.
+    pub(crate) fn fetches(&self) -> &[Fetch] {
+        &self.fetches
+    }
+
+    /// The first name.
+    pub(crate) fn first_name(&self) -> &str {
+        &self.fetches[0].name
     }
 
     /// Whether the step about to run is due (asked before it, from `wants_fetch`).
     #[inline]
-    pub(crate) fn due_next(&self, counters: &Counters) -> bool {
-        match *self {
-            Period::Steps(k) => counters.next_step().is_multiple_of(k.max(1)),
-            Period::Epochs(k) => {
-                counters.epoch_num().is_multiple_of(k.max(1))
-                    && counters.local_step() + 1 == counters.steps_per_epoch()
-            }
-        }
+    pub(crate) fn wants(&self, counters: &Counters) -> bool {
+        self.period.period().step_or_epoch_end(counters.next_step(), counters.local_step() + 1, counters)
     }
 
-    /// Whether the step that just ran was due (asked after it, from `after_step`).
+    /// At setup: an error for no name, an empty or a repeated one, or a period of 0.
+    pub(crate) fn check(&self) -> Result<()> {
+        check_names(self.owner, &self.fetches)?;
+        self.period.check(self.owner).map(|_| ())
+    }
+
+    /// The values of the step that just ran, if it was due (asked from `after_step`).
     #[inline]
-    pub(crate) fn due_now(&self, counters: &Counters) -> bool {
-        match *self {
-            Period::Steps(k) => counters.global_step().is_multiple_of(k.max(1)),
-            Period::Epochs(k) => {
-                counters.epoch_num().is_multiple_of(k.max(1))
-                    && counters.local_step() == counters.steps_per_epoch()
-            }
+    pub(crate) fn due_values<'a>(
+        &'a self,
+        counters: &Counters,
+        values: &Fetched<'a>,
+    ) -> Result<Option<TensorValues<'a>>> {
+        let period = self.period.period();
+        if !period.step_or_epoch_end(counters.global_step(), counters.local_step(), counters) {
+            return Ok(None);
         }
+        TensorValues::new(&self.fetches, values).map(Some)
     }
 }
+
+/// The `every_k_steps` / `every_k_epochs` builders of a tensor callback whose
+/// [`TensorFetches`] is the field `tensors`; `$verb` starts their docs ("Dump", "Run").
+macro_rules! tensor_period_builders {
+    ($verb:literal) => {
+        #[doc = concat!($verb, " at every `k`-th global step instead (at least 1; 0 is an error at setup).")]
+        pub fn every_k_steps(mut self, k: u64) -> Self {
+            self.tensors = self.tensors.every_k_steps(k);
+            self
+        }
+        #[doc = concat!($verb, " at the last step of every `k`-th epoch instead.")]
+        pub fn every_k_epochs(mut self, k: u64) -> Self {
+            self.tensors = self.tensors.every_k_epochs(k);
+            self
+        }
+    };
+}
+pub(crate) use tensor_period_builders;
 
 /// Tensors of more values than this are summarized, as numpy does.
 const SUMMARY_THRESHOLD: usize = 1000;

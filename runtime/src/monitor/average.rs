@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use burn::tensor::Tensor;
 use serde_json::{Map, Value as Json};
 
-use crate::callback::{Callback, Context, Counters};
+use crate::callback::{Callback, Context, Counters, PeriodSetting};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, FetchKind, Fetched};
 use crate::state::{json_f64, parse_f64};
@@ -26,7 +26,7 @@ const MAX_PENDING_STEPS: usize = 1024;
 struct Sampler {
     owner: &'static str,
     fetches: Vec<Fetch>,
-    every_k_steps: u64,
+    period: PeriodSetting,
     /// One rank-1 tensor of one element per name per sampled step, step after step.
     pending: Vec<Tensor<1>>,
 }
@@ -37,7 +37,7 @@ impl Sampler {
             .into_iter()
             .map(|n| Fetch { name: Cow::Owned(n.into()), kind: FetchKind::Device })
             .collect();
-        Sampler { owner, fetches, every_k_steps: 1, pending: Vec::new() }
+        Sampler { owner, fetches, period: PeriodSetting::new().every_k_steps(1), pending: Vec::new() }
     }
 
     fn names(&self) -> impl Iterator<Item = &str> {
@@ -57,15 +57,12 @@ impl Sampler {
                 return Err(Error::msg(format!("{owner}: output `{}` is named twice", fetch.name)));
             }
         }
-        if self.every_k_steps == 0 {
-            return Err(Error::msg(format!("{owner}: every_k_steps must be at least 1, not 0")));
-        }
-        Ok(())
+        self.period.check(owner).map(|_| ())
     }
 
     #[inline]
     fn due(&self, step: u64) -> bool {
-        step.is_multiple_of(self.every_k_steps)
+        self.period.period().steps_divide(step)
     }
 
     /// Keep this step's values (device tensors, no transfer) if the step is sampled. Returns
@@ -206,7 +203,7 @@ impl MovingAverageSummary {
     }
     /// Sample the outputs only at the steps whose `global_step` is a multiple of `k` (1 by default).
     pub fn every_k_steps(mut self, k: u64) -> Self {
-        self.sampler.every_k_steps = k;
+        self.sampler.period = self.sampler.period.every_k_steps(k);
         self
     }
     /// Also put the averages every `k` global steps (from `trigger_step`).
@@ -390,7 +387,7 @@ impl SimpleMovingAverage {
     }
     /// Sample the outputs only at the steps whose `global_step` is a multiple of `k` (1 by default).
     pub fn every_k_steps(mut self, k: u64) -> Self {
-        self.sampler.every_k_steps = k;
+        self.sampler.period = self.sampler.period.every_k_steps(k);
         self
     }
     /// Put the averages every `k` global steps instead of every `window`.
