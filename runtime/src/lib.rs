@@ -78,46 +78,17 @@ pub mod prelude {
 /// What the macros' generated code refers to. Not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::callback::state::StateCallback;
     pub use crate::callback::{
-        Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Order, StateOp, deliver,
+        Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Order, Period, StateOp,
+        counters_before_step, deliver,
     };
     pub use crate::error::{Error, Result};
     pub use crate::fetch::{Fetch, FetchValue, Fetched};
+    // A benchmark hook, not generated code's: the lead moves it out of `__private`.
     pub use crate::trainer::time_event_delivery;
     pub use crate::trigger::{epoch_due, field_gate, field_wants, step_due};
     pub use serde_json::Value as StateValue;
-
-    /// The counters as they were before the step that just ran (for predicates evaluated in
-    /// `after_step` and `trigger_step`, which `EnableCallbackIf` evaluates before the step).
-    pub fn counters_before_step(counters: &Counters) -> Counters {
-        counters.before_step()
-    }
-
-    /// `#[callback(state)]` needs a serializable callback. Generated code calls these methods
-    /// through the trait (`<Self as StateCallback>::save`), all at the `state` token, so that a
-    /// type that is not serializable gets one error per missing derive, not one per call.
-    #[diagnostic::on_unimplemented(
-        message = "`#[callback(state)]` needs `{Self}` to be serializable",
-        label = "`{Self}` does not implement serde's `Serialize` and `Deserialize`",
-        note = "add `#[derive(serde::Serialize, serde::Deserialize)]` to `{Self}`, or remove `state`"
-    )]
-    pub trait StateCallback {
-        /// The value as JSON.
-        fn save(&self) -> Result<StateValue>;
-        /// Replace the value with the state read from JSON.
-        fn load(&mut self, state: StateValue) -> Result<()>;
-    }
-
-    impl<T: serde::Serialize + serde::de::DeserializeOwned> StateCallback for T {
-        fn save(&self) -> Result<StateValue> {
-            serde_json::to_value(self).map_err(|e| Error::msg(format!("saving a callback's state: {e}")))
-        }
-        fn load(&mut self, state: StateValue) -> Result<()> {
-            *self = serde_json::from_value(state)
-                .map_err(|e| Error::msg(format!("loading a callback's state: {e}")))?;
-            Ok(())
-        }
-    }
 
     pub use std::borrow::Cow;
     pub use std::option::Option::{self, None, Some};

@@ -55,3 +55,11 @@ impl Counters {
         self.global_step + 1
     }
 }
+
+/// The counters as they were before the step that just ran ([`Counters::before_step`]), for
+/// the `#[enable_if]` predicates that generated code evaluates in `after_step` and
+/// `trigger_step`, as `EnableCallbackIf` evaluates them before the step.
+#[doc(hidden)]
+pub fn counters_before_step(counters: &Counters) -> Counters {
+    counters.before_step()
+}

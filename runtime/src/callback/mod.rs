@@ -13,15 +13,17 @@ mod event;
 mod order;
 mod period;
 mod set;
+pub(crate) mod state;
 mod step;
 
 pub use base::{Callback, CallbackReturn, Flow, deliver};
 pub use context::Context;
 pub(crate) use context::{Control, TrainState};
-pub use counters::Counters;
+pub use counters::{Counters, counters_before_step};
 pub(crate) use event::for_each_event;
 pub use event::{Event, Phase};
 pub use order::{Order, resolve_order, short_type_name};
 pub use period::{Period, PeriodSetting};
 pub use set::{CallbackInfo, Callbacks, Single, StateOp};
+
 pub use step::{StepGradients, StepHooks, StepLoss};
