@@ -48,6 +48,7 @@ pub fn short_type_name<T: ?Sized>() -> &'static str {
 /// ties kept in registration order. A constraint on `Name` designates the callback named `Name`
 /// and every callback named `Name(...)`. A cycle is an error naming every callback in it; a constraint
 /// naming a callback that is not registered is an error.
+#[doc(hidden)]
 pub fn resolve_order(names: &[Cow<'static, str>], orders: &[Order]) -> Result<Vec<usize>> {
     let n = names.len();
     let find = |target: &str, who: usize, key: &str| -> Result<Vec<usize>> {

@@ -30,6 +30,7 @@ pub struct CallbackInfo<'a> {
 
 /// What [`Callbacks::state`] does with one callback's checkpointed state.
 #[derive(Debug, Clone)]
+#[doc(hidden)]
 pub enum StateOp {
     /// Return the state to save ([`Callback::save_state`]).
     Save,
@@ -58,6 +59,7 @@ pub enum Single {}
 )]
 pub trait Callbacks<M, Marker> {
     /// Every member has this many callbacks, when that is known at compile time.
+    #[doc(hidden)]
     const FIXED_LEN: Option<usize> = None;
     /// The number of callbacks.
     fn len(&self) -> usize;
@@ -72,11 +74,13 @@ pub trait Callbacks<M, Marker> {
     /// Deliver `event` to callback `index`.
     fn dispatch(&mut self, index: usize, event: Event<'_>, ctx: &mut Context<'_, M>) -> Result<()>;
     /// Save (`Ok(Some(state))` for a stateful callback) or restore callback `index`'s state.
+    #[doc(hidden)]
     fn state(&mut self, index: usize, op: StateOp) -> Result<Option<serde_json::Value>>;
     /// Deliver `event` to every callback of the set in registration order, the first having
     /// flat index `base`; `cursor` is set to each callback's flat index before it runs (so that an
     /// error or a panic can be attributed). Stops at the first error. The trainer uses this when
     /// the resolved order is the registration order: one pass, no index search.
+    #[doc(hidden)]
     #[inline]
     fn dispatch_all(
         &mut self,

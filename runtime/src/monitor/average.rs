@@ -121,6 +121,35 @@ impl Reports {
     }
 }
 
+/// What tells the two averages apart: how the samples of one output are accumulated, and how
+/// the accumulator is saved in checkpoints. Everything else ([`Averages`]) is shared.
+trait Average: std::fmt::Debug {
+    /// The callback's name.
+    const OWNER: &'static str;
+    /// What a malformed saved state is called in the error.
+    const STATE: &'static str;
+    /// The accumulator of one output.
+    type Acc: Clone + std::fmt::Debug;
+    /// A check of the settings at setup, before the sampling is checked.
+    fn check_first(&self) -> Result<()> {
+        Ok(())
+    }
+    /// A check of the settings at setup, after the sampling is checked.
+    fn check_last(&self) -> Result<()> {
+        Ok(())
+    }
+    /// An empty accumulator.
+    fn empty(&self) -> Self::Acc;
+    /// Accumulate one sample.
+    fn add(&self, acc: &mut Self::Acc, x: f64);
+    /// The average, if there is a sample.
+    fn value(&self, acc: &Self::Acc) -> Option<f64>;
+    /// The accumulator as JSON.
+    fn save(&self, acc: &Self::Acc) -> Json;
+    /// The accumulator read back from [`save`](Self::save)'s JSON.
+    fn load(&self, saved: &Json) -> Option<Self::Acc>;
+}
+
 /// An exponential moving average with TensorFlow's zero-debiasing, as tensorpack's
 /// `add_moving_summary` keeps it.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -139,6 +168,265 @@ impl Ema {
     fn value(&self, decay: f64) -> Option<f64> {
         (self.count > 0).then(|| self.biased / (1.0 - decay.powf(self.count as f64)))
     }
+}
+
+/// [`MovingAverageSummary`]'s average: exponential, with this decay.
+#[derive(Debug, Clone, Copy)]
+struct Exponential {
+    decay: f64,
+}
+
+impl Average for Exponential {
+    const OWNER: &'static str = "MovingAverageSummary";
+    const STATE: &'static str = "the averages";
+    type Acc = Ema;
+    fn check_last(&self) -> Result<()> {
+        if !(0.0..1.0).contains(&self.decay) {
+            return Err(Error::msg(format!(
+                "MovingAverageSummary: decay must be in [0, 1), not {}",
+                self.decay
+            )));
+        }
+        Ok(())
+    }
+    fn empty(&self) -> Ema {
+        Ema::default()
+    }
+    fn add(&self, acc: &mut Ema, x: f64) {
+        acc.add(self.decay, x);
+    }
+    fn value(&self, acc: &Ema) -> Option<f64> {
+        acc.value(self.decay)
+    }
+    fn save(&self, acc: &Ema) -> Json {
+        serde_json::json!({ "biased": json_f64(acc.biased), "count": acc.count })
+    }
+    fn load(&self, saved: &Json) -> Option<Ema> {
+        Some(Ema { biased: saved.get("biased").and_then(parse_f64)?, count: saved.get("count")?.as_u64()? })
+    }
+}
+
+/// [`SimpleMovingAverage`]'s average: the mean of a window of this many samples.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    size: usize,
+}
+
+impl Average for Window {
+    const OWNER: &'static str = "SimpleMovingAverage";
+    const STATE: &'static str = "the windows";
+    type Acc = VecDeque<f64>;
+    fn check_first(&self) -> Result<()> {
+        if self.size == 0 {
+            return Err(Error::msg("SimpleMovingAverage: window must be at least 1, not 0"));
+        }
+        Ok(())
+    }
+    fn empty(&self) -> VecDeque<f64> {
+        VecDeque::with_capacity(self.size)
+    }
+    fn add(&self, acc: &mut VecDeque<f64>, x: f64) {
+        if acc.len() == self.size {
+            acc.pop_front();
+        }
+        acc.push_back(x);
+    }
+    fn value(&self, acc: &VecDeque<f64>) -> Option<f64> {
+        (!acc.is_empty()).then(|| acc.iter().sum::<f64>() / acc.len() as f64)
+    }
+    fn save(&self, acc: &VecDeque<f64>) -> Json {
+        Json::Array(acc.iter().map(|&v| json_f64(v)).collect())
+    }
+    fn load(&self, saved: &Json) -> Option<VecDeque<f64>> {
+        let values: Vec<f64> = saved.as_array()?.iter().map(parse_f64).collect::<Option<_>>()?;
+        // A smaller window than the saved run's keeps the latest values.
+        let skip = values.len().saturating_sub(self.size);
+        Some(values.into_iter().skip(skip).collect())
+    }
+}
+
+/// The body both averages share: sampling, reports, suffix, one accumulator per output, and
+/// their callback methods.
+#[derive(Debug)]
+struct Averages<A: Average> {
+    average: A,
+    sampler: Sampler,
+    reports: Reports,
+    suffix: String,
+    accs: Vec<A::Acc>,
+}
+
+impl<A: Average> Averages<A> {
+    fn new<S: Into<String>>(
+        average: A,
+        names: impl IntoIterator<Item = S>,
+        reports: Reports,
+        suffix: &str,
+    ) -> Self {
+        Averages {
+            average,
+            sampler: Sampler::new(A::OWNER, names),
+            reports,
+            suffix: suffix.into(),
+            accs: Vec::new(),
+        }
+    }
+
+    /// Accumulate `values` (one value per output per sampled step, step after step).
+    fn fold(average: &A, accs: &mut [A::Acc], values: &[f64]) {
+        if accs.is_empty() {
+            return;
+        }
+        for step in values.chunks(accs.len()) {
+            for (acc, &x) in accs.iter_mut().zip(step) {
+                average.add(acc, x);
+            }
+        }
+    }
+
+    fn report<M>(&mut self, ctx: &mut Context<'_, M>) {
+        let step = ctx.global_step();
+        if self.reports.last == Some(step) && self.sampler.pending.is_empty() {
+            return;
+        }
+        let values = self.sampler.host_values(true);
+        Self::fold(&self.average, &mut self.accs, &values);
+        self.reports.last = Some(step);
+        let monitors = ctx.monitors();
+        for (name, acc) in self.sampler.names().zip(&self.accs) {
+            if let Some(value) = self.average.value(acc) {
+                monitors.put_scalar(&format!("{name}{}", self.suffix), value);
+            }
+        }
+    }
+
+    fn values(&self) -> Vec<(&str, Option<f64>)> {
+        self.sampler.names().zip(&self.accs).map(|(n, a)| (n, self.average.value(a))).collect()
+    }
+
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Owned(format!("{}({})", A::OWNER, self.sampler.names().collect::<Vec<_>>().join(",")))
+    }
+
+    fn wants_fetch(&self, counters: &Counters) -> bool {
+        self.sampler.due(counters.next_step())
+    }
+
+    fn save_state(&self) -> Result<Option<Json>> {
+        // Include the samples still on the device without taking them: the state saved is the
+        // state after every step so far.
+        let mut accs = self.accs.clone();
+        Self::fold(&self.average, &mut accs, &values_of(self.sampler.pending.clone()));
+        let state: Map<String, Json> =
+            self.sampler.names().zip(&accs).map(|(n, a)| (n.to_string(), self.average.save(a))).collect();
+        Ok(Some(Json::Object(state)))
+    }
+
+    fn load_state(&mut self, state: Json) -> Result<()> {
+        let bad =
+            |name: &str| Error::Checkpoint(format!("{}: the saved state of `{name}` is malformed", A::OWNER));
+        let Json::Object(state) = state else { return Err(bad(A::STATE)) };
+        let names: Vec<String> = self.sampler.names().map(str::to_string).collect();
+        self.accs = vec![self.average.empty(); names.len()];
+        for (name, saved) in &state {
+            let Some(index) = names.iter().position(|n| n == name) else {
+                eprintln!(
+                    "stoker: warning: {}: the checkpoint averages `{name}`, which this run does not; ignored",
+                    A::OWNER
+                );
+                continue;
+            };
+            self.accs[index] = self.average.load(saved).ok_or_else(|| bad(name))?;
+        }
+        Ok(())
+    }
+
+    fn setup(&mut self) -> Result<()> {
+        self.average.check_first()?;
+        self.sampler.check()?;
+        self.reports.check(self.sampler.owner)?;
+        self.average.check_last()?;
+        if self.accs.len() != self.sampler.fetches.len() {
+            self.accs = vec![self.average.empty(); self.sampler.fetches.len()];
+        }
+        Ok(())
+    }
+
+    fn after_step(&mut self, global_step: u64, values: &Fetched<'_>) -> Result<()> {
+        if self.sampler.sample(values, global_step)? {
+            let values = self.sampler.host_values(true);
+            Self::fold(&self.average, &mut self.accs, &values);
+        }
+        Ok(())
+    }
+
+    fn trigger_step<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if self.reports.every_k_steps.is_some_and(|k| ctx.global_step().is_multiple_of(k)) {
+            self.report(ctx);
+        }
+        Ok(())
+    }
+
+    fn trigger_epoch<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if self.reports.at_epoch_end {
+            self.report(ctx);
+        }
+        Ok(())
+    }
+}
+
+/// The builders and the [`Callback`] implementation both averages share, over their
+/// `averages: Averages<_>` field.
+macro_rules! average_callback {
+    ($type:ident) => {
+        impl $type {
+            /// Sample the outputs only at the steps whose `global_step` is a multiple of `k` (1 by
+            /// default).
+            pub fn every_k_steps(mut self, k: u64) -> Self {
+                self.averages.sampler.period = self.averages.sampler.period.every_k_steps(k);
+                self
+            }
+            /// Put the average of output `name` as scalar `name` + `suffix`.
+            pub fn suffix(mut self, suffix: impl Into<String>) -> Self {
+                self.averages.suffix = suffix.into();
+                self
+            }
+        }
+
+        impl<M> Callback<M> for $type {
+            fn name(&self) -> Cow<'static, str> {
+                self.averages.name()
+            }
+            fn fetches(&self) -> &[Fetch] {
+                &self.averages.sampler.fetches
+            }
+            fn wants_fetch(&self, counters: &Counters) -> bool {
+                self.averages.wants_fetch(counters)
+            }
+            fn save_state(&self) -> Result<Option<Json>> {
+                self.averages.save_state()
+            }
+            fn load_state(&mut self, state: Json) -> Result<()> {
+                self.averages.load_state(state)
+            }
+            fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+                self.averages.setup()
+            }
+            fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
+                self.averages.after_step(ctx.global_step(), values)
+            }
+            fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+                self.averages.trigger_step(ctx)
+            }
+            fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+                self.averages.trigger_epoch(ctx)
+            }
+            fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+                self.averages.report(ctx);
+                Ok(())
+            }
+        }
+    };
 }
 
 /// Exponential moving averages of scalar outputs of the step, put to the monitors under the
@@ -178,167 +466,38 @@ impl Ema {
 /// ```
 #[derive(Debug)]
 pub struct MovingAverageSummary {
-    sampler: Sampler,
-    decay: f64,
-    reports: Reports,
-    suffix: String,
-    averages: Vec<Ema>,
+    averages: Averages<Exponential>,
 }
 
 impl MovingAverageSummary {
     /// Average these outputs of the step (decay 0.95, every step, reported each epoch).
     pub fn new<S: Into<String>>(names: impl IntoIterator<Item = S>) -> Self {
-        MovingAverageSummary {
-            sampler: Sampler::new("MovingAverageSummary", names),
-            decay: 0.95,
-            reports: Reports { at_epoch_end: true, every_k_steps: None, last: None },
-            suffix: String::new(),
-            averages: Vec::new(),
-        }
+        let reports = Reports { at_epoch_end: true, every_k_steps: None, last: None };
+        MovingAverageSummary { averages: Averages::new(Exponential { decay: 0.95 }, names, reports, "") }
     }
     /// The decay, in `[0, 1)` (0.95 by default; 0 reports the last sample).
     pub fn decay(mut self, decay: f64) -> Self {
-        self.decay = decay;
-        self
-    }
-    /// Sample the outputs only at the steps whose `global_step` is a multiple of `k` (1 by default).
-    pub fn every_k_steps(mut self, k: u64) -> Self {
-        self.sampler.period = self.sampler.period.every_k_steps(k);
+        self.averages.average.decay = decay;
         self
     }
     /// Also put the averages every `k` global steps (from `trigger_step`).
     pub fn report_every_k_steps(mut self, k: u64) -> Self {
-        self.reports.every_k_steps = Some(k);
+        self.averages.reports.every_k_steps = Some(k);
         self
     }
     /// Whether to put the averages at the end of every epoch (on by default).
     pub fn report_at_epoch_end(mut self, enable: bool) -> Self {
-        self.reports.at_epoch_end = enable;
+        self.averages.reports.at_epoch_end = enable;
         self
     }
-    /// Put the average of output `name` as scalar `name` + `suffix` (empty by default).
-    pub fn suffix(mut self, suffix: impl Into<String>) -> Self {
-        self.suffix = suffix.into();
-        self
-    }
-
     /// The current averages, by output name (those reported last; samples taken since then are
     /// not in them).
     pub fn averages(&self) -> Vec<(&str, Option<f64>)> {
-        self.sampler.names().zip(&self.averages).map(|(n, a)| (n, a.value(self.decay))).collect()
-    }
-
-    fn fold(averages: &mut [Ema], decay: f64, values: &[f64]) {
-        if averages.is_empty() {
-            return;
-        }
-        for step in values.chunks(averages.len()) {
-            for (average, &x) in averages.iter_mut().zip(step) {
-                average.add(decay, x);
-            }
-        }
-    }
-
-    fn report<M>(&mut self, ctx: &mut Context<'_, M>) {
-        let step = ctx.global_step();
-        if self.reports.last == Some(step) && self.sampler.pending.is_empty() {
-            return;
-        }
-        let values = self.sampler.host_values(true);
-        Self::fold(&mut self.averages, self.decay, &values);
-        self.reports.last = Some(step);
-        let monitors = ctx.monitors();
-        for (name, average) in self.sampler.names().zip(&self.averages) {
-            if let Some(value) = average.value(self.decay) {
-                monitors.put_scalar(&format!("{name}{}", self.suffix), value);
-            }
-        }
+        self.averages.values()
     }
 }
 
-impl<M> Callback<M> for MovingAverageSummary {
-    fn name(&self) -> Cow<'static, str> {
-        Cow::Owned(format!("MovingAverageSummary({})", self.sampler.names().collect::<Vec<_>>().join(",")))
-    }
-    fn fetches(&self) -> &[Fetch] {
-        &self.sampler.fetches
-    }
-    fn wants_fetch(&self, counters: &Counters) -> bool {
-        self.sampler.due(counters.next_step())
-    }
-    fn save_state(&self) -> Result<Option<Json>> {
-        // Include the samples still on the device without taking them: the state saved is the
-        // state after every step so far.
-        let mut averages = self.averages.clone();
-        Self::fold(&mut averages, self.decay, &values_of(self.sampler.pending.clone()));
-        let state: Map<String, Json> = self
-            .sampler
-            .names()
-            .zip(&averages)
-            .map(|(n, a)| {
-                (n.to_string(), serde_json::json!({ "biased": json_f64(a.biased), "count": a.count }))
-            })
-            .collect();
-        Ok(Some(Json::Object(state)))
-    }
-    fn load_state(&mut self, state: Json) -> Result<()> {
-        let bad = |name: &str| {
-            Error::Checkpoint(format!("MovingAverageSummary: the saved state of `{name}` is malformed"))
-        };
-        let Json::Object(state) = state else { return Err(bad("the averages")) };
-        let names: Vec<String> = self.sampler.names().map(str::to_string).collect();
-        self.averages = vec![Ema::default(); names.len()];
-        for (name, saved) in &state {
-            let Some(index) = names.iter().position(|n| n == name) else {
-                eprintln!(
-                    "stoker: warning: MovingAverageSummary: the checkpoint averages `{name}`, which this run does not; ignored"
-                );
-                continue;
-            };
-            let biased = saved.get("biased").and_then(parse_f64).ok_or_else(|| bad(name))?;
-            let count = saved.get("count").and_then(Json::as_u64).ok_or_else(|| bad(name))?;
-            self.averages[index] = Ema { biased, count };
-        }
-        Ok(())
-    }
-    fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        self.sampler.check()?;
-        self.reports.check(self.sampler.owner)?;
-        if !(0.0..1.0).contains(&self.decay) {
-            return Err(Error::msg(format!(
-                "MovingAverageSummary: decay must be in [0, 1), not {}",
-                self.decay
-            )));
-        }
-        if self.averages.len() != self.sampler.fetches.len() {
-            self.averages = vec![Ema::default(); self.sampler.fetches.len()];
-        }
-        Ok(())
-    }
-    fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
-        if self.sampler.sample(values, ctx.global_step())? {
-            let values = self.sampler.host_values(true);
-            Self::fold(&mut self.averages, self.decay, &values);
-        }
-        Ok(())
-    }
-    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.reports.every_k_steps.is_some_and(|k| ctx.global_step().is_multiple_of(k)) {
-            self.report(ctx);
-        }
-        Ok(())
-    }
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.reports.at_epoch_end {
-            self.report(ctx);
-        }
-        Ok(())
-    }
-    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        self.report(ctx);
-        Ok(())
-    }
-}
+average_callback!(MovingAverageSummary);
 
 /// Simple moving averages — the mean of the last `window` samples — of scalar outputs of the
 /// step, put to the monitors as `<name>/SMA` every `window` global steps (tensorpack's
@@ -366,157 +525,29 @@ impl<M> Callback<M> for MovingAverageSummary {
 /// ```
 #[derive(Debug)]
 pub struct SimpleMovingAverage {
-    sampler: Sampler,
-    window: usize,
-    reports: Reports,
-    suffix: String,
-    windows: Vec<VecDeque<f64>>,
+    averages: Averages<Window>,
 }
 
 impl SimpleMovingAverage {
     /// Average these outputs over the last `window` samples (every step; reported every `window`
-    /// steps).
+    /// steps; put as `<name>/SMA`).
     pub fn new<S: Into<String>>(names: impl IntoIterator<Item = S>, window: usize) -> Self {
-        SimpleMovingAverage {
-            sampler: Sampler::new("SimpleMovingAverage", names),
-            window,
-            reports: Reports { at_epoch_end: false, every_k_steps: Some(window as u64), last: None },
-            suffix: "/SMA".into(),
-            windows: Vec::new(),
-        }
-    }
-    /// Sample the outputs only at the steps whose `global_step` is a multiple of `k` (1 by default).
-    pub fn every_k_steps(mut self, k: u64) -> Self {
-        self.sampler.period = self.sampler.period.every_k_steps(k);
-        self
+        let reports = Reports { at_epoch_end: false, every_k_steps: Some(window as u64), last: None };
+        SimpleMovingAverage { averages: Averages::new(Window { size: window }, names, reports, "/SMA") }
     }
     /// Put the averages every `k` global steps instead of every `window`.
     pub fn report_every_k_steps(mut self, k: u64) -> Self {
-        self.reports.every_k_steps = Some(k);
+        self.averages.reports.every_k_steps = Some(k);
         self
     }
     /// Also put the averages at the end of every epoch (off by default).
     pub fn report_at_epoch_end(mut self, enable: bool) -> Self {
-        self.reports.at_epoch_end = enable;
+        self.averages.reports.at_epoch_end = enable;
         self
-    }
-    /// Put the average of output `name` as scalar `name` + `suffix` (`/SMA` by default).
-    pub fn suffix(mut self, suffix: impl Into<String>) -> Self {
-        self.suffix = suffix.into();
-        self
-    }
-
-    fn fold(windows: &mut [VecDeque<f64>], window: usize, values: &[f64]) {
-        if windows.is_empty() {
-            return;
-        }
-        for step in values.chunks(windows.len()) {
-            for (w, &x) in windows.iter_mut().zip(step) {
-                if w.len() == window {
-                    w.pop_front();
-                }
-                w.push_back(x);
-            }
-        }
-    }
-
-    fn report<M>(&mut self, ctx: &mut Context<'_, M>) {
-        let step = ctx.global_step();
-        if self.reports.last == Some(step) && self.sampler.pending.is_empty() {
-            return;
-        }
-        let values = self.sampler.host_values(true);
-        Self::fold(&mut self.windows, self.window, &values);
-        self.reports.last = Some(step);
-        let monitors = ctx.monitors();
-        for (name, w) in self.sampler.names().zip(&self.windows) {
-            if !w.is_empty() {
-                monitors
-                    .put_scalar(&format!("{name}{}", self.suffix), w.iter().sum::<f64>() / w.len() as f64);
-            }
-        }
     }
 }
 
-impl<M> Callback<M> for SimpleMovingAverage {
-    fn name(&self) -> Cow<'static, str> {
-        Cow::Owned(format!("SimpleMovingAverage({})", self.sampler.names().collect::<Vec<_>>().join(",")))
-    }
-    fn fetches(&self) -> &[Fetch] {
-        &self.sampler.fetches
-    }
-    fn wants_fetch(&self, counters: &Counters) -> bool {
-        self.sampler.due(counters.next_step())
-    }
-    fn save_state(&self) -> Result<Option<Json>> {
-        let mut windows = self.windows.clone();
-        Self::fold(&mut windows, self.window, &values_of(self.sampler.pending.clone()));
-        let state: Map<String, Json> = self
-            .sampler
-            .names()
-            .zip(&windows)
-            .map(|(n, w)| (n.to_string(), Json::Array(w.iter().map(|&v| json_f64(v)).collect())))
-            .collect();
-        Ok(Some(Json::Object(state)))
-    }
-    fn load_state(&mut self, state: Json) -> Result<()> {
-        let bad = |name: &str| {
-            Error::Checkpoint(format!("SimpleMovingAverage: the saved state of `{name}` is malformed"))
-        };
-        let Json::Object(state) = state else { return Err(bad("the windows")) };
-        let names: Vec<String> = self.sampler.names().map(str::to_string).collect();
-        self.windows = vec![VecDeque::with_capacity(self.window); names.len()];
-        for (name, saved) in &state {
-            let Some(index) = names.iter().position(|n| n == name) else {
-                eprintln!(
-                    "stoker: warning: SimpleMovingAverage: the checkpoint averages `{name}`, which this run does not; ignored"
-                );
-                continue;
-            };
-            let saved = saved.as_array().ok_or_else(|| bad(name))?;
-            let values: Vec<f64> =
-                saved.iter().map(parse_f64).collect::<Option<_>>().ok_or_else(|| bad(name))?;
-            // A smaller window than the saved run's keeps the latest values.
-            let skip = values.len().saturating_sub(self.window);
-            self.windows[index] = values.into_iter().skip(skip).collect();
-        }
-        Ok(())
-    }
-    fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.window == 0 {
-            return Err(Error::msg("SimpleMovingAverage: window must be at least 1, not 0"));
-        }
-        self.sampler.check()?;
-        self.reports.check(self.sampler.owner)?;
-        if self.windows.len() != self.sampler.fetches.len() {
-            self.windows = vec![VecDeque::with_capacity(self.window); self.sampler.fetches.len()];
-        }
-        Ok(())
-    }
-    fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
-        if self.sampler.sample(values, ctx.global_step())? {
-            let values = self.sampler.host_values(true);
-            Self::fold(&mut self.windows, self.window, &values);
-        }
-        Ok(())
-    }
-    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.reports.every_k_steps.is_some_and(|k| ctx.global_step().is_multiple_of(k)) {
-            self.report(ctx);
-        }
-        Ok(())
-    }
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.reports.at_epoch_end {
-            self.report(ctx);
-        }
-        Ok(())
-    }
-    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        self.report(ctx);
-        Ok(())
-    }
-}
+average_callback!(SimpleMovingAverage);
 
 #[cfg(test)]
 mod tests {
@@ -535,7 +566,7 @@ mod tests {
     #[test]
     fn the_window_keeps_the_last_samples_of_each_name() {
         let mut windows = vec![VecDeque::new(), VecDeque::new()];
-        SimpleMovingAverage::fold(&mut windows, 2, &[1.0, 10.0, 2.0, 20.0, 3.0, 30.0]);
+        Averages::fold(&Window { size: 2 }, &mut windows, &[1.0, 10.0, 2.0, 20.0, 3.0, 30.0]);
         assert_eq!(windows, vec![VecDeque::from([2.0, 3.0]), VecDeque::from([20.0, 30.0])]);
     }
 }
