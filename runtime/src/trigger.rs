@@ -20,20 +20,23 @@ use crate::fetch::{Fetch, Fetched};
 /// The event methods of a gating wrapper, generated from the one list of events: each event
 /// reaches `self.inner` when the gate of its [`Phase`](crate::callback::Phase) holds.
 ///
-/// `gated_events!(self, ctx; setup: ..; epoch: .., before_step: .., after_step: ..,
+/// `gated_events!(self, ctx; [setup: ..;] epoch: .., before_step: .., after_step: ..,
 /// trigger_step: ..)` gives each gate as an expression of `self` and `ctx` (which may return an
 /// error with `?`); `before_step`'s is evaluated before the step's other events and may record
 /// its answer for them. `Once` and `InStep` events always pass; `setup: ..` runs first in
 /// `setup` (to check the wrapper's settings).
 macro_rules! gated_events {
     ($self:ident, $ctx:ident; setup: $setup:expr; $($phase:ident: $gate:expr),* $(,)?) => {
-        for_each_event!(gated_event_methods { $self, $ctx; $setup; { $($phase: $gate),* } });
+        for_each_event!(gated_event_methods { $self, $ctx; { $setup; }; { $($phase: $gate),* } });
+    };
+    ($self:ident, $ctx:ident; $($phase:ident: $gate:expr),* $(,)?) => {
+        for_each_event!(gated_event_methods { $self, $ctx; {}; { $($phase: $gate),* } });
     };
 }
 
 macro_rules! gated_event_methods {
     (
-        $self:ident, $ctx:ident; $setup:expr; $gates:tt;
+        $self:ident, $ctx:ident; $setup:block; $gates:tt;
         $(
             $(#[$doc:meta])*
             $method:ident $variant:ident ($($arg:ident : $ty:ty = $pass:expr; $payload:ty)?) $event_phase:ident $(-> $default:ident)?;
@@ -52,10 +55,10 @@ macro_rules! gated_event_methods {
 
 /// `$hook` in `setup`, nothing in the other events.
 macro_rules! on_setup {
-    (setup; $hook:expr) => {
+    (setup; $hook:block) => {
         $hook
     };
-    ($method:ident; $hook:expr) => {};
+    ($method:ident; $hook:block) => {};
 }
 
 /// The gate of one phase among those a wrapper gives (`Once` and `InStep`: always open).
@@ -273,7 +276,6 @@ impl<M, C: Callback<M>, P: Fn(&Counters) -> bool> Callback<M> for EnableCallback
         (self.predicate)(counters) && self.inner.wants_fetch(counters)
     }
     gated_events!(self, ctx;
-        setup: ();
         epoch: (self.predicate)(ctx.counters()),
         before_step: {
             self.step_enabled = (self.predicate)(ctx.counters());
