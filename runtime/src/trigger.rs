@@ -5,7 +5,7 @@
 //!
 //! The periods are [`Period`]s. `PeriodicCallback` and `EnableCallbackIf` gate each event by its
 //! [`Phase`](crate::callback::Phase), with bodies generated from the one list of events
-//! ([`for_each_event!`](crate::callback)); `PeriodicTrigger` is written out, since it does not
+//! ([`for_each_event!`](mod@crate::callback)); `PeriodicTrigger` is written out, since it does not
 //! gate events but calls `trigger` from three of them.
 
 use std::borrow::Cow;

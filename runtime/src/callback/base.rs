@@ -51,7 +51,7 @@ macro_rules! define_callback_trait {
             }
             /// With data-parallel training, whether this callback runs only on the chief worker
             /// (tensorpack's default for most callbacks). The trainer trains on one device today, where
-            /// every callback runs; the flag is reported in [`CallbackInfo`] for the data-parallel
+            /// every callback runs; the flag is reported in [`CallbackInfo`](crate::CallbackInfo) for the data-parallel
             /// trainer to come.
             fn chief_only(&self) -> bool {
                 true
