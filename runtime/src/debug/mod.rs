@@ -23,7 +23,9 @@ pub use startable::{StartProcOrThread, StopFlag};
 pub use tensors::{HostTensor, TensorValues};
 pub use timeout::{StepTimeout, TimeoutAction};
 
-use crate::callback::{Callback, Context};
+use std::num::NonZeroU64;
+
+use crate::callback::{Callback, Context, Period};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
 
@@ -43,7 +45,7 @@ use crate::fetch::{Fetch, Fetched};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TerminateOnNaN {
-    every_k_steps: u64,
+    period: Period,
 }
 
 impl Default for TerminateOnNaN {
@@ -55,11 +57,11 @@ impl Default for TerminateOnNaN {
 impl TerminateOnNaN {
     /// Check every step.
     pub fn new() -> Self {
-        TerminateOnNaN { every_k_steps: 1 }
+        TerminateOnNaN { period: Period::every_k_steps(NonZeroU64::MIN) }
     }
     /// Check every `k` steps instead (at least 1).
     pub fn every_k_steps(mut self, k: u64) -> Self {
-        self.every_k_steps = k.max(1);
+        self.period = Period::every_k_steps(NonZeroU64::new(k).unwrap_or(NonZeroU64::MIN));
         self
     }
 }
@@ -71,10 +73,10 @@ impl<M> Callback<M> for TerminateOnNaN {
         &LOSS
     }
     fn wants_fetch(&self, counters: &crate::Counters) -> bool {
-        counters.next_step().is_multiple_of(self.every_k_steps)
+        self.period.steps_divide(counters.next_step())
     }
     fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
-        if !ctx.global_step().is_multiple_of(self.every_k_steps) {
+        if !self.period.steps_divide(ctx.global_step()) {
             return Ok(());
         }
         let (loss, _) = values.host("loss")?;

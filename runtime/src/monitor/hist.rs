@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::Tensor;
 
-use crate::callback::{Callback, Context};
+use crate::callback::{Callback, Context, PeriodSetting};
 use crate::error::{Error, Result};
 
 /// Puts a histogram of each of the model's weight tensors to the monitors every `k` epochs
@@ -38,7 +38,7 @@ use crate::error::{Error, Result};
 /// ```
 #[derive(Debug, Clone)]
 pub struct Hist {
-    every_k_epochs: u64,
+    period: PeriodSetting,
     filter: Option<Vec<String>>,
     prefix: String,
     buckets: usize,
@@ -53,11 +53,16 @@ impl Default for Hist {
 impl Hist {
     /// The weights (parameters whose path contains `weight`), 64 buckets, every epoch.
     pub fn new() -> Self {
-        Hist { every_k_epochs: 1, filter: Some(vec!["weight".into()]), prefix: "param/".into(), buckets: 64 }
+        Hist {
+            period: PeriodSetting::new().every_k_epochs(1),
+            filter: Some(vec!["weight".into()]),
+            prefix: "param/".into(),
+            buckets: 64,
+        }
     }
     /// Every `k` epochs (1 by default).
     pub fn every_k_epochs(mut self, k: u64) -> Self {
-        self.every_k_epochs = k;
+        self.period = self.period.every_k_epochs(k);
         self
     }
     /// Only the parameters whose path contains one of `keys` (`["weight"]` by default).
@@ -137,9 +142,7 @@ impl<M: Module> Callback<M> for Hist {
         Cow::Borrowed("Hist")
     }
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.every_k_epochs == 0 {
-            return Err(Error::msg("Hist: every_k_epochs must be at least 1, not 0"));
-        }
+        self.period.check("Hist")?;
         if self.buckets == 0 {
             return Err(Error::msg("Hist: buckets must be at least 1, not 0"));
         }
@@ -149,7 +152,7 @@ impl<M: Module> Callback<M> for Hist {
         Ok(())
     }
     fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if ctx.epoch_num().is_multiple_of(self.every_k_epochs) {
+        if self.period.period().epochs_divide(ctx.epoch_num()) {
             self.put(ctx)?;
         }
         Ok(())
