@@ -520,7 +520,9 @@ pub fn path_name(path: &Path) -> String {
 pub fn is_attr(attr: &Attribute, name: &str) -> bool {
     let path = attr.path();
     path.is_ident(name)
-        || (path.segments.len() == 2 && path.segments[0].ident == "burn_stoker" && path.segments[1].ident == name)
+        || (path.segments.len() == 2
+            && path.segments[0].ident == "burn_stoker"
+            && path.segments[1].ident == name)
 }
 
 #[cfg(test)]

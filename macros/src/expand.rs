@@ -75,8 +75,7 @@ fn invocation(hook: &Hook, call: impl Fn(Vec<TokenStream>) -> TokenStream, with_
         ReturnType::Default => hook.span,
     };
     let span = Span::call_site().located_at(span);
-    let apply =
-        quote_spanned!(span=> ::burn_stoker::__private::CallbackReturn::apply(__stoker_returned, &mut *ctx)?;);
+    let apply = quote_spanned!(span=> ::burn_stoker::__private::CallbackReturn::apply(__stoker_returned, &mut *ctx)?;);
     quote! {
         #(#extract)*
         let __stoker_returned = #call;
@@ -447,7 +446,8 @@ pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
         // Both calls carry the same obligation at the `state` token: one error, not one per call.
         let span = Span::call_site().located_at(span);
         let save = quote_spanned!(span=> <Self as ::burn_stoker::__private::StateCallback>::save(self));
-        let load = quote_spanned!(span=> <Self as ::burn_stoker::__private::StateCallback>::load(self, state));
+        let load =
+            quote_spanned!(span=> <Self as ::burn_stoker::__private::StateCallback>::load(self, state));
         quote! {
             fn save_state(&self) -> #p::Result<#p::Option<#p::StateValue>> {
                 #save.map(#p::Some)

@@ -15,6 +15,8 @@
 // The macros generate `::burn_stoker::...` paths; this lets the runtime use its own macros.
 extern crate self as burn_stoker;
 
+#[doc(hidden)]
+pub mod bench_support;
 pub mod callback;
 #[cfg(feature = "cli")]
 pub mod cli;
@@ -82,7 +84,6 @@ pub mod __private {
     };
     pub use crate::error::{Error, Result};
     pub use crate::fetch::{Fetch, FetchValue, Fetched};
-    pub use crate::trainer::time_event_delivery;
     pub use crate::trigger::{epoch_due, field_gate, field_wants, step_due};
     pub use serde_json::Value as StateValue;
 

@@ -12,10 +12,10 @@ use std::time::Duration;
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::AdamConfig;
 use burn::tensor::{Device, Tensor, TensorData};
-use serde_json::Value as Json;
 use burn_stoker::debug::TerminateOnNaN;
 use burn_stoker::prelude::*;
 use burn_stoker::{Checkpoint, Error};
+use serde_json::Value as Json;
 use stoker_tests::{checkpoint_weights, mse, scratch_dir, tiny_data, tiny_model};
 
 type Batch = (Tensor<2>, Tensor<2>);

@@ -166,7 +166,10 @@ impl Callback<Linear> for Capture {
 }
 
 /// Train the tiny model for `epochs` epochs with an inference runner (and a capture).
-fn validate<K, C: Callbacks<Linear, K>>(epochs: u64, callbacks: C) -> burn_stoker::Result<TrainReport<Linear>> {
+fn validate<K, C: Callbacks<Linear, K>>(
+    epochs: u64,
+    callbacks: C,
+) -> burn_stoker::Result<TrainReport<Linear>> {
     let device = burn_stoker::device::cpu();
     Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(1, &device))
         .max_epoch(epochs)

@@ -66,7 +66,11 @@ impl Callback<Linear> for Recorder {
     fn before_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.record("before_step", ctx)
     }
-    fn after_step(&mut self, ctx: &mut Context<'_, Linear>, _values: &Fetched<'_>) -> burn_stoker::Result<()> {
+    fn after_step(
+        &mut self,
+        ctx: &mut Context<'_, Linear>,
+        _values: &Fetched<'_>,
+    ) -> burn_stoker::Result<()> {
         if self.stop_at == Some(ctx.global_step()) {
             ctx.request_stop("enough");
         }

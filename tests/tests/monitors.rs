@@ -5,10 +5,10 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use burn::nn::Linear;
-use serde_json::Value as Json;
 use burn_stoker::monitor::{Image, Record, Value};
 use burn_stoker::prelude::*;
 use burn_stoker::{JsonWriter, MonitorSink, ScalarPrinter, TensorBoardWriter};
+use serde_json::Value as Json;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 
 /// Puts `epoch_value` = 10 * epoch at each trigger_epoch and `step_value` = global_step at each
@@ -53,7 +53,12 @@ fn writers() -> DefaultCallbacks {
     }
 }
 
-fn train(dir: &std::path::Path, starting_epoch: u64, max_epoch: u64, putter: Putter) -> burn_stoker::Result<()> {
+fn train(
+    dir: &std::path::Path,
+    starting_epoch: u64,
+    max_epoch: u64,
+    putter: Putter,
+) -> burn_stoker::Result<()> {
     let device = burn_stoker::device::cpu();
     Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
         .max_epoch(max_epoch)

@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use burn::module::Module;
 use burn::nn::Linear;
 use burn::optim::SgdConfig;
-use serde_json::{Value as Json, json};
 use burn_stoker::prelude::*;
 use burn_stoker::saver::SaveBestState;
 use burn_stoker::stop::{EarlyStop, EarlyStopping, Mode};
+use serde_json::{Value as Json, json};
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
 
 type Weights = Vec<Vec<f32>>;

@@ -534,7 +534,11 @@ struct Slow {
 }
 
 impl Callback<Linear> for Slow {
-    fn after_step(&mut self, _ctx: &mut Context<'_, Linear>, _values: &Fetched<'_>) -> burn_stoker::Result<()> {
+    fn after_step(
+        &mut self,
+        _ctx: &mut Context<'_, Linear>,
+        _values: &Fetched<'_>,
+    ) -> burn_stoker::Result<()> {
         self.clock.advance(ms(500));
         Ok(())
     }
@@ -660,7 +664,11 @@ impl Callback<Linear> for LossHook {
     fn step_hooks(&self) -> StepHooks {
         StepHooks::LOSS
     }
-    fn before_backward(&mut self, _ctx: &mut Context<'_, Linear>, loss: &StepLoss<'_>) -> burn_stoker::Result<()> {
+    fn before_backward(
+        &mut self,
+        _ctx: &mut Context<'_, Linear>,
+        loss: &StepLoss<'_>,
+    ) -> burn_stoker::Result<()> {
         loss.update(|loss| loss * 1.0);
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.clock.advance(ms(250));

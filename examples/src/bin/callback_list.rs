@@ -9,8 +9,8 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use burn_stoker::cli::CallbackArgs;
+use clap::Parser;
 use stoker_examples::callback_list::{ListConfig, train_with_list};
 
 /// Train the digits MLP with tensorpack's ResNet callback list.
