@@ -51,12 +51,12 @@ pub use monitor::{
 };
 pub use param::{
     HumanHyperParamSetter, HyperParamSetterWithFunc, HyperParams, LrSchedulerSetter, PlateauMode,
-    ReduceLROnPlateau, ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter,
+    ReduceLrOnPlateau, ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter,
 };
 pub use saver::{Checkpoint, KeepPolicy, MaxSaver, MinSaver, ModelSaver, SaveBestState};
 pub use stop::{EarlyStop, EarlyStopping};
 pub use track::{
-    EstimatedTimeLeft, GPUMemoryTracker, GPUUtilizationTracker, HostMemoryTracker, ProgressBar, RunTimer,
+    EstimatedTimeLeft, GpuMemoryTracker, GpuUtilizationTracker, HostMemoryTracker, ProgressBar, RunTimer,
     ThroughputTracker, Timed,
 };
 pub use trainer::{BatchIter, DefaultCallbacks, Outcome, Step, TrainData, TrainReport, Trainer};
@@ -70,7 +70,7 @@ pub mod prelude {
         Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EarlyStopping,
         EnableCallbackIf, Fetch, Fetched, Flow, HumanHyperParamSetter, HyperParamSetterWithFunc,
         InferenceRunner, LrSchedulerSetter, MaxSaver, MinSaver, ModelSaver, Order, Outcome, Outputs,
-        PeriodicCallback, PeriodicTrigger, ProgressBar, ReduceLROnPlateau, ScalarStats,
+        PeriodicCallback, PeriodicTrigger, ProgressBar, ReduceLrOnPlateau, ScalarStats,
         ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter, Step, TrainReport, Trainer, callback,
         fetch, order,
     };
