@@ -6,7 +6,7 @@ use serde_json::Value as Json;
 
 use super::{LEARNING_RATE, Target, Warnings};
 use crate::callback::{Callback, Context};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, must_be};
 use crate::monitor::{json_f64, parse_f64};
 
 /// Whether [`ReduceLrOnPlateau`] waits for a statistic to stop decreasing or increasing.
@@ -214,10 +214,8 @@ impl<M> Callback<M> for ReduceLrOnPlateau {
         let name = Callback::<M>::name(self);
         // Refuses NaN too.
         if self.factor.is_nan() || self.factor >= 1.0 {
-            return Err(Error::HyperParam(format!(
-                "{name}: the factor must be below 1.0 (new_lr = lr * factor), not {}",
-                self.factor
-            )));
+            let rule = "below 1.0 (new_lr = lr * factor)";
+            return Err(Error::HyperParam(must_be(name, "the factor", rule, self.factor)));
         }
         if self.min_delta.is_nan() || self.min_lr.is_nan() {
             return Err(Error::HyperParam(format!("{name}: min_delta and min_lr must be numbers")));
