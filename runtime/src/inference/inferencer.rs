@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 
 #[cfg(doc)]
-use super::InferenceRunner;
+use super::{InferenceRunner, ScalarStats};
 use crate::callback::short_type_name;
 use crate::error::Result;
 use crate::fetch::{Fetch, Fetched};
