@@ -128,6 +128,9 @@ pub(super) enum Phase {
     Data,
 }
 
+/// One run: the callbacks, the state they see, and what the trainer resolved at setup (names,
+/// order, fetch slots, step hooks). Its methods live by concept: setup and teardown here, the loop
+/// in `main_loop`, one step in `step`, checkpoints in `resume`.
 pub(crate) struct Run<M, C, K> {
     pub(super) callbacks: C,
     pub(super) state: TrainState<M>,
