@@ -9,7 +9,7 @@
 //! | `ScheduledHyperParamSetter('learning_rate', [(30, 1e-2), (60, 1e-3), (85, 1e-4), (95, 1e-5)])` | the same points scaled from 105 epochs to the run's |
 //! | `HumanHyperParamSetter('learning_rate')` | [`HumanHyperParamSetter`]: edit `<log_dir>/hyper.txt` |
 //! | `SendStat('curl ... body={val-error-top1}', 'val-error-top1')` | [`SendStat`] with `--send-command` (default: append a line to `<log_dir>/val-error.txt`) |
-//! | `GPUUtilizationTracker()` | [`GPUUtilizationTracker`]: a one-line note without a GPU |
+//! | `GPUUtilizationTracker()` | [`GpuUtilizationTracker`]: a one-line note without a GPU |
 //! | `InjectShell(shell='ipython')` | [`InjectShell`]: `touch <log_dir>/INJECT_SHELL.tmp` pauses at the end of the epoch |
 //! | `EstimatedTimeLeft()` | [`EstimatedTimeLeft`] |
 //! | extra: `MovingAverageSummary()`, `ProgressBar()`, `MergeAllSummaries()` | [`MovingAverageSummary`] of the training cost and error, the progress bar |
@@ -22,7 +22,7 @@ use burn::tensor::{Device, Tensor};
 use burn_stoker::debug::InjectShell;
 use burn_stoker::monitor::{MovingAverageSummary, SendStat};
 use burn_stoker::prelude::*;
-use burn_stoker::{EstimatedTimeLeft, GPUUtilizationTracker};
+use burn_stoker::{EstimatedTimeLeft, GpuUtilizationTracker};
 
 use crate::{DigitBatch, Mlp, load_digits, loader};
 
@@ -133,7 +133,7 @@ pub fn train_with_list(config: &ListConfig) -> burn_stoker::Result<TrainReport<M
         ScheduledHyperParamSetter::new("learning_rate", schedule.clone()),
         HumanHyperParamSetter::new("learning_rate"),
         SendStat::new(config.command(), ["val-error-top1"])?,
-        GPUUtilizationTracker::new(),
+        GpuUtilizationTracker::new(),
         InjectShell::new(),
         EstimatedTimeLeft::new(),
         MovingAverageSummary::new(["cost", "train-error-top1"]),

@@ -98,3 +98,26 @@ impl From<std::io::Error> for Error {
 
 /// `Result` with stoker's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The one wording of a setting whose value breaks its rule:
+/// `<owner>: <setting> must be <rule>, not <value>`.
+pub(crate) fn must_be(
+    owner: impl fmt::Display,
+    setting: &str,
+    rule: &str,
+    value: impl fmt::Display,
+) -> String {
+    format!("{owner}: {setting} must be {rule}, not {value}")
+}
+
+/// Check a setting (at setup, where callbacks check what their builders were given): `Ok(())`
+/// when `valid`, else an [`Error::Message`] worded by [`must_be`].
+pub(crate) fn check_setting(
+    valid: bool,
+    owner: impl fmt::Display,
+    setting: &str,
+    rule: &str,
+    value: impl fmt::Display,
+) -> Result<()> {
+    if valid { Ok(()) } else { Err(Error::Message(must_be(owner, setting, rule, value))) }
+}

@@ -15,6 +15,8 @@
 // The macros generate `::burn_stoker::...` paths; this lets the runtime use its own macros.
 extern crate self as burn_stoker;
 
+#[doc(hidden)]
+pub mod bench_support;
 pub mod callback;
 #[cfg(feature = "cli")]
 pub mod cli;
@@ -50,12 +52,12 @@ pub use monitor::{
 };
 pub use param::{
     HumanHyperParamSetter, HyperParamSetterWithFunc, HyperParams, LrSchedulerSetter, PlateauMode,
-    ReduceLROnPlateau, ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter,
+    ReduceLrOnPlateau, ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter,
 };
 pub use saver::{Checkpoint, KeepPolicy, MaxSaver, MinSaver, ModelSaver, SaveBestState};
 pub use stop::{EarlyStop, EarlyStopping};
 pub use track::{
-    EstimatedTimeLeft, GPUMemoryTracker, GPUUtilizationTracker, HostMemoryTracker, ProgressBar, RunTimer,
+    EstimatedTimeLeft, GpuMemoryTracker, GpuUtilizationTracker, HostMemoryTracker, ProgressBar, RunTimer,
     ThroughputTracker, Timed,
 };
 pub use trainer::{BatchIter, DefaultCallbacks, Outcome, Step, TrainData, TrainReport, Trainer};
@@ -69,7 +71,7 @@ pub mod prelude {
         Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EarlyStopping,
         EnableCallbackIf, Fetch, Fetched, Flow, HumanHyperParamSetter, HyperParamSetterWithFunc,
         InferenceRunner, LrSchedulerSetter, MaxSaver, MinSaver, ModelSaver, Order, Outcome, Outputs,
-        PeriodicCallback, PeriodicTrigger, ProgressBar, ReduceLROnPlateau, ScalarStats,
+        PeriodicCallback, PeriodicTrigger, ProgressBar, ReduceLrOnPlateau, ScalarStats,
         ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter, Step, TrainReport, Trainer, callback,
         fetch, order,
     };
@@ -85,8 +87,6 @@ pub mod __private {
     };
     pub use crate::error::{Error, Result};
     pub use crate::fetch::{Fetch, FetchValue, Fetched};
-    // A benchmark hook, not generated code's: the lead moves it out of `__private`.
-    pub use crate::trainer::time_event_delivery;
     pub use crate::trigger::{epoch_due, field_gate, field_wants, step_due};
     pub use serde_json::Value as StateValue;
 

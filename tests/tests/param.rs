@@ -644,7 +644,7 @@ fn the_file_name_is_relative_to_the_log_directory() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ReduceLROnPlateau
+// ReduceLrOnPlateau
 
 #[test]
 fn reduce_lr_on_plateau_follows_keras_counters_patience_cooldown_and_min_lr() {
@@ -656,7 +656,7 @@ fn reduce_lr_on_plateau_follows_keras_counters_patience_cooldown_and_min_lr() {
     // min_lr: nothing, wait stays; e11 wait 3.
     let stat =
         PutStat::every_epoch("val_loss", &[10.0, 10.0, 10.0, 10.0, 10.0, 9.0, 9.0, 9.0, 9.0, 9.0, 9.0]);
-    let plateau = ReduceLROnPlateau::new("val_loss").factor(0.5).patience(2).cooldown(1).min_lr(0.2);
+    let plateau = ReduceLrOnPlateau::new("val_loss").factor(0.5).patience(2).cooldown(1).min_lr(0.2);
     let used = record(
         trainer(&dir, 11, 1).learning_rate(1.0),
         (stat, plateau, PeriodicTrigger::new(ModelSaver::new(1)).every_k_epochs(1)),
@@ -678,7 +678,7 @@ fn reduce_lr_on_plateau_maximizes_an_accuracy_and_counts_min_delta() {
     // 0 then wait 1: 0.1 -> 0.01, cooldown 2; e5 cooldown 1, 0.6 improves; e6 cooldown 0, wait 1:
     // 0.01 -> 0.001.
     let stat = PutStat::every_epoch("val_accuracy", &[0.5, 0.505, 0.4, 0.4, 0.6, 0.6, 0.6]);
-    let plateau = ReduceLROnPlateau::new("val_accuracy").factor(0.1).patience(1).cooldown(2).min_delta(0.01);
+    let plateau = ReduceLrOnPlateau::new("val_accuracy").factor(0.1).patience(1).cooldown(2).min_delta(0.01);
     let used = record(trainer(&dir, 7, 1).learning_rate(1.0), (stat, plateau), "learning_rate");
     assert_used(&used, &[1.0, 1.0, 0.1, 0.1, 0.01, 0.01, 0.001]);
 }
@@ -690,7 +690,7 @@ fn reduce_lr_on_plateau_auto_mode_maximizes_a_name_containing_acc() {
     let run = |mode: Option<PlateauMode>| {
         let dir = scratch_dir("param-plateau-mode");
         let stat = PutStat::every_epoch("val_accuracy", &[0.5, 0.6, 0.7, 0.7, 0.7, 0.7]);
-        let mut plateau = ReduceLROnPlateau::new("val_accuracy").factor(0.1).patience(1);
+        let mut plateau = ReduceLrOnPlateau::new("val_accuracy").factor(0.1).patience(1);
         if let Some(mode) = mode {
             plateau = plateau.mode(mode);
         }
@@ -711,7 +711,7 @@ fn reduce_lr_on_plateau_defaults_are_keras_defaults() {
     let stat = PutStat::every_epoch("val_loss", &values);
     let used = record(
         trainer(&dir, 12, 1).learning_rate(1.0),
-        (stat, ReduceLROnPlateau::new("val_loss")),
+        (stat, ReduceLrOnPlateau::new("val_loss")),
         "learning_rate",
     );
     let mut expected = vec![1.0; 11];
@@ -724,7 +724,7 @@ fn reduce_lr_on_plateau_skips_epochs_without_a_new_value() {
     let dir = scratch_dir("param-plateau-stale");
     // Validation after odd epochs only: e1 best 1; e2 skipped; e3 wait 1: halve; e4 skipped; e5 halve.
     let stat = PutStat { name: "val_loss", values: vec![Some(1.0), None, Some(1.0), None, Some(1.0)] };
-    let plateau = ReduceLROnPlateau::new("val_loss").factor(0.5).patience(1);
+    let plateau = ReduceLrOnPlateau::new("val_loss").factor(0.5).patience(1);
     let used = record(trainer(&dir, 6, 1).learning_rate(1.0), (stat, plateau), "learning_rate");
     assert_used(&used, &[1.0, 1.0, 1.0, 0.5, 0.5, 0.25]);
 }
@@ -735,7 +735,7 @@ fn reduce_lr_on_plateau_keeps_its_counters_across_a_resume() {
     let make = || {
         (
             PutStat::every_epoch("val_loss", &[10.0, 10.0, 10.0, 10.0, 10.0, 9.0, 9.0, 9.0, 9.0, 9.0, 9.0]),
-            ReduceLROnPlateau::new("val_loss").factor(0.5).patience(2).cooldown(1).min_lr(0.2),
+            ReduceLrOnPlateau::new("val_loss").factor(0.5).patience(2).cooldown(1).min_lr(0.2),
         )
     };
     let lr = |t: Trainer<Linear, Vec<Batch>>| t.learning_rate(1.0);
@@ -748,7 +748,7 @@ fn reduce_lr_on_plateau_keeps_its_counters_across_a_resume() {
 fn reduce_lr_on_plateau_refuses_a_factor_of_one_or_more() {
     let dir = scratch_dir("param-plateau-factor");
     let error =
-        try_record(trainer(&dir, 1, 1), ReduceLROnPlateau::new("val_loss").factor(1.0), "learning_rate")
+        try_record(trainer(&dir, 1, 1), ReduceLrOnPlateau::new("val_loss").factor(1.0), "learning_rate")
             .unwrap_err();
     assert!(error.to_string().contains("the factor must be below 1.0"), "{error}");
 }

@@ -13,7 +13,7 @@ use burn::nn::Linear;
 use burn_stoker::prelude::*;
 use burn_stoker::track::{GpuMemory, GpuSource, ManualClock, NvmlSource, humanize_duration};
 use burn_stoker::{
-    EstimatedTimeLeft, GPUMemoryTracker, GPUUtilizationTracker, HostMemoryTracker, PeriodicTrigger, RunTimer,
+    EstimatedTimeLeft, GpuMemoryTracker, GpuUtilizationTracker, HostMemoryTracker, PeriodicTrigger, RunTimer,
     StepHooks, StepLoss, ThroughputTracker, Timed,
 };
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
@@ -349,7 +349,7 @@ impl GpuSource for FakeGpus {
 
 #[test]
 fn gpu_utilization_puts_each_devices_average_at_each_epoch() {
-    let mut tracker = GPUUtilizationTracker::new()
+    let mut tracker = GpuUtilizationTracker::new()
         .source(FakeGpus::new())
         .devices([0, 2])
         .interval(Duration::from_millis(1));
@@ -363,7 +363,7 @@ fn gpu_utilization_puts_each_devices_average_at_each_epoch() {
 
 #[test]
 fn gpu_utilization_under_periodic_trigger_puts_the_epoch_that_just_ended() {
-    let tracker = GPUUtilizationTracker::new().source(FakeGpus::new()).devices([1]);
+    let tracker = GpuUtilizationTracker::new().source(FakeGpus::new()).devices([1]);
     let (probe, seen) = Probe::new(&["GPUUtil"]);
     train("gpu-util-periodic", 4, (PeriodicTrigger::new(tracker).every_k_epochs(2), probe)).unwrap();
     assert_eq!(history(&seen, "GPUUtil/1"), [(8, 80.0), (16, 80.0)]);
@@ -371,7 +371,7 @@ fn gpu_utilization_under_periodic_trigger_puts_the_epoch_that_just_ended() {
 
 #[test]
 fn gpu_memory_puts_used_and_total_in_mb_at_each_epoch() {
-    let mut tracker = GPUMemoryTracker::new().source(FakeGpus::new()).devices([0, 1]);
+    let mut tracker = GpuMemoryTracker::new().source(FakeGpus::new()).devices([0, 1]);
     let (probe, seen) = Probe::new(&["GPUMemory"]);
     train("gpu-memory", 2, (&mut tracker, probe)).unwrap();
     assert!(tracker.is_tracking());
@@ -385,10 +385,10 @@ fn gpu_memory_puts_used_and_total_in_mb_at_each_epoch() {
 #[test]
 fn gpu_trackers_reject_a_device_that_does_not_exist() {
     let error =
-        train("gpu-bad-device", 1, GPUMemoryTracker::new().source(FakeGpus::new()).devices([3])).unwrap_err();
+        train("gpu-bad-device", 1, GpuMemoryTracker::new().source(FakeGpus::new()).devices([3])).unwrap_err();
     assert!(error.to_string().contains("GPU 3 does not exist; this machine has 3"), "{error}");
     let error =
-        train("gpu-bad-device-util", 1, GPUUtilizationTracker::new().source(FakeGpus::new()).devices([0, 7]))
+        train("gpu-bad-device-util", 1, GpuUtilizationTracker::new().source(FakeGpus::new()).devices([0, 7]))
             .unwrap_err();
     assert!(error.to_string().contains("GPU 7 does not exist"), "{error}");
 }
@@ -399,7 +399,7 @@ fn gpu_memory_turns_off_when_a_reading_fails_and_training_goes_on() {
         // One reading per device per epoch: epoch 1 reads 0 and 1; in epoch 2, device 1's
         // reading (the fourth) fails, and nothing of that epoch is put.
         let fake = FakeGpus { fail_after: Some(3), ..FakeGpus::new() };
-        let mut tracker = GPUMemoryTracker::new().source(fake).devices([0, 1]);
+        let mut tracker = GpuMemoryTracker::new().source(fake).devices([0, 1]);
         let (probe, seen) = Probe::new(&["GPUMemory"]);
         let report = train("gpu-memory-fails", 3, (&mut tracker, probe)).unwrap();
         assert_eq!(report.outcome, Outcome::Finished);
@@ -414,7 +414,7 @@ fn gpu_memory_turns_off_when_a_reading_fails_and_training_goes_on() {
 
 /// Train 3 epochs with both GPU trackers built by `make`, asserting it finishes; returns whether
 /// each tracked.
-fn train_with_gpu_trackers(utilization: GPUUtilizationTracker, memory: GPUMemoryTracker) -> (bool, bool) {
+fn train_with_gpu_trackers(utilization: GpuUtilizationTracker, memory: GpuMemoryTracker) -> (bool, bool) {
     let (mut utilization, mut memory) = (utilization, memory);
     let (probe, seen) = Probe::new(&["GPU"]);
     let report = train("gpu-none", 3, (&mut utilization, &mut memory, probe)).unwrap();
@@ -432,8 +432,8 @@ fn gpu_trackers_without_nvml_train_fine_and_note_it_once() {
     const MISSING: &str = "/nonexistent/libnvidia-ml.so.1";
     if in_child() {
         let tracking = train_with_gpu_trackers(
-            GPUUtilizationTracker::new().nvml_library(MISSING),
-            GPUMemoryTracker::new().nvml_library(MISSING),
+            GpuUtilizationTracker::new().nvml_library(MISSING),
+            GpuMemoryTracker::new().nvml_library(MISSING),
         );
         assert_eq!(tracking, (false, false));
         return;
@@ -455,7 +455,7 @@ fn gpu_trackers_without_nvml_train_fine_and_note_it_once() {
 fn gpu_trackers_on_this_machine_train_fine_with_or_without_a_gpu() {
     let nvml = NvmlSource::open().and_then(|mut source| source.device_count()).unwrap_or(0) > 0;
     if in_child() {
-        let tracking = train_with_gpu_trackers(GPUUtilizationTracker::new(), GPUMemoryTracker::new());
+        let tracking = train_with_gpu_trackers(GpuUtilizationTracker::new(), GpuMemoryTracker::new());
         assert_eq!(tracking, (nvml, nvml));
         return;
     }

@@ -42,7 +42,7 @@ fn per_event<K, C: Callbacks<Linear, K>>(make: impl Fn() -> C, events: u64, roun
     let samples: Vec<f64> = (0..rounds)
         .map(|_| {
             let model = LinearConfig::new(2, 1).init(&device);
-            let elapsed = burn_stoker::__private::time_event_delivery(
+            let elapsed = burn_stoker::bench_support::time_event_delivery(
                 black_box(make()),
                 model,
                 AdamConfig::new().init(),

@@ -17,7 +17,7 @@
 //! | [`HyperParamSetterWithFunc`] | to `f(epoch or step, old value)` | tensorpack |
 //! | [`StatMonitorParamSetter`] | to `f(old value)` when a statistic stops improving | tensorpack |
 //! | [`HumanHyperParamSetter`] | to what a person writes in a file during training | tensorpack |
-//! | [`ReduceLROnPlateau`] | divided by a factor when a statistic plateaus | Keras |
+//! | [`ReduceLrOnPlateau`] | divided by a factor when a statistic plateaus | Keras |
 //! | [`LrSchedulerSetter`] | to a burn learning-rate scheduler's value at each step | burn |
 //!
 //! Like tensorpack's `HyperParamSetter`, the tensorpack setters announce a change on stderr
@@ -40,7 +40,7 @@ use crate::error::{Error, Result};
 pub use func::HyperParamSetterWithFunc;
 pub use human::HumanHyperParamSetter;
 pub use lr_scheduler::LrSchedulerSetter;
-pub use plateau::{PlateauMode, ReduceLROnPlateau};
+pub use plateau::{PlateauMode, ReduceLrOnPlateau};
 pub use scheduled::ScheduledHyperParamSetter;
 pub use stat::StatMonitorParamSetter;
 

@@ -6,10 +6,10 @@ use serde_json::Value as Json;
 
 use super::{LEARNING_RATE, Target, Warnings};
 use crate::callback::{Callback, Context};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, must_be};
 use crate::state::{json_f64, parse_f64};
 
-/// Whether [`ReduceLROnPlateau`] waits for a statistic to stop decreasing or increasing.
+/// Whether [`ReduceLrOnPlateau`] waits for a statistic to stop decreasing or increasing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PlateauMode {
     /// `Max` when the statistic's name contains `acc` (an accuracy), `Min` otherwise (Keras's rule).
@@ -48,7 +48,7 @@ pub enum PlateauMode {
 ///
 /// ```
 /// # use burn_stoker::prelude::*;
-/// # use burn_stoker::ReduceLROnPlateau;
+/// # use burn_stoker::ReduceLrOnPlateau;
 /// # use burn::module::Module;
 /// # use burn::nn::{Linear, LinearConfig};
 /// # use burn::optim::SgdConfig;
@@ -58,7 +58,7 @@ pub enum PlateauMode {
 /// # let model: Linear = LinearConfig::new(2, 1).init(&device);
 /// # let batches = vec![(Tensor::<2>::ones([4, 2], &device), Tensor::<2>::zeros([4, 1], &device))];
 /// // Keras: ReduceLROnPlateau(monitor='val_loss', factor=0.5, patience=2)
-/// let plateau = ReduceLROnPlateau::new("val_loss").factor(0.5).patience(2);
+/// let plateau = ReduceLrOnPlateau::new("val_loss").factor(0.5).patience(2);
 /// # #[callback(on = trigger_epoch)]
 /// # fn validate(ctx: &mut Context<'_, impl Module>) {
 /// #     let losses = [1.0, 0.9, 0.9, 0.95, 0.9, 0.8];
@@ -82,8 +82,9 @@ pub enum PlateauMode {
 /// assert_eq!(*used.lock().unwrap(), [0.1, 0.1, 0.1, 0.1, 0.05, 0.05]);
 /// # Ok::<(), burn_stoker::Error>(())
 /// ```
+#[doc(alias = "ReduceLROnPlateau")]
 #[derive(Debug, Clone)]
-pub struct ReduceLROnPlateau {
+pub struct ReduceLrOnPlateau {
     target: Target,
     monitor: Cow<'static, str>,
     factor: f64,
@@ -102,11 +103,11 @@ pub struct ReduceLROnPlateau {
     warnings: Warnings,
 }
 
-impl ReduceLROnPlateau {
+impl ReduceLrOnPlateau {
     /// Watch the statistic `monitor` (Keras's default is `val_loss`; here, name the scalar some
     /// callback puts, such as an [`InferenceRunner`](crate::InferenceRunner)'s).
     pub fn new(monitor: impl Into<Cow<'static, str>>) -> Self {
-        ReduceLROnPlateau {
+        ReduceLrOnPlateau {
             target: Target::new("ReduceLROnPlateau", Cow::Borrowed(LEARNING_RATE)).quiet(),
             monitor: monitor.into(),
             factor: 0.1,
@@ -178,7 +179,7 @@ impl ReduceLROnPlateau {
     }
 }
 
-impl<M> Callback<M> for ReduceLROnPlateau {
+impl<M> Callback<M> for ReduceLrOnPlateau {
     fn name(&self) -> Cow<'static, str> {
         Cow::Owned(format!("ReduceLROnPlateau({})", self.monitor))
     }
@@ -213,10 +214,8 @@ impl<M> Callback<M> for ReduceLROnPlateau {
         let name = Callback::<M>::name(self);
         // Refuses NaN too.
         if self.factor.is_nan() || self.factor >= 1.0 {
-            return Err(Error::HyperParam(format!(
-                "{name}: the factor must be below 1.0 (new_lr = lr * factor), not {}",
-                self.factor
-            )));
+            let rule = "below 1.0 (new_lr = lr * factor)";
+            return Err(Error::HyperParam(must_be(name, "the factor", rule, self.factor)));
         }
         if self.min_delta.is_nan() || self.min_lr.is_nan() {
             return Err(Error::HyperParam(format!("{name}: min_delta and min_lr must be numbers")));

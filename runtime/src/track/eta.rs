@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::{Clock, MonotonicClock, humanize_duration};
 use crate::callback::{Callback, Context};
-use crate::error::{Error, Result};
+use crate::error::{Result, check_setting};
 
 /// Estimates the time left until the end of training after each epoch, from the durations of
 /// the last `k` epochs (tensorpack's `EstimatedTimeLeft`): their median (the default) or their
@@ -109,10 +109,7 @@ fn from_nanos(nanos: u128) -> Duration {
 
 impl<M, T: Clock> Callback<M> for EstimatedTimeLeft<T> {
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.last_k_epochs == 0 {
-            return Err(Error::msg("EstimatedTimeLeft: last_k_epochs must be at least 1, not 0"));
-        }
-        Ok(())
+        check_setting(self.last_k_epochs > 0, "EstimatedTimeLeft", "last_k_epochs", "at least 1", 0)
     }
     fn before_train(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
         self.last_time = Some(self.clock.now());

@@ -36,7 +36,7 @@ pub struct GpuMemory {
 ///     }
 /// }
 ///
-/// let tracker = burn_stoker::GPUUtilizationTracker::new().source(Fake);
+/// let tracker = burn_stoker::GpuUtilizationTracker::new().source(Fake);
 /// # let _ = tracker;
 /// ```
 pub trait GpuSource: Send + 'static {
@@ -118,8 +118,64 @@ impl std::fmt::Debug for SourceChoice {
     }
 }
 
+/// An opened source and the devices to track in it.
+pub(crate) type Tracked = (Box<dyn GpuSource>, Vec<u32>);
+
+/// Which GPUs a tracker reads and where it reads them from: what the GPU trackers' builders set
+/// ([`gpu_selection_builders!`]), opened once at setup.
+#[derive(Debug)]
+pub(crate) struct GpuSelection {
+    /// The devices given to `.devices(...)`; `None`: the visible ones.
+    pub(crate) devices: Option<Vec<u32>>,
+    /// The source, until setup opens it.
+    pub(crate) choice: SourceChoice,
+}
+
+impl GpuSelection {
+    /// The visible GPUs, through NVML from the system's search path.
+    pub(crate) fn new() -> Self {
+        GpuSelection { devices: None, choice: SourceChoice::Nvml(None) }
+    }
+
+    /// Open the source at `tracker`'s setup (see [`open`]): the source and the devices to track,
+    /// or `None` after writing the note that tracking is off.
+    pub(crate) fn open(&mut self, tracker: &str) -> Result<Option<Tracked>> {
+        let choice = std::mem::replace(&mut self.choice, SourceChoice::Taken);
+        Ok(match open(tracker, choice, self.devices.as_deref())? {
+            Opened::Tracking(source, devices) => Some((source, devices)),
+            Opened::Off(reason) => {
+                note_off(tracker, &reason);
+                None
+            }
+        })
+    }
+}
+
+/// The builder methods every GPU tracker has (`devices`, `nvml_library`, `source`), setting its
+/// `selection: GpuSelection` field.
+macro_rules! gpu_selection_builders {
+    () => {
+        /// Track these GPUs (NVML's indices). An index beyond the machine's GPUs is an error at setup.
+        pub fn devices(mut self, devices: impl IntoIterator<Item = u32>) -> Self {
+            self.selection.devices = Some(devices.into_iter().collect());
+            self
+        }
+        /// Load NVML from this file instead of the system's search path.
+        pub fn nvml_library(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+            self.selection.choice = $crate::track::gpu::SourceChoice::Nvml(Some(path.into()));
+            self
+        }
+        /// Read from `source` instead of NVML (another vendor's library, a fake in tests).
+        pub fn source(mut self, source: impl $crate::track::GpuSource) -> Self {
+            self.selection.choice = $crate::track::gpu::SourceChoice::Given(Box::new(source));
+            self
+        }
+    };
+}
+pub(crate) use gpu_selection_builders;
+
 /// What opening a source at setup gave.
-pub(crate) enum Opened {
+enum Opened {
     /// The source and the devices to track.
     Tracking(Box<dyn GpuSource>, Vec<u32>),
     /// No GPU to track, and why (written on stderr as a note).
@@ -129,7 +185,7 @@ pub(crate) enum Opened {
 /// Open the source and choose the devices: `devices` when given (an index beyond the source's
 /// devices is an error), else those `CUDA_VISIBLE_DEVICES` names, else every device. No library,
 /// no device or an empty `CUDA_VISIBLE_DEVICES` turns tracking off, with the reason.
-pub(crate) fn open(tracker: &str, choice: SourceChoice, devices: Option<&[u32]>) -> Result<Opened> {
+fn open(tracker: &str, choice: SourceChoice, devices: Option<&[u32]>) -> Result<Opened> {
     let mut source: Box<dyn GpuSource> = match choice {
         SourceChoice::Nvml(path) => match NvmlSource::open_library(path.as_deref()) {
             Ok(source) => Box::new(source),

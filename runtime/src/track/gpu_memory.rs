@@ -1,6 +1,6 @@
 //! The GPUs' memory, every epoch.
 
-use super::gpu::{self, GpuSource, Opened, SourceChoice};
+use super::gpu::{self, GpuSelection, GpuSource, gpu_selection_builders};
 use crate::callback::{Callback, Context};
 use crate::error::Result;
 
@@ -18,88 +18,65 @@ const MB: f64 = 1e6;
 /// GPU tracking off`, puts nothing and never fails training; a reading that fails later turns
 /// it off the same way. The readings cost a few microseconds per trigger on the training
 /// thread, nothing per step. Devices are chosen as for
-/// [`GPUUtilizationTracker`](crate::GPUUtilizationTracker): every visible GPU unless
+/// [`GpuUtilizationTracker`](crate::GpuUtilizationTracker): every visible GPU unless
 /// [`devices`](Self::devices) names some (tensorpack's default is GPU 0 alone; its scalars are
 /// named `PeakMemory(MB)/gpu:<device>`). It runs on every worker in
 /// data-parallel training (not `chief_only`), as in tensorpack.
 ///
 /// ```
-/// use burn_stoker::GPUMemoryTracker;
+/// use burn_stoker::GpuMemoryTracker;
 ///
-/// let all_visible = GPUMemoryTracker::new();
-/// let first = GPUMemoryTracker::new().devices([0]);
+/// let all_visible = GpuMemoryTracker::new();
+/// let first = GpuMemoryTracker::new().devices([0]);
 /// # let _ = (all_visible, first);
 /// ```
-pub struct GPUMemoryTracker {
-    devices: Option<Vec<u32>>,
-    choice: SourceChoice,
+#[doc(alias = "GPUMemoryTracker")]
+pub struct GpuMemoryTracker {
+    selection: GpuSelection,
     source: Option<Box<dyn GpuSource>>,
     /// For each device tracked: its index and its two scalars' names.
     tracked: Vec<(u32, String, String)>,
 }
 
-impl std::fmt::Debug for GPUMemoryTracker {
+impl std::fmt::Debug for GpuMemoryTracker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GPUMemoryTracker")
-            .field("devices", &self.devices)
-            .field("source", &self.choice)
+        f.debug_struct("GpuMemoryTracker")
+            .field("devices", &self.selection.devices)
+            .field("source", &self.selection.choice)
             .field("tracking", &self.tracked.iter().map(|t| t.0).collect::<Vec<_>>())
             .finish()
     }
 }
 
-impl Default for GPUMemoryTracker {
+impl Default for GpuMemoryTracker {
     fn default() -> Self {
-        GPUMemoryTracker::new()
+        GpuMemoryTracker::new()
     }
 }
 
-impl GPUMemoryTracker {
+impl GpuMemoryTracker {
     /// Track the visible GPUs through NVML.
     pub fn new() -> Self {
-        GPUMemoryTracker {
-            devices: None,
-            choice: SourceChoice::Nvml(None),
-            source: None,
-            tracked: Vec::new(),
-        }
+        GpuMemoryTracker { selection: GpuSelection::new(), source: None, tracked: Vec::new() }
     }
-    /// Track these GPUs (NVML's indices). An index beyond the machine's GPUs is an error at setup.
-    pub fn devices(mut self, devices: impl IntoIterator<Item = u32>) -> Self {
-        self.devices = Some(devices.into_iter().collect());
-        self
-    }
-    /// Load NVML from this file instead of the system's search path.
-    pub fn nvml_library(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        self.choice = SourceChoice::Nvml(Some(path.into()));
-        self
-    }
-    /// Read from `source` instead of NVML (another vendor's library, a fake in tests).
-    pub fn source(mut self, source: impl GpuSource) -> Self {
-        self.choice = SourceChoice::Given(Box::new(source));
-        self
-    }
+    gpu_selection_builders!();
     /// Whether it tracks some GPU (after setup).
     pub fn is_tracking(&self) -> bool {
         self.source.is_some()
     }
 }
 
-impl<M> Callback<M> for GPUMemoryTracker {
+impl<M> Callback<M> for GpuMemoryTracker {
     fn chief_only(&self) -> bool {
         false
     }
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        let choice = std::mem::replace(&mut self.choice, SourceChoice::Taken);
-        match gpu::open("GPUMemoryTracker", choice, self.devices.as_deref())? {
-            Opened::Off(reason) => gpu::note_off("GPUMemoryTracker", &reason),
-            Opened::Tracking(source, devices) => {
-                self.tracked = devices
-                    .iter()
-                    .map(|d| (*d, format!("GPUMemory/{d}/used (MB)"), format!("GPUMemory/{d}/total (MB)")))
-                    .collect();
-                self.source = Some(source);
-            }
+        if let Some((source, devices)) = self.selection.open("GPUMemoryTracker")? {
+            self.tracked = devices
+                .iter()
+                .map(|d| (*d, format!("GPUMemory/{d}/used (MB)"), format!("GPUMemory/{d}/total (MB)")))
+                .collect();
+            self.source = Some(source);
         }
         Ok(())
     }

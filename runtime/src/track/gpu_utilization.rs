@@ -4,7 +4,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::gpu::{self, GpuSource, Opened, SourceChoice};
+use super::gpu::{self, GpuSelection, GpuSource, gpu_selection_builders};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
 
@@ -35,18 +35,18 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 /// tensorpack.
 ///
 /// ```
-/// use burn_stoker::GPUUtilizationTracker;
+/// use burn_stoker::GpuUtilizationTracker;
 ///
 /// // Every visible GPU, read every second.
-/// let all = GPUUtilizationTracker::new();
+/// let all = GpuUtilizationTracker::new();
 /// // GPUs 0 and 2, read every 200 ms.
-/// let some = GPUUtilizationTracker::new().devices([0, 2]).interval(std::time::Duration::from_millis(200));
+/// let some = GpuUtilizationTracker::new().devices([0, 2]).interval(std::time::Duration::from_millis(200));
 /// # let _ = (all, some);
 /// ```
+#[doc(alias = "GPUUtilizationTracker")]
 #[derive(Debug)]
-pub struct GPUUtilizationTracker {
-    devices: Option<Vec<u32>>,
-    choice: SourceChoice,
+pub struct GpuUtilizationTracker {
+    selection: GpuSelection,
     interval: Duration,
     sampler: Option<Sampler>,
     /// `GPUUtil/<device>` for each device tracked.
@@ -55,42 +55,27 @@ pub struct GPUUtilizationTracker {
     pending: bool,
 }
 
-impl Default for GPUUtilizationTracker {
+impl Default for GpuUtilizationTracker {
     fn default() -> Self {
-        GPUUtilizationTracker::new()
+        GpuUtilizationTracker::new()
     }
 }
 
-impl GPUUtilizationTracker {
+impl GpuUtilizationTracker {
     /// Track the visible GPUs through NVML, every second.
     pub fn new() -> Self {
-        GPUUtilizationTracker {
-            devices: None,
-            choice: SourceChoice::Nvml(None),
+        GpuUtilizationTracker {
+            selection: GpuSelection::new(),
             interval: Duration::from_secs(1),
             sampler: None,
             names: Vec::new(),
             pending: false,
         }
     }
-    /// Track these GPUs (NVML's indices). An index beyond the machine's GPUs is an error at setup.
-    pub fn devices(mut self, devices: impl IntoIterator<Item = u32>) -> Self {
-        self.devices = Some(devices.into_iter().collect());
-        self
-    }
+    gpu_selection_builders!();
     /// Read the utilization every `interval` (1 s by default, as tensorpack; at least 1 ms).
     pub fn interval(mut self, interval: Duration) -> Self {
         self.interval = interval.max(Duration::from_millis(1));
-        self
-    }
-    /// Load NVML from this file instead of the system's search path.
-    pub fn nvml_library(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        self.choice = SourceChoice::Nvml(Some(path.into()));
-        self
-    }
-    /// Read from `source` instead of NVML (another vendor's library, a fake in tests).
-    pub fn source(mut self, source: impl GpuSource) -> Self {
-        self.choice = SourceChoice::Given(Box::new(source));
         self
     }
     /// Whether the sampling thread runs (after setup, when a GPU was found).
@@ -138,24 +123,20 @@ impl GPUUtilizationTracker {
     }
 }
 
-impl Drop for GPUUtilizationTracker {
+impl Drop for GpuUtilizationTracker {
     fn drop(&mut self) {
         self.shut_down();
     }
 }
 
-impl<M> Callback<M> for GPUUtilizationTracker {
+impl<M> Callback<M> for GpuUtilizationTracker {
     fn chief_only(&self) -> bool {
         false
     }
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        let choice = std::mem::replace(&mut self.choice, SourceChoice::Taken);
-        match gpu::open("GPUUtilizationTracker", choice, self.devices.as_deref())? {
-            Opened::Off(reason) => gpu::note_off("GPUUtilizationTracker", &reason),
-            Opened::Tracking(source, devices) => {
-                self.names = devices.iter().map(|d| format!("GPUUtil/{d}")).collect();
-                self.sampler = Some(Sampler::start(source, devices, self.interval)?);
-            }
+        if let Some((source, devices)) = self.selection.open("GPUUtilizationTracker")? {
+            self.names = devices.iter().map(|d| format!("GPUUtil/{d}")).collect();
+            self.sampler = Some(Sampler::start(source, devices, self.interval)?);
         }
         Ok(())
     }

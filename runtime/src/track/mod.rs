@@ -8,8 +8,8 @@
 //! | [`EstimatedTimeLeft`] | tensorpack's `EstimatedTimeLeft` | a line per epoch on stderr |
 //! | [`ThroughputTracker`] | tensorpack's `ThroughputTracker` | `Throughput (steps/sec)` or `Throughput (samples/sec)` |
 //! | [`HostMemoryTracker`] | tensorpack's `HostMemoryTracker` | `HostFreeMemory (GB)`, `HostProcessRSS (GB)` |
-//! | [`GPUUtilizationTracker`] | tensorpack's `GPUUtilizationTracker` | `GPUUtil/<device>` |
-//! | [`GPUMemoryTracker`] | tensorpack's `GPUMemoryTracker` | `GPUMemory/<device>/used (MB)`, `GPUMemory/<device>/total (MB)` |
+//! | [`GpuUtilizationTracker`] | tensorpack's `GPUUtilizationTracker` | `GPUUtil/<device>` |
+//! | [`GpuMemoryTracker`] | tensorpack's `GPUMemoryTracker` | `GPUMemory/<device>/used (MB)`, `GPUMemory/<device>/total (MB)` |
 //! | [`RunTimer`] | neon's `RunTimerCallback` | `time/train`, and a line on stderr |
 //! | [`Timed`] | tensorpack's `CallbackTimeLogger` | slow callbacks, on stderr |
 //!
@@ -30,8 +30,8 @@ mod timed;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use eta::EstimatedTimeLeft;
 pub use gpu::{GpuMemory, GpuSource, NvmlSource};
-pub use gpu_memory::GPUMemoryTracker;
-pub use gpu_utilization::GPUUtilizationTracker;
+pub use gpu_memory::GpuMemoryTracker;
+pub use gpu_utilization::GpuUtilizationTracker;
 pub use host_memory::HostMemoryTracker;
 pub use progress::ProgressBar;
 pub use run_timer::RunTimer;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::{Clock, MonotonicClock};
 use crate::callback::{Callback, Context};
-use crate::error::{Error, Result};
+use crate::error::{Result, check_setting};
 
 /// Puts the training throughput each time it is triggered (every epoch by default; at another
 /// period under [`PeriodicTrigger`](crate::PeriodicTrigger)), as tensorpack's
@@ -95,10 +95,8 @@ impl<M, T: Clock> Callback<M> for ThroughputTracker<T> {
         false
     }
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.samples_per_step == Some(0) {
-            return Err(Error::msg("ThroughputTracker: samples_per_step must be at least 1, not 0"));
-        }
-        Ok(())
+        let valid = self.samples_per_step != Some(0);
+        check_setting(valid, "ThroughputTracker", "samples_per_step", "at least 1", 0)
     }
     fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         self.restart(ctx.global_step());

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{Clock, MonotonicClock, humanize_duration, seconds};
 use crate::callback::{CallbackInfo, Callbacks, Context, Counters, Event, StateOp};
-use crate::error::{Error, Result};
+use crate::error::{Result, check_setting};
 
 /// Times every event of every callback of a set, and reports the slow ones on stderr at the end
 /// of each epoch and at the end of training, as tensorpack's `CallbackTimeLogger` does:
@@ -257,12 +257,8 @@ impl<M, K, C: Callbacks<M, K>, T: Clock> Callbacks<M, TimedSet<K>> for Timed<C, 
         if let Event::Setup = event
             && self.members.len() != self.inner.len()
         {
-            if !(0.0..=1.0).contains(&self.min_share) {
-                return Err(Error::msg(format!(
-                    "Timed: min_share must be between 0 and 1, not {}",
-                    self.min_share
-                )));
-            }
+            let valid = (0.0..=1.0).contains(&self.min_share);
+            check_setting(valid, "Timed", "min_share", "between 0 and 1", self.min_share)?;
             self.members = (0..self.inner.len())
                 .map(|i| {
                     let name = self.inner.info(i).name;

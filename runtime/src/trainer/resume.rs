@@ -8,7 +8,7 @@ use burn::store::ModuleRecord;
 use burn::tensor::{Bytes, Tensor};
 use serde_json::{Map, Value as Json};
 
-use super::{Run, wrap};
+use super::run::{Run, wrap};
 use crate::callback::{Callbacks, Counters, StateOp};
 use crate::error::{Error, Result};
 use crate::monitor::{json_f64, parse_f64};

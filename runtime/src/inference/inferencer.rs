@@ -1,0 +1,85 @@
+//! The [`Inferencer`] trait: statistics over a pass of inference.
+
+use std::borrow::Cow;
+
+#[cfg(doc)]
+use super::{InferenceRunner, ScalarStats};
+use crate::callback::short_type_name;
+use crate::error::Result;
+use crate::fetch::{Fetch, Fetched};
+
+/// Computes statistics over a whole pass of inference from the values of each batch.
+///
+/// The runner calls, for each pass: [`before_inference`](Self::before_inference), then for each
+/// batch [`set_batch_size`](Self::set_batch_size) (when the batch's size is known, and always
+/// when [`needs_batch_size`](Self::needs_batch_size) says so) and
+/// [`on_batch`](Self::on_batch), then [`after_inference`](Self::after_inference), whose named
+/// results go to the monitors.
+///
+/// A user inferencer: the largest per-sample loss of the validation set.
+///
+/// ```
+/// use burn::nn::Linear;
+/// use burn::tensor::Tensor;
+/// use burn_stoker::prelude::*;
+/// use burn_stoker::Inferencer;
+///
+/// struct WorstLoss {
+///     fetches: [Fetch; 1],
+///     worst: f64,
+/// }
+///
+/// impl Inferencer for WorstLoss {
+///     fn fetches(&self) -> &[Fetch] {
+///         &self.fetches
+///     }
+///     fn before_inference(&mut self) {
+///         self.worst = f64::NEG_INFINITY;
+///     }
+///     fn on_batch(&mut self, values: &Fetched<'_>) -> burn_stoker::Result<()> {
+///         // One value per sample, copied to the host with every other inferencer's values.
+///         let (losses, _shape) = values.host("losses")?;
+///         for &loss in losses {
+///             self.worst = self.worst.max(f64::from(loss));
+///         }
+///         Ok(())
+///     }
+///     fn after_inference(&mut self) -> Vec<(String, f64)> {
+///         vec![("validation_worst_loss".into(), self.worst)]
+///     }
+/// }
+///
+/// let validation: Vec<(Tensor<2>, Tensor<2>)> = Vec::new();
+/// let runner = InferenceRunner::new(validation, |model: &Linear, (x, y): (Tensor<2>, Tensor<2>), out: &mut Outputs| {
+///     let n = x.dims()[0];
+///     out.put("losses", (model.forward(x) - y).powi_scalar(2).mean_dim(1).reshape([n]));
+/// })
+/// .with(WorstLoss { fetches: [Fetch::host("losses")], worst: f64::NEG_INFINITY });
+/// # let _ = runner;
+/// ```
+pub trait Inferencer {
+    /// The inferencer's name in error messages (its type's name by default).
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Borrowed(short_type_name::<Self>())
+    }
+    /// The outputs this inferencer reads (copied to the host, all inferencers in one transfer).
+    fn fetches(&self) -> &[Fetch];
+    /// A pass begins.
+    fn before_inference(&mut self);
+    /// One batch's values.
+    fn on_batch(&mut self, values: &Fetched<'_>) -> Result<()>;
+    /// The pass ended: the named results, which go to the monitors.
+    fn after_inference(&mut self) -> Vec<(String, f64)>;
+    /// Whether [`on_batch`](Self::on_batch) needs to know how many datapoints the batch holds
+    /// (false by default; [`ScalarStats`] does). The runner then tells it with
+    /// [`set_batch_size`](Self::set_batch_size) before each batch, or fails naming this
+    /// inferencer when it cannot tell (see [`InferenceRunner`]).
+    fn needs_batch_size(&self) -> bool {
+        false
+    }
+    /// The number of datapoints in the batch whose values [`on_batch`](Self::on_batch) receives
+    /// next. Ignored by default.
+    fn set_batch_size(&mut self, batch_size: usize) {
+        let _ = batch_size;
+    }
+}

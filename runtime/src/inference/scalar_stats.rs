@@ -1,0 +1,93 @@
+//! [`ScalarStats`]: means of scalar outputs over the datapoints of a pass.
+
+#[cfg(doc)]
+use super::{ClassificationError, InferenceRunner};
+use super::{Inferencer, prefixed};
+use crate::error::{Error, Result};
+use crate::fetch::{Fetch, Fetched};
+
+/// The mean of scalar outputs over the datapoints of a pass, put as `<prefix>_<name>`
+/// (tensorpack's `ScalarStats`, prefix `validation` by default).
+///
+/// Each batch's value weighs by the batch's number of datapoints, so the result is the mean over
+/// the datapoints even when the last batch is smaller: with a mean cost per batch, it is the
+/// mean cost of the set (tensorpack documents this, but its code averages the batches, which is
+/// wrong for an uneven last batch). The runner tells each batch's size (see [`InferenceRunner`]:
+/// the forward function returns it, or it is read off a per-sample output). Still, a mean of
+/// per-batch *accuracies* weighted by size is the set's accuracy only when each is a plain
+/// per-sample mean: [`ClassificationError`] counts the samples themselves.
+///
+/// ```
+/// use burn_stoker::prelude::*;
+/// // `validation_cost` and `validation_accuracy`; `cost` and `accuracy` without a prefix.
+/// let stats = ScalarStats::new(["cost", "accuracy"]);
+/// let bare = ScalarStats::new(["cost", "accuracy"]).prefix("");
+/// # let _ = (stats, bare);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ScalarStats {
+    fetches: Vec<Fetch>,
+    prefix: String,
+    sums: Vec<f64>,
+    datapoints: u64,
+    batch_size: Option<usize>,
+}
+
+impl ScalarStats {
+    /// Average these scalar outputs.
+    pub fn new(names: impl IntoIterator<Item = &'static str>) -> Self {
+        let fetches: Vec<Fetch> = names.into_iter().map(Fetch::host).collect();
+        ScalarStats {
+            sums: vec![0.0; fetches.len()],
+            fetches,
+            prefix: "validation".into(),
+            datapoints: 0,
+            batch_size: None,
+        }
+    }
+    /// The prefix of the results' names (`validation` by default; empty for none).
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+}
+
+impl Inferencer for ScalarStats {
+    fn fetches(&self) -> &[Fetch] {
+        &self.fetches
+    }
+    fn before_inference(&mut self) {
+        self.sums.iter_mut().for_each(|s| *s = 0.0);
+        self.datapoints = 0;
+        self.batch_size = None;
+    }
+    fn needs_batch_size(&self) -> bool {
+        true
+    }
+    fn set_batch_size(&mut self, batch_size: usize) {
+        self.batch_size = Some(batch_size);
+    }
+    fn on_batch(&mut self, values: &Fetched<'_>) -> Result<()> {
+        let n = self.batch_size.take().ok_or_else(|| {
+            Error::msg(
+                "ScalarStats: the batch's number of datapoints is unknown: InferenceRunner tells it \
+                 (call set_batch_size before on_batch)",
+            )
+        })?;
+        for (sum, fetch) in self.sums.iter_mut().zip(&self.fetches) {
+            *sum += values.get::<f64>(&fetch.name)? * n as f64;
+        }
+        self.datapoints += n as u64;
+        Ok(())
+    }
+    fn after_inference(&mut self) -> Vec<(String, f64)> {
+        let n = self.datapoints as f64;
+        self.fetches
+            .iter()
+            .zip(&self.sums)
+            .map(|(fetch, sum)| {
+                (prefixed(&self.prefix, &fetch.name), if n == 0.0 { f64::NAN } else { sum / n })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,200 @@
+//! The trainer as a builder: what to train, on what, with which callbacks, for how long.
+
+use std::borrow::Cow;
+use std::marker::PhantomData;
+use std::path::PathBuf;
+
+use burn::module::Module;
+use burn::optim::ModuleOptimizer;
+
+#[cfg(doc)]
+use super::Outcome;
+use super::{DefaultCallbacks, TrainData};
+use crate::callback::Callbacks;
+use crate::param::HyperParams;
+
+/// The trainer: a model, a burn optimizer, training data, callbacks, and how long to train.
+///
+/// ```no_run
+/// # use burn_stoker::prelude::*;
+/// # use burn::nn::{Linear, LinearConfig};
+/// # use burn::optim::AdamConfig;
+/// # use burn::tensor::{Device, Tensor};
+/// let device = Device::default().autodiff();
+/// let model: Linear = LinearConfig::new(4, 1).init(&device);
+/// let batches = vec![(Tensor::<2>::ones([8, 4], &device), Tensor::<2>::zeros([8, 1], &device))];
+/// let report = Trainer::new(model, AdamConfig::new().init(), batches)
+///     .max_epoch(3)
+///     .auto_resume(true)
+///     .log_dir("train_log/linear")
+///     .train(|model: &Linear, (x, y): (Tensor<2>, Tensor<2>), _step: &mut Step<'_>| {
+///         (model.forward(x) - y).powi_scalar(2).mean()
+///     })?;
+/// # Ok::<(), burn_stoker::Error>(())
+/// ```
+pub struct Trainer<M, D, C = (), K = ()> {
+    pub(super) model: M,
+    pub(super) optimizer: ModuleOptimizer,
+    pub(super) data: D,
+    pub(super) callbacks: C,
+    pub(super) settings: Settings,
+    pub(super) marker: PhantomData<fn() -> K>,
+}
+
+/// Everything a trainer is told besides its model, optimizer, data and callbacks; the builder's
+/// methods set it, [`Trainer::train`] reads it.
+#[derive(Debug)]
+pub(super) struct Settings {
+    pub(super) defaults: DefaultCallbacks,
+    pub(super) max_epoch: u64,
+    pub(super) starting_epoch: u64,
+    pub(super) steps_per_epoch: Option<u64>,
+    pub(super) log_dir: PathBuf,
+    pub(super) hyper: HyperParams,
+    pub(super) resume: Resume,
+    pub(super) handle_signals: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            defaults: DefaultCallbacks::default(),
+            max_epoch: 1,
+            starting_epoch: 1,
+            steps_per_epoch: None,
+            log_dir: PathBuf::from("train_log"),
+            hyper: HyperParams::new(1e-3),
+            resume: Resume::Fresh,
+            handle_signals: true,
+        }
+    }
+}
+
+/// Where a run resumes from.
+#[derive(Debug, Clone)]
+pub(super) enum Resume {
+    Fresh,
+    From(PathBuf),
+    Auto,
+}
+
+impl<M: Module, D: TrainData> Trainer<M, D, (), ()> {
+    /// A trainer of `model` with `optimizer` (burn's, e.g. `AdamConfig::new().init()`) on `data`,
+    /// with the default callbacks, one epoch, learning rate 1e-3 and log directory `train_log`.
+    pub fn new(model: M, optimizer: impl Into<ModuleOptimizer>, data: D) -> Self {
+        Trainer {
+            model,
+            optimizer: optimizer.into(),
+            data,
+            callbacks: (),
+            settings: Settings::default(),
+            marker: PhantomData,
+        }
+    }
+}
+
+impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
+    /// The callbacks: one callback, a tuple, a `Vec`, or a `#[derive(Callbacks)]` struct.
+    pub fn callbacks<K2, C2: Callbacks<M, K2>>(self, callbacks: C2) -> Trainer<M, D, C2, K2> {
+        Trainer {
+            model: self.model,
+            optimizer: self.optimizer,
+            data: self.data,
+            callbacks,
+            settings: self.settings,
+            marker: PhantomData,
+        }
+    }
+    /// Replace the default callbacks (`DefaultCallbacks::none()` turns them all off).
+    pub fn default_callbacks(mut self, defaults: DefaultCallbacks) -> Self {
+        self.settings.defaults = defaults;
+        self
+    }
+    /// Train up to and including epoch `max_epoch`.
+    pub fn max_epoch(mut self, max_epoch: u64) -> Self {
+        self.settings.max_epoch = max_epoch;
+        self
+    }
+    /// The first epoch to train (1 unless resuming).
+    pub fn starting_epoch(mut self, starting_epoch: u64) -> Self {
+        self.settings.starting_epoch = starting_epoch;
+        self
+    }
+    /// Steps per epoch; by default, one pass over the data. When the data runs out within an
+    /// epoch, a new pass starts.
+    pub fn steps_per_epoch(mut self, steps: u64) -> Self {
+        self.settings.steps_per_epoch = Some(steps);
+        self
+    }
+    /// Where checkpoints, `stats.json` and event files go.
+    pub fn log_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.settings.log_dir = dir.into();
+        self
+    }
+    /// The initial learning rate.
+    pub fn learning_rate(mut self, value: f64) -> Self {
+        self.settings.hyper.set_learning_rate(value);
+        self
+    }
+    /// Register a named hyper-parameter that callbacks can set and the step can read.
+    pub fn hyper_param(mut self, name: impl Into<Cow<'static, str>>, value: f64) -> Self {
+        self.settings.hyper.register(name, value);
+        self
+    }
+    /// Register a named hyper-parameter that lives in an object of yours (tensorpack's
+    /// `ObjAttrParam`), read through `get` and written through `set`: callbacks set it by name,
+    /// the step reads it, checkpoints save and restore it. See [`HyperParams::register_fn`].
+    ///
+    /// # Panics
+    /// If `name` is `"learning_rate"` (built in).
+    pub fn hyper_param_fn(
+        mut self,
+        name: impl Into<Cow<'static, str>>,
+        get: impl Fn() -> f64 + Send + Sync + 'static,
+        set: impl Fn(f64) + Send + Sync + 'static,
+    ) -> Self {
+        self.settings.hyper.register_fn(name, get, set);
+        self
+    }
+    /// Register a named hyper-parameter held in a [`SharedParam`](crate::SharedParam) that your
+    /// step or data pipeline reads. See [`HyperParams::register_shared`].
+    ///
+    /// # Panics
+    /// If `name` is `"learning_rate"` (built in).
+    pub fn hyper_param_shared(
+        mut self,
+        name: impl Into<Cow<'static, str>>,
+        param: &crate::SharedParam,
+    ) -> Self {
+        self.settings.hyper.register_shared(name, param);
+        self
+    }
+    /// Resume from the latest complete checkpoint under `path` — a log directory, its
+    /// `checkpoints` folder, or one checkpoint's folder. Restored: the model's weights, the
+    /// optimizer's state, the counters and the position in the data (the same data, seeded the
+    /// same way, continues in the same order), every hyper-parameter, every stateful callback's
+    /// state (after its `setup`, before `before_train`) and the monitors' history; `stats.json` is
+    /// rewritten from the checkpoint and continued. A checkpoint that fails verification is
+    /// reported and the one before it is used; no usable checkpoint is an error.
+    ///
+    /// Random operations inside the step (dropout) draw from the backend's generator, which burn
+    /// does not expose: seed it to repeat them.
+    pub fn resume_from(mut self, path: impl Into<PathBuf>) -> Self {
+        self.settings.resume = Resume::From(path.into());
+        self
+    }
+    /// Resume from the log directory's latest complete checkpoint when there is one, as
+    /// [`resume_from`](Self::resume_from) does; start afresh when there is none.
+    pub fn auto_resume(mut self, enable: bool) -> Self {
+        self.settings.resume = if enable { Resume::Auto } else { Resume::Fresh };
+        self
+    }
+    /// Whether SIGINT and SIGTERM stop training gracefully (on by default): at the next step
+    /// boundary a checkpoint is written, `after_train` runs everywhere, the monitors are flushed
+    /// and the run returns [`Outcome::Interrupted`]; a second signal exits at once. While no
+    /// trainer runs, the signals act as they did before.
+    pub fn handle_signals(mut self, enable: bool) -> Self {
+        self.settings.handle_signals = enable;
+        self
+    }
+}

@@ -1,0 +1,227 @@
+//! The loop: setup, the epochs and their steps, the events between them, and the step
+//! boundaries where signals are noticed and checkpoints written.
+
+use std::borrow::Cow;
+
+use burn::module::Module;
+use burn::tensor::Tensor;
+
+use super::interrupt::{SignalGuard, signal_name};
+use super::resume::{Boundary, DataPosition};
+use super::run::{Phase, Run, wrap};
+use super::{BatchIter, Step, TrainData};
+use crate::callback::{Callbacks, Context, Event, TrainState};
+use crate::error::{Error, Result};
+
+impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
+    /// Deliver `event` to every callback in order.
+    #[inline]
+    pub(crate) fn deliver(&mut self, event: Event<'_>) -> Result<()> {
+        deliver_in_order(
+            &mut self.callbacks,
+            &self.order,
+            self.in_order,
+            &mut self.state,
+            (&mut self.phase, &mut self.cursor),
+            &self.names,
+            event,
+        )
+    }
+
+    pub(super) fn main_loop<D, F>(&mut self, data: &D, step: &mut F) -> Result<()>
+    where
+        D: TrainData,
+        F: FnMut(&M, D::Batch, &mut Step<'_>) -> Tensor<1>,
+    {
+        std::fs::create_dir_all(&self.state.log_dir).map_err(|e| Error::io(&self.state.log_dir, e))?;
+        // Setup, remembering how far it got so that after_train reaches exactly those callbacks.
+        for position in 0..self.order.len() {
+            self.set_up = position + 1;
+            let i = self.order[position];
+            self.phase = Phase::Callback(i, "setup");
+            let mut ctx = Context { state: &mut self.state };
+            self.callbacks
+                .dispatch(i, Event::Setup, &mut ctx)
+                .map_err(|e| wrap(&self.names[i], "setup", e))?;
+        }
+        self.phase = Phase::Trainer;
+        self.load_callback_states()?;
+        self.state.monitors.publish();
+
+        // The first pass starts now (a resumed run replays the passes and batches it had taken):
+        // its first batch tells the number of steps per epoch.
+        self.phase = Phase::Data;
+        let target = self.resumed.take().map(|r| r.data_position);
+        let mut pass = data.pass();
+        self.data_position = DataPosition { passes: 1, batches: 0 };
+        if let Some(target) = target {
+            for _ in 1..target.passes {
+                pass = data.pass();
+                self.data_position.passes += 1;
+            }
+            while self.data_position.batches < target.batches {
+                match pass.next_batch() {
+                    Some(batch) => drop(batch?),
+                    None => break,
+                }
+                self.data_position.batches += 1;
+            }
+        }
+        let mut first = pass.next_batch().transpose()?;
+        if first.is_none() && self.data_position.batches > 0 {
+            pass = data.pass();
+            self.data_position = DataPosition { passes: self.data_position.passes + 1, batches: 0 };
+            first = pass.next_batch().transpose()?;
+        }
+        if first.is_none() {
+            return Err(Error::Data("the training data produced no batch".into()));
+        }
+        self.data_position.batches += 1;
+        if self.state.counters.steps_per_epoch == 0 {
+            self.state.counters.steps_per_epoch = pass.batches_hint().unwrap_or(0);
+        }
+        if self.state.counters.steps_per_epoch == 0 {
+            return Err(Error::Data(
+                "the number of steps per epoch is unknown: set it with Trainer::steps_per_epoch".into(),
+            ));
+        }
+        self.phase = Phase::Trainer;
+
+        self.deliver(Event::BeforeTrain)?;
+        self.boundary(Boundary::BeforeTrain)?;
+        let mut names_checked = false;
+        let max_epoch = self.state.counters.max_epoch;
+        let mut epoch = self.state.counters.starting_epoch;
+        let mut local_step = self.first_local_step;
+        while epoch <= max_epoch && self.state.control.stop.is_none() {
+            let counters = &mut self.state.counters;
+            counters.epoch_num = epoch;
+            counters.local_step = std::mem::take(&mut local_step);
+            self.state.monitors.epoch_num = epoch;
+            self.deliver(Event::BeforeEpoch)?;
+            let steps = self.state.counters.steps_per_epoch;
+            while self.state.counters.local_step < steps
+                && self.state.control.stop.is_none()
+                && !self.state.control.skip_epoch
+            {
+                self.phase = Phase::Data;
+                let batch = match first.take() {
+                    Some(batch) => batch,
+                    None => {
+                        let next = match pass.next_batch() {
+                            Some(batch) => batch?,
+                            None => {
+                                pass = data.pass();
+                                self.data_position =
+                                    DataPosition { passes: self.data_position.passes + 1, batches: 0 };
+                                pass.next_batch().ok_or_else(|| {
+                                    Error::Data("the training data produced no batch in a new pass".into())
+                                })??
+                            }
+                        };
+                        self.data_position.batches += 1;
+                        next
+                    }
+                };
+                self.phase = Phase::Trainer;
+                let mut mask = 0;
+                for &(i, slots) in &self.fetchers {
+                    if self.callbacks.wants_fetch(i, &self.state.counters) {
+                        mask |= slots;
+                    }
+                }
+                self.deliver(Event::BeforeStep)?;
+                self.run_step(batch, step)?;
+                if !names_checked && !self.fetchers.is_empty() {
+                    let owners: Vec<(String, u64)> =
+                        self.fetchers.iter().map(|&(i, m)| (self.names[i].to_string(), m)).collect();
+                    self.plan.check_names(&self.outputs, &owners, "the training step")?;
+                    names_checked = true;
+                }
+                self.plan.fill(&self.outputs, mask)?;
+                let values = if mask == 0 { crate::fetch::Fetched::none() } else { self.plan.view() };
+                deliver_in_order(
+                    &mut self.callbacks,
+                    &self.order,
+                    self.in_order,
+                    &mut self.state,
+                    (&mut self.phase, &mut self.cursor),
+                    &self.names,
+                    Event::AfterStep(values),
+                )?;
+                self.deliver(Event::TriggerStep)?;
+                self.boundary(Boundary::Step)?;
+            }
+            self.state.control.skip_epoch = false;
+            if self.state.control.stop.is_some() {
+                break;
+            }
+            self.deliver(Event::AfterEpoch)?;
+            self.deliver(Event::TriggerEpoch)?;
+            self.state.monitors.end_epoch();
+            self.boundary(Boundary::EpochEnd)?;
+            epoch += 1;
+        }
+        Ok(())
+    }
+
+    /// Between steps: notice a signal, and write the checkpoint some callback asked for. Costs a
+    /// relaxed atomic load and two tests when there is nothing to do.
+    #[inline]
+    fn boundary(&mut self, at: Boundary) -> Result<()> {
+        if let Some(signal) = self.signals.as_ref().and_then(SignalGuard::received)
+            && self.interrupted.is_none()
+        {
+            self.on_signal(signal);
+        }
+        if self.state.control.checkpoint.is_some() || !self.state.control.copies.is_empty() {
+            self.write_checkpoint(at)?;
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn on_signal(&mut self, signal: i32) {
+        let name = signal_name(signal);
+        eprintln!(
+            "stoker: {name} received: stopping at this step boundary after writing a checkpoint; {name} again exits at once"
+        );
+        let policy = self.state.checkpoint_policy;
+        self.state.control.checkpoint.get_or_insert(policy);
+        if self.state.control.stop.is_none() {
+            self.state.control.stop = Some(format!("interrupted by {name}"));
+        }
+        self.interrupted = Some(name);
+    }
+}
+
+#[inline]
+fn deliver_in_order<M, K, C: Callbacks<M, K>>(
+    callbacks: &mut C,
+    order: &[usize],
+    in_order: bool,
+    state: &mut TrainState<M>,
+    (phase, cursor): (&mut Phase, &mut usize),
+    names: &[Cow<'static, str>],
+    event: Event<'_>,
+) -> Result<()> {
+    let mut ctx = Context { state };
+    if in_order {
+        *phase = Phase::Delivering(event.name());
+        if let Err(e) = callbacks.dispatch_all(0, event, &mut ctx, cursor) {
+            return Err(wrap(&names[*cursor], event.name(), e));
+        }
+    } else {
+        for &i in order {
+            *phase = Phase::Callback(i, event.name());
+            if let Err(e) = callbacks.dispatch(i, event, &mut ctx) {
+                return Err(wrap(&names[i], event.name(), e));
+            }
+        }
+    }
+    *phase = Phase::Trainer;
+    if ctx.state.monitors.has_pending() {
+        ctx.state.monitors.publish();
+    }
+    Ok(())
+}

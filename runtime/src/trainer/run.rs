@@ -1,0 +1,279 @@
+//! A run of the trainer: [`Trainer::train`], the state of one run ([`Run`]), setting it up and
+//! tearing it down (`after_train` for every callback that was set up, whatever happened).
+
+use std::borrow::Cow;
+use std::marker::PhantomData;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+
+use burn::module::Module;
+use burn::tensor::Tensor;
+
+use super::builder::{Resume, Settings};
+use super::interrupt::SignalGuard;
+use super::resume::{DataPosition, Restored};
+use super::{Outcome, Step, TrainData, TrainReport, Trainer};
+use crate::callback::{Callbacks, Context, Control, Counters, Event, TrainState, resolve_order};
+use crate::error::{Error, Result};
+use crate::fetch::{FetchPlan, Outputs};
+use crate::monitor::Monitors;
+use crate::saver::{Checkpoint, KeepPolicy};
+
+impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
+    /// Train: run the callbacks' lifecycle around `step`, which computes the loss of one batch
+    /// (and may put named outputs). Returns the trained model, or the first error; `after_train`
+    /// runs for every callback whose setup ran, and the monitors are flushed, in every case.
+    pub fn train<F>(self, step: F) -> Result<TrainReport<M>>
+    where
+        F: FnMut(&M, D::Batch, &mut Step<'_>) -> Tensor<1>,
+    {
+        let Trainer { mut model, mut optimizer, data, callbacks, settings, marker: _ } = self;
+        let Settings {
+            defaults,
+            max_epoch,
+            starting_epoch,
+            steps_per_epoch,
+            log_dir,
+            mut hyper,
+            resume,
+            handle_signals,
+        } = settings;
+        let checkpoint = match &resume {
+            Resume::Fresh => None,
+            Resume::Auto => Checkpoint::latest(&log_dir)?,
+            Resume::From(path) => Some(Checkpoint::latest(path)?.ok_or_else(|| {
+                Error::Checkpoint(format!("no checkpoint to resume from in {}", path.display()))
+            })?),
+        };
+        let mut counters = Counters {
+            epoch_num: starting_epoch - 1,
+            global_step: 0,
+            local_step: 0,
+            starting_epoch,
+            max_epoch,
+            steps_per_epoch: steps_per_epoch.unwrap_or(0),
+        };
+        let mut restored = None;
+        if let Some(checkpoint) = checkpoint {
+            let r = Restored::read(checkpoint, &mut model, &mut optimizer, &mut hyper, &mut counters)?;
+            restored = Some(r);
+        } else if starting_epoch == 0 || starting_epoch > max_epoch.max(1) {
+            return Err(Error::msg(format!(
+                "starting_epoch must be between 1 and max_epoch ({max_epoch}), not {starting_epoch}"
+            )));
+        }
+        let signals = if handle_signals {
+            Some(
+                SignalGuard::install()
+                    .map_err(|e| Error::msg(format!("handling SIGINT and SIGTERM: {e}")))?,
+            )
+        } else {
+            None
+        };
+        let mut run = Run::new(
+            (defaults, callbacks),
+            TrainState {
+                counters,
+                model: Some(model),
+                optimizer,
+                hyper,
+                monitors: Monitors::new(),
+                control: Control::default(),
+                log_dir,
+                checkpoint_policy: KeepPolicy::default(),
+            },
+        )?;
+        run.signals = signals;
+        if let Some(restored) = restored {
+            run.restore(restored)?;
+        }
+        let outcome = {
+            let mut step = step;
+            catch_unwind(AssertUnwindSafe(|| run.main_loop(&data, &mut step)))
+        };
+        let result = match outcome {
+            Ok(result) => result,
+            Err(payload) => Err(Error::Panic { location: run.location(), message: panic_message(&*payload) }),
+        };
+        let after = run.after_train();
+        let closed = run.state.monitors.close();
+        let result = result.and(after).and(closed);
+        let model = run.state.model.take();
+        let outcome = match (run.interrupted.take(), run.state.control.stop.take()) {
+            (Some(signal), _) => Outcome::Interrupted { signal, checkpoint: run.last_checkpoint.clone() },
+            (None, Some(reason)) => Outcome::Stopped(reason),
+            (None, None) => Outcome::Finished,
+        };
+        match (result, model) {
+            (Ok(()), Some(model)) => Ok(TrainReport {
+                model,
+                outcome,
+                counters: run.state.counters,
+                fetch_transfers: run.plan.transfers(),
+            }),
+            (Ok(()), None) => Err(Error::msg("the model was lost")),
+            (Err(error), _) => Err(error),
+        }
+    }
+}
+
+/// Where the trainer is, to name the culprit of a panic.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Phase {
+    Trainer,
+    Callback(usize, &'static str),
+    /// Delivering an event to every callback in one pass; the run's `cursor` names the callback.
+    Delivering(&'static str),
+    Step,
+    Data,
+}
+
+/// One run: the callbacks, the state they see, and what the trainer resolved at setup (names,
+/// order, fetch slots, step hooks). Its methods live by concept: setup and teardown here, the loop
+/// in `main_loop`, one step in `step`, checkpoints in `resume`.
+pub(crate) struct Run<M, C, K> {
+    pub(super) callbacks: C,
+    pub(super) state: TrainState<M>,
+    pub(super) names: Vec<Cow<'static, str>>,
+    pub(super) order: Vec<usize>,
+    /// Callbacks that declare fetches, with their slots.
+    pub(super) fetchers: Vec<(usize, u64)>,
+    /// Callbacks that take the loss before backward, and the gradients after it, in run order.
+    pub(super) loss_hooks: Vec<usize>,
+    pub(super) grad_hooks: Vec<usize>,
+    pub(super) plan: FetchPlan,
+    pub(super) outputs: Outputs,
+    pub(super) phase: Phase,
+    /// Whether the resolved order is the registration order (events then go in one pass).
+    pub(super) in_order: bool,
+    /// The flat index of the callback running during a one-pass delivery.
+    pub(super) cursor: usize,
+    /// How many callbacks (in `order`) had their setup attempted.
+    pub(super) set_up: usize,
+    /// Passes started over the training data, batches taken from the current one.
+    pub(super) data_position: DataPosition,
+    /// What a resumed run still has to restore or replay once the callbacks are set up.
+    pub(super) resumed: Option<Restored>,
+    /// The local step the first epoch starts at (a run resumed in the middle of an epoch).
+    pub(super) first_local_step: u64,
+    pub(super) signals: Option<SignalGuard>,
+    /// The signal that stopped training.
+    pub(super) interrupted: Option<String>,
+    /// The last complete checkpoint written or resumed from.
+    pub(super) last_checkpoint: Option<PathBuf>,
+    pub(super) marker: PhantomData<fn() -> K>,
+}
+
+impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
+    pub(crate) fn new(callbacks: C, state: TrainState<M>) -> Result<Self> {
+        let count = callbacks.len();
+        let mut names = Vec::with_capacity(count);
+        let mut orders = Vec::with_capacity(count);
+        let mut plan = FetchPlan::default();
+        let mut fetchers = Vec::new();
+        let mut hooks = Vec::with_capacity(count);
+        for i in 0..count {
+            let info = callbacks.info(i);
+            hooks.push(info.step_hooks);
+            let mut mask = 0;
+            for fetch in info.fetches {
+                mask |= plan.declare(fetch, &info.name)?;
+            }
+            if mask != 0 {
+                fetchers.push((i, mask));
+            }
+            names.push(info.name);
+            orders.push(info.order);
+        }
+        for (i, name) in names.iter().enumerate() {
+            if names[..i].contains(name) {
+                return Err(Error::Order(format!(
+                    "two callbacks are named `{name}`; give one another name so that order constraints and errors can tell them apart"
+                )));
+            }
+        }
+        let order = resolve_order(&names, &orders)?;
+        let in_order = order.iter().enumerate().all(|(position, &i)| position == i);
+        let loss_hooks = order.iter().copied().filter(|&i| hooks[i].loss).collect();
+        let grad_hooks = order.iter().copied().filter(|&i| hooks[i].gradients).collect();
+        Ok(Run {
+            loss_hooks,
+            grad_hooks,
+            callbacks,
+            state,
+            names,
+            order,
+            fetchers,
+            plan,
+            outputs: Outputs::new(),
+            phase: Phase::Trainer,
+            in_order,
+            cursor: 0,
+            set_up: 0,
+            data_position: DataPosition::default(),
+            resumed: None,
+            first_local_step: 0,
+            signals: None,
+            interrupted: None,
+            last_checkpoint: None,
+            marker: PhantomData,
+        })
+    }
+
+    fn location(&self) -> String {
+        match self.phase {
+            Phase::Trainer => "the trainer".into(),
+            Phase::Callback(i, event) => format!("callback `{}` in {event}", self.names[i]),
+            Phase::Delivering(event) => format!("callback `{}` in {event}", self.names[self.cursor]),
+            Phase::Step => "the training step".into(),
+            Phase::Data => "the data loader".into(),
+        }
+    }
+
+    /// `after_train` for every callback whose setup ran, each shielded from the others' panics.
+    fn after_train(&mut self) -> Result<()> {
+        let mut first_error = None;
+        for position in 0..self.set_up {
+            let i = self.order[position];
+            self.phase = Phase::Callback(i, "after_train");
+            let callbacks = &mut self.callbacks;
+            let state = &mut self.state;
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                let mut ctx = Context { state };
+                callbacks.dispatch(i, Event::AfterTrain, &mut ctx)
+            }));
+            let error = match outcome {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(wrap(&self.names[i], "after_train", e)),
+                Err(payload) => Some(Error::Panic {
+                    location: format!("callback `{}` in after_train", self.names[i]),
+                    message: panic_message(&*payload),
+                }),
+            };
+            if let Some(error) = error {
+                if first_error.is_none() {
+                    first_error = Some(error);
+                } else {
+                    eprintln!("stoker: {error}");
+                }
+            }
+        }
+        self.phase = Phase::Trainer;
+        self.state.monitors.publish();
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+pub(super) fn wrap(name: &str, event: &'static str, error: Error) -> Error {
+    Error::Callback { callback: name.to_string(), event, source: Box::new(error) }
+}
+
+pub(super) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".into()
+    }
+}
