@@ -7,17 +7,23 @@
 
 mod ast;
 mod attr;
+mod ctxt;
+mod event;
 mod expand;
 mod fallback;
-#[cfg(test)]
-mod malformed;
+mod symbol;
 mod valid;
+
+#[cfg(test)]
+mod tests;
 
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::spanned::Spanned;
 
-use attr::{Errors, Place};
+use attr::Place;
+use ctxt::Ctxt;
+use symbol::{CALLBACK, FETCH, ORDER, Symbol};
 
 /// Turn a function or an impl block into a callback.
 ///
@@ -84,7 +90,7 @@ pub fn callback(args: proc_macro::TokenStream, item: proc_macro::TokenStream) ->
 /// ```
 #[proc_macro_attribute]
 pub fn fetch(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> proc_macro::TokenStream {
-    relocate("fetch", args.into(), item.into()).into()
+    relocate(FETCH, args.into(), item.into()).into()
 }
 
 /// Ordering constraints of a callback within every event: `#[order(after = A, before = B)]`,
@@ -102,7 +108,7 @@ pub fn fetch(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 /// ```
 #[proc_macro_attribute]
 pub fn order(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> proc_macro::TokenStream {
-    relocate("order", args.into(), item.into()).into()
+    relocate(ORDER, args.into(), item.into()).into()
 }
 
 /// Make a struct whose fields are callbacks (or sets of callbacks) one set of callbacks,
@@ -128,14 +134,16 @@ pub fn order(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 ///
 /// let _set = Training { saver: ModelSaver::new(3), note: CheckpointNote };
 /// ```
-#[proc_macro_derive(Callbacks, attributes(order, every_k_steps, every_k_epochs, enable_if, chief_only))]
+#[proc_macro_derive(
+    Callbacks,
+    attributes(callbacks, order, every_k_steps, every_k_epochs, enable_if, chief_only)
+)]
 pub fn derive_callbacks(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
     expand_derive(input.into()).into()
 }
 
 /// The expansion of `#[callback(args)] item`, on token streams (so that tests can feed it anything).
 pub(crate) fn expand_callback(args: TokenStream, item: TokenStream) -> TokenStream {
-    let mut errors = Errors::default();
     let item: syn::Item = match syn::parse2(item.clone()) {
         Ok(item) => item,
         Err(error) => {
@@ -147,35 +155,37 @@ pub(crate) fn expand_callback(args: TokenStream, item: TokenStream) -> TokenStre
     let args_span = proc_macro2::Span::call_site();
     match item {
         syn::Item::Fn(function) => {
-            let args = attr::parse_hook_args(args, Place::Function, &mut errors);
-            let input = ast::CallbackFn::from_syn(args, function, &mut errors);
-            valid::hook(&input.hook, &mut errors, args_span);
+            let errors = Ctxt::new();
+            let args = attr::parse_hook_args(args, Place::Function, &errors);
+            let input = ast::CallbackFn::from_syn(args, function, &errors);
+            valid::hook(&input.hook, &errors, args_span);
             if let Some(order) = &input.order {
-                valid::order(order, &input.name.to_string(), &mut errors);
+                valid::order(order, &input.name.to_string(), &errors);
             }
-            if errors.is_empty() {
-                expand::callback_fn(&input)
-            } else {
-                let mut out = errors.to_compile_errors();
-                out.extend(fallback::callback_fn(&input));
-                out
+            match errors.check() {
+                Ok(()) => expand::callback_fn(&input),
+                Err(mut out) => {
+                    out.extend(fallback::callback_fn(&input));
+                    out
+                }
             }
         }
         syn::Item::Impl(block) => {
-            let args = attr::parse_hook_args(args, Place::Impl, &mut errors);
-            let input = ast::CallbackImpl::from_syn(args, block, &mut errors);
+            let errors = Ctxt::new();
+            let args = attr::parse_hook_args(args, Place::Impl, &errors);
+            let input = ast::CallbackImpl::from_syn(args, block, &errors);
             for hook in &input.hooks {
-                valid::hook(hook, &mut errors, hook.span);
+                valid::hook(hook, &errors, hook.span);
             }
             if let Some(order) = &input.order {
-                valid::order(order, &input.name, &mut errors);
+                valid::order(order, &input.name, &errors);
             }
-            if errors.is_empty() {
-                expand::callback_impl(&input)
-            } else {
-                let mut out = errors.to_compile_errors();
-                out.extend(fallback::callback_impl(&input));
-                out
+            match errors.check() {
+                Ok(()) => expand::callback_impl(&input),
+                Err(mut out) => {
+                    out.extend(fallback::callback_impl(&input));
+                    out
+                }
             }
         }
         other => {
@@ -215,8 +225,8 @@ fn item_span(item: &syn::Item) -> proc_macro2::Span {
 
 /// `#[fetch]` / `#[order]` written above `#[callback]` run first: move them below it, where
 /// `#[callback]` reads them. Anywhere else they are an error.
-pub(crate) fn relocate(name: &str, args: TokenStream, item: TokenStream) -> TokenStream {
-    let ident = syn::Ident::new(name, proc_macro2::Span::call_site());
+pub(crate) fn relocate(name: Symbol, args: TokenStream, item: TokenStream) -> TokenStream {
+    let ident = syn::Ident::new(name.as_str(), proc_macro2::Span::call_site());
     let mut parsed: syn::Item = match syn::parse2(item.clone()) {
         Ok(parsed) => parsed,
         Err(error) => {
@@ -229,26 +239,26 @@ pub(crate) fn relocate(name: &str, args: TokenStream, item: TokenStream) -> Toke
         syn::Item::Impl(i) => Some(&mut i.attrs),
         _ => None,
     };
-    let Some(attrs) = attrs.filter(|attrs| attrs.iter().any(|a| attr::is_attr(a, "callback"))) else {
+    let Some(attrs) = attrs.filter(|attrs| attrs.iter().any(|a| attr::is_attr(a, CALLBACK))) else {
         let message = format!(
             "`#[{name}]` works with `#[callback]`: write `#[callback(...)]` on this item, with `#[{name}(...)]` under it"
         );
         let error = syn::Error::new(proc_macro2::Span::call_site(), message).to_compile_error();
         return quote!(#error #item);
     };
-    let position = attrs.iter().position(|a| attr::is_attr(a, "callback")).expect("found above");
+    let position = attrs.iter().position(|a| attr::is_attr(a, CALLBACK)).expect("found above");
     let moved: syn::Attribute = syn::parse_quote!(#[#ident(#args)]);
     attrs.insert(position + 1, moved);
     quote!(#parsed)
 }
 
 pub(crate) fn expand_derive(input: TokenStream) -> TokenStream {
-    let mut errors = Errors::default();
     let input: syn::DeriveInput = match syn::parse2(input) {
         Ok(input) => input,
         Err(error) => return error.to_compile_error(),
     };
-    let composition = ast::Composition::from_syn(&input, &mut errors);
+    let errors = Ctxt::new();
+    let composition = ast::Composition::from_syn(&input, &errors);
     let mut seen: Vec<(String, &syn::Type)> = Vec::new();
     for field in &composition.fields {
         let ty = &field.ty;
@@ -261,15 +271,15 @@ pub(crate) fn expand_derive(input: TokenStream) -> TokenStream {
         }
         seen.push((key, ty));
         if let Some(order) = &field.order {
-            valid::order(order, &attr::path_name(&type_path(ty)), &mut errors);
+            valid::order(order, &attr::path_name(&type_path(ty)), &errors);
         }
     }
-    if errors.is_empty() {
-        expand::derive_callbacks(&composition)
-    } else {
-        let mut out = errors.to_compile_errors();
-        out.extend(fallback::composition(&composition));
-        out
+    match errors.check() {
+        Ok(()) => expand::derive_callbacks(&composition),
+        Err(mut out) => {
+            out.extend(fallback::composition(&composition));
+            out
+        }
     }
 }
 
