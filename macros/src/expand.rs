@@ -8,7 +8,7 @@ use syn::spanned::Spanned;
 use syn::{GenericParam, Ident, ReturnType, Type, TypeParamBound};
 
 use crate::ast::{CallbackFn, CallbackImpl, Hook, Model, Param};
-use crate::attr::{self, OrderAttr, Period};
+use crate::attr::{OrderAttr, Period};
 use crate::event::EventKind;
 
 /// Where generated code finds the runtime: `::burn_stoker` unless `crate = "..."` names it.
@@ -210,27 +210,42 @@ fn add_hook(
     }
 }
 
+/// The `Order` of `order`'s constraints. Each target is a type, named by its
+/// `CallbackKind::NAME`: a path that names no type, or a type that is not a callback, is a
+/// compile error on the path.
+fn order_value(rt: &Runtime, order: &OrderAttr) -> TokenStream {
+    let p = rt.private();
+    let name = |path: &syn::Path| {
+        let span = Span::call_site().located_at(path.span());
+        let at = rt.private_at(span);
+        quote_spanned!(span=> <#path as #at::CallbackKind>::NAME)
+    };
+    let after = order.after.iter().map(name);
+    let before = order.before.iter().map(name);
+    quote!(#p::Order::none() #(.after(#after))* #(.before(#before))*)
+}
+
 fn order_method(rt: &Runtime, order: &Option<OrderAttr>) -> TokenStream {
     let p = rt.private();
     let Some(order) = order else { return TokenStream::new() };
-    let after: Vec<String> = order.after.iter().map(attr::path_name).collect();
-    let before: Vec<String> = order.before.iter().map(attr::path_name).collect();
+    let value = order_value(rt, order);
     quote! {
         fn order(&self) -> #p::Order {
-            #p::Order::none() #(.after(#after))* #(.before(#before))*
+            #value
         }
     }
 }
 
-/// Each ordering target must name something in scope (checked where the user wrote it).
-fn order_checks(order: &Option<OrderAttr>) -> TokenStream {
-    let Some(order) = order else { return TokenStream::new() };
-    let checks = order
-        .after
-        .iter()
-        .chain(&order.before)
-        .map(|path| quote_spanned!(path.span()=> #[allow(unused_imports)] use #path as _;));
-    quote!(#(#checks)*)
+/// `impl CallbackKind for #ty`: the name an order target naming this type designates.
+pub fn kind_impl(rt: &Runtime, generics: &syn::Generics, ty: &TokenStream, name: &str) -> TokenStream {
+    let p = rt.private();
+    let (impl_generics, _, where_clause) = generics.split_for_impl();
+    quote! {
+        #[automatically_derived]
+        impl #impl_generics #p::CallbackKind for #ty #where_clause {
+            const NAME: &'static str = #name;
+        }
+    }
 }
 
 fn trait_methods(rt: &Runtime, methods: Methods, model: &TokenStream) -> TokenStream {
@@ -274,6 +289,11 @@ fn trait_methods(rt: &Runtime, methods: Methods, model: &TokenStream) -> TokenSt
 /// The model type parameter introduced when the model is `impl Trait` or not named at all.
 fn model_param() -> Ident {
     Ident::new("__StokerModel", Span::call_site())
+}
+
+/// `<A, B>` of the struct's type parameters.
+pub fn struct_generics(params: &[Ident]) -> syn::Generics {
+    if params.is_empty() { syn::Generics::default() } else { syn::parse_quote!(<#(#params),*>) }
 }
 
 /// The type parameters of a callback function that its struct carries: all but the model's.
@@ -390,14 +410,14 @@ pub fn callback_fn(input: &CallbackFn) -> TokenStream {
     add_hook(&rt, &mut methods, hook, |args| quote!(#fn_ident #turbofish (#(#args),*)));
     let trait_methods = trait_methods(&rt, methods, &model);
     let order = order_method(&rt, &input.order);
-    let checks = order_checks(&input.order);
     let chief = hook.args.chief_only.map(|(value, _)| quote!(fn chief_only(&self) -> bool { #value }));
     let (struct_def, struct_ty) = callback_struct(input, &struct_params);
+    let kind = kind_impl(&rt, &struct_generics(&struct_params), &struct_ty, &name_str);
 
     quote! {
         #item
         #struct_def
-        const _: () = { #checks };
+        #kind
         #[automatically_derived]
         impl<#(#impl_params),*> #p::Callback<#model> for #struct_ty #where_clause {
             fn name(&self) -> #p::Cow<'static, str> {
@@ -459,7 +479,7 @@ pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
     }
     let trait_methods = trait_methods(&rt, methods, &model);
     let order = order_method(&rt, &input.order);
-    let checks = order_checks(&input.order);
+    let kind = kind_impl(&rt, &item.generics, &quote!(#self_ty), name_str);
     let chief = input.args.chief_only.map(|(value, _)| quote!(fn chief_only(&self) -> bool { #value }));
     let state = input.args.state.map(|span| {
         // Both calls carry the same obligation at the `state` token: one error, not one per call.
@@ -478,7 +498,7 @@ pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
     });
     quote! {
         #item
-        const _: () = { #checks };
+        #kind
         #[automatically_derived]
         impl<#(#params),*> #p::Callback<#model> for #self_ty #where_clause {
             fn name(&self) -> #p::Cow<'static, str> {
@@ -497,7 +517,7 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
     let p = rt.private();
     let ident = &input.ident;
     let m = model_param();
-    let (_, ty_generics, where_clause) = input.generics.split_for_impl();
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
     let mut params: Vec<TokenStream> = input.generics.params.iter().map(|p| quote!(#p)).collect();
     params.push(quote!(#m));
     let mut predicates: Vec<TokenStream> =
@@ -520,9 +540,8 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
         len.push(quote!(#set::len(&self.#member)));
         let extra_order = match &field.order {
             Some(order) => {
-                let after: Vec<String> = order.after.iter().map(attr::path_name).collect();
-                let before: Vec<String> = order.before.iter().map(attr::path_name).collect();
-                quote!(info.order = info.order.merge(#p::Order::none() #(.after(#after))* #(.before(#before))*);)
+                let value = order_value(&rt, order);
+                quote!(info.order = info.order.merge(#value);)
             }
             None => quote!(),
         };
@@ -584,9 +603,11 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
             index -= len;
         });
     }
-    let checks = input.fields.iter().map(|field| order_checks(&field.order));
+    let checks = field_checks(&rt, input);
     quote! {
-        const _: () = { #(#checks)* };
+        #checks
+        #[automatically_derived]
+        impl #impl_generics #p::CallbackSet for #ident #ty_generics #where_clause {}
         #[automatically_derived]
         impl<#(#params),*> #p::Callbacks<#m, (#(#markers,)*)> for #ident #ty_generics
         where #(#predicates,)*
@@ -637,4 +658,45 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
             }
         }
     }
+}
+
+/// Every field is a callback or a set of callbacks, checked where the struct is defined, with the
+/// error on the field's type (without it, a wrong field shows only where the set is used, as an
+/// unsatisfied `Callbacks` bound that does not name the field). A field whose type mentions a
+/// type parameter of the struct is left to the `Callbacks` impl's bounds.
+fn field_checks(rt: &Runtime, input: &crate::ast::Composition) -> TokenStream {
+    let type_params: Vec<&Ident> = input.generics.type_params().map(|t| &t.ident).collect();
+    let checks: Vec<TokenStream> = input
+        .fields
+        .iter()
+        .filter(|field| !mentions(field.ty.to_token_stream(), &type_params))
+        .map(|field| {
+            let ty = &field.ty;
+            let span = Span::call_site().located_at(ty.span());
+            quote_spanned!(span=> __stoker_is_callback_set::<#ty>();)
+        })
+        .collect();
+    if checks.is_empty() {
+        return TokenStream::new();
+    }
+    let p = rt.private();
+    let (impl_generics, _, where_clause) = input.generics.split_for_impl();
+    quote! {
+        const _: () = {
+            fn __stoker_is_callback_set<T: #p::CallbackSet + ?::core::marker::Sized>() {}
+            #[allow(dead_code, clippy::extra_unused_type_parameters)]
+            fn __stoker_fields #impl_generics () #where_clause {
+                #(#checks)*
+            }
+        };
+    }
+}
+
+/// Whether `tokens` name one of `idents` anywhere.
+fn mentions(tokens: TokenStream, idents: &[&Ident]) -> bool {
+    tokens.into_iter().any(|tree| match tree {
+        TokenTree::Ident(ident) => idents.contains(&&ident),
+        TokenTree::Group(group) => mentions(group.stream(), idents),
+        _ => false,
+    })
 }

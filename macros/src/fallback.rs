@@ -6,7 +6,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 use crate::ast::{CallbackFn, CallbackImpl, Composition};
-use crate::expand::Runtime;
+use crate::expand::{Runtime, kind_impl, struct_generics};
 
 pub fn callback_fn(input: &CallbackFn) -> TokenStream {
     // The function as written, less what rustc would reject a second time (a `self` parameter,
@@ -17,10 +17,13 @@ pub fn callback_fn(input: &CallbackFn) -> TokenStream {
     // The struct the function would have made, a callback of every model that does nothing.
     let params = crate::expand::struct_params(input);
     let (struct_def, struct_ty) = crate::expand::callback_struct(input, &params);
-    let p = Runtime::new(input.hook.args.krate.as_ref()).private();
+    let rt = Runtime::new(input.hook.args.krate.as_ref());
+    let p = rt.private();
+    let kind = kind_impl(&rt, &struct_generics(&params), &struct_ty, &input.name.to_string());
     quote! {
         #item
         #struct_def
+        #kind
         #[automatically_derived]
         impl<#(#params,)* __StokerModel> #p::Callback<__StokerModel> for #struct_ty {}
     }
@@ -34,9 +37,12 @@ pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
     let self_ty = &item.self_ty;
     let params = item.generics.params.iter();
     let where_clause = &item.generics.where_clause;
-    let p = Runtime::new(input.args.krate.as_ref()).private();
+    let rt = Runtime::new(input.args.krate.as_ref());
+    let p = rt.private();
+    let kind = kind_impl(&rt, &item.generics, &quote!(#self_ty), &input.name);
     quote! {
         #item
+        #kind
         #[automatically_derived]
         impl<#(#params,)* __StokerModel> #p::Callback<__StokerModel> for #self_ty #where_clause {}
     }
@@ -44,10 +50,12 @@ pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
 
 pub fn composition(input: &Composition) -> TokenStream {
     let ident = &input.ident;
-    let (_, ty_generics, where_clause) = input.generics.split_for_impl();
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
     let params = input.generics.params.iter();
     let p = Runtime::new(input.krate.as_ref()).private();
     quote! {
+        #[automatically_derived]
+        impl #impl_generics #p::CallbackSet for #ident #ty_generics #where_clause {}
         #[automatically_derived]
         impl<#(#params,)* __StokerModel> #p::Callbacks<__StokerModel, ()> for #ident #ty_generics #where_clause {
             fn len(&self) -> usize { 0 }
