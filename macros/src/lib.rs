@@ -35,6 +35,10 @@ use symbol::{CALLBACK, FETCH, ORDER, Symbol};
 /// On `trigger`, the periods mean tensorpack's `PeriodicTrigger`; on step and epoch events,
 /// `PeriodicCallback` (the last step and epoch are always delivered).
 ///
+/// Generated code names the runtime `::burn_stoker`; a crate that renamed the dependency says
+/// where it is with `crate = "path"` (serde's `#[serde(crate = "...")]`), on a function or an
+/// impl block: `#[callback(on = trigger, crate = "stoker")]`.
+///
 /// ```
 /// use burn_stoker::prelude::*;
 ///
@@ -94,8 +98,10 @@ pub fn fetch(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 }
 
 /// Ordering constraints of a callback within every event: `#[order(after = A, before = B)]`,
-/// `after = [A, B]` for several. Targets are callback types in scope; the trainer sorts the
-/// callbacks topologically and reports cycles and missing targets by name.
+/// `after = [A, B]` for several. Targets are callback types in scope, checked by the compiler:
+/// a type made by `#[callback]`, a built-in callback, or a hand-written one that implements
+/// `burn_stoker::CallbackKind` (one line). The trainer sorts the callbacks topologically by the
+/// targets' `CallbackKind::NAME` and reports cycles and missing targets by name.
 ///
 /// ```
 /// use burn_stoker::prelude::*;
@@ -114,7 +120,9 @@ pub fn order(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 /// Make a struct whose fields are callbacks (or sets of callbacks) one set of callbacks,
 /// dispatched statically. Fields take `#[order(after = X, before = Y)]`, `#[every_k_steps(N)]`,
 /// `#[every_k_epochs(N)]` (`PeriodicCallback`'s gating), `#[enable_if(path)]` and
-/// `#[chief_only]` / `#[chief_only(false)]`.
+/// `#[chief_only]` / `#[chief_only(false)]`. Every field is a callback or a set of callbacks
+/// (`burn_stoker::CallbackSet`), checked on the field. On the struct,
+/// `#[callbacks(crate = "path")]` names a renamed runtime.
 ///
 /// ```
 /// use burn_stoker::prelude::*;
