@@ -13,13 +13,13 @@ use crate::event::EventKind;
 
 /// Where generated code finds the runtime: `::burn_stoker` unless `crate = "..."` names it.
 pub struct Runtime {
-    krate: TokenStream,
+    krate: Option<syn::Path>,
 }
 
 impl Runtime {
     /// The runtime at `krate`, or at `::burn_stoker`.
     pub fn new(krate: Option<&syn::Path>) -> Runtime {
-        Runtime { krate: krate.map_or_else(|| quote!(::burn_stoker), ToTokens::to_token_stream) }
+        Runtime { krate: krate.cloned() }
     }
 
     /// The hidden module, at the call site.
@@ -27,29 +27,20 @@ impl Runtime {
         self.private_at(Span::call_site())
     }
 
-    /// The hidden module, every token at `span` (so that errors of a spanned obligation point
-    /// at the user's tokens, not at the macro).
+    /// The hidden module, every token written at `span` (so that errors of a spanned obligation
+    /// point at the user's tokens, and two obligations at one place give one error).
     pub fn private_at(&self, span: Span) -> TokenStream {
-        let krate = respan(self.krate.clone(), span);
-        quote_spanned!(span=> #krate::__private)
-    }
-}
-
-/// `tokens` with every token at `span`.
-fn respan(tokens: TokenStream, span: Span) -> TokenStream {
-    tokens
-        .into_iter()
-        .map(|mut tree| {
-            if let TokenTree::Group(group) = &tree {
-                let mut inner = proc_macro2::Group::new(group.delimiter(), respan(group.stream(), span));
-                inner.set_span(span);
-                tree = TokenTree::Group(inner);
-            } else {
-                tree.set_span(span);
+        let Some(krate) = &self.krate else { return quote_spanned!(span=> ::burn_stoker::__private) };
+        let leading = krate.leading_colon.map(|_| quote_spanned!(span=> ::));
+        let segments = krate.segments.iter().map(|segment| {
+            let name = segment.ident.to_string();
+            match name.strip_prefix("r#") {
+                Some(raw) => Ident::new_raw(raw, span),
+                None => Ident::new(&name, span),
             }
-            tree
-        })
-        .collect()
+        });
+        quote_spanned!(span=> #leading #(#segments)::* ::__private)
+    }
 }
 
 /// The trait methods a set of hooks fills, in one place so that several hooks can share one.
@@ -333,11 +324,12 @@ pub fn callback_struct(input: &CallbackFn, struct_params: &[Ident]) -> (TokenStr
             quote!(#name),
         );
     }
+    // The parameters' defaults let an order target name the bare struct (`after = Tagged`).
     let params = struct_params;
     (
         quote! {
             #[doc = #doc]
-            #vis struct #name<#(#params),*>(::core::marker::PhantomData<fn() -> (#(#params,)*)>);
+            #vis struct #name<#(#params = ()),*>(::core::marker::PhantomData<fn() -> (#(#params,)*)>);
             #[automatically_derived]
             impl<#(#params),*> ::core::default::Default for #name<#(#params),*> {
                 fn default() -> Self { #name(::core::marker::PhantomData) }
