@@ -67,10 +67,10 @@ pub use burn_stoker_macros::{Callbacks, callback, fetch, order};
 /// What a training program usually needs.
 pub mod prelude {
     pub use crate::{
-        Callback, CallbackKind, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EarlyStopping,
-        EnableCallbackIf, Fetch, Fetched, Flow, HumanHyperParamSetter, HyperParamSetterWithFunc,
-        InferenceRunner, LrSchedulerSetter, MaxSaver, MinSaver, ModelSaver, Order, Outcome, Outputs,
-        PeriodicCallback, PeriodicTrigger, ProgressBar, ReduceLROnPlateau, ScalarStats,
+        Callback, CallbackKind, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks,
+        EarlyStopping, EnableCallbackIf, Fetch, Fetched, Flow, HumanHyperParamSetter,
+        HyperParamSetterWithFunc, InferenceRunner, LrSchedulerSetter, MaxSaver, MinSaver, ModelSaver, Order,
+        Outcome, Outputs, PeriodicCallback, PeriodicTrigger, ProgressBar, ReduceLROnPlateau, ScalarStats,
         ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter, Step, TrainReport, Trainer, callback,
         fetch, order,
     };
