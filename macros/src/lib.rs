@@ -1,10 +1,11 @@
 //! stoker's macros: `#[callback]`, `#[fetch]`, `#[order]` and `#[derive(Callbacks)]`. Use them
-//! through the `stoker` crate, which re-exports them; the documentation with examples is there.
+//! through the `burn_stoker` crate, which re-exports them; the documentation with examples is there.
 //!
-//! The crate is split by step, as thiserror-impl is: [`attr`] parses attributes, [`ast`] builds
-//! the typed view of the input, [`valid`] checks the misuse rules, [`expand`] generates code, and
-//! [`fallback`] emits what goes next to errors. Every error of one input is reported at once.
-
+//! The crate is split by step, as thiserror-impl is: `attr` parses attributes, `ast` builds the
+//! typed view of the input, `valid` checks the misuse rules, `expand` generates code, and
+//! `fallback` emits what goes next to errors. Below them, as in serde_derive: `symbol` holds the
+//! attribute words, `ctxt` the error collector (every error of one input is reported at once)
+//! and `Attr` (a value given twice is an error), and `event` the one list of events.
 mod ast;
 mod attr;
 mod ctxt;
