@@ -6,6 +6,7 @@
 //! `fallback` emits what goes next to errors. Below them, as in serde_derive: `symbol` holds the
 //! attribute words, `ctxt` the error collector (every error of one input is reported at once)
 //! and `Attr` (a value given twice is an error), and `event` the one list of events.
+
 mod ast;
 mod attr;
 mod ctxt;
