@@ -7,7 +7,10 @@ use syn::{
     ReturnType, Signature, Type, TypeParamBound,
 };
 
-use crate::attr::{self, Errors, FetchAttr, HookArgs, OrderAttr, Place};
+use crate::attr::{self, FetchAttr, HookArgs, OrderAttr, Place, struct_ident};
+use crate::ctxt::{Attr, Ctxt};
+use crate::event::EventKind;
+use crate::symbol::*;
 
 /// The model type a hook's context names.
 #[derive(Clone)]
@@ -32,7 +35,7 @@ pub enum Param {
 /// A function bound to an event: the function form's function, or a method of the impl form.
 pub struct Hook {
     pub ident: Ident,
-    pub event: Option<attr::EventName>,
+    pub event: Option<EventKind>,
     pub args: HookArgs,
     pub fetch: Option<FetchAttr>,
     pub params: Vec<Param>,
@@ -41,8 +44,9 @@ pub struct Hook {
 }
 
 impl Hook {
-    pub fn event(&self) -> &str {
-        self.event.as_ref().map_or("", |e| e.name.as_str())
+    /// The event's name, empty when it is missing or unknown (already reported).
+    pub fn event_name(&self) -> &'static str {
+        self.event.map_or("", EventKind::name)
     }
     pub fn model(&self) -> Option<&Model> {
         self.params.iter().find_map(|p| match p {
@@ -79,55 +83,48 @@ pub struct CallbackImpl {
 /// Take `#[fetch]` and `#[order]` out of `attrs`, parsed.
 pub fn take_attrs(
     attrs: &mut Vec<syn::Attribute>,
-    errors: &mut Errors,
+    errors: &Ctxt,
 ) -> (Option<FetchAttr>, Option<OrderAttr>, Option<syn::Attribute>) {
-    let mut fetch: Option<FetchAttr> = None;
-    let mut order = None;
-    let mut on = None;
+    let mut fetch =
+        Attr::with_duplicate(errors, "a second `#[fetch]`: list every name in one `#[fetch(\"a\", \"b\")]`");
+    let mut order = Attr::with_duplicate(
+        errors,
+        "a second `#[order]`: put every constraint in one `#[order(after = A, before = B)]`",
+    );
+    let mut on = Attr::with_duplicate(
+        errors,
+        "a second `#[on]`: a method is bound to one event; write another method for another event",
+    );
     let mut kept = Vec::new();
     for attr in attrs.drain(..) {
-        if attr::is_attr(&attr, "fetch") {
+        if attr::is_attr(&attr, FETCH) {
             let parsed = attr::parse_fetch(&attr, errors);
-            match &mut fetch {
-                Some(first) => {
-                    errors.push_spanned(
-                        &attr,
-                        "a second `#[fetch]`: list every name in one `#[fetch(\"a\", \"b\")]`",
-                    );
-                    // Its names still count, so that the parameters are not reported as unnamed.
-                    first.names.extend(parsed.names);
-                    first.count += parsed.count;
-                }
-                None => fetch = Some(parsed),
+            if let Some(second) = fetch.set(&attr, parsed) {
+                // Its names still count, so that the parameters are not reported as unnamed.
+                let first = fetch.get_mut().expect("set before");
+                first.names.extend(second.names);
+                first.count += second.count;
             }
-        } else if attr::is_attr(&attr, "order") {
-            if order.is_some() {
-                errors.push_spanned(
-                    &attr,
-                    "a second `#[order]`: put every constraint in one `#[order(after = A, before = B)]`",
-                );
+        } else if attr::is_attr(&attr, ORDER) {
+            if order.get_mut().is_some() {
+                // Reported without reading the second one's constraints.
+                order.set(&attr, OrderAttr::default());
             } else {
-                order = Some(attr::parse_order(&attr, errors));
+                order.set(&attr, attr::parse_order(&attr, errors));
             }
-        } else if attr::is_attr(&attr, "on") {
-            if on.is_some() {
-                errors.push_spanned(
-                    &attr,
-                    "a second `#[on]`: a method is bound to one event; write another method for another event",
-                );
-            } else {
-                on = Some(attr);
-            }
+        } else if attr::is_attr(&attr, ON) {
+            on.set(&attr, attr.clone());
         } else {
             kept.push(attr);
         }
     }
+    let (fetch, order, on) = (fetch.get(), order.get(), on.get());
     *attrs = kept;
     (fetch, order, on)
 }
 
 /// `&mut Context<'_, X>` → the model `X`.
-fn context_model(ty: &Type, generics: &[Ident], errors: &mut Errors) -> Option<Model> {
+fn context_model(ty: &Type, generics: &[Ident], errors: &Ctxt) -> Option<Model> {
     let (mutable, inner) = match ty {
         Type::Reference(reference) => (Some(reference.mutability.is_some()), &*reference.elem),
         other => (None, other),
@@ -171,7 +168,7 @@ fn context_model(ty: &Type, generics: &[Ident], errors: &mut Errors) -> Option<M
 }
 
 /// Read a hook's signature: its parameters, its receiver, its qualifiers.
-fn read_signature(sig: &Signature, method: bool, errors: &mut Errors) -> Vec<Param> {
+fn read_signature(sig: &Signature, method: bool, errors: &Ctxt) -> Vec<Param> {
     let what = if method { "a hook method" } else { "a callback function" };
     if let Some(token) = &sig.asyncness {
         errors.push(
@@ -216,7 +213,7 @@ fn read_signature(sig: &Signature, method: bool, errors: &mut Errors) -> Vec<Par
         .collect();
     let mut params = Vec::new();
     let mut has_receiver = false;
-    let mut context_seen: Option<Span> = None;
+    let mut context_seen = false;
     for input in &sig.inputs {
         match input {
             FnArg::Receiver(receiver) => {
@@ -229,14 +226,13 @@ fn read_signature(sig: &Signature, method: bool, errors: &mut Errors) -> Vec<Par
             }
             FnArg::Typed(typed) => {
                 if let Some(model) = context_model(&typed.ty, &generics, errors) {
-                    if let Some(first) = context_seen {
-                        let _ = first;
+                    if context_seen {
                         errors.push_spanned(
                             typed,
                             "a second context parameter: take `ctx: &mut Context<'_, M>` once",
                         );
                     } else {
-                        context_seen = Some(typed.span());
+                        context_seen = true;
                         params.push(Param::Context { model });
                     }
                 } else {
@@ -268,16 +264,8 @@ pub fn camel_case(name: &str) -> String {
         .collect()
 }
 
-/// `text` as an identifier at `span`, if it is exactly one (not raw, not a keyword).
-pub fn struct_ident(text: &str, span: Span) -> Option<Ident> {
-    let mut ident =
-        syn::parse_str::<Ident>(text).ok().filter(|ident| *ident == text && !text.starts_with("r#"))?;
-    ident.set_span(span);
-    Some(ident)
-}
-
 impl CallbackFn {
-    pub fn from_syn(args: HookArgs, mut item: ItemFn, errors: &mut Errors) -> CallbackFn {
+    pub fn from_syn(args: HookArgs, mut item: ItemFn, errors: &Ctxt) -> CallbackFn {
         let (fetch, order, on) = take_attrs(&mut item.attrs, errors);
         if let Some(on) = on {
             errors.push_spanned(&on, "`#[on]` marks the methods of a `#[callback]` impl; on a function, write the event in `#[callback(on = EVENT)]`");
@@ -304,7 +292,7 @@ impl CallbackFn {
         };
         let hook = Hook {
             ident: item.sig.ident.clone(),
-            event: args.on.clone(),
+            event: args.on,
             span: item.sig.ident.span(),
             args,
             fetch,
@@ -316,7 +304,7 @@ impl CallbackFn {
 }
 
 impl CallbackImpl {
-    pub fn from_syn(args: HookArgs, mut item: ItemImpl, errors: &mut Errors) -> CallbackImpl {
+    pub fn from_syn(args: HookArgs, mut item: ItemImpl, errors: &Ctxt) -> CallbackImpl {
         let (fetch, order, on) = take_attrs(&mut item.attrs, errors);
         if let Some(fetch) = fetch {
             errors.push_spanned(
@@ -357,8 +345,8 @@ impl CallbackImpl {
     }
 }
 
-fn read_method(method: &mut ImplItemFn, errors: &mut Errors) -> Option<Hook> {
-    let order_attr = method.attrs.iter().find(|a| attr::is_attr(a, "order")).cloned();
+fn read_method(method: &mut ImplItemFn, errors: &Ctxt) -> Option<Hook> {
+    let order_attr = method.attrs.iter().find(|a| attr::is_attr(a, ORDER)).cloned();
     let (fetch, order, on) = take_attrs(&mut method.attrs, errors);
     if let (Some(_), Some(order_attr)) = (order, order_attr) {
         errors.push_spanned(order_attr, "`#[order]` applies to the whole callback: put it on the impl block");
@@ -387,7 +375,7 @@ fn read_method(method: &mut ImplItemFn, errors: &mut Errors) -> Option<Hook> {
     let params = read_signature(&method.sig, true, errors);
     Some(Hook {
         ident: method.sig.ident.clone(),
-        event: args.on.clone(),
+        event: args.on,
         span: method.sig.ident.span(),
         args,
         fetch,
@@ -412,10 +400,40 @@ pub struct Composition {
     pub ident: Ident,
     pub generics: syn::Generics,
     pub fields: Vec<Field>,
+    /// `#[callbacks(crate = "path")]`: the runtime crate's path, when it is not `::burn_stoker`.
+    pub krate: Option<syn::Path>,
+}
+
+/// `#[callbacks(crate = "path")]` on the struct.
+fn read_container_attrs(attrs: &[syn::Attribute], errors: &Ctxt) -> Option<syn::Path> {
+    let mut krate = Attr::none(errors, CRATE);
+    for a in attrs.iter().filter(|a| *a.path() == CALLBACKS) {
+        let metas = match a
+            .parse_args_with(syn::punctuated::Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated)
+        {
+            Ok(metas) => metas,
+            Err(error) => {
+                errors.push(error.span(), format!("{error}: write `#[callbacks(crate = \"burn_stoker\")]`"));
+                continue;
+            }
+        };
+        for meta in metas {
+            match &meta {
+                syn::Meta::NameValue(pair) if pair.path == CRATE => {
+                    krate.set_opt(&pair.path, attr::crate_path(&pair.value, errors));
+                }
+                _ => {
+                    let key = meta.path().get_ident().map(ToString::to_string).unwrap_or_default();
+                    attr::unknown(errors, meta.path().span(), "key", &key, &[CRATE.as_str()]);
+                }
+            }
+        }
+    }
+    krate.get()
 }
 
 impl Composition {
-    pub fn from_syn(input: &syn::DeriveInput, errors: &mut Errors) -> Composition {
+    pub fn from_syn(input: &syn::DeriveInput, errors: &Ctxt) -> Composition {
         let mut fields = Vec::new();
         match &input.data {
             syn::Data::Struct(data) => {
@@ -433,9 +451,7 @@ impl Composition {
                         enable_if: None,
                         chief_only: None,
                     };
-                    for a in &field.attrs {
-                        read_field_attr(a, &mut parsed, errors);
-                    }
+                    read_field_attrs(&field.attrs, &mut parsed, errors);
                     fields.push(parsed);
                 }
             }
@@ -447,56 +463,62 @@ impl Composition {
                 errors.push(data.union_token.span(), "`#[derive(Callbacks)]` goes on a struct, not a union")
             }
         }
-        Composition { ident: input.ident.clone(), generics: input.generics.clone(), fields }
+        let krate = read_container_attrs(&input.attrs, errors);
+        Composition { ident: input.ident.clone(), generics: input.generics.clone(), fields, krate }
     }
 }
 
-fn read_field_attr(a: &syn::Attribute, field: &mut Field, errors: &mut Errors) {
-    let key = if a.path().is_ident("order") {
-        "order"
-    } else if a.path().is_ident("every_k_steps") {
-        "every_k_steps"
-    } else if a.path().is_ident("every_k_epochs") {
-        "every_k_epochs"
-    } else if a.path().is_ident("enable_if") {
-        "enable_if"
-    } else if a.path().is_ident("chief_only") {
-        "chief_only"
-    } else {
-        return;
-    };
-    match key {
-        "order" => {
-            if field.order.is_some() {
-                errors.push_spanned(a, "a second `#[order]` on this field: put every constraint in one");
+/// The attributes of one field of a `#[derive(Callbacks)]` struct.
+fn read_field_attrs(attrs: &[syn::Attribute], field: &mut Field, errors: &Ctxt) {
+    let mut order =
+        Attr::with_duplicate(errors, "a second `#[order]` on this field: put every constraint in one");
+    let mut every_k_steps =
+        Attr::with_duplicate(errors, "a second `#[every_k_steps]` on this field: keep one");
+    let mut every_k_epochs =
+        Attr::with_duplicate(errors, "a second `#[every_k_epochs]` on this field: keep one");
+    let mut enable_if = Attr::with_duplicate(errors, "a second `#[enable_if]` on this field: keep one");
+    let mut chief_only = Attr::with_duplicate(errors, "a second `#[chief_only]` on this field: keep one");
+    for a in attrs {
+        let path = a.path();
+        if *path == ORDER {
+            order.set(a, attr::parse_order(a, errors));
+        } else if *path == CHIEF_ONLY {
+            match &a.meta {
+                syn::Meta::Path(_) => chief_only.set_opt(a, Some(true)),
+                _ => match a.parse_args::<syn::LitBool>() {
+                    Ok(value) => chief_only.set_opt(a, Some(value.value)),
+                    Err(_) => errors.push_spanned(
+                        a,
+                        "`#[chief_only]` takes nothing or a bool: `#[chief_only]`, `#[chief_only(false)]`",
+                    ),
+                },
             }
-            field.order = Some(attr::parse_order(a, errors));
-        }
-        "chief_only" => match &a.meta {
-            syn::Meta::Path(_) => field.chief_only = Some(true),
-            _ => match a.parse_args::<syn::LitBool>() {
-                Ok(value) => field.chief_only = Some(value.value),
-                Err(_) => errors.push_spanned(a, "`#[chief_only]` takes nothing or a bool: `#[chief_only]`, `#[chief_only(false)]`"),
-            },
-        },
-        "enable_if" => match a.parse_args::<syn::Path>() {
-            Ok(path) => field.enable_if = Some(path),
-            Err(_) => errors.push_spanned(a, "`#[enable_if(...)]` takes the path of a function `fn(&Counters) -> bool`: `#[enable_if(is_warm)]`"),
-        },
-        _ => {
+        } else if *path == ENABLE_IF {
+            match a.parse_args::<syn::Path>() {
+                Ok(path) => enable_if.set_opt(a, Some(path)),
+                Err(_) => errors.push_spanned(a, "`#[enable_if(...)]` takes the path of a function `fn(&Counters) -> bool`: `#[enable_if(is_warm)]`"),
+            }
+        } else if *path == EVERY_K_STEPS || *path == EVERY_K_EPOCHS {
+            let key = if *path == EVERY_K_STEPS { EVERY_K_STEPS } else { EVERY_K_EPOCHS };
             let value = match a.parse_args::<syn::Expr>() {
                 Ok(value) => value,
                 Err(_) => {
-                    errors.push_spanned(a, format!("`#[{key}(...)]` takes a positive integer: `#[{key}(2)]`"));
-                    return;
+                    errors
+                        .push_spanned(a, format!("`#[{key}(...)]` takes a positive integer: `#[{key}(2)]`"));
+                    continue;
                 }
             };
             let period = attr::period(&value, key, errors);
-            if key == "every_k_steps" {
-                field.every_k_steps = period;
+            if key == EVERY_K_STEPS {
+                every_k_steps.set_opt(a, period);
             } else {
-                field.every_k_epochs = period;
+                every_k_epochs.set_opt(a, period);
             }
         }
     }
+    field.order = order.get();
+    field.every_k_steps = every_k_steps.get();
+    field.every_k_epochs = every_k_epochs.get();
+    field.enable_if = enable_if.get();
+    field.chief_only = chief_only.get();
 }

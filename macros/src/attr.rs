@@ -1,6 +1,6 @@
 //! Attribute parsing: `#[callback(...)]`, `#[on(...)]`, `#[fetch(...)]`, `#[order(...)]`, and the
 //! field attributes of `#[derive(Callbacks)]`. Parsing never stops at the first problem: every
-//! error goes to [`Errors`] and parsing goes on with what it could read.
+//! error goes to [`Ctxt`] and parsing goes on with what it could read.
 
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
@@ -9,45 +9,9 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Attribute, Expr, ExprLit, Ident, Lit, LitStr, Meta, Path, Token};
 
-/// Errors collected over a whole input, reported together (serde_derive's way).
-#[derive(Default)]
-pub struct Errors {
-    errors: Vec<syn::Error>,
-}
-
-impl Errors {
-    pub fn push(&mut self, span: Span, message: impl std::fmt::Display) {
-        self.errors.push(syn::Error::new(span, message));
-    }
-    /// An error over all of `tokens`, first to last (a single `Span` covers one token on stable).
-    pub fn push_spanned(&mut self, tokens: impl quote::ToTokens, message: impl std::fmt::Display) {
-        self.errors.push(syn::Error::new_spanned(tokens, message));
-    }
-    #[allow(dead_code)]
-    pub fn push_error(&mut self, error: syn::Error) {
-        self.errors.push(error);
-    }
-    pub fn is_empty(&self) -> bool {
-        self.errors.is_empty()
-    }
-    pub fn to_compile_errors(&self) -> TokenStream {
-        self.errors.iter().map(syn::Error::to_compile_error).collect()
-    }
-}
-
-/// The events a callback can be bound to.
-pub const EVENTS: &[&str] = &[
-    "setup",
-    "before_train",
-    "before_epoch",
-    "before_step",
-    "after_step",
-    "trigger_step",
-    "after_epoch",
-    "trigger_epoch",
-    "trigger",
-    "after_train",
-];
+use crate::ctxt::{Attr, Ctxt};
+use crate::event::EventKind;
+use crate::symbol::*;
 
 /// The closest of `candidates` to `name`, if close enough to be a likely typo.
 pub fn did_you_mean<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
@@ -76,7 +40,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// `unknown <what> `name``, with a suggestion and the list of valid names.
-pub fn unknown(errors: &mut Errors, span: Span, what: &str, name: &str, valid: &[&str]) {
+pub fn unknown(errors: &Ctxt, span: Span, what: &str, name: &str, valid: &[&str]) {
     let list = valid.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ");
     match did_you_mean(name, valid) {
         Some(close) => {
@@ -86,26 +50,17 @@ pub fn unknown(errors: &mut Errors, span: Span, what: &str, name: &str, valid: &
     }
 }
 
-/// An event name with its span.
-#[derive(Clone)]
-pub struct EventName {
-    pub name: String,
-    #[allow(dead_code)]
-    pub span: Span,
-}
-
 /// A period `every_k_* = N`, validated to a positive integer.
 #[derive(Clone, Copy)]
 pub struct Period {
     pub value: u64,
-    #[allow(dead_code)]
     pub span: Span,
 }
 
 /// The keys of `#[callback(...)]` (function form) and `#[on(...)]` (impl form).
 #[derive(Default, Clone)]
 pub struct HookArgs {
-    pub on: Option<EventName>,
+    pub on: Option<EventKind>,
     pub every_k_steps: Option<Period>,
     pub every_k_epochs: Option<Period>,
     pub before_train: Option<(bool, Span)>,
@@ -113,6 +68,8 @@ pub struct HookArgs {
     pub chief_only: Option<(bool, Span)>,
     pub name: Option<LitStr>,
     pub state: Option<Span>,
+    /// `crate = "path"`: the runtime crate's path, when it is not `::burn_stoker`.
+    pub krate: Option<Path>,
     /// An event was written but could not be read (already reported): no "name the event" error.
     pub incomplete: bool,
 }
@@ -129,20 +86,26 @@ pub enum Place {
 }
 
 impl Place {
-    fn keys(self) -> &'static [&'static str] {
+    /// The keys allowed here, as listed in messages (`crate`, for the few who rename the
+    /// dependency, is allowed on `#[callback]` but not listed).
+    fn keys(self) -> &'static [Symbol] {
         match self {
             Place::Function => {
-                &["on", "every_k_steps", "every_k_epochs", "before_train", "enable_if", "chief_only", "name"]
+                &[ON, EVERY_K_STEPS, EVERY_K_EPOCHS, BEFORE_TRAIN, ENABLE_IF, CHIEF_ONLY, NAME]
             }
-            Place::Impl => &["state", "chief_only", "name"],
-            Place::Method => &["every_k_steps", "every_k_epochs", "before_train", "enable_if"],
+            Place::Impl => &[STATE, CHIEF_ONLY, NAME],
+            Place::Method => &[EVERY_K_STEPS, EVERY_K_EPOCHS, BEFORE_TRAIN, ENABLE_IF],
         }
     }
 }
 
+/// The words of `symbols`, for [`unknown`].
+fn words(symbols: &[Symbol]) -> Vec<&'static str> {
+    symbols.iter().map(|symbol| symbol.as_str()).collect()
+}
+
 /// Parse the comma-separated arguments of `#[callback(...)]` or `#[on(...)]`.
-pub fn parse_hook_args(tokens: TokenStream, place: Place, errors: &mut Errors) -> HookArgs {
-    let mut args = HookArgs::default();
+pub fn parse_hook_args(tokens: TokenStream, place: Place, cx: &Ctxt) -> HookArgs {
     let metas = match Punctuated::<Meta, Token![,]>::parse_terminated.parse2(tokens) {
         Ok(metas) => metas,
         Err(error) => {
@@ -151,14 +114,23 @@ pub fn parse_hook_args(tokens: TokenStream, place: Place, errors: &mut Errors) -
                 Place::Impl => "`#[callback(state, name = \"Best\")]`",
                 Place::Method => "`#[on(trigger, every_k_epochs = 2)]`",
             };
-            errors.push(
+            cx.push(
                 error.span(),
                 format!("{error}: write `key = value` pairs separated by commas, {example}"),
             );
-            args.incomplete = true;
-            return args;
+            return HookArgs { incomplete: true, ..HookArgs::default() };
         }
     };
+    let mut on = Attr::none(cx, ON);
+    let mut every_k_steps = Attr::none(cx, EVERY_K_STEPS);
+    let mut every_k_epochs = Attr::none(cx, EVERY_K_EPOCHS);
+    let mut before_train = Attr::none(cx, BEFORE_TRAIN);
+    let mut enable_if = Attr::none(cx, ENABLE_IF);
+    let mut chief_only = Attr::none(cx, CHIEF_ONLY);
+    let mut name = Attr::none(cx, NAME);
+    let mut state = Attr::none(cx, STATE);
+    let mut krate = Attr::none(cx, CRATE);
+    let mut incomplete = false;
     let mut metas: Vec<Meta> = metas.into_iter().collect();
     // `#[on(after_step, every_k_steps = 2)]`: the event comes first, bare. (An empty `#[on()]`
     // is reported by the caller, which has its span.)
@@ -171,139 +143,181 @@ pub fn parse_hook_args(tokens: TokenStream, place: Place, errors: &mut Errors) -
             Some(index) => {
                 let ident = bare(&metas.remove(index)).expect("a bare name");
                 if index > 0 {
-                    errors.push(ident.span(), format!("write the event first: `#[on({ident}, ...)]`"));
+                    cx.push(ident.span(), format!("write the event first: `#[on({ident}, ...)]`"));
                 }
-                args.on = Some(event_name(&ident, errors));
+                match event_name(&ident, cx) {
+                    Some(event) => on.set_opt(&ident, Some(event)),
+                    None => incomplete = true,
+                }
             }
             None => {
                 let first = metas.remove(0);
-                errors.push_spanned(
+                cx.push_spanned(
                     &first,
                     "`#[on]` names its event first: `#[on(after_step)]`, `#[on(trigger, every_k_epochs = 2)]`",
                 );
-                args.incomplete = true;
+                incomplete = true;
             }
         }
     }
     for meta in metas {
-        let Some(key) = meta.path().get_ident().map(ToString::to_string) else {
-            errors.push(meta.path().span(), "expected a key such as `on = after_step`");
+        let Some(key) = meta.path().get_ident().cloned() else {
+            cx.push(meta.path().span(), "expected a key such as `on = after_step`");
             continue;
         };
-        let span = meta.path().span();
-        if !place.keys().contains(&key.as_str()) {
-            let elsewhere = match (place, key.as_str()) {
-                (Place::Impl, "on") => Some(
+        let span = key.span();
+        let allowed =
+            place.keys().iter().any(|word| key == *word) || (key == CRATE && place != Place::Method);
+        if !allowed {
+            let event = EventKind::from_name(&key.to_string());
+            let elsewhere = match place {
+                Place::Impl if key == ON => Some(
                     "an impl block is not bound to an event, its methods are: put `#[on(trigger)]` on a method"
                         .to_string(),
                 ),
-                (Place::Impl, "every_k_steps" | "every_k_epochs" | "before_train" | "enable_if") => Some(
-                    format!("`{key}` belongs on a method of the impl: `#[on(trigger, {key} = ...)]`"),
-                ),
-                (Place::Method, "on") => Some("write the event first, bare: `#[on(after_step)]`".to_string()),
-                (Place::Method, "state") => Some("`state` belongs on the impl: `#[callback(state)]`".to_string()),
-                (Place::Method, "name" | "chief_only") => {
+                Place::Impl if [EVERY_K_STEPS, EVERY_K_EPOCHS, BEFORE_TRAIN, ENABLE_IF].iter().any(|w| key == *w) => {
+                    Some(format!("`{key}` belongs on a method of the impl: `#[on(trigger, {key} = ...)]`"))
+                }
+                Place::Method if key == ON => Some("write the event first, bare: `#[on(after_step)]`".to_string()),
+                Place::Method if key == STATE => Some("`state` belongs on the impl: `#[callback(state)]`".to_string()),
+                Place::Method if key == NAME || key == CHIEF_ONLY || key == CRATE => {
                     Some(format!("`{key}` belongs on the impl: `#[callback({key} = ...)]`"))
                 }
-                (Place::Method, event) if EVENTS.contains(&event) => Some(format!(
-                    "a method is bound to one event: write another method for `{event}`, with its own `#[on({event})]`"
+                Place::Method if event.is_some() => Some(format!(
+                    "a method is bound to one event: write another method for `{key}`, with its own `#[on({key})]`"
                 )),
-                (Place::Function, "state") => Some(
+                Place::Function if key == STATE => Some(
                     "`state` saves a callback's fields in checkpoints; a function has none: put `#[callback(state)]` on an impl block of a serializable type".to_string(),
                 ),
                 _ => None,
             };
             match elsewhere {
-                Some(message) => errors.push(span, message),
-                None => unknown(errors, span, "key", &key, place.keys()),
+                Some(message) => cx.push(span, message),
+                None => unknown(cx, span, "key", &key.to_string(), &words(place.keys())),
             }
             continue;
         }
-        let duplicate = match key.as_str() {
-            "on" => args.on.is_some(),
-            "every_k_steps" => args.every_k_steps.is_some(),
-            "every_k_epochs" => args.every_k_epochs.is_some(),
-            "before_train" => args.before_train.is_some(),
-            "enable_if" => args.enable_if.is_some(),
-            "chief_only" => args.chief_only.is_some(),
-            "name" => args.name.is_some(),
-            "state" => args.state.is_some(),
-            _ => false,
+        if key == STATE {
+            match &meta {
+                Meta::Path(_) => state.set_opt(&key, Some(span)),
+                _ => cx.push(meta.span(), "`state` takes no value: `#[callback(state)]`"),
+            }
+            continue;
+        }
+        let Meta::NameValue(pair) = &meta else {
+            let example = if key == ON {
+                "on = trigger"
+            } else if key == EVERY_K_STEPS {
+                "every_k_steps = 100"
+            } else if key == EVERY_K_EPOCHS {
+                "every_k_epochs = 2"
+            } else if key == BEFORE_TRAIN {
+                "before_train = true"
+            } else if key == CHIEF_ONLY {
+                "chief_only = false"
+            } else if key == ENABLE_IF {
+                "enable_if = is_warm"
+            } else if key == CRATE {
+                "crate = \"burn_stoker\""
+            } else {
+                "name = \"Dump\""
+            };
+            cx.push_spanned(&meta, format!("`{key}` needs a value: `{example}`"));
+            if key == ON {
+                incomplete = true;
+            }
+            continue;
         };
-        if duplicate {
-            errors.push(span, format!("`{key}` is given twice: keep one"));
-            if key == "on" {
-                args.incomplete = true;
-            }
-            continue;
-        }
-        match key.as_str() {
-            "state" => match &meta {
-                Meta::Path(_) => args.state = Some(span),
-                _ => errors.push(meta.span(), "`state` takes no value: `#[callback(state)]`"),
-            },
-            _ => {
-                let Meta::NameValue(pair) = &meta else {
-                    let example = match key.as_str() {
-                        "on" => "on = trigger",
-                        "every_k_steps" => "every_k_steps = 100",
-                        "every_k_epochs" => "every_k_epochs = 2",
-                        "before_train" => "before_train = true",
-                        "chief_only" => "chief_only = false",
-                        "enable_if" => "enable_if = is_warm",
-                        _ => "name = \"Dump\"",
-                    };
-                    errors.push_spanned(&meta, format!("`{key}` needs a value: `{example}`"));
-                    if key == "on" {
-                        args.incomplete = true;
-                    }
-                    continue;
-                };
-                let value = unwrap_group(&pair.value);
-                match key.as_str() {
-                    "on" => match expr_ident(value) {
-                        Some(ident) => args.on = Some(event_name(&ident, errors)),
-                        None => {
-                            errors.push_spanned(
-                                value,
-                                "`on` takes an event name, not a string or an expression: `on = trigger`",
-                            );
-                            args.incomplete = true;
-                        }
-                    },
-                    "every_k_steps" => args.every_k_steps = period(value, "every_k_steps", errors),
-                    "every_k_epochs" => args.every_k_epochs = period(value, "every_k_epochs", errors),
-                    "before_train" => args.before_train = boolean(value, "before_train", errors),
-                    "chief_only" => args.chief_only = boolean(value, "chief_only", errors),
-                    "enable_if" => match value {
-                        Expr::Path(path) if path.qself.is_none() => args.enable_if = Some(path.path.clone()),
-                        _ => errors.push_spanned(
-                            value,
-                            "`enable_if` takes the path of a function `fn(&Counters) -> bool`: `enable_if = is_warm`",
-                        ),
-                    },
-                    "name" => match value {
-                        Expr::Lit(ExprLit { lit: Lit::Str(name), .. }) => {
-                            if crate::ast::struct_ident(&name.value(), name.span()).is_some() {
-                                args.name = Some(name.clone());
-                            } else {
-                                errors.push(
-                                    name.span(),
-                                    format!(
-                                        "`name` names the generated struct: an identifier such as \"DumpWeights\", not {:?}",
-                                        name.value()
-                                    ),
-                                );
-                            }
-                        }
-                        _ => errors.push_spanned(value, "`name` takes a string: `name = \"Dump\"`"),
-                    },
-                    _ => {}
+        let value = unwrap_group(&pair.value);
+        if key == ON {
+            match expr_ident(value) {
+                Some(ident) => match event_name(&ident, cx) {
+                    Some(event) => on.set_opt(&key, Some(event)),
+                    None => incomplete = true,
+                },
+                None => {
+                    cx.push_spanned(
+                        value,
+                        "`on` takes an event name, not a string or an expression: `on = trigger`",
+                    );
+                    incomplete = true;
                 }
+            }
+        } else if key == EVERY_K_STEPS {
+            every_k_steps.set_opt(&key, period(value, EVERY_K_STEPS, cx));
+        } else if key == EVERY_K_EPOCHS {
+            every_k_epochs.set_opt(&key, period(value, EVERY_K_EPOCHS, cx));
+        } else if key == BEFORE_TRAIN {
+            before_train.set_opt(&key, boolean(value, BEFORE_TRAIN, cx));
+        } else if key == CHIEF_ONLY {
+            chief_only.set_opt(&key, boolean(value, CHIEF_ONLY, cx));
+        } else if key == ENABLE_IF {
+            match value {
+                Expr::Path(path) if path.qself.is_none() => enable_if.set_opt(&key, Some(path.path.clone())),
+                _ => cx.push_spanned(
+                    value,
+                    "`enable_if` takes the path of a function `fn(&Counters) -> bool`: `enable_if = is_warm`",
+                ),
+            }
+        } else if key == CRATE {
+            krate.set_opt(&key, crate_path(value, cx));
+        } else if key == NAME {
+            match value {
+                Expr::Lit(ExprLit { lit: Lit::Str(lit), .. }) => {
+                    if struct_ident(&lit.value(), lit.span()).is_some() {
+                        name.set_opt(&key, Some(lit.clone()));
+                    } else {
+                        cx.push(
+                            lit.span(),
+                            format!(
+                                "`name` names the generated struct: an identifier such as \"DumpWeights\", not {:?}",
+                                lit.value()
+                            ),
+                        );
+                    }
+                }
+                _ => cx.push_spanned(value, "`name` takes a string: `name = \"Dump\"`"),
             }
         }
     }
-    args
+    HookArgs {
+        on: on.get(),
+        every_k_steps: every_k_steps.get(),
+        every_k_epochs: every_k_epochs.get(),
+        before_train: before_train.get(),
+        enable_if: enable_if.get(),
+        chief_only: chief_only.get(),
+        name: name.get(),
+        state: state.get(),
+        krate: krate.get(),
+        incomplete,
+    }
+}
+
+/// `crate = "path"`: the path of the runtime crate, as a user who renamed the dependency names it.
+pub fn crate_path(value: &Expr, cx: &Ctxt) -> Option<Path> {
+    let message = "`crate` takes the path of the runtime crate as a string: `crate = \"burn_stoker\"`";
+    match unwrap_group(value) {
+        Expr::Lit(ExprLit { lit: Lit::Str(lit), .. }) => match lit.parse_with(Path::parse_mod_style) {
+            Ok(path) => Some(path),
+            Err(_) => {
+                cx.push(lit.span(), message);
+                None
+            }
+        },
+        other => {
+            cx.push_spanned(other, message);
+            None
+        }
+    }
+}
+
+/// `text` as an identifier at `span`, if it is exactly one (not raw, not a keyword).
+pub fn struct_ident(text: &str, span: Span) -> Option<Ident> {
+    let mut ident =
+        syn::parse_str::<Ident>(text).ok().filter(|ident| *ident == text && !text.starts_with("r#"))?;
+    ident.set_span(span);
+    Some(ident)
 }
 
 fn expr_ident(expr: &Expr) -> Option<Ident> {
@@ -313,12 +327,13 @@ fn expr_ident(expr: &Expr) -> Option<Ident> {
     }
 }
 
-fn event_name(ident: &Ident, errors: &mut Errors) -> EventName {
+fn event_name(ident: &Ident, cx: &Ctxt) -> Option<EventKind> {
     let name = ident.to_string();
-    if !EVENTS.contains(&name.as_str()) {
-        unknown(errors, ident.span(), "event", &name, EVENTS);
+    let kind = EventKind::from_name(&name);
+    if kind.is_none() {
+        unknown(cx, ident.span(), "event", &name, &EventKind::names());
     }
-    EventName { name, span: ident.span() }
+    kind
 }
 
 /// `expr` without the invisible group a `macro_rules!` fragment (`$k:literal`) comes wrapped in.
@@ -329,7 +344,7 @@ pub fn unwrap_group(mut expr: &Expr) -> &Expr {
     expr
 }
 
-pub fn period(value: &Expr, key: &str, errors: &mut Errors) -> Option<Period> {
+pub fn period(value: &Expr, key: Symbol, errors: &Ctxt) -> Option<Period> {
     let value = unwrap_group(value);
     let span = value.span();
     let negative = format!("`{key}` must be at least 1, not negative: `{key} = 2`");
@@ -375,7 +390,7 @@ pub fn period(value: &Expr, key: &str, errors: &mut Errors) -> Option<Period> {
     }
 }
 
-fn boolean(value: &Expr, key: &str, errors: &mut Errors) -> Option<(bool, Span)> {
+fn boolean(value: &Expr, key: Symbol, errors: &Ctxt) -> Option<(bool, Span)> {
     match unwrap_group(value) {
         Expr::Lit(ExprLit { lit: Lit::Bool(b), .. }) => Some((b.value, b.span())),
         _ => {
@@ -396,7 +411,7 @@ pub struct FetchAttr {
     pub tokens: TokenStream,
 }
 
-pub fn parse_fetch(attr: &Attribute, errors: &mut Errors) -> FetchAttr {
+pub fn parse_fetch(attr: &Attribute, errors: &Ctxt) -> FetchAttr {
     let mut fetch = FetchAttr { names: Vec::new(), count: 0, tokens: attr.to_token_stream() };
     let tokens = match &attr.meta {
         Meta::List(list) => list.tokens.clone(),
@@ -459,7 +474,7 @@ pub struct OrderAttr {
     pub before: Vec<Path>,
 }
 
-pub fn parse_order(attr: &Attribute, errors: &mut Errors) -> OrderAttr {
+pub fn parse_order(attr: &Attribute, errors: &Ctxt) -> OrderAttr {
     let mut order = OrderAttr::default();
     let tokens = match &attr.meta {
         Meta::List(list) => list.tokens.clone(),
@@ -496,10 +511,12 @@ pub fn parse_order(attr: &Attribute, errors: &mut Errors) -> OrderAttr {
                 errors.push_spanned(attr, "`#[order()]` says nothing: `#[order(after = InferenceRunner)]`");
             }
             for (key, paths) in pairs {
-                match key.to_string().as_str() {
-                    "after" => order.after.extend(paths),
-                    "before" => order.before.extend(paths),
-                    other => unknown(errors, key.span(), "order key", other, &["after", "before"]),
+                if key == AFTER {
+                    order.after.extend(paths);
+                } else if key == BEFORE {
+                    order.before.extend(paths);
+                } else {
+                    unknown(errors, key.span(), "order key", &key.to_string(), &words(&[AFTER, BEFORE]));
                 }
             }
         }
@@ -517,12 +534,10 @@ pub fn path_name(path: &Path) -> String {
 }
 
 /// Whether `attr` is `#[name]` or `#[burn_stoker::name]`.
-pub fn is_attr(attr: &Attribute, name: &str) -> bool {
+pub fn is_attr(attr: &Attribute, name: Symbol) -> bool {
     let path = attr.path();
-    path.is_ident(name)
-        || (path.segments.len() == 2
-            && path.segments[0].ident == "burn_stoker"
-            && path.segments[1].ident == name)
+    *path == name
+        || (path.segments.len() == 2 && path.segments[0].ident == RUNTIME && path.segments[1].ident == name)
 }
 
 #[cfg(test)]
@@ -539,9 +554,9 @@ mod tests {
 
     #[test]
     fn suggestions_are_close_names_only() {
-        assert_eq!(did_you_mean("trigger_epok", EVENTS), Some("trigger_epoch"));
-        assert_eq!(did_you_mean("afterstep", EVENTS), Some("after_step"));
+        assert_eq!(did_you_mean("trigger_epok", &EventKind::names()), Some("trigger_epoch"));
+        assert_eq!(did_you_mean("afterstep", &EventKind::names()), Some("after_step"));
         assert_eq!(did_you_mean("every_k_step", &["every_k_steps", "every_k_epochs"]), Some("every_k_steps"));
-        assert_eq!(did_you_mean("xyzzy", EVENTS), None);
+        assert_eq!(did_you_mean("xyzzy", &EventKind::names()), None);
     }
 }

@@ -1,32 +1,61 @@
-//! Code generation. Generated code reaches the runtime only through `::burn_stoker::__private`.
+//! Code generation. Generated code reaches the runtime only through its hidden module,
+//! `::burn_stoker::__private` (or `<crate>::__private` with `crate = "..."`), always by that
+//! absolute path, and every generated impl is `#[automatically_derived]`.
 
-use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{GenericParam, Ident, ReturnType, Type, TypeParamBound};
 
 use crate::ast::{CallbackFn, CallbackImpl, Hook, Model, Param};
-use crate::attr::{self, OrderAttr, Period};
+use crate::attr::{OrderAttr, Period};
+use crate::event::EventKind;
 
-fn private() -> TokenStream {
-    quote!(::burn_stoker::__private)
+/// Where generated code finds the runtime: `::burn_stoker` unless `crate = "..."` names it.
+pub struct Runtime {
+    krate: Option<syn::Path>,
+}
+
+impl Runtime {
+    /// The runtime at `krate`, or at `::burn_stoker`.
+    pub fn new(krate: Option<&syn::Path>) -> Runtime {
+        Runtime { krate: krate.cloned() }
+    }
+
+    /// The hidden module, at the call site.
+    pub fn private(&self) -> TokenStream {
+        self.private_at(Span::call_site())
+    }
+
+    /// The hidden module, every token written at `span` (so that errors of a spanned obligation
+    /// point at the user's tokens, and two obligations at one place give one error).
+    pub fn private_at(&self, span: Span) -> TokenStream {
+        let Some(krate) = &self.krate else { return quote_spanned!(span=> ::burn_stoker::__private) };
+        let leading = krate.leading_colon.map(|_| quote_spanned!(span=> ::));
+        let segments = krate.segments.iter().map(|segment| {
+            let name = segment.ident.to_string();
+            match name.strip_prefix("r#") {
+                Some(raw) => Ident::new_raw(raw, span),
+                None => Ident::new(&name, span),
+            }
+        });
+        quote_spanned!(span=> #leading #(#segments)::* ::__private)
+    }
 }
 
 /// The trait methods a set of hooks fills, in one place so that several hooks can share one.
 #[derive(Default)]
 struct Methods {
-    setup: Vec<TokenStream>,
-    before_train: Vec<TokenStream>,
-    before_epoch: Vec<TokenStream>,
-    before_step: Vec<TokenStream>,
-    after_step: Vec<TokenStream>,
-    trigger_step: Vec<TokenStream>,
-    after_epoch: Vec<TokenStream>,
-    trigger_epoch: Vec<TokenStream>,
-    trigger: Vec<TokenStream>,
-    after_train: Vec<TokenStream>,
+    /// The statements of each event's method, indexed by [`EventKind::index`].
+    events: [Vec<TokenStream>; EventKind::ALL.len()],
     fetches: Vec<TokenStream>,
     wants: Vec<TokenStream>,
+}
+
+impl Methods {
+    fn push(&mut self, event: EventKind, code: TokenStream) {
+        self.events[event.index()].push(code);
+    }
 }
 
 fn option(period: Option<Period>) -> TokenStream {
@@ -46,7 +75,12 @@ fn at(ty: &Type) -> Span {
 
 /// The statements that call a hook once its gate passed: extract fetched values, call, apply the
 /// returned value.
-fn invocation(hook: &Hook, call: impl Fn(Vec<TokenStream>) -> TokenStream, with_values: bool) -> TokenStream {
+fn invocation(
+    rt: &Runtime,
+    hook: &Hook,
+    call: impl Fn(Vec<TokenStream>) -> TokenStream,
+    with_values: bool,
+) -> TokenStream {
     let mut extract = Vec::new();
     let mut args = Vec::new();
     let names = hook.fetch.as_ref().map(|f| f.names.clone()).unwrap_or_default();
@@ -58,11 +92,12 @@ fn invocation(hook: &Hook, call: impl Fn(Vec<TokenStream>) -> TokenStream, with_
                 let var = format_ident!("__stoker_value_{}", value_index);
                 if with_values && let Some(name) = names.get(value_index) {
                     // Located at the type (errors point there), resolved at the call site
-                    // (hygiene: the user's tokens may come from a `macro_rules!`). The path is
-                    // written out, not `#p`, so that every token sits at the type.
+                    // (hygiene: the user's tokens may come from a `macro_rules!`). Every token of
+                    // the path sits at the type.
+                    let p = rt.private_at(at(ty));
                     extract.push(quote_spanned! {at(ty)=>
-                            let #var: #ty = <#ty as ::burn_stoker::__private::FetchValue>::from_fetched(values, #name)?;
-                        });
+                        let #var: #ty = <#ty as #p::FetchValue>::from_fetched(values, #name)?;
+                    });
                 }
                 args.push(quote!(#var));
                 value_index += 1;
@@ -75,7 +110,8 @@ fn invocation(hook: &Hook, call: impl Fn(Vec<TokenStream>) -> TokenStream, with_
         ReturnType::Default => hook.span,
     };
     let span = Span::call_site().located_at(span);
-    let apply = quote_spanned!(span=> ::burn_stoker::__private::CallbackReturn::apply(__stoker_returned, &mut *ctx)?;);
+    let p = rt.private_at(span);
+    let apply = quote_spanned!(span=> #p::CallbackReturn::apply(__stoker_returned, &mut *ctx)?;);
     quote! {
         #(#extract)*
         let __stoker_returned = #call;
@@ -84,8 +120,14 @@ fn invocation(hook: &Hook, call: impl Fn(Vec<TokenStream>) -> TokenStream, with_
 }
 
 /// Add what `hook` does to `methods`.
-fn add_hook(methods: &mut Methods, hook: &Hook, call: impl Fn(Vec<TokenStream>) -> TokenStream) {
-    let p = private();
+fn add_hook(
+    rt: &Runtime,
+    methods: &mut Methods,
+    hook: &Hook,
+    call: impl Fn(Vec<TokenStream>) -> TokenStream,
+) {
+    let Some(event) = hook.event else { return };
+    let p = rt.private();
     let ks = option(hook.args.every_k_steps);
     let ke = option(hook.args.every_k_epochs);
     let periodic = hook.args.every_k_steps.is_some() || hook.args.every_k_epochs.is_some();
@@ -94,152 +136,129 @@ fn add_hook(methods: &mut Methods, hook: &Hook, call: impl Fn(Vec<TokenStream>) 
         Some(pred) => quote!(#pred(#counters)),
         None => quote!(true),
     };
-    let event = hook.event();
-    let run = invocation(hook, &call, event == "after_step");
+    let run = invocation(rt, hook, &call, event.has_values());
     let guarded = |condition: TokenStream| quote!(if #condition { #run });
-    match event {
-        "trigger" => {
-            let g = gate(quote!(ctx.counters()));
-            methods.trigger.push(guarded(g.clone()));
-            if let Some(k) = hook.args.every_k_steps {
+    if event == EventKind::Trigger {
+        let g = gate(quote!(ctx.counters()));
+        methods.push(EventKind::Trigger, guarded(g.clone()));
+        if let Some(k) = hook.args.every_k_steps {
+            let k = k.value;
+            methods.push(EventKind::TriggerStep, guarded(quote!(ctx.global_step().is_multiple_of(#k) && #g)));
+        }
+        match (hook.args.every_k_epochs, hook.args.every_k_steps) {
+            (Some(k), _) => {
                 let k = k.value;
-                methods.trigger_step.push(guarded(quote!(ctx.global_step().is_multiple_of(#k) && #g)));
+                methods
+                    .push(EventKind::TriggerEpoch, guarded(quote!(ctx.epoch_num().is_multiple_of(#k) && #g)));
             }
-            match (hook.args.every_k_epochs, hook.args.every_k_steps) {
-                (Some(k), _) => {
-                    let k = k.value;
-                    methods.trigger_epoch.push(guarded(quote!(ctx.epoch_num().is_multiple_of(#k) && #g)));
-                }
-                (None, Some(_)) => {}
-                (None, None) => methods.trigger_epoch.push(guarded(g.clone())),
-            }
-            if matches!(hook.args.before_train, Some((true, _))) {
-                methods.before_train.push(guarded(g));
-            }
+            (None, Some(_)) => {}
+            (None, None) => methods.push(EventKind::TriggerEpoch, guarded(g.clone())),
         }
-        "before_step" | "after_step" | "trigger_step" => {
-            let (step, counters) = match event {
-                "before_step" => (quote!(ctx.counters().next_step()), quote!(ctx.counters())),
-                _ => (quote!(ctx.global_step()), quote!(&#p::counters_before_step(ctx.counters()))),
-            };
-            let mut condition = gate(counters);
+        if matches!(hook.args.before_train, Some((true, _))) {
+            methods.push(EventKind::BeforeTrain, guarded(g));
+        }
+    } else if event.has_step() {
+        let (step, counters) = if event == EventKind::BeforeStep {
+            (quote!(ctx.counters().next_step()), quote!(ctx.counters()))
+        } else {
+            (quote!(ctx.global_step()), quote!(&#p::counters_before_step(ctx.counters())))
+        };
+        let mut condition = gate(counters);
+        if periodic {
+            condition = quote!(#p::step_due(#ks, #ke, #step, ctx.counters()) && #condition);
+        }
+        methods.push(event, guarded(condition));
+        if event.has_values()
+            && let Some(fetch) = &hook.fetch
+        {
+            let tys: Vec<&Type> = hook.values().collect();
+            for (name, ty) in fetch.names.iter().zip(tys) {
+                // The same obligation, at the same span, as the extraction in
+                // `invocation`: a type that cannot be fetched gets one error, not two.
+                let p = rt.private_at(at(ty));
+                methods.fetches.push(quote_spanned! {at(ty)=>
+                    #p::Fetch {
+                        name: #p::Cow::Borrowed(#name),
+                        kind: <#ty as #p::FetchValue>::KIND,
+                    }
+                });
+            }
+            let mut wants = gate(quote!(counters));
             if periodic {
-                condition = quote!(#p::step_due(#ks, #ke, #step, ctx.counters()) && #condition);
+                wants = quote!(#p::step_due(#ks, #ke, counters.next_step(), counters) && #wants);
             }
-            let code = guarded(condition);
-            match event {
-                "before_step" => methods.before_step.push(code),
-                "after_step" => methods.after_step.push(code),
-                _ => methods.trigger_step.push(code),
-            }
-            if event == "after_step"
-                && let Some(fetch) = &hook.fetch
-            {
-                let tys: Vec<&Type> = hook.values().collect();
-                for (name, ty) in fetch.names.iter().zip(tys) {
-                    // The same obligation, at the same span, as the extraction in
-                    // `invocation`: a type that cannot be fetched gets one error, not two.
-                    methods.fetches.push(quote_spanned! {at(ty)=>
-                        ::burn_stoker::__private::Fetch {
-                            name: ::burn_stoker::__private::Cow::Borrowed(#name),
-                            kind: <#ty as ::burn_stoker::__private::FetchValue>::KIND,
-                        }
-                    });
-                }
-                let mut wants = gate(quote!(counters));
-                if periodic {
-                    wants = quote!(#p::step_due(#ks, #ke, counters.next_step(), counters) && #wants);
-                }
-                methods.wants.push(wants);
-            }
+            methods.wants.push(wants);
         }
-        "before_epoch" | "after_epoch" | "trigger_epoch" => {
-            let mut condition = gate(quote!(ctx.counters()));
-            if periodic {
-                condition = quote!(#p::epoch_due(#ks, #ke, ctx.counters()) && #condition);
-            }
-            let code = guarded(condition);
-            match event {
-                "before_epoch" => methods.before_epoch.push(code),
-                "after_epoch" => methods.after_epoch.push(code),
-                _ => methods.trigger_epoch.push(code),
-            }
+    } else if event.is_epoch() {
+        let mut condition = gate(quote!(ctx.counters()));
+        if periodic {
+            condition = quote!(#p::epoch_due(#ks, #ke, ctx.counters()) && #condition);
         }
-        "setup" => methods.setup.push(run),
-        "before_train" => methods.before_train.push(run),
-        "after_train" => methods.after_train.push(run),
-        _ => {}
+        methods.push(event, guarded(condition));
+    } else {
+        // Runs once: no period, no predicate (both are errors there).
+        methods.push(event, run);
     }
 }
 
-fn order_method(order: &Option<OrderAttr>) -> TokenStream {
-    let p = private();
+/// The `Order` of `order`'s constraints. Each target is a type, named by its
+/// `CallbackKind::NAME`: a path that names no type, or a type that is not a callback, is a
+/// compile error on the path.
+fn order_value(rt: &Runtime, order: &OrderAttr) -> TokenStream {
+    let p = rt.private();
+    let name = |path: &syn::Path| {
+        let span = Span::call_site().located_at(path.span());
+        let at = rt.private_at(span);
+        quote_spanned!(span=> <#path as #at::CallbackKind>::NAME)
+    };
+    let after = order.after.iter().map(name);
+    let before = order.before.iter().map(name);
+    quote!(#p::Order::none() #(.after(#after))* #(.before(#before))*)
+}
+
+fn order_method(rt: &Runtime, order: &Option<OrderAttr>) -> TokenStream {
+    let p = rt.private();
     let Some(order) = order else { return TokenStream::new() };
-    let after: Vec<String> = order.after.iter().map(attr::path_name).collect();
-    let before: Vec<String> = order.before.iter().map(attr::path_name).collect();
+    let value = order_value(rt, order);
     quote! {
         fn order(&self) -> #p::Order {
-            #p::Order::none() #(.after(#after))* #(.before(#before))*
+            #value
         }
     }
 }
 
-/// Each ordering target must name something in scope (checked where the user wrote it).
-fn order_checks(order: &Option<OrderAttr>) -> TokenStream {
-    let Some(order) = order else { return TokenStream::new() };
-    let checks = order
-        .after
-        .iter()
-        .chain(&order.before)
-        .map(|path| quote_spanned!(path.span()=> #[allow(unused_imports)] use #path as _;));
-    quote!(#(#checks)*)
+/// `impl CallbackKind for #ty`: the name an order target naming this type designates.
+pub fn kind_impl(rt: &Runtime, generics: &syn::Generics, ty: &TokenStream, name: &str) -> TokenStream {
+    let p = rt.private();
+    let (impl_generics, _, where_clause) = generics.split_for_impl();
+    quote! {
+        #[automatically_derived]
+        impl #impl_generics #p::CallbackKind for #ty #where_clause {
+            const NAME: &'static str = #name;
+        }
+    }
 }
 
-fn trait_methods(methods: Methods, model: &TokenStream) -> TokenStream {
-    let p = private();
-    let ctx = quote!(ctx: &mut #p::Context<'_, #model>);
-    let method = |name: &str, parts: &[TokenStream]| -> TokenStream {
-        if parts.is_empty() {
-            return TokenStream::new();
-        }
-        let ident = Ident::new(name, Span::call_site());
-        quote! {
-            #[allow(unused_variables, unreachable_code, clippy::needless_return)]
-            fn #ident(&mut self, #ctx) -> #p::Result<()> {
-                #(#parts)*
-                #p::Ok(())
-            }
-        }
-    };
+fn trait_methods(rt: &Runtime, methods: Methods, model: &TokenStream) -> TokenStream {
+    let p = rt.private();
     let mut out = TokenStream::new();
-    out.extend(method("setup", &methods.setup));
-    out.extend(method("before_train", &methods.before_train));
-    out.extend(method("before_epoch", &methods.before_epoch));
-    out.extend(method("before_step", &methods.before_step));
-    let after_step = &methods.after_step;
-    if !after_step.is_empty() {
+    for event in EventKind::ALL {
+        let parts = &methods.events[event.index()];
+        // trigger_epoch is always written so that it runs exactly the hooks due at an epoch's
+        // end, not every trigger hook through the default `trigger_epoch` -> `trigger`.
+        if parts.is_empty() && event != EventKind::TriggerEpoch {
+            continue;
+        }
+        let ident = Ident::new(event.name(), Span::call_site());
+        let values = event.has_values().then(|| quote!(values: &#p::Fetched<'_>,));
         out.extend(quote! {
-            #[allow(unused_variables, unreachable_code)]
-            fn after_step(&mut self, #ctx, values: &#p::Fetched<'_>) -> #p::Result<()> {
-                #(#after_step)*
+            #[allow(unused_variables, unreachable_code, clippy::needless_return)]
+            fn #ident(&mut self, ctx: &mut #p::Context<'_, #model>, #values) -> #p::Result<()> {
+                #(#parts)*
                 #p::Ok(())
             }
         });
     }
-    out.extend(method("trigger_step", &methods.trigger_step));
-    out.extend(method("after_epoch", &methods.after_epoch));
-    // trigger_epoch is always written so that it runs exactly the hooks due at an epoch's end,
-    // not every trigger hook through the default `trigger_epoch` -> `trigger`.
-    let trigger_epoch = &methods.trigger_epoch;
-    out.extend(quote! {
-        #[allow(unused_variables, unreachable_code)]
-        fn trigger_epoch(&mut self, #ctx) -> #p::Result<()> {
-            #(#trigger_epoch)*
-            #p::Ok(())
-        }
-    });
-    out.extend(method("trigger", &methods.trigger));
-    out.extend(method("after_train", &methods.after_train));
     let fetches = &methods.fetches;
     if !fetches.is_empty() {
         let n = fetches.len();
@@ -261,6 +280,11 @@ fn trait_methods(methods: Methods, model: &TokenStream) -> TokenStream {
 /// The model type parameter introduced when the model is `impl Trait` or not named at all.
 fn model_param() -> Ident {
     Ident::new("__StokerModel", Span::call_site())
+}
+
+/// `<A, B>` of the struct's type parameters.
+pub fn struct_generics(params: &[Ident]) -> syn::Generics {
+    if params.is_empty() { syn::Generics::default() } else { syn::parse_quote!(<#(#params),*>) }
 }
 
 /// The type parameters of a callback function that its struct carries: all but the model's.
@@ -289,7 +313,7 @@ pub fn callback_struct(input: &CallbackFn, struct_params: &[Ident]) -> (TokenStr
     let name_str = name.to_string();
     let vis = &input.item.vis;
     let fn_ident = &input.item.sig.ident;
-    let doc = format!("The callback `#[callback]` made of [`{fn_ident}`], on `{}`.", input.hook.event());
+    let doc = format!("The callback `#[callback]` made of [`{fn_ident}`], on `{}`.", input.hook.event_name());
     if struct_params.is_empty() {
         return (
             quote! {
@@ -300,18 +324,23 @@ pub fn callback_struct(input: &CallbackFn, struct_params: &[Ident]) -> (TokenStr
             quote!(#name),
         );
     }
+    // The parameters' defaults let an order target name the bare struct (`after = Tagged`).
     let params = struct_params;
     (
         quote! {
             #[doc = #doc]
-            #vis struct #name<#(#params),*>(::core::marker::PhantomData<fn() -> (#(#params,)*)>);
+            #vis struct #name<#(#params = ()),*>(::core::marker::PhantomData<fn() -> (#(#params,)*)>);
+            #[automatically_derived]
             impl<#(#params),*> ::core::default::Default for #name<#(#params),*> {
                 fn default() -> Self { #name(::core::marker::PhantomData) }
             }
+            #[automatically_derived]
             impl<#(#params),*> ::core::clone::Clone for #name<#(#params),*> {
                 fn clone(&self) -> Self { *self }
             }
+            #[automatically_derived]
             impl<#(#params),*> ::core::marker::Copy for #name<#(#params),*> {}
+            #[automatically_derived]
             impl<#(#params),*> ::core::fmt::Debug for #name<#(#params),*> {
                 fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                     f.write_str(#name_str)
@@ -323,7 +352,8 @@ pub fn callback_struct(input: &CallbackFn, struct_params: &[Ident]) -> (TokenStr
 }
 
 pub fn callback_fn(input: &CallbackFn) -> TokenStream {
-    let p = private();
+    let rt = Runtime::new(input.hook.args.krate.as_ref());
+    let p = rt.private();
     let item = &input.item;
     let hook = &input.hook;
     let name = &input.name;
@@ -369,17 +399,18 @@ pub fn callback_fn(input: &CallbackFn) -> TokenStream {
     let where_clause = &item.sig.generics.where_clause;
 
     let mut methods = Methods::default();
-    add_hook(&mut methods, hook, |args| quote!(#fn_ident #turbofish (#(#args),*)));
-    let trait_methods = trait_methods(methods, &model);
-    let order = order_method(&input.order);
-    let checks = order_checks(&input.order);
+    add_hook(&rt, &mut methods, hook, |args| quote!(#fn_ident #turbofish (#(#args),*)));
+    let trait_methods = trait_methods(&rt, methods, &model);
+    let order = order_method(&rt, &input.order);
     let chief = hook.args.chief_only.map(|(value, _)| quote!(fn chief_only(&self) -> bool { #value }));
     let (struct_def, struct_ty) = callback_struct(input, &struct_params);
+    let kind = kind_impl(&rt, &struct_generics(&struct_params), &struct_ty, &name_str);
 
     quote! {
         #item
         #struct_def
-        const _: () = { #checks };
+        #kind
+        #[automatically_derived]
         impl<#(#impl_params),*> #p::Callback<#model> for #struct_ty #where_clause {
             fn name(&self) -> #p::Cow<'static, str> {
                 #p::Cow::Borrowed(#name_str)
@@ -392,7 +423,8 @@ pub fn callback_fn(input: &CallbackFn) -> TokenStream {
 }
 
 pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
-    let p = private();
+    let rt = Runtime::new(input.args.krate.as_ref());
+    let p = rt.private();
     let item = &input.item;
     let self_ty = &item.self_ty;
     let name_str = &input.name;
@@ -422,7 +454,7 @@ pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
             None => {}
         }
     }
-    let (impl_generics, _, where_clause) = item.generics.split_for_impl();
+    let where_clause = &item.generics.where_clause;
     let mut params: Vec<TokenStream> = item.generics.params.iter().map(|p| quote!(#p)).collect();
     let model = match concrete {
         Some(ty) => quote!(#ty),
@@ -432,22 +464,21 @@ pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
             quote!(#m)
         }
     };
-    let _ = impl_generics;
     let mut methods = Methods::default();
     for hook in &input.hooks {
         let method = &hook.ident;
-        add_hook(&mut methods, hook, |args| quote!(self.#method(#(#args),*)));
+        add_hook(&rt, &mut methods, hook, |args| quote!(self.#method(#(#args),*)));
     }
-    let trait_methods = trait_methods(methods, &model);
-    let order = order_method(&input.order);
-    let checks = order_checks(&input.order);
+    let trait_methods = trait_methods(&rt, methods, &model);
+    let order = order_method(&rt, &input.order);
+    let kind = kind_impl(&rt, &item.generics, &quote!(#self_ty), name_str);
     let chief = input.args.chief_only.map(|(value, _)| quote!(fn chief_only(&self) -> bool { #value }));
     let state = input.args.state.map(|span| {
         // Both calls carry the same obligation at the `state` token: one error, not one per call.
         let span = Span::call_site().located_at(span);
-        let save = quote_spanned!(span=> <Self as ::burn_stoker::__private::StateCallback>::save(self));
-        let load =
-            quote_spanned!(span=> <Self as ::burn_stoker::__private::StateCallback>::load(self, state));
+        let at = rt.private_at(span);
+        let save = quote_spanned!(span=> <Self as #at::StateCallback>::save(self));
+        let load = quote_spanned!(span=> <Self as #at::StateCallback>::load(self, state));
         quote! {
             fn save_state(&self) -> #p::Result<#p::Option<#p::StateValue>> {
                 #save.map(#p::Some)
@@ -459,7 +490,8 @@ pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
     });
     quote! {
         #item
-        const _: () = { #checks };
+        #kind
+        #[automatically_derived]
         impl<#(#params),*> #p::Callback<#model> for #self_ty #where_clause {
             fn name(&self) -> #p::Cow<'static, str> {
                 #p::Cow::Borrowed(#name_str)
@@ -473,10 +505,11 @@ pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
 }
 
 pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
-    let p = private();
+    let rt = Runtime::new(input.krate.as_ref());
+    let p = rt.private();
     let ident = &input.ident;
     let m = model_param();
-    let (_, ty_generics, where_clause) = input.generics.split_for_impl();
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
     let mut params: Vec<TokenStream> = input.generics.params.iter().map(|p| quote!(#p)).collect();
     params.push(quote!(#m));
     let mut predicates: Vec<TokenStream> =
@@ -499,9 +532,8 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
         len.push(quote!(#set::len(&self.#member)));
         let extra_order = match &field.order {
             Some(order) => {
-                let after: Vec<String> = order.after.iter().map(attr::path_name).collect();
-                let before: Vec<String> = order.before.iter().map(attr::path_name).collect();
-                quote!(info.order = info.order.merge(#p::Order::none() #(.after(#after))* #(.before(#before))*);)
+                let value = order_value(&rt, order);
+                quote!(info.order = info.order.merge(#value);)
             }
             None => quote!(),
         };
@@ -563,9 +595,12 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
             index -= len;
         });
     }
-    let checks = input.fields.iter().map(|field| order_checks(&field.order));
+    let checks = field_checks(&rt, input);
     quote! {
-        const _: () = { #(#checks)* };
+        #checks
+        #[automatically_derived]
+        impl #impl_generics #p::CallbackSet for #ident #ty_generics #where_clause {}
+        #[automatically_derived]
         impl<#(#params),*> #p::Callbacks<#m, (#(#markers,)*)> for #ident #ty_generics
         where #(#predicates,)*
         {
@@ -615,4 +650,45 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
             }
         }
     }
+}
+
+/// Every field is a callback or a set of callbacks, checked where the struct is defined, with the
+/// error on the field's type (without it, a wrong field shows only where the set is used, as an
+/// unsatisfied `Callbacks` bound that does not name the field). A field whose type mentions a
+/// type parameter of the struct is left to the `Callbacks` impl's bounds.
+fn field_checks(rt: &Runtime, input: &crate::ast::Composition) -> TokenStream {
+    let type_params: Vec<&Ident> = input.generics.type_params().map(|t| &t.ident).collect();
+    let checks: Vec<TokenStream> = input
+        .fields
+        .iter()
+        .filter(|field| !mentions(field.ty.to_token_stream(), &type_params))
+        .map(|field| {
+            let ty = &field.ty;
+            let span = Span::call_site().located_at(ty.span());
+            quote_spanned!(span=> __stoker_is_callback_set::<#ty>();)
+        })
+        .collect();
+    if checks.is_empty() {
+        return TokenStream::new();
+    }
+    let p = rt.private();
+    let (impl_generics, _, where_clause) = input.generics.split_for_impl();
+    quote! {
+        const _: () = {
+            fn __stoker_is_callback_set<T: #p::CallbackSet + ?::core::marker::Sized>() {}
+            #[allow(dead_code, clippy::extra_unused_type_parameters)]
+            fn __stoker_fields #impl_generics () #where_clause {
+                #(#checks)*
+            }
+        };
+    }
+}
+
+/// Whether `tokens` name one of `idents` anywhere.
+fn mentions(tokens: TokenStream, idents: &[&Ident]) -> bool {
+    tokens.into_iter().any(|tree| match tree {
+        TokenTree::Ident(ident) => idents.contains(&&ident),
+        TokenTree::Group(group) => mentions(group.stream(), idents),
+        _ => false,
+    })
 }

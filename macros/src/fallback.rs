@@ -6,6 +6,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 use crate::ast::{CallbackFn, CallbackImpl, Composition};
+use crate::expand::{Runtime, kind_impl, struct_generics};
 
 pub fn callback_fn(input: &CallbackFn) -> TokenStream {
     // The function as written, less what rustc would reject a second time (a `self` parameter,
@@ -16,10 +17,15 @@ pub fn callback_fn(input: &CallbackFn) -> TokenStream {
     // The struct the function would have made, a callback of every model that does nothing.
     let params = crate::expand::struct_params(input);
     let (struct_def, struct_ty) = crate::expand::callback_struct(input, &params);
+    let rt = Runtime::new(input.hook.args.krate.as_ref());
+    let p = rt.private();
+    let kind = kind_impl(&rt, &struct_generics(&params), &struct_ty, &input.name.to_string());
     quote! {
         #item
         #struct_def
-        impl<#(#params,)* __StokerModel> ::burn_stoker::__private::Callback<__StokerModel> for #struct_ty {}
+        #kind
+        #[automatically_derived]
+        impl<#(#params,)* __StokerModel> #p::Callback<__StokerModel> for #struct_ty {}
     }
 }
 
@@ -31,38 +37,46 @@ pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
     let self_ty = &item.self_ty;
     let params = item.generics.params.iter();
     let where_clause = &item.generics.where_clause;
+    let rt = Runtime::new(input.args.krate.as_ref());
+    let p = rt.private();
+    let kind = kind_impl(&rt, &item.generics, &quote!(#self_ty), &input.name);
     quote! {
         #item
-        impl<#(#params,)* __StokerModel> ::burn_stoker::__private::Callback<__StokerModel> for #self_ty #where_clause {}
+        #kind
+        #[automatically_derived]
+        impl<#(#params,)* __StokerModel> #p::Callback<__StokerModel> for #self_ty #where_clause {}
     }
 }
 
 pub fn composition(input: &Composition) -> TokenStream {
     let ident = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
-    let _ = impl_generics;
     let params = input.generics.params.iter();
+    let p = Runtime::new(input.krate.as_ref()).private();
     quote! {
-        impl<#(#params,)* __StokerModel> ::burn_stoker::__private::Callbacks<__StokerModel, ()> for #ident #ty_generics #where_clause {
+        #[automatically_derived]
+        impl #impl_generics #p::CallbackSet for #ident #ty_generics #where_clause {}
+        #[automatically_derived]
+        impl<#(#params,)* __StokerModel> #p::Callbacks<__StokerModel, ()> for #ident #ty_generics #where_clause {
             fn len(&self) -> usize { 0 }
-            fn info(&self, index: usize) -> ::burn_stoker::__private::CallbackInfo<'_> {
+            fn info(&self, index: usize) -> #p::CallbackInfo<'_> {
                 ::core::panic!("callback index {} out of range", index)
             }
-            fn wants_fetch(&self, _: usize, _: &::burn_stoker::__private::Counters) -> bool { false }
+            fn wants_fetch(&self, _: usize, _: &#p::Counters) -> bool { false }
             fn dispatch(
                 &mut self,
                 _: usize,
-                _: ::burn_stoker::__private::Event<'_>,
-                _: &mut ::burn_stoker::__private::Context<'_, __StokerModel>,
-            ) -> ::burn_stoker::__private::Result<()> {
-                ::burn_stoker::__private::Ok(())
+                _: #p::Event<'_>,
+                _: &mut #p::Context<'_, __StokerModel>,
+            ) -> #p::Result<()> {
+                #p::Ok(())
             }
             fn state(
                 &mut self,
                 _: usize,
-                _: ::burn_stoker::__private::StateOp,
-            ) -> ::burn_stoker::__private::Result<::burn_stoker::__private::Option<::burn_stoker::__private::StateValue>> {
-                ::burn_stoker::__private::Ok(::burn_stoker::__private::None)
+                _: #p::StateOp,
+            ) -> #p::Result<#p::Option<#p::StateValue>> {
+                #p::Ok(#p::None)
             }
         }
     }

@@ -1,23 +1,31 @@
 //! stoker's macros: `#[callback]`, `#[fetch]`, `#[order]` and `#[derive(Callbacks)]`. Use them
-//! through the `stoker` crate, which re-exports them; the documentation with examples is there.
+//! through the `burn_stoker` crate, which re-exports them; the documentation with examples is there.
 //!
-//! The crate is split by step, as thiserror-impl is: [`attr`] parses attributes, [`ast`] builds
-//! the typed view of the input, [`valid`] checks the misuse rules, [`expand`] generates code, and
-//! [`fallback`] emits what goes next to errors. Every error of one input is reported at once.
+//! The crate is split by step, as thiserror-impl is: `attr` parses attributes, `ast` builds the
+//! typed view of the input, `valid` checks the misuse rules, `expand` generates code, and
+//! `fallback` emits what goes next to errors. Below them, as in serde_derive: `symbol` holds the
+//! attribute words, `ctxt` the error collector (every error of one input is reported at once)
+//! and `Attr` (a value given twice is an error), and `event` the one list of events.
 
 mod ast;
 mod attr;
+mod ctxt;
+mod event;
 mod expand;
 mod fallback;
-#[cfg(test)]
-mod malformed;
+mod symbol;
 mod valid;
+
+#[cfg(test)]
+mod tests;
 
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::spanned::Spanned;
 
-use attr::{Errors, Place};
+use attr::Place;
+use ctxt::Ctxt;
+use symbol::{CALLBACK, FETCH, ORDER, Symbol};
 
 /// Turn a function or an impl block into a callback.
 ///
@@ -28,6 +36,10 @@ use attr::{Errors, Place};
 /// `#[fetch]`; it returns `()`, `burn_stoker::Result<()>`, `burn_stoker::Flow` or `Result<Flow>`.
 /// On `trigger`, the periods mean tensorpack's `PeriodicTrigger`; on step and epoch events,
 /// `PeriodicCallback` (the last step and epoch are always delivered).
+///
+/// Generated code names the runtime `::burn_stoker`; a crate that renamed the dependency says
+/// where it is with `crate = "path"` (serde's `#[serde(crate = "...")]`), on a function or an
+/// impl block: `#[callback(on = trigger, crate = "stoker")]`.
 ///
 /// ```
 /// use burn_stoker::prelude::*;
@@ -84,12 +96,14 @@ pub fn callback(args: proc_macro::TokenStream, item: proc_macro::TokenStream) ->
 /// ```
 #[proc_macro_attribute]
 pub fn fetch(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> proc_macro::TokenStream {
-    relocate("fetch", args.into(), item.into()).into()
+    relocate(FETCH, args.into(), item.into()).into()
 }
 
 /// Ordering constraints of a callback within every event: `#[order(after = A, before = B)]`,
-/// `after = [A, B]` for several. Targets are callback types in scope; the trainer sorts the
-/// callbacks topologically and reports cycles and missing targets by name.
+/// `after = [A, B]` for several. Targets are callback types in scope, checked by the compiler:
+/// a type made by `#[callback]`, a built-in callback, or a hand-written one that implements
+/// `burn_stoker::CallbackKind` (one line). The trainer sorts the callbacks topologically by the
+/// targets' `CallbackKind::NAME` and reports cycles and missing targets by name.
 ///
 /// ```
 /// use burn_stoker::prelude::*;
@@ -102,13 +116,15 @@ pub fn fetch(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 /// ```
 #[proc_macro_attribute]
 pub fn order(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> proc_macro::TokenStream {
-    relocate("order", args.into(), item.into()).into()
+    relocate(ORDER, args.into(), item.into()).into()
 }
 
 /// Make a struct whose fields are callbacks (or sets of callbacks) one set of callbacks,
 /// dispatched statically. Fields take `#[order(after = X, before = Y)]`, `#[every_k_steps(N)]`,
 /// `#[every_k_epochs(N)]` (`PeriodicCallback`'s gating), `#[enable_if(path)]` and
-/// `#[chief_only]` / `#[chief_only(false)]`.
+/// `#[chief_only]` / `#[chief_only(false)]`. Every field is a callback or a set of callbacks
+/// (`burn_stoker::CallbackSet`), checked on the field. On the struct,
+/// `#[callbacks(crate = "path")]` names a renamed runtime.
 ///
 /// ```
 /// use burn_stoker::prelude::*;
@@ -128,14 +144,16 @@ pub fn order(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 ///
 /// let _set = Training { saver: ModelSaver::new(3), note: CheckpointNote };
 /// ```
-#[proc_macro_derive(Callbacks, attributes(order, every_k_steps, every_k_epochs, enable_if, chief_only))]
+#[proc_macro_derive(
+    Callbacks,
+    attributes(callbacks, order, every_k_steps, every_k_epochs, enable_if, chief_only)
+)]
 pub fn derive_callbacks(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
     expand_derive(input.into()).into()
 }
 
 /// The expansion of `#[callback(args)] item`, on token streams (so that tests can feed it anything).
 pub(crate) fn expand_callback(args: TokenStream, item: TokenStream) -> TokenStream {
-    let mut errors = Errors::default();
     let item: syn::Item = match syn::parse2(item.clone()) {
         Ok(item) => item,
         Err(error) => {
@@ -147,35 +165,37 @@ pub(crate) fn expand_callback(args: TokenStream, item: TokenStream) -> TokenStre
     let args_span = proc_macro2::Span::call_site();
     match item {
         syn::Item::Fn(function) => {
-            let args = attr::parse_hook_args(args, Place::Function, &mut errors);
-            let input = ast::CallbackFn::from_syn(args, function, &mut errors);
-            valid::hook(&input.hook, &mut errors, args_span);
+            let errors = Ctxt::new();
+            let args = attr::parse_hook_args(args, Place::Function, &errors);
+            let input = ast::CallbackFn::from_syn(args, function, &errors);
+            valid::hook(&input.hook, &errors, args_span);
             if let Some(order) = &input.order {
-                valid::order(order, &input.name.to_string(), &mut errors);
+                valid::order(order, &input.name.to_string(), &errors);
             }
-            if errors.is_empty() {
-                expand::callback_fn(&input)
-            } else {
-                let mut out = errors.to_compile_errors();
-                out.extend(fallback::callback_fn(&input));
-                out
+            match errors.check() {
+                Ok(()) => expand::callback_fn(&input),
+                Err(mut out) => {
+                    out.extend(fallback::callback_fn(&input));
+                    out
+                }
             }
         }
         syn::Item::Impl(block) => {
-            let args = attr::parse_hook_args(args, Place::Impl, &mut errors);
-            let input = ast::CallbackImpl::from_syn(args, block, &mut errors);
+            let errors = Ctxt::new();
+            let args = attr::parse_hook_args(args, Place::Impl, &errors);
+            let input = ast::CallbackImpl::from_syn(args, block, &errors);
             for hook in &input.hooks {
-                valid::hook(hook, &mut errors, hook.span);
+                valid::hook(hook, &errors, hook.span);
             }
             if let Some(order) = &input.order {
-                valid::order(order, &input.name, &mut errors);
+                valid::order(order, &input.name, &errors);
             }
-            if errors.is_empty() {
-                expand::callback_impl(&input)
-            } else {
-                let mut out = errors.to_compile_errors();
-                out.extend(fallback::callback_impl(&input));
-                out
+            match errors.check() {
+                Ok(()) => expand::callback_impl(&input),
+                Err(mut out) => {
+                    out.extend(fallback::callback_impl(&input));
+                    out
+                }
             }
         }
         other => {
@@ -215,8 +235,8 @@ fn item_span(item: &syn::Item) -> proc_macro2::Span {
 
 /// `#[fetch]` / `#[order]` written above `#[callback]` run first: move them below it, where
 /// `#[callback]` reads them. Anywhere else they are an error.
-pub(crate) fn relocate(name: &str, args: TokenStream, item: TokenStream) -> TokenStream {
-    let ident = syn::Ident::new(name, proc_macro2::Span::call_site());
+pub(crate) fn relocate(name: Symbol, args: TokenStream, item: TokenStream) -> TokenStream {
+    let ident = syn::Ident::new(name.as_str(), proc_macro2::Span::call_site());
     let mut parsed: syn::Item = match syn::parse2(item.clone()) {
         Ok(parsed) => parsed,
         Err(error) => {
@@ -229,26 +249,26 @@ pub(crate) fn relocate(name: &str, args: TokenStream, item: TokenStream) -> Toke
         syn::Item::Impl(i) => Some(&mut i.attrs),
         _ => None,
     };
-    let Some(attrs) = attrs.filter(|attrs| attrs.iter().any(|a| attr::is_attr(a, "callback"))) else {
+    let Some(attrs) = attrs.filter(|attrs| attrs.iter().any(|a| attr::is_attr(a, CALLBACK))) else {
         let message = format!(
             "`#[{name}]` works with `#[callback]`: write `#[callback(...)]` on this item, with `#[{name}(...)]` under it"
         );
         let error = syn::Error::new(proc_macro2::Span::call_site(), message).to_compile_error();
         return quote!(#error #item);
     };
-    let position = attrs.iter().position(|a| attr::is_attr(a, "callback")).expect("found above");
+    let position = attrs.iter().position(|a| attr::is_attr(a, CALLBACK)).expect("found above");
     let moved: syn::Attribute = syn::parse_quote!(#[#ident(#args)]);
     attrs.insert(position + 1, moved);
     quote!(#parsed)
 }
 
 pub(crate) fn expand_derive(input: TokenStream) -> TokenStream {
-    let mut errors = Errors::default();
     let input: syn::DeriveInput = match syn::parse2(input) {
         Ok(input) => input,
         Err(error) => return error.to_compile_error(),
     };
-    let composition = ast::Composition::from_syn(&input, &mut errors);
+    let errors = Ctxt::new();
+    let composition = ast::Composition::from_syn(&input, &errors);
     let mut seen: Vec<(String, &syn::Type)> = Vec::new();
     for field in &composition.fields {
         let ty = &field.ty;
@@ -261,15 +281,15 @@ pub(crate) fn expand_derive(input: TokenStream) -> TokenStream {
         }
         seen.push((key, ty));
         if let Some(order) = &field.order {
-            valid::order(order, &attr::path_name(&type_path(ty)), &mut errors);
+            valid::order(order, &attr::path_name(&type_path(ty)), &errors);
         }
     }
-    if errors.is_empty() {
-        expand::derive_callbacks(&composition)
-    } else {
-        let mut out = errors.to_compile_errors();
-        out.extend(fallback::composition(&composition));
-        out
+    match errors.check() {
+        Ok(()) => expand::derive_callbacks(&composition),
+        Err(mut out) => {
+            out.extend(fallback::composition(&composition));
+            out
+        }
     }
 }
 

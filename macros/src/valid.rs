@@ -2,19 +2,18 @@
 
 use syn::spanned::Spanned;
 
-use crate::ast::{Hook, Model};
-use crate::attr::{self, Errors, OrderAttr};
-
-/// Events that run once: periods and predicates make no sense there.
-const ONCE: &[&str] = &["setup", "before_train", "after_train"];
+use crate::ast::Hook;
+use crate::attr::{self, OrderAttr};
+use crate::ctxt::Ctxt;
+use crate::event::EventKind;
 
 /// Check one hook. `callback_span` is where to point when the event is missing.
-pub fn hook(hook: &Hook, errors: &mut Errors, callback_span: proc_macro2::Span) {
-    let event = hook.event();
+pub fn hook(hook: &Hook, errors: &Ctxt, callback_span: proc_macro2::Span) {
+    let event = hook.event_name();
     if hook.event.is_none() && !hook.args.incomplete {
         errors.push(callback_span, "name the event this callback runs on: `#[callback(on = trigger)]`");
     }
-    let once = ONCE.contains(&event);
+    let once = hook.event.is_some_and(EventKind::runs_once);
     for (key, period) in
         [("every_k_steps", hook.args.every_k_steps), ("every_k_epochs", hook.args.every_k_epochs)]
     {
@@ -30,19 +29,18 @@ pub fn hook(hook: &Hook, errors: &mut Errors, callback_span: proc_macro2::Span) 
             format!("`enable_if` on `{event}`, which runs once: test the condition inside the function"),
         );
     }
-    if let Some((value, span)) = hook.args.before_train {
-        if event == "before_train" {
+    // On `trigger`, `true` also runs it before training and `false` is the default: both fine.
+    if let Some((_, span)) = hook.args.before_train {
+        if hook.event == Some(EventKind::BeforeTrain) {
             errors.push(span, "`before_train = true` makes a `trigger` callback also run before training; this callback already runs on `before_train`: remove the key");
-        } else if event != "trigger" && !event.is_empty() {
+        } else if hook.event.is_some_and(|event| event != EventKind::Trigger) {
             errors.push(span, format!("`before_train` asks `trigger` to also run before training; this callback runs on `{event}`: use `on = trigger`, or `on = before_train`"));
-        } else if value && hook.args.every_k_steps.is_none() && hook.args.every_k_epochs.is_none() {
-            // Fine: trigger every epoch and once before training.
         }
     }
     let values: Vec<&syn::Type> = hook.values().collect();
     match &hook.fetch {
         Some(fetch) => {
-            if event != "after_step" && !event.is_empty() {
+            if hook.event.is_some_and(|event| !event.has_values()) {
                 errors.push_spanned(&fetch.tokens, format!("`#[fetch]` on `{event}`: fetched values exist only in `after_step`, right after the step that computed them"));
             } else if fetch.count != values.len() && fetch.count != 0 {
                 let message = format!(
@@ -67,7 +65,7 @@ pub fn hook(hook: &Hook, errors: &mut Errors, callback_span: proc_macro2::Span) 
         }
         None => {
             if let Some(first) = values.first() {
-                let message = if event == "after_step" {
+                let message = if hook.event.is_some_and(EventKind::has_values) {
                     "this parameter receives nothing: name the value it fetches with `#[fetch(\"name\")]`, or take `ctx: &mut Context<'_, M>`".to_string()
                 } else {
                     format!(
@@ -78,13 +76,10 @@ pub fn hook(hook: &Hook, errors: &mut Errors, callback_span: proc_macro2::Span) 
             }
         }
     }
-    if let Some(Model::Impl(bounds)) = hook.model() {
-        let _ = bounds;
-    }
 }
 
 /// Check order constraints of the callback named `own`.
-pub fn order(order: &OrderAttr, own: &str, errors: &mut Errors) {
+pub fn order(order: &OrderAttr, own: &str, errors: &Ctxt) {
     for (key, list) in [("after", &order.after), ("before", &order.before)] {
         for (i, path) in list.iter().enumerate() {
             let name = attr::path_name(path);

@@ -25,6 +25,7 @@ pub mod device;
 pub mod error;
 pub mod fetch;
 pub mod inference;
+pub mod kind;
 pub mod modify;
 pub mod monitor;
 pub mod param;
@@ -46,6 +47,7 @@ pub use debug::{
 pub use error::{Error, Result};
 pub use fetch::{Fetch, FetchKind, FetchValue, Fetched, OutputTensor, Outputs};
 pub use inference::{ClassificationError, InferenceRunner, Inferencer, ScalarStats};
+pub use kind::{CallbackKind, CallbackSet};
 pub use monitor::{
     CsvWriter, Hist, JsonWriter, MonitorSink, Monitors, MovingAverageSummary, ScalarPrinter, SendMonitorData,
     SendStat, SimpleMovingAverage, TensorBoardWriter,
@@ -68,10 +70,10 @@ pub use burn_stoker_macros::{Callbacks, callback, fetch, order};
 /// What a training program usually needs.
 pub mod prelude {
     pub use crate::{
-        Callback, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks, EarlyStopping,
-        EnableCallbackIf, Fetch, Fetched, Flow, HumanHyperParamSetter, HyperParamSetterWithFunc,
-        InferenceRunner, LrSchedulerSetter, MaxSaver, MinSaver, ModelSaver, Order, Outcome, Outputs,
-        PeriodicCallback, PeriodicTrigger, ProgressBar, ReduceLrOnPlateau, ScalarStats,
+        Callback, CallbackKind, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks,
+        EarlyStopping, EnableCallbackIf, Fetch, Fetched, Flow, HumanHyperParamSetter,
+        HyperParamSetterWithFunc, InferenceRunner, LrSchedulerSetter, MaxSaver, MinSaver, ModelSaver, Order,
+        Outcome, Outputs, PeriodicCallback, PeriodicTrigger, ProgressBar, ReduceLrOnPlateau, ScalarStats,
         ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter, Step, TrainReport, Trainer, callback,
         fetch, order,
     };
@@ -87,6 +89,7 @@ pub mod __private {
     };
     pub use crate::error::{Error, Result};
     pub use crate::fetch::{Fetch, FetchValue, Fetched};
+    pub use crate::kind::{CallbackKind, CallbackSet};
     pub use crate::trigger::{epoch_due, field_gate, field_wants, step_due};
     pub use serde_json::Value as StateValue;
 

@@ -101,7 +101,9 @@ impl InferenceCounts {
 /// let counts = runner.counts(); // passes, batches and transfers, readable after training
 /// # let _ = (runner, counts);
 /// ```
-pub struct InferenceRunner<D, F> {
+///
+/// The parameters' defaults let an order target name the bare type: `#[order(after = InferenceRunner)]`.
+pub struct InferenceRunner<D = (), F = ()> {
     data: D,
     forward: F,
     inferencers: Vec<Box<dyn Inferencer>>,

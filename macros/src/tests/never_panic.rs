@@ -10,6 +10,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use proc_macro2::{Delimiter, Group, Ident, Literal, Punct, Spacing, Span, TokenStream, TokenTree};
 use quote::quote;
 
+use crate::symbol::{CALLBACK, FETCH, ORDER};
 use crate::{expand_callback, expand_derive, relocate};
 
 /// Which macro an input goes to.
@@ -466,7 +467,7 @@ fn expand_unguarded(input: &Input) -> Vec<TokenStream> {
         Callback => vec![expand_callback(args, item)],
         Derive => vec![expand_derive(item)],
         Fetch | Order => {
-            let name = if input.kind == Fetch { "fetch" } else { "order" };
+            let name = if input.kind == Fetch { FETCH } else { ORDER };
             let mut outputs = vec![relocate(name, args, item)];
             // Go on as the compiler would: the next of our attributes on the item expands.
             while let Some(last) = outputs.last()
@@ -497,8 +498,8 @@ fn next_expansion(tokens: &TokenStream) -> Option<(TokenStream, bool)> {
         syn::Item::Impl(i) => &mut i.attrs,
         _ => return None,
     };
-    let names = ["callback", "fetch", "order"];
-    let index = attrs.iter().position(|a| names.iter().any(|n| crate::attr::is_attr(a, n)))?;
+    let names = [CALLBACK, FETCH, ORDER];
+    let index = attrs.iter().position(|a| names.iter().any(|n| crate::attr::is_attr(a, *n)))?;
     let attr = attrs.remove(index);
     let args = match &attr.meta {
         syn::Meta::List(list) => list.tokens.clone(),
@@ -507,12 +508,12 @@ fn next_expansion(tokens: &TokenStream) -> Option<(TokenStream, bool)> {
         syn::Meta::NameValue(_) => return None,
     };
     let rest = quote!(#item);
-    if crate::attr::is_attr(&attr, "callback") {
+    if crate::attr::is_attr(&attr, CALLBACK) {
         Some((expand_callback(args, rest), true))
-    } else if crate::attr::is_attr(&attr, "fetch") {
-        Some((relocate("fetch", args, rest), false))
+    } else if crate::attr::is_attr(&attr, FETCH) {
+        Some((relocate(FETCH, args, rest), false))
     } else {
-        Some((relocate("order", args, rest), false))
+        Some((relocate(ORDER, args, rest), false))
     }
 }
 

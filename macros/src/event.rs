@@ -1,0 +1,94 @@
+//! The events a callback can be bound to: one list (the runtime's `Callback` trait in the same
+//! order), from which the names, the rules and the generated methods are all derived.
+
+/// One event of the training loop.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum EventKind {
+    /// Once, before anything runs.
+    Setup,
+    /// After setup, before the first step.
+    BeforeTrain,
+    /// At the start of each epoch.
+    BeforeEpoch,
+    /// Before each step.
+    BeforeStep,
+    /// After each step, with the fetched values.
+    AfterStep,
+    /// After each step, `global_step` counting it.
+    TriggerStep,
+    /// At the end of each epoch.
+    AfterEpoch,
+    /// At the end of each epoch, after `after_epoch`.
+    TriggerEpoch,
+    /// tensorpack's `trigger`: from `trigger_epoch` by default.
+    Trigger,
+    /// Once, at the end, whatever happened.
+    AfterTrain,
+}
+
+impl EventKind {
+    /// Every event, in the order of the training loop.
+    pub const ALL: [EventKind; 10] = [
+        EventKind::Setup,
+        EventKind::BeforeTrain,
+        EventKind::BeforeEpoch,
+        EventKind::BeforeStep,
+        EventKind::AfterStep,
+        EventKind::TriggerStep,
+        EventKind::AfterEpoch,
+        EventKind::TriggerEpoch,
+        EventKind::Trigger,
+        EventKind::AfterTrain,
+    ];
+
+    /// The name a user writes, which is also the `Callback` method's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::Setup => "setup",
+            EventKind::BeforeTrain => "before_train",
+            EventKind::BeforeEpoch => "before_epoch",
+            EventKind::BeforeStep => "before_step",
+            EventKind::AfterStep => "after_step",
+            EventKind::TriggerStep => "trigger_step",
+            EventKind::AfterEpoch => "after_epoch",
+            EventKind::TriggerEpoch => "trigger_epoch",
+            EventKind::Trigger => "trigger",
+            EventKind::AfterTrain => "after_train",
+        }
+    }
+
+    /// Every event's name, in order (for messages listing the valid names).
+    pub fn names() -> Vec<&'static str> {
+        EventKind::ALL.iter().map(|event| event.name()).collect()
+    }
+
+    /// The event named `name`.
+    pub fn from_name(name: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|event| event.name() == name)
+    }
+
+    /// Whether the event runs once per training (periods and predicates make no sense there).
+    pub fn runs_once(self) -> bool {
+        matches!(self, EventKind::Setup | EventKind::BeforeTrain | EventKind::AfterTrain)
+    }
+
+    /// Whether the event runs at every step (`PeriodicCallback`'s step gating applies).
+    pub fn has_step(self) -> bool {
+        matches!(self, EventKind::BeforeStep | EventKind::AfterStep | EventKind::TriggerStep)
+    }
+
+    /// Whether the event runs at every epoch's start or end (epoch gating applies).
+    pub fn is_epoch(self) -> bool {
+        matches!(self, EventKind::BeforeEpoch | EventKind::AfterEpoch | EventKind::TriggerEpoch)
+    }
+
+    /// Whether the event receives fetched values.
+    pub fn has_values(self) -> bool {
+        self == EventKind::AfterStep
+    }
+
+    /// The position in [`EventKind::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}

@@ -1,0 +1,163 @@
+//! Callback types known to the compiler: what `#[order(after = X)]` and the fields of a
+//! `#[derive(Callbacks)]` struct are checked against.
+//!
+//! An order target is a callback *type*. [`CallbackKind`] gives each callback type the name by
+//! which the trainer orders it at run time (the type's name; a wrapper such as
+//! [`PeriodicTrigger`](crate::PeriodicTrigger) takes its inner callback's). `#[callback]` and
+//! `#[derive(Callbacks)]` implement it; the built-in callbacks implement it here; a hand-written
+//! callback implements it in one line:
+//!
+//! ```
+//! use burn_stoker::prelude::*;
+//!
+//! struct CountEpochs(u64);
+//!
+//! impl<M> Callback<M> for CountEpochs {}
+//! impl CallbackKind for CountEpochs { const NAME: &'static str = "CountEpochs"; }
+//!
+//! #[callback(on = trigger)]
+//! #[order(after = CountEpochs)]
+//! fn report<M>(ctx: &mut Context<'_, M>) {
+//!     let _ = ctx;
+//! }
+//! ```
+//!
+//! [`CallbackSet`] is what a field of a `#[derive(Callbacks)]` struct may be: a callback, or a
+//! set of callbacks (a tuple, an `Option`, a `Vec`, another derived struct, a
+//! [`Timed`](crate::Timed) set). A field of any other type is a compile error on that field.
+
+use crate::callback::Callback;
+
+/// A callback type, which an `#[order(after = X)]` constraint can name.
+///
+/// `NAME` is the name the trainer orders it by: the [`Callback::name`] of its values, or the
+/// part of it before `(` (`ScheduledHyperParamSetter` designates every
+/// `ScheduledHyperParamSetter(learning_rate)`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a callback type",
+    label = "an order target names a callback type",
+    note = "name a type made by `#[callback]` or a built-in callback; a hand-written callback implements `CallbackKind` in one line: `impl CallbackKind for {Self} {{ const NAME: &'static str = \"...\"; }}`"
+)]
+pub trait CallbackKind {
+    /// The name the trainer orders this callback by.
+    const NAME: &'static str;
+}
+
+/// What a field of a `#[derive(Callbacks)]` struct may be: a callback, or a set of callbacks.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a callback, nor a set of callbacks",
+    label = "a field of a `#[derive(Callbacks)]` struct is a callback or a set of callbacks",
+    note = "use a type made by `#[callback]`, a built-in callback, a tuple, `Option` or `Vec` of them, or another `#[derive(Callbacks)]` struct; a hand-written callback implements `CallbackKind` in one line: `impl CallbackKind for {Self} {{ const NAME: &'static str = \"...\"; }}`"
+)]
+pub trait CallbackSet {}
+
+impl<C: CallbackKind + ?Sized> CallbackSet for C {}
+impl CallbackSet for () {}
+impl<C: CallbackSet> CallbackSet for Option<C> {}
+impl<C: CallbackSet> CallbackSet for Vec<C> {}
+impl<C: CallbackSet, T> CallbackSet for crate::Timed<C, T> {}
+
+macro_rules! tuple_sets {
+    ($($name:ident)+) => {
+        impl<$($name: CallbackSet),+> CallbackSet for ($($name,)+) {}
+    };
+}
+
+tuple_sets!(A);
+tuple_sets!(A B);
+tuple_sets!(A B C);
+tuple_sets!(A B C D);
+tuple_sets!(A B C D E);
+tuple_sets!(A B C D E F);
+tuple_sets!(A B C D E F G);
+tuple_sets!(A B C D E F G H);
+tuple_sets!(A B C D E F G H I);
+tuple_sets!(A B C D E F G H I J);
+tuple_sets!(A B C D E F G H I J K);
+tuple_sets!(A B C D E F G H I J K L);
+tuple_sets!(A B C D E F G H I J K L N);
+tuple_sets!(A B C D E F G H I J K L N O);
+tuple_sets!(A B C D E F G H I J K L N O P);
+tuple_sets!(A B C D E F G H I J K L N O P Q);
+
+// Pointers forward to what they point at, as their `Callback` impls do.
+impl<C: CallbackKind + ?Sized> CallbackKind for Box<C> {
+    const NAME: &'static str = C::NAME;
+}
+impl<C: CallbackKind + ?Sized> CallbackKind for &mut C {
+    const NAME: &'static str = C::NAME;
+}
+// A boxed callback of any type: a field may hold one; an order target cannot name it.
+impl<M> CallbackKind for dyn Callback<M> {
+    const NAME: &'static str = "dyn Callback";
+}
+impl<M> CallbackKind for dyn Callback<M> + Send {
+    const NAME: &'static str = "dyn Callback";
+}
+impl<M> CallbackKind for dyn Callback<M> + Send + Sync {
+    const NAME: &'static str = "dyn Callback";
+}
+
+// The wrappers are ordered as the callback they wrap (their `name` is its name).
+impl<C: CallbackKind> CallbackKind for crate::PeriodicTrigger<C> {
+    const NAME: &'static str = C::NAME;
+}
+impl<C: CallbackKind> CallbackKind for crate::PeriodicCallback<C> {
+    const NAME: &'static str = C::NAME;
+}
+impl<C: CallbackKind, P> CallbackKind for crate::EnableCallbackIf<C, P> {
+    const NAME: &'static str = C::NAME;
+}
+
+// The savers: `MinSaver` and `MaxSaver` are one generic type.
+impl<const MAX: bool> CallbackKind for crate::saver::BestSaver<MAX> {
+    const NAME: &'static str = if MAX { "MaxSaver" } else { "MinSaver" };
+}
+
+/// `CallbackKind` for built-in callback types, named as their type.
+macro_rules! kinds {
+    ($($(<$($param:ident),+>)? $path:path => $name:ident;)+) => {$(
+        impl$(<$($param),+>)? CallbackKind for $path {
+            const NAME: &'static str = stringify!($name);
+        }
+    )+};
+}
+
+kinds! {
+    crate::modify::RnnRegularizer => RnnRegularizer;
+    crate::modify::GradientClip => GradientClip;
+    crate::modify::GradientAccumulation => GradientAccumulation;
+    crate::debug::InjectShell => InjectShell;
+    crate::debug::DumpTensors => DumpTensors;
+    <M, F> crate::debug::ProcessTensors<M, F> => ProcessTensors;
+    crate::debug::TensorPrinter => TensorPrinter;
+    crate::debug::DumpTensorAsImage => DumpTensorAsImage;
+    <M> crate::debug::CallbackFactory<M> => CallbackFactory;
+    crate::debug::TerminateOnNaN => TerminateOnNaN;
+    crate::debug::StartProcOrThread => StartProcOrThread;
+    crate::debug::StepTimeout => StepTimeout;
+    crate::saver::ModelSaver => ModelSaver;
+    crate::saver::SaveBestState => SaveBestState;
+    crate::param::LrSchedulerSetter => LrSchedulerSetter;
+    crate::param::HumanHyperParamSetter => HumanHyperParamSetter;
+    crate::param::ScheduledHyperParamSetter => ScheduledHyperParamSetter;
+    crate::param::ReduceLrOnPlateau => ReduceLROnPlateau;
+    <F> crate::param::HyperParamSetterWithFunc<F> => HyperParamSetterWithFunc;
+    <F> crate::param::StatMonitorParamSetter<F> => StatMonitorParamSetter;
+    crate::stop::EarlyStopping => EarlyStopping;
+    <S, F> crate::stop::EarlyStop<S, F> => EarlyStop;
+    crate::monitor::CsvWriter => CsvWriter;
+    crate::monitor::Hist => Hist;
+    crate::monitor::MovingAverageSummary => MovingAverageSummary;
+    crate::monitor::SimpleMovingAverage => SimpleMovingAverage;
+    crate::monitor::SendMonitorData => SendMonitorData;
+    crate::monitor::SendStat => SendStat;
+    crate::track::GpuMemoryTracker => GpuMemoryTracker;
+    crate::track::GpuUtilizationTracker => GpuUtilizationTracker;
+    crate::track::HostMemoryTracker => HostMemoryTracker;
+    crate::track::ProgressBar => ProgressBar;
+    <T> crate::track::EstimatedTimeLeft<T> => EstimatedTimeLeft;
+    <T> crate::track::ThroughputTracker<T> => ThroughputTracker;
+    <T> crate::track::RunTimer<T> => RunTimer;
+    <D, F> crate::inference::InferenceRunner<D, F> => InferenceRunner;
+}
