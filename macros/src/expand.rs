@@ -80,6 +80,7 @@ fn invocation(
     hook: &Hook,
     call: impl Fn(Vec<TokenStream>) -> TokenStream,
     with_values: bool,
+    first_fetch: usize,
 ) -> TokenStream {
     let mut extract = Vec::new();
     let mut args = Vec::new();
@@ -95,8 +96,11 @@ fn invocation(
                     // (hygiene: the user's tokens may come from a `macro_rules!`). Every token of
                     // the path sits at the type.
                     let p = rt.private_at(at(ty));
+                    // Its position in the callback's `fetches()`: the slot is resolved at setup.
+                    let k = first_fetch + value_index;
                     extract.push(quote_spanned! {at(ty)=>
-                        let #var: #ty = <#ty as #p::FetchValue>::from_fetched(values, #name)?;
+                        let #var: #ty =
+                            <#ty as #p::FetchValue>::from_fetched(&values.nth(#k, #name), #name)?;
                     });
                 }
                 args.push(quote!(#var));
@@ -136,7 +140,8 @@ fn add_hook(
         Some(pred) => quote!(#pred(#counters)),
         None => quote!(true),
     };
-    let run = invocation(rt, hook, &call, event.has_values());
+    // This hook's fetches follow those of the hooks before it in the callback's `fetches()`.
+    let run = invocation(rt, hook, &call, event.has_values(), methods.fetches.len());
     let guarded = |condition: TokenStream| quote!(if #condition { #run });
     if event == EventKind::Trigger {
         let g = gate(quote!(ctx.counters()));

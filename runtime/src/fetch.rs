@@ -234,6 +234,8 @@ pub(crate) struct FetchPlan {
     host: Vec<f32>,
     /// Device-to-host transfers made so far.
     transfers: u64,
+    /// Each callback's slots (by flat index), in the order of its fetches.
+    owned: Vec<Box<[u8]>>,
 }
 
 impl FetchPlan {
@@ -355,24 +357,31 @@ impl FetchPlan {
 
     /// A view of the current step's values.
     pub(crate) fn view(&self) -> Fetched<'_> {
-        Fetched { plan: Some(self) }
+        Fetched { plan: Some(self), own: &[], pinned: None }
     }
 
-    fn slot(&self, name: &str, kind: FetchKind) -> Result<&Slot> {
-        let (i, slot) = self
-            .slots
-            .iter()
-            .enumerate()
-            .find(|(_, s)| s.fetch.kind == kind && s.fetch.name == name)
-            .ok_or_else(|| {
-                Error::Fetch(format!(
-                    "`{name}` was not declared as a {} fetch: list it in the callback's fetches",
-                    match kind {
-                        FetchKind::Host => "host",
-                        FetchKind::Device => "device",
-                    }
-                ))
-            })?;
+    /// Record the slots of callback `callback` (its flat index), in the order of its fetches.
+    pub(crate) fn own(&mut self, callback: usize, bits: &[u64]) {
+        if self.owned.len() <= callback {
+            self.owned.resize_with(callback + 1, Box::default);
+        }
+        self.owned[callback] = bits.iter().map(|bit| bit.trailing_zeros() as u8).collect();
+    }
+
+    fn slot(&self, pinned: Option<u8>, name: &str, kind: FetchKind) -> Result<&Slot> {
+        let found = match pinned.map(usize::from) {
+            Some(i) if self.slots[i].fetch.kind == kind => Some((i, &self.slots[i])),
+            _ => self.slots.iter().enumerate().find(|(_, s)| s.fetch.kind == kind && s.fetch.name == name),
+        };
+        let (i, slot) = found.ok_or_else(|| {
+            Error::Fetch(format!(
+                "`{name}` was not declared as a {} fetch: list it in the callback's fetches",
+                match kind {
+                    FetchKind::Host => "host",
+                    FetchKind::Device => "device",
+                }
+            ))
+        })?;
         if self.filled & (1 << i) == 0 {
             return Err(Error::Fetch(format!("`{name}` was not fetched at this step")));
         }
@@ -384,12 +393,48 @@ impl FetchPlan {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Fetched<'a> {
     plan: Option<&'a FetchPlan>,
+    /// The slots of the callback these values are handed to, in the order of its `fetches()`,
+    /// resolved once at setup (empty when the receiver is not known: then names are searched).
+    own: &'a [u8],
+    /// The slot that `host` / `device` read without a search (set by [`Fetched::nth`]).
+    pinned: Option<u8>,
 }
 
 impl<'a> Fetched<'a> {
     /// No values (a step at which nobody asked for anything).
     pub const fn none() -> Self {
-        Fetched { plan: None }
+        Fetched { plan: None, own: &[], pinned: None }
+    }
+
+    /// The same values, as handed to the callback of flat index `callback`: its fetches are then
+    /// read by position ([`Fetched::nth`]) instead of by name. Called by the trainer and by the
+    /// sets' dispatch; costs an index.
+    #[doc(hidden)]
+    #[inline]
+    pub fn for_callback(self, callback: usize) -> Self {
+        match self.plan {
+            Some(plan) => Fetched {
+                own: plan.owned.get(callback).map_or(&[], |slots| &slots[..]),
+                pinned: None,
+                ..self
+            },
+            None => self,
+        }
+    }
+
+    /// The values with the receiver's fetch number `k` (its position in the callback's
+    /// `fetches()`, named `name`) resolved to its slot: what generated code reads a fetched
+    /// parameter through, so that no name is searched at a step. Falls back to the search by
+    /// name when the receiver is not known or the slot does not hold `name`.
+    #[doc(hidden)]
+    #[inline]
+    pub fn nth(&self, k: usize, name: &str) -> Self {
+        match (self.plan, self.own.get(k)) {
+            (Some(plan), Some(&slot)) if plan.slots[usize::from(slot)].fetch.name == name => {
+                Fetched { pinned: Some(slot), ..*self }
+            }
+            _ => Fetched { pinned: None, ..*self },
+        }
     }
 
     /// The value `name`, handed over as `T`: `values.get::<f32>("cost")?`.
@@ -400,18 +445,57 @@ impl<'a> Fetched<'a> {
     /// The host copy of `name`: its values, flattened, and its shape.
     pub fn host(&self, name: &str) -> Result<(&'a [f32], &'a [usize])> {
         let plan = self.plan.ok_or_else(|| Self::nothing(name))?;
-        let slot = plan.slot(name, FetchKind::Host)?;
+        let slot = plan.slot(self.pinned, name, FetchKind::Host)?;
         Ok((&plan.host[slot.range.0..slot.range.1], &slot.dims))
     }
 
     /// The device tensor `name`.
     pub fn device(&self, name: &str) -> Result<&'a OutputTensor> {
         let plan = self.plan.ok_or_else(|| Self::nothing(name))?;
-        let slot = plan.slot(name, FetchKind::Device)?;
+        let slot = plan.slot(self.pinned, name, FetchKind::Device)?;
         slot.device.as_ref().ok_or_else(|| Self::nothing(name))
     }
 
     fn nothing(name: &str) -> Error {
         Error::Fetch(format!("`{name}` was not fetched at this step"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two callbacks: #0 fetches `a` and `b`, #1 fetches `b` (the slot #0 declared).
+    fn plan() -> FetchPlan {
+        let mut plan = FetchPlan::default();
+        let first = [
+            plan.declare(&Fetch::host("a"), "first").unwrap(),
+            plan.declare(&Fetch::host("b"), "first").unwrap(),
+        ];
+        plan.own(0, &first);
+        let second = [plan.declare(&Fetch::host("b"), "second").unwrap()];
+        plan.own(1, &second);
+        plan
+    }
+
+    #[test]
+    fn a_callbacks_fetches_are_resolved_to_its_slots_at_setup() {
+        let plan = plan();
+        assert_eq!(plan.view().for_callback(0).nth(0, "a").pinned, Some(0));
+        assert_eq!(plan.view().for_callback(0).nth(1, "b").pinned, Some(1));
+        // The second callback's first fetch is the slot the first callback declared for `b`.
+        assert_eq!(plan.view().for_callback(1).nth(0, "b").pinned, Some(1));
+    }
+
+    #[test]
+    fn an_unknown_receiver_or_another_name_falls_back_to_the_name() {
+        let plan = plan();
+        // No receiver, a position past the callback's fetches, a name the slot does not hold,
+        // a callback without fetches: no slot is pinned, `host` / `device` search by name.
+        assert_eq!(plan.view().nth(0, "a").pinned, None);
+        assert_eq!(plan.view().for_callback(1).nth(1, "b").pinned, None);
+        assert_eq!(plan.view().for_callback(0).nth(0, "b").pinned, None);
+        assert_eq!(plan.view().for_callback(7).nth(0, "a").pinned, None);
+        assert_eq!(Fetched::none().for_callback(0).nth(0, "a").pinned, None);
     }
 }

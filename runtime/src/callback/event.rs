@@ -127,3 +127,16 @@ macro_rules! define_event {
 }
 
 for_each_event!(define_event);
+
+impl Event<'_> {
+    /// The event as handed to the callback of flat index `callback`: `after_step`'s values then
+    /// read that callback's fetches by position, resolved at setup. Other events are unchanged.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn for_callback(self, callback: usize) -> Self {
+        match self {
+            Event::AfterStep(values) => Event::AfterStep(values.for_callback(callback)),
+            other => other,
+        }
+    }
+}

@@ -135,7 +135,7 @@ impl<M, C: Callback<M>> Callbacks<M, Single> for C {
         cursor: &mut usize,
     ) -> Result<()> {
         *cursor = base;
-        deliver(self, event, ctx)
+        deliver(self, event.for_callback(base), ctx)
     }
 }
 

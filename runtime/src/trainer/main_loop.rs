@@ -214,7 +214,7 @@ fn deliver_in_order<M, K, C: Callbacks<M, K>>(
     } else {
         for &i in order {
             *phase = Phase::Callback(i, event.name());
-            if let Err(e) = callbacks.dispatch(i, event, &mut ctx) {
+            if let Err(e) = callbacks.dispatch(i, event.for_callback(i), &mut ctx) {
                 return Err(wrap(&names[i], event.name(), e));
             }
         }

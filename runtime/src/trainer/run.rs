@@ -176,9 +176,13 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             let info = callbacks.info(i);
             hooks.push(info.step_hooks);
             let mut mask = 0;
+            let mut bits = Vec::with_capacity(info.fetches.len());
             for fetch in info.fetches {
-                mask |= plan.declare(fetch, &info.name)?;
+                let bit = plan.declare(fetch, &info.name)?;
+                bits.push(bit);
+                mask |= bit;
             }
+            plan.own(i, &bits);
             if mask != 0 {
                 fetchers.push((i, mask));
             }
