@@ -12,7 +12,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 
 use crate::callback::{Callback, Context, StepGradients, StepHooks, StepLoss};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_setting};
 use crate::fetch::OutputTensor;
 
 /// fastai's `RNNRegularizer`: adds activation regularization (AR) and temporal activation
@@ -212,12 +212,8 @@ impl<M: Module> Callback<M> for GradientClip {
         if self.by_value { "GradientClip(value)".into() } else { "GradientClip(norm)".into() }
     }
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        if !(self.limit.is_finite() && self.limit > 0.0) {
-            return Err(Error::msg(format!(
-                "GradientClip: the limit must be positive and finite, not {}",
-                self.limit
-            )));
-        }
+        let valid = self.limit.is_finite() && self.limit > 0.0;
+        check_setting(valid, "GradientClip", "the limit", "positive and finite", self.limit)?;
         Ok(())
     }
     fn step_hooks(&self) -> StepHooks {

@@ -7,7 +7,7 @@ use burn::tensor::TensorData;
 use super::dump::FileWriter;
 use super::tensors::{HostTensor, TensorFetches, tensor_period_builders};
 use crate::callback::{Callback, Context, Counters};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_setting};
 use crate::fetch::{Fetch, Fetched};
 use crate::monitor::{Image, encode_png};
 
@@ -193,9 +193,7 @@ impl<M> Callback<M> for DumpTensorAsImage {
         {
             return Err(Error::msg(format!("DumpTensorAsImage cannot resize images to {h}x{w}")));
         }
-        if !self.scale.is_finite() {
-            return Err(Error::msg(format!("DumpTensorAsImage's scale must be finite, not {}", self.scale)));
-        }
+        check_setting(self.scale.is_finite(), "DumpTensorAsImage", "scale", "finite", self.scale)?;
         self.dir = ctx.log_dir().to_path_buf();
         Ok(())
     }

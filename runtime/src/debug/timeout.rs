@@ -6,7 +6,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::callback::{Callback, Context};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_setting};
 use crate::fetch::Fetched;
 
 /// What [`StepTimeout`] does when a step runs longer than its timeout.
@@ -230,12 +230,14 @@ impl<M> Callback<M> for StepTimeout {
         false
     }
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.timeout.is_zero() {
-            return Err(Error::msg("StepTimeout's timeout must be longer than 0"));
-        }
-        if self.check_every.is_some_and(|p| p.is_zero()) {
-            return Err(Error::msg("StepTimeout's check_every must be longer than 0"));
-        }
+        check_setting(!self.timeout.is_zero(), "StepTimeout", "timeout", "longer than 0", "0 s")?;
+        check_setting(
+            !self.check_every.is_some_and(|p| p.is_zero()),
+            "StepTimeout",
+            "check_every",
+            "longer than 0",
+            "0 s",
+        )?;
         Ok(())
     }
     fn before_train(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {

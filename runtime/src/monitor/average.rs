@@ -13,7 +13,7 @@ use burn::tensor::Tensor;
 use serde_json::{Map, Value as Json};
 
 use crate::callback::{Callback, Context, Counters, PeriodSetting};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_setting, must_be};
 use crate::fetch::{Fetch, FetchKind, Fetched};
 use crate::state::{json_f64, parse_f64};
 
@@ -115,7 +115,7 @@ struct Reports {
 impl Reports {
     fn check(&self, owner: &str) -> Result<()> {
         match self.every_k_steps {
-            Some(0) => Err(Error::msg(format!("{owner}: report_every_k_steps must be at least 1, not 0"))),
+            Some(0) => Err(Error::msg(must_be(owner, "report_every_k_steps", "at least 1", 0))),
             _ => Ok(()),
         }
     }
@@ -181,13 +181,8 @@ impl Average for Exponential {
     const STATE: &'static str = "the averages";
     type Acc = Ema;
     fn check_last(&self) -> Result<()> {
-        if !(0.0..1.0).contains(&self.decay) {
-            return Err(Error::msg(format!(
-                "MovingAverageSummary: decay must be in [0, 1), not {}",
-                self.decay
-            )));
-        }
-        Ok(())
+        let valid = (0.0..1.0).contains(&self.decay);
+        check_setting(valid, "MovingAverageSummary", "decay", "in [0, 1)", self.decay)
     }
     fn empty(&self) -> Ema {
         Ema::default()
@@ -217,10 +212,7 @@ impl Average for Window {
     const STATE: &'static str = "the windows";
     type Acc = VecDeque<f64>;
     fn check_first(&self) -> Result<()> {
-        if self.size == 0 {
-            return Err(Error::msg("SimpleMovingAverage: window must be at least 1, not 0"));
-        }
-        Ok(())
+        check_setting(self.size != 0, "SimpleMovingAverage", "window", "at least 1", 0)
     }
     fn empty(&self) -> VecDeque<f64> {
         VecDeque::with_capacity(self.size)

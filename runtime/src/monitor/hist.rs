@@ -6,7 +6,7 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::Tensor;
 
 use crate::callback::{Callback, Context, PeriodSetting};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_setting};
 
 /// Puts a histogram of each of the model's weight tensors to the monitors every `k` epochs
 /// (neon's `HistCallback`); [`TensorBoardWriter`](crate::TensorBoardWriter) writes them as
@@ -143,9 +143,7 @@ impl<M: Module> Callback<M> for Hist {
     }
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
         self.period.check("Hist")?;
-        if self.buckets == 0 {
-            return Err(Error::msg("Hist: buckets must be at least 1, not 0"));
-        }
+        check_setting(self.buckets != 0, "Hist", "buckets", "at least 1", 0)?;
         if self.filter.as_ref().is_some_and(|keys| keys.is_empty()) {
             return Err(Error::msg("Hist: an empty filter selects no parameter (use all_parameters())"));
         }

@@ -8,7 +8,7 @@ use serde_json::Value as Json;
 
 use super::{Target, Warnings};
 use crate::callback::{Callback, Context};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, must_be};
 use crate::state::{json_f64, parse_f64};
 
 /// Changes a hyper-parameter to `value_func(old_value)` when a statistic stops decreasing
@@ -150,7 +150,7 @@ impl<M, F: FnMut(f64) -> f64> Callback<M> for StatMonitorParamSetter<F> {
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         if self.last_k == 0 {
-            return Err(Error::HyperParam(format!("{}: last_k must be at least 1", self.target.name())));
+            return Err(Error::HyperParam(must_be(self.target.name(), "last_k", "at least 1", 0)));
         }
         if self.threshold.is_nan() {
             return Err(Error::HyperParam(format!("{}: the threshold is NaN", self.target.name())));

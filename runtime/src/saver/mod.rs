@@ -17,7 +17,7 @@ pub use crate::state::KeepPolicy;
 pub use crate::state::write_atomic;
 
 use crate::callback::{Callback, Context};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_setting};
 use crate::state::{json_f64, parse_f64};
 
 /// Writes a checkpoint when triggered — every epoch by default, or at another period under
@@ -66,11 +66,8 @@ impl ModelSaver {
 
 impl<M> Callback<M> for ModelSaver {
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if !(self.policy.keep_every_n_hours.is_none_or(|h| h > 0.0)) {
-            return Err(Error::msg(format!(
-                "ModelSaver: keep_every_n_hours must be positive, not {:?}",
-                self.policy.keep_every_n_hours
-            )));
+        if let Some(hours) = self.policy.keep_every_n_hours {
+            check_setting(hours > 0.0, "ModelSaver", "keep_every_n_hours", "positive", hours)?;
         }
         ctx.state.checkpoint_policy = self.policy;
         let root = ctx.log_dir().join(checkpoint::CHECKPOINT_DIR);
