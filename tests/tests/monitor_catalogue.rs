@@ -13,7 +13,8 @@ use burn::tensor::{Tensor, TensorData};
 use burn_stoker::fetch::{Fetch, FetchKind};
 use burn_stoker::prelude::*;
 use burn_stoker::{
-    CsvWriter, Hist, MovingAverageSummary, SendMonitorData, SendStat, SimpleMovingAverage, TensorBoardWriter,
+    monitor::CsvWriter, monitor::Hist, monitor::MovingAverageSummary, monitor::SendMonitorData,
+    monitor::SendStat, monitor::SimpleMovingAverage, monitor::TensorBoardWriter,
 };
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
 

@@ -13,8 +13,9 @@ use burn::nn::Linear;
 use burn_stoker::prelude::*;
 use burn_stoker::track::{GpuMemory, GpuSource, ManualClock, NvmlSource, humanize_duration};
 use burn_stoker::{
-    EstimatedTimeLeft, GpuMemoryTracker, GpuUtilizationTracker, HostMemoryTracker, PeriodicTrigger, RunTimer,
-    StepHooks, StepLoss, ThroughputTracker, Timed,
+    callback::StepHooks, callback::StepLoss, track::EstimatedTimeLeft, track::GpuMemoryTracker,
+    track::GpuUtilizationTracker, track::HostMemoryTracker, track::RunTimer, track::ThroughputTracker,
+    track::Timed, trigger::PeriodicTrigger,
 };
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 

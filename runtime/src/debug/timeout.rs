@@ -22,7 +22,7 @@ pub enum TimeoutAction {
     /// the warning: use [`Abort`](Self::Abort) for hung steps.
     Fail,
     /// Print a warning while the step runs; when it returns, stop training gracefully (as
-    /// [`Context::request_stop`]: the run ends with [`Outcome::Stopped`](crate::Outcome::Stopped)
+    /// [`Context::request_stop`]: the run ends with [`Outcome::Stopped`](crate::trainer::Outcome::Stopped)
     /// and `after_train` runs). As with `Fail`, a step that never returns is only warned about.
     Stop,
     /// Print a warning and let the step go on; when it ends, print how long it took. The steps
@@ -67,7 +67,7 @@ struct Watch {
 /// - [`TimeoutAction::Fail`]: when the slow step returns, training fails with an error naming the
 ///   step and its duration (what tensorpack's `SessionRunTimeout` does, by an exception).
 /// - [`TimeoutAction::Stop`]: when the slow step returns, training stops gracefully
-///   ([`Outcome::Stopped`](crate::Outcome::Stopped)).
+///   ([`Outcome::Stopped`](crate::trainer::Outcome::Stopped)).
 /// - [`TimeoutAction::Warn`] ([`warn_only`](Self::warn_only)): a warning, once per step, and how
 ///   long the step took when it ends.
 ///

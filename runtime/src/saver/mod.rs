@@ -2,26 +2,26 @@
 //! trainer's counters and data position, every hyper-parameter, every stateful callback's state
 //! and the monitors' history, written atomically and verified when read (see [`checkpoint`] for
 //! the layout). [`ModelSaver`] writes them; [`MinSaver`] / [`MaxSaver`] keep a copy of the best;
-//! [`Trainer::resume_from`](crate::Trainer::resume_from) and
-//! [`Trainer::auto_resume`](crate::Trainer::auto_resume) continue a run from them.
+//! [`Trainer::resume_from`](crate::trainer::Trainer::resume_from) and
+//! [`Trainer::auto_resume`](crate::trainer::Trainer::auto_resume) continue a run from them.
 
 mod best_state;
-pub mod checkpoint;
+pub(crate) mod checkpoint;
 
 use std::borrow::Cow;
 
 pub use best_state::SaveBestState;
-pub use checkpoint::Checkpoint;
-
-pub use crate::state::KeepPolicy;
-pub use crate::state::write_atomic;
+pub use checkpoint::{
+    CHECKPOINT_DIR, Checkpoint, FORMAT_VERSION, INDEX_FILE, KEEP_FILE, MANIFEST_FILE, MODEL_FILE,
+    MONITORS_FILE, OPTIMIZER_FILE, TRAINER_FILE,
+};
 
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
-use crate::state::{json_f64, parse_f64};
+use crate::state::{KeepPolicy, json_f64, parse_f64};
 
 /// Writes a checkpoint when triggered — every epoch by default, or at another period under
-/// [`PeriodicTrigger`](crate::PeriodicTrigger) / `#[every_k_epochs]` — into
+/// [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) / `#[every_k_epochs]` — into
 /// `<log dir>/checkpoints/step-<global_step>/` (tensorpack's `ModelSaver`), keeping the last
 /// `max_to_keep` and, with [`keep_every_n_hours`](Self::keep_every_n_hours), one per that many
 /// hours forever.
