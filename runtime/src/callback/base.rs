@@ -51,8 +51,8 @@ macro_rules! define_callback_trait {
             }
             /// With data-parallel training, whether this callback runs only on the chief worker
             /// (tensorpack's default for most callbacks). The trainer trains on one device today, where
-            /// every callback runs; the flag is reported in [`CallbackInfo`](crate::callback::CallbackInfo) for the data-parallel
-            /// trainer to come.
+            /// every callback runs; the flag is reported in [`CallbackInfo`](crate::callback::CallbackInfo)
+            /// for the data-parallel trainer to come.
             fn chief_only(&self) -> bool {
                 true
             }

@@ -4,9 +4,10 @@
 //! generated from it: the [`Event`] enum and its [`name`](Event::name), the event methods of the
 //! [`Callback`](crate::callback::Callback) trait and their forwarding through `Box` and `&mut`,
 //! [`deliver`](crate::callback::deliver), the gating wrappers' bodies
-//! ([`PeriodicCallback`](crate::trigger::PeriodicCallback), [`EnableCallbackIf`](crate::trigger::EnableCallbackIf)),
-//! the gate of a `#[derive(Callbacks)]` field and [`CallbackFactory`](crate::debug::CallbackFactory)'s
-//! closures. A new event is one entry here (and its place in the trainer's loop).
+//! ([`PeriodicCallback`](crate::trigger::PeriodicCallback),
+//! [`EnableCallbackIf`](crate::trigger::EnableCallbackIf)), the gate of a `#[derive(Callbacks)]` field and
+//! [`CallbackFactory`](crate::debug::CallbackFactory)'s closures. A new event is one entry here (and its
+//! place in the trainer's loop).
 
 use super::step::{StepGradients, StepLoss};
 use crate::fetch::Fetched;
@@ -66,8 +67,8 @@ macro_rules! for_each_event {
 pub(crate) use for_each_event;
 
 /// Where an event falls in the loop, which decides how the gating wrappers
-/// ([`PeriodicCallback`](crate::trigger::PeriodicCallback), [`EnableCallbackIf`](crate::trigger::EnableCallbackIf),
-/// a gated `#[derive(Callbacks)]` field) treat it.
+/// ([`PeriodicCallback`](crate::trigger::PeriodicCallback),
+/// [`EnableCallbackIf`](crate::trigger::EnableCallbackIf), a gated `#[derive(Callbacks)]` field) treat it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// Runs once (`setup`, `before_train`, `after_train`): never gated.

@@ -16,9 +16,9 @@ use crate::fetch::{Fetch, Fetched};
 /// (tensorpack's `ProcessTensors(names, fn)`): at every step by default, every `k` steps with
 /// [`every_k_steps`](Self::every_k_steps), at the last step of every `k` epochs with
 /// [`every_k_epochs`](Self::every_k_epochs), or at the steps a
-/// [`PeriodicCallback`](crate::trigger::PeriodicCallback) or [`EnableCallbackIf`](crate::trigger::EnableCallbackIf)
-/// around it lets through. The values leave the device only at those steps, in the one transfer
-/// the trainer makes for every callback.
+/// [`PeriodicCallback`](crate::trigger::PeriodicCallback) or
+/// [`EnableCallbackIf`](crate::trigger::EnableCallbackIf) around it lets through. The values leave the device
+/// only at those steps, in the one transfer the trainer makes for every callback.
 ///
 /// The function receives the values ([`TensorValues`], in the order of the names) and the
 /// context (to put monitors, read the counters, stop training...); it returns `()`,

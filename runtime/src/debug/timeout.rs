@@ -54,8 +54,9 @@ struct Watch {
 /// [`check_every`](Self::check_every) (a tenth of the timeout by default, between 1 ms and 1 s)
 /// at the step in progress. The training thread arms it in `before_step` and disarms it in
 /// `after_step` with four atomic stores and a clock read (two reads, except with `Abort`): no
-/// lock, allocation or system call per step. The time measured runs from this callback's `before_step` to its `after_step`: the step
-/// itself, plus the `before_step` and `after_step` of the callbacks ordered between them.
+/// lock, allocation or system call per step. The time measured runs from this callback's `before_step` to its
+/// `after_step`: the step itself, plus the `before_step` and `after_step` of the callbacks ordered between
+/// them.
 ///
 /// On a timeout the watchdog prints, on stderr, which step (global step and epoch) has run for
 /// how long, then acts as [`action`](Self::action) says:

@@ -48,7 +48,8 @@ use crate::state::{KeepPolicy, json_f64, parse_f64};
 ///
 /// The checkpoint is written once every callback has handled the event that asked for it (after
 /// the epoch's `trigger_epoch` and the epoch's statistics), so that it holds every callback's
-/// state as of that moment. See [the checkpoint format](crate::saver#the-checkpoint-format) for what it holds and how it is written.
+/// state as of that moment. See [the checkpoint format](crate::saver#the-checkpoint-format) for what it holds
+/// and how it is written.
 ///
 /// ```
 /// use burn_stoker::prelude::*;
