@@ -17,12 +17,12 @@ use std::time::Duration;
 
 use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
+use burn_stoker::callback::{StepHooks, StepLoss};
 use burn_stoker::debug::{
     CallbackFactory, DumpTensorAsImage, DumpTensors, InjectShell, ProcessTensors, StartProcOrThread,
     StepTimeout, TensorPrinter, TensorValues, TimeoutAction,
 };
 use burn_stoker::prelude::*;
-use burn_stoker::{callback::StepHooks, callback::StepLoss};
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
 
 /// The `"image"` output: 2x3 grey values, the same at every step.

@@ -8,7 +8,8 @@ use burn::nn::Linear;
 use burn_stoker::prelude::*;
 use burn_stoker::state::{Image, Record, Value};
 use burn_stoker::{
-    monitor::JsonWriter, monitor::ScalarPrinter, monitor::TensorBoardWriter, state::MonitorSink,
+    monitor::{JsonWriter, ScalarPrinter, TensorBoardWriter},
+    state::MonitorSink,
 };
 use serde_json::Value as Json;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};

@@ -13,9 +13,12 @@ use burn::nn::Linear;
 use burn_stoker::prelude::*;
 use burn_stoker::track::{GpuMemory, GpuSource, ManualClock, NvmlSource, humanize_duration};
 use burn_stoker::{
-    callback::StepHooks, callback::StepLoss, track::EstimatedTimeLeft, track::GpuMemoryTracker,
-    track::GpuUtilizationTracker, track::HostMemoryTracker, track::RunTimer, track::ThroughputTracker,
-    track::Timed, trigger::PeriodicTrigger,
+    callback::{StepHooks, StepLoss},
+    track::{
+        EstimatedTimeLeft, GpuMemoryTracker, GpuUtilizationTracker, HostMemoryTracker, RunTimer,
+        ThroughputTracker, Timed,
+    },
+    trigger::PeriodicTrigger,
 };
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 
