@@ -9,7 +9,7 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig, PaddingConfig2d, Relu};
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Tensor};
-use burn_stoker::Outputs;
+use burn_stoker::fetch::Outputs;
 use stoker_examples::{DigitBatch, DigitBatcher, Mlp, load_digits};
 
 /// A model that classifies the 8x8 digits.

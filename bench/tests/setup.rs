@@ -54,7 +54,7 @@ const STEPS: u64 = 60;
 fn hand_trained(data: &[stoker_examples::DigitBatch], device: &burn::tensor::Device) -> Mlp {
     let mut model = fresh_alone::<Mlp>(device);
     let mut optimizer = burn::optim::AdamConfig::new().init();
-    let mut outputs = burn_stoker::Outputs::new();
+    let mut outputs = burn_stoker::fetch::Outputs::new();
     for i in 0..STEPS {
         model = stoker_bench::hand_step(
             model,

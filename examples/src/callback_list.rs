@@ -22,7 +22,7 @@ use burn::tensor::{Device, Tensor};
 use burn_stoker::debug::InjectShell;
 use burn_stoker::monitor::{MovingAverageSummary, SendStat};
 use burn_stoker::prelude::*;
-use burn_stoker::{EstimatedTimeLeft, GpuUtilizationTracker};
+use burn_stoker::track::{EstimatedTimeLeft, GpuUtilizationTracker};
 
 use crate::{DigitBatch, Mlp, load_digits, loader};
 

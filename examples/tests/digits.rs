@@ -49,7 +49,7 @@ fn the_digits_example_reaches_95_percent_and_writes_its_logs() {
     let index: serde_json::Value =
         serde_json::from_slice(&std::fs::read(checkpoints.join("index.json")).unwrap()).unwrap();
     assert_eq!(index["latest"], "step-1350");
-    let last = burn_stoker::Checkpoint::latest(&dir).unwrap().expect("a complete checkpoint");
+    let last = burn_stoker::saver::Checkpoint::latest(&dir).unwrap().expect("a complete checkpoint");
     assert_eq!((last.epoch_num(), last.global_step()), (30, 1350));
     let mut kept: Vec<String> = std::fs::read_dir(&checkpoints)
         .unwrap()

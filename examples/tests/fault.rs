@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use burn_stoker::Checkpoint;
+use burn_stoker::saver::Checkpoint;
 use stoker_examples::Mlp;
 use stoker_tests::{checkpoint_weights, scratch_dir};
 

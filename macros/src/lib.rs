@@ -31,9 +31,9 @@ use symbol::{CALLBACK, FETCH, ORDER, Symbol};
 ///
 /// On a function: `#[callback(on = EVENT, every_k_steps = N, every_k_epochs = N, before_train =
 /// bool, enable_if = path, chief_only = bool, name = "Name")]` generates a unit struct named after
-/// the function in UpperCamelCase (or `name`) that implements `burn_stoker::Callback`. The function
+/// the function in UpperCamelCase (or `name`) that implements `burn_stoker::callback::Callback`. The function
 /// takes an optional `ctx: &mut Context<'_, M>` and, on `after_step`, the values named by
-/// `#[fetch]`; it returns `()`, `burn_stoker::Result<()>`, `burn_stoker::Flow` or `Result<Flow>`.
+/// `#[fetch]`; it returns `()`, `burn_stoker::Result<()>`, `burn_stoker::callback::Flow` or `Result<Flow>`.
 /// On `trigger`, the periods mean tensorpack's `PeriodicTrigger`; on step and epoch events,
 /// `PeriodicCallback` (the last step and epoch are always delivered).
 ///
@@ -102,7 +102,7 @@ pub fn fetch(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 /// Ordering constraints of a callback within every event: `#[order(after = A, before = B)]`,
 /// `after = [A, B]` for several. Targets are callback types in scope, checked by the compiler:
 /// a type made by `#[callback]`, a built-in callback, or a hand-written one that implements
-/// `burn_stoker::CallbackKind` (one line). The trainer sorts the callbacks topologically by the
+/// `burn_stoker::kind::CallbackKind` (one line). The trainer sorts the callbacks topologically by the
 /// targets' `CallbackKind::NAME` and reports cycles and missing targets by name.
 ///
 /// ```
@@ -123,7 +123,7 @@ pub fn order(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 /// dispatched statically. Fields take `#[order(after = X, before = Y)]`, `#[every_k_steps(N)]`,
 /// `#[every_k_epochs(N)]` (`PeriodicCallback`'s gating), `#[enable_if(path)]` and
 /// `#[chief_only]` / `#[chief_only(false)]`. Every field is a callback or a set of callbacks
-/// (`burn_stoker::CallbackSet`), checked on the field. On the struct,
+/// (`burn_stoker::kind::CallbackSet`), checked on the field. On the struct,
 /// `#[callbacks(crate = "path")]` names a renamed runtime.
 ///
 /// ```

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use burn::module::Module;
 use burn::optim::ModuleOptimizer;
 
+use crate::Result;
 use crate::callback::{Callbacks, Control, Counters, Event, TrainState};
-use crate::error::Result;
-use crate::monitor::Monitors;
-use crate::param::HyperParams;
-use crate::saver::KeepPolicy;
+use crate::state::HyperParams;
+use crate::state::KeepPolicy;
+use crate::state::Monitors;
 use crate::trainer::Run;
 
 /// Time `events` deliveries of `trigger_step` to every callback of `callbacks`, exactly as the

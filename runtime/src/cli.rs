@@ -3,7 +3,7 @@
 //!
 //! | flag | what it adds |
 //! |---|---|
-//! | `--eval_freq N` | the program's validation (an [`InferenceRunner`](crate::InferenceRunner) or any callback), run every `N` epochs; off without the flag, as in neon |
+//! | `--eval_freq N` | the program's validation (an [`InferenceRunner`](crate::inference::InferenceRunner) or any callback), run every `N` epochs; off without the flag, as in neon |
 //! | `--serialize N` | a [`ModelSaver`] checkpoint every `N` epochs |
 //! | `--history K` | how many of those checkpoints to keep (default 5) |
 //! | `--save_path DIR` | the log directory: checkpoints, `stats.json`, TensorBoard files |
@@ -24,7 +24,7 @@
 //!
 //! let cli = Cli::parse_from(["train", "--eval_freq", "2", "--serialize", "5", "--no_progress_bar"]);
 //! assert_eq!(cli.callbacks.eval_freq, Some(2));
-//! let defaults = cli.callbacks.default_callbacks(burn_stoker::DefaultCallbacks::default());
+//! let defaults = cli.callbacks.default_callbacks(burn_stoker::trainer::DefaultCallbacks::default());
 //! assert!(defaults.progress.is_none());
 //! let saver = cli.callbacks.saver();
 //! assert!(saver.is_some());

@@ -1,9 +1,9 @@
 //! Named values computed along with a training step, and their trip to the callbacks that asked.
 //!
 //! The training step puts named tensors into [`Outputs`] (the loss is always there as `"loss"`).
-//! Callbacks declare what they may want with [`Callback::fetches`](crate::Callback::fetches) and
+//! Callbacks declare what they may want with [`Callback::fetches`](crate::callback::Callback::fetches) and
 //! say at each step whether they want it now with
-//! [`Callback::wants_fetch`](crate::Callback::wants_fetch). After the step the trainer copies the
+//! [`Callback::wants_fetch`](crate::callback::Callback::wants_fetch). After the step the trainer copies the
 //! host values every interested callback asked for to the host in **one** transfer, hands device
 //! tensors over as they are, and on a step where nobody asked it transfers nothing.
 

@@ -3,7 +3,7 @@
 //!
 //! An order target is a callback *type*. [`CallbackKind`] gives each callback type the name by
 //! which the trainer orders it at run time (the type's name; a wrapper such as
-//! [`PeriodicTrigger`](crate::PeriodicTrigger) takes its inner callback's). `#[callback]` and
+//! [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) takes its inner callback's). `#[callback]` and
 //! `#[derive(Callbacks)]` implement it; the built-in callbacks implement it here; a hand-written
 //! callback implements it in one line:
 //!
@@ -24,7 +24,7 @@
 //!
 //! [`CallbackSet`] is what a field of a `#[derive(Callbacks)]` struct may be: a callback, or a
 //! set of callbacks (a tuple, an `Option`, a `Vec`, another derived struct, a
-//! [`Timed`](crate::Timed) set). A field of any other type is a compile error on that field.
+//! [`Timed`](crate::track::Timed) set). A field of any other type is a compile error on that field.
 
 use crate::callback::Callback;
 
@@ -55,7 +55,7 @@ impl<C: CallbackKind + ?Sized> CallbackSet for C {}
 impl CallbackSet for () {}
 impl<C: CallbackSet> CallbackSet for Option<C> {}
 impl<C: CallbackSet> CallbackSet for Vec<C> {}
-impl<C: CallbackSet, T> CallbackSet for crate::Timed<C, T> {}
+impl<C: CallbackSet, T> CallbackSet for crate::track::Timed<C, T> {}
 
 macro_rules! tuple_sets {
     ($($name:ident)+) => {
@@ -99,13 +99,13 @@ impl<M> CallbackKind for dyn Callback<M> + Send + Sync {
 }
 
 // The wrappers are ordered as the callback they wrap (their `name` is its name).
-impl<C: CallbackKind> CallbackKind for crate::PeriodicTrigger<C> {
+impl<C: CallbackKind> CallbackKind for crate::trigger::PeriodicTrigger<C> {
     const NAME: &'static str = C::NAME;
 }
-impl<C: CallbackKind> CallbackKind for crate::PeriodicCallback<C> {
+impl<C: CallbackKind> CallbackKind for crate::trigger::PeriodicCallback<C> {
     const NAME: &'static str = C::NAME;
 }
-impl<C: CallbackKind, P> CallbackKind for crate::EnableCallbackIf<C, P> {
+impl<C: CallbackKind, P> CallbackKind for crate::trigger::EnableCallbackIf<C, P> {
     const NAME: &'static str = C::NAME;
 }
 

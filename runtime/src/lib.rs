@@ -8,8 +8,27 @@
 //! ([`ScheduledHyperParamSetter`]), monitors (TensorBoard, `stats.json`, the terminal), progress.
 //! Callbacks are declared with attributes ([`callback`](macro@callback),
 //! [`fetch`](macro@fetch), [`order`](macro@order), [`derive(Callbacks)`](derive@Callbacks)) or
-//! written as [`Callback`] implementations. The [`Trainer`] runs them in tensorpack's lifecycle; values computed by a step reach the
-//! callbacks that asked for them in one device-to-host transfer ([`fetch`](mod@fetch)).
+//! written as [`Callback`] implementations. The [`Trainer`] runs them in tensorpack's lifecycle;
+//! values computed by a step reach the callbacks that asked for them in one device-to-host
+//! transfer ([`fetch`](mod@fetch)).
+//!
+//! ## One path per item
+//!
+//! Every public item has exactly one path: the public module of its concept
+//! (`burn_stoker::trainer::Trainer`, `burn_stoker::callback::Context`,
+//! `burn_stoker::monitor::TensorBoardWriter`, `burn_stoker::state::Monitors`, ...). The files a
+//! concept module is split into are private; the module re-exports their items once
+//! (`burn_stoker::monitor::CsvWriter`, not `monitor::csv::CsvWriter`). The crate root holds the
+//! modules and only these items: [`Error`] and [`Result`] (a callback returns
+//! `burn_stoker::Result<()>`) and the four macros. The monitor store, the hyper-parameters and the
+//! keep policy live in [`state`] alone. [`prelude`] is not a second home: it is a convenience for
+//! `use burn_stoker::prelude::*;`.
+//!
+//! [`Callback`]: callback::Callback
+//! [`InferenceRunner`]: inference::InferenceRunner
+//! [`ModelSaver`]: saver::ModelSaver
+//! [`ScheduledHyperParamSetter`]: param::ScheduledHyperParamSetter
+//! [`Trainer`]: trainer::Trainer
 #![warn(missing_docs)]
 
 // The macros generate `::burn_stoker::...` paths; this lets the runtime use its own macros.
@@ -22,7 +41,7 @@ pub mod callback;
 pub mod cli;
 pub mod debug;
 pub mod device;
-pub mod error;
+mod error;
 pub mod fetch;
 pub mod inference;
 pub mod kind;
@@ -36,46 +55,25 @@ pub mod track;
 pub mod trainer;
 pub mod trigger;
 
-pub use callback::{
-    Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Flow, Order, Single,
-    StateOp, StepGradients, StepHooks, StepLoss,
-};
-pub use debug::{
-    CallbackFactory, DumpTensorAsImage, DumpTensors, InjectShell, ProcessTensors, StartProcOrThread,
-    StepTimeout, TensorPrinter,
-};
 pub use error::{Error, Result};
-pub use fetch::{Fetch, FetchKind, FetchValue, Fetched, OutputTensor, Outputs};
-pub use inference::{ClassificationError, InferenceRunner, Inferencer, ScalarStats};
-pub use kind::{CallbackKind, CallbackSet};
-pub use monitor::{
-    CsvWriter, Hist, JsonWriter, MonitorSink, Monitors, MovingAverageSummary, ScalarPrinter, SendMonitorData,
-    SendStat, SimpleMovingAverage, TensorBoardWriter,
-};
-pub use param::{
-    HumanHyperParamSetter, HyperParamSetterWithFunc, HyperParams, LrSchedulerSetter, PlateauMode,
-    ReduceLrOnPlateau, ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter,
-};
-pub use saver::{Checkpoint, KeepPolicy, MaxSaver, MinSaver, ModelSaver, SaveBestState};
-pub use stop::{EarlyStop, EarlyStopping};
-pub use track::{
-    EstimatedTimeLeft, GpuMemoryTracker, GpuUtilizationTracker, HostMemoryTracker, ProgressBar, RunTimer,
-    ThroughputTracker, Timed,
-};
-pub use trainer::{BatchIter, DefaultCallbacks, Outcome, Step, TrainData, TrainReport, Trainer};
-pub use trigger::{EnableCallbackIf, PeriodicCallback, PeriodicTrigger};
 
 pub use burn_stoker_macros::{Callbacks, callback, fetch, order};
 
-/// What a training program usually needs.
+/// What a training program usually needs, for `use burn_stoker::prelude::*;`.
+///
+/// A convenience, not a second home: each item's one path is its module's
+/// (`burn_stoker::trainer::Trainer`).
 pub mod prelude {
     pub use crate::{
-        Callback, CallbackKind, Callbacks, ClassificationError, Context, Counters, DefaultCallbacks,
-        EarlyStopping, EnableCallbackIf, Fetch, Fetched, Flow, HumanHyperParamSetter,
-        HyperParamSetterWithFunc, InferenceRunner, LrSchedulerSetter, MaxSaver, MinSaver, ModelSaver, Order,
-        Outcome, Outputs, PeriodicCallback, PeriodicTrigger, ProgressBar, ReduceLrOnPlateau, ScalarStats,
-        ScheduledHyperParamSetter, SharedParam, StatMonitorParamSetter, Step, TrainReport, Trainer, callback,
-        fetch, order,
+        Callbacks, callback, callback::Callback, callback::Callbacks, callback::Context, callback::Counters,
+        callback::Flow, callback::Order, fetch, fetch::Fetch, fetch::Fetched, fetch::Outputs,
+        inference::ClassificationError, inference::InferenceRunner, inference::ScalarStats,
+        kind::CallbackKind, order, param::HumanHyperParamSetter, param::HyperParamSetterWithFunc,
+        param::LrSchedulerSetter, param::ReduceLrOnPlateau, param::ScheduledHyperParamSetter,
+        param::StatMonitorParamSetter, saver::MaxSaver, saver::MinSaver, saver::ModelSaver,
+        state::SharedParam, stop::EarlyStopping, track::ProgressBar, trainer::DefaultCallbacks,
+        trainer::Outcome, trainer::Step, trainer::TrainReport, trainer::Trainer, trigger::EnableCallbackIf,
+        trigger::PeriodicCallback, trigger::PeriodicTrigger,
     };
 }
 

@@ -206,7 +206,7 @@ struct BestWeights {
 /// with the same arguments, defaults and arithmetic.
 ///
 /// At each trigger (every epoch by default; wrap it in
-/// [`PeriodicTrigger`](crate::PeriodicTrigger) to match a producer that runs less often), with
+/// [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) to match a producer that runs less often), with
 /// `current` the statistic's latest value:
 ///
 /// 1. If no value was put since the last trigger, nothing happens (Keras skips an epoch whose
@@ -219,7 +219,7 @@ struct BestWeights {
 ///    value always does), it becomes the best (its weights are kept), and `wait` returns to 0
 ///    only if `current` also improves on `baseline` (when one is set).
 /// 5. Otherwise, when `wait >= patience` and this is not the first epoch, training stops
-///    ([`Context::request_stop`]; the run ends with [`Outcome::Stopped`](crate::Outcome)).
+///    ([`Context::request_stop`]; the run ends with [`Outcome::Stopped`](crate::trainer::Outcome)).
 ///
 /// So `patience = 0` stops at the first epoch that does not improve; with a `baseline`, a run
 /// that keeps improving without beating it still runs until the first epoch without improvement
@@ -241,7 +241,7 @@ struct BestWeights {
 /// name (see [`Mode::resolve`]) and fails at setup when it cannot tell; `verbose` prints Keras's
 /// two messages, with 1-based epochs as stoker counts them.
 ///
-/// [`TrainReport::model`]: crate::TrainReport::model
+/// [`TrainReport::model`]: crate::trainer::TrainReport::model
 ///
 /// ```
 /// use burn_stoker::prelude::*;
@@ -597,7 +597,7 @@ impl<M: Module + 'static> Callback<M> for EarlyStopping {
 /// neon reads the validation loss its `LossCallback` computed; here the statistic is named. As
 /// with [`EarlyStopping`], a statistic never put is an error naming the scalars there are, and a
 /// trigger without a new value does not call the function. The stop reason (in
-/// [`Outcome::Stopped`](crate::Outcome)) gives the value that triggered it (neon logs it).
+/// [`Outcome::Stopped`](crate::trainer::Outcome)) gives the value that triggered it (neon logs it).
 ///
 /// ```
 /// use burn_stoker::stop::EarlyStop;

@@ -63,14 +63,14 @@ pub fn checkpoint_weights<M: burn::module::Module>(model: M, dir: &std::path::Pa
 /// Stops training after global step `at` (at the end of its epoch when `at` ends one).
 pub struct StopAt(pub u64);
 
-impl<M> burn_stoker::Callback<M> for StopAt {
-    fn trigger_step(&mut self, ctx: &mut burn_stoker::Context<'_, M>) -> burn_stoker::Result<()> {
+impl<M> burn_stoker::callback::Callback<M> for StopAt {
+    fn trigger_step(&mut self, ctx: &mut burn_stoker::callback::Context<'_, M>) -> burn_stoker::Result<()> {
         if ctx.global_step() == self.0 && ctx.local_step() < ctx.counters().steps_per_epoch() {
             ctx.request_stop("stopped mid-epoch by the test");
         }
         Ok(())
     }
-    fn trigger_epoch(&mut self, ctx: &mut burn_stoker::Context<'_, M>) -> burn_stoker::Result<()> {
+    fn trigger_epoch(&mut self, ctx: &mut burn_stoker::callback::Context<'_, M>) -> burn_stoker::Result<()> {
         if ctx.global_step() == self.0 {
             ctx.request_stop("stopped at an epoch's end by the test");
         }

@@ -14,7 +14,7 @@ use burn::optim::AdamConfig;
 use burn::tensor::{Device, Tensor, TensorData};
 use burn_stoker::debug::TerminateOnNaN;
 use burn_stoker::prelude::*;
-use burn_stoker::{Checkpoint, Error};
+use burn_stoker::{Error, saver::Checkpoint};
 use serde_json::Value as Json;
 use stoker_tests::{checkpoint_weights, mse, scratch_dir, tiny_data, tiny_model};
 

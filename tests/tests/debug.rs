@@ -17,12 +17,12 @@ use std::time::Duration;
 
 use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
+use burn_stoker::callback::{StepHooks, StepLoss};
 use burn_stoker::debug::{
     CallbackFactory, DumpTensorAsImage, DumpTensors, InjectShell, ProcessTensors, StartProcOrThread,
     StepTimeout, TensorPrinter, TensorValues, TimeoutAction,
 };
 use burn_stoker::prelude::*;
-use burn_stoker::{StepHooks, StepLoss};
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
 
 /// The `"image"` output: 2x3 grey values, the same at every step.
@@ -767,7 +767,7 @@ fn callback_factory_has_a_name_an_order_and_controls_the_run() {
 
 #[test]
 fn callback_factory_takes_the_events_inside_a_step_only_when_given_closures_for_them() {
-    use burn_stoker::Callback;
+    use burn_stoker::callback::Callback;
     let plain = CallbackFactory::<Linear>::new().trigger(|_| {});
     assert_eq!(Callback::step_hooks(&plain), StepHooks::NONE);
 

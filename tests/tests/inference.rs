@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
-use burn_stoker::Inferencer;
+use burn_stoker::inference::Inferencer;
 use burn_stoker::inference::{BinaryClassificationStats, MultiLabelStats};
 use burn_stoker::prelude::*;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
 use burn_stoker::prelude::*;
-use burn_stoker::{Error, Event};
+use burn_stoker::{Error, callback::Event};
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 
 type Log = Arc<Mutex<Vec<String>>>;
@@ -406,11 +406,11 @@ impl Callback<Linear> for Fetcher {
         }
         for fetch in &self.fetches {
             let text = match (fetch.name.as_ref(), fetch.kind) {
-                ("pair", burn_stoker::FetchKind::Host) => {
+                ("pair", burn_stoker::fetch::FetchKind::Host) => {
                     let data: TensorData = values.get(&fetch.name)?;
                     format!("pair {:?} {:?}", data.shape().to_vec(), data.try_to_vec::<f32>().unwrap())
                 }
-                ("pair", burn_stoker::FetchKind::Device) => {
+                ("pair", burn_stoker::fetch::FetchKind::Device) => {
                     let tensor: Tensor<2> = values.get(&fetch.name)?;
                     format!("pair on device {:?}", tensor.dims())
                 }

@@ -11,10 +11,10 @@ use std::time::Duration;
 use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
 use burn_stoker::fetch::{Fetch, FetchKind};
-use burn_stoker::prelude::*;
-use burn_stoker::{
+use burn_stoker::monitor::{
     CsvWriter, Hist, MovingAverageSummary, SendMonitorData, SendStat, SimpleMovingAverage, TensorBoardWriter,
 };
+use burn_stoker::prelude::*;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
 
 type Histories = Arc<Mutex<BTreeMap<String, Vec<(u64, f64)>>>>;

@@ -5,9 +5,12 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use burn::nn::Linear;
-use burn_stoker::monitor::{Image, Record, Value};
 use burn_stoker::prelude::*;
-use burn_stoker::{JsonWriter, MonitorSink, ScalarPrinter, TensorBoardWriter};
+use burn_stoker::state::{Image, Record, Value};
+use burn_stoker::{
+    monitor::{JsonWriter, ScalarPrinter, TensorBoardWriter},
+    state::MonitorSink,
+};
 use serde_json::Value as Json;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 
@@ -189,7 +192,7 @@ fn scalar_printer_prints_whitelisted_names_not_blacklisted_sorted_at_epoch_end()
     ])
     .unwrap();
     assert!(out.0.lock().unwrap().is_empty(), "nothing printed before the epoch ends");
-    let stats = burn_stoker::monitor::EpochStats {
+    let stats = burn_stoker::state::EpochStats {
         epoch_num: 1,
         global_step: 20,
         scalars: [

@@ -16,7 +16,7 @@ use burn::nn::Linear;
 use burn::optim::SgdConfig;
 use burn::tensor::Tensor;
 use burn_stoker::prelude::*;
-use burn_stoker::{Checkpoint, Error, HyperParams, PlateauMode};
+use burn_stoker::{Error, param::PlateauMode, saver::Checkpoint, state::HyperParams};
 use stoker_tests::{StopAt, mse, scratch_dir, tiny_data, tiny_model};
 
 type Batch = (Tensor<2>, Tensor<2>);

@@ -14,7 +14,7 @@ use burn::nn::Linear;
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Bytes, Device, Tensor, TensorData};
 use burn_stoker::prelude::*;
-use burn_stoker::{Checkpoint, Error};
+use burn_stoker::{Error, saver::Checkpoint};
 use stoker_tests::{StopAt, mse, scratch_dir, tiny_model, weights};
 
 type Batch = (Tensor<2>, Tensor<2>);

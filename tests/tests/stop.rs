@@ -308,7 +308,7 @@ fn restore_best_weights_gives_the_best_epochs_weights_after_a_stop_and_at_the_en
 
 /// The saved state of the callback `name` in the latest checkpoint under `dir`.
 fn saved_state(dir: &Path, name: &str) -> Json {
-    let checkpoint = burn_stoker::Checkpoint::latest(dir).unwrap().expect("a checkpoint");
+    let checkpoint = burn_stoker::saver::Checkpoint::latest(dir).unwrap().expect("a checkpoint");
     checkpoint.callback_state(name).cloned().unwrap_or(Json::Null)
 }
 

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use burn_stoker::monitor::{Histogram, Image, Record, TensorBoardSink, Value};
+use burn_stoker::monitor::TensorBoardSink;
+use burn_stoker::state::{Histogram, Image, Record, Value};
 use stoker_tests::scratch_dir;
 
 /// CRC-32C, bit by bit (polynomial 0x82F63B78), independent of the writer's crate.

@@ -13,8 +13,12 @@ use burn::nn::Linear;
 use burn_stoker::prelude::*;
 use burn_stoker::track::{GpuMemory, GpuSource, ManualClock, NvmlSource, humanize_duration};
 use burn_stoker::{
-    EstimatedTimeLeft, GpuMemoryTracker, GpuUtilizationTracker, HostMemoryTracker, PeriodicTrigger, RunTimer,
-    StepHooks, StepLoss, ThroughputTracker, Timed,
+    callback::{StepHooks, StepLoss},
+    track::{
+        EstimatedTimeLeft, GpuMemoryTracker, GpuUtilizationTracker, HostMemoryTracker, RunTimer,
+        ThroughputTracker, Timed,
+    },
+    trigger::PeriodicTrigger,
 };
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 

@@ -10,7 +10,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use burn_stoker::Outcome;
+use burn_stoker::trainer::Outcome;
 use stoker_examples::{DigitsConfig, train_digits};
 
 fn main() -> ExitCode {

@@ -350,7 +350,7 @@ const ODD: &[(Kind, &str, &str)] = &[
     (Callback, "on = trigger", "#[doc = \"x\"] #[inline] fn f() where Self: Sized {}"),
     (Callback, "on = trigger", "fn f() -> impl Sized {}"),
     (Callback, "on = trigger", "fn f<'a>(ctx: &'a mut Context<'a, M>) {}"),
-    (Callback, "on = trigger", "fn f(ctx: &mut burn_stoker::Context<'_, <M as Tr>::Out>) {}"),
+    (Callback, "on = trigger", "fn f(ctx: &mut burn_stoker::callback::Context<'_, <M as Tr>::Out>) {}"),
     (Callback, "on = trigger", "fn f(ctx: &mut Context<'_, dyn Module>) {}"),
     (Callback, "on = after_step", "#[fetch(\"a\")] fn f((a, b): (f32, f32)) {}"),
     (Callback, "on = after_step", "#[fetch(\"a\", \"b\",)] fn f(_: f32, _: Tensor) {}"),

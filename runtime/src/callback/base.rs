@@ -7,7 +7,7 @@ use super::counters::Counters;
 use super::event::{Event, for_each_event};
 use super::order::{Order, short_type_name};
 use super::step::{StepGradients, StepHooks, StepLoss};
-use crate::error::Result;
+use crate::Result;
 use crate::fetch::{Fetch, Fetched};
 
 macro_rules! define_callback_trait {
@@ -51,8 +51,8 @@ macro_rules! define_callback_trait {
             }
             /// With data-parallel training, whether this callback runs only on the chief worker
             /// (tensorpack's default for most callbacks). The trainer trains on one device today, where
-            /// every callback runs; the flag is reported in [`CallbackInfo`](crate::CallbackInfo) for the data-parallel
-            /// trainer to come.
+            /// every callback runs; the flag is reported in [`CallbackInfo`](crate::callback::CallbackInfo)
+            /// for the data-parallel trainer to come.
             fn chief_only(&self) -> bool {
                 true
             }
@@ -118,8 +118,8 @@ macro_rules! event_default {
 /// `Result<Flow>`.
 #[diagnostic::on_unimplemented(
     message = "a callback cannot return `{Self}`",
-    label = "return `()`, `burn_stoker::Result<()>` or `burn_stoker::Flow` instead",
-    note = "a callback returns `()`, `burn_stoker::Result<()>`, `burn_stoker::Flow` (to stop training or skip the rest of an epoch) or `burn_stoker::Result<burn_stoker::Flow>`"
+    label = "return `()`, `burn_stoker::Result<()>` or `burn_stoker::callback::Flow` instead",
+    note = "a callback returns `()`, `burn_stoker::Result<()>`, `burn_stoker::callback::Flow` (to stop training or skip the rest of an epoch) or `burn_stoker::Result<burn_stoker::callback::Flow>`"
 )]
 pub trait CallbackReturn {
     /// Apply the returned value to the run.

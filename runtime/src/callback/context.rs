@@ -115,11 +115,11 @@ impl<M> Context<'_, M> {
     pub fn stop_requested(&self) -> Option<&str> {
         self.state.control.stop.as_deref()
     }
-    /// Write a checkpoint (see [`saver::checkpoint`](crate::saver::checkpoint)) at the next
+    /// Write a checkpoint (see [the checkpoint format](crate::saver#the-checkpoint-format)) at the next
     /// boundary: after the current step's `trigger_step`, or after the current epoch's
     /// `trigger_epoch` and statistics, or before the first step when asked during `setup` or
     /// `before_train`. Every callback has then handled the event, so the checkpoint holds their
-    /// states as of that moment. [`ModelSaver`](crate::ModelSaver) calls this.
+    /// states as of that moment. [`ModelSaver`](crate::saver::ModelSaver) calls this.
     pub fn request_checkpoint(&mut self, policy: KeepPolicy) {
         self.state.control.checkpoint = Some(policy);
     }

@@ -2,11 +2,12 @@
 //!
 //! [`for_each_event!`](for_each_event) holds the list; everything that names every event is
 //! generated from it: the [`Event`] enum and its [`name`](Event::name), the event methods of the
-//! [`Callback`](crate::Callback) trait and their forwarding through `Box` and `&mut`,
+//! [`Callback`](crate::callback::Callback) trait and their forwarding through `Box` and `&mut`,
 //! [`deliver`](crate::callback::deliver), the gating wrappers' bodies
-//! ([`PeriodicCallback`](crate::PeriodicCallback), [`EnableCallbackIf`](crate::EnableCallbackIf)),
-//! the gate of a `#[derive(Callbacks)]` field and [`CallbackFactory`](crate::CallbackFactory)'s
-//! closures. A new event is one entry here (and its place in the trainer's loop).
+//! ([`PeriodicCallback`](crate::trigger::PeriodicCallback),
+//! [`EnableCallbackIf`](crate::trigger::EnableCallbackIf)), the gate of a `#[derive(Callbacks)]` field and
+//! [`CallbackFactory`](crate::debug::CallbackFactory)'s closures. A new event is one entry here (and its
+//! place in the trainer's loop).
 
 use super::step::{StepGradients, StepLoss};
 use crate::fetch::Fetched;
@@ -46,19 +47,19 @@ macro_rules! for_each_event {
             /// After `after_epoch`. By default calls `trigger`.
             trigger_epoch TriggerEpoch () Epoch -> trigger;
             /// The callback's periodic work: every epoch by default (from `trigger_epoch`), at
-            /// another period under [`PeriodicTrigger`](crate::PeriodicTrigger).
+            /// another period under [`PeriodicTrigger`](crate::trigger::PeriodicTrigger).
             trigger Trigger () Epoch;
             /// Always runs last: after success, a stop, an error or a panic.
             after_train AfterTrain () Once;
             /// Inside the step, between the forward pass and backward: read or replace the loss
             /// (fastai's `after_loss`, e.g. `RNNRegularizer`'s activation penalties). Delivered
-            /// only to callbacks whose [`step_hooks`](crate::Callback::step_hooks) have `loss`.
+            /// only to callbacks whose [`step_hooks`](crate::callback::Callback::step_hooks) have `loss`.
             /// The model is readable; counters are those of `before_step` (`global_step` does
             /// not yet count this step).
             before_backward BeforeBackward (loss: &StepLoss<'_> = loss; &'v StepLoss<'v>) InStep;
             /// Inside the step, between backward and the optimizer: read, change or withhold the
             /// gradients (gradient clipping, accumulation). Delivered only to callbacks whose
-            /// [`step_hooks`](crate::Callback::step_hooks) have `gradients`.
+            /// [`step_hooks`](crate::callback::Callback::step_hooks) have `gradients`.
             after_backward AfterBackward (grads: &StepGradients = grads; &'v StepGradients) InStep;
         }
     };
@@ -66,8 +67,8 @@ macro_rules! for_each_event {
 pub(crate) use for_each_event;
 
 /// Where an event falls in the loop, which decides how the gating wrappers
-/// ([`PeriodicCallback`](crate::PeriodicCallback), [`EnableCallbackIf`](crate::EnableCallbackIf),
-/// a gated `#[derive(Callbacks)]` field) treat it.
+/// ([`PeriodicCallback`](crate::trigger::PeriodicCallback),
+/// [`EnableCallbackIf`](crate::trigger::EnableCallbackIf), a gated `#[derive(Callbacks)]` field) treat it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// Runs once (`setup`, `before_train`, `after_train`): never gated.

@@ -14,10 +14,10 @@ use crate::error::{Error, Result, must_be};
 /// [`PeriodicCallback`] and a `#[derive(Callbacks)]` field with `#[every_k_*]`
 /// ([`step_due`](Self::step_due), [`epoch_due`](Self::epoch_due), [`gate`](Self::gate)), the
 /// tensor callbacks of [`debug`](crate::debug) ([`step_or_epoch_end`](Self::step_or_epoch_end))
-/// and [`MovingAverageSummary`](crate::MovingAverageSummary)'s sampling.
+/// and [`MovingAverageSummary`](crate::monitor::MovingAverageSummary)'s sampling.
 ///
-/// [`PeriodicTrigger`]: crate::PeriodicTrigger
-/// [`PeriodicCallback`]: crate::PeriodicCallback
+/// [`PeriodicTrigger`]: crate::trigger::PeriodicTrigger
+/// [`PeriodicCallback`]: crate::trigger::PeriodicCallback
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Period {
     steps: Option<NonZeroU64>,
@@ -89,7 +89,7 @@ impl Period {
         self.epochs.is_some_and(|k| epoch.is_multiple_of(k.get()))
     }
 
-    /// [`PeriodicCallback`](crate::PeriodicCallback)'s rule for a step event of step `step`: a
+    /// [`PeriodicCallback`](crate::trigger::PeriodicCallback)'s rule for a step event of step `step`: a
     /// multiple of the period in steps, in an epoch that is a multiple of the period in epochs,
     /// or the very last step.
     #[inline]
@@ -97,7 +97,7 @@ impl Period {
         self.steps_divide(step) || self.epochs_divide(counters.epoch_num) || step == counters.last_step()
     }
 
-    /// [`PeriodicCallback`](crate::PeriodicCallback)'s rule for an epoch event: the epoch is a
+    /// [`PeriodicCallback`](crate::trigger::PeriodicCallback)'s rule for an epoch event: the epoch is a
     /// multiple of the period in epochs, `global_step` a multiple of the period in steps, or it is
     /// the last epoch.
     #[inline]
@@ -116,8 +116,8 @@ impl Period {
     }
 
     /// Whether a `#[derive(Callbacks)]` field with this period (none: always) and `predicate`
-    /// (`#[enable_if]`) receives `event`: [`PeriodicCallback`](crate::PeriodicCallback)'s and
-    /// [`EnableCallbackIf`](crate::EnableCallbackIf)'s rules, by the event's [`Phase`] (the
+    /// (`#[enable_if]`) receives `event`: [`PeriodicCallback`](crate::trigger::PeriodicCallback)'s and
+    /// [`EnableCallbackIf`](crate::trigger::EnableCallbackIf)'s rules, by the event's [`Phase`] (the
     /// predicate of `after_step` and `trigger_step` sees the counters of before the step).
     #[inline]
     pub fn gate(

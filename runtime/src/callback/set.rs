@@ -9,7 +9,7 @@ use super::counters::Counters;
 use super::event::Event;
 use super::order::Order;
 use super::step::StepHooks;
-use crate::error::Result;
+use crate::Result;
 use crate::fetch::Fetch;
 
 /// What the trainer learns about one callback of a set at setup.
@@ -54,7 +54,7 @@ pub enum Single {}
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a callback for a model of type `{M}`",
     label = "not a callback for `{M}`",
-    note = "a callback implements `burn_stoker::Callback<M>` (by hand, or with `#[callback]` on a function or an impl block); tuples, `Vec`s, `Option`s of callbacks and `#[derive(Callbacks)]` structs are sets of callbacks",
+    note = "a callback implements `burn_stoker::callback::Callback<M>` (by hand, or with `#[callback]` on a function or an impl block); tuples, `Vec`s, `Option`s of callbacks and `#[derive(Callbacks)]` structs are sets of callbacks",
     note = "a callback whose context names a model (`Context<'_, Mlp>`, `Context<'_, impl Module>`) is a callback only for the models that fit; a tuple or a `#[derive(Callbacks)]` struct is a set only if every member is, and every field's type must be a callback"
 )]
 pub trait Callbacks<M, Marker> {

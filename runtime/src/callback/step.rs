@@ -7,12 +7,14 @@ use burn::tensor::Tensor;
 
 use crate::fetch::{OutputTensor, Outputs};
 
-/// Which events inside a step a callback takes ([`Callback::step_hooks`](crate::Callback::step_hooks)).
+/// Which events inside a step a callback takes
+/// ([`Callback::step_hooks`](crate::callback::Callback::step_hooks)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StepHooks {
-    /// [`Callback::before_backward`](crate::Callback::before_backward): the loss, before backward.
+    /// [`Callback::before_backward`](crate::callback::Callback::before_backward): the loss, before backward.
     pub loss: bool,
-    /// [`Callback::after_backward`](crate::Callback::after_backward): the gradients, before the optimizer.
+    /// [`Callback::after_backward`](crate::callback::Callback::after_backward): the gradients, before the
+    /// optimizer.
     pub gradients: bool,
 }
 
@@ -25,9 +27,10 @@ impl StepHooks {
     pub const GRADIENTS: StepHooks = StepHooks { loss: false, gradients: true };
 }
 
-/// The loss of the step being run, handed to [`Callback::before_backward`](crate::Callback::before_backward): read it, replace it
-/// (the replacement is what backward differentiates and what the `"loss"` output holds), and read
-/// the step's other outputs (an RNN's activations for an activation penalty).
+/// The loss of the step being run, handed to
+/// [`Callback::before_backward`](crate::callback::Callback::before_backward): read it, replace it (the
+/// replacement is what backward differentiates and what the `"loss"` output holds), and read the step's other
+/// outputs (an RNN's activations for an activation penalty).
 #[derive(Debug)]
 pub struct StepLoss<'a> {
     pub(crate) loss: RefCell<Option<Tensor<1>>>,
@@ -55,9 +58,10 @@ impl StepLoss<'_> {
     }
 }
 
-/// The gradients of the step being run, handed to [`Callback::after_backward`](crate::Callback::after_backward). A callback may
-/// change them, or take them away: when no gradients are left after every callback, the trainer
-/// skips the optimizer for this step (gradient accumulation).
+/// The gradients of the step being run, handed to
+/// [`Callback::after_backward`](crate::callback::Callback::after_backward). A callback may change them, or
+/// take them away: when no gradients are left after every callback, the trainer skips the optimizer for this
+/// step (gradient accumulation).
 #[derive(Debug)]
 pub struct StepGradients {
     pub(crate) grads: RefCell<Option<GradientsParams>>,

@@ -3,16 +3,16 @@
 use std::borrow::Cow;
 
 use super::tensors::host_fetches;
+use crate::Result;
 use crate::callback::{
     Callback, CallbackReturn, Context, Order, StepGradients, StepHooks, StepLoss, for_each_event,
 };
-use crate::error::Result;
 use crate::fetch::{Fetch, Fetched};
 
 /// A callback made of closures, one per event it handles (tensorpack's
 /// `CallbackFactory(setup_graph, before_train, trigger, after_train)`, with the step and epoch
 /// events too). Each closure receives the [`Context`] (and `after_step` the fetched values) and
-/// returns `()`, `burn_stoker::Result<()>` or a [`Flow`](crate::Flow). An event without a closure
+/// returns `()`, `burn_stoker::Result<()>` or a [`Flow`](crate::callback::Flow). An event without a closure
 /// costs a test of an `Option`; a closure is called through a pointer.
 ///
 /// The events inside a step are supported too: a [`before_backward`](Self::before_backward)
@@ -22,7 +22,7 @@ use crate::fetch::{Fetch, Fetched};
 /// deliver them to it and the step pays nothing for them.
 ///
 /// Fetches ([`fetch`](Self::fetch)) are copied to the host at every step; to fetch less often,
-/// wrap the factory in a [`PeriodicCallback`](crate::PeriodicCallback). Order constraints are
+/// wrap the factory in a [`PeriodicCallback`](crate::trigger::PeriodicCallback). Order constraints are
 /// given with [`order`](Self::order).
 ///
 /// `M` is the model's type, which the trainer usually infers; name it
@@ -31,7 +31,7 @@ use crate::fetch::{Fetch, Fetched};
 ///
 /// ```
 /// use burn_stoker::debug::CallbackFactory;
-/// use burn_stoker::Flow;
+/// use burn_stoker::callback::Flow;
 /// let callback = CallbackFactory::<()>::new()
 ///     .name("halve_lr_at_epoch_3")
 ///     .before_train(|ctx| eprintln!("training from step {}", ctx.global_step()))

@@ -7,7 +7,7 @@
 mod dump;
 mod factory;
 mod image;
-pub mod npz;
+mod npz;
 mod process;
 mod shell;
 mod startable;
@@ -17,6 +17,7 @@ mod timeout;
 pub use dump::DumpTensors;
 pub use factory::CallbackFactory;
 pub use image::DumpTensorAsImage;
+pub use npz::{crc32, encode_npy, encode_npz, encode_zip};
 pub use process::{ProcessTensors, TensorPrinter};
 pub use shell::{INJECT_SHELL_FILE, InjectShell};
 pub use startable::{StartProcOrThread, StopFlag};
@@ -72,7 +73,7 @@ impl<M> Callback<M> for TerminateOnNaN {
     fn fetches(&self) -> &[Fetch] {
         &LOSS
     }
-    fn wants_fetch(&self, counters: &crate::Counters) -> bool {
+    fn wants_fetch(&self, counters: &crate::callback::Counters) -> bool {
         self.period.steps_divide(counters.next_step())
     }
     fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {

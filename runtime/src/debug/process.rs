@@ -16,18 +16,18 @@ use crate::fetch::{Fetch, Fetched};
 /// (tensorpack's `ProcessTensors(names, fn)`): at every step by default, every `k` steps with
 /// [`every_k_steps`](Self::every_k_steps), at the last step of every `k` epochs with
 /// [`every_k_epochs`](Self::every_k_epochs), or at the steps a
-/// [`PeriodicCallback`](crate::PeriodicCallback) or [`EnableCallbackIf`](crate::EnableCallbackIf)
-/// around it lets through. The values leave the device only at those steps, in the one transfer
-/// the trainer makes for every callback.
+/// [`PeriodicCallback`](crate::trigger::PeriodicCallback) or
+/// [`EnableCallbackIf`](crate::trigger::EnableCallbackIf) around it lets through. The values leave the device
+/// only at those steps, in the one transfer the trainer makes for every callback.
 ///
 /// The function receives the values ([`TensorValues`], in the order of the names) and the
 /// context (to put monitors, read the counters, stop training...); it returns `()`,
-/// `burn_stoker::Result<()>` or a [`Flow`](crate::Flow). It runs on the training thread, in
+/// `burn_stoker::Result<()>` or a [`Flow`](crate::callback::Flow). It runs on the training thread, in
 /// `after_step`: slow work belongs on a thread of its own.
 ///
 /// ```
 /// use burn_stoker::debug::ProcessTensors;
-/// # use burn_stoker::Context;
+/// # use burn_stoker::callback::Context;
 /// # fn main() -> burn_stoker::Result<()> {
 /// // Print the loss and the accuracy, and their sum, every 10 steps.
 /// let callback = ProcessTensors::new(["loss", "accuracy"], |values, ctx: &mut Context<'_, ()>| {

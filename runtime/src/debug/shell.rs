@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 /// (tensorpack's `InjectShell(file='INJECT_SHELL.tmp')`).
 ///
 /// At each `trigger` (the end of every epoch by default; wrap it in a
-/// [`PeriodicTrigger`](crate::PeriodicTrigger) to look every `k` steps) it checks whether the
+/// [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) to look every `k` steps) it checks whether the
 /// file exists — one `stat`, nothing per step. If it does, training pauses and a prompt reads
 /// commands, one per line:
 ///
@@ -39,7 +39,7 @@ use crate::error::{Error, Result};
 ///
 /// ```
 /// use burn_stoker::debug::InjectShell;
-/// use burn_stoker::PeriodicTrigger;
+/// use burn_stoker::trigger::PeriodicTrigger;
 /// // Look for train_log/pause every 100 steps.
 /// let shell = PeriodicTrigger::new(InjectShell::new().file("pause")).every_k_steps(100);
 /// # let _ = shell;

@@ -22,7 +22,7 @@ pub enum TimeoutAction {
     /// the warning: use [`Abort`](Self::Abort) for hung steps.
     Fail,
     /// Print a warning while the step runs; when it returns, stop training gracefully (as
-    /// [`Context::request_stop`]: the run ends with [`Outcome::Stopped`](crate::Outcome::Stopped)
+    /// [`Context::request_stop`]: the run ends with [`Outcome::Stopped`](crate::trainer::Outcome::Stopped)
     /// and `after_train` runs). As with `Fail`, a step that never returns is only warned about.
     Stop,
     /// Print a warning and let the step go on; when it ends, print how long it took. The steps
@@ -54,8 +54,9 @@ struct Watch {
 /// [`check_every`](Self::check_every) (a tenth of the timeout by default, between 1 ms and 1 s)
 /// at the step in progress. The training thread arms it in `before_step` and disarms it in
 /// `after_step` with four atomic stores and a clock read (two reads, except with `Abort`): no
-/// lock, allocation or system call per step. The time measured runs from this callback's `before_step` to its `after_step`: the step
-/// itself, plus the `before_step` and `after_step` of the callbacks ordered between them.
+/// lock, allocation or system call per step. The time measured runs from this callback's `before_step` to its
+/// `after_step`: the step itself, plus the `before_step` and `after_step` of the callbacks ordered between
+/// them.
 ///
 /// On a timeout the watchdog prints, on stderr, which step (global step and epoch) has run for
 /// how long, then acts as [`action`](Self::action) says:
@@ -67,7 +68,7 @@ struct Watch {
 /// - [`TimeoutAction::Fail`]: when the slow step returns, training fails with an error naming the
 ///   step and its duration (what tensorpack's `SessionRunTimeout` does, by an exception).
 /// - [`TimeoutAction::Stop`]: when the slow step returns, training stops gracefully
-///   ([`Outcome::Stopped`](crate::Outcome::Stopped)).
+///   ([`Outcome::Stopped`](crate::trainer::Outcome::Stopped)).
 /// - [`TimeoutAction::Warn`] ([`warn_only`](Self::warn_only)): a warning, once per step, and how
 ///   long the step took when it ends.
 ///

@@ -4,8 +4,8 @@ use std::borrow::Cow;
 
 #[cfg(doc)]
 use super::{InferenceRunner, ScalarStats};
+use crate::Result;
 use crate::callback::short_type_name;
-use crate::error::Result;
 use crate::fetch::{Fetch, Fetched};
 
 /// Computes statistics over a whole pass of inference from the values of each batch.
@@ -22,7 +22,7 @@ use crate::fetch::{Fetch, Fetched};
 /// use burn::nn::Linear;
 /// use burn::tensor::Tensor;
 /// use burn_stoker::prelude::*;
-/// use burn_stoker::Inferencer;
+/// use burn_stoker::inference::Inferencer;
 ///
 /// struct WorstLoss {
 ///     fetches: [Fetch; 1],

@@ -25,7 +25,7 @@ const NEON_EPSILON: f64 = 1e-6;
 /// and averages them over the batches, so a small last batch weighs as much as a full one and no
 /// ratio reaches 1. By default stoker counts over the whole set; [`neon_batch_mean`] reproduces
 /// neon's arithmetic exactly (misclassification then also averages per-batch rates). neon prints
-/// a line per class; the [`ScalarPrinter`](crate::ScalarPrinter) prints these scalars.
+/// a line per class; the [`ScalarPrinter`](crate::monitor::ScalarPrinter) prints these scalars.
 ///
 /// [`neon_batch_mean`]: Self::neon_batch_mean
 ///

@@ -442,7 +442,7 @@ macro_rules! average_callback {
 /// - **Reports**: at the end of every epoch (tensorpack's `MergeAllSummaries` default), from
 ///   `trigger_epoch` after the epoch's last step; also every `k` global steps with
 ///   [`report_every_k_steps`](Self::report_every_k_steps) (`MergeAllSummaries(period=k)`); also
-///   whenever its `trigger` is called (under [`PeriodicTrigger`](crate::PeriodicTrigger)). One
+///   whenever its `trigger` is called (under [`PeriodicTrigger`](crate::trigger::PeriodicTrigger)). One
 ///   device-to-host transfer per report.
 /// - **Names**: the average of output `loss` is put as scalar `loss` (tensorpack strips the
 ///   `-summary` suffix of its EMA summaries); [`suffix`](Self::suffix) changes that.
@@ -503,7 +503,7 @@ average_callback!(MovingAverageSummary);
 /// - **Reports**: when `global_step` is a multiple of `window` (tensorpack), or of `k` with
 ///   [`report_every_k_steps`](Self::report_every_k_steps); also at the end of every epoch with
 ///   [`report_at_epoch_end`](Self::report_at_epoch_end), and whenever its `trigger` is called
-///   (under [`PeriodicTrigger`](crate::PeriodicTrigger)). Before the window is full the mean is
+///   (under [`PeriodicTrigger`](crate::trigger::PeriodicTrigger)). Before the window is full the mean is
 ///   over the samples so far, as tensorpack's does.
 /// - **Names**: `<name>/SMA` as tensorpack; [`suffix`](Self::suffix) changes `/SMA`.
 /// - **Resume**: the window's values are saved in checkpoints and restored.

@@ -37,7 +37,7 @@ const GLOBAL_STEP: &str = "global_step";
 /// - Scalars put after the last epoch ended (in `after_train`) join that epoch's row.
 /// - A scalar named `epoch` or `global_step` is left out (with a warning): those columns hold the
 ///   counters.
-/// - Resume, as [`JsonWriter`](crate::JsonWriter) does with `stats.json`: a resumed run keeps the
+/// - Resume, as [`JsonWriter`](crate::monitor::JsonWriter) does with `stats.json`: a resumed run keeps the
 ///   rows of the epochs before the one it resumes at, drops the rows a crashed run wrote after its
 ///   checkpoint, then appends. When the file's earlier rows differ from the checkpoint's history,
 ///   the file is moved aside to `stats.csv.bak-<unix seconds>` and rewritten from the checkpoint.

@@ -9,7 +9,7 @@ use crate::callback::{Callback, Context, PeriodSetting};
 use crate::error::{Error, Result, check_setting};
 
 /// Puts a histogram of each of the model's weight tensors to the monitors every `k` epochs
-/// (neon's `HistCallback`); [`TensorBoardWriter`](crate::TensorBoardWriter) writes them as
+/// (neon's `HistCallback`); [`TensorBoardWriter`](crate::monitor::TensorBoardWriter) writes them as
 /// TensorBoard histograms (the *Histograms* and *Distributions* tabs).
 ///
 /// - **Which parameters**: those whose path (burn's field names joined with `.`, e.g.
@@ -24,7 +24,7 @@ use crate::error::{Error, Result, check_setting};
 ///   histogram.
 /// - **When**: at the end of every epoch whose number is a multiple of `k`
 ///   ([`every_k_epochs`](Self::every_k_epochs), 1 by default, neon's `epoch_freq`), and whenever
-///   its `trigger` runs (under [`PeriodicTrigger`](crate::PeriodicTrigger), e.g. every `n` steps,
+///   its `trigger` runs (under [`PeriodicTrigger`](crate::trigger::PeriodicTrigger), e.g. every `n` steps,
 ///   neon's `plot_per_mini`). Nothing runs on the other steps; when it runs, every selected
 ///   parameter reaches the host in **one** transfer, and the histograms are computed on the
 ///   training thread (a pass over the values).

@@ -18,7 +18,7 @@ pub(crate) mod printer;
 mod send;
 mod tensorboard;
 
-pub use crate::state::{EpochStats, Histogram, Image, MonitorSink, Monitors, Record, Value};
+use crate::state::{EpochStats, MonitorSink, Record, Value};
 pub(crate) use crate::state::{json_f64, parse_f64};
 pub use average::{MovingAverageSummary, SimpleMovingAverage};
 pub use csv::{CSV_FILE, CsvSink, CsvWriter};

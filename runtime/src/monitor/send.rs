@@ -405,7 +405,7 @@ impl MonitorSink for SendSink {
 }
 
 /// Runs a command with the latest values of some scalars at every `trigger` — every epoch, or at
-/// another period under [`PeriodicTrigger`](crate::PeriodicTrigger) (tensorpack's `SendStat`,
+/// another period under [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) (tensorpack's `SendStat`,
 /// "an equivalent of [`SendMonitorData`], but as a normal callback").
 ///
 /// The placeholders are those of [`SendMonitorData`]; `{epoch_num}` and `{global_step}` are the

@@ -4,8 +4,8 @@ use std::borrow::Cow;
 use std::fmt;
 
 use super::Target;
+use crate::Result;
 use crate::callback::{Callback, Context};
-use crate::error::Result;
 
 /// Sets a hyper-parameter to `func(epoch_num, old_value)` (tensorpack's
 /// `HyperParamSetterWithFunc`), where `epoch_num` is the number of epochs that have finished: at
@@ -15,7 +15,7 @@ use crate::error::Result;
 /// after step `s`, used by step `s + 1`).
 ///
 /// It sets the value in `trigger` (called by `trigger_epoch`, or by `trigger_step` when
-/// step-based), so [`PeriodicTrigger`](crate::PeriodicTrigger) can change when it runs.
+/// step-based), so [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) can change when it runs.
 ///
 /// A resumed run does not call `func` at the beginning: the restored value is the one `func`
 /// gave at that point already, and calling it again would apply a multiplicative `func` twice
@@ -23,7 +23,7 @@ use crate::error::Result;
 ///
 /// ```
 /// # use burn_stoker::prelude::*;
-/// # use burn_stoker::HyperParamSetterWithFunc;
+/// # use burn_stoker::param::HyperParamSetterWithFunc;
 /// # use burn::nn::{Linear, LinearConfig};
 /// # use burn::optim::SgdConfig;
 /// # use burn::tensor::Tensor;

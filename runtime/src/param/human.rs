@@ -5,8 +5,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use super::Target;
+use crate::Result;
 use crate::callback::{Callback, Context};
-use crate::error::Result;
 
 /// Sets a hyper-parameter to the value a person writes in a file during training (tensorpack's
 /// `HumanHyperParamSetter`): tune the learning rate without stopping the run.
@@ -16,7 +16,7 @@ use crate::error::Result;
 /// `learning_rate:1e-4`. At setup, a missing file is created with the parameter's current value,
 /// and a file without a line for the parameter gets one appended, so there is always a line to
 /// edit — several setters share one file. At the beginning of training and at every trigger
-/// (after every epoch by default; wrap it in [`PeriodicTrigger`](crate::PeriodicTrigger) to read
+/// (after every epoch by default; wrap it in [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) to read
 /// every `k` steps), the file is read and the parameter's line sets it.
 ///
 /// The file never stops training: a missing or unreadable file, a line that is not `name:value`,
@@ -28,7 +28,7 @@ use crate::error::Result;
 /// A value is set when the person writes it: when the parameter's value in the file differs from
 /// the one this setter last read or wrote there. A file that exists before training with a
 /// value is applied at the beginning. So it composes with a schedule, as in tensorpack's ResNet
-/// example: [`ScheduledHyperParamSetter`](crate::ScheduledHyperParamSetter) changes the learning
+/// example: [`ScheduledHyperParamSetter`](crate::param::ScheduledHyperParamSetter) changes the learning
 /// rate at its epochs, and an edit of the file overrides it from the next reading on, until the
 /// schedule's next point. (tensorpack creates no file, and once a person creates it, its value
 /// replaces the schedule's at every reading.) The last value read is saved in checkpoints, so a
@@ -36,7 +36,7 @@ use crate::error::Result;
 ///
 /// ```
 /// # use burn_stoker::prelude::*;
-/// # use burn_stoker::HumanHyperParamSetter;
+/// # use burn_stoker::param::HumanHyperParamSetter;
 /// # use burn::module::Module;
 /// # use burn::nn::{Linear, LinearConfig};
 /// # use burn::optim::SgdConfig;
@@ -232,7 +232,7 @@ impl<M> Callback<M> for HumanHyperParamSetter {
         self.seen = match state.get("seen") {
             None | Some(serde_json::Value::Null) => None,
             Some(value) => Some(value.as_f64().ok_or_else(|| {
-                crate::error::Error::Checkpoint(format!(
+                crate::Error::Checkpoint(format!(
                     "{}: the saved value {value} is not a number",
                     self.target.name()
                 ))

@@ -1,13 +1,14 @@
 //! Hyper-parameters and the callbacks that set them.
 //!
-//! A run's [`HyperParams`] hold the learning rate (built in) and any other named value: a plain
-//! number kept by the trainer ([`Trainer::hyper_param`](crate::Trainer::hyper_param)), or a value
-//! that lives in an object of yours — a dropout rate, an augmentation strength — read and written
-//! through a getter and a setter (tensorpack's `ObjAttrParam`:
-//! [`Trainer::hyper_param_fn`](crate::Trainer::hyper_param_fn), or a [`SharedParam`] with
-//! [`Trainer::hyper_param_shared`](crate::Trainer::hyper_param_shared)). Every kind is read and
-//! set by name ([`Context::hyper`], [`Context::hyper_mut`], [`Step::hyper`](crate::Step::hyper)),
-//! saved in every checkpoint and restored on resume.
+//! A run's [`HyperParams`](crate::state::HyperParams) hold the learning rate (built in) and any other named
+//! value: a plain number kept by the trainer
+//! ([`Trainer::hyper_param`](crate::trainer::Trainer::hyper_param)), or a value that lives in an object of
+//! yours — a dropout rate, an augmentation strength — read and written through a getter and a setter
+//! (tensorpack's `ObjAttrParam`: [`Trainer::hyper_param_fn`](crate::trainer::Trainer::hyper_param_fn), or a
+//! [`SharedParam`](crate::state::SharedParam) with
+//! [`Trainer::hyper_param_shared`](crate::trainer::Trainer::hyper_param_shared)). Every kind is read and set
+//! by name ([`Context::hyper`], [`Context::hyper_mut`], [`Step::hyper`](crate::trainer::Step::hyper)), saved
+//! in every checkpoint and restored on resume.
 //!
 //! The setters, each a callback:
 //!
@@ -36,6 +37,7 @@ use std::collections::HashSet;
 
 use crate::callback::Context;
 use crate::error::{Error, Result};
+use crate::state::LEARNING_RATE;
 
 pub use func::HyperParamSetterWithFunc;
 pub use human::HumanHyperParamSetter;
@@ -43,8 +45,6 @@ pub use lr_scheduler::LrSchedulerSetter;
 pub use plateau::{PlateauMode, ReduceLrOnPlateau};
 pub use scheduled::ScheduledHyperParamSetter;
 pub use stat::StatMonitorParamSetter;
-
-pub use crate::state::{HyperParams, LEARNING_RATE, SharedParam};
 
 /// The hyper-parameter a setter drives: checks it exists, sets it, and announces changes on
 /// stderr at most once per epoch (tensorpack's `HyperParamSetter`).

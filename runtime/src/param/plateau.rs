@@ -25,7 +25,7 @@ pub enum PlateauMode {
 /// `ReduceLROnPlateau`, with its defaults: `factor` 0.1, `patience` 10, mode auto, `min_delta`
 /// 1e-4, `cooldown` 0, `min_lr` 0, quiet).
 ///
-/// After every epoch (in `trigger`, so [`PeriodicTrigger`](crate::PeriodicTrigger) can change
+/// After every epoch (in `trigger`, so [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) can change
 /// that) it reads the latest value of the statistic from the monitors and applies Keras's rule:
 ///
 /// - during a cooldown, the cooldown counter goes down by one and `wait` is reset to 0;
@@ -48,7 +48,7 @@ pub enum PlateauMode {
 ///
 /// ```
 /// # use burn_stoker::prelude::*;
-/// # use burn_stoker::ReduceLrOnPlateau;
+/// # use burn_stoker::param::ReduceLrOnPlateau;
 /// # use burn::module::Module;
 /// # use burn::nn::{Linear, LinearConfig};
 /// # use burn::optim::SgdConfig;
@@ -105,7 +105,7 @@ pub struct ReduceLrOnPlateau {
 
 impl ReduceLrOnPlateau {
     /// Watch the statistic `monitor` (Keras's default is `val_loss`; here, name the scalar some
-    /// callback puts, such as an [`InferenceRunner`](crate::InferenceRunner)'s).
+    /// callback puts, such as an [`InferenceRunner`](crate::inference::InferenceRunner)'s).
     pub fn new(monitor: impl Into<Cow<'static, str>>) -> Self {
         ReduceLrOnPlateau {
             target: Target::new("ReduceLROnPlateau", Cow::Borrowed(LEARNING_RATE)).quiet(),

@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 /// interpolated — tensorpack's behaviour. A resumed run thus continues with the schedule's value.
 ///
 /// It sets the value in `trigger` (called by `trigger_epoch`, or by `trigger_step` when
-/// step-based), so [`PeriodicTrigger`](crate::PeriodicTrigger) can change when it looks.
+/// step-based), so [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) can change when it looks.
 ///
 /// Differences from tensorpack, deliberate: `0.0` is a value like any other (tensorpack's check at
 /// the beginning skips a point whose value is 0), points that do not increase and values that are

@@ -15,7 +15,7 @@ use crate::state::{json_f64, parse_f64};
 /// (tensorpack's `StatMonitorParamSetter`).
 ///
 /// Each time it is triggered (after every epoch by default), it takes the latest value of
-/// `stat_name` from the monitors ([`Monitors::history`](crate::Monitors::history)) and adds it to
+/// `stat_name` from the monitors ([`Monitors::history`](crate::state::Monitors::history)) and adds it to
 /// its last `last_k` observations; a value already observed (put at the same global step) is not
 /// added again, with a warning. Once it holds `last_k` observations `h`, it changes the parameter
 /// when `min(h) >= h[0] - threshold` — the statistic did not fall more than `threshold` below the
@@ -33,7 +33,7 @@ use crate::state::{json_f64, parse_f64};
 ///
 /// ```
 /// # use burn_stoker::prelude::*;
-/// # use burn_stoker::StatMonitorParamSetter;
+/// # use burn_stoker::param::StatMonitorParamSetter;
 /// # use burn::module::Module;
 /// # use burn::nn::{Linear, LinearConfig};
 /// # use burn::optim::SgdConfig;

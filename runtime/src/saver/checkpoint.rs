@@ -1,22 +1,5 @@
-//! The checkpoint format on disk, and how it is written and read back.
-//!
-//! ```text
-//! <log dir>/checkpoints/
-//!     index.json              the latest complete checkpoint, those kept forever (atomic rewrite)
-//!     step-450/               one checkpoint, named after its global step
-//!         model.bpk           the model: burn's burnpack, `Module::load_file` reads it without stoker
-//!         optimizer.bpk       the optimizer's state: `ModuleOptimizer::load`
-//!         trainer.json        counters, data position, hyper-parameters, callbacks' states
-//!         monitors.json       the monitors' history and per-epoch statistics
-//!         manifest.json       length and CRC-32C of each file above (written last)
-//!     min-validation_error/   a copy kept by MinSaver / MaxSaver, same layout
-//! ```
-//!
-//! A checkpoint is written into `step-N.tmp/`, every file synced, the manifest last, then the
-//! directory is renamed to `step-N/` and its parent synced; only then is `index.json` replaced
-//! (itself written to a temporary file, synced and renamed) and old checkpoints removed. A crash at
-//! any moment leaves every earlier complete checkpoint as it was. Reading verifies each file
-//! against the manifest, so a truncated or corrupted checkpoint is detected and named.
+//! The checkpoint format on disk (described in the `saver` module's docs), and how it is written
+//! and read back.
 
 use std::fs::{self, File};
 use std::io::Write;

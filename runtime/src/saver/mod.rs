@@ -1,34 +1,55 @@
 //! Checkpoints that lose nothing: the model in burn's own format, the optimizer's state, the
 //! trainer's counters and data position, every hyper-parameter, every stateful callback's state
-//! and the monitors' history, written atomically and verified when read (see [`checkpoint`] for
-//! the layout). [`ModelSaver`] writes them; [`MinSaver`] / [`MaxSaver`] keep a copy of the best;
-//! [`Trainer::resume_from`](crate::Trainer::resume_from) and
-//! [`Trainer::auto_resume`](crate::Trainer::auto_resume) continue a run from them.
+//! and the monitors' history, written atomically and verified when read (see [the checkpoint
+//! format](#the-checkpoint-format)). [`ModelSaver`] writes them; [`MinSaver`] / [`MaxSaver`] keep a
+//! copy of the best; [`Trainer::resume_from`](crate::trainer::Trainer::resume_from) and
+//! [`Trainer::auto_resume`](crate::trainer::Trainer::auto_resume) continue a run from them.
+//!
+//! ## The checkpoint format
+//!
+//! ```text
+//! <log dir>/checkpoints/
+//!     index.json              the latest complete checkpoint, those kept forever (atomic rewrite)
+//!     step-450/               one checkpoint, named after its global step
+//!         model.bpk           the model: burn's burnpack, `Module::load_file` reads it without stoker
+//!         optimizer.bpk       the optimizer's state: `ModuleOptimizer::load`
+//!         trainer.json        counters, data position, hyper-parameters, callbacks' states
+//!         monitors.json       the monitors' history and per-epoch statistics
+//!         manifest.json       length and CRC-32C of each file above (written last)
+//!     min-validation_error/   a copy kept by MinSaver / MaxSaver, same layout
+//! ```
+//!
+//! A checkpoint is written into `step-N.tmp/`, every file synced, the manifest last, then the
+//! directory is renamed to `step-N/` and its parent synced; only then is `index.json` replaced
+//! (itself written to a temporary file, synced and renamed) and old checkpoints removed. A crash at
+//! any moment leaves every earlier complete checkpoint as it was. Reading verifies each file
+//! against the manifest, so a truncated or corrupted checkpoint is detected and named.
 
 mod best_state;
-pub mod checkpoint;
+pub(crate) mod checkpoint;
 
 use std::borrow::Cow;
 
 pub use best_state::SaveBestState;
-pub use checkpoint::Checkpoint;
-
-pub use crate::state::KeepPolicy;
-pub use crate::state::write_atomic;
+pub use checkpoint::{
+    CHECKPOINT_DIR, Checkpoint, FORMAT_VERSION, INDEX_FILE, KEEP_FILE, MANIFEST_FILE, MODEL_FILE,
+    MONITORS_FILE, OPTIMIZER_FILE, TRAINER_FILE,
+};
 
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result, check_setting};
-use crate::state::{json_f64, parse_f64};
+use crate::state::{KeepPolicy, json_f64, parse_f64};
 
 /// Writes a checkpoint when triggered — every epoch by default, or at another period under
-/// [`PeriodicTrigger`](crate::PeriodicTrigger) / `#[every_k_epochs]` — into
+/// [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) / `#[every_k_epochs]` — into
 /// `<log dir>/checkpoints/step-<global_step>/` (tensorpack's `ModelSaver`), keeping the last
 /// `max_to_keep` and, with [`keep_every_n_hours`](Self::keep_every_n_hours), one per that many
 /// hours forever.
 ///
 /// The checkpoint is written once every callback has handled the event that asked for it (after
 /// the epoch's `trigger_epoch` and the epoch's statistics), so that it holds every callback's
-/// state as of that moment. See [`checkpoint`] for what it holds and how it is written.
+/// state as of that moment. See [the checkpoint format](crate::saver#the-checkpoint-format) for what it holds
+/// and how it is written.
 ///
 /// ```
 /// use burn_stoker::prelude::*;

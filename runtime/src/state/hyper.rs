@@ -66,7 +66,7 @@ impl fmt::Debug for Slot {
 ///
 /// Every kind is read with [`get`](Self::get), written with [`set`](Self::set), listed by
 /// [`names`](Self::names), saved in checkpoints and restored on resume (the restored value goes
-/// through the setter). The training step reads them through [`Step::hyper`](crate::Step::hyper).
+/// through the setter). The training step reads them through [`Step::hyper`](crate::trainer::Step::hyper).
 ///
 /// Cloning shares the getters and setters; two `HyperParams` are equal when their learning rates
 /// and plain values are equal and their accessors are the same closures.
@@ -74,7 +74,7 @@ impl fmt::Debug for Slot {
 /// ```
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicU64, Ordering};
-/// use burn_stoker::HyperParams;
+/// use burn_stoker::state::HyperParams;
 ///
 /// // A dropout rate read by a data pipeline on other threads.
 /// let dropout = Arc::new(AtomicU64::new(0.5f64.to_bits()));
@@ -223,13 +223,13 @@ impl HyperParams {
 /// A hyper-parameter value shared between the trainer and the code that uses it — a data
 /// pipeline's threads, the training step, a model's dropout: an `f64` behind an `Arc`, read and
 /// written atomically. Clones share the value. Register it with
-/// [`Trainer::hyper_param_shared`](crate::Trainer::hyper_param_shared) (or
+/// [`Trainer::hyper_param_shared`](crate::trainer::Trainer::hyper_param_shared) (or
 /// [`HyperParams::register_shared`]); then every setter callback can drive it by name, and
 /// checkpoints save and restore it.
 ///
 /// ```
 /// # use burn_stoker::prelude::*;
-/// # use burn_stoker::SharedParam;
+/// # use burn_stoker::state::SharedParam;
 /// # use burn::nn::{Linear, LinearConfig};
 /// # use burn::optim::AdamConfig;
 /// # use burn::tensor::Tensor;

@@ -1,4 +1,4 @@
-//! The state a [`Context`](crate::Context) exposes, one layer below the callbacks: the monitor
+//! The state a [`Context`](crate::callback::Context) exposes, one layer below the callbacks: the monitor
 //! store ([`Monitors`]), the hyper-parameters ([`HyperParams`]), what to keep of the checkpoints
 //! ([`KeepPolicy`]), and how state is written to disk ([`json_f64`], [`write_atomic`]).
 //!

@@ -20,7 +20,7 @@ use crate::error::{Result, check_setting};
 /// that first epoch is short, which the median of the next epochs absorbs.
 ///
 /// ```
-/// use burn_stoker::EstimatedTimeLeft;
+/// use burn_stoker::track::EstimatedTimeLeft;
 ///
 /// // tensorpack's defaults: median of the last 5 epochs.
 /// let eta = EstimatedTimeLeft::new();

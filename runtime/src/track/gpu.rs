@@ -36,7 +36,7 @@ pub struct GpuMemory {
 ///     }
 /// }
 ///
-/// let tracker = burn_stoker::GpuUtilizationTracker::new().source(Fake);
+/// let tracker = burn_stoker::track::GpuUtilizationTracker::new().source(Fake);
 /// # let _ = tracker;
 /// ```
 pub trait GpuSource: Send + 'static {

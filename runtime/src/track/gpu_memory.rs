@@ -1,8 +1,8 @@
 //! The GPUs' memory, every epoch.
 
 use super::gpu::{self, GpuSelection, GpuSource, gpu_selection_builders};
+use crate::Result;
 use crate::callback::{Callback, Context};
-use crate::error::Result;
 
 /// MB as tensorpack's `GPUMemoryTracker` counts them.
 const MB: f64 = 1e6;
@@ -18,13 +18,13 @@ const MB: f64 = 1e6;
 /// GPU tracking off`, puts nothing and never fails training; a reading that fails later turns
 /// it off the same way. The readings cost a few microseconds per trigger on the training
 /// thread, nothing per step. Devices are chosen as for
-/// [`GpuUtilizationTracker`](crate::GpuUtilizationTracker): every visible GPU unless
+/// [`GpuUtilizationTracker`](crate::track::GpuUtilizationTracker): every visible GPU unless
 /// [`devices`](Self::devices) names some (tensorpack's default is GPU 0 alone; its scalars are
 /// named `PeakMemory(MB)/gpu:<device>`). It runs on every worker in
 /// data-parallel training (not `chief_only`), as in tensorpack.
 ///
 /// ```
-/// use burn_stoker::GpuMemoryTracker;
+/// use burn_stoker::track::GpuMemoryTracker;
 ///
 /// let all_visible = GpuMemoryTracker::new();
 /// let first = GpuMemoryTracker::new().devices([0]);

@@ -16,7 +16,7 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 /// every second (see [`interval`](Self::interval)) from `before_epoch` to `after_epoch`, so the
 /// callbacks' time after the epoch is not counted, and the average is put when the tracker is
 /// triggered (`trigger_epoch` by default; under
-/// [`PeriodicTrigger::every_k_epochs`](crate::PeriodicTrigger::every_k_epochs), the average of the
+/// [`PeriodicTrigger::every_k_epochs`](crate::trigger::PeriodicTrigger::every_k_epochs), the average of the
 /// epoch that just ended, every `k` epochs; a trigger inside an epoch puts nothing). The training
 /// loop pays nothing per step; the thread is stopped and joined in `after_train`.
 ///
@@ -35,7 +35,7 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 /// tensorpack.
 ///
 /// ```
-/// use burn_stoker::GpuUtilizationTracker;
+/// use burn_stoker::track::GpuUtilizationTracker;
 ///
 /// // Every visible GPU, read every second.
 /// let all = GpuUtilizationTracker::new();

@@ -2,8 +2,8 @@
 
 use sysinfo::{MemoryRefreshKind, Pid, ProcessRefreshKind, ProcessesToUpdate, System};
 
+use crate::Result;
 use crate::callback::{Callback, Context};
-use crate::error::Result;
 
 const GB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -19,7 +19,7 @@ const GB: f64 = 1024.0 * 1024.0 * 1024.0;
 /// runs on every worker in data-parallel training (not `chief_only`), as in tensorpack.
 ///
 /// ```
-/// use burn_stoker::{HostMemoryTracker, PeriodicTrigger};
+/// use burn_stoker::{track::HostMemoryTracker, trigger::PeriodicTrigger};
 ///
 /// let every_epoch = HostMemoryTracker::new();
 /// let every_1000_steps = PeriodicTrigger::new(HostMemoryTracker::new()).every_k_steps(1000);

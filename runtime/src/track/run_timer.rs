@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::{Clock, MonotonicClock, humanize_duration};
+use crate::Result;
 use crate::callback::{Callback, Context};
-use crate::error::Result;
 
 /// Measures the training time, from `before_train` to `after_train` (which also runs after a
 /// stop, an error or an interrupt), as neon's `RunTimerCallback` does, and reports it at the end:
@@ -14,10 +14,10 @@ use crate::error::Result;
 /// neon records the start and end times in its callback data under `time/train`; stoker puts
 /// their difference, which is what they are read for, under that name. A resumed run measures
 /// its own time. The scalar arrives after the last epoch's statistics, as the monitors send what
-/// `after_train` puts (see [`MonitorSink::end_epoch`](crate::MonitorSink::end_epoch)).
+/// `after_train` puts (see [`MonitorSink::end_epoch`](crate::state::MonitorSink::end_epoch)).
 ///
 /// ```
-/// use burn_stoker::RunTimer;
+/// use burn_stoker::track::RunTimer;
 ///
 /// let timer = RunTimer::new();
 /// // Pass it among the trainer's callbacks; lent as `&mut timer`, its `elapsed()` is readable after training.

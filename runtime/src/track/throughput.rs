@@ -7,7 +7,7 @@ use crate::callback::{Callback, Context};
 use crate::error::{Result, check_setting};
 
 /// Puts the training throughput each time it is triggered (every epoch by default; at another
-/// period under [`PeriodicTrigger`](crate::PeriodicTrigger)), as tensorpack's
+/// period under [`PeriodicTrigger`](crate::trigger::PeriodicTrigger)), as tensorpack's
 /// `ThroughputTracker` does: the steps run since the previous trigger (or since `before_train`)
 /// divided by the time they took, in the scalar `Throughput (steps/sec)`; with
 /// [`samples_per_step`](Self::samples_per_step), that times the batch size, in
@@ -20,7 +20,7 @@ use crate::error::{Result, check_setting};
 /// worker in data-parallel training (not `chief_only`), as in tensorpack.
 ///
 /// ```
-/// use burn_stoker::{PeriodicTrigger, ThroughputTracker};
+/// use burn_stoker::{trigger::PeriodicTrigger, track::ThroughputTracker};
 ///
 /// // `Throughput (steps/sec)` every epoch.
 /// let steps = ThroughputTracker::new();

@@ -40,7 +40,7 @@ use crate::error::{Result, check_setting};
 /// # use burn::nn::{Linear, LinearConfig};
 /// # use burn::optim::AdamConfig;
 /// # use burn::tensor::{Device, Tensor};
-/// use burn_stoker::{EstimatedTimeLeft, ThroughputTracker, Timed};
+/// use burn_stoker::track::{EstimatedTimeLeft, ThroughputTracker, Timed};
 /// # let device = Device::default().autodiff();
 /// # let model: Linear = LinearConfig::new(4, 1).init(&device);
 /// # let batches = vec![(Tensor::<2>::ones([8, 4], &device), Tensor::<2>::zeros([8, 1], &device))];

@@ -11,7 +11,7 @@ use burn::optim::ModuleOptimizer;
 use super::Outcome;
 use super::{DefaultCallbacks, TrainData};
 use crate::callback::Callbacks;
-use crate::param::HyperParams;
+use crate::state::HyperParams;
 
 /// The trainer: a model, a burn optimizer, training data, callbacks, and how long to train.
 ///
@@ -156,7 +156,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         self.settings.hyper.register_fn(name, get, set);
         self
     }
-    /// Register a named hyper-parameter held in a [`SharedParam`](crate::SharedParam) that your
+    /// Register a named hyper-parameter held in a [`SharedParam`](crate::state::SharedParam) that your
     /// step or data pipeline reads. See [`HyperParams::register_shared`].
     ///
     /// # Panics
@@ -164,7 +164,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     pub fn hyper_param_shared(
         mut self,
         name: impl Into<Cow<'static, str>>,
-        param: &crate::SharedParam,
+        param: &crate::state::SharedParam,
     ) -> Self {
         self.settings.hyper.register_shared(name, param);
         self

@@ -12,9 +12,9 @@ use super::run::{Run, wrap};
 use crate::callback::{Callbacks, Counters, StateOp};
 use crate::error::{Error, Result};
 use crate::monitor::{json_f64, parse_f64};
-use crate::param::HyperParams;
 use crate::saver::Checkpoint;
 use crate::saver::checkpoint::{self, CHECKPOINT_DIR, Content};
+use crate::state::HyperParams;
 
 /// Where a checkpoint is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,8 +16,9 @@ use super::{Outcome, Step, TrainData, TrainReport, Trainer};
 use crate::callback::{Callbacks, Context, Control, Counters, Event, TrainState, resolve_order};
 use crate::error::{Error, Result};
 use crate::fetch::{FetchPlan, Outputs};
-use crate::monitor::Monitors;
-use crate::saver::{Checkpoint, KeepPolicy};
+use crate::saver::Checkpoint;
+use crate::state::KeepPolicy;
+use crate::state::Monitors;
 
 impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// Train: run the callbacks' lifecycle around `step`, which computes the loss of one batch

@@ -11,7 +11,7 @@ use super::run::{Phase, Run, wrap};
 use crate::callback::{Callbacks, Context, Counters, Event, StepGradients, StepLoss};
 use crate::error::{Error, Result};
 use crate::fetch::{OutputTensor, Outputs};
-use crate::param::HyperParams;
+use crate::state::HyperParams;
 
 /// What the training step sees besides the model and the batch: where to put named outputs, the
 /// hyper-parameters and the counters.

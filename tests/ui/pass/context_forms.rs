@@ -31,7 +31,7 @@ fn concrete(ctx: &mut Context<'_, Linear>) {
 
 // A path to the context type, and an unnamed parameter.
 #[callback(on = trigger)]
-fn by_path<M>(_: &mut burn_stoker::Context<'_, M>) {}
+fn by_path<M>(_: &mut burn_stoker::callback::Context<'_, M>) {}
 
 // No context at all.
 #[callback(on = trigger)]

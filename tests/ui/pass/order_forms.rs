@@ -20,7 +20,7 @@ fn fetch_above(cost: f32) {
 }
 
 #[callback(on = trigger)]
-#[order(after = [First, Second], before = burn_stoker::ModelSaver)]
+#[order(after = [First, Second], before = burn_stoker::saver::ModelSaver)]
 fn third<M>(ctx: &mut Context<'_, M>) {
     let _ = ctx;
 }

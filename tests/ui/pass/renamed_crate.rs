@@ -38,10 +38,10 @@ struct Training {
     count: Count,
 }
 
-fn assert_set<M, K, C: renamed::Callbacks<M, K>>(_: &C) {}
+fn assert_set<M, K, C: renamed::callback::Callbacks<M, K>>(_: &C) {}
 
 fn main() {
     assert_set::<(), _, _>(&Training { report: Report, watch: Watch, count: Count::default() });
-    let order = renamed::Callback::<()>::order(&Watch);
+    let order = renamed::callback::Callback::<()>::order(&Watch);
     assert_eq!(order, Order::none().after("Report"));
 }

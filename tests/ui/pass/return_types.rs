@@ -29,8 +29,8 @@ fn result_flow(loss: f32) -> burn_stoker::Result<Flow> {
 }
 
 #[callback(on = trigger)]
-fn full_paths() -> ::burn_stoker::Result<::burn_stoker::Flow> {
-    Ok(::burn_stoker::Flow::Continue)
+fn full_paths() -> ::burn_stoker::Result<::burn_stoker::callback::Flow> {
+    Ok(::burn_stoker::callback::Flow::Continue)
 }
 
 fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}
