@@ -7,8 +7,8 @@ A module is a top-level module of `runtime/src` (`callback`, `monitor`, `state`,
 `--depth 2`, a file or folder one level below (`monitor::csv`, `callback::order`). An edge A -> B
 is any path to B in A's code: a `use`, or a path written inline (`crate::...`, `super::...`, or a
 child module's name in a `mod.rs`), with re-exports (`pub use` in `lib.rs` and in each `mod.rs`)
-followed to the module that defines the item. Comments (doc links included) and `#[cfg(test)]`
-modules are not imports. Exit status 1 when the graph has a cycle, which is printed.
+followed to the module that defines the item. Comments (doc links included), `#[cfg(doc)]`
+imports (they only serve doc links) and `#[cfg(test)]` modules are not imports. Exit status 1 when the graph has a cycle, which is printed.
 """
 
 import os
@@ -19,6 +19,8 @@ import sys
 def strip_comments(text):
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     text = "\n".join(line.split("//", 1)[0] for line in text.splitlines())
+    # An import made only for the documentation's links is not a dependency of the code.
+    text = re.sub(r"#\[cfg\(doc\)\]\s*use\s+[^;]+;", "", text)
     # Test modules are not part of the layering.
     return re.split(r"#\[cfg\(test\)\]\s*mod \w+", text)[0]
 

@@ -1,0 +1,119 @@
+//! neon's [`EarlyStop`]: a function of the user's decides when to stop.
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value as Json, json};
+
+use super::{Watched, state_u64};
+use crate::callback::{Callback, Context};
+use crate::error::{Error, Result};
+
+/// Stops training when a function of the user's says so: neon's `EarlyStopCallback`.
+///
+/// At each trigger (every epoch by default) where the monitored statistic has a new value, the
+/// function receives its state and the value, and returns the new state and whether to stop:
+/// `stop_func(state, value) -> (state, stop)`, as in neon. The state starts as `S::default()`
+/// (neon's `None`; or give one with [`with_state`](EarlyStop::with_state)) and is callback state:
+/// saved in checkpoints, so it must be serializable, and restored on resume.
+///
+/// neon reads the validation loss its `LossCallback` computed; here the statistic is named. As with
+/// [`EarlyStopping`](super::EarlyStopping), a statistic never put is an error naming the scalars
+/// there are, and a trigger without a new value does not call the function. The stop reason (in
+/// [`Outcome::Stopped`](crate::trainer::Outcome)) gives the value that triggered it (neon logs it).
+///
+/// ```
+/// use burn_stoker::stop::EarlyStop;
+///
+/// // Stop once the validation cost has risen twice in a row; the state is (previous, rises).
+/// let stop = EarlyStop::new("validation_cost", |(previous, rises): (Option<f64>, u32), cost: f64| {
+///     let rises = if previous.is_some_and(|p| cost > p) { rises + 1 } else { 0 };
+///     ((Some(cost), rises), rises >= 2)
+/// });
+/// // Stop as soon as the error is under 5%.
+/// let target = EarlyStop::new("validation_error", |(), error: f64| ((), error < 0.05));
+/// # let _ = (stop, target);
+/// ```
+pub struct EarlyStop<S, F> {
+    watched: Watched,
+    state: Option<S>,
+    stop_func: F,
+}
+
+impl<S: std::fmt::Debug, F> std::fmt::Debug for EarlyStop<S, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EarlyStop")
+            .field("monitor", &self.watched.name)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Default, F: FnMut(S, f64) -> (S, bool)> EarlyStop<S, F> {
+    /// Call `stop_func(state, value)` with each new value of the monitored scalar `monitor`.
+    pub fn new(monitor: impl Into<String>, stop_func: F) -> Self {
+        EarlyStop { watched: Watched::new(monitor), state: Some(S::default()), stop_func }
+    }
+}
+
+impl<S, F> EarlyStop<S, F> {
+    /// Start from `state` instead of `S::default()`.
+    pub fn with_state(mut self, state: S) -> Self {
+        self.state = Some(state);
+        self
+    }
+    /// The function's current state.
+    pub fn state(&self) -> Option<&S> {
+        self.state.as_ref()
+    }
+    /// The watched statistic.
+    pub fn monitor(&self) -> &str {
+        &self.watched.name
+    }
+    fn label(&self) -> String {
+        format!("EarlyStop({})", self.watched.name)
+    }
+}
+
+impl<M, S, F> Callback<M> for EarlyStop<S, F>
+where
+    S: Serialize + DeserializeOwned,
+    F: FnMut(S, f64) -> (S, bool),
+{
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Owned(self.label())
+    }
+
+    fn save_state(&self) -> Result<Option<Json>> {
+        let state = serde_json::to_value(&self.state)
+            .map_err(|e| Error::msg(format!("{}: saving the stop function's state: {e}", self.label())))?;
+        Ok(Some(json!({ "state": state, "seen": self.watched.seen })))
+    }
+
+    fn load_state(&mut self, state: Json) -> Result<()> {
+        let owner = self.label();
+        self.watched.seen = state_u64(&state, "seen", &owner)? as usize;
+        let saved = state.get("state").cloned().unwrap_or(Json::Null);
+        self.state = serde_json::from_value(saved)
+            .map_err(|e| Error::Checkpoint(format!("{owner}: loading the stop function's state: {e}")))?;
+        Ok(())
+    }
+
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let owner = self.label();
+        let Some(value) = self.watched.fresh(ctx.monitors_ref(), &owner)? else { return Ok(()) };
+        let state = self.state.take().ok_or_else(|| {
+            Error::msg(format!("{owner}: the stop function's state was lost (it panicked earlier)"))
+        })?;
+        let (state, stop) = (self.stop_func)(state, value);
+        self.state = Some(state);
+        if stop {
+            ctx.request_stop(format!(
+                "{owner}: the stop function triggered at {} = {value}",
+                self.watched.name
+            ));
+        }
+        Ok(())
+    }
+}
