@@ -47,21 +47,6 @@ impl Period {
         Period { steps: Some(k), epochs: None }
     }
 
-    /// Every `k` epochs.
-    pub const fn every_k_epochs(k: NonZeroU64) -> Period {
-        Period { steps: None, epochs: Some(k) }
-    }
-
-    /// Also every `k` global steps.
-    pub const fn with_steps(self, k: NonZeroU64) -> Period {
-        Period { steps: Some(k), ..self }
-    }
-
-    /// Also every `k` epochs.
-    pub const fn with_epochs(self, k: NonZeroU64) -> Period {
-        Period { epochs: Some(k), ..self }
-    }
-
     /// The period in steps.
     pub const fn steps(&self) -> Option<NonZeroU64> {
         self.steps
