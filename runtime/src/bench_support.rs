@@ -32,6 +32,8 @@ pub fn time_event_delivery<M: Module, K, C: Callbacks<M, K>>(
             control: Control::default(),
             log_dir: PathBuf::new(),
             checkpoint_policy: KeepPolicy::default(),
+            rank: 0,
+            world_size: 1,
         },
     )?;
     let start = std::time::Instant::now();

@@ -44,6 +44,19 @@ pub enum Error {
     Checkpoint(String),
     /// The loss or the weights stopped being finite numbers; training stopped before saving them.
     NonFinite(String),
+    /// The error one rank of a data-parallel world ended with, as the world's runner reports it.
+    Rank {
+        /// The rank (0 is the chief).
+        rank: usize,
+        /// What went wrong there.
+        source: Box<Error>,
+    },
+    /// Another rank of the data-parallel world failed (or left it), so this rank stopped at the
+    /// same step boundary as every other; that rank's own error tells why.
+    RankFailed {
+        /// The rank that failed first (the lowest one when several failed at the same step).
+        rank: usize,
+    },
     /// Any other failure, with its message.
     Message(String),
 }
@@ -76,6 +89,10 @@ impl fmt::Display for Error {
             | Error::NonFinite(message)
             | Error::Message(message) => f.write_str(message),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::Rank { rank, source } => write!(f, "rank {rank}: {source}"),
+            Error::RankFailed { rank } => {
+                write!(f, "rank {rank} of the data-parallel world failed, so every rank stopped")
+            }
         }
     }
 }
@@ -83,7 +100,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Callback { source, .. } => Some(source.as_ref()),
+            Error::Callback { source, .. } | Error::Rank { source, .. } => Some(source.as_ref()),
             Error::Io { source, .. } => Some(source),
             _ => None,
         }

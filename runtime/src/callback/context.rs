@@ -29,6 +29,9 @@ pub(crate) struct TrainState<M> {
     pub(crate) log_dir: std::path::PathBuf,
     /// What to keep when a checkpoint is written without a saver asking (on an interrupt).
     pub(crate) checkpoint_policy: KeepPolicy,
+    /// This rank and the number of ranks in data-parallel training (0 and 1 otherwise).
+    pub(crate) rank: usize,
+    pub(crate) world_size: usize,
 }
 
 /// What a callback sees at an event: the counters, the model, the optimizer, the hyper-parameters,
@@ -41,6 +44,18 @@ pub struct Context<'a, M> {
 }
 
 impl<M> Context<'_, M> {
+    /// This rank in data-parallel training (0, the chief, otherwise).
+    pub fn rank(&self) -> usize {
+        self.state.rank
+    }
+    /// The number of ranks in data-parallel training (1 otherwise).
+    pub fn world_size(&self) -> usize {
+        self.state.world_size
+    }
+    /// Whether this is the chief (rank 0), the rank that writes into the log directory.
+    pub fn is_chief(&self) -> bool {
+        self.state.rank == 0
+    }
     /// The trainer's counters.
     pub fn counters(&self) -> &Counters {
         &self.state.counters

@@ -12,6 +12,7 @@ use super::Outcome;
 use super::{DefaultCallbacks, TrainData};
 use crate::callback::Callbacks;
 use crate::state::HyperParams;
+use crate::world::World;
 
 /// The trainer: a model, a burn optimizer, training data, callbacks, and how long to train.
 ///
@@ -53,6 +54,7 @@ pub(super) struct Settings {
     pub(super) hyper: HyperParams,
     pub(super) resume: Resume,
     pub(super) handle_signals: bool,
+    pub(super) world: Option<World>,
 }
 
 impl Default for Settings {
@@ -66,6 +68,7 @@ impl Default for Settings {
             hyper: HyperParams::new(1e-3),
             resume: Resume::Fresh,
             handle_signals: true,
+            world: None,
         }
     }
 }
@@ -187,6 +190,16 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// [`resume_from`](Self::resume_from) does; start afresh when there is none.
     pub fn auto_resume(mut self, enable: bool) -> Self {
         self.settings.resume = if enable { Resume::Auto } else { Resume::Fresh };
+        self
+    }
+    /// Train as one rank of a data-parallel world ([`World::mpi`], or the world a
+    /// [`Threads`](crate::world::Threads) runner gives each rank): every replica starts from the
+    /// chief's weights, each step's gradients are averaged over the ranks before the optimizer
+    /// runs, `chief_only` callbacks run on the chief only, and only the chief writes into the
+    /// log directory. A stop, a skipped epoch, a signal or an error on any rank stops every rank
+    /// at the same step boundary. See [`crate::world`].
+    pub fn world(mut self, world: World) -> Self {
+        self.settings.world = Some(world);
         self
     }
     /// Whether SIGINT and SIGTERM stop training gracefully (on by default): at the next step

@@ -33,7 +33,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         D: TrainData,
         F: FnMut(&M, D::Batch, &mut Step<'_>) -> Tensor<1>,
     {
-        std::fs::create_dir_all(&self.state.log_dir).map_err(|e| Error::io(&self.state.log_dir, e))?;
+        if self.is_chief() {
+            std::fs::create_dir_all(&self.state.log_dir).map_err(|e| Error::io(&self.state.log_dir, e))?;
+        }
         // Setup, remembering how far it got so that after_train reaches exactly those callbacks.
         for position in 0..self.order.len() {
             self.set_up = position + 1;
@@ -93,17 +95,14 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let max_epoch = self.state.counters.max_epoch;
         let mut epoch = self.state.counters.starting_epoch;
         let mut local_step = self.first_local_step;
-        while epoch <= max_epoch && self.state.control.stop.is_none() {
+        while epoch <= max_epoch && !self.stopping() {
             let counters = &mut self.state.counters;
             counters.epoch_num = epoch;
             counters.local_step = std::mem::take(&mut local_step);
             self.state.monitors.epoch_num = epoch;
             self.deliver(Event::BeforeEpoch)?;
             let steps = self.state.counters.steps_per_epoch;
-            while self.state.counters.local_step < steps
-                && self.state.control.stop.is_none()
-                && !self.state.control.skip_epoch
-            {
+            while self.state.counters.local_step < steps && !self.stopping() && !self.skipping() {
                 self.phase = Phase::Data;
                 let batch = match first.take() {
                     Some(batch) => batch,
@@ -153,12 +152,18 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 self.boundary(Boundary::Step)?;
             }
             self.state.control.skip_epoch = false;
-            if self.state.control.stop.is_some() {
+            if let Some(agreement) = self.world.as_mut() {
+                agreement.skip = false;
+            }
+            if self.stopping() {
                 break;
             }
             self.deliver(Event::AfterEpoch)?;
             self.deliver(Event::TriggerEpoch)?;
             self.state.monitors.end_epoch();
+            if self.world.is_some() {
+                self.agree_boundary()?;
+            }
             self.boundary(Boundary::EpochEnd)?;
             epoch += 1;
         }
@@ -172,7 +177,13 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         if let Some(signal) = self.signals.as_ref().and_then(SignalGuard::received)
             && self.interrupted.is_none()
         {
-            self.on_signal(signal);
+            match self.world.as_mut() {
+                // In a world every rank acts on it at the same step: after the next exchange.
+                Some(agreement) => {
+                    agreement.signal.get_or_insert(signal);
+                }
+                None => self.on_signal(signal),
+            }
         }
         if self.state.control.checkpoint.is_some() || !self.state.control.copies.is_empty() {
             self.write_checkpoint(at)?;
@@ -181,7 +192,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     }
 
     #[cold]
-    fn on_signal(&mut self, signal: i32) {
+    pub(super) fn on_signal(&mut self, signal: i32) {
         let name = signal_name(signal);
         eprintln!(
             "stoker: {name} received: stopping at this step boundary after writing a checkpoint; {name} again exits at once"

@@ -20,6 +20,7 @@ mod report;
 mod resume;
 mod run;
 mod step;
+mod world;
 
 pub use builder::Trainer;
 pub use data::{BatchIter, TrainData, VecBatches};
@@ -27,4 +28,4 @@ pub use defaults::DefaultCallbacks;
 pub use report::{Outcome, TrainReport};
 pub use step::Step;
 
-pub(crate) use run::Run;
+pub(crate) use run::{Run, panic_message};

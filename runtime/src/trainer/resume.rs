@@ -140,7 +140,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         self.state.monitors.global_step = restored.global_step;
         self.first_local_step = restored.local_step;
         let root = self.state.log_dir.join(CHECKPOINT_DIR);
-        if restored.dir.parent() == Some(root.as_path()) {
+        if self.is_chief() && restored.dir.parent() == Some(root.as_path()) {
             checkpoint::abandon_newer(&root, restored.global_step)?;
         }
         self.last_checkpoint = Some(restored.dir.clone());
@@ -185,6 +185,10 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     pub(super) fn write_checkpoint(&mut self, at: Boundary) -> Result<()> {
         let policy = self.state.control.checkpoint.take();
         let copies = std::mem::take(&mut self.state.control.copies);
+        if !self.is_chief() {
+            // Only the chief writes into the log directory; every rank resumes from its checkpoints.
+            return Ok(());
+        }
         self.check_finite()?;
         let content = self.content(at)?;
         let root = self.state.log_dir.join(CHECKPOINT_DIR);

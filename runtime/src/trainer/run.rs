@@ -12,6 +12,7 @@ use burn::tensor::Tensor;
 use super::builder::{Resume, Settings};
 use super::interrupt::SignalGuard;
 use super::resume::{DataPosition, Restored};
+use super::world::Agreement;
 use super::{Outcome, Step, TrainData, TrainReport, Trainer};
 use crate::callback::{Callbacks, Context, Control, Counters, Event, TrainState, resolve_order};
 use crate::error::{Error, Result};
@@ -26,9 +27,46 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// runs for every callback whose setup ran, and the monitors are flushed, in every case.
     pub fn train<F>(self, step: F) -> Result<TrainReport<M>>
     where
+        M: 'static,
         F: FnMut(&M, D::Batch, &mut Step<'_>) -> Tensor<1>,
     {
-        let Trainer { mut model, mut optimizer, data, callbacks, settings, marker: _ } = self;
+        let Trainer { model, optimizer, data, callbacks, mut settings, marker: _ } = self;
+        let Some(world) = settings.world.take() else {
+            return Self::train_in(model, optimizer, data, callbacks, settings, None, step);
+        };
+        // In a world: every replica starts from the chief's weights (before a checkpoint is
+        // read: with threads the replicas take the chief's parameter ids too).
+        let mut agreement = Agreement::new(world, &settings.hyper);
+        let model = agreement.start(model)?;
+        Self::train_in(model, optimizer, data, callbacks, settings, Some(agreement), step)
+    }
+
+    fn train_in<F>(
+        mut model: M,
+        mut optimizer: burn::optim::ModuleOptimizer,
+        data: D,
+        callbacks: C,
+        settings: Settings,
+        mut world: Option<Agreement>,
+        step: F,
+    ) -> Result<TrainReport<M>>
+    where
+        F: FnMut(&M, D::Batch, &mut Step<'_>) -> Tensor<1>,
+    {
+        // A failure before the loop runs is told to the other ranks at the exchange they wait in.
+        macro_rules! early {
+            ($result:expr) => {
+                match $result {
+                    Ok(value) => value,
+                    Err(error) => {
+                        if let Some(agreement) = world.as_mut() {
+                            agreement.fail(Some(&model));
+                        }
+                        return Err(error);
+                    }
+                }
+            };
+        }
         let Settings {
             defaults,
             max_epoch,
@@ -38,14 +76,17 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             mut hyper,
             resume,
             handle_signals,
+            world: _,
         } = settings;
-        let checkpoint = match &resume {
-            Resume::Fresh => None,
-            Resume::Auto => Checkpoint::latest(&log_dir)?,
-            Resume::From(path) => Some(Checkpoint::latest(path)?.ok_or_else(|| {
-                Error::Checkpoint(format!("no checkpoint to resume from in {}", path.display()))
-            })?),
-        };
+        let checkpoint = early!(match &resume {
+            Resume::Fresh => Ok(None),
+            Resume::Auto => Checkpoint::latest(&log_dir),
+            Resume::From(path) => Checkpoint::latest(path).and_then(|latest| {
+                latest.map(Some).ok_or_else(|| {
+                    Error::Checkpoint(format!("no checkpoint to resume from in {}", path.display()))
+                })
+            }),
+        });
         let mut counters = Counters {
             epoch_num: starting_epoch - 1,
             global_step: 0,
@@ -56,37 +97,45 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         };
         let mut restored = None;
         if let Some(checkpoint) = checkpoint {
-            let r = Restored::read(checkpoint, &mut model, &mut optimizer, &mut hyper, &mut counters)?;
+            let r = early!(Restored::read(checkpoint, &mut model, &mut optimizer, &mut hyper, &mut counters));
             restored = Some(r);
         } else if starting_epoch == 0 || starting_epoch > max_epoch.max(1) {
-            return Err(Error::msg(format!(
+            early!(Err(Error::msg(format!(
                 "starting_epoch must be between 1 and max_epoch ({max_epoch}), not {starting_epoch}"
-            )));
+            ))));
         }
         let signals = if handle_signals {
-            Some(
-                SignalGuard::install()
-                    .map_err(|e| Error::msg(format!("handling SIGINT and SIGTERM: {e}")))?,
-            )
+            Some(early!(
+                SignalGuard::install().map_err(|e| Error::msg(format!("handling SIGINT and SIGTERM: {e}")))
+            ))
         } else {
             None
         };
-        let mut run = Run::new(
+        let (rank, world_size) = world.as_ref().map_or((0, 1), |a| (a.rank(), a.world.size()));
+        let run = Run::new(
             (defaults, callbacks),
             TrainState {
                 counters,
-                model: Some(model),
+                model: None,
                 optimizer,
                 hyper,
                 monitors: Monitors::new(),
                 control: Control::default(),
                 log_dir,
                 checkpoint_policy: KeepPolicy::default(),
+                rank,
+                world_size,
             },
-        )?;
+        );
+        let mut run = early!(run);
+        run.state.model = Some(model);
         run.signals = signals;
-        if let Some(restored) = restored {
-            run.restore(restored)?;
+        run.world = world;
+        if let Some(restored) = restored
+            && let Err(error) = run.restore(restored)
+        {
+            let result = run.agree_end(Err(error));
+            return Err(result.expect_err("an error stays an error"));
         }
         let outcome = {
             let mut step = step;
@@ -96,6 +145,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             Ok(result) => result,
             Err(payload) => Err(Error::Panic { location: run.location(), message: panic_message(&*payload) }),
         };
+        let result = run.agree_end(result);
         let after = run.after_train();
         let closed = run.state.monitors.close();
         let result = result.and(after).and(closed);
@@ -162,6 +212,8 @@ pub(crate) struct Run<M, C, K> {
     pub(super) interrupted: Option<String>,
     /// The last complete checkpoint written or resumed from.
     pub(super) last_checkpoint: Option<PathBuf>,
+    /// The agreement with the other ranks in data-parallel training.
+    pub(super) world: Option<Agreement>,
     pub(super) marker: PhantomData<fn() -> K>,
 }
 
@@ -173,8 +225,11 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let mut plan = FetchPlan::default();
         let mut fetchers = Vec::new();
         let mut hooks = Vec::with_capacity(count);
+        // In a world, a chief-only callback is not set up, nor sent any event, off the chief.
+        let mut active = Vec::with_capacity(count);
         for i in 0..count {
             let info = callbacks.info(i);
+            active.push(state.rank == 0 || !info.chief_only);
             hooks.push(info.step_hooks);
             let mut mask = 0;
             let mut bits = Vec::with_capacity(info.fetches.len());
@@ -184,7 +239,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 mask |= bit;
             }
             plan.own(i, &bits);
-            if mask != 0 {
+            if mask != 0 && active[i] {
                 fetchers.push((i, mask));
             }
             names.push(info.name);
@@ -197,8 +252,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 )));
             }
         }
-        let order = resolve_order(&names, &orders)?;
-        let in_order = order.iter().enumerate().all(|(position, &i)| position == i);
+        let mut order = resolve_order(&names, &orders)?;
+        order.retain(|&i| active[i]);
+        let in_order = order.len() == count && order.iter().enumerate().all(|(position, &i)| position == i);
         let loss_hooks = order.iter().copied().filter(|&i| hooks[i].loss).collect();
         let grad_hooks = order.iter().copied().filter(|&i| hooks[i].gradients).collect();
         Ok(Run {
@@ -221,6 +277,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             signals: None,
             interrupted: None,
             last_checkpoint: None,
+            world: None,
             marker: PhantomData,
         })
     }
@@ -273,7 +330,7 @@ pub(super) fn wrap(name: &str, event: &'static str, error: Error) -> Error {
     Error::Callback { callback: name.to_string(), event, source: Box::new(error) }
 }
 
-pub(super) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {

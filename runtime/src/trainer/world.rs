@@ -1,0 +1,244 @@
+//! A run inside a data-parallel world: the agreement every exchange carries (stop, skip, signal,
+//! failure, the chief's hyper-parameters, averaged values), and where the loop exchanges: once
+//! at the start (the chief's weights), once per step (inside the step's gradient reduction),
+//! once per epoch end, and once at the end (or once more on a failure, so that no rank waits).
+
+use burn::module::Module;
+use burn::optim::GradientsParams;
+
+use super::run::Run;
+use crate::callback::Callbacks;
+use crate::error::{Error, Result};
+use crate::state::HyperParams;
+use crate::world::World;
+use crate::world::words::{self, Layout};
+
+/// One rank's side of the agreement.
+pub(crate) struct Agreement {
+    pub(crate) world: World,
+    layout: Layout,
+    words: Vec<f64>,
+    /// The rank whose failure every rank has seen; no exchange follows one.
+    pub(super) failed: Option<usize>,
+    /// An exchange did not return (a panic inside the transport): the others cannot be met.
+    broken: bool,
+    /// A signal this rank received, not yet agreed on.
+    pub(super) signal: Option<i32>,
+    /// The stop every rank agreed on.
+    pub(super) stop: Option<String>,
+    /// Whether every rank skips the rest of this epoch.
+    pub(super) skip: bool,
+}
+
+impl Agreement {
+    pub(crate) fn new(world: World, hyper: &HyperParams) -> Agreement {
+        let layout = Layout { size: world.size(), hypers: hyper.names().count(), means: world.means.len() };
+        Agreement {
+            world,
+            layout,
+            words: vec![0.0; layout.len()],
+            failed: None,
+            broken: false,
+            signal: None,
+            stop: None,
+            skip: false,
+        }
+    }
+
+    pub(crate) fn rank(&self) -> usize {
+        self.world.rank()
+    }
+
+    /// The first exchange: every replica takes the chief's weights. Fails when a rank is gone.
+    pub(crate) fn start<M: Module + 'static>(&mut self, model: M) -> Result<M> {
+        self.words.fill(0.0);
+        self.broken = true;
+        let model = self.world.broadcast_model(model, &mut self.words);
+        self.broken = false;
+        self.check_failed()?;
+        Ok(model)
+    }
+
+    /// After a failure on this rank: tell the others at the exchange they are waiting in (the
+    /// words carry no gradients), unless a failure was already agreed.
+    pub(crate) fn fail<M: Module>(&mut self, model: Option<&M>) {
+        if self.failed.is_some() {
+            return;
+        }
+        let rank = self.rank();
+        if self.broken {
+            self.world.abort(&format!("stoker: rank {rank} failed inside the world's exchange"));
+            return;
+        }
+        let Some(model) = model else {
+            self.world.abort(&format!("stoker: rank {rank} failed and lost its model"));
+            return;
+        };
+        self.words.fill(0.0);
+        self.words[self.layout.failed(rank)] = 1.0;
+        let _ = self.world.exchange(model, None, &mut self.words);
+        self.failed = Some(self.layout.first_failed(&self.words).unwrap_or(rank));
+    }
+
+    fn check_failed(&mut self) -> Result<()> {
+        match self.layout.first_failed(&self.words) {
+            Some(rank) => {
+                self.failed = Some(rank);
+                Err(Error::RankFailed { rank })
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
+    /// Whether training stops at this boundary: in a world, only once every rank agreed.
+    #[inline]
+    pub(super) fn stopping(&self) -> bool {
+        match &self.world {
+            None => self.state.control.stop.is_some(),
+            Some(agreement) => agreement.stop.is_some(),
+        }
+    }
+
+    /// Whether the rest of the epoch is skipped: in a world, only once every rank agreed.
+    #[inline]
+    pub(super) fn skipping(&self) -> bool {
+        match &self.world {
+            None => self.state.control.skip_epoch,
+            Some(agreement) => agreement.skip,
+        }
+    }
+
+    pub(super) fn is_chief(&self) -> bool {
+        self.state.rank == 0
+    }
+
+    /// The step's exchange: this rank's gradients for the average over ranks, with the words.
+    #[cold]
+    pub(super) fn agree_step(&mut self, grads: GradientsParams) -> Result<Option<GradientsParams>> {
+        self.fill_words(true);
+        let Run { world, state, .. } = self;
+        let agreement = world.as_mut().expect("in a world");
+        let model = state.model.as_ref().expect("the model is present between steps");
+        agreement.broken = true;
+        let grads = agreement.world.exchange(model, Some(grads), &mut agreement.words)?;
+        agreement.broken = false;
+        self.read_words(true)?;
+        Ok(grads)
+    }
+
+    /// The exchange at the end of an epoch (and at the end of training): the words only.
+    #[cold]
+    pub(super) fn agree_boundary(&mut self) -> Result<()> {
+        self.fill_words(false);
+        let Run { world, state, .. } = self;
+        let agreement = world.as_mut().expect("in a world");
+        let model = state.model.as_ref().expect("the model is present between steps");
+        agreement.broken = true;
+        agreement.world.exchange(model, None, &mut agreement.words)?;
+        agreement.broken = false;
+        self.read_words(false)
+    }
+
+    /// The last exchange of a run that ended well on this rank, or this rank's failure told to
+    /// the others; a run that ended well becomes [`Error::RankFailed`] when another rank failed.
+    pub(super) fn agree_end(&mut self, result: Result<()>) -> Result<()> {
+        let Some(agreement) = self.world.as_mut() else { return result };
+        match result {
+            Ok(()) if agreement.failed.is_none() => self.agree_boundary(),
+            Ok(()) => Err(Error::RankFailed { rank: agreement.failed.unwrap_or(0) }),
+            Err(error) => {
+                agreement.fail(self.state.model.as_ref());
+                Err(error)
+            }
+        }
+    }
+
+    /// This rank's words: what it asks of all, its steps per epoch, and (the chief) the
+    /// hyper-parameters.
+    fn fill_words(&mut self, step: bool) {
+        let rank = self.state.rank;
+        let Run { world, state, .. } = self;
+        let agreement = world.as_mut().expect("in a world");
+        let (layout, words) = (agreement.layout, &mut agreement.words);
+        words.fill(0.0);
+        if state.control.stop.is_some() && agreement.stop.is_none() {
+            words[layout.stop(rank)] = 1.0;
+        }
+        if state.control.skip_epoch && !agreement.skip {
+            words[words::SKIP] = 1.0;
+        }
+        match agreement.signal {
+            Some(signal) if signal == SIGINT => words[words::SIGINT] = 1.0,
+            Some(_) => words[words::SIGTERM] = 1.0,
+            None => {}
+        }
+        if step {
+            words[words::STEPS_PER_EPOCH] = state.counters.steps_per_epoch as f64;
+        }
+        if rank == 0 {
+            for (i, name) in state.hyper.names().enumerate() {
+                words[layout.hyper(i)] = state.hyper.get(name).unwrap_or(0.0);
+            }
+        }
+    }
+
+    /// Act on the summed words: a failure ends this rank's run; a signal, a stop or a skip asked
+    /// anywhere applies here; the chief's hyper-parameters are adopted.
+    fn read_words(&mut self, step: bool) -> Result<()> {
+        let rank = self.state.rank;
+        let size;
+        {
+            let agreement = self.world.as_mut().expect("in a world");
+            size = agreement.layout.size;
+            agreement.check_failed()?;
+        }
+        let agreement = self.world.as_ref().expect("in a world");
+        let (layout, words) = (agreement.layout, &agreement.words);
+        let interrupted = words[words::SIGINT] + words[words::SIGTERM] > 0.0;
+        let sigint = words[words::SIGINT] > 0.0;
+        let stop_rank = layout.first_stop(words);
+        let skip = words[words::SKIP] > 0.0;
+        let steps_sum = words[words::STEPS_PER_EPOCH];
+        let hypers: Vec<(usize, f64)> = if rank == 0 {
+            Vec::new()
+        } else {
+            (0..layout.hypers).map(|i| (i, words[layout.hyper(i)])).collect()
+        };
+        if interrupted && self.interrupted.is_none() {
+            self.on_signal(if sigint { SIGINT } else { SIGTERM });
+        }
+        if let Some(stop_rank) = stop_rank
+            && self.state.control.stop.is_none()
+        {
+            self.state.control.stop = Some(format!("rank {stop_rank} asked every rank to stop"));
+        }
+        if stop_rank.is_some() || interrupted {
+            let reason = self.state.control.stop.clone().unwrap_or_else(|| "stopped".into());
+            self.world.as_mut().expect("in a world").stop = Some(reason);
+        }
+        if skip {
+            self.state.control.skip_epoch = true;
+            self.world.as_mut().expect("in a world").skip = true;
+        }
+        let own = self.state.counters.steps_per_epoch as f64;
+        if step && steps_sum != own * size as f64 {
+            return Err(Error::Data(format!(
+                "the ranks take different numbers of steps per epoch ({own} here, {steps_sum} over {size} ranks): give every rank a shard with the same number of batches (World::shard) or set Trainer::steps_per_epoch"
+            )));
+        }
+        if !hypers.is_empty() {
+            let names: Vec<String> = self.state.hyper.names().map(str::to_owned).collect();
+            for (i, value) in hypers {
+                if self.state.hyper.get(&names[i]) != Some(value) {
+                    self.state.hyper.set(&names[i], value)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+const SIGINT: i32 = 2;
+const SIGTERM: i32 = 15;

@@ -1,0 +1,245 @@
+//! Data-parallel training: a world of ranks, each a replica of the model with its own optimizer
+//! and its own shard of the data, whose gradients are averaged at every step so that the
+//! replicas stay identical (tensorpack's `SyncMultiGPUTrainerReplicated` and `HorovodTrainer`).
+//!
+//! Two transports, one design:
+//! - [`Threads`]: one process, one thread per device; gradients are moved to the chief's device
+//!   with burn's `GradientsParams::to_device`, summed with burn's `GradientsAccumulator`, averaged
+//!   and sent back (any backend: several GPUs, or the CPU for tests).
+//! - [`World::mpi`] (feature `mpi`): one process per rank, started by `mpirun`; each step's
+//!   gradients are flattened into one host buffer and summed with one `MPI_Allreduce`.
+//!
+//! The user's code is the same [`Trainer`](crate::trainer::Trainer) with one more builder call,
+//! [`Trainer::world`](crate::trainer::Trainer::world). Every rank builds its model, optimizer,
+//! data and callbacks as a single-device run would; the trainer then
+//! - starts every replica from the chief's weights;
+//! - runs `chief_only` callbacks (writers, savers, validation, progress) on rank 0 only, the others
+//!   on every rank;
+//! - folds a control word into each step's collective call: a stop, a skipped epoch, a signal or
+//!   an error on any rank stops every rank at the same step boundary, and the chief's
+//!   hyper-parameters are adopted by every rank before the optimizer runs;
+//! - lets only the chief write into the log directory; every rank resumes from the chief's
+//!   checkpoints (a shared filesystem) at its own position in its shard.
+//!
+//! ```no_run
+//! # use burn_stoker::prelude::*;
+//! # use burn_stoker::world::Threads;
+//! # use burn::nn::{Linear, LinearConfig};
+//! # use burn::optim::SgdConfig;
+//! # use burn::tensor::{Device, Tensor};
+//! let devices = vec![Device::default().autodiff(), Device::default().autodiff()];
+//! let reports = Threads::new(devices).run(|world| {
+//!     let device = world.device().clone();
+//!     let model: Linear = LinearConfig::new(4, 1).init(&device);
+//!     let batches: Vec<(Tensor<2>, Tensor<2>)> = (0..8)
+//!         .map(|_| (Tensor::ones([8, 4], &device), Tensor::zeros([8, 1], &device)))
+//!         .collect();
+//!     Trainer::new(model, SgdConfig::new().init(), world.shard(batches))
+//!         .world(world)
+//!         .train(|model: &Linear, (x, y): (Tensor<2>, Tensor<2>), _step: &mut Step<'_>| {
+//!             (model.forward(x) - y).powi_scalar(2).mean()
+//!         })
+//! })?;
+//! let chief = &reports[0];
+//! # Ok::<(), burn_stoker::Error>(())
+//! ```
+
+#[cfg(feature = "mpi")]
+pub(crate) mod flat;
+#[cfg(feature = "mpi")]
+pub(crate) mod mpi;
+mod shard;
+mod threads;
+pub(crate) mod words;
+
+use std::fmt;
+
+use burn::module::Module;
+use burn::optim::GradientsParams;
+use burn::tensor::Device;
+
+pub use shard::Shard;
+pub use threads::Threads;
+
+use crate::error::Result;
+
+/// One rank's place in a data-parallel world: its rank (0 is the chief), the world's size, and
+/// the link to the other ranks. Given to [`Trainer::world`](crate::trainer::Trainer::world).
+pub struct World {
+    rank: usize,
+    size: usize,
+    device: Device,
+    pub(crate) link: Link,
+    /// Fetched values averaged over the ranks.
+    pub(crate) means: Vec<&'static str>,
+}
+
+pub(crate) enum Link {
+    Threads(threads::ThreadLink),
+    #[cfg(feature = "mpi")]
+    Mpi {
+        comm: mpi::MpiComm,
+        /// The step's buffers, kept from step to step.
+        send: Vec<f32>,
+        recv: Vec<f32>,
+    },
+}
+
+impl fmt::Debug for World {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let transport = match self.link {
+            Link::Threads(_) => "threads",
+            #[cfg(feature = "mpi")]
+            Link::Mpi { .. } => "mpi",
+        };
+        f.debug_struct("World")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("transport", &transport)
+            .field("means", &self.means)
+            .finish()
+    }
+}
+
+impl World {
+    /// This process's rank in the MPI world started by `mpirun` (`mpirun -n 4 my_training`),
+    /// training on `device`. MPI is initialized here, once per process, and finalized when the
+    /// trainer that received this world is done. Run without `mpirun`, the world has one rank.
+    ///
+    /// Every step's gradients go through host memory: burn 0.22 has no reduction across
+    /// processes on the GPU.
+    #[cfg(feature = "mpi")]
+    pub fn mpi(device: Device) -> Result<World> {
+        let comm = mpi::MpiComm::init()?;
+        let (rank, size) = (comm.rank(), comm.size());
+        let link = Link::Mpi { comm, send: Vec::new(), recv: Vec::new() };
+        Ok(World { rank, size, device, link, means: Vec::new() })
+    }
+
+    pub(crate) fn threads(rank: usize, size: usize, device: Device, link: threads::ThreadLink) -> World {
+        World { rank, size, device, link: Link::Threads(link), means: Vec::new() }
+    }
+
+    /// This rank (0 is the chief).
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Whether this rank is the chief (rank 0): the one that runs `chief_only` callbacks and
+    /// writes into the log directory.
+    pub fn is_chief(&self) -> bool {
+        self.rank == 0
+    }
+
+    /// The device this rank trains on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// This rank's shard of `data`: disjoint from every other rank's, and the same number of
+    /// batches on every rank (see [`Shard`]). The global batch is the world's size times the
+    /// batch size.
+    pub fn shard<D: Shard>(&self, data: D) -> D {
+        data.shard(self.rank, self.size)
+    }
+
+    /// Average these fetched values over the ranks: a callback that fetches `"loss"` after
+    /// `.mean_of(["loss"])` sees the loss over the global batch, on every rank. The values travel
+    /// in the step's own collective call; each is read from the device on every rank at every
+    /// step where some callback (on any rank) fetches it.
+    pub fn mean_of(mut self, names: impl IntoIterator<Item = &'static str>) -> Self {
+        for name in names {
+            if !self.means.contains(&name) {
+                self.means.push(name);
+            }
+        }
+        self
+    }
+
+    /// One exchange: `grads` (this rank's, or none) summed with the other ranks' and divided by
+    /// the size; `words` summed element-wise, in place. Every rank calls it at the same points,
+    /// with words of the same length. Returns the averaged gradients when every rank gave some.
+    pub(crate) fn exchange<M: Module>(
+        &mut self,
+        model: &M,
+        grads: Option<GradientsParams>,
+        words: &mut [f64],
+    ) -> Result<Option<GradientsParams>> {
+        match &mut self.link {
+            Link::Threads(link) => Ok(link.exchange(model, grads, words, &self.device, self.size)),
+            #[cfg(feature = "mpi")]
+            Link::Mpi { comm, send, recv } => {
+                Ok(mpi_exchange(comm, (send, recv), model, grads, words, &self.device, self.size))
+            }
+        }
+    }
+
+    /// Start every replica from the chief's weights (and, with threads, the chief's parameter
+    /// ids); `words` are summed as in [`exchange`](Self::exchange).
+    pub(crate) fn broadcast_model<M: Module + 'static>(&mut self, model: M, words: &mut [f64]) -> M {
+        match &mut self.link {
+            Link::Threads(link) => link.broadcast_model(model, words, &self.device),
+            #[cfg(feature = "mpi")]
+            Link::Mpi { comm, .. } => {
+                let len = flat::param_len(&model);
+                let mut send = vec![0.0f32; len + words::encoded_len(words.len())];
+                if self.rank == 0 {
+                    flat::write_params(&model, &mut send[..len]);
+                }
+                words::encode(words, &mut send[len..]);
+                let mut recv = vec![0.0f32; send.len()];
+                comm.all_reduce_sum(&send, &mut recv);
+                words::decode(&recv[len..], words);
+                flat::read_params(model, &recv[..len])
+            }
+        }
+    }
+
+    /// End every rank now, after a failure inside the transport itself (MPI only; threads see
+    /// the other side of their channels close).
+    pub(crate) fn abort(&self, message: &str) {
+        match &self.link {
+            Link::Threads(_) => {
+                let _ = message;
+            }
+            #[cfg(feature = "mpi")]
+            Link::Mpi { comm, .. } => comm.abort(1, message),
+        }
+    }
+}
+
+/// One MPI exchange: the gradients (zeros when this rank has none) and the encoded words in one
+/// buffer, one `MPI_Allreduce`, the sums read back.
+#[cfg(feature = "mpi")]
+fn mpi_exchange<M: Module>(
+    comm: &mpi::MpiComm,
+    (send, recv): (&mut Vec<f32>, &mut Vec<f32>),
+    model: &M,
+    grads: Option<GradientsParams>,
+    words: &mut [f64],
+    device: &Device,
+    size: usize,
+) -> Option<GradientsParams> {
+    let len = flat::param_len(model);
+    let total = len + words::encoded_len(words.len());
+    send.resize(total, 0.0);
+    recv.resize(total, 0.0);
+    match &grads {
+        Some(grads) => flat::write_grads(model, grads, &mut send[..len]),
+        None => send[..len].fill(0.0),
+    }
+    words::encode(words, &mut send[len..]);
+    comm.all_reduce_sum(send, recv);
+    words::decode(&recv[len..], words);
+    let local = grads?;
+    let scale = 1.0 / size as f32;
+    for value in &mut recv[..len] {
+        *value *= scale;
+    }
+    Some(flat::read_grads(model, &recv[..len], &local, device))
+}

@@ -1,0 +1,250 @@
+//! The threads transport: one process, one thread per device. Each step every rank sends its
+//! gradients to the chief, which moves them to its device (burn's `GradientsParams::to_device`),
+//! sums them in rank order (burn's `GradientsAccumulator`), divides by the size and sends the
+//! same averaged tensors back; every rank then moves them to its own device.
+
+use std::any::Any;
+use std::sync::mpsc::{Receiver, Sender, channel};
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::optim::{GradientsAccumulator, GradientsParams};
+use burn::tensor::{Device, Tensor};
+
+use super::World;
+use super::words::failed;
+use crate::error::{Error, Result};
+
+/// Data-parallel training on several devices of one process, one thread each.
+///
+/// [`run`](Self::run) calls the closure once per device, each on its own thread, with that
+/// rank's [`World`]; the closure builds and runs its trainer as a single-device run would, plus
+/// [`Trainer::world`](crate::trainer::Trainer::world). Every device may be a different GPU of one
+/// backend, or the same CPU device several times (each rank then computes on its own thread).
+#[derive(Debug, Clone)]
+pub struct Threads {
+    devices: Vec<Device>,
+}
+
+impl Threads {
+    /// A world of one rank per device, in order (the first is the chief's).
+    pub fn new(devices: impl IntoIterator<Item = Device>) -> Self {
+        Threads { devices: devices.into_iter().collect() }
+    }
+
+    /// Run `rank` on every device, each on its own thread, and wait for all of them. Returns
+    /// every rank's result in rank order, or the first failure: the error of the rank that
+    /// failed (wrapped in [`Error::Rank`] naming it), not the others' reports that it did.
+    ///
+    /// A rank that returns an error or panics, inside training or around it, ends the others'
+    /// training at their next step boundary with [`Error::RankFailed`].
+    pub fn run<R: Send>(self, rank: impl Fn(World) -> Result<R> + Sync) -> Result<Vec<R>> {
+        let size = self.devices.len();
+        if size == 0 {
+            return Err(Error::msg("Threads::new: a world needs at least one device"));
+        }
+        let mut links = Vec::with_capacity(size);
+        let mut peers = Vec::with_capacity(size - 1);
+        for _ in 1..size {
+            let (up_tx, up_rx) = channel();
+            let (down_tx, down_rx) = channel();
+            peers.push((up_rx, down_tx));
+            links.push(ThreadLink::Peer { up: up_tx, down: down_rx });
+        }
+        links.insert(0, ThreadLink::Chief { peers });
+        let rank = &rank;
+        let outcomes: Vec<std::thread::Result<Result<R>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = links
+                .into_iter()
+                .zip(self.devices)
+                .enumerate()
+                .map(|(r, (link, device))| {
+                    std::thread::Builder::new()
+                        .name(format!("stoker-rank-{r}"))
+                        .spawn_scoped(scope, move || rank(World::threads(r, size, device, link)))
+                        .expect("spawning a rank's thread")
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join()).collect()
+        });
+        let mut results = Vec::with_capacity(size);
+        let mut origin: Option<Error> = None;
+        let mut reported: Option<Error> = None;
+        for (r, outcome) in outcomes.into_iter().enumerate() {
+            match outcome {
+                Ok(Ok(value)) => results.push(value),
+                Ok(Err(error @ Error::RankFailed { .. })) => {
+                    reported.get_or_insert(error);
+                }
+                Ok(Err(error)) => {
+                    origin.get_or_insert(Error::Rank { rank: r, source: Box::new(error) });
+                }
+                Err(payload) => {
+                    let message = crate::trainer::panic_message(&*payload);
+                    origin.get_or_insert(Error::Rank {
+                        rank: r,
+                        source: Box::new(Error::Panic { location: format!("rank {r}'s thread"), message }),
+                    });
+                }
+            }
+        }
+        match origin.or(reported) {
+            Some(error) => Err(error),
+            None => Ok(results),
+        }
+    }
+}
+
+/// What a peer sends the chief at an exchange.
+pub(crate) struct Up {
+    grads: Option<GradientsParams>,
+    words: Vec<f64>,
+}
+
+/// What the chief sends back: the averaged gradients, the summed words, or the model.
+pub(crate) struct Down {
+    grads: Option<GradientsParams>,
+    words: Vec<f64>,
+    model: Option<Box<dyn Any + Send>>,
+}
+
+/// One rank's end of the channels: the chief holds one pair per peer (rank 1, 2, ...).
+pub(crate) enum ThreadLink {
+    Chief { peers: Vec<(Receiver<Up>, Sender<Down>)> },
+    Peer { up: Sender<Up>, down: Receiver<Down> },
+}
+
+impl ThreadLink {
+    pub(crate) fn exchange<M: Module>(
+        &mut self,
+        model: &M,
+        grads: Option<GradientsParams>,
+        words: &mut [f64],
+        device: &Device,
+        size: usize,
+    ) -> Option<GradientsParams> {
+        match self {
+            ThreadLink::Peer { up, down } => {
+                let sent = up.send(Up { grads, words: words.to_vec() });
+                let reply = sent.ok().and_then(|()| down.recv().ok());
+                match reply {
+                    Some(reply) => {
+                        words.copy_from_slice(&reply.words);
+                        reply.grads.map(|grads| grads.to_device(device, model))
+                    }
+                    None => {
+                        // The chief is gone: it failed.
+                        words[failed(0)] = 1.0;
+                        None
+                    }
+                }
+            }
+            ThreadLink::Chief { peers } => {
+                let mut complete = grads.is_some();
+                let mut sum = GradientsAccumulator::<M>::new();
+                if let Some(grads) = grads {
+                    sum.accumulate(model, grads);
+                }
+                let mut alive = vec![true; peers.len()];
+                for (i, (up, _)) in peers.iter().enumerate() {
+                    match up.recv() {
+                        Ok(message) => {
+                            for (word, theirs) in words.iter_mut().zip(&message.words) {
+                                *word += theirs;
+                            }
+                            match message.grads {
+                                Some(grads) if complete => {
+                                    sum.accumulate(model, grads.to_device(device, model))
+                                }
+                                _ => complete = false,
+                            }
+                        }
+                        Err(_) => {
+                            alive[i] = false;
+                            complete = false;
+                            words[failed(i + 1)] = 1.0;
+                        }
+                    }
+                }
+                let mut averaged =
+                    if complete { average(model, sum.grads(), size, peers.len() + 1) } else { Vec::new() };
+                let mine = averaged.pop();
+                for ((_, down), alive) in peers.iter().zip(alive) {
+                    if alive {
+                        let grads = averaged.pop();
+                        // A peer that left after sending is seen at the next exchange.
+                        let _ = down.send(Down { grads, words: words.to_vec(), model: None });
+                    }
+                }
+                mine
+            }
+        }
+    }
+
+    /// The chief's model to every rank, moved to each rank's device with its parameter ids.
+    pub(crate) fn broadcast_model<M: Module + 'static>(
+        &mut self,
+        model: M,
+        words: &mut [f64],
+        device: &Device,
+    ) -> M {
+        match self {
+            ThreadLink::Peer { up, down } => {
+                let sent = up.send(Up { grads: None, words: words.to_vec() });
+                let reply = sent.ok().and_then(|()| down.recv().ok());
+                match reply {
+                    Some(Down { words: summed, model: Some(chief), .. }) => {
+                        words.copy_from_slice(&summed);
+                        match chief.downcast::<M>() {
+                            Ok(chief) => chief.fork(device),
+                            Err(_) => unreachable!("every rank trains the same model type"),
+                        }
+                    }
+                    _ => {
+                        words[failed(0)] = 1.0;
+                        model
+                    }
+                }
+            }
+            ThreadLink::Chief { peers } => {
+                for (i, (up, _)) in peers.iter().enumerate() {
+                    match up.recv() {
+                        Ok(message) => {
+                            for (word, theirs) in words.iter_mut().zip(&message.words) {
+                                *word += theirs;
+                            }
+                        }
+                        Err(_) => words[failed(i + 1)] = 1.0,
+                    }
+                }
+                for (_, down) in peers.iter() {
+                    let chief: Box<dyn Any + Send> = Box::new(model.clone());
+                    let _ = down.send(Down { grads: None, words: words.to_vec(), model: Some(chief) });
+                }
+                model
+            }
+        }
+    }
+}
+
+/// `sum / size`, as `copies` sets of the same tensors (one for each rank).
+fn average<M: Module>(model: &M, sum: GradientsParams, size: usize, copies: usize) -> Vec<GradientsParams> {
+    struct Average {
+        sum: GradientsParams,
+        size: f64,
+        out: Vec<GradientsParams>,
+    }
+    impl ModuleVisitor for Average {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            if let Some(grad) = self.sum.remove::<D>(param.id) {
+                let grad = grad.div_scalar(self.size);
+                for out in &mut self.out {
+                    out.register::<D>(param.id, grad.clone());
+                }
+            }
+        }
+    }
+    let mut visitor =
+        Average { sum, size: size as f64, out: (0..copies).map(|_| GradientsParams::new()).collect() };
+    model.visit(&mut visitor);
+    visitor.out
+}

@@ -1,0 +1,284 @@
+//! Data-parallel training with the threads transport, on the CPU: two ranks with batch b train
+//! the same weights as one rank with batch 2b on the same samples (SGD and Adam), the replicas
+//! stay bit-identical, chief-only callbacks run once and the others on every rank, only the
+//! chief writes into the log directory, a stop asked on rank 1 stops both at the same step, and a
+//! failure on rank 1 ends the world with an error naming it.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use burn::nn::{Linear, LinearConfig};
+use burn::optim::{AdamConfig, ModuleOptimizer, SgdConfig};
+use burn::tensor::{Device, Tensor, TensorData};
+use burn_stoker::prelude::*;
+use burn_stoker::world::{Threads, World};
+use stoker_tests::{scratch_dir, weights};
+
+const STEPS: usize = 50;
+const B: usize = 4;
+
+fn cpu() -> Device {
+    Device::default().autodiff()
+}
+
+/// `n` batches of `rows` points of a fixed linear map 6 -> 3 plus a bend, deterministic.
+fn batches(n: usize, rows: usize, device: &Device) -> Vec<(Tensor<2>, Tensor<2>)> {
+    (0..n)
+        .map(|b| {
+            let xs: Vec<f32> = (0..rows * 6).map(|i| (((b * rows * 6 + i) as f32) * 0.731).sin()).collect();
+            let ys: Vec<f32> = xs
+                .chunks(6)
+                .flat_map(|x| [x[0] - 2.0 * x[1] + x[5] * x[5], 0.5 * x[2] + x[3].abs(), x[4] - x[0] * x[1]])
+                .collect();
+            (
+                Tensor::from_data(TensorData::new(xs, [rows, 6]), device),
+                Tensor::from_data(TensorData::new(ys, [rows, 3]), device),
+            )
+        })
+        .collect()
+}
+
+/// Batch `k` of the single-device run: batches `2k` and `2k + 1` of the two ranks, stacked.
+fn joined(device: &Device) -> Vec<(Tensor<2>, Tensor<2>)> {
+    let small = batches(2 * STEPS, B, device);
+    small
+        .chunks(2)
+        .map(|pair| {
+            (
+                Tensor::cat(vec![pair[0].0.clone(), pair[1].0.clone()], 0),
+                Tensor::cat(vec![pair[0].1.clone(), pair[1].1.clone()], 0),
+            )
+        })
+        .collect()
+}
+
+fn mse(model: &Linear, (x, y): (Tensor<2>, Tensor<2>), _step: &mut Step<'_>) -> Tensor<1> {
+    (model.forward(x) - y).powi_scalar(2).mean()
+}
+
+fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+    a.iter().flatten().zip(b.iter().flatten()).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+/// Trains 50 steps on one device with batch 2B, then on two ranks with batch B, from the same
+/// initial model; returns (single, rank 0, rank 1) weights.
+fn single_and_pair(optimizer: fn() -> ModuleOptimizer) -> (Vec<Vec<f32>>, Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    let device = cpu();
+    let initial: Linear = LinearConfig::new(6, 3).init(&device);
+    let single = Trainer::new(initial.clone(), optimizer(), joined(&device))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .learning_rate(0.05)
+        .log_dir(scratch_dir("world-single"))
+        .train(mse)
+        .expect("single-device training");
+    assert_eq!(single.counters.global_step(), STEPS as u64);
+
+    let initial = Mutex::new(initial);
+    let dir = scratch_dir("world-pair");
+    let reports = Threads::new([cpu(), cpu()])
+        .run(|world| {
+            // Rank 1 starts from other weights: the chief's must reach it.
+            let model = if world.is_chief() {
+                initial.lock().unwrap().clone()
+            } else {
+                LinearConfig::new(6, 3).init(world.device())
+            };
+            let data = world.shard(batches(2 * STEPS, B, world.device()));
+            Trainer::new(model, optimizer(), data)
+                .default_callbacks(DefaultCallbacks::none())
+                .handle_signals(false)
+                .learning_rate(0.05)
+                .log_dir(&dir)
+                .world(world)
+                .train(mse)
+        })
+        .expect("two ranks");
+    assert_eq!(reports.len(), 2);
+    for report in &reports {
+        assert_eq!(report.counters.global_step(), STEPS as u64);
+    }
+    (weights(&single.model), weights(&reports[0].model), weights(&reports[1].model))
+}
+
+#[test]
+fn two_ranks_with_sgd_train_what_one_rank_with_twice_the_batch_trains() {
+    let (single, chief, other) = single_and_pair(|| SgdConfig::new().init().into());
+    assert_eq!(chief, other, "the replicas must be bit-identical");
+    let diff = max_diff(&single, &chief);
+    assert!(diff < 1e-5, "2 ranks x batch {B} vs 1 rank x batch {}: max difference {diff}", 2 * B);
+    assert!(max_diff(&single, &weights(&LinearConfig::new(6, 3).init(&cpu()))) > 1e-3);
+}
+
+#[test]
+fn two_ranks_with_adam_train_what_one_rank_with_twice_the_batch_trains() {
+    let (single, chief, other) = single_and_pair(|| AdamConfig::new().init().into());
+    assert_eq!(chief, other, "the replicas must be bit-identical");
+    let diff = max_diff(&single, &chief);
+    assert!(diff < 1e-5, "2 ranks x batch {B} vs 1 rank x batch {}: max difference {diff}", 2 * B);
+}
+
+/// Counts the events it sees, per rank.
+#[derive(Clone)]
+struct Count {
+    name: &'static str,
+    chief_only: bool,
+    setups: Arc<AtomicUsize>,
+    steps: Arc<AtomicU64>,
+    ranks: Arc<Mutex<Vec<(usize, usize)>>>,
+}
+
+impl Count {
+    fn new(name: &'static str, chief_only: bool) -> Self {
+        Count {
+            name,
+            chief_only,
+            setups: Default::default(),
+            steps: Default::default(),
+            ranks: Default::default(),
+        }
+    }
+}
+
+impl<M> Callback<M> for Count {
+    fn name(&self) -> std::borrow::Cow<'static, str> {
+        self.name.into()
+    }
+    fn chief_only(&self) -> bool {
+        self.chief_only
+    }
+    fn setup(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        self.setups.fetch_add(1, Ordering::SeqCst);
+        self.ranks.lock().unwrap().push((ctx.rank(), ctx.world_size()));
+        Ok(())
+    }
+    fn trigger_step(&mut self, _ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        self.steps.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[test]
+fn chief_only_callbacks_run_once_and_the_others_on_every_rank() {
+    let chief = Count::new("OnTheChief", true);
+    let every = Count::new("OnEveryRank", false);
+    let dir = scratch_dir("world-callbacks");
+    Threads::new([cpu(), cpu()])
+        .run(|world| {
+            let model: Linear = LinearConfig::new(6, 3).init(world.device());
+            let data = world.shard(batches(8, B, world.device()));
+            Trainer::new(model, SgdConfig::new().init(), data)
+                .handle_signals(false)
+                .max_epoch(2)
+                .log_dir(&dir)
+                .world(world)
+                .callbacks((chief.clone(), every.clone(), ModelSaver::new(2)))
+                .train(mse)
+        })
+        .expect("two ranks");
+    assert_eq!(chief.setups.load(Ordering::SeqCst), 1);
+    assert_eq!(chief.steps.load(Ordering::SeqCst), 8);
+    assert_eq!(*chief.ranks.lock().unwrap(), [(0, 2)]);
+    assert_eq!(every.setups.load(Ordering::SeqCst), 2);
+    assert_eq!(every.steps.load(Ordering::SeqCst), 16);
+    let mut ranks = every.ranks.lock().unwrap().clone();
+    ranks.sort();
+    assert_eq!(ranks, [(0, 2), (1, 2)]);
+    // The chief's writers and saver wrote; nothing else did (one stats.json, one set of checkpoints).
+    assert!(dir.join("stats.json").exists());
+    let checkpoints: Vec<_> = std::fs::read_dir(dir.join("checkpoints")).unwrap().collect();
+    assert!(!checkpoints.is_empty());
+}
+
+/// Asks to stop on rank 1 at global step 5.
+struct StopOnRank1;
+
+impl<M> Callback<M> for StopOnRank1 {
+    fn chief_only(&self) -> bool {
+        false
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        if ctx.rank() == 1 && ctx.global_step() == 5 {
+            ctx.request_stop("rank 1 had enough");
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_stop_asked_on_rank_1_stops_both_at_the_same_step() {
+    let dir = scratch_dir("world-stop");
+    let reports = Threads::new([cpu(), cpu()])
+        .run(|world| {
+            let model: Linear = LinearConfig::new(6, 3).init(world.device());
+            let data = world.shard(batches(40, B, world.device()));
+            Trainer::new(model, SgdConfig::new().init(), data)
+                .default_callbacks(DefaultCallbacks::none())
+                .handle_signals(false)
+                .max_epoch(3)
+                .log_dir(&dir)
+                .world(world)
+                .callbacks(StopOnRank1)
+                .train(mse)
+        })
+        .expect("two ranks");
+    let steps: Vec<u64> = reports.iter().map(|r| r.counters.global_step()).collect();
+    assert_eq!(steps[0], steps[1], "both ranks stop at the same step");
+    assert!(steps[0] == 6, "the stop asked after step 5 is agreed at step 6's exchange, not {}", steps[0]);
+    for report in &reports {
+        assert!(matches!(report.outcome, Outcome::Stopped(_)), "{:?}", report.outcome);
+    }
+    assert_eq!(weights(&reports[0].model), weights(&reports[1].model));
+}
+
+/// Panics in the step on rank 1 at global step 3.
+#[test]
+fn a_panic_on_rank_1_ends_the_world_with_an_error_naming_rank_1() {
+    let dir = scratch_dir("world-panic");
+    let start = Instant::now();
+    let result = Threads::new([cpu(), cpu()]).run(|world| {
+        let rank = world.rank();
+        let model: Linear = LinearConfig::new(6, 3).init(world.device());
+        let data = world.shard(batches(40, B, world.device()));
+        Trainer::new(model, SgdConfig::new().init(), data)
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .max_epoch(3)
+            .log_dir(&dir)
+            .world(world)
+            .train(move |model: &Linear, batch, step: &mut Step<'_>| {
+                if rank == 1 && step.counters().global_step() == 3 {
+                    panic!("rank 1 broke on purpose");
+                }
+                mse(model, batch, step)
+            })
+    });
+    let error = result.expect_err("the world fails");
+    let text = error.to_string();
+    assert!(matches!(error, burn_stoker::Error::Rank { rank: 1, .. }), "{text}");
+    assert!(text.contains("rank 1") && text.contains("broke on purpose"), "{text}");
+    assert!(start.elapsed() < Duration::from_secs(30));
+}
+
+/// A rank that fails before it trains (here: the closure returns early) still ends the others.
+#[test]
+fn a_rank_that_never_trains_ends_the_others_with_an_error() {
+    let dir = scratch_dir("world-absent");
+    let result = Threads::new([cpu(), cpu()]).run(|world: World| {
+        if world.rank() == 1 {
+            return Err(burn_stoker::Error::msg("rank 1 could not load its data"));
+        }
+        let model: Linear = LinearConfig::new(6, 3).init(world.device());
+        let data = world.shard(batches(8, B, world.device()));
+        Trainer::new(model, SgdConfig::new().init(), data)
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .log_dir(&dir)
+            .world(world)
+            .train(mse)
+            .map(|_| ())
+    });
+    let text = result.expect_err("the world fails").to_string();
+    assert!(text.starts_with("rank 1: rank 1 could not load its data"), "{text}");
+}
