@@ -161,3 +161,112 @@ kinds! {
     <T> crate::track::RunTimer<T> => RunTimer;
     <D, F> crate::inference::InferenceRunner<D, F> => InferenceRunner;
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use burn::lr_scheduler::linear::LinearLrSchedulerConfig;
+    use burn::nn::Linear;
+
+    use crate::callback::Callback;
+    use crate::debug::{
+        CallbackFactory, DumpTensors, StartProcOrThread, StepTimeout, TensorPrinter, TerminateOnNaN,
+    };
+    use crate::modify::{GradientAccumulation, GradientClip, RnnRegularizer};
+    use crate::monitor::{CsvWriter, Hist, MovingAverageSummary};
+    use crate::param::{
+        HumanHyperParamSetter, HyperParamSetterWithFunc, LrSchedulerSetter, ReduceLrOnPlateau,
+        ScheduledHyperParamSetter, StatMonitorParamSetter,
+    };
+    use crate::saver::{MinSaver, ModelSaver};
+    use crate::stop::EarlyStopping;
+    use crate::track::{
+        EstimatedTimeLeft, GpuMemoryTracker, GpuUtilizationTracker, HostMemoryTracker, ProgressBar, RunTimer,
+        ThroughputTracker,
+    };
+    use crate::trigger::{EnableCallbackIf, PeriodicCallback, PeriodicTrigger};
+
+    fn chief_only<C: Callback<Linear>>(callback: C) -> bool {
+        callback.chief_only()
+    }
+
+    /// Where each built-in runs in data-parallel training (the README's table): a change to a
+    /// default shows up here.
+    #[test]
+    fn built_in_callbacks_run_where_tensorpack_runs_them() {
+        let lr = LinearLrSchedulerConfig::new(0.5, 0.1, 4).init().unwrap();
+        let every_rank = [
+            ("RnnRegularizer", chief_only(RnnRegularizer::new(2.0, 1.0))),
+            ("GradientClip", chief_only(GradientClip::new(1.0))),
+            ("GradientAccumulation", chief_only(GradientAccumulation::new(4))),
+            ("TerminateOnNaN", chief_only(TerminateOnNaN::new())),
+            ("StepTimeout", chief_only(StepTimeout::new(Duration::from_secs(60)))),
+            (
+                "ScheduledHyperParamSetter",
+                chief_only(ScheduledHyperParamSetter::new("learning_rate", [(0, 0.1)])),
+            ),
+            (
+                "HyperParamSetterWithFunc",
+                chief_only(HyperParamSetterWithFunc::new("learning_rate", |_, v| v)),
+            ),
+            ("LrSchedulerSetter", chief_only(LrSchedulerSetter::new(lr))),
+            ("GpuMemoryTracker", chief_only(GpuMemoryTracker::new())),
+            ("GpuUtilizationTracker", chief_only(GpuUtilizationTracker::new())),
+            ("HostMemoryTracker", chief_only(HostMemoryTracker::new())),
+            ("ThroughputTracker", chief_only(ThroughputTracker::new())),
+            (
+                "CallbackFactory(after_backward)",
+                chief_only(CallbackFactory::<Linear>::new().after_backward(|_, _| {})),
+            ),
+            (
+                "CallbackFactory.chief_only(false)",
+                chief_only(CallbackFactory::<Linear>::new().chief_only(false)),
+            ),
+            ("PeriodicTrigger(GradientClip)", chief_only(PeriodicTrigger::new(GradientClip::new(1.0)))),
+            ("PeriodicCallback(TerminateOnNaN)", chief_only(PeriodicCallback::new(TerminateOnNaN::new()))),
+            (
+                "EnableCallbackIf(GradientAccumulation)",
+                chief_only(EnableCallbackIf::new(GradientAccumulation::new(2), |_| true)),
+            ),
+            (
+                "Box<dyn Callback>(GradientClip)",
+                chief_only(Box::new(GradientClip::new(1.0)) as Box<dyn Callback<Linear>>),
+            ),
+        ];
+        let chief = [
+            ("ModelSaver", chief_only(ModelSaver::new(3))),
+            ("MinSaver", chief_only(MinSaver::new("validation_loss"))),
+            ("EarlyStopping", chief_only(EarlyStopping::new("validation_loss"))),
+            ("HumanHyperParamSetter", chief_only(HumanHyperParamSetter::new("learning_rate"))),
+            ("ReduceLrOnPlateau", chief_only(ReduceLrOnPlateau::new("validation_loss"))),
+            (
+                "StatMonitorParamSetter",
+                chief_only(StatMonitorParamSetter::new(
+                    "learning_rate",
+                    "validation_loss",
+                    |v| v / 2.0,
+                    0.0,
+                    3,
+                )),
+            ),
+            ("CsvWriter", chief_only(CsvWriter::new())),
+            ("Hist", chief_only(Hist::new())),
+            ("MovingAverageSummary", chief_only(MovingAverageSummary::new(["loss"]))),
+            ("ProgressBar", chief_only(ProgressBar::new())),
+            ("EstimatedTimeLeft", chief_only(EstimatedTimeLeft::new())),
+            ("RunTimer", chief_only(RunTimer::new())),
+            ("DumpTensors", chief_only(DumpTensors::new(["loss"]))),
+            ("TensorPrinter", chief_only(TensorPrinter::new(["loss"]))),
+            ("StartProcOrThread", chief_only(StartProcOrThread::new())),
+            ("CallbackFactory", chief_only(CallbackFactory::<Linear>::new().trigger(|_| {}))),
+            ("PeriodicTrigger(ModelSaver)", chief_only(PeriodicTrigger::new(ModelSaver::new(1)))),
+        ];
+        for (name, chief_only) in every_rank {
+            assert!(!chief_only, "{name} must run on every rank");
+        }
+        for (name, chief_only) in chief {
+            assert!(chief_only, "{name} must run on the chief only");
+        }
+    }
+}

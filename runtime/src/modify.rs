@@ -27,6 +27,8 @@ use crate::fetch::OutputTensor;
 /// penalty is part of the loss that backward differentiates and of the `"loss"` output (fastai
 /// keeps the recorded loss without it; here `"loss"` is always what was minimized).
 ///
+/// In data-parallel training it runs on every rank: it changes the loss each replica differentiates.
+///
 /// ```
 /// use burn_stoker::modify::RnnRegularizer;
 /// let regularizer = RnnRegularizer::new(2.0, 1.0).outputs("dropped", "hidden");
@@ -68,6 +70,10 @@ impl RnnRegularizer {
 }
 
 impl<M> Callback<M> for RnnRegularizer {
+    /// Every rank: it changes the loss each replica differentiates.
+    fn chief_only(&self) -> bool {
+        false
+    }
     fn step_hooks(&self) -> StepHooks {
         StepHooks::LOSS
     }
@@ -105,6 +111,8 @@ impl<M> Callback<M> for RnnRegularizer {
 /// The norm is computed on the device (no sync). burn's optimizers also clip, per parameter
 /// tensor (`with_grad_clipping`); this one clips the whole gradient as one vector, which keeps its
 /// direction.
+///
+/// In data-parallel training it runs on every rank: it changes the gradients each replica applies.
 ///
 /// ```
 /// use burn_stoker::modify::GradientClip;
@@ -208,6 +216,10 @@ impl ModuleVisitor for AddGrads<'_> {
 }
 
 impl<M: Module> Callback<M> for GradientClip {
+    /// Every rank: it changes the gradients each replica applies.
+    fn chief_only(&self) -> bool {
+        false
+    }
     fn name(&self) -> std::borrow::Cow<'static, str> {
         if self.by_value { "GradientClip(value)".into() } else { "GradientClip(norm)".into() }
     }
@@ -253,6 +265,8 @@ impl<M: Module> Callback<M> for GradientClip {
 /// the resumed run starts that window again from the resumed step. Checkpoints at epoch ends
 /// lose nothing.
 ///
+/// In data-parallel training it runs on every rank: it decides when each replica's optimizer runs.
+///
 /// ```
 /// use burn_stoker::modify::GradientAccumulation;
 /// let accumulate = GradientAccumulation::new(4);
@@ -279,6 +293,10 @@ impl GradientAccumulation {
 }
 
 impl<M: Module> Callback<M> for GradientAccumulation {
+    /// Every rank: it decides when each replica's optimizer runs.
+    fn chief_only(&self) -> bool {
+        false
+    }
     fn name(&self) -> std::borrow::Cow<'static, str> {
         format!("GradientAccumulation({})", self.k).into()
     }

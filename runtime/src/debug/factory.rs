@@ -21,6 +21,9 @@ use crate::fetch::{Fetch, Fetched};
 /// [`Callback::step_hooks`]; a factory without them asks for neither, so the trainer does not
 /// deliver them to it and the step pays nothing for them.
 ///
+/// In data-parallel training a factory with a `before_backward` or `after_backward` closure runs
+/// on every rank, any other on the chief alone; [`chief_only`](Self::chief_only) decides otherwise.
+///
 /// Fetches ([`fetch`](Self::fetch)) are copied to the host at every step; to fetch less often,
 /// wrap the factory in a [`PeriodicCallback`](crate::trigger::PeriodicCallback). Order constraints are
 /// given with [`order`](Self::order).
@@ -59,6 +62,7 @@ pub struct CallbackFactory<M> {
     fetches: Vec<Fetch>,
     handlers: Handlers<M>,
     order: Order,
+    chief_only: Option<bool>,
 }
 
 macro_rules! factory_events {
@@ -110,6 +114,13 @@ macro_rules! factory_events {
             }
             fn fetches(&self) -> &[Fetch] {
                 &self.fetches
+            }
+            /// As [`chief_only`](CallbackFactory::chief_only) says; by default every rank when a
+            /// closure changes the step, the chief otherwise.
+            fn chief_only(&self) -> bool {
+                self.chief_only.unwrap_or_else(|| {
+                    self.handlers.before_backward.is_none() && self.handlers.after_backward.is_none()
+                })
             }
             fn step_hooks(&self) -> StepHooks {
                 StepHooks {
@@ -166,6 +177,7 @@ impl<M: 'static> CallbackFactory<M> {
             fetches: Vec::new(),
             handlers: Handlers::none(),
             order: Order::none(),
+            chief_only: None,
         }
     }
     /// The callback's name (in order constraints and error messages).
@@ -176,6 +188,13 @@ impl<M: 'static> CallbackFactory<M> {
     /// Constraints on where the factory runs among the other callbacks (see [`Order`]).
     pub fn order(mut self, order: Order) -> Self {
         self.order = order;
+        self
+    }
+    /// Whether the factory runs only on the chief in data-parallel training (tensorpack's
+    /// `set_chief_only`). Without it, a factory with a `before_backward` or `after_backward`
+    /// closure runs on every rank (it changes the step of each replica), any other on the chief.
+    pub fn chief_only(mut self, chief_only: bool) -> Self {
+        self.chief_only = Some(chief_only);
         self
     }
     /// Step outputs to copy to the host at every step, for the `after_step` closure.

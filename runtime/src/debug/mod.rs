@@ -39,6 +39,9 @@ use crate::fetch::{Fetch, Fetched};
 /// non-finite weights (it checks them when a checkpoint is due), so a run that diverged stops at
 /// its next checkpoint at the latest.
 ///
+/// In data-parallel training it runs on every rank: the loss it checks is the local replica's, and
+/// a non-finite loss on any rank poisons the averaged gradients of all.
+///
 /// ```
 /// use burn_stoker::debug::TerminateOnNaN;
 /// let check = TerminateOnNaN::new().every_k_steps(10);
@@ -70,6 +73,10 @@ impl TerminateOnNaN {
 static LOSS: [Fetch; 1] = [Fetch::host("loss")];
 
 impl<M> Callback<M> for TerminateOnNaN {
+    /// Every rank: each checks its own replica's loss.
+    fn chief_only(&self) -> bool {
+        false
+    }
     fn fetches(&self) -> &[Fetch] {
         &LOSS
     }

@@ -80,6 +80,8 @@ struct Watch {
 /// Differences from tensorpack: a step cannot be cancelled (burn has no cancellable run), so the
 /// default ends the process instead; `Fail` is tensorpack's behaviour for a step that returns.
 ///
+/// In data-parallel training it runs on every rank: each watches its own steps.
+///
 /// ```
 /// use std::time::Duration;
 /// use burn_stoker::debug::{StepTimeout, TimeoutAction};
@@ -227,6 +229,7 @@ fn exit_now(code: i32) -> ! {
 }
 
 impl<M> Callback<M> for StepTimeout {
+    /// Every rank: each watches its own steps.
     fn chief_only(&self) -> bool {
         false
     }

@@ -21,6 +21,9 @@ use crate::callback::{Callback, Context};
 /// gave at that point already, and calling it again would apply a multiplicative `func` twice
 /// (tensorpack calls it again). A value that is not finite is an error.
 ///
+/// In data-parallel training it runs on every rank, as in tensorpack: `func` should depend on its
+/// arguments alone, so every replica sets the same value.
+///
 /// ```
 /// # use burn_stoker::prelude::*;
 /// # use burn_stoker::param::HyperParamSetterWithFunc;
@@ -89,6 +92,10 @@ impl<F: FnMut(u64, f64) -> f64> HyperParamSetterWithFunc<F> {
 }
 
 impl<M, F: FnMut(u64, f64) -> f64> Callback<M> for HyperParamSetterWithFunc<F> {
+    /// Every rank (tensorpack's `HyperParamSetter`): each replica sets the value it trains with.
+    fn chief_only(&self) -> bool {
+        false
+    }
     fn name(&self) -> Cow<'static, str> {
         self.target.name()
     }

@@ -31,6 +31,9 @@ use crate::callback::{Callback, Context};
 /// learning rate, so rates of groups added with `with_group` are ignored. A value that is not
 /// finite is an error.
 ///
+/// In data-parallel training it runs on every rank: its value depends on the step alone, so
+/// every replica sets the same one.
+///
 /// ```
 /// # use burn_stoker::prelude::*;
 /// # use burn_stoker::param::LrSchedulerSetter;
@@ -110,6 +113,10 @@ impl LrSchedulerSetter {
 }
 
 impl<M> Callback<M> for LrSchedulerSetter {
+    /// Every rank: each replica sets the learning rate it trains with.
+    fn chief_only(&self) -> bool {
+        false
+    }
     fn name(&self) -> Cow<'static, str> {
         self.target.name()
     }

@@ -30,6 +30,9 @@ use crate::error::{Error, Result};
 /// the beginning skips a point whose value is 0), points that do not increase and values that are
 /// not finite are errors at setup instead of being sorted or failing later.
 ///
+/// In data-parallel training it runs on every rank, as in tensorpack: its value depends on the
+/// counters alone, so every replica sets the same one.
+///
 /// ```
 /// # use burn_stoker::prelude::*;
 /// # use burn::nn::{Linear, LinearConfig};
@@ -130,6 +133,10 @@ impl ScheduledHyperParamSetter {
 }
 
 impl<M> Callback<M> for ScheduledHyperParamSetter {
+    /// Every rank (tensorpack's `HyperParamSetter`): each replica sets the value it trains with.
+    fn chief_only(&self) -> bool {
+        false
+    }
     fn name(&self) -> Cow<'static, str> {
         self.target.name()
     }

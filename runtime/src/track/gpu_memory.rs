@@ -67,6 +67,7 @@ impl GpuMemoryTracker {
 }
 
 impl<M> Callback<M> for GpuMemoryTracker {
+    /// Every rank (as in tensorpack): each rank reports its own devices' memory.
     fn chief_only(&self) -> bool {
         false
     }

@@ -130,6 +130,7 @@ impl Drop for GpuUtilizationTracker {
 }
 
 impl<M> Callback<M> for GpuUtilizationTracker {
+    /// Every rank (as in tensorpack): each rank reports its own devices' utilization.
     fn chief_only(&self) -> bool {
         false
     }

@@ -59,6 +59,7 @@ impl HostMemoryTracker {
 }
 
 impl<M> Callback<M> for HostMemoryTracker {
+    /// Every rank (as in tensorpack): each rank reports its own host's memory.
     fn chief_only(&self) -> bool {
         false
     }

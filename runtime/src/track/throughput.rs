@@ -91,6 +91,7 @@ impl<T: Clock> ThroughputTracker<T> {
 }
 
 impl<M, T: Clock> Callback<M> for ThroughputTracker<T> {
+    /// Every rank (as in tensorpack): each rank reports its own throughput.
     fn chief_only(&self) -> bool {
         false
     }
