@@ -34,6 +34,7 @@ pub fn time_event_delivery<M: Module, K, C: Callbacks<M, K>>(
             checkpoint_policy: KeepPolicy::default(),
             rank: 0,
             world_size: 1,
+            world: None,
         },
     )?;
     let start = std::time::Instant::now();

@@ -15,6 +15,8 @@ use burn_stoker::prelude::*;
 use burn_stoker::world::{Threads, World};
 use stoker_tests::{scratch_dir, weights};
 
+type Weights = Vec<Vec<f32>>;
+
 const STEPS: usize = 50;
 const B: usize = 4;
 
@@ -63,7 +65,7 @@ fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
 
 /// Trains 50 steps on one device with batch 2B, then on two ranks with batch B, from the same
 /// initial model; returns (single, rank 0, rank 1) weights.
-fn single_and_pair(optimizer: fn() -> ModuleOptimizer) -> (Vec<Vec<f32>>, Vec<Vec<f32>>, Vec<Vec<f32>>) {
+fn single_and_pair(optimizer: fn() -> ModuleOptimizer) -> (Weights, Weights, Weights) {
     let device = cpu();
     let initial: Linear = LinearConfig::new(6, 3).init(&device);
     let single = Trainer::new(initial.clone(), optimizer(), joined(&device))
@@ -104,7 +106,7 @@ fn single_and_pair(optimizer: fn() -> ModuleOptimizer) -> (Vec<Vec<f32>>, Vec<Ve
 
 #[test]
 fn two_ranks_with_sgd_train_what_one_rank_with_twice_the_batch_trains() {
-    let (single, chief, other) = single_and_pair(|| SgdConfig::new().init().into());
+    let (single, chief, other) = single_and_pair(|| SgdConfig::new().init());
     assert_eq!(chief, other, "the replicas must be bit-identical");
     let diff = max_diff(&single, &chief);
     assert!(diff < 1e-5, "2 ranks x batch {B} vs 1 rank x batch {}: max difference {diff}", 2 * B);
@@ -113,7 +115,7 @@ fn two_ranks_with_sgd_train_what_one_rank_with_twice_the_batch_trains() {
 
 #[test]
 fn two_ranks_with_adam_train_what_one_rank_with_twice_the_batch_trains() {
-    let (single, chief, other) = single_and_pair(|| AdamConfig::new().init().into());
+    let (single, chief, other) = single_and_pair(|| AdamConfig::new().init());
     assert_eq!(chief, other, "the replicas must be bit-identical");
     let diff = max_diff(&single, &chief);
     assert!(diff < 1e-5, "2 ranks x batch {B} vs 1 rank x batch {}: max difference {diff}", 2 * B);

@@ -5,7 +5,9 @@ use std::path::Path;
 use burn::optim::ModuleOptimizer;
 
 use super::counters::Counters;
+use crate::error::Result;
 use crate::state::{HyperParams, KeepPolicy, Monitors};
+use crate::world::agree::Agreement;
 
 /// What callbacks asked the trainer to do at the next step boundary.
 #[derive(Debug, Default)]
@@ -32,6 +34,8 @@ pub(crate) struct TrainState<M> {
     /// This rank and the number of ranks in data-parallel training (0 and 1 otherwise).
     pub(crate) rank: usize,
     pub(crate) world_size: usize,
+    /// The agreement with the other ranks in data-parallel training.
+    pub(crate) world: Option<Agreement>,
 }
 
 /// What a callback sees at an event: the counters, the model, the optimizer, the hyper-parameters,
@@ -150,5 +154,22 @@ impl<M> Context<'_, M> {
     /// End the current epoch after this step: its `after_epoch` and `trigger_epoch` still run.
     pub fn skip_rest_of_epoch(&mut self) {
         self.state.control.skip_epoch = true;
+    }
+}
+
+impl<M: burn::module::Module> Context<'_, M> {
+    /// Sum `values` over the ranks of a data-parallel world, in place; with one rank, the values
+    /// are their own sum. Every rank must call it at the same event with the same number of
+    /// values, so only a callback that runs on every rank (`chief_only = false`) may: the chief
+    /// alone calling it is an error on every rank, never a mix-up. The values travel in the
+    /// gradients' exchange (through host memory over MPI), at most 32 per call to the transport.
+    ///
+    /// tensorpack's `DataParallelInferenceRunner` combines its inferencers' sums this way.
+    pub fn sum_over_ranks(&mut self, values: &mut [f64]) -> Result<()> {
+        let state = &mut *self.state;
+        match (state.world.as_mut(), state.model.as_ref()) {
+            (Some(agreement), Some(model)) => agreement.sum(model, values),
+            _ => Ok(()),
+        }
     }
 }

@@ -152,7 +152,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 self.boundary(Boundary::Step)?;
             }
             self.state.control.skip_epoch = false;
-            if let Some(agreement) = self.world.as_mut() {
+            if let Some(agreement) = self.state.world.as_mut() {
                 agreement.skip = false;
             }
             if self.stopping() {
@@ -161,7 +161,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             self.deliver(Event::AfterEpoch)?;
             self.deliver(Event::TriggerEpoch)?;
             self.state.monitors.end_epoch();
-            if self.world.is_some() {
+            if self.state.world.is_some() {
                 self.agree_boundary()?;
             }
             self.boundary(Boundary::EpochEnd)?;
@@ -177,7 +177,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         if let Some(signal) = self.signals.as_ref().and_then(SignalGuard::received)
             && self.interrupted.is_none()
         {
-            match self.world.as_mut() {
+            match self.state.world.as_mut() {
                 // In a world every rank acts on it at the same step: after the next exchange.
                 Some(agreement) => {
                     agreement.signal.get_or_insert(signal);

@@ -12,7 +12,7 @@ use burn::tensor::Tensor;
 use super::builder::{Resume, Settings};
 use super::interrupt::SignalGuard;
 use super::resume::{DataPosition, Restored};
-use super::world::Agreement;
+use crate::world::agree::Agreement;
 use super::{Outcome, Step, TrainData, TrainReport, Trainer};
 use crate::callback::{Callbacks, Context, Control, Counters, Event, TrainState, resolve_order};
 use crate::error::{Error, Result};
@@ -125,12 +125,13 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
                 checkpoint_policy: KeepPolicy::default(),
                 rank,
                 world_size,
+                world: None,
             },
         );
         let mut run = early!(run);
         run.state.model = Some(model);
         run.signals = signals;
-        run.world = world;
+        run.state.world = world;
         if let Some(restored) = restored
             && let Err(error) = run.restore(restored)
         {
@@ -212,8 +213,6 @@ pub(crate) struct Run<M, C, K> {
     pub(super) interrupted: Option<String>,
     /// The last complete checkpoint written or resumed from.
     pub(super) last_checkpoint: Option<PathBuf>,
-    /// The agreement with the other ranks in data-parallel training.
-    pub(super) world: Option<Agreement>,
     pub(super) marker: PhantomData<fn() -> K>,
 }
 
@@ -277,7 +276,6 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             signals: None,
             interrupted: None,
             last_checkpoint: None,
-            world: None,
             marker: PhantomData,
         })
     }

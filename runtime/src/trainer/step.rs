@@ -65,7 +65,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let model = state.model.as_ref().expect("the model is present between steps");
         let mut grads = Some(GradientsParams::from_grads(loss.backward(), model));
         self.outputs.put("loss", loss);
-        if self.world.is_some() {
+        if self.state.world.is_some() {
             grads = self.agree_step(grads.take().expect("the gradients were just computed"))?;
         }
         if !self.grad_hooks.is_empty() {

@@ -9,93 +9,13 @@ use burn::optim::GradientsParams;
 use super::run::Run;
 use crate::callback::Callbacks;
 use crate::error::{Error, Result};
-use crate::state::HyperParams;
-use crate::world::World;
-use crate::world::words::{self, Layout};
-
-/// One rank's side of the agreement.
-pub(crate) struct Agreement {
-    pub(crate) world: World,
-    layout: Layout,
-    words: Vec<f64>,
-    /// The rank whose failure every rank has seen; no exchange follows one.
-    pub(super) failed: Option<usize>,
-    /// An exchange did not return (a panic inside the transport): the others cannot be met.
-    broken: bool,
-    /// A signal this rank received, not yet agreed on.
-    pub(super) signal: Option<i32>,
-    /// The stop every rank agreed on.
-    pub(super) stop: Option<String>,
-    /// Whether every rank skips the rest of this epoch.
-    pub(super) skip: bool,
-}
-
-impl Agreement {
-    pub(crate) fn new(world: World, hyper: &HyperParams) -> Agreement {
-        let layout = Layout { size: world.size(), hypers: hyper.names().count(), means: world.means.len() };
-        Agreement {
-            world,
-            layout,
-            words: vec![0.0; layout.len()],
-            failed: None,
-            broken: false,
-            signal: None,
-            stop: None,
-            skip: false,
-        }
-    }
-
-    pub(crate) fn rank(&self) -> usize {
-        self.world.rank()
-    }
-
-    /// The first exchange: every replica takes the chief's weights. Fails when a rank is gone.
-    pub(crate) fn start<M: Module + 'static>(&mut self, model: M) -> Result<M> {
-        self.words.fill(0.0);
-        self.broken = true;
-        let model = self.world.broadcast_model(model, &mut self.words);
-        self.broken = false;
-        self.check_failed()?;
-        Ok(model)
-    }
-
-    /// After a failure on this rank: tell the others at the exchange they are waiting in (the
-    /// words carry no gradients), unless a failure was already agreed.
-    pub(crate) fn fail<M: Module>(&mut self, model: Option<&M>) {
-        if self.failed.is_some() {
-            return;
-        }
-        let rank = self.rank();
-        if self.broken {
-            self.world.abort(&format!("stoker: rank {rank} failed inside the world's exchange"));
-            return;
-        }
-        let Some(model) = model else {
-            self.world.abort(&format!("stoker: rank {rank} failed and lost its model"));
-            return;
-        };
-        self.words.fill(0.0);
-        self.words[self.layout.failed(rank)] = 1.0;
-        let _ = self.world.exchange(model, None, &mut self.words);
-        self.failed = Some(self.layout.first_failed(&self.words).unwrap_or(rank));
-    }
-
-    fn check_failed(&mut self) -> Result<()> {
-        match self.layout.first_failed(&self.words) {
-            Some(rank) => {
-                self.failed = Some(rank);
-                Err(Error::RankFailed { rank })
-            }
-            None => Ok(()),
-        }
-    }
-}
+use crate::world::words::{self, Kind};
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// Whether training stops at this boundary: in a world, only once every rank agreed.
     #[inline]
     pub(super) fn stopping(&self) -> bool {
-        match &self.world {
+        match &self.state.world {
             None => self.state.control.stop.is_some(),
             Some(agreement) => agreement.stop.is_some(),
         }
@@ -104,7 +24,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// Whether the rest of the epoch is skipped: in a world, only once every rank agreed.
     #[inline]
     pub(super) fn skipping(&self) -> bool {
-        match &self.world {
+        match &self.state.world {
             None => self.state.control.skip_epoch,
             Some(agreement) => agreement.skip,
         }
@@ -118,8 +38,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     #[cold]
     pub(super) fn agree_step(&mut self, grads: GradientsParams) -> Result<Option<GradientsParams>> {
         self.fill_words(true);
-        let Run { world, state, .. } = self;
-        let agreement = world.as_mut().expect("in a world");
+        let state = &mut self.state;
+        let agreement = state.world.as_mut().expect("in a world");
         let model = state.model.as_ref().expect("the model is present between steps");
         agreement.broken = true;
         let grads = agreement.world.exchange(model, Some(grads), &mut agreement.words)?;
@@ -132,8 +52,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     #[cold]
     pub(super) fn agree_boundary(&mut self) -> Result<()> {
         self.fill_words(false);
-        let Run { world, state, .. } = self;
-        let agreement = world.as_mut().expect("in a world");
+        let state = &mut self.state;
+        let agreement = state.world.as_mut().expect("in a world");
         let model = state.model.as_ref().expect("the model is present between steps");
         agreement.broken = true;
         agreement.world.exchange(model, None, &mut agreement.words)?;
@@ -144,7 +64,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// The last exchange of a run that ended well on this rank, or this rank's failure told to
     /// the others; a run that ended well becomes [`Error::RankFailed`] when another rank failed.
     pub(super) fn agree_end(&mut self, result: Result<()>) -> Result<()> {
-        let Some(agreement) = self.world.as_mut() else { return result };
+        let Some(agreement) = self.state.world.as_mut() else { return result };
         match result {
             Ok(()) if agreement.failed.is_none() => self.agree_boundary(),
             Ok(()) => Err(Error::RankFailed { rank: agreement.failed.unwrap_or(0) }),
@@ -159,10 +79,11 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// hyper-parameters.
     fn fill_words(&mut self, step: bool) {
         let rank = self.state.rank;
-        let Run { world, state, .. } = self;
-        let agreement = world.as_mut().expect("in a world");
+        let state = &mut self.state;
+        let agreement = state.world.as_mut().expect("in a world");
         let (layout, words) = (agreement.layout, &mut agreement.words);
         words.fill(0.0);
+        words[words::KIND] = f64::from(if step { Kind::Step } else { Kind::Boundary } as u8);
         if state.control.stop.is_some() && agreement.stop.is_none() {
             words[layout.stop(rank)] = 1.0;
         }
@@ -190,11 +111,11 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let rank = self.state.rank;
         let size;
         {
-            let agreement = self.world.as_mut().expect("in a world");
+            let agreement = self.state.world.as_mut().expect("in a world");
             size = agreement.layout.size;
-            agreement.check_failed()?;
+            agreement.check(if step { Kind::Step } else { Kind::Boundary })?;
         }
-        let agreement = self.world.as_ref().expect("in a world");
+        let agreement = self.state.world.as_ref().expect("in a world");
         let (layout, words) = (agreement.layout, &agreement.words);
         let interrupted = words[words::SIGINT] + words[words::SIGTERM] > 0.0;
         let sigint = words[words::SIGINT] > 0.0;
@@ -216,11 +137,11 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         }
         if stop_rank.is_some() || interrupted {
             let reason = self.state.control.stop.clone().unwrap_or_else(|| "stopped".into());
-            self.world.as_mut().expect("in a world").stop = Some(reason);
+            self.state.world.as_mut().expect("in a world").stop = Some(reason);
         }
         if skip {
             self.state.control.skip_epoch = true;
-            self.world.as_mut().expect("in a world").skip = true;
+            self.state.world.as_mut().expect("in a world").skip = true;
         }
         let own = self.state.counters.steps_per_epoch as f64;
         if step && steps_sum != own * size as f64 {

@@ -48,6 +48,7 @@
 pub(crate) mod flat;
 #[cfg(feature = "mpi")]
 pub(crate) mod mpi;
+pub(crate) mod agree;
 mod shard;
 mod threads;
 pub(crate) mod words;

@@ -23,7 +23,33 @@ pub(crate) const SIGINT: usize = 1;
 pub(crate) const SIGTERM: usize = 2;
 /// The sum of the ranks' steps per epoch (checked against size × the chief's).
 pub(crate) const STEPS_PER_EPOCH: usize = 3;
-const FIXED: usize = 4;
+/// What kind of exchange each rank is at ([`Kind`]), summed: size × the kind when all agree.
+pub(crate) const KIND: usize = 4;
+const FIXED: usize = 5;
+/// How many values one sum over ranks for callbacks carries.
+pub(crate) const USER: usize = 32;
+
+/// The exchanges, told apart so that ranks at different ones fail loudly instead of mixing a
+/// step's gradients with a callback's sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Start = 1,
+    Step = 2,
+    Boundary = 3,
+    Sum = 4,
+}
+
+impl Kind {
+    pub(crate) fn name(value: f64) -> &'static str {
+        match value as i64 {
+            1 => "the start of training",
+            2 => "a training step",
+            3 => "the end of an epoch or of training",
+            4 => "a sum over ranks asked by a callback",
+            _ => "an unknown point",
+        }
+    }
+}
 
 /// Where the word "rank `rank` failed" sits (1 where it did).
 pub(crate) fn failed(rank: usize) -> usize {
@@ -33,7 +59,7 @@ pub(crate) fn failed(rank: usize) -> usize {
 impl Layout {
     /// The number of words.
     pub(crate) fn len(&self) -> usize {
-        FIXED + 2 * self.size + self.hypers + self.means
+        FIXED + 2 * self.size + self.hypers + self.means + USER
     }
     /// 1 where rank `rank` failed.
     pub(crate) fn failed(&self, rank: usize) -> usize {
@@ -50,6 +76,10 @@ impl Layout {
     /// The sum over ranks of averaged value `i`.
     pub(crate) fn mean(&self, i: usize) -> usize {
         FIXED + 2 * self.size + self.hypers + i
+    }
+    /// Value `i` of a callback's sum over ranks.
+    pub(crate) fn user(&self, i: usize) -> usize {
+        FIXED + 2 * self.size + self.hypers + self.means + i
     }
     /// The lowest rank that failed, if any.
     pub(crate) fn first_failed(&self, words: &[f64]) -> Option<usize> {
@@ -138,6 +168,7 @@ mod tests {
         words[layout.stop(2)] = 1.0;
         assert_eq!(layout.first_failed(&words), Some(1));
         assert_eq!(layout.first_stop(&words), Some(2));
-        assert_eq!(layout.mean(0), layout.len() - 1);
+        assert_eq!(layout.mean(0), layout.user(0) - 1);
+        assert_eq!(layout.user(USER - 1), layout.len() - 1);
     }
 }
