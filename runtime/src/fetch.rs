@@ -355,6 +355,33 @@ impl FetchPlan {
         Ok(())
     }
 
+    /// The bit of the host fetch named `name`, when some callback declared one.
+    pub(crate) fn host_bit(&self, name: &str) -> Option<u64> {
+        self.slots
+            .iter()
+            .position(|s| s.fetch.name == name && s.fetch.kind == FetchKind::Host)
+            .map(|i| 1 << i)
+    }
+
+    /// The one host value of slot `bit`, filled at this step; an error when it is not a scalar.
+    pub(crate) fn host_scalar(&self, bit: u64, why: &str) -> Result<f32> {
+        let slot = &self.slots[bit.trailing_zeros() as usize];
+        match &self.host[slot.range.0..slot.range.1] {
+            [value] => Ok(*value),
+            values => Err(Error::Fetch(format!(
+                "{why} averages scalars over the ranks, and `{}` has {} elements",
+                slot.fetch.name,
+                values.len()
+            ))),
+        }
+    }
+
+    /// Replace the one host value of slot `bit`.
+    pub(crate) fn set_host_scalar(&mut self, bit: u64, value: f32) {
+        let slot = &self.slots[bit.trailing_zeros() as usize];
+        self.host[slot.range.0] = value;
+    }
+
     /// A view of the current step's values.
     pub(crate) fn view(&self) -> Fetched<'_> {
         Fetched { plan: Some(self), own: &[], pinned: None }

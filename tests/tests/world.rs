@@ -284,3 +284,186 @@ fn a_rank_that_never_trains_ends_the_others_with_an_error() {
     let text = result.expect_err("the world fails").to_string();
     assert!(text.starts_with("rank 1: rank 1 could not load its data"), "{text}");
 }
+
+/// Fetches the loss at every step on every rank and records (rank, step, loss).
+#[derive(Clone)]
+struct LossLog {
+    fetches: Vec<burn_stoker::fetch::Fetch>,
+    seen: Arc<Mutex<Vec<(usize, u64, f32)>>>,
+}
+
+impl LossLog {
+    fn new() -> Self {
+        LossLog { fetches: vec![burn_stoker::fetch::Fetch::host("loss")], seen: Default::default() }
+    }
+    fn of(&self, rank: usize) -> Vec<f32> {
+        let mut seen: Vec<_> = self.seen.lock().unwrap().iter().filter(|s| s.0 == rank).cloned().collect();
+        seen.sort_by_key(|s| s.1);
+        seen.into_iter().map(|s| s.2).collect()
+    }
+}
+
+impl Callback<Linear> for LossLog {
+    fn chief_only(&self) -> bool {
+        false
+    }
+    fn fetches(&self) -> &[burn_stoker::fetch::Fetch] {
+        &self.fetches
+    }
+    fn after_step(&mut self, ctx: &mut Context<'_, Linear>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
+        self.seen.lock().unwrap().push((ctx.rank(), ctx.global_step(), values.get::<f32>("loss")?));
+        Ok(())
+    }
+}
+
+fn logged_losses(mean: bool) -> (Vec<f32>, Vec<f32>) {
+    let log = LossLog::new();
+    let dir = scratch_dir("world-mean");
+    Threads::new([cpu(), cpu()])
+        .run(|world| {
+            let world = if mean { world.mean_of(["loss"]) } else { world };
+            let model = fixed_model(world.device());
+            let data = world.shard(batches(8, B, world.device()));
+            Trainer::new(model, SgdConfig::new().init(), data)
+                .default_callbacks(DefaultCallbacks::none())
+                .handle_signals(false)
+                .log_dir(&dir)
+                .world(world)
+                .callbacks(log.clone())
+                .train(mse)
+        })
+        .expect("two ranks");
+    (log.of(0), log.of(1))
+}
+
+#[test]
+fn a_fetch_averaged_over_ranks_is_the_loss_of_the_global_batch() {
+    let (local0, local1) = logged_losses(false);
+    assert_eq!(local0.len(), 4);
+    assert_ne!(local0, local1, "without mean_of each rank sees its own loss");
+    let (mean0, mean1) = logged_losses(true);
+    assert_eq!(mean0, mean1, "with mean_of every rank sees the same value");
+    for k in 0..4 {
+        let expected = (local0[k] + local1[k]) / 2.0;
+        assert!((mean0[k] - expected).abs() < 1e-6, "step {k}: {} vs {expected}", mean0[k]);
+    }
+}
+
+/// Asks for a checkpoint and a stop at global step `at` (on the chief: a saver's job).
+struct CheckpointAndStop(u64);
+
+impl<M> Callback<M> for CheckpointAndStop {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        if ctx.global_step() == self.0 {
+            ctx.request_checkpoint(burn_stoker::state::KeepPolicy::default());
+            ctx.request_stop("the test stops here");
+        }
+        Ok(())
+    }
+}
+
+/// The same 6 -> 3 model every time.
+fn fixed_model(device: &Device) -> Linear {
+    let mut model = LinearConfig::new(6, 3).init(device);
+    let w: Vec<f32> = (0..18).map(|i| (i as f32 * 0.37).cos() * 0.4).collect();
+    model.weight = burn::module::Param::from_tensor(Tensor::from_data(TensorData::new(w, [6, 3]), device));
+    model.bias = Some(burn::module::Param::from_tensor(Tensor::from_data(
+        TensorData::new(vec![0.1f32, -0.2, 0.05], [3]),
+        device,
+    )));
+    model
+}
+
+fn world_run(dir: &std::path::Path, stop_at: Option<u64>, resume: bool) -> Vec<Weights> {
+    let reports = Threads::new([cpu(), cpu()])
+        .run(|world| {
+            let model = fixed_model(world.device());
+            let data = world.shard(batches(12, B, world.device()));
+            let callbacks: Option<CheckpointAndStop> = stop_at.map(CheckpointAndStop);
+            Trainer::new(model, AdamConfig::new().init(), data)
+                .default_callbacks(DefaultCallbacks::none())
+                .handle_signals(false)
+                .max_epoch(3)
+                .auto_resume(resume)
+                .log_dir(dir)
+                .world(world)
+                .callbacks(callbacks)
+                .train(mse)
+        })
+        .expect("two ranks");
+    reports.iter().map(|r| weights(&r.model)).collect()
+}
+
+#[test]
+fn a_world_resumed_from_the_chiefs_checkpoint_ends_where_an_uninterrupted_one_does() {
+    let whole = world_run(&scratch_dir("world-whole"), None, false);
+    assert_eq!(whole[0], whole[1]);
+    let dir = scratch_dir("world-resumed");
+    // Stopped mid-epoch 2 (global step 8 of 18): the chief checkpoints at step 8's boundary.
+    world_run(&dir, Some(8), false);
+    let checkpoints: Vec<_> = std::fs::read_dir(dir.join("checkpoints"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("step-"))
+        .collect();
+    assert_eq!(checkpoints, ["step-8"], "one writer, one checkpoint");
+    let resumed = world_run(&dir, None, true);
+    assert_eq!(resumed[0], resumed[1]);
+    assert_eq!(resumed[0], whole[0], "resumed and uninterrupted worlds end bit-identical");
+}
+
+/// On the chief only: sets the learning rate to 1 / (3 + global step) after every step.
+struct ChiefSetsLr;
+
+impl<M> Callback<M> for ChiefSetsLr {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        ctx.set_learning_rate(1.0 / (3.0 + ctx.global_step() as f64));
+        Ok(())
+    }
+}
+
+/// On every rank: records (rank, step, learning rate) before each step.
+#[derive(Clone, Default)]
+struct LrLog(Arc<Mutex<Vec<(usize, u64, f64)>>>);
+
+impl<M> Callback<M> for LrLog {
+    fn chief_only(&self) -> bool {
+        false
+    }
+    fn after_step(&mut self, ctx: &mut Context<'_, M>, _values: &Fetched<'_>) -> burn_stoker::Result<()> {
+        self.0.lock().unwrap().push((ctx.rank(), ctx.global_step(), ctx.learning_rate()));
+        Ok(())
+    }
+}
+
+#[test]
+fn every_rank_steps_with_the_chiefs_hyper_parameters() {
+    let log = LrLog::default();
+    let dir = scratch_dir("world-hyper");
+    let reports = Threads::new([cpu(), cpu()])
+        .run(|world| {
+            let data = world.shard(batches(12, B, world.device()));
+            Trainer::new(fixed_model(world.device()), SgdConfig::new().init(), data)
+                .default_callbacks(DefaultCallbacks::none())
+                .handle_signals(false)
+                .learning_rate(0.01)
+                .log_dir(&dir)
+                .world(world)
+                .callbacks((ChiefSetsLr, log.clone()))
+                .train(mse)
+        })
+        .expect("two ranks");
+    let seen = log.0.lock().unwrap().clone();
+    let on = |rank: usize| -> Vec<(u64, f64)> {
+        let mut v: Vec<_> = seen.iter().filter(|s| s.0 == rank).map(|s| (s.1, s.2)).collect();
+        v.sort_by_key(|s| s.0);
+        v
+    };
+    assert_eq!(on(0).len(), 6);
+    // The learning rate a step used (after the step's exchange) is the same on both ranks.
+    assert_eq!(on(0), on(1));
+    assert_eq!(on(1)[0], (1, 0.01));
+    assert_eq!(on(1)[2], (3, 1.0 / 5.0));
+    assert_eq!(weights(&reports[0].model), weights(&reports[1].model));
+}

@@ -129,6 +129,15 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                         mask |= slots;
                     }
                 }
+                if !self.mean_fetchers.is_empty() {
+                    self.mean_mask = 0;
+                    for &(i, slots) in &self.mean_fetchers {
+                        if self.callbacks.wants_fetch(i, &self.state.counters) {
+                            self.mean_mask |= slots;
+                        }
+                    }
+                    self.fetch_mask = mask;
+                }
                 self.deliver(Event::BeforeStep)?;
                 self.run_step(batch, step)?;
                 if !names_checked && !self.fetchers.is_empty() {
@@ -137,7 +146,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                     self.plan.check_names(&self.outputs, &owners, "the training step")?;
                     names_checked = true;
                 }
-                self.plan.fill(&self.outputs, mask)?;
+                if !std::mem::take(&mut self.prefilled) {
+                    self.plan.fill(&self.outputs, mask)?;
+                }
                 let values = if mask == 0 { crate::fetch::Fetched::none() } else { self.plan.view() };
                 deliver_in_order(
                     &mut self.callbacks,

@@ -12,7 +12,6 @@ use burn::tensor::Tensor;
 use super::builder::{Resume, Settings};
 use super::interrupt::SignalGuard;
 use super::resume::{DataPosition, Restored};
-use crate::world::agree::Agreement;
 use super::{Outcome, Step, TrainData, TrainReport, Trainer};
 use crate::callback::{Callbacks, Context, Control, Counters, Event, TrainState, resolve_order};
 use crate::error::{Error, Result};
@@ -20,6 +19,7 @@ use crate::fetch::{FetchPlan, Outputs};
 use crate::saver::Checkpoint;
 use crate::state::KeepPolicy;
 use crate::state::Monitors;
+use crate::world::agree::Agreement;
 
 impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// Train: run the callbacks' lifecycle around `step`, which computes the loss of one batch
@@ -131,6 +131,17 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         let mut run = early!(run);
         run.state.model = Some(model);
         run.signals = signals;
+        if let Some(agreement) = &world {
+            run.mean_slots =
+                agreement.world.means.iter().map(|name| run.plan.host_bit(name).unwrap_or(0)).collect();
+            let averaged = run.mean_slots.iter().fold(0, |all, bit| all | bit);
+            run.mean_fetchers = run
+                .all_fetchers
+                .iter()
+                .filter(|&&(_, slots)| slots & averaged != 0)
+                .map(|&(i, slots)| (i, slots & averaged))
+                .collect();
+        }
         run.state.world = world;
         if let Some(restored) = restored
             && let Err(error) = run.restore(restored)
@@ -190,6 +201,18 @@ pub(crate) struct Run<M, C, K> {
     pub(super) order: Vec<usize>,
     /// Callbacks that declare fetches, with their slots.
     pub(super) fetchers: Vec<(usize, u64)>,
+    /// In a world: every callback (on any rank) that fetches a value averaged over the ranks,
+    /// with those slots; each averaged value's slot, in `World::mean_of` order (0 when no
+    /// callback fetches it); the slots to average at this step, and whether the step's values
+    /// were read before the exchange.
+    pub(super) mean_fetchers: Vec<(usize, u64)>,
+    /// Every callback that declares fetches, chief-only ones included, with its slots.
+    pub(super) all_fetchers: Vec<(usize, u64)>,
+    pub(super) mean_slots: Vec<u64>,
+    pub(super) mean_mask: u64,
+    /// This step's own fetch mask, when the values are read before the exchange.
+    pub(super) fetch_mask: u64,
+    pub(super) prefilled: bool,
     /// Callbacks that take the loss before backward, and the gradients after it, in run order.
     pub(super) loss_hooks: Vec<usize>,
     pub(super) grad_hooks: Vec<usize>,
@@ -223,6 +246,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let mut orders = Vec::with_capacity(count);
         let mut plan = FetchPlan::default();
         let mut fetchers = Vec::new();
+        let mut all_fetchers = Vec::new();
         let mut hooks = Vec::with_capacity(count);
         // In a world, a chief-only callback is not set up, nor sent any event, off the chief.
         let mut active = Vec::with_capacity(count);
@@ -238,6 +262,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 mask |= bit;
             }
             plan.own(i, &bits);
+            if mask != 0 {
+                all_fetchers.push((i, mask));
+            }
             if mask != 0 && active[i] {
                 fetchers.push((i, mask));
             }
@@ -264,6 +291,12 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             names,
             order,
             fetchers,
+            mean_fetchers: Vec::new(),
+            all_fetchers,
+            mean_slots: Vec::new(),
+            mean_mask: 0,
+            fetch_mask: 0,
+            prefilled: false,
             plan,
             outputs: Outputs::new(),
             phase: Phase::Trainer,

@@ -38,6 +38,19 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     #[cold]
     pub(super) fn agree_step(&mut self, grads: GradientsParams) -> Result<Option<GradientsParams>> {
         self.fill_words(true);
+        if self.mean_mask != 0 {
+            // The averaged values are read before the exchange (with this step's other fetches,
+            // in the same transfer) and travel in it.
+            self.plan.fill(&self.outputs, self.fetch_mask | self.mean_mask)?;
+            self.prefilled = true;
+            let agreement = self.state.world.as_mut().expect("in a world");
+            for (k, &bit) in self.mean_slots.iter().enumerate() {
+                if bit & self.mean_mask != 0 {
+                    let value = self.plan.host_scalar(bit, "World::mean_of")?;
+                    agreement.words[agreement.layout.mean(k)] = f64::from(value);
+                }
+            }
+        }
         let state = &mut self.state;
         let agreement = state.world.as_mut().expect("in a world");
         let model = state.model.as_ref().expect("the model is present between steps");
@@ -45,6 +58,16 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let grads = agreement.world.exchange(model, Some(grads), &mut agreement.words)?;
         agreement.broken = false;
         self.read_words(true)?;
+        if self.mean_mask != 0 {
+            let agreement = self.state.world.as_ref().expect("in a world");
+            let size = agreement.layout.size as f64;
+            for (k, &bit) in self.mean_slots.iter().enumerate() {
+                if bit & self.mean_mask != 0 {
+                    let mean = agreement.words[agreement.layout.mean(k)] / size;
+                    self.plan.set_host_scalar(bit, mean as f32);
+                }
+            }
+        }
         Ok(grads)
     }
 
