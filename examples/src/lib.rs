@@ -188,9 +188,33 @@ impl DigitsConfig {
 /// with one configuration train the same weights, and a run resumed from a checkpoint
 /// (`config.resume`) ends where an uninterrupted one does.
 pub fn train_digits(config: &DigitsConfig) -> burn_stoker::Result<(TrainReport<Mlp>, f64)> {
+    train_digits_in(config, None)
+}
+
+/// [`train_digits`] as one rank of a data-parallel world: each rank trains on its shard of the
+/// training set with batches of `batch_size / world size` (the global batch stays
+/// `batch_size`), from the chief's initial weights; validation, checkpoints and logs are the
+/// chief's, and the training cost and accuracy it logs are averaged over the ranks. The
+/// validation error is read back on the chief; the other ranks return NaN for it.
+pub fn train_digits_in(
+    config: &DigitsConfig,
+    world: Option<burn_stoker::world::World>,
+) -> burn_stoker::Result<(TrainReport<Mlp>, f64)> {
     let split = load_digits(config.seed, 0.2);
     let device = &config.device;
-    let train = loader(split.train, config.batch_size, Some(config.seed), device);
+    let size = world.as_ref().map_or(1, |w| w.size());
+    if config.batch_size % size != 0 {
+        return Err(burn_stoker::Error::msg(format!(
+            "the batch size {} does not split over {size} ranks",
+            config.batch_size
+        )));
+    }
+    let train = loader(split.train, config.batch_size / size, Some(config.seed), device);
+    let (train, world) = match world {
+        Some(world) => (world.shard(train), Some(world.mean_of(["cost", "accuracy"]))),
+        None => (train, None),
+    };
+    let chief = world.as_ref().is_none_or(|w| w.is_chief());
     let valid = loader(split.valid, 256, None, device);
     device.seed(config.seed);
     let model = Mlp::new(config.hidden, device);
@@ -210,7 +234,12 @@ pub fn train_digits(config: &DigitsConfig) -> burn_stoker::Result<(TrainReport<M
         MinSaver::new("validation_error"),
         TrainingScalars::default(),
     );
-    let report = Trainer::new(model, AdamConfig::new().init(), train)
+    let trainer = Trainer::new(model, AdamConfig::new().init(), train);
+    let trainer = match world {
+        Some(world) => trainer.world(world),
+        None => trainer,
+    };
+    let report = trainer
         .max_epoch(config.epochs)
         .log_dir(&config.log_dir)
         .auto_resume(config.resume)
@@ -222,7 +251,7 @@ pub fn train_digits(config: &DigitsConfig) -> burn_stoker::Result<(TrainReport<M
         .train(|model: &Mlp, batch: DigitBatch, step: &mut Step<'_>| {
             digit_outputs(model, batch, step.outputs())
         })?;
-    let error = report_error(&config.log_dir)?;
+    let error = if chief { report_error(&config.log_dir)? } else { f64::NAN };
     Ok((report, error))
 }
 

@@ -3,21 +3,28 @@
 //!
 //! `cargo run --release` (from the workspace root), or with options:
 //! `cargo run --release -p stoker-examples --bin digits -- --log-dir DIR --epochs N --device cpu|wgpu
-//! [--resume]`. With `--resume`, a run continues from the log directory's latest complete
-//! checkpoint. Ctrl-C stops at the next step boundary after writing a checkpoint (exit status 130);
-//! a second Ctrl-C exits at once.
+//! [--resume] [--threads N]`. With `--resume`, a run continues from the log directory's latest
+//! complete checkpoint. Ctrl-C stops at the next step boundary after writing a checkpoint (exit
+//! status 130); a second Ctrl-C exits at once.
+//!
+//! Data-parallel: `--threads N` trains N ranks in this process, one thread each, on the device
+//! given N times; built with the `mpi` feature, `mpirun -n N digits --mpi` trains one rank per
+//! process (`cargo build --release -p stoker-examples --features mpi` first).
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use burn_stoker::trainer::Outcome;
-use stoker_examples::{DigitsConfig, train_digits};
+use burn_stoker::world::Threads;
+use stoker_examples::{DigitsConfig, train_digits, train_digits_in};
 
 fn main() -> ExitCode {
     let mut log_dir = String::from("train_log/digits");
     let mut epochs = None;
     let mut device = String::from("cpu");
     let mut resume = false;
+    let mut threads = 0usize;
+    let mut mpi = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().unwrap_or_else(|| usage(&format!("{name} needs a value")));
@@ -30,6 +37,14 @@ fn main() -> ExitCode {
             }
             "--device" => device = value("--device"),
             "--resume" => resume = true,
+            "--threads" => {
+                threads = value("--threads")
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .unwrap_or_else(|| usage("--threads takes a positive integer"))
+            }
+            "--mpi" => mpi = true,
             "-h" | "--help" => usage(""),
             other => usage(&format!("unknown argument `{other}`")),
         }
@@ -44,7 +59,31 @@ fn main() -> ExitCode {
         config.epochs = epochs;
     }
     let start = Instant::now();
-    match train_digits(&config) {
+    let result = if threads > 0 {
+        let devices = vec![config.device.clone(); threads];
+        Threads::new(devices)
+            .run(|world| {
+                let config = DigitsConfig { device: world.device().clone(), ..config.clone() };
+                train_digits_in(&config, Some(world))
+            })
+            .map(|mut reports| reports.swap_remove(0))
+    } else if mpi {
+        mpi_world(&config).and_then(|world| {
+            let chief = world.is_chief();
+            let result = train_digits_in(&config, Some(world));
+            if !chief {
+                // Only the chief reports.
+                return match result {
+                    Ok(_) => std::process::exit(0),
+                    Err(error) => Err(error),
+                };
+            }
+            result
+        })
+    } else {
+        train_digits(&config)
+    };
+    match result {
         Ok((report, _)) if matches!(report.outcome, Outcome::Interrupted { .. }) => {
             let Outcome::Interrupted { signal, checkpoint } = &report.outcome else { unreachable!() };
             let at = checkpoint.as_ref().map_or("nowhere".into(), |c| c.display().to_string());
@@ -75,10 +114,20 @@ fn main() -> ExitCode {
     }
 }
 
+#[cfg(feature = "mpi")]
+fn mpi_world(config: &DigitsConfig) -> burn_stoker::Result<burn_stoker::world::World> {
+    burn_stoker::world::World::mpi(config.device.clone())
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi_world(_config: &DigitsConfig) -> burn_stoker::Result<burn_stoker::world::World> {
+    usage("--mpi needs the example built with `--features mpi`")
+}
+
 fn usage(problem: &str) -> ! {
     if !problem.is_empty() {
         eprintln!("error: {problem}");
     }
-    eprintln!("usage: digits [--log-dir DIR] [--epochs N] [--device cpu|wgpu] [--resume]");
+    eprintln!("usage: digits [--log-dir DIR] [--epochs N] [--device cpu|wgpu] [--resume] [--threads N | --mpi]");
     std::process::exit(if problem.is_empty() { 0 } else { 2 })
 }
