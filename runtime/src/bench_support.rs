@@ -43,3 +43,47 @@ pub fn time_event_delivery<M: Module, K, C: Callbacks<M, K>>(
     }
     Ok(start.elapsed())
 }
+
+/// Time `iterations` of the step's gradient exchange in `world` for `model`'s gradients (every
+/// gradient 1), as the trainer runs it: the chief's weights first, then each exchange with its
+/// control words. Returns (the time of the exchanges, the time of making the gradients alone),
+/// for the all-reduce benchmark; every rank of the world must call it.
+pub fn time_exchanges<M: Module + 'static>(
+    world: crate::world::World,
+    model: M,
+    iterations: usize,
+) -> Result<(std::time::Duration, std::time::Duration)> {
+    use burn::module::{ModuleVisitor, Param};
+    use burn::optim::GradientsParams;
+    use burn::tensor::Tensor;
+
+    struct Sum(Option<Tensor<1>>);
+    impl ModuleVisitor for Sum {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let sum = param.val().sum();
+            self.0 = Some(match self.0.take() {
+                Some(total) => total + sum,
+                None => sum,
+            });
+        }
+    }
+    let grads = |model: &M| {
+        let mut sum = Sum(None);
+        model.visit(&mut sum);
+        let loss = sum.0.expect("a model with parameters");
+        GradientsParams::from_grads(loss.backward(), model)
+    };
+    let mut agreement = crate::world::agree::Agreement::new(world, &HyperParams::new(1e-3));
+    let model = agreement.start(model)?;
+    let start = std::time::Instant::now();
+    for _ in 0..iterations {
+        drop(grads(&model));
+    }
+    let making = start.elapsed();
+    let start = std::time::Instant::now();
+    for _ in 0..iterations {
+        let (world, words) = agreement.parts();
+        world.exchange(&model, Some(grads(&model)), words)?;
+    }
+    Ok((start.elapsed(), making))
+}

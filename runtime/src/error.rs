@@ -138,3 +138,14 @@ pub(crate) fn check_setting(
 ) -> Result<()> {
     if valid { Ok(()) } else { Err(Error::Message(must_be(owner, setting, rule, value))) }
 }
+
+/// The message of a caught panic's payload.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".into()
+    }
+}

@@ -49,10 +49,11 @@ macro_rules! define_callback_trait {
             fn fetches(&self) -> &[Fetch] {
                 &[]
             }
-            /// With data-parallel training, whether this callback runs only on the chief worker
-            /// (tensorpack's default for most callbacks). The trainer trains on one device today, where
-            /// every callback runs; the flag is reported in [`CallbackInfo`](crate::callback::CallbackInfo)
-            /// for the data-parallel trainer to come.
+            /// In data-parallel training ([`crate::world`]), whether this callback runs only on
+            /// the chief, rank 0 (tensorpack's default): elsewhere it is never set up and sees no
+            /// event. Writers, savers, validation and progress run on the chief; a callback that
+            /// changes what every replica computes (the loss, the gradients, when the optimizer
+            /// runs) must say `false`, or the replicas diverge. With one device every callback runs.
             fn chief_only(&self) -> bool {
                 true
             }

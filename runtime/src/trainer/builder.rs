@@ -192,7 +192,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         self.settings.resume = if enable { Resume::Auto } else { Resume::Fresh };
         self
     }
-    /// Train as one rank of a data-parallel world ([`World::mpi`], or the world a
+    /// Train as one rank of a data-parallel world (`World::mpi` with the `mpi` feature, or the world a
     /// [`Threads`](crate::world::Threads) runner gives each rank): every replica starts from the
     /// chief's weights, each step's gradients are averaged over the ranks before the optimizer
     /// runs, `chief_only` callbacks run on the chief only, and only the chief writes into the

@@ -28,4 +28,4 @@ pub use defaults::DefaultCallbacks;
 pub use report::{Outcome, TrainReport};
 pub use step::Step;
 
-pub(crate) use run::{Run, panic_message};
+pub(crate) use run::Run;

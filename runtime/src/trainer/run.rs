@@ -14,7 +14,7 @@ use super::interrupt::SignalGuard;
 use super::resume::{DataPosition, Restored};
 use super::{Outcome, Step, TrainData, TrainReport, Trainer};
 use crate::callback::{Callbacks, Context, Control, Counters, Event, TrainState, resolve_order};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, panic_message};
 use crate::fetch::{FetchPlan, Outputs};
 use crate::saver::Checkpoint;
 use crate::state::KeepPolicy;
@@ -359,14 +359,4 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
 
 pub(super) fn wrap(name: &str, event: &'static str, error: Error) -> Error {
     Error::Callback { callback: name.to_string(), event, source: Box::new(error) }
-}
-
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".into()
-    }
 }

@@ -41,6 +41,13 @@ impl Agreement {
         }
     }
 
+    /// The world and the words, to exchange directly (the all-reduce benchmark).
+    pub(crate) fn parts(&mut self) -> (&mut World, &mut [f64]) {
+        self.words.fill(0.0);
+        self.words[words::KIND] = Kind::Step as u8 as f64;
+        (&mut self.world, &mut self.words)
+    }
+
     pub(crate) fn rank(&self) -> usize {
         self.world.rank()
     }

@@ -6,7 +6,7 @@
 //! - [`Threads`]: one process, one thread per device; gradients are moved to the chief's device
 //!   with burn's `GradientsParams::to_device`, summed with burn's `GradientsAccumulator`, averaged
 //!   and sent back (any backend: several GPUs, or the CPU for tests).
-//! - [`World::mpi`] (feature `mpi`): one process per rank, started by `mpirun`; each step's
+//! - `World::mpi` (feature `mpi`): one process per rank, started by `mpirun`; each step's
 //!   gradients are flattened into one host buffer and summed with one `MPI_Allreduce`.
 //!
 //! The user's code is the same [`Trainer`](crate::trainer::Trainer) with one more builder call,

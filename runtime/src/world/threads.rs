@@ -79,7 +79,7 @@ impl Threads {
                     origin.get_or_insert(Error::Rank { rank: r, source: Box::new(error) });
                 }
                 Err(payload) => {
-                    let message = crate::trainer::panic_message(&*payload);
+                    let message = crate::error::panic_message(&*payload);
                     origin.get_or_insert(Error::Rank {
                         rank: r,
                         source: Box::new(Error::Panic { location: format!("rank {r}'s thread"), message }),
