@@ -54,6 +54,7 @@ pub mod stop;
 pub mod track;
 pub mod trainer;
 pub mod trigger;
+mod world;
 
 pub use error::{Error, Result};
 
