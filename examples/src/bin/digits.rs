@@ -128,6 +128,8 @@ fn usage(problem: &str) -> ! {
     if !problem.is_empty() {
         eprintln!("error: {problem}");
     }
-    eprintln!("usage: digits [--log-dir DIR] [--epochs N] [--device cpu|wgpu] [--resume] [--threads N | --mpi]");
+    eprintln!(
+        "usage: digits [--log-dir DIR] [--epochs N] [--device cpu|wgpu] [--resume] [--threads N | --mpi]"
+    );
     std::process::exit(if problem.is_empty() { 0 } else { 2 })
 }

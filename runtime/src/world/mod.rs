@@ -44,11 +44,10 @@
 //! # Ok::<(), burn_stoker::Error>(())
 //! ```
 
-#[cfg(feature = "mpi")]
+pub(crate) mod agree;
 pub(crate) mod flat;
 #[cfg(feature = "mpi")]
 pub(crate) mod mpi;
-pub(crate) mod agree;
 mod shard;
 mod threads;
 pub(crate) mod words;

@@ -1,0 +1,371 @@
+//! A model's float parameters and gradients moved in and out of one flat `[f32]` buffer, the
+//! payload of the per-step collective call.
+//!
+//! The layout is the model's visit order ([`Module::visit`] / [`Module::map`], which walk the
+//! parameters in the same order): each float parameter's elements, row-major, one after the
+//! other, `param_len(model)` elements in all. Int and bool parameters are not part of it. Every
+//! replica built from one model has the same layout, whatever its parameter ids: the ids are
+//! only used to find a replica's own gradients.
+//!
+//! Parameters and gradients of another float dtype (f16, bf16, f64) are converted to f32 on the
+//! way out and back to their own dtype on the way in (f64 loses precision in the buffer).
+
+// Used by the MPI transport only; its tests run without it.
+#![cfg_attr(not(feature = "mpi"), allow(dead_code))]
+
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
+use burn::optim::GradientsParams;
+use burn::tensor::{DType, Device, Tensor, TensorData};
+
+/// Number of f32 elements in all float parameters of `model`.
+pub(crate) fn param_len<M: Module>(model: &M) -> usize {
+    /// Sums the parameters' element counts.
+    struct Len(usize);
+    impl ModuleVisitor for Len {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            self.0 += param.lazy_shape().num_elements();
+        }
+    }
+    let mut len = Len(0);
+    model.visit(&mut len);
+    len.0
+}
+
+/// Panics with a message naming `what` when `len` is not the model's flat length.
+fn check_len<M: Module>(model: &M, len: usize, what: &str) {
+    let expected = param_len(model);
+    assert_eq!(
+        len, expected,
+        "{what}: the flat buffer holds {len} f32 elements, the model's float parameters {expected}"
+    );
+}
+
+/// Copies `data` (any float dtype) into `out` as f32; `out.len()` is its element count.
+fn copy_out(data: TensorData, out: &mut [f32]) {
+    let data = if data.dtype() == DType::F32 { data } else { data.convert::<f32>() };
+    match data.as_slice::<f32>() {
+        Ok(values) => out.copy_from_slice(values),
+        // A byte buffer that is not aligned for f32: read it element by element.
+        Err(_) => {
+            let values = data.try_to_vec::<f32>().expect("f32 tensor data reads as f32");
+            out.copy_from_slice(&values);
+        }
+    }
+}
+
+/// A tensor of `shape` and `dtype` on `device`, with the values `values` (f32).
+fn tensor_from<const D: usize>(
+    values: &[f32],
+    shape: burn::tensor::Shape,
+    dtype: DType,
+    device: &Device,
+) -> Tensor<D> {
+    let data = TensorData::new(values.to_vec(), shape);
+    let data = if dtype == DType::F32 { data } else { data.convert_dtype(dtype) };
+    Tensor::from_data(data, (device, dtype))
+}
+
+/// Write `grads` into `out` (`out.len() == param_len(model)`) in visit order; a parameter with no
+/// gradient writes zeros.
+///
+/// # Panics
+///
+/// When `out` is not `param_len(model)` long.
+pub(crate) fn write_grads<M: Module>(model: &M, grads: &GradientsParams, out: &mut [f32]) {
+    /// Copies each parameter's gradient (or zeros) at its offset.
+    struct Write<'a> {
+        grads: &'a GradientsParams,
+        out: &'a mut [f32],
+        offset: usize,
+    }
+    impl ModuleVisitor for Write<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let len = param.lazy_shape().num_elements();
+            let out = &mut self.out[self.offset..self.offset + len];
+            match self.grads.get::<D>(param.id) {
+                Some(grad) => copy_out(grad.into_data(), out),
+                None => out.fill(0.0),
+            }
+            self.offset += len;
+        }
+    }
+    check_len(model, out.len(), "write_grads");
+    model.visit(&mut Write { grads, out, offset: 0 });
+}
+
+/// Gradients read back from `buf` (the layout of [`write_grads`]) on `device`, registered under
+/// `model`'s parameter ids, for exactly the parameters that `local` has a gradient for, each with
+/// the shape and dtype of its local gradient.
+///
+/// A parameter that no rank computed a gradient for (frozen, or outside the graph everywhere)
+/// stays without one, so the optimizer skips it as it would on one device. A parameter with a
+/// gradient on some ranks only must have one on every rank (the world's step function makes the
+/// same parameters trainable everywhere): the one rank without it would drop the sum.
+///
+/// `device` is where the gradients live, the device of `local`'s tensors (for an autodiff model,
+/// the inner device that `GradientsParams::from_grads` returns them on).
+///
+/// # Panics
+///
+/// When `buf` is not `param_len(model)` long.
+pub(crate) fn read_grads<M: Module>(
+    model: &M,
+    buf: &[f32],
+    local: &GradientsParams,
+    device: &Device,
+) -> GradientsParams {
+    /// Registers a gradient for each parameter that `local` has one for.
+    struct Read<'a> {
+        buf: &'a [f32],
+        local: &'a GradientsParams,
+        device: &'a Device,
+        offset: usize,
+        grads: GradientsParams,
+    }
+    impl ModuleVisitor for Read<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let len = param.lazy_shape().num_elements();
+            if let Some(local) = self.local.get::<D>(param.id) {
+                let values = &self.buf[self.offset..self.offset + len];
+                let grad = tensor_from(values, local.shape(), local.dtype(), self.device);
+                self.grads.register::<D>(param.id, grad);
+            }
+            self.offset += len;
+        }
+    }
+    check_len(model, buf.len(), "read_grads");
+    let mut read = Read { buf, local, device, offset: 0, grads: GradientsParams::new() };
+    model.visit(&mut read);
+    read.grads
+}
+
+/// Write the parameter values of `model` into `out` (`out.len() == param_len(model)`), in visit
+/// order.
+///
+/// # Panics
+///
+/// When `out` is not `param_len(model)` long.
+pub(crate) fn write_params<M: Module>(model: &M, out: &mut [f32]) {
+    /// Copies each parameter's value at its offset.
+    struct Write<'a> {
+        out: &'a mut [f32],
+        offset: usize,
+    }
+    impl ModuleVisitor for Write<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let len = param.lazy_shape().num_elements();
+            copy_out(param.val().into_data(), &mut self.out[self.offset..self.offset + len]);
+            self.offset += len;
+        }
+    }
+    check_len(model, out.len(), "write_params");
+    model.visit(&mut Write { out, offset: 0 });
+}
+
+/// The model with every float parameter replaced by the values in `buf` (the layout of
+/// [`write_params`]), keeping each parameter's id, device, dtype, `require_grad`, distributed
+/// mark and gradient-checkpointing strategy.
+///
+/// # Panics
+///
+/// When `buf` is not `param_len(model)` long.
+pub(crate) fn read_params<M: Module>(model: M, buf: &[f32]) -> M {
+    /// Replaces each parameter's value with its slice of the buffer.
+    struct Read<'a> {
+        buf: &'a [f32],
+        offset: usize,
+    }
+    impl ModuleMapper for Read<'_> {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            let (id, old, mapper) = param.consume();
+            let len = old.shape().num_elements();
+            let values = &self.buf[self.offset..self.offset + len];
+            self.offset += len;
+
+            let mut new = tensor_from::<D>(values, old.shape(), old.dtype(), &old.device());
+            if let Some(strategy) = old.gradient_checkpointing_strategy() {
+                new = new.with_gradient_checkpointing_strategy(strategy);
+            }
+            if old.is_require_grad() {
+                new = new.require_grad();
+            }
+            // `is_distributed` panics on a tensor without autodiff ("Requires autodiff tensor").
+            if old.is_autodiff() && old.is_distributed() {
+                new = new.set_distributed(id);
+            }
+            Param::from_mapped_value(id, new, mapper)
+        }
+    }
+    check_len(&model, buf.len(), "read_params");
+    model.map(&mut Read { buf, offset: 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::module::ParamId;
+    use burn::nn::{Linear, LinearConfig};
+    use burn::tensor::Distribution;
+
+    /// Two layers, so that the order between modules matters.
+    #[derive(Module, Debug)]
+    struct Two {
+        first: Linear,
+        second: Linear,
+    }
+
+    fn device() -> Device {
+        Device::default().autodiff()
+    }
+
+    fn two(device: &Device) -> Two {
+        Two {
+            first: LinearConfig::new(3, 4).init(device),
+            second: LinearConfig::new(4, 2).with_bias(false).init(device),
+        }
+    }
+
+    /// The model's gradients for one random batch.
+    fn grads(model: &Two, device: &Device) -> GradientsParams {
+        let x = Tensor::<2>::random([5, 3], Distribution::Default, device);
+        let loss = model.second.forward(model.first.forward(x)).sum();
+        GradientsParams::from_grads(loss.backward(), model)
+    }
+
+    fn ids(model: &Two) -> Vec<ParamId> {
+        vec![model.first.weight.id, model.first.bias.as_ref().unwrap().id, model.second.weight.id]
+    }
+
+    fn values<const D: usize>(tensor: Tensor<D>) -> Vec<f32> {
+        tensor.into_data().try_to_vec::<f32>().unwrap()
+    }
+
+    #[test]
+    fn length_counts_every_float_parameter() {
+        let model = two(&device());
+        assert_eq!(param_len(&model), 3 * 4 + 4 + 4 * 2);
+    }
+
+    #[test]
+    fn params_are_laid_out_in_visit_order() {
+        let model = two(&device());
+        let mut buf = vec![0.0; param_len(&model)];
+        write_params(&model, &mut buf);
+        let mut expected = values(model.first.weight.val());
+        expected.extend(values(model.first.bias.as_ref().unwrap().val()));
+        expected.extend(values(model.second.weight.val()));
+        assert_eq!(buf, expected);
+    }
+
+    #[test]
+    fn params_round_trip_exactly_and_keep_ids_and_require_grad() {
+        let device = device();
+        let source = two(&device);
+        let target = two(&device);
+        let target_ids = ids(&target);
+        let mut buf = vec![0.0; param_len(&source)];
+        write_params(&source, &mut buf);
+
+        let target = read_params(target, &buf);
+        assert_eq!(ids(&target), target_ids);
+        let mut back = vec![f32::NAN; buf.len()];
+        write_params(&target, &mut back);
+        assert_eq!(back, buf);
+        assert!(target.first.weight.val().is_require_grad());
+        assert!(target.second.weight.val().is_require_grad());
+        assert_eq!(target.first.weight.val().device(), device);
+
+        // The replaced model still trains: its gradients come back under its own ids.
+        let grads = grads(&target, &device);
+        assert_eq!(grads.len(), 3);
+        assert!(grads.get::<2>(target.first.weight.id).is_some());
+    }
+
+    #[test]
+    fn frozen_params_stay_frozen() {
+        let device = device();
+        let model = two(&device).no_grad();
+        let mut buf = vec![1.5; param_len(&model)];
+        let model = read_params(model, &buf);
+        assert!(!model.first.weight.val().is_require_grad());
+        write_params(&model, &mut buf);
+        assert!(buf.iter().all(|&v| v == 1.5));
+    }
+
+    #[test]
+    fn grads_round_trip_exactly() {
+        let device = device();
+        let model = two(&device);
+        let local = grads(&model, &device);
+        let mut buf = vec![f32::NAN; param_len(&model)];
+        write_grads(&model, &local, &mut buf);
+        assert!(buf.iter().all(|v| v.is_finite()));
+
+        let grad_device = local.get::<2>(model.first.weight.id).unwrap().device();
+        let back = read_grads(&model, &buf, &local, &grad_device);
+        assert_eq!(back.len(), local.len());
+        for id in [model.first.weight.id, model.second.weight.id] {
+            let read = back.get::<2>(id).unwrap();
+            assert_eq!(read.device(), grad_device);
+            assert_eq!(values(read), values(local.get::<2>(id).unwrap()));
+        }
+        let bias = model.first.bias.as_ref().unwrap().id;
+        assert_eq!(values(back.get::<1>(bias).unwrap()), values(local.get::<1>(bias).unwrap()));
+
+        let mut again = vec![f32::NAN; buf.len()];
+        write_grads(&model, &back, &mut again);
+        assert_eq!(again, buf);
+    }
+
+    #[test]
+    fn missing_grads_write_zeros_and_read_back_absent() {
+        let device = device();
+        let model = two(&device);
+        let mut local = grads(&model, &device);
+        let removed = local.remove::<2>(model.second.weight.id).unwrap();
+        assert_eq!(removed.shape().num_elements(), 8);
+        let mut buf = vec![f32::NAN; param_len(&model)];
+        write_grads(&model, &local, &mut buf);
+        assert!(buf[16..].iter().all(|&v| v == 0.0));
+        assert!(buf[..16].iter().all(|v| v.is_finite()));
+
+        let back = read_grads(&model, &buf, &local, &device.clone().inner());
+        assert_eq!(back.len(), 2);
+        assert!(back.get::<2>(model.second.weight.id).is_none());
+    }
+
+    #[test]
+    fn other_float_dtypes_convert_through_f32() {
+        let device = Device::default();
+        let model = two(&device);
+        let model = model.map(&mut ToF64);
+        assert_eq!(model.first.weight.val().dtype(), DType::F64);
+        let mut buf = vec![0.0; param_len(&model)];
+        write_params(&model, &mut buf);
+        let before = buf.clone();
+        for v in &mut buf {
+            *v += 0.5;
+        }
+        let model = read_params(model, &buf);
+        assert_eq!(model.first.weight.val().dtype(), DType::F64);
+        write_params(&model, &mut buf);
+        for (after, before) in buf.iter().zip(&before) {
+            assert_eq!(*after, before + 0.5);
+        }
+    }
+
+    /// Casts every float parameter to f64.
+    struct ToF64;
+    impl ModuleMapper for ToF64 {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            param.map(|t| t.cast(DType::F64))
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "read_params: the flat buffer holds 3 f32 elements")]
+    fn wrong_length_panics_with_the_sizes() {
+        let model = two(&device());
+        let _ = read_params(model, &[0.0; 3]);
+    }
+}

@@ -1,0 +1,156 @@
+//! The MPI transport's engine: this process's MPI world through rsmpi (the `mpi` crate) over the
+//! system's MPI library (OpenMPI on Debian: `apt-get install libopenmpi-dev openmpi-bin
+//! libclang-dev`), started with `mpirun -n N program`.
+//!
+//! A program run without `mpirun` is a world of one rank (MPI's singleton initialization).
+
+use std::cell::Cell;
+use std::io::Write;
+use std::marker::PhantomData;
+
+use mpi::Threading;
+use mpi::collective::SystemOperation;
+use mpi::environment::Universe;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::{Communicator, CommunicatorCollectives};
+
+use crate::error::{Error, Result};
+
+/// The most elements one `MPI_Allreduce` call takes: MPI counts are C `int`s.
+const MAX_COUNT: usize = 1 << 30;
+
+/// This process's MPI world (rsmpi over OpenMPI).
+///
+/// Holds the `Universe`, so MPI is finalized (`MPI_Finalize`) when this is dropped, after which it
+/// cannot be initialized again in this process. `MPI_Finalize` is collective in practice: drop it
+/// on every rank once the ranks' collective calls are done, or end the world with
+/// [`abort`](Self::abort) instead.
+///
+/// `Send` but not `Sync`: MPI is initialized with `MPI_THREAD_SERIALIZED`, so the calls may come
+/// from any one thread at a time, which `&self` methods on a value that cannot be shared between
+/// threads guarantee.
+pub(crate) struct MpiComm {
+    /// `MPI_COMM_WORLD`.
+    world: SimpleCommunicator,
+    /// This rank's number in the world.
+    rank: usize,
+    /// The number of ranks.
+    size: usize,
+    /// Finalizes MPI when dropped; declared last so it is dropped after the communicator.
+    _universe: Universe,
+    /// Not `Sync`: MPI calls are serialized by ownership.
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+impl MpiComm {
+    /// Initialize MPI (once per process) with `MPI_THREAD_SERIALIZED`.
+    ///
+    /// # Errors
+    ///
+    /// When MPI was already initialized in this process (by an earlier `MpiComm`, even one
+    /// dropped since, or by other code), or when the library cannot serialize calls from several
+    /// threads.
+    pub(crate) fn init() -> Result<MpiComm> {
+        let (universe, threading) =
+            mpi::initialize_with_threading(Threading::Serialized).ok_or_else(|| {
+                Error::msg("MPI was already initialized in this process (MPI starts once per process)")
+            })?;
+        if threading < Threading::Serialized {
+            return Err(Error::msg(format!(
+                "the MPI library supports only {threading:?} threading, stoker needs Serialized"
+            )));
+        }
+        let world = universe.world();
+        let rank = usize::try_from(world.rank()).expect("an MPI rank is not negative");
+        let size = usize::try_from(world.size()).expect("an MPI world size is positive");
+        Ok(MpiComm { world, rank, size, _universe: universe, _not_sync: PhantomData })
+    }
+
+    /// This process's rank in the world, `0..size()`.
+    pub(crate) fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The number of ranks in the world.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Element-wise sum over all ranks of `send` into `recv` (same length on every rank), one
+    /// `MPI_Allreduce` (one per 2^30 elements beyond that).
+    ///
+    /// Every rank must call it, with the same length, in the same order relative to its other
+    /// collective calls; an MPI error aborts the world (MPI's default error handler).
+    ///
+    /// # Panics
+    ///
+    /// When `send` and `recv` differ in length.
+    pub(crate) fn all_reduce_sum(&self, send: &[f32], recv: &mut [f32]) {
+        check_lengths(send, recv);
+        for (send, recv) in send.chunks(MAX_COUNT).zip(recv.chunks_mut(MAX_COUNT)) {
+            self.world.all_reduce_into(send, recv, SystemOperation::sum());
+        }
+    }
+
+    /// End every rank of the world now (`MPI_Abort`) with `code`, after printing `message` to
+    /// stderr. `mpirun` then kills the other ranks and exits with `code`.
+    pub(crate) fn abort(&self, code: i32, message: &str) -> ! {
+        let mut stderr = std::io::stderr().lock();
+        let _ = writeln!(stderr, "{message}");
+        let _ = stderr.flush();
+        drop(stderr);
+        self.world.abort(code)
+    }
+}
+
+/// Panics unless the two buffers of an all-reduce have the same length (rsmpi does not check: MPI
+/// would write `send.len()` elements into `recv` whatever its length).
+fn check_lengths(send: &[f32], recv: &[f32]) {
+    assert_eq!(
+        send.len(),
+        recv.len(),
+        "all_reduce_sum: the send buffer holds {} f32 elements, the receive buffer {}",
+        send.len(),
+        recv.len()
+    );
+}
+
+impl std::fmt::Debug for MpiComm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpiComm").field("rank", &self.rank).field("size", &self.size).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The whole life of MPI in one test (MPI starts once per process): a world of one rank when
+    /// the test binary runs alone (MPI's singleton start), of N under `mpirun -n N`.
+    #[test]
+    fn one_world_per_process_sums_over_the_ranks() {
+        let comm = MpiComm::init().expect("MPI starts");
+        assert!(comm.rank() < comm.size());
+        let again = MpiComm::init().expect_err("a second start fails");
+        assert!(again.to_string().contains("already initialized"), "{again}");
+
+        let len = 1000;
+        let send: Vec<f32> = (0..len).map(|i| (comm.rank() + 1) as f32 * i as f32).collect();
+        let mut recv = vec![f32::NAN; len];
+        comm.all_reduce_sum(&send, &mut recv);
+        let ranks = (comm.size() * (comm.size() + 1) / 2) as f32;
+        for (i, v) in recv.iter().enumerate() {
+            assert_eq!(*v, ranks * i as f32);
+        }
+        drop(comm);
+        assert!(mpi::is_finalized());
+        assert!(MpiComm::init().is_err(), "MPI cannot start again after finalizing");
+    }
+
+    #[test]
+    #[should_panic(expected = "all_reduce_sum: the send buffer holds 2 f32 elements")]
+    fn different_lengths_panic_before_any_mpi_call() {
+        // No MPI call happens: the length check comes first, so this needs no MpiComm of its own.
+        check_lengths(&[0.0; 2], &[0.0; 3]);
+    }
+}
