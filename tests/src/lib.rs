@@ -77,3 +77,76 @@ impl<M> burn_stoker::callback::Callback<M> for StopAt {
         Ok(())
     }
 }
+
+/// Fixtures of the data-parallel tests (threads in-process, MPI through the `mpi_worker` binary):
+/// a fixed model, deterministic batches, and the loss.
+pub mod world {
+    use burn::module::Param;
+    use burn::nn::{Linear, LinearConfig};
+    use burn::tensor::{Device, Tensor, TensorData};
+    use burn_stoker::trainer::Step;
+
+    /// Batches of this many rows per rank.
+    pub const B: usize = 4;
+
+    /// The same 6 -> 3 model every time.
+    pub fn fixed_model(device: &Device) -> Linear {
+        let mut model = LinearConfig::new(6, 3).init(device);
+        let w: Vec<f32> = (0..18).map(|i| (i as f32 * 0.37).cos() * 0.4).collect();
+        model.weight = Param::from_tensor(Tensor::from_data(TensorData::new(w, [6, 3]), device));
+        let bias = TensorData::new(vec![0.1f32, -0.2, 0.05], [3]);
+        model.bias = Some(Param::from_tensor(Tensor::from_data(bias, device)));
+        model
+    }
+
+    /// `n` batches of `rows` points of a fixed map 6 -> 3 with bends, deterministic.
+    pub fn batches(n: usize, rows: usize, device: &Device) -> Vec<(Tensor<2>, Tensor<2>)> {
+        (0..n)
+            .map(|b| {
+                let xs: Vec<f32> = (0..rows * 6).map(|i| (((b * rows * 6 + i) as f32) * 0.731).sin()).collect();
+                let ys: Vec<f32> = xs
+                    .chunks(6)
+                    .flat_map(|x| [x[0] - 2.0 * x[1] + x[5] * x[5], 0.5 * x[2] + x[3].abs(), x[4] - x[0] * x[1]])
+                    .collect();
+                (
+                    Tensor::from_data(TensorData::new(xs, [rows, 6]), device),
+                    Tensor::from_data(TensorData::new(ys, [rows, 3]), device),
+                )
+            })
+            .collect()
+    }
+
+    /// The single-device run's batches: batches `2k` and `2k + 1` of [`batches`] stacked, so that
+    /// one rank with batch 2B sees the samples two ranks with batch B see at step k.
+    pub fn joined(steps: usize, device: &Device) -> Vec<(Tensor<2>, Tensor<2>)> {
+        batches(2 * steps, B, device)
+            .chunks(2)
+            .map(|pair| {
+                (
+                    Tensor::cat(vec![pair[0].0.clone(), pair[1].0.clone()], 0),
+                    Tensor::cat(vec![pair[0].1.clone(), pair[1].1.clone()], 0),
+                )
+            })
+            .collect()
+    }
+
+    /// The mean squared error, as a training step.
+    pub fn mse(model: &Linear, (x, y): (Tensor<2>, Tensor<2>), _step: &mut Step<'_>) -> Tensor<1> {
+        (model.forward(x) - y).powi_scalar(2).mean()
+    }
+
+    /// Weights as bit patterns, to write and compare exactly.
+    pub fn bits(weights: &[Vec<f32>]) -> Vec<Vec<u32>> {
+        weights.iter().map(|w| w.iter().map(|v| v.to_bits()).collect()).collect()
+    }
+
+    /// Back from [`bits`].
+    pub fn from_bits(bits: &[Vec<u32>]) -> Vec<Vec<f32>> {
+        bits.iter().map(|w| w.iter().map(|v| f32::from_bits(*v)).collect()).collect()
+    }
+
+    /// The largest difference between two sets of weights.
+    pub fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+        a.iter().flatten().zip(b.iter().flatten()).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    }
+}

@@ -10,65 +10,30 @@ use std::time::{Duration, Instant};
 
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::{AdamConfig, ModuleOptimizer, SgdConfig};
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::Device;
 use burn_stoker::prelude::*;
 use burn_stoker::world::{Threads, World};
+use stoker_tests::world::{B, batches, fixed_model, joined, max_diff, mse};
 use stoker_tests::{scratch_dir, weights};
 
 type Weights = Vec<Vec<f32>>;
 
 const STEPS: usize = 50;
-const B: usize = 4;
 
 fn cpu() -> Device {
     Device::default().autodiff()
 }
 
-/// `n` batches of `rows` points of a fixed linear map 6 -> 3 plus a bend, deterministic.
-fn batches(n: usize, rows: usize, device: &Device) -> Vec<(Tensor<2>, Tensor<2>)> {
-    (0..n)
-        .map(|b| {
-            let xs: Vec<f32> = (0..rows * 6).map(|i| (((b * rows * 6 + i) as f32) * 0.731).sin()).collect();
-            let ys: Vec<f32> = xs
-                .chunks(6)
-                .flat_map(|x| [x[0] - 2.0 * x[1] + x[5] * x[5], 0.5 * x[2] + x[3].abs(), x[4] - x[0] * x[1]])
-                .collect();
-            (
-                Tensor::from_data(TensorData::new(xs, [rows, 6]), device),
-                Tensor::from_data(TensorData::new(ys, [rows, 3]), device),
-            )
-        })
-        .collect()
-}
 
-/// Batch `k` of the single-device run: batches `2k` and `2k + 1` of the two ranks, stacked.
-fn joined(device: &Device) -> Vec<(Tensor<2>, Tensor<2>)> {
-    let small = batches(2 * STEPS, B, device);
-    small
-        .chunks(2)
-        .map(|pair| {
-            (
-                Tensor::cat(vec![pair[0].0.clone(), pair[1].0.clone()], 0),
-                Tensor::cat(vec![pair[0].1.clone(), pair[1].1.clone()], 0),
-            )
-        })
-        .collect()
-}
 
-fn mse(model: &Linear, (x, y): (Tensor<2>, Tensor<2>), _step: &mut Step<'_>) -> Tensor<1> {
-    (model.forward(x) - y).powi_scalar(2).mean()
-}
 
-fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
-    a.iter().flatten().zip(b.iter().flatten()).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
-}
 
 /// Trains 50 steps on one device with batch 2B, then on two ranks with batch B, from the same
 /// initial model; returns (single, rank 0, rank 1) weights.
 fn single_and_pair(optimizer: fn() -> ModuleOptimizer) -> (Weights, Weights, Weights) {
     let device = cpu();
     let initial: Linear = LinearConfig::new(6, 3).init(&device);
-    let single = Trainer::new(initial.clone(), optimizer(), joined(&device))
+    let single = Trainer::new(initial.clone(), optimizer(), joined(STEPS, &device))
         .default_callbacks(DefaultCallbacks::none())
         .handle_signals(false)
         .learning_rate(0.05)
@@ -362,17 +327,6 @@ impl<M> Callback<M> for CheckpointAndStop {
     }
 }
 
-/// The same 6 -> 3 model every time.
-fn fixed_model(device: &Device) -> Linear {
-    let mut model = LinearConfig::new(6, 3).init(device);
-    let w: Vec<f32> = (0..18).map(|i| (i as f32 * 0.37).cos() * 0.4).collect();
-    model.weight = burn::module::Param::from_tensor(Tensor::from_data(TensorData::new(w, [6, 3]), device));
-    model.bias = Some(burn::module::Param::from_tensor(Tensor::from_data(
-        TensorData::new(vec![0.1f32, -0.2, 0.05], [3]),
-        device,
-    )));
-    model
-}
 
 fn world_run(dir: &std::path::Path, stop_at: Option<u64>, resume: bool) -> Vec<Weights> {
     let reports = Threads::new([cpu(), cpu()])

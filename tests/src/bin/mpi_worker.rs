@@ -1,0 +1,159 @@
+//! One rank of the MPI tests (`tests/tests/world_mpi.rs` starts it with `mpirun -n 2`): trains
+//! the fixtures' model on its shard and writes what the test checks into `OUT/rank-R.json`.
+//!
+//! `mpi_worker SCENARIO LOG_DIR OUT [--resume]`, scenarios:
+//! - `sgd`, `adam`: 50 steps of batch 4 per rank, learning rate 0.05;
+//! - `callbacks`: two epochs with a chief-only and an every-rank counter, a ModelSaver and the
+//!   default callbacks;
+//! - `stop`: rank 1 asks to stop after global step 5;
+//! - `panic`: rank 1 panics in its step at global step 3;
+//! - `long`: 3 epochs of 400 steps with Adam, 2 ms of sleep per step (for SIGINT), a marker file
+//!   `OUT/started` after step 20, `--resume` to continue from the log directory.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use burn::nn::Linear;
+use burn::optim::{AdamConfig, ModuleOptimizer, SgdConfig};
+use burn::tensor::Device;
+use burn_stoker::prelude::*;
+use burn_stoker::world::World;
+use serde_json::json;
+use stoker_tests::weights;
+use stoker_tests::world::{B, batches, bits, fixed_model, mse};
+
+/// Counts its setups and steps on this rank.
+struct Count {
+    chief_only: bool,
+    setups: Arc<AtomicU64>,
+    steps: Arc<AtomicU64>,
+}
+
+impl Callback<Linear> for Count {
+    fn name(&self) -> std::borrow::Cow<'static, str> {
+        if self.chief_only { "ChiefCount".into() } else { "EveryCount".into() }
+    }
+    fn chief_only(&self) -> bool {
+        self.chief_only
+    }
+    fn setup(&mut self, _ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        self.setups.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn trigger_step(&mut self, _ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        self.steps.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// On every rank: rank 1 asks to stop after global step 5; the chief marks `started` after
+/// step 20 (for the SIGINT test).
+struct Script {
+    started: PathBuf,
+}
+
+impl Callback<Linear> for Script {
+    fn chief_only(&self) -> bool {
+        false
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        if ctx.rank() == 1 && ctx.global_step() == 5 && ctx.counters().max_epoch() == 9 {
+            ctx.request_stop("rank 1 had enough");
+        }
+        if ctx.rank() == 0 && ctx.global_step() == 20 {
+            std::fs::write(&self.started, b"").map_err(|e| burn_stoker::Error::io(&self.started, e))?;
+        }
+        Ok(())
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 4 {
+        eprintln!("usage: mpi_worker SCENARIO LOG_DIR OUT [--resume]");
+        return ExitCode::from(2);
+    }
+    let (scenario, log_dir, out) = (args[1].as_str(), PathBuf::from(&args[2]), PathBuf::from(&args[3]));
+    let resume = args.get(4).is_some_and(|a| a == "--resume");
+    let device = Device::default().autodiff();
+    let world = match World::mpi(device.clone()) {
+        Ok(world) => world,
+        Err(error) => {
+            eprintln!("mpi_worker: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let rank = world.rank();
+    match run(scenario, &log_dir, &out, resume, world, &device) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("mpi_worker rank {rank}: training failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(
+    scenario: &str,
+    log_dir: &Path,
+    out: &Path,
+    resume: bool,
+    world: World,
+    device: &Device,
+) -> burn_stoker::Result<()> {
+    let rank = world.rank();
+    let size = world.size();
+    let optimizer: ModuleOptimizer =
+        if scenario == "sgd" { SgdConfig::new().init() } else { AdamConfig::new().init() };
+    let (steps, epochs) = match scenario {
+        "callbacks" => (8, 2),
+        "stop" => (20, 9),
+        "long" => (800, 3),
+        _ => (100, 1),
+    };
+    let data = world.shard(batches(steps, B, device));
+    let chief = Count { chief_only: true, setups: Default::default(), steps: Default::default() };
+    let every = Count { chief_only: false, setups: Default::default(), steps: Default::default() };
+    let (chief_setups, chief_steps, every_setups, every_steps) =
+        (chief.setups.clone(), chief.steps.clone(), every.setups.clone(), every.steps.clone());
+    let script = Script { started: out.join("started") };
+    let defaults = if scenario == "callbacks" { DefaultCallbacks::default() } else { DefaultCallbacks::none() };
+    let trainer = Trainer::new(fixed_model(device), optimizer, data)
+        .default_callbacks(defaults)
+        .learning_rate(0.05)
+        .max_epoch(epochs)
+        .log_dir(log_dir)
+        .auto_resume(resume)
+        .world(world)
+        .callbacks((chief, every, ModelSaver::new(2), script));
+    let slow = scenario == "long";
+    let report = trainer.train(move |model: &Linear, batch, step: &mut Step<'_>| {
+        if scenario == "panic" && rank == 1 && step.counters().global_step() == 3 {
+            panic!("rank 1 broke on purpose");
+        }
+        if slow {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        mse(model, batch, step)
+    })?;
+    let outcome = match &report.outcome {
+        Outcome::Finished => "finished".to_string(),
+        Outcome::Stopped(reason) => format!("stopped: {reason}"),
+        Outcome::Interrupted { signal, .. } => format!("interrupted: {signal}"),
+    };
+    let record = json!({
+        "rank": rank,
+        "size": size,
+        "global_step": report.counters.global_step(),
+        "outcome": outcome,
+        "weights": bits(&weights(&report.model)),
+        "chief_setups": chief_setups.load(Ordering::SeqCst),
+        "chief_steps": chief_steps.load(Ordering::SeqCst),
+        "every_setups": every_setups.load(Ordering::SeqCst),
+        "every_steps": every_steps.load(Ordering::SeqCst),
+    });
+    let path = out.join(format!("rank-{rank}.json"));
+    std::fs::write(&path, record.to_string()).map_err(|e| burn_stoker::Error::io(&path, e))
+}

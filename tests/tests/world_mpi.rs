@@ -1,0 +1,161 @@
+//! Data-parallel training over MPI: each test starts `mpirun --allow-run-as-root --oversubscribe
+//! -n 2` on the `mpi_worker` binary (one rank per process, on the CPU) and checks what the ranks
+//! wrote: two ranks with batch b train the weights one rank with batch 2b trains (SGD and Adam),
+//! the replicas are bit-identical, chief-only callbacks ran once and the others twice, one writer
+//! of each file, a stop asked on rank 1 stops both at the same step, SIGINT to `mpirun` then a
+//! resume ends equal to an uninterrupted run, and a panic on rank 1 ends the run with an error
+//! naming rank 1 within 30 s.
+#![cfg(feature = "mpi")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use burn::optim::{AdamConfig, ModuleOptimizer, SgdConfig};
+use burn::tensor::Device;
+use burn_stoker::prelude::*;
+use serde_json::Value as Json;
+use stoker_tests::world::{from_bits, joined, max_diff, mse};
+use stoker_tests::{scratch_dir, weights};
+
+fn mpirun(scenario: &str, log_dir: &Path, out: &Path, resume: bool) -> Command {
+    let mut command = Command::new("mpirun");
+    command.args(["--allow-run-as-root", "--oversubscribe", "-n", "2"]);
+    command.arg(env!("CARGO_BIN_EXE_mpi_worker")).arg(scenario).arg(log_dir).arg(out);
+    if resume {
+        command.arg("--resume");
+    }
+    command.stdin(Stdio::null());
+    command
+}
+
+/// Runs a scenario to its end; returns the output and each rank's record.
+fn run(scenario: &str, log_dir: &Path, resume: bool) -> (Output, Vec<Json>, PathBuf) {
+    let out = scratch_dir(&format!("mpi-out-{scenario}"));
+    let output = mpirun(scenario, log_dir, &out, resume).output().expect("mpirun runs (apt-get install openmpi-bin)");
+    let records = (0..2)
+        .filter_map(|r| std::fs::read_to_string(out.join(format!("rank-{r}.json"))).ok())
+        .map(|text| serde_json::from_str(&text).expect("a rank's record"))
+        .collect();
+    (output, records, out)
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+fn record_weights(record: &Json) -> Vec<Vec<f32>> {
+    from_bits(&serde_json::from_value::<Vec<Vec<u32>>>(record["weights"].clone()).unwrap())
+}
+
+fn single(optimizer: ModuleOptimizer) -> Vec<Vec<f32>> {
+    let device = Device::default().autodiff();
+    let report = Trainer::new(stoker_tests::world::fixed_model(&device), optimizer, joined(50, &device))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .learning_rate(0.05)
+        .log_dir(scratch_dir("mpi-single"))
+        .train(mse)
+        .expect("one rank");
+    weights(&report.model)
+}
+
+fn equivalent(scenario: &str, optimizer: ModuleOptimizer) {
+    let (output, records, _) = run(scenario, &scratch_dir("mpi-equiv"), false);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(records.len(), 2, "{}", text(&output));
+    assert_eq!(records[0]["size"], 2);
+    assert_eq!(records[0]["global_step"], 50);
+    assert_eq!(records[0]["weights"], records[1]["weights"], "the replicas must be bit-identical");
+    let diff = max_diff(&single(optimizer), &record_weights(&records[0]));
+    assert!(diff < 1e-5, "2 ranks x batch 4 vs 1 rank x batch 8: max difference {diff}");
+}
+
+#[test]
+fn two_mpi_ranks_with_sgd_train_what_one_rank_with_twice_the_batch_trains() {
+    equivalent("sgd", SgdConfig::new().init());
+}
+
+#[test]
+fn two_mpi_ranks_with_adam_train_what_one_rank_with_twice_the_batch_trains() {
+    equivalent("adam", AdamConfig::new().init());
+}
+
+#[test]
+fn over_mpi_chief_only_callbacks_run_once_and_one_rank_writes() {
+    let dir = scratch_dir("mpi-callbacks");
+    let (output, records, _) = run("callbacks", &dir, false);
+    assert!(output.status.success(), "{}", text(&output));
+    let (chief, other) = (&records[0], &records[1]);
+    assert_eq!((chief["chief_setups"].as_u64(), chief["chief_steps"].as_u64()), (Some(1), Some(8)));
+    assert_eq!((other["chief_setups"].as_u64(), other["chief_steps"].as_u64()), (Some(0), Some(0)));
+    for record in &records {
+        assert_eq!((record["every_setups"].as_u64(), record["every_steps"].as_u64()), (Some(1), Some(8)));
+    }
+    // One writer of each file: one event file, one stats.json with one entry per epoch, one
+    // checkpoint series.
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let events = names.iter().filter(|n| n.starts_with("events.out.tfevents.")).count();
+    assert_eq!(events, 1, "{names:?}");
+    let stats: Vec<Json> = serde_json::from_str(&std::fs::read_to_string(dir.join("stats.json")).unwrap()).unwrap();
+    assert_eq!(stats.len(), 2);
+    let index: Json = serde_json::from_str(&std::fs::read_to_string(dir.join("checkpoints/index.json")).unwrap()).unwrap();
+    assert_eq!(index["latest"], "step-8");
+}
+
+#[test]
+fn over_mpi_a_stop_asked_on_rank_1_stops_both_at_the_same_step() {
+    let (output, records, _) = run("stop", &scratch_dir("mpi-stop"), false);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(records[0]["global_step"], 6, "{}", records[0]);
+    assert_eq!(records[1]["global_step"], 6);
+    assert_eq!(records[0]["weights"], records[1]["weights"]);
+    assert!(records[0]["outcome"].as_str().unwrap().starts_with("stopped"));
+}
+
+#[test]
+fn over_mpi_a_panic_on_rank_1_ends_the_run_with_an_error_naming_rank_1() {
+    let start = Instant::now();
+    let (output, records, _) = run("panic", &scratch_dir("mpi-panic"), false);
+    assert!(start.elapsed() < Duration::from_secs(30), "took {:?}", start.elapsed());
+    assert!(!output.status.success());
+    assert!(records.is_empty(), "no rank finished");
+    let text = text(&output);
+    assert!(text.contains("mpi_worker rank 1: training failed: panic in the training step: rank 1 broke on purpose"), "{text}");
+    assert!(text.contains("mpi_worker rank 0: training failed: rank 1 of the data-parallel world failed"), "{text}");
+}
+
+#[test]
+fn sigint_to_mpirun_then_a_resume_ends_where_an_uninterrupted_run_does() {
+    let (output, whole, _) = run("long", &scratch_dir("mpi-whole"), false);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(whole[0]["global_step"], 1200);
+
+    let dir = scratch_dir("mpi-interrupted");
+    let out = scratch_dir("mpi-out-interrupted");
+    let mut child = mpirun("long", &dir, &out, false).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let start = Instant::now();
+    while !out.join("started").exists() {
+        assert!(start.elapsed() < Duration::from_secs(60), "the ranks never started training");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    let text1 = text(&output);
+    let records: Vec<Json> = (0..2)
+        .map(|r| serde_json::from_str(&std::fs::read_to_string(out.join(format!("rank-{r}.json"))).expect(&text1)).unwrap())
+        .collect();
+    assert_eq!(records[0]["global_step"], records[1]["global_step"], "both stop at the same step");
+    assert!(records[0]["outcome"].as_str().unwrap().starts_with("interrupted"), "{}", records[0]);
+    let stopped_at = records[0]["global_step"].as_u64().unwrap();
+    assert!(stopped_at < 1200, "{stopped_at}");
+
+    let (output, resumed, _) = run("long", &dir, true);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(resumed[0]["global_step"], 1200);
+    assert_eq!(resumed[0]["weights"], resumed[1]["weights"]);
+    assert_eq!(resumed[0]["weights"], whole[0]["weights"], "resumed and uninterrupted runs end bit-identical");
+}
