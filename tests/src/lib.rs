@@ -103,10 +103,13 @@ pub mod world {
     pub fn batches(n: usize, rows: usize, device: &Device) -> Vec<(Tensor<2>, Tensor<2>)> {
         (0..n)
             .map(|b| {
-                let xs: Vec<f32> = (0..rows * 6).map(|i| (((b * rows * 6 + i) as f32) * 0.731).sin()).collect();
+                let xs: Vec<f32> =
+                    (0..rows * 6).map(|i| (((b * rows * 6 + i) as f32) * 0.731).sin()).collect();
                 let ys: Vec<f32> = xs
                     .chunks(6)
-                    .flat_map(|x| [x[0] - 2.0 * x[1] + x[5] * x[5], 0.5 * x[2] + x[3].abs(), x[4] - x[0] * x[1]])
+                    .flat_map(|x| {
+                        [x[0] - 2.0 * x[1] + x[5] * x[5], 0.5 * x[2] + x[3].abs(), x[4] - x[0] * x[1]]
+                    })
                     .collect();
                 (
                     Tensor::from_data(TensorData::new(xs, [rows, 6]), device),

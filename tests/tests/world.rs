@@ -24,10 +24,6 @@ fn cpu() -> Device {
     Device::default().autodiff()
 }
 
-
-
-
-
 /// Trains 50 steps on one device with batch 2B, then on two ranks with batch B, from the same
 /// initial model; returns (single, rank 0, rank 1) weights.
 fn single_and_pair(optimizer: fn() -> ModuleOptimizer) -> (Weights, Weights, Weights) {
@@ -326,7 +322,6 @@ impl<M> Callback<M> for CheckpointAndStop {
         Ok(())
     }
 }
-
 
 fn world_run(dir: &std::path::Path, stop_at: Option<u64>, resume: bool) -> Vec<Weights> {
     let reports = Threads::new([cpu(), cpu()])

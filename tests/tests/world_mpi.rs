@@ -32,7 +32,8 @@ fn mpirun(scenario: &str, log_dir: &Path, out: &Path, resume: bool) -> Command {
 /// Runs a scenario to its end; returns the output and each rank's record.
 fn run(scenario: &str, log_dir: &Path, resume: bool) -> (Output, Vec<Json>, PathBuf) {
     let out = scratch_dir(&format!("mpi-out-{scenario}"));
-    let output = mpirun(scenario, log_dir, &out, resume).output().expect("mpirun runs (apt-get install openmpi-bin)");
+    let output =
+        mpirun(scenario, log_dir, &out, resume).output().expect("mpirun runs (apt-get install openmpi-bin)");
     let records = (0..2)
         .filter_map(|r| std::fs::read_to_string(out.join(format!("rank-{r}.json"))).ok())
         .map(|text| serde_json::from_str(&text).expect("a rank's record"))
@@ -100,9 +101,11 @@ fn over_mpi_chief_only_callbacks_run_once_and_one_rank_writes() {
         .collect();
     let events = names.iter().filter(|n| n.starts_with("events.out.tfevents.")).count();
     assert_eq!(events, 1, "{names:?}");
-    let stats: Vec<Json> = serde_json::from_str(&std::fs::read_to_string(dir.join("stats.json")).unwrap()).unwrap();
+    let stats: Vec<Json> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("stats.json")).unwrap()).unwrap();
     assert_eq!(stats.len(), 2);
-    let index: Json = serde_json::from_str(&std::fs::read_to_string(dir.join("checkpoints/index.json")).unwrap()).unwrap();
+    let index: Json =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("checkpoints/index.json")).unwrap()).unwrap();
     assert_eq!(index["latest"], "step-8");
 }
 
@@ -124,8 +127,16 @@ fn over_mpi_a_panic_on_rank_1_ends_the_run_with_an_error_naming_rank_1() {
     assert!(!output.status.success());
     assert!(records.is_empty(), "no rank finished");
     let text = text(&output);
-    assert!(text.contains("mpi_worker rank 1: training failed: panic in the training step: rank 1 broke on purpose"), "{text}");
-    assert!(text.contains("mpi_worker rank 0: training failed: rank 1 of the data-parallel world failed"), "{text}");
+    assert!(
+        text.contains(
+            "mpi_worker rank 1: training failed: panic in the training step: rank 1 broke on purpose"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("mpi_worker rank 0: training failed: rank 1 of the data-parallel world failed"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -136,7 +147,8 @@ fn sigint_to_mpirun_then_a_resume_ends_where_an_uninterrupted_run_does() {
 
     let dir = scratch_dir("mpi-interrupted");
     let out = scratch_dir("mpi-out-interrupted");
-    let mut child = mpirun("long", &dir, &out, false).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let child =
+        mpirun("long", &dir, &out, false).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let start = Instant::now();
     while !out.join("started").exists() {
         assert!(start.elapsed() < Duration::from_secs(60), "the ranks never started training");
@@ -146,7 +158,10 @@ fn sigint_to_mpirun_then_a_resume_ends_where_an_uninterrupted_run_does() {
     let output = child.wait_with_output().unwrap();
     let text1 = text(&output);
     let records: Vec<Json> = (0..2)
-        .map(|r| serde_json::from_str(&std::fs::read_to_string(out.join(format!("rank-{r}.json"))).expect(&text1)).unwrap())
+        .map(|r| {
+            serde_json::from_str(&std::fs::read_to_string(out.join(format!("rank-{r}.json"))).expect(&text1))
+                .unwrap()
+        })
         .collect();
     assert_eq!(records[0]["global_step"], records[1]["global_step"], "both stop at the same step");
     assert!(records[0]["outcome"].as_str().unwrap().starts_with("interrupted"), "{}", records[0]);
@@ -157,5 +172,8 @@ fn sigint_to_mpirun_then_a_resume_ends_where_an_uninterrupted_run_does() {
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(resumed[0]["global_step"], 1200);
     assert_eq!(resumed[0]["weights"], resumed[1]["weights"]);
-    assert_eq!(resumed[0]["weights"], whole[0]["weights"], "resumed and uninterrupted runs end bit-identical");
+    assert_eq!(
+        resumed[0]["weights"], whole[0]["weights"],
+        "resumed and uninterrupted runs end bit-identical"
+    );
 }

@@ -52,6 +52,10 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     {
         self.phase = Phase::Step;
         self.outputs.clear();
+        #[cfg(feature = "cuda")]
+        if self.state.world.as_ref().is_some_and(|agreement| agreement.world.grads_reduced_by_backend()) {
+            self.mark_distributed();
+        }
         let state = &mut self.state;
         let mut loss = step(
             state.model.as_ref().expect("the model is present between steps"),
@@ -81,6 +85,17 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         state.monitors.global_step = state.counters.global_step;
         self.phase = Phase::Trainer;
         Ok(())
+    }
+
+    /// Mark the replica's parameters distributed before the step's forward, so that its backward
+    /// returns them averaged over the ranks (burn's `DistributedContext`, CUDA). Every step: a
+    /// backward consumes the marks, and burn's optimizers put them back only on the parameters
+    /// they update.
+    #[cfg(feature = "cuda")]
+    #[cold]
+    fn mark_distributed(&mut self) {
+        let model = self.state.model.take().expect("the model is present between steps");
+        self.state.model = Some(crate::world::cuda::mark_distributed(model));
     }
 
     /// `before_backward` for the callbacks that take the loss.

@@ -5,7 +5,9 @@
 //! Two transports, one design:
 //! - [`Threads`]: one process, one thread per device; gradients are moved to the chief's device
 //!   with burn's `GradientsParams::to_device`, summed with burn's `GradientsAccumulator`, averaged
-//!   and sent back (any backend: several GPUs, or the CPU for tests).
+//!   and sent back (any backend: several GPUs, or the CPU for tests). With the feature `cuda` and
+//!   every device a CUDA device, burn averages the gradients itself inside `backward()` (NCCL,
+//!   through its `DistributedContext`) and the exchange carries only the control words.
 //! - `World::mpi` (feature `mpi`): one process per rank, started by `mpirun`; each step's
 //!   gradients are flattened into one host buffer and summed with one `MPI_Allreduce`.
 //!
@@ -45,6 +47,8 @@
 //! ```
 
 pub(crate) mod agree;
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
 pub(crate) mod flat;
 #[cfg(feature = "mpi")]
 pub(crate) mod mpi;
@@ -72,6 +76,9 @@ pub struct World {
     pub(crate) link: Link,
     /// Fetched values averaged over the ranks.
     pub(crate) means: Vec<&'static str>,
+    /// Whether `backward()` already returns the gradients averaged over the ranks (burn's
+    /// `DistributedContext` over CUDA devices): the exchanges then carry the words only.
+    grads_reduced_by_backend: bool,
 }
 
 pub(crate) enum Link {
@@ -96,6 +103,7 @@ impl fmt::Debug for World {
             .field("rank", &self.rank)
             .field("size", &self.size)
             .field("transport", &transport)
+            .field("grads_reduced_by_backend", &self.grads_reduced_by_backend)
             .field("means", &self.means)
             .finish()
     }
@@ -113,11 +121,25 @@ impl World {
         let comm = mpi::MpiComm::init()?;
         let (rank, size) = (comm.rank(), comm.size());
         let link = Link::Mpi { comm, send: Vec::new(), recv: Vec::new() };
-        Ok(World { rank, size, device, link, means: Vec::new() })
+        Ok(World { rank, size, device, link, means: Vec::new(), grads_reduced_by_backend: false })
     }
 
-    pub(crate) fn threads(rank: usize, size: usize, device: Device, link: threads::ThreadLink) -> World {
-        World { rank, size, device, link: Link::Threads(link), means: Vec::new() }
+    pub(crate) fn threads(
+        rank: usize,
+        size: usize,
+        device: Device,
+        link: threads::ThreadLink,
+        grads_reduced_by_backend: bool,
+    ) -> World {
+        World { rank, size, device, link: Link::Threads(link), means: Vec::new(), grads_reduced_by_backend }
+    }
+
+    /// Whether `backward()` returns gradients already averaged over the ranks (burn's
+    /// `DistributedContext` over CUDA devices), each replica's parameters then being marked
+    /// distributed before every step.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn grads_reduced_by_backend(&self) -> bool {
+        self.grads_reduced_by_backend
     }
 
     /// This rank (0 is the chief).
@@ -164,19 +186,24 @@ impl World {
     /// One exchange: `grads` (this rank's, or none) summed with the other ranks' and divided by
     /// the size; `words` summed element-wise, in place. Every rank calls it at the same points,
     /// with words of the same length. Returns the averaged gradients when every rank gave some.
+    ///
+    /// When the backend has already averaged `grads` (CUDA), only the words travel and `grads`
+    /// come back as they are; a failure on another rank is in the words.
     pub(crate) fn exchange<M: Module>(
         &mut self,
         model: &M,
         grads: Option<GradientsParams>,
         words: &mut [f64],
     ) -> Result<Option<GradientsParams>> {
-        match &mut self.link {
-            Link::Threads(link) => Ok(link.exchange(model, grads, words, &self.device, self.size)),
+        let (grads, local) = if self.grads_reduced_by_backend { (None, Some(grads)) } else { (grads, None) };
+        let averaged = match &mut self.link {
+            Link::Threads(link) => link.exchange(model, grads, words, &self.device, self.size),
             #[cfg(feature = "mpi")]
             Link::Mpi { comm, send, recv } => {
-                Ok(mpi_exchange(comm, (send, recv), model, grads, words, &self.device, self.size))
+                mpi_exchange(comm, (send, recv), model, grads, words, &self.device, self.size)
             }
-        }
+        };
+        Ok(local.unwrap_or(averaged))
     }
 
     /// Start every replica from the chief's weights (and, with threads, the chief's parameter

@@ -2,6 +2,9 @@
 //! gradients to the chief, which moves them to its device (burn's `GradientsParams::to_device`),
 //! sums them in rank order (burn's `GradientsAccumulator`), divides by the size and sends the
 //! same averaged tensors back; every rank then moves them to its own device.
+//!
+//! With the feature `cuda` and every device a CUDA device, burn averages the gradients inside
+//! `backward()` instead (see `cuda.rs`), and the exchanges carry only the words.
 
 use std::any::Any;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -37,6 +40,13 @@ impl Threads {
     ///
     /// A rank that returns an error or panics, inside training or around it, ends the others'
     /// training at their next step boundary with [`Error::RankFailed`].
+    ///
+    /// With the feature `cuda`, when there are two devices or more and every one is a CUDA device
+    /// with autodiff, the gradients are averaged by burn inside `backward()` (NCCL, burn's
+    /// `DistributedContext`, set up here for the duration of the run), every rank marking its
+    /// replica's parameters distributed before each step. Each rank's backward then waits for
+    /// every other rank's: a rank that fails between two exchanges, while the others are already
+    /// in a step's backward, leaves them waiting there.
     pub fn run<R: Send>(self, rank: impl Fn(World) -> Result<R> + Sync) -> Result<Vec<R>> {
         let size = self.devices.len();
         if size == 0 {
@@ -51,6 +61,13 @@ impl Threads {
             links.push(ThreadLink::Peer { up: up_tx, down: down_rx });
         }
         links.insert(0, ThreadLink::Chief { peers });
+        #[cfg(feature = "cuda")]
+        let reduced_by_backend = super::cuda::reduced_by_backend(&self.devices);
+        #[cfg(not(feature = "cuda"))]
+        let reduced_by_backend = false;
+        // burn's sync server, from before any rank's backward to after the last.
+        #[cfg(feature = "cuda")]
+        let _reduction = reduced_by_backend.then(|| super::cuda::reduction(&self.devices));
         let rank = &rank;
         let outcomes: Vec<std::thread::Result<Result<R>>> = std::thread::scope(|scope| {
             let handles: Vec<_> = links
@@ -60,7 +77,9 @@ impl Threads {
                 .map(|(r, (link, device))| {
                     std::thread::Builder::new()
                         .name(format!("stoker-rank-{r}"))
-                        .spawn_scoped(scope, move || rank(World::threads(r, size, device, link)))
+                        .spawn_scoped(scope, move || {
+                            rank(World::threads(r, size, device, link, reduced_by_backend))
+                        })
                         .expect("spawning a rank's thread")
                 })
                 .collect();

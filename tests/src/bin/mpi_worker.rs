@@ -119,7 +119,8 @@ fn run(
     let (chief_setups, chief_steps, every_setups, every_steps) =
         (chief.setups.clone(), chief.steps.clone(), every.setups.clone(), every.steps.clone());
     let script = Script { started: out.join("started") };
-    let defaults = if scenario == "callbacks" { DefaultCallbacks::default() } else { DefaultCallbacks::none() };
+    let defaults =
+        if scenario == "callbacks" { DefaultCallbacks::default() } else { DefaultCallbacks::none() };
     let trainer = Trainer::new(fixed_model(device), optimizer, data)
         .default_callbacks(defaults)
         .learning_rate(0.05)

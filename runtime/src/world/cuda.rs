@@ -1,0 +1,79 @@
+//! The CUDA path of the threads transport (feature `cuda`): when every device given to
+//! [`Threads::new`](super::Threads::new) is a CUDA device with autodiff, gradients are averaged by
+//! burn itself, inside `loss.backward()`, with NCCL (burn 0.22's `DistributedContext` with
+//! `ReduceOperation::Mean`), and the step's exchange carries only the control words.
+//!
+//! What burn 0.22.1 asks, read in its source:
+//! - `DistributedContext::init(devices, config)` starts one sync server per backend type for the
+//!   whole process; it must exist before any rank's backward and be dropped after the last
+//!   (here: around the ranks' threads in [`Threads::run`](super::Threads::run)).
+//! - A parameter is reduced only when its autodiff leaf carries a distributed root step
+//!   (`Tensor::set_distributed(param_id)`); every backward consumes the root steps it reaches.
+//!   burn's optimizers mark again the parameters they update (`ParameterContext`), but not the
+//!   ones they do not (a step without an optimizer update, as under gradient accumulation), and a
+//!   model whose tensors are replaced (a checkpoint loaded) loses the mark: so every rank marks
+//!   its replica before each step's forward ([`mark_distributed`]).
+//! - The parameters are matched across devices by id: the replicas take the chief's ids when the
+//!   chief's model is broadcast at the start of training.
+//! - Each rank's backward blocks until every rank has submitted its gradients.
+//! - The server is one per backend type for the whole process, and every backward on that backend
+//!   reports to it when it ends: while a world reduces on CUDA, no other CUDA backward may run in
+//!   the process, and two such worlds run one after the other ([`reduction`]).
+//!
+//! Limits: one process (burn 0.22 has no reduction across processes; MPI moves gradients through
+//! host memory); a rank that fails while the others are already inside a step's backward leaves
+//! them waiting there (burn's server waits for every device, with no timeout), where the words
+//! exchange alone would have told them; a callback that runs its own backward on one rank only
+//! (a chief-only one) meets the same server.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use burn::module::{Module, ModuleMapper, Param};
+use burn::tensor::distributed::{DistributedConfig, DistributedContext, ReduceOperation};
+use burn::tensor::{Device, Tensor};
+use burn_dispatch::DispatchDevice;
+use burn_dispatch::devices::CubeDevice;
+
+/// Whether `device` is a CUDA device (with or without autodiff).
+pub(crate) fn is_cuda(device: &Device) -> bool {
+    let raw = device.clone().without_autodiff();
+    matches!(raw.as_dispatch(), DispatchDevice::Cube(CubeDevice::Cuda(_)))
+}
+
+/// Whether a world on `devices` has its gradients reduced by burn (NCCL): two or more devices,
+/// every one CUDA with autodiff.
+pub(crate) fn reduced_by_backend(devices: &[Device]) -> bool {
+    devices.len() >= 2 && devices.iter().all(|device| device.is_autodiff() && is_cuda(device))
+}
+
+/// burn's sync server over a world's devices, for the duration of one
+/// [`Threads::run`](super::Threads::run).
+pub(crate) struct Reduction {
+    // Dropped first: the server is closed before the next world may start one.
+    _context: DistributedContext,
+    _alone: MutexGuard<'static, ()>,
+}
+
+/// burn's sync server over `devices`, averaging the gradients of distributed parameters; torn
+/// down when dropped. burn keeps one server per backend type for the whole process, so worlds
+/// that reduce on CUDA run one at a time: a second waits here for the first to end.
+pub(crate) fn reduction(devices: &[Device]) -> Reduction {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let config = DistributedConfig { all_reduce_op: ReduceOperation::Mean };
+    Reduction { _context: DistributedContext::init(devices.to_vec(), config), _alone: alone }
+}
+
+/// Every trainable float parameter of `model` marked distributed under its own id, so that the
+/// next backward returns its gradient averaged over the ranks.
+pub(crate) fn mark_distributed<M: Module>(model: M) -> M {
+    struct Mark;
+    impl ModuleMapper for Mark {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            let (id, tensor, mapper) = param.consume();
+            let tensor = if tensor.is_require_grad() { tensor.set_distributed(id) } else { tensor };
+            Param::from_mapped_value(id, tensor, mapper)
+        }
+    }
+    model.map(&mut Mark)
+}
