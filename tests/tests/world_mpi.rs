@@ -103,7 +103,7 @@ fn over_mpi_chief_only_callbacks_run_once_and_one_rank_writes() {
     assert_eq!(events, 1, "{names:?}");
     let stats: Vec<Json> =
         serde_json::from_str(&std::fs::read_to_string(dir.join("stats.json")).unwrap()).unwrap();
-    assert_eq!(stats.len(), 2);
+    assert!(stats.is_empty(), "no callback here puts scalars: {stats:?}");
     let index: Json =
         serde_json::from_str(&std::fs::read_to_string(dir.join("checkpoints/index.json")).unwrap()).unwrap();
     assert_eq!(index["latest"], "step-8");

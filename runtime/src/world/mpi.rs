@@ -10,7 +10,6 @@ use std::marker::PhantomData;
 
 use mpi::Threading;
 use mpi::collective::SystemOperation;
-use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives};
 
@@ -21,10 +20,11 @@ const MAX_COUNT: usize = 1 << 30;
 
 /// This process's MPI world (rsmpi over OpenMPI).
 ///
-/// Holds the `Universe`, so MPI is finalized (`MPI_Finalize`) when this is dropped, after which it
-/// cannot be initialized again in this process. `MPI_Finalize` is collective in practice: drop it
-/// on every rank once the ranks' collective calls are done, or end the world with
-/// [`abort`](Self::abort) instead.
+/// MPI is finalized (`MPI_Finalize`) when the process exits (an `atexit` handler), not when this
+/// is dropped: `MPI_Finalize` waits for `mpirun`, and `mpirun`, told to stop the job (SIGINT),
+/// signals the ranks and kills them a second later. A rank that finalized when its trainer
+/// returned would be killed there, before the program's own code after training (writing its
+/// results, printing the outcome) ran. MPI cannot be initialized again in this process.
 ///
 /// `Send` but not `Sync`: MPI is initialized with `MPI_THREAD_SERIALIZED`, so the calls may come
 /// from any one thread at a time, which `&self` methods on a value that cannot be shared between
@@ -36,8 +36,6 @@ pub(crate) struct MpiComm {
     rank: usize,
     /// The number of ranks.
     size: usize,
-    /// Finalizes MPI when dropped; declared last so it is dropped after the communicator.
-    _universe: Universe,
     /// Not `Sync`: MPI calls are serialized by ownership.
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -63,7 +61,13 @@ impl MpiComm {
         let world = universe.world();
         let rank = usize::try_from(world.rank()).expect("an MPI rank is not negative");
         let size = usize::try_from(world.size()).expect("an MPI world size is positive");
-        Ok(MpiComm { world, rank, size, _universe: universe, _not_sync: PhantomData })
+        // MPI_COMM_WORLD lives as long as MPI; MPI ends when the process exits.
+        std::mem::forget(universe);
+        // SAFETY: registering a plain `extern "C"` function that takes nothing.
+        if unsafe { atexit(finalize_at_exit) } != 0 {
+            return Err(Error::msg("registering MPI's finalization at exit failed"));
+        }
+        Ok(MpiComm { world, rank, size, _not_sync: PhantomData })
     }
 
     /// This process's rank in the world, `0..size()`.
@@ -100,6 +104,21 @@ impl MpiComm {
         let _ = stderr.flush();
         drop(stderr);
         self.world.abort(code)
+    }
+}
+
+unsafe extern "C" {
+    /// The C library's `atexit` (standard C, on every platform MPI runs on).
+    fn atexit(function: extern "C" fn()) -> std::ffi::c_int;
+}
+
+/// `MPI_Finalize`, once, when the process exits (unless MPI already ended, by an abort).
+extern "C" fn finalize_at_exit() {
+    if !mpi::is_finalized() {
+        // SAFETY: MPI was initialized by `MpiComm::init`, and nothing runs MPI calls at exit.
+        unsafe {
+            mpi::ffi::MPI_Finalize();
+        }
     }
 }
 
@@ -143,8 +162,8 @@ mod tests {
             assert_eq!(*v, ranks * i as f32);
         }
         drop(comm);
-        assert!(mpi::is_finalized());
-        assert!(MpiComm::init().is_err(), "MPI cannot start again after finalizing");
+        assert!(!mpi::is_finalized(), "MPI ends when the process exits, not with the comm");
+        assert!(MpiComm::init().is_err(), "MPI cannot start again in this process");
     }
 
     #[test]
