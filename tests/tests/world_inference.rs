@@ -187,8 +187,8 @@ fn two_ranks(
             };
             let valid = shard(&world, validation(sizes, world.device()));
             let data = world.shard(training(8, world.device()));
+            // The default callbacks: the chief's writers (stats.json).
             Trainer::new(model, SgdConfig::new().init(), data)
-                .default_callbacks(DefaultCallbacks::none())
                 .handle_signals(false)
                 .learning_rate(0.0)
                 .max_epoch(EPOCHS)

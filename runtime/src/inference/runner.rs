@@ -341,6 +341,7 @@ where
             }
             batches += 1;
         }
+        drop(pass);
         let counts = &self.counts.0;
         counts.passes.fetch_add(1, Ordering::Relaxed);
         counts.batches.fetch_add(batches, Ordering::Relaxed);
