@@ -1,7 +1,7 @@
 //! Classification over a pass: the error rate ([`ClassificationError`]) and a binary
 //! classifier's precision, recall and F1 ([`BinaryClassificationStats`]).
 
-use super::{Inferencer, bit, prefixed, ratio_or_zero};
+use super::{Inferencer, bit, merged_len, prefixed, ratio_or_zero};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
 
@@ -59,6 +59,16 @@ impl Inferencer for ClassificationError {
         let (wrong, _) = values.host(&self.fetches[0].name)?;
         self.wrong += wrong.iter().map(|&w| f64::from(w)).sum::<f64>();
         self.total += wrong.len() as u64;
+        Ok(())
+    }
+    /// The misclassified samples and the samples.
+    fn partial(&self) -> Option<Vec<f64>> {
+        Some(vec![self.wrong, self.total as f64])
+    }
+    fn merge(&mut self, summed: &[f64]) -> Result<()> {
+        merged_len("ClassificationError", summed, 2)?;
+        self.wrong = summed[0];
+        self.total = summed[1] as u64;
         Ok(())
     }
     fn after_inference(&mut self) -> Vec<(String, f64)> {
@@ -152,6 +162,17 @@ impl Inferencer for BinaryClassificationStats {
                 (false, false) => self.true_negatives += 1,
             }
         }
+        Ok(())
+    }
+    /// The four counts of [`counts`](Self::counts).
+    fn partial(&self) -> Option<Vec<f64>> {
+        Some(self.counts().iter().map(|&c| c as f64).collect())
+    }
+    fn merge(&mut self, summed: &[f64]) -> Result<()> {
+        merged_len("BinaryClassificationStats", summed, 4)?;
+        let [tp, fp, fn_, tn] = [0, 1, 2, 3].map(|i| summed[i] as u64);
+        (self.true_positives, self.false_positives, self.false_negatives, self.true_negatives) =
+            (tp, fp, fn_, tn);
         Ok(())
     }
     fn after_inference(&mut self) -> Vec<(String, f64)> {

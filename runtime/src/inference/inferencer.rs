@@ -82,4 +82,30 @@ pub trait Inferencer {
     fn set_batch_size(&mut self, batch_size: usize) {
         let _ = batch_size;
     }
+    /// This pass's state as sums that add up over the parts of a data set: what a
+    /// [data-parallel](InferenceRunner::data_parallel) runner sums over the ranks before
+    /// [`merge`](Self::merge) hands the totals back. Called after the last
+    /// [`on_batch`](Self::on_batch) of a pass, and once at setup, before any pass, to learn
+    /// whether the inferencer can be combined at all.
+    ///
+    /// `None`, the default, says it cannot: a data-parallel runner with this inferencer fails at
+    /// setup naming it, rather than averaging results that do not average (a median, a maximum
+    /// kept as a mean, a ratio of ratios). Give sums and counts (never ratios), always the same
+    /// number of values: the built-in inferencers give their sums and their counts of datapoints
+    /// or decisions, so that the combined result is the one a single rank computes over the
+    /// whole set.
+    fn partial(&self) -> Option<Vec<f64>> {
+        None
+    }
+    /// Replace this pass's state by `summed`, the element-wise sum over the ranks of what
+    /// [`partial`](Self::partial) gave (the same length); [`after_inference`](Self::after_inference)
+    /// follows. The default fails naming the inferencer: one that gives
+    /// [`partial`](Self::partial) must implement this too.
+    fn merge(&mut self, summed: &[f64]) -> Result<()> {
+        let _ = summed;
+        Err(crate::Error::msg(format!(
+            "{}: gives partial sums (Inferencer::partial) but does not implement Inferencer::merge to take the sums over the ranks back",
+            self.name()
+        )))
+    }
 }

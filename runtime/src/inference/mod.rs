@@ -7,6 +7,11 @@
 //! (the true error of the set), [`BinaryClassificationStats`] (precision, recall, F1),
 //! [`MultiLabelStats`] (neon's per-class statistics), or one of the user's.
 //!
+//! In a data-parallel world the runner validates on the chief alone, over the whole set; with
+//! [`InferenceRunner::data_parallel`] (tensorpack's `DataParallelInferenceRunner`) every rank
+//! runs its shard, the inferencers' partial sums ([`Inferencer::partial`], [`Inferencer::merge`])
+//! are added up over the ranks, and the chief reports the statistics of the whole set.
+//!
 //! One file per concept: the trait (`inferencer`), each inferencer (`scalar_stats`,
 //! `classification`, `multi_label`) and the runner (`runner`).
 
@@ -40,7 +45,118 @@ pub(super) fn bit(value: f32, owner: &str, name: &str) -> Result<bool> {
     }
 }
 
+/// `summed`'s length is `expected`, or the error saying what [`Inferencer::merge`] received.
+pub(super) fn merged_len(owner: &str, summed: &[f64], expected: usize) -> Result<()> {
+    if summed.len() == expected {
+        Ok(())
+    } else {
+        Err(Error::msg(format!(
+            "{owner}: merge received {} summed values, not the {expected} its partial sums hold",
+            summed.len()
+        )))
+    }
+}
+
 /// `numerator / denominator`, 0 when the denominator is 0.
 pub(super) fn ratio_or_zero(numerator: u64, denominator: u64) -> f64 {
     if denominator == 0 { 0.0 } else { numerator as f64 / denominator as f64 }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::{Tensor, TensorData};
+
+    use super::*;
+    use crate::fetch::{FetchPlan, Fetched, Outputs};
+
+    /// Batch `i` of a small pass (sizes 3, 1, 2, 2): every output the built-in inferencers read.
+    fn batch(i: usize) -> (Outputs, usize) {
+        let device = crate::device::cpu();
+        let n = [3, 1, 2, 2][i];
+        let bits = |seed: usize, len: usize| -> Vec<f32> {
+            (0..len).map(|j| ((j * 7 + seed * 3 + j / 2) % 3 == 0) as u8 as f32).collect()
+        };
+        let vector = |values: Vec<f32>| Tensor::<1>::from_data(TensorData::new(values, [n]), &device);
+        let matrix = |values: Vec<f32>| Tensor::<2>::from_data(TensorData::new(values, [n, 2]), &device);
+        let mut out = Outputs::new();
+        out.put("cost", Tensor::<1>::from_data(TensorData::new(vec![0.25 + i as f32 * 0.7], [1]), &device));
+        out.put("wrong", vector(bits(i, n)));
+        out.put("pred", vector(bits(i + 1, n)));
+        out.put("label", vector(bits(i + 2, n)));
+        out.put("predicted", matrix(bits(i + 3, 2 * n)));
+        out.put("labels", matrix(bits(i + 4, 2 * n)));
+        (out, n)
+    }
+
+    /// One pass of `inferencer` over `batches`.
+    fn pass(inferencer: &mut dyn Inferencer, batches: &[usize]) {
+        let mut plan = FetchPlan::default();
+        let mut mask = 0;
+        for fetch in inferencer.fetches() {
+            mask |= plan.declare(fetch, "test").unwrap();
+        }
+        inferencer.before_inference();
+        for &i in batches {
+            let (outputs, n) = batch(i);
+            plan.fill(&outputs, mask).unwrap();
+            inferencer.set_batch_size(n);
+            inferencer.on_batch(&plan.view()).unwrap();
+        }
+    }
+
+    /// The pass over every batch, and the passes over two parts merged, give the same results.
+    fn halves_merge_into_the_whole<I: Inferencer + Clone>(inferencer: I) {
+        let mut whole = inferencer.clone();
+        pass(&mut whole, &[0, 1, 2, 3]);
+        let expected = whole.after_inference();
+        let (mut even, mut odd, mut merged) = (inferencer.clone(), inferencer.clone(), inferencer);
+        pass(&mut even, &[0, 2]);
+        pass(&mut odd, &[1, 3]);
+        let (even, odd) = (even.partial().unwrap(), odd.partial().unwrap());
+        assert_eq!(even.len(), odd.len());
+        let summed: Vec<f64> = even.iter().zip(&odd).map(|(a, b)| a + b).collect();
+        merged.before_inference();
+        merged.merge(&summed).unwrap();
+        let got = merged.after_inference();
+        assert_eq!(got.len(), expected.len());
+        for ((name, value), (expected_name, expected_value)) in got.iter().zip(&expected) {
+            assert_eq!(name, expected_name);
+            assert!((value - expected_value).abs() < 1e-12, "{name}: {value} merged, {expected_value} whole");
+        }
+        assert!(merged.merge(&summed[1..]).is_err(), "a sum of the wrong length is refused");
+    }
+
+    #[test]
+    fn every_built_in_inferencers_partial_sums_merge_into_the_whole_pass() {
+        halves_merge_into_the_whole(ScalarStats::new(["cost"]));
+        halves_merge_into_the_whole(ClassificationError::new("wrong", "validation_error"));
+        halves_merge_into_the_whole(BinaryClassificationStats::new("pred", "label"));
+        halves_merge_into_the_whole(MultiLabelStats::new("predicted", "labels", ["a", "b"]));
+        halves_merge_into_the_whole(
+            MultiLabelStats::new("predicted", "labels", ["a", "b"]).neon_batch_mean(true),
+        );
+        halves_merge_into_the_whole(MultiLabelStats::new("predicted", "labels", ["a", "b"]).argmax(true));
+    }
+
+    struct Opaque;
+
+    impl Inferencer for Opaque {
+        fn fetches(&self) -> &[crate::fetch::Fetch] {
+            &[]
+        }
+        fn before_inference(&mut self) {}
+        fn on_batch(&mut self, _values: &Fetched<'_>) -> Result<()> {
+            Ok(())
+        }
+        fn after_inference(&mut self) -> Vec<(String, f64)> {
+            Vec::new()
+        }
+    }
+
+    #[test]
+    fn an_inferencer_gives_no_partial_sums_and_refuses_a_merge_by_default() {
+        assert_eq!(Opaque.partial(), None);
+        let error = Opaque.merge(&[1.0]).unwrap_err().to_string();
+        assert!(error.starts_with("Opaque: ") && error.contains("Inferencer::merge"), "{error}");
+    }
 }

@@ -1,6 +1,6 @@
 //! [`MultiLabelStats`]: neon's per-class statistics of a multi-label classifier.
 
-use super::{Inferencer, bit, prefixed, ratio_or_zero};
+use super::{Inferencer, bit, merged_len, prefixed, ratio_or_zero};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
 
@@ -179,6 +179,35 @@ impl Inferencer for MultiLabelStats {
             }
         }
         self.batches += 1;
+        Ok(())
+    }
+    /// Per class: true positives, predicted and actual positives, misclassified samples, and
+    /// neon's three per-batch ratios summed; then the samples and the batches. neon's batch
+    /// mean combines exactly too: the ratios of every batch of every rank, over all the batches.
+    fn partial(&self) -> Option<Vec<f64>> {
+        let classes = self.classes.len();
+        let mut values = Vec::with_capacity(7 * classes + 2);
+        for c in 0..classes {
+            values.extend(
+                [self.true_positives[c], self.predicted[c], self.actual[c], self.wrong[c]].map(|v| v as f64),
+            );
+            values.extend(self.batch_sums[c]);
+        }
+        values.extend([self.samples as f64, self.batches as f64]);
+        Some(values)
+    }
+    fn merge(&mut self, summed: &[f64]) -> Result<()> {
+        let classes = self.classes.len();
+        merged_len("MultiLabelStats", summed, 7 * classes + 2)?;
+        for (c, values) in summed.chunks_exact(7).take(classes).enumerate() {
+            self.true_positives[c] = values[0] as u64;
+            self.predicted[c] = values[1] as u64;
+            self.actual[c] = values[2] as u64;
+            self.wrong[c] = values[3] as u64;
+            self.batch_sums[c] = [values[4], values[5], values[6]];
+        }
+        self.samples = summed[7 * classes] as u64;
+        self.batches = summed[7 * classes + 1] as u64;
         Ok(())
     }
     fn after_inference(&mut self) -> Vec<(String, f64)> {

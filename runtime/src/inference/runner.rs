@@ -102,6 +102,13 @@ impl InferenceCounts {
 /// # let _ = (runner, counts);
 /// ```
 ///
+/// **Across the ranks of a data-parallel world** ([`data_parallel`](Self::data_parallel), as
+/// tensorpack's `DataParallelInferenceRunner`): every rank runs the pass over its own shard of
+/// the data, the inferencers' partial sums ([`Inferencer::partial`]) are added up over the ranks
+/// in one [`Context::sum_over_ranks`], and the chief alone puts the results, those of the whole
+/// set, to its monitors. Without it the runner is `chief_only`: the chief runs the whole set while
+/// the other ranks wait at the next step.
+///
 /// The parameters' defaults let an order target name the bare type: `#[order(after = InferenceRunner)]`.
 pub struct InferenceRunner<D = (), F = ()> {
     data: D,
@@ -114,6 +121,8 @@ pub struct InferenceRunner<D = (), F = ()> {
     /// The outputs whose first dimension is the batch size, learnt on the first batch.
     per_sample: Vec<&'static str>,
     counts: InferenceCounts,
+    /// Every rank runs its shard; the inferencers' partial sums are summed over the ranks.
+    data_parallel: bool,
 }
 
 impl<D, F> InferenceRunner<D, F> {
@@ -129,7 +138,64 @@ impl<D, F> InferenceRunner<D, F> {
             needs_batch_size: false,
             per_sample: Vec::new(),
             counts: InferenceCounts::default(),
+            data_parallel: false,
         }
+    }
+    /// Run on every rank of a data-parallel world, each over its own shard of the validation
+    /// data, and combine the inferencers' results over the ranks (tensorpack's
+    /// `DataParallelInferenceRunner`): the chief's monitors receive the statistics of the whole
+    /// set — equal to those one rank computes over all of it — and the other ranks' monitors
+    /// receive nothing, so every writer sees each value once.
+    ///
+    /// - **Data.** The runner is given this rank's shard, as the trainer is: `world.shard(batches)`
+    ///   (see [`Shard`](crate::world::Shard)). The shards need not be of equal length — only
+    ///   sums travel, once, after the pass — so a shard that keeps every batch is right here:
+    ///   [`World::shard`](crate::world::World::shard) leaves out the last `len % size` batches,
+    ///   which `batches.into_iter().skip(rank).step_by(size).collect()` keeps.
+    /// - **Inferencers.** Each must give partial sums ([`Inferencer::partial`] and
+    ///   [`Inferencer::merge`]); every built-in one does (sums and counts, never ratios, so the
+    ///   result is exact). A runner with one that does not fails at setup, naming it.
+    /// - **Cost.** One [`Context::sum_over_ranks`] per pass: the number of ranks' batches, then
+    ///   every inferencer's partial sums (32 values per exchange).
+    /// - **Triggers.** Every rank must run the pass at the same events: keep the default trigger
+    ///   or a periodic one, the same on every rank.
+    ///
+    /// In a run without a world, the runner behaves as a plain one (the sums are their own).
+    /// [`counts`](Self::counts) count this rank's batches.
+    ///
+    /// ```no_run
+    /// # use burn_stoker::prelude::*;
+    /// # use burn_stoker::world::Threads;
+    /// # use burn::nn::{Linear, LinearConfig};
+    /// # use burn::optim::SgdConfig;
+    /// # use burn::tensor::{Device, Tensor};
+    /// # fn batches(device: &Device) -> Vec<(Tensor<2>, Tensor<2>)> { Vec::new() }
+    /// let devices = vec![Device::default().autodiff(), Device::default().autodiff()];
+    /// Threads::new(devices).run(|world| {
+    ///     let device = world.device().clone();
+    ///     let model: Linear = LinearConfig::new(4, 1).init(&device);
+    ///     let validation = InferenceRunner::new(
+    ///         world.shard(batches(&device)), // this rank's part of the validation set
+    ///         |model: &Linear, (x, y): (Tensor<2>, Tensor<2>), out: &mut Outputs| {
+    ///             let n = x.dims()[0];
+    ///             out.put("cost", (model.forward(x) - y).powi_scalar(2).mean());
+    ///             n
+    ///         },
+    ///     )
+    ///     .with(ScalarStats::new(["cost"]))
+    ///     .data_parallel();
+    ///     Trainer::new(model, SgdConfig::new().init(), world.shard(batches(&device)))
+    ///         .world(world)
+    ///         .callbacks(validation)
+    ///         .train(|model: &Linear, (x, y): (Tensor<2>, Tensor<2>), _step: &mut Step<'_>| {
+    ///             (model.forward(x) - y).powi_scalar(2).mean()
+    ///         })
+    /// })?;
+    /// # Ok::<(), burn_stoker::Error>(())
+    /// ```
+    pub fn data_parallel(mut self) -> Self {
+        self.data_parallel = true;
+        self
     }
     /// Add an inferencer.
     pub fn with(mut self, inferencer: impl Inferencer + 'static) -> Self {
@@ -210,9 +276,28 @@ where
     F: FnMut(&M, D::Batch, &mut Outputs) -> R,
     R: ForwardOutput,
 {
+    /// Chief-only, unless [`data_parallel`](InferenceRunner::data_parallel).
+    fn chief_only(&self) -> bool {
+        !self.data_parallel
+    }
+
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
         if self.inferencers.is_empty() {
             return Err(Error::msg("InferenceRunner has no inferencer: add one with .with(...)"));
+        }
+        if self.data_parallel {
+            let unmergeable: Vec<String> = self
+                .inferencers
+                .iter()
+                .filter(|i| i.partial().is_none())
+                .map(|i| format!("`{}`", i.name()))
+                .collect();
+            if !unmergeable.is_empty() {
+                return Err(Error::msg(format!(
+                    "a data-parallel InferenceRunner cannot combine the results of {} over the ranks: it gives no partial sums; implement Inferencer::partial and Inferencer::merge, or validate on the chief alone (an InferenceRunner without .data_parallel() over the whole set)",
+                    unmergeable.join(", ")
+                )));
+            }
         }
         for inferencer in &self.inferencers {
             for fetch in inferencer.fetches() {
@@ -256,16 +341,74 @@ where
             }
             batches += 1;
         }
+        drop(pass);
         let counts = &self.counts.0;
         counts.passes.fetch_add(1, Ordering::Relaxed);
         counts.batches.fetch_add(batches, Ordering::Relaxed);
         counts.transfers.fetch_add(self.plan.transfers() - transfers, Ordering::Relaxed);
+        if self.data_parallel {
+            return self.combine(ctx, batches);
+        }
         if batches == 0 {
             return Err(Error::Data("InferenceRunner: the inference data produced no batch".into()));
         }
         for inferencer in &mut self.inferencers {
             for (name, value) in inferencer.after_inference() {
                 ctx.monitors().put_scalar(&name, value);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<D, F> InferenceRunner<D, F> {
+    /// After a data-parallel pass: the inferencers' partial sums summed over the ranks (one
+    /// [`Context::sum_over_ranks`]), handed back, and the results put on the chief alone.
+    ///
+    /// The values: how many values every rank sends (so ranks whose inferencers differ fail
+    /// instead of mixing), this rank's batches, then each inferencer's partial sums in turn.
+    fn combine<M: Module>(&mut self, ctx: &mut Context<'_, M>, batches: u64) -> Result<()> {
+        let mut values = vec![0.0, batches as f64];
+        let mut lengths = Vec::with_capacity(self.inferencers.len());
+        for inferencer in &self.inferencers {
+            let partial = inferencer.partial().ok_or_else(|| {
+                Error::msg(format!(
+                    "a data-parallel InferenceRunner: `{}` gave partial sums at setup and none after a pass",
+                    inferencer.name()
+                ))
+            })?;
+            lengths.push(partial.len());
+            values.extend(partial);
+        }
+        values[0] = values.len() as f64;
+        let expected = values[0] * ctx.world_size() as f64;
+        ctx.sum_over_ranks(&mut values)?;
+        if values[0] != expected {
+            return Err(Error::msg(format!(
+                "a data-parallel InferenceRunner: the ranks' inferencers gave different numbers of partial sums (this rank {}, {} over {} ranks): every rank must build the same runner",
+                expected / ctx.world_size() as f64,
+                values[0],
+                ctx.world_size()
+            )));
+        }
+        if values[1] == 0.0 {
+            return Err(Error::Data(
+                "InferenceRunner: the inference data produced no batch on any rank".into(),
+            ));
+        }
+        let mut rest = &values[2..];
+        for (inferencer, len) in self.inferencers.iter_mut().zip(lengths) {
+            let (summed, tail) = rest.split_at(len);
+            inferencer.merge(summed)?;
+            rest = tail;
+        }
+        let chief = ctx.is_chief();
+        for inferencer in &mut self.inferencers {
+            let results = inferencer.after_inference();
+            if chief {
+                for (name, value) in results {
+                    ctx.monitors().put_scalar(&name, value);
+                }
             }
         }
         Ok(())

@@ -2,7 +2,7 @@
 
 #[cfg(doc)]
 use super::{ClassificationError, InferenceRunner};
-use super::{Inferencer, prefixed};
+use super::{Inferencer, merged_len, prefixed};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
 
@@ -78,6 +78,17 @@ impl Inferencer for ScalarStats {
             *sum += values.get::<f64>(&fetch.name)? * n as f64;
         }
         self.datapoints += n as u64;
+        Ok(())
+    }
+    /// Each output's sum of batch value × batch size, then the number of datapoints.
+    fn partial(&self) -> Option<Vec<f64>> {
+        Some(self.sums.iter().copied().chain([self.datapoints as f64]).collect())
+    }
+    fn merge(&mut self, summed: &[f64]) -> Result<()> {
+        merged_len("ScalarStats", summed, self.sums.len() + 1)?;
+        let (sums, datapoints) = summed.split_at(self.sums.len());
+        self.sums.copy_from_slice(sums);
+        self.datapoints = datapoints[0] as u64;
         Ok(())
     }
     fn after_inference(&mut self) -> Vec<(String, f64)> {
