@@ -159,9 +159,19 @@ pub fn step<M: Classifier>(model: &M, batch: DigitBatch, out: &mut Outputs) -> T
 
 /// The training digits in batches of 64 (the last partial batch dropped).
 pub fn batches(device: &Device) -> Vec<DigitBatch> {
+    batches_of(64, device)
+}
+
+/// The training digits in batches of `size` (the last partial batch dropped).
+pub fn batches_of(size: usize, device: &Device) -> Vec<DigitBatch> {
     use burn::data::dataloader::batcher::Batcher;
     let split = load_digits(1, 0.2);
-    split.train.chunks(64).filter(|c| c.len() == 64).map(|c| DigitBatcher.batch(c.to_vec(), device)).collect()
+    split
+        .train
+        .chunks(size)
+        .filter(|c| c.len() == size)
+        .map(|c| DigitBatcher.batch(c.to_vec(), device))
+        .collect()
 }
 
 /// The median of `values` (the upper one of an even count).

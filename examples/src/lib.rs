@@ -203,7 +203,7 @@ pub fn train_digits_in(
     let split = load_digits(config.seed, 0.2);
     let device = &config.device;
     let size = world.as_ref().map_or(1, |w| w.size());
-    if config.batch_size % size != 0 {
+    if !config.batch_size.is_multiple_of(size) {
         return Err(burn_stoker::Error::msg(format!(
             "the batch size {} does not split over {size} ranks",
             config.batch_size
