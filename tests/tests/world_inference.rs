@@ -167,13 +167,18 @@ fn single_rank(initial: &Linear, sizes: &[usize]) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// Validation batches.
+type Batches = Vec<(Tensor<2>, Tensor<2>)>;
+/// What each rank's monitors held: (rank, epoch, values).
+type Held = Vec<(usize, u64, Vec<Option<f64>>)>;
+
 /// Two ranks, each validating `shard(world, batches)`, from the chief's `initial` weights; returns
 /// what each rank's monitors held after the runner, and the log directory.
 fn two_ranks(
     initial: &Linear,
     sizes: &[usize],
-    shard: fn(&World, Vec<(Tensor<2>, Tensor<2>)>) -> Vec<(Tensor<2>, Tensor<2>)>,
-) -> (Vec<(usize, u64, Vec<Option<f64>>)>, std::path::PathBuf) {
+    shard: fn(&World, Batches) -> Batches,
+) -> (Held, std::path::PathBuf) {
     let initial = Mutex::new(initial.clone());
     let record = Record::default();
     let dir = scratch_dir("world-inference-pair");

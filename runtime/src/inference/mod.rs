@@ -74,7 +74,7 @@ mod tests {
         let device = crate::device::cpu();
         let n = [3, 1, 2, 2][i];
         let bits = |seed: usize, len: usize| -> Vec<f32> {
-            (0..len).map(|j| ((j * 7 + seed * 3 + j / 2) % 3 == 0) as u8 as f32).collect()
+            (0..len).map(|j| (j * 7 + seed * 3 + j / 2).is_multiple_of(3) as u8 as f32).collect()
         };
         let vector = |values: Vec<f32>| Tensor::<1>::from_data(TensorData::new(values, [n]), &device);
         let matrix = |values: Vec<f32>| Tensor::<2>::from_data(TensorData::new(values, [n, 2]), &device);
