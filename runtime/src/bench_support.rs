@@ -86,5 +86,6 @@ pub fn time_exchanges<M: Module + 'static>(
         world.exchange(&model, Some(second), words)?;
         total += start.elapsed();
     }
+    agreement.world.settled = true;
     Ok(total)
 }

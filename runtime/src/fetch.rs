@@ -363,6 +363,11 @@ impl FetchPlan {
             .map(|i| 1 << i)
     }
 
+    /// Whether some callback declared a fetch named `name`, of either kind.
+    pub(crate) fn declares(&self, name: &str) -> bool {
+        self.slots.iter().any(|s| s.fetch.name == name)
+    }
+
     /// The one host value of slot `bit`, filled at this step; an error when it is not a scalar.
     pub(crate) fn host_scalar(&self, bit: u64, why: &str) -> Result<f32> {
         let slot = &self.slots[bit.trailing_zeros() as usize];

@@ -21,7 +21,7 @@ type Weights = Vec<Vec<f32>>;
 const STEPS: usize = 50;
 
 fn cpu() -> Device {
-    Device::default().autodiff()
+    burn_stoker::device::cpu()
 }
 
 /// Trains 50 steps on one device with batch 2B, then on two ranks with batch B, from the same
@@ -415,4 +415,91 @@ fn every_rank_steps_with_the_chiefs_hyper_parameters() {
     assert_eq!(on(1)[0], (1, 0.01));
     assert_eq!(on(1)[2], (3, 1.0 / 5.0));
     assert_eq!(weights(&reports[0].model), weights(&reports[1].model));
+}
+
+/// `#[chief_only(false)]` on a derive field releases a chief-only callback onto every rank;
+/// `#[chief_only]` keeps an every-rank one on the chief.
+#[derive(Callbacks)]
+struct Placement {
+    #[chief_only(false)]
+    released: Count,
+    #[chief_only]
+    kept: LrLog,
+}
+
+impl CallbackKind for Count {
+    const NAME: &'static str = "Released";
+}
+
+impl CallbackKind for LrLog {
+    const NAME: &'static str = "LrLog";
+}
+
+#[test]
+fn derive_fields_place_their_callbacks_on_the_ranks_they_say() {
+    let released = Count::new("Released", true);
+    let kept = LrLog::default();
+    let dir = scratch_dir("world-placement");
+    Threads::new([cpu(), cpu()])
+        .run(|world| {
+            let data = world.shard(batches(8, B, world.device()));
+            Trainer::new(fixed_model(world.device()), SgdConfig::new().init(), data)
+                .default_callbacks(DefaultCallbacks::none())
+                .handle_signals(false)
+                .log_dir(&dir)
+                .world(world)
+                .callbacks(Placement { released: released.clone(), kept: kept.clone() })
+                .train(mse)
+        })
+        .expect("two ranks");
+    assert_eq!(released.setups.load(Ordering::SeqCst), 2, "on every rank");
+    let ranks: Vec<usize> = kept.0.lock().unwrap().iter().map(|seen| seen.0).collect();
+    assert_eq!(ranks, [0, 0, 0, 0], "on the chief only, at each of its 4 steps");
+}
+
+#[test]
+fn ranks_that_disagree_on_what_they_exchange_fail_on_every_rank() {
+    let dir = scratch_dir("world-disagree");
+    let result = Threads::new([cpu(), cpu()]).run(|world| {
+        // Rank 1 averages the loss, the chief does not: their words differ in length.
+        let world = if world.rank() == 1 { world.mean_of(["loss"]) } else { world };
+        let data = world.shard(batches(8, B, world.device()));
+        Trainer::new(fixed_model(world.device()), SgdConfig::new().init(), data)
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .log_dir(&dir)
+            .world(world)
+            .train(mse)
+    });
+    let text = result.expect_err("the world fails").to_string();
+    assert!(text.contains("exchange different numbers of values"), "{text}");
+}
+
+/// Fetches the loss as a device tensor.
+struct DeviceLoss(Vec<burn_stoker::fetch::Fetch>);
+
+impl Callback<Linear> for DeviceLoss {
+    fn chief_only(&self) -> bool {
+        false
+    }
+    fn fetches(&self) -> &[burn_stoker::fetch::Fetch] {
+        &self.0
+    }
+}
+
+#[test]
+fn averaging_a_value_fetched_only_on_the_device_is_an_error() {
+    let dir = scratch_dir("world-device-mean");
+    let result = Threads::new([cpu(), cpu()]).run(|world| {
+        let data = world.shard(batches(8, B, world.device()));
+        Trainer::new(fixed_model(world.device()), SgdConfig::new().init(), data)
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .log_dir(&dir)
+            .world(world.mean_of(["loss"]))
+            .callbacks(DeviceLoss(vec![burn_stoker::fetch::Fetch::device("loss")]))
+            .train(mse)
+    });
+    let text = result.expect_err("an error").to_string();
+    assert!(text.contains("World::mean_of(\"loss\")") && text.contains("device tensor"), "{text}");
 }

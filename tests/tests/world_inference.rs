@@ -41,7 +41,7 @@ const NAMES: [&str; 19] = [
 ];
 
 fn cpu() -> Device {
-    Device::default().autodiff()
+    burn_stoker::device::cpu()
 }
 
 /// `n` training batches of 4 points, 6 -> 3.

@@ -50,7 +50,7 @@ fn record_weights(record: &Json) -> Vec<Vec<f32>> {
 }
 
 fn single(optimizer: ModuleOptimizer) -> Vec<Vec<f32>> {
-    let device = Device::default().autodiff();
+    let device = burn_stoker::device::cpu();
     let report = Trainer::new(stoker_tests::world::fixed_model(&device), optimizer, joined(50, &device))
         .default_callbacks(DefaultCallbacks::none())
         .handle_signals(false)
@@ -176,4 +176,36 @@ fn sigint_to_mpirun_then_a_resume_ends_where_an_uninterrupted_run_does() {
         resumed[0]["weights"], whole[0]["weights"],
         "resumed and uninterrupted runs end bit-identical"
     );
+}
+
+#[test]
+fn over_mpi_a_rank_that_never_trains_ends_the_job_within_seconds() {
+    let start = Instant::now();
+    let (output, records, _) = run("absent", &scratch_dir("mpi-absent"), false);
+    assert!(start.elapsed() < Duration::from_secs(30), "took {:?}", start.elapsed());
+    assert!(!output.status.success());
+    assert!(records.is_empty(), "no rank finished");
+    let text = text(&output);
+    assert!(text.contains("stoker: rank 1 left the data-parallel world before its training ended"), "{text}");
+}
+
+#[test]
+fn over_mpi_a_rank_killed_ends_the_job_and_mpirun_names_it() {
+    let dir = scratch_dir("mpi-killed");
+    let out = scratch_dir("mpi-out-killed");
+    let child =
+        mpirun("long", &dir, &out, false).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let start = Instant::now();
+    while !out.join("started").exists() {
+        assert!(start.elapsed() < Duration::from_secs(60), "the ranks never started training");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid: i32 = std::fs::read_to_string(out.join("pid-1")).unwrap().trim().parse().unwrap();
+    let killed = Instant::now();
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let output = child.wait_with_output().unwrap();
+    assert!(killed.elapsed() < Duration::from_secs(30), "took {:?}", killed.elapsed());
+    assert!(!output.status.success());
+    let text = text(&output);
+    assert!(text.contains("rank 1") && text.contains("signal 9"), "{text}");
 }

@@ -58,7 +58,7 @@ fn main() {
 }
 
 fn cpu() -> Device {
-    Device::default().autodiff()
+    burn_stoker::device::cpu()
 }
 
 /// `Linear(d, d)` sizes: about 0.25, 1, 4 and 16 MB of f32 parameters.

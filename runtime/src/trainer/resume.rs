@@ -152,7 +152,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     pub(super) fn load_callback_states(&mut self) -> Result<()> {
         let Some(restored) = self.resumed.as_mut() else { return Ok(()) };
         let mut saved = std::mem::take(&mut restored.callbacks);
-        for i in 0..self.names.len() {
+        // The callbacks that run here (off the chief, not the chief-only ones).
+        for &i in &self.order {
             let name = &self.names[i];
             match saved.remove(name.as_ref()) {
                 Some(state) => {
@@ -173,6 +174,10 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             }
         }
         for name in saved.keys() {
+            if self.names.iter().any(|n| n == name) {
+                // A chief-only callback, off the chief.
+                continue;
+            }
             eprintln!(
                 "stoker: warning: the checkpoint holds the state of callback `{name}`, which this run does not have; ignored"
             );

@@ -143,6 +143,10 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
                 .collect();
         }
         run.state.world = world;
+        if let Err(error) = run.check_means() {
+            let result = run.agree_end(Err(error));
+            return Err(result.expect_err("an error stays an error"));
+        }
         if let Some(restored) = restored
             && let Err(error) = run.restore(restored)
         {

@@ -30,6 +30,20 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         }
     }
 
+    /// `World::mean_of` names a value some callback fetches only as a device tensor: an error
+    /// (only host values are averaged), the same on every rank.
+    pub(super) fn check_means(&self) -> Result<()> {
+        let Some(agreement) = &self.state.world else { return Ok(()) };
+        for name in &agreement.world.means {
+            if self.plan.host_bit(name).is_none() && self.plan.declares(name) {
+                return Err(Error::Fetch(format!(
+                    "World::mean_of(\"{name}\"): the callbacks fetch `{name}` only as a device tensor, and only host values are averaged over the ranks; fetch it as a host value (f32, f64), or leave it out of mean_of"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn is_chief(&self) -> bool {
         self.state.rank == 0
     }
@@ -47,7 +61,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             for (k, &bit) in self.mean_slots.iter().enumerate() {
                 if bit & self.mean_mask != 0 {
                     let value = self.plan.host_scalar(bit, "World::mean_of")?;
-                    agreement.words[agreement.layout.mean(k)] = f64::from(value);
+                    let slot = agreement.layout.mean(k);
+                    agreement.words[slot] = f64::from(value);
+                    agreement.words[slot + 1] = 1.0;
                 }
             }
         }
@@ -59,11 +75,13 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         agreement.broken = false;
         self.read_words(true)?;
         if self.mean_mask != 0 {
+            // The mean over the ranks that read the value (every rank, unless some callback's
+            // `wants_fetch` answers differently on different ranks).
             let agreement = self.state.world.as_ref().expect("in a world");
-            let size = agreement.layout.size as f64;
             for (k, &bit) in self.mean_slots.iter().enumerate() {
-                if bit & self.mean_mask != 0 {
-                    let mean = agreement.words[agreement.layout.mean(k)] / size;
+                let slot = agreement.layout.mean(k);
+                if bit & self.mean_mask != 0 && agreement.words[slot + 1] > 0.0 {
+                    let mean = agreement.words[slot] / agreement.words[slot + 1];
                     self.plan.set_host_scalar(bit, mean as f32);
                 }
             }
@@ -89,7 +107,16 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     pub(super) fn agree_end(&mut self, result: Result<()>) -> Result<()> {
         let Some(agreement) = self.state.world.as_mut() else { return result };
         match result {
-            Ok(()) if agreement.failed.is_none() => self.agree_boundary(),
+            Ok(()) if agreement.failed.is_none() => {
+                let result = self.agree_boundary();
+                if result.is_ok()
+                    && let Some(agreement) = self.state.world.as_mut()
+                {
+                    // The final exchange: nothing more is expected of this rank.
+                    agreement.world.settled = true;
+                }
+                result
+            }
             Ok(()) => Err(Error::RankFailed { rank: agreement.failed.unwrap_or(0) }),
             Err(error) => {
                 agreement.fail(self.state.model.as_ref());
@@ -106,7 +133,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let agreement = state.world.as_mut().expect("in a world");
         let (layout, words) = (agreement.layout, &mut agreement.words);
         words.fill(0.0);
-        words[words::KIND] = f64::from(if step { Kind::Step } else { Kind::Boundary } as u8);
+        layout.mark(words, if step { Kind::Step } else { Kind::Boundary });
         if state.control.stop.is_some() && agreement.stop.is_none() {
             words[layout.stop(rank)] = 1.0;
         }
@@ -120,9 +147,12 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         }
         if step {
             words[words::STEPS_PER_EPOCH] = state.counters.steps_per_epoch as f64;
+            words[words::GLOBAL_STEP] = state.counters.global_step as f64;
         }
         if rank == 0 {
-            for (i, name) in state.hyper.names().enumerate() {
+            // At most the hyper-parameters registered when training started (one registered later,
+            // through `Context::hyper_mut`, is an error at the reading, on every rank).
+            for (i, name) in state.hyper.names().take(layout.hypers).enumerate() {
                 words[layout.hyper(i)] = state.hyper.get(name).unwrap_or(0.0);
             }
         }
@@ -145,6 +175,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let stop_rank = layout.first_stop(words);
         let skip = words[words::SKIP] > 0.0;
         let steps_sum = words[words::STEPS_PER_EPOCH];
+        let global_sum = words[words::GLOBAL_STEP];
         let hypers: Vec<(usize, f64)> = if rank == 0 {
             Vec::new()
         } else {
@@ -172,7 +203,22 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 "the ranks take different numbers of steps per epoch ({own} here, {steps_sum} over {size} ranks): give every rank a shard with the same number of batches (World::shard) or set Trainer::steps_per_epoch"
             )));
         }
-        if !hypers.is_empty() {
+        let own_step = self.state.counters.global_step as f64;
+        if step && global_sum != own_step * size as f64 {
+            return Err(Error::Checkpoint(format!(
+                "the ranks are at different global steps ({own_step} here, {global_sum} summed over {size} ranks): every rank must resume from the same checkpoint (a filesystem the ranks share), or none"
+            )));
+        }
+        if self.state.hyper.names().count() != layout.hypers {
+            return Err(Error::HyperParam(format!(
+                "a hyper-parameter was registered during data-parallel training ({} now, {} at the start): register every hyper-parameter with the trainer's builder, so that every rank agrees on them",
+                self.state.hyper.names().count(),
+                layout.hypers
+            )));
+        }
+        if hypers.iter().enumerate().any(|(i, &(_, value))| {
+            self.state.hyper.names().nth(i).and_then(|n| self.state.hyper.get(n)) != Some(value)
+        }) {
             let names: Vec<String> = self.state.hyper.names().map(str::to_owned).collect();
             for (i, value) in hypers {
                 if self.state.hyper.get(&names[i]) != Some(value) {

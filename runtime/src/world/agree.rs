@@ -44,7 +44,7 @@ impl Agreement {
     /// The world and the words, to exchange directly (the all-reduce benchmark).
     pub(crate) fn parts(&mut self) -> (&mut World, &mut [f64]) {
         self.words.fill(0.0);
-        self.words[words::KIND] = Kind::Step as u8 as f64;
+        self.layout.mark(&mut self.words, Kind::Step);
         (&mut self.world, &mut self.words)
     }
 
@@ -55,7 +55,7 @@ impl Agreement {
     /// The first exchange: every replica takes the chief's weights. Fails when a rank is gone.
     pub(crate) fn start<M: Module + 'static>(&mut self, model: M) -> Result<M> {
         self.words.fill(0.0);
-        self.words[words::KIND] = Kind::Start as u8 as f64;
+        self.layout.mark(&mut self.words, Kind::Start);
         self.broken = true;
         let model = self.world.broadcast_model(model, &mut self.words);
         self.broken = false;
@@ -82,6 +82,7 @@ impl Agreement {
         self.words[self.layout.failed(rank)] = 1.0;
         let _ = self.world.exchange(model, None, &mut self.words);
         self.failed = Some(self.layout.first_failed(&self.words).unwrap_or(rank));
+        self.world.settled = true;
     }
 
     /// After an exchange: a failure anywhere ends this rank's run; ranks at different kinds of
@@ -89,11 +90,23 @@ impl Agreement {
     pub(crate) fn check(&mut self, kind: Kind) -> Result<()> {
         if let Some(rank) = self.layout.first_failed(&self.words) {
             self.failed = Some(rank);
+            self.world.settled = true;
             return Err(Error::RankFailed { rank });
         }
-        let expected = f64::from(kind as u8) * self.layout.size as f64;
-        if self.words[words::KIND] != expected {
-            // Not every rank is at this kind of exchange: the world cannot go on.
+        let (k, size) = (f64::from(kind as u8), self.layout.size as f64);
+        if self.words[words::LEN] != self.layout.len() as f64 * size {
+            // Every rank fails here, each naming itself; none exchanges again.
+            self.failed = Some(self.world.rank());
+            self.world.settled = true;
+            return Err(Error::msg(format!(
+                "the ranks of the data-parallel world exchange different numbers of values ({} here): every rank must register the same hyper-parameters and give its world the same `mean_of` names",
+                self.layout.len()
+            )));
+        }
+        if self.words[words::KIND] != k * size || self.words[words::KIND_SQUARED] != k * k * size {
+            // Not every rank is at this kind of exchange: the world cannot go on. The ranks that
+            // are elsewhere may wait for this one: under MPI the job ends (the world is not
+            // settled, and its drop aborts).
             self.failed = Some(self.world.rank());
             return Err(Error::msg(format!(
                 "the ranks of the data-parallel world are at different points: this rank (rank {}) is at {}; a callback that sums over ranks (Context::sum_over_ranks) must run on every rank (chief_only = false) at the same events",
@@ -112,7 +125,7 @@ impl Agreement {
         }
         for chunk in values.chunks_mut(words::USER) {
             self.words.fill(0.0);
-            self.words[words::KIND] = Kind::Sum as u8 as f64;
+            self.layout.mark(&mut self.words, Kind::Sum);
             for (i, value) in chunk.iter().enumerate() {
                 self.words[self.layout.user(i)] = *value;
             }

@@ -10,7 +10,7 @@
 //! Parameters and gradients of another float dtype (f16, bf16, f64) are converted to f32 on the
 //! way out and back to their own dtype on the way in (f64 loses precision in the buffer).
 
-// Used by the MPI transport only; its tests run without it.
+// Mostly used by the MPI transport; its tests run without it.
 #![cfg_attr(not(feature = "mpi"), allow(dead_code))]
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
@@ -198,6 +198,37 @@ pub(crate) fn read_params<M: Module>(model: M, buf: &[f32]) -> M {
     }
     check_len(&model, buf.len(), "read_params");
     model.map(&mut Read { buf, offset: 0 })
+}
+
+/// A copy of `model` whose float parameters are in buffers of their own (same ids, values,
+/// devices, `require_grad`, distributed marks), made by device operations on the calling thread.
+///
+/// Two replicas in one process that shared parameter buffers (a clone, or a fork onto the same
+/// device) would race on an asynchronous device: burn updates a parameter in place when its
+/// buffer is held once, and one replica's in-place update could reach the buffer before the
+/// other replica's pending read of it.
+pub(crate) fn copy_params<M: Module>(model: &M) -> M {
+    struct Copy;
+    impl ModuleMapper for Copy {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            let (id, old, mapper) = param.consume();
+            // `x * 1` is `x` bit for bit (negative zeros and NaNs included), in a new buffer,
+            // computed outside autodiff so that the copy is a leaf.
+            let copy = old.clone().without_autodiff().mul_scalar(1.0);
+            let mut new = if old.is_autodiff() { copy.autodiff() } else { copy };
+            if let Some(strategy) = old.gradient_checkpointing_strategy() {
+                new = new.with_gradient_checkpointing_strategy(strategy);
+            }
+            if old.is_require_grad() {
+                new = new.require_grad();
+            }
+            if old.is_autodiff() && old.is_distributed() {
+                new = new.set_distributed(id);
+            }
+            Param::from_mapped_value(id, new, mapper)
+        }
+    }
+    model.clone().map(&mut Copy)
 }
 
 #[cfg(test)]

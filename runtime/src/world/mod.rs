@@ -79,6 +79,9 @@ pub struct World {
     /// Whether `backward()` already returns the gradients averaged over the ranks (burn's
     /// `DistributedContext` over CUDA devices): the exchanges then carry the words only.
     grads_reduced_by_backend: bool,
+    /// Whether the other ranks expect nothing more of this one (its training ended with the
+    /// final exchange, or a failure was agreed on).
+    pub(crate) settled: bool,
 }
 
 pub(crate) enum Link {
@@ -109,6 +112,20 @@ impl fmt::Debug for World {
     }
 }
 
+/// An MPI world dropped while the other ranks may still wait for this one (its process leaves
+/// training by a panic outside the trainer's reach, or never trains) ends the job (`MPI_Abort`)
+/// rather than leave them waiting.
+impl Drop for World {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.abort(&format!(
+                "stoker: rank {} left the data-parallel world before its training ended; ending every rank",
+                self.rank
+            ));
+        }
+    }
+}
+
 impl World {
     /// This process's rank in the MPI world started by `mpirun` (`mpirun -n 4 my_training`),
     /// training on `device`. MPI is initialized here, once per process, and finalized when the
@@ -121,7 +138,15 @@ impl World {
         let comm = mpi::MpiComm::init()?;
         let (rank, size) = (comm.rank(), comm.size());
         let link = Link::Mpi { comm, send: Vec::new(), recv: Vec::new() };
-        Ok(World { rank, size, device, link, means: Vec::new(), grads_reduced_by_backend: false })
+        Ok(World {
+            rank,
+            size,
+            device,
+            link,
+            means: Vec::new(),
+            grads_reduced_by_backend: false,
+            settled: false,
+        })
     }
 
     pub(crate) fn threads(
@@ -131,7 +156,15 @@ impl World {
         link: threads::ThreadLink,
         grads_reduced_by_backend: bool,
     ) -> World {
-        World { rank, size, device, link: Link::Threads(link), means: Vec::new(), grads_reduced_by_backend }
+        World {
+            rank,
+            size,
+            device,
+            link: Link::Threads(link),
+            means: Vec::new(),
+            grads_reduced_by_backend,
+            settled: false,
+        }
     }
 
     /// Whether `backward()` returns gradients already averaged over the ranks (burn's

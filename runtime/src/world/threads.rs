@@ -143,6 +143,9 @@ impl ThreadLink {
     ) -> Option<GradientsParams> {
         match self {
             ThreadLink::Peer { up, down } => {
+                if grads.is_some() {
+                    handoff(device);
+                }
                 let sent = up.send(Up { grads, words: words.to_vec() });
                 let reply = sent.ok().and_then(|()| down.recv().ok());
                 match reply {
@@ -186,6 +189,9 @@ impl ThreadLink {
                 }
                 let mut averaged =
                     if complete { average(model, sum.grads(), size, peers.len() + 1) } else { Vec::new() };
+                if complete {
+                    handoff(device);
+                }
                 let mine = averaged.pop();
                 for ((_, down), alive) in peers.iter().zip(alive) {
                     if alive {
@@ -225,6 +231,9 @@ impl ThreadLink {
                 }
             }
             ThreadLink::Chief { peers } => {
+                // burn initializes parameters lazily, and a lazy parameter forked onto another
+                // device initializes there on its own (other random values): initialize first.
+                initialize(&model);
                 for (i, (up, _)) in peers.iter().enumerate() {
                     match up.recv() {
                         Ok(message) => {
@@ -235,8 +244,11 @@ impl ThreadLink {
                         Err(_) => words[failed(i + 1)] = 1.0,
                     }
                 }
-                for (_, down) in peers.iter() {
-                    let chief: Box<dyn Any + Send> = Box::new(model.clone());
+                let copies: Vec<M> = peers.iter().map(|_| super::flat::copy_params(&model)).collect();
+                handoff(device);
+                for ((_, down), copy) in peers.iter().zip(copies) {
+                    // Each peer's replica in buffers of its own (see `flat::copy_params`).
+                    let chief: Box<dyn Any + Send> = Box::new(copy);
                     let _ = down.send(Down { grads: None, words: words.to_vec(), model: Some(chief) });
                 }
                 model
@@ -245,7 +257,11 @@ impl ThreadLink {
     }
 }
 
-/// `sum / size`, as `copies` sets of the same tensors (one for each rank).
+/// `sum / size`, as `copies` sets of tensors (one for each rank), each in its own buffer: a
+/// rank's optimizer may update its gradients in place (burn does when a tensor's buffer is held
+/// once), and on an asynchronous device (wgpu) that write could reach a buffer another rank has
+/// not read yet. Every copy is the same division of the same sum, so the ranks' gradients are
+/// equal bit for bit.
 fn average<M: Module>(model: &M, sum: GradientsParams, size: usize, copies: usize) -> Vec<GradientsParams> {
     struct Average {
         sum: GradientsParams,
@@ -254,11 +270,12 @@ fn average<M: Module>(model: &M, sum: GradientsParams, size: usize, copies: usiz
     }
     impl ModuleVisitor for Average {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            if let Some(grad) = self.sum.remove::<D>(param.id) {
-                let grad = grad.div_scalar(self.size);
-                for out in &mut self.out {
-                    out.register::<D>(param.id, grad.clone());
+            if let Some(sum) = self.sum.remove::<D>(param.id) {
+                let last = self.out.len() - 1;
+                for out in &mut self.out[..last] {
+                    out.register::<D>(param.id, sum.clone().div_scalar(self.size));
                 }
+                self.out[last].register::<D>(param.id, sum.div_scalar(self.size));
             }
         }
     }
@@ -266,4 +283,25 @@ fn average<M: Module>(model: &M, sum: GradientsParams, size: usize, copies: usiz
         Average { sum, size: size as f64, out: (0..copies).map(|_| GradientsParams::new()).collect() };
     model.visit(&mut visitor);
     visitor.out
+}
+
+/// Initialize every lazily initialized parameter of `model` (reading a parameter does).
+fn initialize<M: Module>(model: &M) {
+    struct Touch;
+    impl ModuleVisitor for Touch {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let _ = param.val();
+        }
+    }
+    model.visit(&mut Touch);
+}
+
+/// Before tensors made on this thread go to another: wait until this thread's work on `device`
+/// is done. On an asynchronous device (wgpu, CUDA) each thread queues its operations on a stream
+/// of its own, and another thread's stream does not wait for them: it would read the buffers
+/// before they are written. Nothing to wait for on the CPU.
+fn handoff(device: &Device) {
+    if let Err(error) = device.sync() {
+        panic!("stoker: the device failed while handing tensors to another rank: {error:?}");
+    }
 }

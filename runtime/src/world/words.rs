@@ -25,7 +25,15 @@ pub(crate) const SIGTERM: usize = 2;
 pub(crate) const STEPS_PER_EPOCH: usize = 3;
 /// What kind of exchange each rank is at ([`Kind`]), summed: size × the kind when all agree.
 pub(crate) const KIND: usize = 4;
-const FIXED: usize = 5;
+/// The kind squared, summed: with [`KIND`], every rank is at the same kind exactly when the sum
+/// is size × kind and this is size × kind² (ranks at 2 and 4 sum like two at 3, not their squares).
+pub(crate) const KIND_SQUARED: usize = 5;
+/// The global step at a step's exchange (its sum checked against size × this rank's: counters
+/// that differ, as after a resume from different checkpoints, stop every rank).
+pub(crate) const GLOBAL_STEP: usize = 6;
+/// The number of words, summed: equal layouts on every rank.
+pub(crate) const LEN: usize = 7;
+const FIXED: usize = 8;
 /// How many values one sum over ranks for callbacks carries.
 pub(crate) const USER: usize = 32;
 
@@ -33,6 +41,7 @@ pub(crate) const USER: usize = 32;
 /// step's gradients with a callback's sums.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
+    // Values 1 to 4: a rank at kind k contributes k and k² (see KIND_SQUARED).
     Start = 1,
     Step = 2,
     Boundary = 3,
@@ -59,7 +68,7 @@ pub(crate) fn failed(rank: usize) -> usize {
 impl Layout {
     /// The number of words.
     pub(crate) fn len(&self) -> usize {
-        FIXED + 2 * self.size + self.hypers + self.means + USER
+        FIXED + 2 * self.size + self.hypers + 2 * self.means + USER
     }
     /// 1 where rank `rank` failed.
     pub(crate) fn failed(&self, rank: usize) -> usize {
@@ -73,13 +82,21 @@ impl Layout {
     pub(crate) fn hyper(&self, i: usize) -> usize {
         FIXED + 2 * self.size + i
     }
-    /// The sum over ranks of averaged value `i`.
+    /// The sum over ranks of averaged value `i`; the number of ranks that gave it is at
+    /// `mean(i) + 1`.
     pub(crate) fn mean(&self, i: usize) -> usize {
-        FIXED + 2 * self.size + self.hypers + i
+        FIXED + 2 * self.size + self.hypers + 2 * i
     }
     /// Value `i` of a callback's sum over ranks.
     pub(crate) fn user(&self, i: usize) -> usize {
-        FIXED + 2 * self.size + self.hypers + self.means + i
+        FIXED + 2 * self.size + self.hypers + 2 * self.means + i
+    }
+    /// Mark `words` as this rank's words at an exchange of `kind`.
+    pub(crate) fn mark(&self, words: &mut [f64], kind: Kind) {
+        let k = f64::from(kind as u8);
+        words[KIND] = k;
+        words[KIND_SQUARED] = k * k;
+        words[LEN] = self.len() as f64;
     }
     /// The lowest rank that failed, if any.
     pub(crate) fn first_failed(&self, words: &[f64]) -> Option<usize> {
@@ -168,7 +185,7 @@ mod tests {
         words[layout.stop(2)] = 1.0;
         assert_eq!(layout.first_failed(&words), Some(1));
         assert_eq!(layout.first_stop(&words), Some(2));
-        assert_eq!(layout.mean(0), layout.user(0) - 1);
+        assert_eq!(layout.mean(0), layout.user(0) - 2);
         assert_eq!(layout.user(USER - 1), layout.len() - 1);
     }
 }

@@ -8,7 +8,10 @@
 //! - `stop`: rank 1 asks to stop after global step 5;
 //! - `panic`: rank 1 panics in its step at global step 3;
 //! - `long`: 3 epochs of 400 steps with Adam, 2 ms of sleep per step (for SIGINT), a marker file
-//!   `OUT/started` after step 20, `--resume` to continue from the log directory.
+//!   `OUT/started` after step 20, `--resume` to continue from the log directory;
+//! - `absent`: rank 1 gives up before training (its world dropped unused), rank 0 trains.
+//!
+//! Every rank writes its process id into `OUT/pid-R` first.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -77,7 +80,7 @@ fn main() -> ExitCode {
     }
     let (scenario, log_dir, out) = (args[1].as_str(), PathBuf::from(&args[2]), PathBuf::from(&args[3]));
     let resume = args.get(4).is_some_and(|a| a == "--resume");
-    let device = Device::default().autodiff();
+    let device = burn_stoker::device::cpu();
     let world = match World::mpi(device.clone()) {
         Ok(world) => world,
         Err(error) => {
@@ -86,6 +89,12 @@ fn main() -> ExitCode {
         }
     };
     let rank = world.rank();
+    let _ = std::fs::write(out.join(format!("pid-{rank}")), std::process::id().to_string());
+    if scenario == "absent" && rank == 1 {
+        eprintln!("mpi_worker rank 1: gives up before training");
+        drop(world);
+        return ExitCode::FAILURE;
+    }
     match run(scenario, &log_dir, &out, resume, world, &device) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
