@@ -12,7 +12,6 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use burn::optim::{AdamConfig, ModuleOptimizer, SgdConfig};
-use burn::tensor::Device;
 use burn_stoker::prelude::*;
 use serde_json::Value as Json;
 use stoker_tests::world::{from_bits, joined, max_diff, mse};
