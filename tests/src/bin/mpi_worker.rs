@@ -98,6 +98,8 @@ fn main() -> ExitCode {
     match run(scenario, &log_dir, &out, resume, world, &device) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
+            // Also in a file: mpirun interleaves the ranks' stderr.
+            let _ = std::fs::write(out.join(format!("error-{rank}.txt")), error.to_string());
             eprintln!("mpi_worker rank {rank}: training failed: {error}");
             ExitCode::FAILURE
         }
