@@ -148,6 +148,58 @@ pub mod world {
         bits.iter().map(|w| w.iter().map(|v| f32::from_bits(*v)).collect()).collect()
     }
 
+    /// Weights, parameter by parameter.
+    pub type Weights = Vec<Vec<f32>>;
+
+    /// Trains `steps` steps on `devices[0]` with batch 2B, then on two ranks (one per device, the
+    /// threads transport) with batch B on the same samples, from the same initial model (rank 1
+    /// builds other weights: the chief's must reach it); `inspect` sees each rank's world first.
+    /// Returns the (single, rank 0, rank 1) weights.
+    pub fn single_and_pair(
+        devices: [Device; 2],
+        steps: usize,
+        optimizer: fn() -> burn::optim::ModuleOptimizer,
+        inspect: fn(&burn_stoker::world::World),
+    ) -> (Weights, Weights, Weights) {
+        use burn_stoker::trainer::{DefaultCallbacks, Trainer};
+        let device = devices[0].clone();
+        let initial: Linear = LinearConfig::new(6, 3).init(&device);
+        let single = Trainer::new(initial.clone(), optimizer(), joined(steps, &device))
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .learning_rate(0.05)
+            .log_dir(crate::scratch_dir("world-single"))
+            .train(mse)
+            .expect("single-device training");
+        assert_eq!(single.counters.global_step(), steps as u64);
+
+        let initial = std::sync::Mutex::new(initial);
+        let dir = crate::scratch_dir("world-pair");
+        let reports = burn_stoker::world::Threads::new(devices)
+            .run(|world| {
+                inspect(&world);
+                let model = if world.is_chief() {
+                    initial.lock().unwrap().clone()
+                } else {
+                    LinearConfig::new(6, 3).init(world.device())
+                };
+                let data = world.shard(batches(2 * steps, B, world.device()));
+                Trainer::new(model, optimizer(), data)
+                    .default_callbacks(DefaultCallbacks::none())
+                    .handle_signals(false)
+                    .learning_rate(0.05)
+                    .log_dir(&dir)
+                    .world(world)
+                    .train(mse)
+            })
+            .expect("two ranks");
+        assert_eq!(reports.len(), 2);
+        for report in &reports {
+            assert_eq!(report.counters.global_step(), steps as u64);
+        }
+        (crate::weights(&single.model), crate::weights(&reports[0].model), crate::weights(&reports[1].model))
+    }
+
     /// The largest difference between two sets of weights.
     pub fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
         a.iter().flatten().zip(b.iter().flatten()).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)

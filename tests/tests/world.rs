@@ -9,14 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use burn::nn::{Linear, LinearConfig};
-use burn::optim::{AdamConfig, ModuleOptimizer, SgdConfig};
-use burn::tensor::Device;
+use burn::optim::{AdamConfig, SgdConfig};
+use burn::tensor::{Device, Tensor};
 use burn_stoker::prelude::*;
 use burn_stoker::world::{Threads, World};
-use stoker_tests::world::{B, batches, fixed_model, joined, max_diff, mse};
+use stoker_tests::world::{B, Weights, batches, fixed_model, max_diff, mse, single_and_pair};
 use stoker_tests::{scratch_dir, weights};
-
-type Weights = Vec<Vec<f32>>;
 
 const STEPS: usize = 50;
 
@@ -24,50 +22,9 @@ fn cpu() -> Device {
     burn_stoker::device::cpu()
 }
 
-/// Trains 50 steps on one device with batch 2B, then on two ranks with batch B, from the same
-/// initial model; returns (single, rank 0, rank 1) weights.
-fn single_and_pair(optimizer: fn() -> ModuleOptimizer) -> (Weights, Weights, Weights) {
-    let device = cpu();
-    let initial: Linear = LinearConfig::new(6, 3).init(&device);
-    let single = Trainer::new(initial.clone(), optimizer(), joined(STEPS, &device))
-        .default_callbacks(DefaultCallbacks::none())
-        .handle_signals(false)
-        .learning_rate(0.05)
-        .log_dir(scratch_dir("world-single"))
-        .train(mse)
-        .expect("single-device training");
-    assert_eq!(single.counters.global_step(), STEPS as u64);
-
-    let initial = Mutex::new(initial);
-    let dir = scratch_dir("world-pair");
-    let reports = Threads::new([cpu(), cpu()])
-        .run(|world| {
-            // Rank 1 starts from other weights: the chief's must reach it.
-            let model = if world.is_chief() {
-                initial.lock().unwrap().clone()
-            } else {
-                LinearConfig::new(6, 3).init(world.device())
-            };
-            let data = world.shard(batches(2 * STEPS, B, world.device()));
-            Trainer::new(model, optimizer(), data)
-                .default_callbacks(DefaultCallbacks::none())
-                .handle_signals(false)
-                .learning_rate(0.05)
-                .log_dir(&dir)
-                .world(world)
-                .train(mse)
-        })
-        .expect("two ranks");
-    assert_eq!(reports.len(), 2);
-    for report in &reports {
-        assert_eq!(report.counters.global_step(), STEPS as u64);
-    }
-    (weights(&single.model), weights(&reports[0].model), weights(&reports[1].model))
-}
-
 #[test]
 fn two_ranks_with_sgd_train_what_one_rank_with_twice_the_batch_trains() {
-    let (single, chief, other) = single_and_pair(|| SgdConfig::new().init());
+    let (single, chief, other) = single_and_pair([cpu(), cpu()], STEPS, || SgdConfig::new().init(), |_| {});
     assert_eq!(chief, other, "the replicas must be bit-identical");
     let diff = max_diff(&single, &chief);
     assert!(diff < 1e-5, "2 ranks x batch {B} vs 1 rank x batch {}: max difference {diff}", 2 * B);
@@ -76,10 +33,25 @@ fn two_ranks_with_sgd_train_what_one_rank_with_twice_the_batch_trains() {
 
 #[test]
 fn two_ranks_with_adam_train_what_one_rank_with_twice_the_batch_trains() {
-    let (single, chief, other) = single_and_pair(|| AdamConfig::new().init());
+    let (single, chief, other) = single_and_pair([cpu(), cpu()], STEPS, || AdamConfig::new().init(), |_| {});
     assert_eq!(chief, other, "the replicas must be bit-identical");
     let diff = max_diff(&single, &chief);
     assert!(diff < 1e-5, "2 ranks x batch {B} vs 1 rank x batch {}: max difference {diff}", 2 * B);
+}
+
+/// A rank's trainer: the fixed model, SGD, its shard of `n` batches of B rows, no default
+/// callbacks, no signal handling, log directory `dir`.
+fn rank_trainer(
+    world: World,
+    n: usize,
+    dir: &std::path::Path,
+) -> Trainer<Linear, Vec<(Tensor<2>, Tensor<2>)>> {
+    let data = world.shard(batches(n, B, world.device()));
+    Trainer::new(fixed_model(world.device()), SgdConfig::new().init(), data)
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .log_dir(dir)
+        .world(world)
 }
 
 /// Counts the events it sees, per rank.
@@ -173,18 +145,7 @@ impl<M> Callback<M> for StopOnRank1 {
 fn a_stop_asked_on_rank_1_stops_both_at_the_same_step() {
     let dir = scratch_dir("world-stop");
     let reports = Threads::new([cpu(), cpu()])
-        .run(|world| {
-            let model: Linear = LinearConfig::new(6, 3).init(world.device());
-            let data = world.shard(batches(40, B, world.device()));
-            Trainer::new(model, SgdConfig::new().init(), data)
-                .default_callbacks(DefaultCallbacks::none())
-                .handle_signals(false)
-                .max_epoch(3)
-                .log_dir(&dir)
-                .world(world)
-                .callbacks(StopOnRank1)
-                .train(mse)
-        })
+        .run(|world| rank_trainer(world, 40, &dir).max_epoch(3).callbacks(StopOnRank1).train(mse))
         .expect("two ranks");
     let steps: Vec<u64> = reports.iter().map(|r| r.counters.global_step()).collect();
     assert_eq!(steps[0], steps[1], "both ranks stop at the same step");
@@ -202,20 +163,12 @@ fn a_panic_on_rank_1_ends_the_world_with_an_error_naming_rank_1() {
     let start = Instant::now();
     let result = Threads::new([cpu(), cpu()]).run(|world| {
         let rank = world.rank();
-        let model: Linear = LinearConfig::new(6, 3).init(world.device());
-        let data = world.shard(batches(40, B, world.device()));
-        Trainer::new(model, SgdConfig::new().init(), data)
-            .default_callbacks(DefaultCallbacks::none())
-            .handle_signals(false)
-            .max_epoch(3)
-            .log_dir(&dir)
-            .world(world)
-            .train(move |model: &Linear, batch, step: &mut Step<'_>| {
-                if rank == 1 && step.counters().global_step() == 3 {
-                    panic!("rank 1 broke on purpose");
-                }
-                mse(model, batch, step)
-            })
+        rank_trainer(world, 40, &dir).max_epoch(3).train(move |model: &Linear, batch, step: &mut Step<'_>| {
+            if rank == 1 && step.counters().global_step() == 3 {
+                panic!("rank 1 broke on purpose");
+            }
+            mse(model, batch, step)
+        })
     });
     let error = result.expect_err("the world fails");
     let text = error.to_string();
@@ -232,15 +185,7 @@ fn a_rank_that_never_trains_ends_the_others_with_an_error() {
         if world.rank() == 1 {
             return Err(burn_stoker::Error::msg("rank 1 could not load its data"));
         }
-        let model: Linear = LinearConfig::new(6, 3).init(world.device());
-        let data = world.shard(batches(8, B, world.device()));
-        Trainer::new(model, SgdConfig::new().init(), data)
-            .default_callbacks(DefaultCallbacks::none())
-            .handle_signals(false)
-            .log_dir(&dir)
-            .world(world)
-            .train(mse)
-            .map(|_| ())
+        rank_trainer(world, 8, &dir).train(mse).map(|_| ())
     });
     let text = result.expect_err("the world fails").to_string();
     assert!(text.starts_with("rank 1: rank 1 could not load its data"), "{text}");
@@ -283,15 +228,7 @@ fn logged_losses(mean: bool) -> (Vec<f32>, Vec<f32>) {
     Threads::new([cpu(), cpu()])
         .run(|world| {
             let world = if mean { world.mean_of(["loss"]) } else { world };
-            let model = fixed_model(world.device());
-            let data = world.shard(batches(8, B, world.device()));
-            Trainer::new(model, SgdConfig::new().init(), data)
-                .default_callbacks(DefaultCallbacks::none())
-                .handle_signals(false)
-                .log_dir(&dir)
-                .world(world)
-                .callbacks(log.clone())
-                .train(mse)
+            rank_trainer(world, 8, &dir).callbacks(log.clone()).train(mse)
         })
         .expect("two ranks");
     (log.of(0), log.of(1))
@@ -392,15 +329,7 @@ fn every_rank_steps_with_the_chiefs_hyper_parameters() {
     let dir = scratch_dir("world-hyper");
     let reports = Threads::new([cpu(), cpu()])
         .run(|world| {
-            let data = world.shard(batches(12, B, world.device()));
-            Trainer::new(fixed_model(world.device()), SgdConfig::new().init(), data)
-                .default_callbacks(DefaultCallbacks::none())
-                .handle_signals(false)
-                .learning_rate(0.01)
-                .log_dir(&dir)
-                .world(world)
-                .callbacks((ChiefSetsLr, log.clone()))
-                .train(mse)
+            rank_trainer(world, 12, &dir).learning_rate(0.01).callbacks((ChiefSetsLr, log.clone())).train(mse)
         })
         .expect("two ranks");
     let seen = log.0.lock().unwrap().clone();
@@ -442,12 +371,7 @@ fn derive_fields_place_their_callbacks_on_the_ranks_they_say() {
     let dir = scratch_dir("world-placement");
     Threads::new([cpu(), cpu()])
         .run(|world| {
-            let data = world.shard(batches(8, B, world.device()));
-            Trainer::new(fixed_model(world.device()), SgdConfig::new().init(), data)
-                .default_callbacks(DefaultCallbacks::none())
-                .handle_signals(false)
-                .log_dir(&dir)
-                .world(world)
+            rank_trainer(world, 8, &dir)
                 .callbacks(Placement { released: released.clone(), kept: kept.clone() })
                 .train(mse)
         })
@@ -463,13 +387,7 @@ fn ranks_that_disagree_on_what_they_exchange_fail_on_every_rank() {
     let result = Threads::new([cpu(), cpu()]).run(|world| {
         // Rank 1 averages the loss, the chief does not: their words differ in length.
         let world = if world.rank() == 1 { world.mean_of(["loss"]) } else { world };
-        let data = world.shard(batches(8, B, world.device()));
-        Trainer::new(fixed_model(world.device()), SgdConfig::new().init(), data)
-            .default_callbacks(DefaultCallbacks::none())
-            .handle_signals(false)
-            .log_dir(&dir)
-            .world(world)
-            .train(mse)
+        rank_trainer(world, 8, &dir).train(mse)
     });
     let text = result.expect_err("the world fails").to_string();
     assert!(text.contains("exchange different numbers of values"), "{text}");
@@ -491,12 +409,7 @@ impl Callback<Linear> for DeviceLoss {
 fn averaging_a_value_fetched_only_on_the_device_is_an_error() {
     let dir = scratch_dir("world-device-mean");
     let result = Threads::new([cpu(), cpu()]).run(|world| {
-        let data = world.shard(batches(8, B, world.device()));
-        Trainer::new(fixed_model(world.device()), SgdConfig::new().init(), data)
-            .default_callbacks(DefaultCallbacks::none())
-            .handle_signals(false)
-            .log_dir(&dir)
-            .world(world.mean_of(["loss"]))
+        rank_trainer(world.mean_of(["loss"]), 8, &dir)
             .callbacks(DeviceLoss(vec![burn_stoker::fetch::Fetch::device("loss")]))
             .train(mse)
     });

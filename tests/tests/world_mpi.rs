@@ -28,6 +28,18 @@ fn mpirun(scenario: &str, log_dir: &Path, out: &Path, resume: bool) -> Command {
     command
 }
 
+/// Starts the `long` scenario and returns once the ranks have trained 20 steps.
+fn start_long(dir: &Path, out: &Path) -> std::process::Child {
+    let child =
+        mpirun("long", dir, out, false).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let start = Instant::now();
+    while !out.join("started").exists() {
+        assert!(start.elapsed() < Duration::from_secs(60), "the ranks never started training");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
 /// Runs a scenario to its end; returns the output and each rank's record.
 fn run(scenario: &str, log_dir: &Path, resume: bool) -> (Output, Vec<Json>, PathBuf) {
     let out = scratch_dir(&format!("mpi-out-{scenario}"));
@@ -144,13 +156,7 @@ fn sigint_to_mpirun_then_a_resume_ends_where_an_uninterrupted_run_does() {
 
     let dir = scratch_dir("mpi-interrupted");
     let out = scratch_dir("mpi-out-interrupted");
-    let child =
-        mpirun("long", &dir, &out, false).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let start = Instant::now();
-    while !out.join("started").exists() {
-        assert!(start.elapsed() < Duration::from_secs(60), "the ranks never started training");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let child = start_long(&dir, &out);
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let output = child.wait_with_output().unwrap();
     let text1 = text(&output);
@@ -190,13 +196,7 @@ fn over_mpi_a_rank_that_never_trains_ends_the_job_within_seconds() {
 fn over_mpi_a_rank_killed_ends_the_job_and_mpirun_names_it() {
     let dir = scratch_dir("mpi-killed");
     let out = scratch_dir("mpi-out-killed");
-    let child =
-        mpirun("long", &dir, &out, false).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let start = Instant::now();
-    while !out.join("started").exists() {
-        assert!(start.elapsed() < Duration::from_secs(60), "the ranks never started training");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let child = start_long(&dir, &out);
     let pid: i32 = std::fs::read_to_string(out.join("pid-1")).unwrap().trim().parse().unwrap();
     let killed = Instant::now();
     unsafe { libc::kill(pid, libc::SIGKILL) };

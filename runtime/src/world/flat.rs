@@ -182,22 +182,28 @@ pub(crate) fn read_params<M: Module>(model: M, buf: &[f32]) -> M {
             let values = &self.buf[self.offset..self.offset + len];
             self.offset += len;
 
-            let mut new = tensor_from::<D>(values, old.shape(), old.dtype(), &old.device());
-            if let Some(strategy) = old.gradient_checkpointing_strategy() {
-                new = new.with_gradient_checkpointing_strategy(strategy);
-            }
-            if old.is_require_grad() {
-                new = new.require_grad();
-            }
-            // `is_distributed` panics on a tensor without autodiff ("Requires autodiff tensor").
-            if old.is_autodiff() && old.is_distributed() {
-                new = new.set_distributed(id);
-            }
-            Param::from_mapped_value(id, new, mapper)
+            let new = tensor_from::<D>(values, old.shape(), old.dtype(), &old.device());
+            Param::from_mapped_value(id, like(&old, new, id), mapper)
         }
     }
     check_len(&model, buf.len(), "read_params");
     model.map(&mut Read { buf, offset: 0 })
+}
+
+/// `new`, a parameter's new value, given what `old` had besides its values: the gradient
+/// checkpointing strategy, `require_grad`, the distributed mark.
+fn like<const D: usize>(old: &Tensor<D>, mut new: Tensor<D>, id: burn::module::ParamId) -> Tensor<D> {
+    if let Some(strategy) = old.gradient_checkpointing_strategy() {
+        new = new.with_gradient_checkpointing_strategy(strategy);
+    }
+    if old.is_require_grad() {
+        new = new.require_grad();
+    }
+    // `is_distributed` panics on a tensor without autodiff ("Requires autodiff tensor").
+    if old.is_autodiff() && old.is_distributed() {
+        new = new.set_distributed(id);
+    }
+    new
 }
 
 /// A copy of `model` whose float parameters are in buffers of their own (same ids, values,
@@ -215,17 +221,8 @@ pub(crate) fn copy_params<M: Module>(model: &M) -> M {
             // `x * 1` is `x` bit for bit (negative zeros and NaNs included), in a new buffer,
             // computed outside autodiff so that the copy is a leaf.
             let copy = old.clone().without_autodiff().mul_scalar(1.0);
-            let mut new = if old.is_autodiff() { copy.autodiff() } else { copy };
-            if let Some(strategy) = old.gradient_checkpointing_strategy() {
-                new = new.with_gradient_checkpointing_strategy(strategy);
-            }
-            if old.is_require_grad() {
-                new = new.require_grad();
-            }
-            if old.is_autodiff() && old.is_distributed() {
-                new = new.set_distributed(id);
-            }
-            Param::from_mapped_value(id, new, mapper)
+            let new = if old.is_autodiff() { copy.autodiff() } else { copy };
+            Param::from_mapped_value(id, like(&old, new, id), mapper)
         }
     }
     model.clone().map(&mut Copy)
