@@ -16,3 +16,17 @@ fn the_digits_example_trains_on_wgpu() {
     assert_eq!(report.fetch_transfers, 3 * 45);
     assert!(error < 0.2, "validation error after 3 epochs on wgpu: {error}");
 }
+
+/// Two ranks sharing the wgpu device (the threads transport) train what one rank with twice the
+/// batch trains, and their replicas are bit-identical: on an asynchronous device each rank's
+/// tensors, the trained models included, are handed over only after its queued work has run.
+#[test]
+fn two_ranks_on_one_wgpu_device_train_identical_replicas() {
+    use stoker_tests::world::{max_diff, single_and_pair};
+    let device = burn_stoker::device::wgpu;
+    let (single, chief, other) =
+        single_and_pair([device(), device()], 20, || burn::optim::SgdConfig::new().init(), |_| {});
+    assert_eq!(chief, other, "the replicas must be bit-identical");
+    let diff = max_diff(&single, &chief);
+    assert!(diff < 1e-5, "2 ranks x batch 4 vs 1 rank x batch 8 on wgpu: max difference {diff}");
+}

@@ -78,7 +78,12 @@ impl Threads {
                     std::thread::Builder::new()
                         .name(format!("stoker-rank-{r}"))
                         .spawn_scoped(scope, move || {
-                            rank(World::threads(r, size, device, link, reduced_by_backend))
+                            let result =
+                                rank(World::threads(r, size, device.clone(), link, reduced_by_backend));
+                            // What the rank returns (its trained model) is read on another thread:
+                            // its last operations must have run (see `handoff`).
+                            handoff(&device);
+                            result
                         })
                         .expect("spawning a rank's thread")
                 })
