@@ -9,12 +9,14 @@
 //! - `builder`: the [`Trainer`] and its settings;
 //! - `run`: [`Trainer::train`], a run's state, its setup and teardown;
 //! - `main_loop`: the epochs, the steps and the boundaries between them;
-//! - `resume`, `interrupt`: checkpoints read back, SIGINT and SIGTERM.
+//! - `resume`, `interrupt`: checkpoints read back, SIGINT and SIGTERM;
+//! - `lock`: one run at a time in a log directory.
 
 mod builder;
 mod data;
 mod defaults;
 mod interrupt;
+mod lock;
 mod main_loop;
 mod report;
 mod resume;

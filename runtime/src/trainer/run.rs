@@ -11,6 +11,7 @@ use burn::tensor::Tensor;
 
 use super::builder::{Resume, Settings};
 use super::interrupt::SignalGuard;
+use super::lock::LogDirLock;
 use super::resume::{DataPosition, Restored};
 use super::{Outcome, Step, TrainData, TrainReport, Trainer};
 use crate::callback::{Callbacks, Context, Control, Counters, Event, TrainState, resolve_order};
@@ -78,6 +79,9 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             handle_signals,
             world: _,
         } = settings;
+        // The chief holds the log directory for the whole run (other ranks never write there).
+        let chief = world.as_ref().is_none_or(|a| a.rank() == 0);
+        let lock = if chief { Some(early!(LogDirLock::acquire(&log_dir))) } else { None };
         let checkpoint = early!(match &resume {
             Resume::Fresh => Ok(None),
             Resume::Auto => Checkpoint::latest(&log_dir),
@@ -131,6 +135,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         let mut run = early!(run);
         run.state.model = Some(model);
         run.signals = signals;
+        run.lock = lock;
         if let Some(agreement) = &world {
             run.mean_slots =
                 agreement.world.means.iter().map(|name| run.plan.host_bit(name).unwrap_or(0)).collect();
@@ -236,6 +241,8 @@ pub(crate) struct Run<M, C, K> {
     /// The local step the first epoch starts at (a run resumed in the middle of an epoch).
     pub(super) first_local_step: u64,
     pub(super) signals: Option<SignalGuard>,
+    /// The chief's hold on the log directory, released when the run ends.
+    pub(super) lock: Option<LogDirLock>,
     /// The signal that stopped training.
     pub(super) interrupted: Option<String>,
     /// The last complete checkpoint written or resumed from.
@@ -311,6 +318,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             resumed: None,
             first_local_step: 0,
             signals: None,
+            lock: None,
             interrupted: None,
             last_checkpoint: None,
             marker: PhantomData,
