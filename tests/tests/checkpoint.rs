@@ -387,7 +387,8 @@ fn wide_checkpoint_pages() -> [u64; 3] {
 /// Trains the 64x64 model for 4 epochs, saving every epoch, on a tmpfs of `kib` KiB (`None`
 /// when it cannot be mounted); returns the guard, the log directory, the error and the steps run.
 fn train_on_tmpfs(name: &str, kib: u64) -> Option<(Tmpfs, PathBuf, Error, u64)> {
-    let tmpfs = match Tmpfs::mount(&scratch_dir(name).join("mnt"), kib) {
+    // Plus one page for the run's lock file (`LOG_DIR/.lock`, a few bytes).
+    let tmpfs = match Tmpfs::mount(&scratch_dir(name).join("mnt"), kib + 4) {
         Ok(tmpfs) => tmpfs,
         Err(e) => {
             println!("skipped: cannot mount tmpfs: {e}");
