@@ -79,11 +79,9 @@ pub fn time_exchanges<M: Module + 'static>(
     let mut total = std::time::Duration::ZERO;
     for _ in 0..iterations {
         let (first, second) = (grads(&model), grads(&model));
-        let (world, words) = agreement.parts();
-        world.exchange(&model, Some(first), words)?;
-        let (world, words) = agreement.parts();
+        agreement.exchange_step(&model, first)?;
         let start = std::time::Instant::now();
-        world.exchange(&model, Some(second), words)?;
+        agreement.exchange_step(&model, second)?;
         total += start.elapsed();
     }
     agreement.world.settled = true;

@@ -68,18 +68,18 @@ fn main() -> ExitCode {
             })
             .map(|mut reports| reports.swap_remove(0))
     } else if mpi {
-        mpi_world(&config).and_then(|world| {
-            let chief = world.is_chief();
-            let result = train_digits_in(&config, Some(world));
-            if !chief {
-                // Only the chief reports.
-                return match result {
-                    Ok(_) => std::process::exit(0),
-                    Err(error) => Err(error),
-                };
+        match mpi_world(&config) {
+            Ok(world) => {
+                let chief = world.is_chief();
+                let result = train_digits_in(&config, Some(world));
+                if !chief && result.is_ok() {
+                    // Only the chief reports.
+                    return ExitCode::SUCCESS;
+                }
+                result
             }
-            result
-        })
+            Err(error) => Err(error),
+        }
     } else {
         train_digits(&config)
     };

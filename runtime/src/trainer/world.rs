@@ -70,9 +70,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let state = &mut self.state;
         let agreement = state.world.as_mut().expect("in a world");
         let model = state.model.as_ref().expect("the model is present between steps");
-        agreement.broken = true;
-        let grads = agreement.world.exchange(model, Some(grads), &mut agreement.words)?;
-        agreement.broken = false;
+        let grads = agreement.exchange(model, Some(grads))?;
         self.read_words(true)?;
         if self.mean_mask != 0 {
             // The mean over the ranks that read the value (every rank, unless some callback's
@@ -96,9 +94,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let state = &mut self.state;
         let agreement = state.world.as_mut().expect("in a world");
         let model = state.model.as_ref().expect("the model is present between steps");
-        agreement.broken = true;
-        agreement.world.exchange(model, None, &mut agreement.words)?;
-        agreement.broken = false;
+        agreement.exchange(model, None)?;
         self.read_words(false)
     }
 
@@ -176,11 +172,6 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let skip = words[words::SKIP] > 0.0;
         let steps_sum = words[words::STEPS_PER_EPOCH];
         let global_sum = words[words::GLOBAL_STEP];
-        let hypers: Vec<(usize, f64)> = if rank == 0 {
-            Vec::new()
-        } else {
-            (0..layout.hypers).map(|i| (i, words[layout.hyper(i)])).collect()
-        };
         if interrupted && self.interrupted.is_none() {
             self.on_signal(if sigint { SIGINT } else { SIGTERM });
         }
@@ -216,14 +207,20 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 layout.hypers
             )));
         }
-        if hypers.iter().enumerate().any(|(i, &(_, value))| {
-            self.state.hyper.names().nth(i).and_then(|n| self.state.hyper.get(n)) != Some(value)
-        }) {
-            let names: Vec<String> = self.state.hyper.names().map(str::to_owned).collect();
-            for (i, value) in hypers {
-                if self.state.hyper.get(&names[i]) != Some(value) {
-                    self.state.hyper.set(&names[i], value)?;
-                }
+        if rank != 0 {
+            // The chief's values; nothing is collected (nor allocated) unless one changed.
+            let agreement = self.state.world.as_ref().expect("in a world");
+            let (layout, words) = (agreement.layout, &agreement.words);
+            let hyper = &self.state.hyper;
+            let changed: Vec<(String, f64)> = hyper
+                .names()
+                .enumerate()
+                .map(|(i, name)| (name, words[layout.hyper(i)]))
+                .filter(|&(name, value)| hyper.get(name) != Some(value))
+                .map(|(name, value)| (name.to_owned(), value))
+                .collect();
+            for (name, value) in changed {
+                self.state.hyper.set(&name, value)?;
             }
         }
         Ok(())

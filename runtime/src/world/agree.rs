@@ -3,6 +3,7 @@
 //! set), and sums over ranks for callbacks.
 
 use burn::module::Module;
+use burn::optim::GradientsParams;
 
 use super::World;
 use super::words::{self, Kind, Layout};
@@ -17,7 +18,7 @@ pub(crate) struct Agreement {
     /// The rank whose failure every rank has seen; no exchange follows one.
     pub(crate) failed: Option<usize>,
     /// An exchange did not return (a panic inside the transport): the others cannot be met.
-    pub(crate) broken: bool,
+    broken: bool,
     /// A signal this rank received, not yet agreed on.
     pub(crate) signal: Option<i32>,
     /// The stop every rank agreed on.
@@ -41,11 +42,25 @@ impl Agreement {
         }
     }
 
-    /// The world and the words, to exchange directly (the all-reduce benchmark).
-    pub(crate) fn parts(&mut self) -> (&mut World, &mut [f64]) {
+    /// One exchange of the words (as the caller filled them) and `grads`; until it returns the
+    /// agreement is marked broken, so that a panic inside the transport is not followed by an
+    /// attempt to meet the other ranks again.
+    pub(crate) fn exchange<M: Module>(
+        &mut self,
+        model: &M,
+        grads: Option<GradientsParams>,
+    ) -> Result<Option<GradientsParams>> {
+        self.broken = true;
+        let averaged = self.world.exchange(model, grads, &mut self.words)?;
+        self.broken = false;
+        Ok(averaged)
+    }
+
+    /// A step's exchange with nothing asked (the all-reduce benchmark).
+    pub(crate) fn exchange_step<M: Module>(&mut self, model: &M, grads: GradientsParams) -> Result<()> {
         self.words.fill(0.0);
         self.layout.mark(&mut self.words, Kind::Step);
-        (&mut self.world, &mut self.words)
+        self.exchange(model, Some(grads)).map(drop)
     }
 
     pub(crate) fn rank(&self) -> usize {
@@ -129,9 +144,7 @@ impl Agreement {
             for (i, value) in chunk.iter().enumerate() {
                 self.words[self.layout.user(i)] = *value;
             }
-            self.broken = true;
-            self.world.exchange(model, None, &mut self.words)?;
-            self.broken = false;
+            self.exchange(model, None)?;
             self.check(Kind::Sum)?;
             for (i, value) in chunk.iter_mut().enumerate() {
                 *value = self.words[self.layout.user(i)];
