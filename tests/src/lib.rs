@@ -205,3 +205,70 @@ pub mod world {
         a.iter().flatten().zip(b.iter().flatten()).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
     }
 }
+
+/// A tmpfs of a fixed size mounted for the life of the guard (the tests run as root). A mount
+/// that fails panics with the reason: a test that needs a full disk runs or fails, it never
+/// skips.
+pub struct Tmpfs {
+    /// The mount point.
+    pub dir: PathBuf,
+}
+
+impl Tmpfs {
+    /// Mount a tmpfs of `kib` KiB on `dir` (created if missing).
+    pub fn mount(dir: &std::path::Path, kib: u64) -> Tmpfs {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+        let output = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(dir)
+            .output()
+            .unwrap_or_else(|e| panic!("running mount: {e}"));
+        assert!(
+            output.status.success(),
+            "mounting a {kib} KiB tmpfs on {} failed ({}): {}; these tests need root (or CAP_SYS_ADMIN)",
+            dir.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        Tmpfs { dir: dir.to_path_buf() }
+    }
+
+    /// Fill what is left of the tmpfs with a file `name`; returns its path (remove it to free
+    /// the space again).
+    pub fn fill(&self, name: &str) -> PathBuf {
+        use std::io::Write;
+        let path = self.dir.join(name);
+        let mut file = std::fs::File::create(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let page = [0xA5u8; 4096];
+        loop {
+            match file.write(&page) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::StorageFull => break,
+                Err(e) => panic!("filling {}: {e}", path.display()),
+            }
+        }
+        path
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let status = std::process::Command::new("umount").arg(&self.dir).status();
+        if !status.as_ref().is_ok_and(|s| s.success()) {
+            eprintln!("warning: could not unmount {}: {status:?}", self.dir.display());
+        }
+    }
+}
+
+/// CRC-32C (Castagnoli), bit by bit: independent of the crate the runtime uses.
+pub fn crc32c(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in data {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
+        }
+    }
+    !crc
+}

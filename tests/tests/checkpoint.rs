@@ -674,3 +674,352 @@ fn an_altered_manifest_header_fails_the_manifest_checksum() {
     assert!(error.contains("step-15") && error.contains("manifest.json fails its own checksum"), "{error}");
     assert_eq!(Checkpoint::latest(&dir).unwrap().unwrap().global_step(), 10);
 }
+
+// ---- issue 15: storage (temporary names, pruning, read errors, the manifest's checksum, the
+// `.old` window, copy names) ----
+
+/// The checkpoints' folder of a run of 1 epoch with `ModelSaver::new(5)` and `JsonWriter`, after
+/// `prepare` has set up `dir` and `dir/checkpoints` (created empty before it runs).
+fn one_epoch_after(name: &str, prepare: impl FnOnce(&Path, &Path)) -> (PathBuf, PathBuf) {
+    let dir = scratch_dir(name);
+    let root = dir.join("checkpoints");
+    std::fs::create_dir_all(&root).unwrap();
+    prepare(&dir, &root);
+    let report = trainer(&dir, 1)
+        .callbacks((ModelSaver::new(5), burn_stoker::monitor::JsonWriter))
+        .train(step_fn)
+        .expect("one epoch");
+    assert_eq!(report.counters.global_step(), 5);
+    (dir, root)
+}
+
+fn is_symlink(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+fn is_regular_file(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file())
+}
+
+#[test]
+fn checkpoint_temporary_files_have_unique_names_and_never_follow_a_symlink() {
+    // Symlinks planted at the names the writers used to use for their temporary files: writing
+    // through them would overwrite files outside the log directory.
+    let outside = scratch_dir("tmp-symlink-victims");
+    let victims = [outside.join("index"), outside.join("stats")];
+    for victim in &victims {
+        std::fs::write(victim, b"precious").unwrap();
+    }
+    let (dir, root) = one_epoch_after("tmp-symlinks", |dir, root| {
+        std::os::unix::fs::symlink(&victims[0], root.join("index.json.tmp")).unwrap();
+        std::os::unix::fs::symlink(&victims[1], dir.join("stats.json.tmp")).unwrap();
+    });
+    for victim in &victims {
+        assert_eq!(std::fs::read(victim).unwrap(), b"precious", "{} was written through", victim.display());
+    }
+    for file in [root.join("index.json"), dir.join("stats.json")] {
+        assert!(is_regular_file(&file), "{} is not a regular file", file.display());
+    }
+    // Not stoker's: left alone.
+    assert!(is_symlink(&root.join("index.json.tmp")));
+    assert!(is_symlink(&dir.join("stats.json.tmp")));
+    assert_eq!(read_json(&root.join("index.json"))["latest"], "step-5");
+}
+
+/// A pid no process can have: above Linux's largest `pid_max` (2^22).
+const DEAD_PID: u32 = (1 << 22) + 7;
+
+#[test]
+fn checkpoint_leftovers_are_removed_only_when_stoker_left_them_and_their_writer_is_gone() {
+    let (_, root) = one_epoch_after("leftovers", |_, root| {
+        let make_dir = |name: &str| {
+            std::fs::create_dir(root.join(name)).unwrap();
+            std::fs::write(root.join(name).join("model.bpk"), b"half").unwrap();
+        };
+        // A live process's temporaries (pid 1 is always there).
+        make_dir("step-7.1-0.tmp");
+        std::fs::write(root.join("index.json.1-3.tmp"), b"{").unwrap();
+        // A dead process's.
+        make_dir(&format!("step-8.{DEAD_PID}-0.tmp"));
+        std::fs::write(root.join(format!("index.json.{DEAD_PID}-1.tmp")), b"{").unwrap();
+        // What an earlier version left (one writer per directory then too).
+        make_dir("step-9.tmp");
+        make_dir("step-2.deleting");
+        // The user's own folders, which merely end like stoker's.
+        make_dir("notes.tmp");
+        make_dir("scratch.deleting");
+    });
+    assert_eq!(
+        entries(&root),
+        [
+            "index.json",
+            "index.json.1-3.tmp",
+            "notes.tmp",
+            "scratch.deleting",
+            "step-5",
+            "step-7.1-0.tmp",
+        ]
+    );
+}
+
+/// Clears the immutable flag of every file under a folder when dropped.
+struct Unpin(PathBuf);
+
+impl Drop for Unpin {
+    fn drop(&mut self) {
+        fn walk(dir: &Path) {
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    walk(&path);
+                } else {
+                    let _ = Command::new("chattr").arg("-i").arg(&path).status();
+                }
+            }
+        }
+        walk(&self.0);
+    }
+}
+
+#[test]
+fn checkpoint_an_old_checkpoint_that_cannot_be_removed_is_a_warning_and_training_goes_on() {
+    let dir = scratch_dir("undeletable");
+    let root = dir.join("checkpoints");
+    trainer(&dir, 1).callbacks(ModelSaver::new(1)).train(step_fn).unwrap();
+    // An immutable file stops even root from deleting it (EPERM), as a busy `.nfs*` file or a
+    // file of another user does.
+    let pinned = root.join("step-5/model.bpk");
+    let _unpin = Unpin(root.clone());
+    let chattr = Command::new("chattr").arg("+i").arg(&pinned).output().expect("running chattr");
+    assert!(
+        chattr.status.success(),
+        "chattr +i {} failed ({}): this test needs root on a filesystem with immutable files (ext4, xfs, btrfs)",
+        pinned.display(),
+        String::from_utf8_lossy(&chattr.stderr).trim()
+    );
+    assert!(std::fs::remove_file(&pinned).is_err(), "{} is still deletable", pinned.display());
+
+    let probe = Probe::default();
+    let report = trainer(&dir, 3)
+        .auto_resume(true)
+        .callbacks((ModelSaver::new(1), probe.clone()))
+        .train(step_fn)
+        .expect("an old checkpoint that cannot be removed does not stop training");
+    assert_eq!(report.outcome, Outcome::Finished);
+    assert_eq!((report.counters.global_step(), probe.steps()), (15, 10));
+    assert_eq!(step_dirs(&root), ["step-15"]);
+    assert_eq!(Checkpoint::latest(&dir).unwrap().unwrap().global_step(), 15);
+    let index = read_json(&root.join("index.json"));
+    assert_eq!(index["latest"], "step-15");
+    assert_eq!(names(&index["checkpoints"]), ["step-15"]);
+    // What could not be removed is out of the way, under a name no reader takes for a checkpoint.
+    let left: Vec<String> = entries(&root).into_iter().filter(|n| n.ends_with(".deleting")).collect();
+    assert_eq!(left.len(), 1, "{:?}", entries(&root));
+    assert!(left[0].starts_with("step-5."), "{left:?}");
+    assert!(root.join(&left[0]).join("model.bpk").is_file());
+}
+
+/// Make `path` a symlink to `/proc/self/mem`, whose read(2) at offset 0 fails with EIO.
+fn fail_reads_with_eio(path: &Path) {
+    std::fs::remove_file(path).unwrap();
+    std::os::unix::fs::symlink("/proc/self/mem", path).unwrap();
+    let error = std::fs::read(path).expect_err("reading /proc/self/mem at 0 fails");
+    assert_eq!(error.raw_os_error(), Some(libc::EIO), "{error}");
+}
+
+#[test]
+fn checkpoint_a_read_error_is_not_corruption_it_is_returned_and_nothing_is_set_aside() {
+    let dir = three_epochs("read-error");
+    let root = dir.join("checkpoints");
+    for file in ["model.bpk", "manifest.json"] {
+        let path = root.join("step-15").join(file);
+        let saved = std::fs::read(&path).unwrap();
+        fail_reads_with_eio(&path);
+        let check = |error: &Error| {
+            let text = error.to_string();
+            assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+            assert!(text.contains(&path.display().to_string()), "{text}");
+            assert!(text.contains("Input/output error"), "{text}");
+            assert!(!text.contains("corrupt"), "{text}");
+            assert!(text.contains("nothing was set aside"), "{text}");
+        };
+        check(&Checkpoint::read(root.join("step-15")).unwrap_err());
+        check(&Checkpoint::latest(&dir).expect_err("a read error is returned, not skipped"));
+
+        let before = entries(&root);
+        let probe = Probe::default();
+        let error = trainer(&dir, 4)
+            .auto_resume(true)
+            .callbacks((ModelSaver::new(5), probe.clone()))
+            .train(step_fn)
+            .expect_err("resuming fails");
+        check(&error);
+        assert_eq!(probe.steps(), 0);
+        assert_eq!(entries(&root), before, "nothing renamed or removed");
+
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, saved).unwrap();
+        assert_eq!(Checkpoint::latest(&dir).unwrap().unwrap().global_step(), 15);
+    }
+}
+
+#[test]
+fn checkpoint_a_second_rollback_keeps_the_first_abandoned_checkpoint() {
+    let dir = three_epochs("second-rollback");
+    let root = dir.join("checkpoints");
+    let model = root.join("step-15/model.bpk");
+    let full = file_len(&model);
+    std::fs::OpenOptions::new().write(true).open(&model).unwrap().set_len(full / 2).unwrap();
+    assert_eq!(resume_to_epoch_4(&dir), (20, 10));
+    assert_eq!(file_len(&root.join("step-15.abandoned/model.bpk")), full / 2);
+
+    // The new step-15 and step-20 are damaged in turn: the next resume goes back to step-10 again.
+    flip_byte(&root.join("step-15/optimizer.bpk"), None, 0x10);
+    flip_byte(&root.join("step-20/optimizer.bpk"), None, 0x10);
+    assert_eq!(resume_to_epoch_4(&dir), (20, 10));
+    // The first abandoned step-15 is still there, as it was; the second has a name of its own.
+    assert_eq!(file_len(&root.join("step-15.abandoned/model.bpk")), full / 2);
+    let abandoned: Vec<String> = entries(&root).into_iter().filter(|n| n.ends_with(".abandoned")).collect();
+    assert_eq!(abandoned.len(), 3, "{abandoned:?}");
+    assert!(abandoned.contains(&"step-20.abandoned".to_string()), "{abandoned:?}");
+    let second = abandoned.iter().find(|n| n.starts_with("step-15.") && *n != "step-15.abandoned");
+    let second = root.join(second.expect("a second abandoned step-15"));
+    assert_eq!(file_len(&second.join("model.bpk")), full);
+    assert!(Checkpoint::read(&second).unwrap_err().to_string().contains("optimizer.bpk fails its checksum"));
+    assert_eq!(step_dirs(&root), ["step-5", "step-10", "step-15", "step-20"]);
+}
+
+#[test]
+fn checkpoint_the_manifest_checksum_covers_its_bytes_as_written() {
+    let dir = three_epochs("manifest-bytes");
+    let checkpoint = dir.join("checkpoints/step-15");
+    let path = checkpoint.join("manifest.json");
+    let json = read_json(&path);
+    // The manifest with its keys in another order, as a build where some crate enables
+    // serde_json's `preserve_order` would write them, checksummed as written: everything before
+    // the last member, `"checksum"`, on a line of its own.
+    let mut body = String::from("{\n");
+    for key in ["time", "files", "global_step", "format", "epoch_num"] {
+        body.push_str(&format!("  {}: {},\n", Json::from(key), json[key]));
+    }
+    let sealed = |body: &str| format!("{body}  \"checksum\": {}\n}}\n", stoker_tests::crc32c(body.as_bytes()));
+    std::fs::write(&path, sealed(&body)).unwrap();
+    let read = Checkpoint::read(&checkpoint).expect("reordered keys, checksummed as written, verify");
+    assert_eq!((read.global_step(), read.epoch_num()), (15, 3));
+
+    // One byte changed after the checksum was taken fails it.
+    let altered = sealed(&body).replacen("\"global_step\": 15", "\"global_step\": 16", 1);
+    assert!(altered.contains("\"global_step\": 16"));
+    std::fs::write(&path, altered).unwrap();
+    let error = Checkpoint::read(&checkpoint).unwrap_err().to_string();
+    assert!(error.contains("manifest.json fails its own checksum"), "{error}");
+}
+
+#[test]
+fn checkpoint_a_reader_takes_the_old_window_of_a_replaced_checkpoint_for_that_checkpoint() {
+    let dir = three_epochs("old-window");
+    let root = dir.join("checkpoints");
+    // A writer replacing step-15 set it aside as step-15.old and was killed before it put the
+    // new one in place.
+    std::fs::rename(root.join("step-15"), root.join("step-15.old")).unwrap();
+    let latest = Checkpoint::latest(&dir).unwrap().expect("a checkpoint");
+    assert_eq!(latest.global_step(), 15);
+    assert_eq!(latest.dir(), root.join("step-15.old"));
+    assert_eq!(Checkpoint::read(root.join("step-15")).unwrap().global_step(), 15);
+    assert_eq!(Checkpoint::latest(root.join("step-15")).unwrap().unwrap().global_step(), 15);
+
+    // A resumed run continues from it, and its first write puts it back in place.
+    let probe = Probe::default();
+    let report = trainer(&dir, 4)
+        .auto_resume(true)
+        .callbacks((ModelSaver::new(5), probe.clone()))
+        .train(step_fn)
+        .unwrap();
+    assert_eq!((probe.start(), probe.steps(), report.counters.global_step()), (15, 5, 20));
+    assert_eq!(entries(&root), ["index.json", "step-10", "step-15", "step-20", "step-5"]);
+
+    // Both there: the writer had put the new one in place, which is the one read; when that one
+    // is damaged, the one it replaced is next.
+    copy_dir(&root.join("step-20"), &root.join("step-20.old"));
+    assert_eq!(Checkpoint::latest(&dir).unwrap().unwrap().dir(), root.join("step-20"));
+    flip_byte(&root.join("step-20/model.bpk"), None, 0x01);
+    assert_eq!(Checkpoint::latest(&dir).unwrap().unwrap().dir(), root.join("step-20.old"));
+}
+
+/// Copy names that are not a plain folder name of their own inside `checkpoints/`.
+const BAD_COPY_NAMES: [&str; 15] = [
+    "index.json",
+    "x.tmp",
+    "x.old",
+    "x.deleting",
+    "x.abandoned",
+    "a\0b",
+    "a\\b",
+    "",
+    ".",
+    "..",
+    "../x",
+    "a/b",
+    "/abs",
+    ".hidden",
+    "step-3",
+];
+
+/// Asks for a checkpoint copy under each of its names at setup, and records each answer.
+struct RequestCopies(Vec<&'static str>, Arc<std::sync::Mutex<Vec<String>>>);
+
+impl<M> Callback<M> for RequestCopies {
+    fn setup(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        for name in &self.0 {
+            let answer = match ctx.request_checkpoint_copy(*name) {
+                Ok(()) => "ok".to_string(),
+                Err(e) => e.to_string(),
+            };
+            self.1.lock().unwrap().push(answer);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn checkpoint_copy_names_that_are_not_plain_folder_names_are_refused() {
+    for bad in BAD_COPY_NAMES {
+        let dir = scratch_dir("copy-name");
+        let probe = Probe::default();
+        let error = trainer(&dir, 1)
+            .callbacks((PutVal(&VALS), MinSaver::new("val").copy_name(bad), probe.clone()))
+            .train(step_fn)
+            .expect_err(&format!("the copy name {bad:?}"));
+        let text = error.to_string();
+        assert!(text.contains("failed in setup"), "{bad:?}: {text}");
+        assert!(text.contains(&format!("copy name {bad:?}")), "{bad:?}: {text}");
+        assert_eq!(probe.steps(), 0, "{bad:?}");
+        assert_eq!(entries(&dir), [".lock"], "{bad:?}: nothing written");
+    }
+    // The default name comes from the statistic: a `/` in it needs a name of its own.
+    let dir = scratch_dir("copy-name-default");
+    let error =
+        trainer(&dir, 1).callbacks(MinSaver::new("validation/loss")).train(step_fn).expect_err("a `/`");
+    let text = error.to_string();
+    assert!(text.contains("copy name \"min-validation/loss\"") && text.contains(".copy_name("), "{text}");
+
+    // request_checkpoint_copy answers at the request.
+    let dir = scratch_dir("copy-request");
+    let answers = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut asked: Vec<&'static str> = BAD_COPY_NAMES.to_vec();
+    asked.push("best");
+    trainer(&dir, 1).callbacks(RequestCopies(asked.clone(), answers.clone())).train(step_fn).unwrap();
+    let answers = answers.lock().unwrap();
+    for (name, answer) in asked.iter().zip(answers.iter()) {
+        if *name == "best" {
+            assert_eq!(answer, "ok");
+        } else {
+            assert!(answer.contains(&format!("copy name {name:?}")), "{name:?}: {answer}");
+        }
+    }
+    assert_eq!(answers.len(), asked.len());
+    let root = dir.join("checkpoints");
+    assert_eq!(entries(&root), ["best"]);
+    assert_eq!(Checkpoint::read(root.join("best")).unwrap().global_step(), 0);
+    assert_eq!(entries(&dir), [".lock", "checkpoints"]);
+}

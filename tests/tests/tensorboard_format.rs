@@ -220,3 +220,113 @@ fn two_sinks_in_one_second_write_two_files() {
     let b = TensorBoardSink::create(&dir).unwrap();
     assert_ne!(a.path(), b.path());
 }
+
+/// What `tests/python/read_records.py` reads from `path` with the reader of `kind`'s users.
+fn read_with_python(kind: &str, path: &std::path::Path) -> serde_json::Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/read_records.py");
+    let output = std::process::Command::new("python3")
+        .arg(script)
+        .arg(kind)
+        .arg(path)
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{script} failed (TensorBoard's reader: `python3 -m pip install tensorboard`):\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// Where the TFRecord framing of `bytes` breaks, if it does: a record cut short or a trailing
+/// piece of one.
+fn torn_tail(bytes: &[u8]) -> Option<String> {
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes.len() - at < 12 {
+            return Some(format!("{} bytes at {at}, less than a record's header", bytes.len() - at));
+        }
+        let len_bytes = &bytes[at..at + 8];
+        let len = u64::from_le_bytes(len_bytes.try_into().unwrap()) as usize;
+        if u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) != masked(len_bytes) {
+            return Some(format!("the length at {at} fails its CRC"));
+        }
+        if bytes.len() - at - 12 < len + 4 {
+            return Some(format!("the record at {at} of {len} bytes is cut short at {}", bytes.len()));
+        }
+        at += 16 + len;
+    }
+    None
+}
+
+#[test]
+fn writer_tensorboard_a_full_disk_never_leaves_a_torn_record() {
+    let tmpfs = stoker_tests::Tmpfs::mount(&scratch_dir("tfevents-full").join("mnt"), 64);
+    let mut sink = TensorBoardSink::create(&tmpfs.dir).unwrap();
+    let scalars = |steps: std::ops::RangeInclusive<u64>| -> Vec<Record> {
+        steps.map(|s| record("loss", Value::Scalar(1.0 / s as f64), s)).collect()
+    };
+    sink.write(&scalars(1..=3)).unwrap();
+    sink.flush().unwrap();
+    let filler = tmpfs.fill("filler");
+    // A record far larger than what is left in the file's last page: the disk fills up in its
+    // middle.
+    let big = "x".repeat(20_000);
+    let error = sink
+        .write(&[record("note", Value::Text(Arc::from(big.as_str())), 4)])
+        .and_then(|()| sink.flush())
+        .expect_err("the disk is full");
+    assert_eq!(error.kind(), std::io::ErrorKind::StorageFull, "{error}");
+    let before: Vec<(u64, &str)> = vec![(0, ""), (1, "loss"), (2, "loss"), (3, "loss")];
+    let read = |sink: &TensorBoardSink| {
+        let bytes = std::fs::read(sink.path()).unwrap();
+        assert_eq!(torn_tail(&bytes), None, "{} holds a torn record", sink.path().display());
+        let events = read_with_python("events", sink.path());
+        serde_json::from_value::<Vec<(u64, String)>>(events["events"].clone()).unwrap()
+    };
+    let owned = |events: &[(u64, &str)]| -> Vec<(u64, String)> {
+        events.iter().map(|(s, t)| (*s, t.to_string())).collect()
+    };
+    assert_eq!(read(&sink), owned(&before));
+
+    // Room again: what is written next reads back too, after every record written before.
+    std::fs::remove_file(filler).unwrap();
+    sink.write(&scalars(5..=6)).unwrap();
+    sink.flush().unwrap();
+    let mut after = before.clone();
+    after.extend([(5, "loss"), (6, "loss")]);
+    assert_eq!(read(&sink), owned(&after));
+    drop(sink);
+}
+
+#[test]
+fn writer_csv_a_full_disk_never_leaves_a_torn_row() {
+    use burn_stoker::monitor::CsvSink;
+    use burn_stoker::state::{EpochStats, MonitorSink};
+
+    let tmpfs = stoker_tests::Tmpfs::mount(&scratch_dir("csv-full").join("mnt"), 64);
+    let path = tmpfs.dir.join("stats.csv");
+    let mut sink = CsvSink::open(&path, ',', 1, None).unwrap();
+    // 300 columns: a row (about 5 KiB) is longer than what is left in any page.
+    let stats = |epoch: u64| EpochStats {
+        epoch_num: epoch,
+        global_step: epoch * 10,
+        scalars: (0..300).map(|i| (format!("s{i:03}"), epoch as f64 + f64::from(i) / 7.0)).collect(),
+    };
+    sink.end_epoch(&stats(1)).unwrap();
+    sink.end_epoch(&stats(2)).unwrap();
+    let filler = tmpfs.fill("filler");
+    let error = sink.end_epoch(&stats(3)).expect_err("the disk is full");
+    assert_eq!(error.kind(), std::io::ErrorKind::StorageFull, "{error}");
+    let read = read_with_python("csv", &path);
+    assert_eq!(read["problems"], serde_json::json!([]), "{read}");
+    assert_eq!(read["epochs"], serde_json::json!([1, 2]), "{read}");
+
+    // Room again: the row that failed is written with the next one.
+    std::fs::remove_file(filler).unwrap();
+    sink.end_epoch(&stats(4)).unwrap();
+    let read = read_with_python("csv", &path);
+    assert_eq!(read["problems"], serde_json::json!([]), "{read}");
+    assert_eq!(read["epochs"], serde_json::json!([1, 2, 3, 4]), "{read}");
+}
