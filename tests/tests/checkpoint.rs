@@ -751,14 +751,7 @@ fn checkpoint_leftovers_are_removed_only_when_stoker_left_them_and_their_writer_
     });
     assert_eq!(
         entries(&root),
-        [
-            "index.json",
-            "index.json.1-3.tmp",
-            "notes.tmp",
-            "scratch.deleting",
-            "step-5",
-            "step-7.1-0.tmp",
-        ]
+        ["index.json", "index.json.1-3.tmp", "notes.tmp", "scratch.deleting", "step-5", "step-7.1-0.tmp",]
     );
 }
 
@@ -902,7 +895,8 @@ fn checkpoint_the_manifest_checksum_covers_its_bytes_as_written() {
     for key in ["time", "files", "global_step", "format", "epoch_num"] {
         body.push_str(&format!("  {}: {},\n", Json::from(key), json[key]));
     }
-    let sealed = |body: &str| format!("{body}  \"checksum\": {}\n}}\n", stoker_tests::crc32c(body.as_bytes()));
+    let sealed =
+        |body: &str| format!("{body}  \"checksum\": {}\n}}\n", stoker_tests::crc32c(body.as_bytes()));
     std::fs::write(&path, sealed(&body)).unwrap();
     let read = Checkpoint::read(&checkpoint).expect("reordered keys, checksummed as written, verify");
     assert_eq!((read.global_step(), read.epoch_num()), (15, 3));

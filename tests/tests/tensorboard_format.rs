@@ -224,12 +224,8 @@ fn two_sinks_in_one_second_write_two_files() {
 /// What `tests/python/read_records.py` reads from `path` with the reader of `kind`'s users.
 fn read_with_python(kind: &str, path: &std::path::Path) -> serde_json::Value {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/read_records.py");
-    let output = std::process::Command::new("python3")
-        .arg(script)
-        .arg(kind)
-        .arg(path)
-        .output()
-        .expect("python3 runs");
+    let output =
+        std::process::Command::new("python3").arg(script).arg(kind).arg(path).output().expect("python3 runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),

@@ -5,8 +5,8 @@ use std::path::Path;
 use burn::optim::ModuleOptimizer;
 
 use super::counters::Counters;
-use crate::error::Result;
-use crate::state::{HyperParams, KeepPolicy, Monitors};
+use crate::error::{Error, Result};
+use crate::state::{HyperParams, KeepPolicy, Monitors, check_copy_name};
 use crate::world::agree::Agreement;
 
 /// What callbacks asked the trainer to do at the next step boundary.
@@ -145,11 +145,21 @@ impl<M> Context<'_, M> {
     /// Write the checkpoint of the next boundary also as the complete copy
     /// `checkpoints/<name>/` (replacing the previous copy of that name once complete).
     /// [`MinSaver`](crate::saver::MinSaver) calls this.
-    pub fn request_checkpoint_copy(&mut self, name: impl Into<String>) {
+    ///
+    /// `name` must be a plain folder name of its own inside `checkpoints/`: not empty, no `/`,
+    /// `\\` or control character (NUL included), not starting with `.` or `step-`, not
+    /// `index.json`, not ending with `.tmp`, `.old`, `.deleting` or `.abandoned` (the names of the
+    /// checkpoints, of the index and of the folders stoker writes, replaces, removes or sets
+    /// aside). Another name is an [`Error::Checkpoint`](crate::Error::Checkpoint) naming it, and
+    /// nothing is requested.
+    pub fn request_checkpoint_copy(&mut self, name: impl Into<String>) -> Result<()> {
         let name = name.into();
+        check_copy_name(&name)
+            .map_err(|why| Error::Checkpoint(format!("the checkpoint copy name {name:?} {why}")))?;
         if !self.state.control.copies.contains(&name) {
             self.state.control.copies.push(name);
         }
+        Ok(())
     }
     /// End the current epoch after this step: its `after_epoch` and `trigger_epoch` still run.
     pub fn skip_rest_of_epoch(&mut self) {

@@ -2,7 +2,6 @@
 //! [`DumpTensorAsImage`](super::DumpTensorAsImage).
 
 use std::borrow::Cow;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
 use std::thread::JoinHandle;
@@ -12,6 +11,7 @@ use super::tensors::{TensorFetches, tensor_period_builders};
 use crate::callback::{Callback, Context, Counters};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
+use crate::state::write_atomic;
 
 /// Encodes a file's contents on the writer thread.
 type Encode = Box<dyn FnOnce() -> std::result::Result<Vec<u8>, String> + Send>;
@@ -34,7 +34,7 @@ impl FileWriter {
                 let mut first_error = None;
                 for (path, encode) in receiver {
                     let written = encode().and_then(|bytes| {
-                        write_atomically(&path, &bytes).map_err(|e| format!("{}: {e}", path.display()))
+                        write_atomic(&path, &bytes).map_err(|e| format!("{}: {e}", path.display()))
                     });
                     if let Err(error) = written
                         && first_error.is_none()
@@ -66,24 +66,6 @@ impl FileWriter {
             Some(Err(_)) => Err(Error::msg(format!("{}'s writer thread panicked", self.owner))),
         }
     }
-}
-
-/// Write `bytes` to `path` through a temporary file in the same directory, synced, then renamed:
-/// `path` is either absent, its previous contents, or complete.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(".tmp");
-    let temporary = PathBuf::from(temporary);
-    let written = (|| {
-        let mut file = std::fs::File::create(&temporary)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    written
 }
 
 /// Writes some step outputs to `<log_dir>/DumpTensor-<global_step>.npz` at every step

@@ -33,7 +33,9 @@ const GLOBAL_STEP: &str = "global_step";
 ///   scalar's name) are quoted as RFC 4180 says; lines end with `\n`.
 /// - A scalar that first appears in a later epoch widens the header: the file is rewritten
 ///   atomically (a temporary file, then a rename) with the new column, earlier rows getting an
-///   empty cell. Otherwise each epoch appends one line.
+///   empty cell. Otherwise each epoch appends one line, whole or not at all: when the disk fills
+///   up in the middle of it, the file is cut back to its last whole row, the error is reported,
+///   and the next epoch writes the file whole again with every row.
 /// - Scalars put after the last epoch ended (in `after_train`) join that epoch's row.
 /// - A scalar named `epoch` or `global_step` is left out (with a warning): those columns hold the
 ///   counters.
@@ -129,6 +131,8 @@ pub struct CsvSink {
     columns: Vec<String>,
     rows: Vec<Row>,
     warned_epoch: bool,
+    /// A row failed to be written: the file lacks it, and is written whole at the next epoch.
+    behind: bool,
 }
 
 impl CsvSink {
@@ -223,7 +227,8 @@ impl CsvSink {
             eprintln!("stoker: {} {reason}; moved it to {}", path.display(), backup.display());
             std::fs::rename(path, &backup).map_err(|e| Error::io(path, e))?;
         }
-        let mut sink = CsvSink { path: path.to_path_buf(), separator, columns, rows, warned_epoch };
+        let mut sink =
+            CsvSink { path: path.to_path_buf(), separator, columns, rows, warned_epoch, behind: false };
         sink.widen();
         sink.write_file().map_err(|e| Error::io(path, e))?;
         Ok(sink)
@@ -292,6 +297,22 @@ impl CsvSink {
     }
 }
 
+/// Append `line` to `file` whole or not at all: on an error (a full disk), the file is cut back
+/// to its length before, so that no row is left torn.
+fn append_whole(mut file: std::fs::File, line: &[u8]) -> std::io::Result<()> {
+    let before = file.metadata()?.len();
+    let Err(error) = file.write_all(line) else { return Ok(()) };
+    match file.set_len(before) {
+        Ok(()) => Err(error),
+        Err(cut) => Err(std::io::Error::new(
+            error.kind(),
+            format!(
+                "{error}; cutting the file back to its last whole row (at byte {before}) failed too: {cut}"
+            ),
+        )),
+    }
+}
+
 /// Remove the scalars named as the counters' columns; whether there were any.
 fn remove_reserved(row: &mut Row) -> bool {
     let epoch = row.values.remove(EPOCH).is_some();
@@ -343,17 +364,21 @@ impl MonitorSink for CsvSink {
             self.warned_epoch = true;
             warn_reserved();
         }
-        if self.widen() || !appended {
-            return self.write_file();
-        }
-        let mut line = String::new();
-        self.row(self.rows.last().expect("a row was added"), &mut line);
-        match std::fs::OpenOptions::new().append(true).open(&self.path) {
-            Ok(mut file) => file.write_all(line.as_bytes()),
-            // Removed meanwhile: write it whole again.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.write_file(),
-            Err(e) => Err(e),
-        }
+        let written = if self.widen() || !appended || self.behind {
+            self.write_file()
+        } else {
+            let mut line = String::new();
+            self.row(self.rows.last().expect("a row was added"), &mut line);
+            match std::fs::OpenOptions::new().append(true).open(&self.path) {
+                Ok(file) => append_whole(file, line.as_bytes()),
+                // Removed meanwhile: write it whole again.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.write_file(),
+                Err(e) => Err(e),
+            }
+        };
+        // The rows stay in memory: the file gets them all at the next epoch that writes.
+        self.behind = written.is_err();
+        written
     }
 
     fn flush(&mut self) -> std::io::Result<()> {

@@ -2,18 +2,34 @@
 //! `tensorflow.Event` protocol buffers. TensorBoard reads them as it reads TensorFlow's.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::png::encode_png;
 use crate::state::{Histogram, Record, Value};
 
+/// Pending bytes past which [`TensorBoardSink::write`] writes them out without waiting for
+/// [`flush`](TensorBoardSink::flush).
+const PENDING_LIMIT: usize = 1 << 16;
+
 /// Writes [`Record`]s to an `events.out.tfevents.<seconds>.<host>` file.
+///
+/// Each event is written whole or not at all: events are encoded whole into a buffer, and when
+/// writing the buffer fails (a full disk), the file is cut back to the end of the last event
+/// written whole before the error is returned. TensorBoard stops reading an event file at the
+/// first torn record; here there is none, and what is written after the disk has room again
+/// reads back too.
 #[derive(Debug)]
 pub struct TensorBoardSink {
     path: PathBuf,
-    file: BufWriter<File>,
+    file: File,
+    /// The file's length: every byte of it belongs to a whole event.
+    written: u64,
+    /// Whole events not written yet.
+    pending: Vec<u8>,
+    /// Where each event in `pending` ends.
+    ends: Vec<usize>,
 }
 
 impl TensorBoardSink {
@@ -31,11 +47,11 @@ impl TensorBoardSink {
             n += 1;
         }
         let file = File::options().write(true).create_new(true).open(&path)?;
-        let mut sink = TensorBoardSink { path, file: BufWriter::new(file) };
+        let mut sink = TensorBoardSink { path, file, written: 0, pending: Vec::new(), ends: Vec::new() };
         let mut event = Proto::default();
         event.double(1, now.as_secs_f64());
         event.bytes(3, b"brain.Event:2");
-        sink.record(&event.0)?;
+        sink.record(&event.0);
         sink.flush()?;
         Ok(sink)
     }
@@ -51,7 +67,7 @@ impl TensorBoardSink {
         event.double(1, now.as_secs_f64());
         event.varint(2, step);
         event.message(7, &session_log);
-        self.record(&event.0)?;
+        self.record(&event.0);
         self.flush()
     }
 
@@ -73,7 +89,10 @@ impl TensorBoardSink {
                     event.double(1, record.wall_time);
                     event.varint(2, record.global_step);
                     event.message(5, &summary);
-                    self.record(&event.0)?;
+                    self.record(&event.0);
+                    if self.pending.len() >= PENDING_LIMIT {
+                        self.write_pending()?;
+                    }
                 }
                 Err(message) => {
                     first_error.get_or_insert_with(|| {
@@ -88,17 +107,72 @@ impl TensorBoardSink {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Flush to the operating system.
+    /// Write what is buffered to the operating system. On an error, the file ends with the last
+    /// event written whole, and the events that were not are dropped.
     pub fn flush(&mut self) -> std::io::Result<()> {
-        self.file.flush()
+        self.write_pending()
     }
 
-    fn record(&mut self, data: &[u8]) -> std::io::Result<()> {
+    /// Buffer one event (TFRecord framing: length, its masked CRC, data, its masked CRC).
+    fn record(&mut self, data: &[u8]) {
         let len = (data.len() as u64).to_le_bytes();
-        self.file.write_all(&len)?;
-        self.file.write_all(&masked_crc(&len).to_le_bytes())?;
-        self.file.write_all(data)?;
-        self.file.write_all(&masked_crc(data).to_le_bytes())
+        self.pending.extend_from_slice(&len);
+        self.pending.extend_from_slice(&masked_crc(&len).to_le_bytes());
+        self.pending.extend_from_slice(data);
+        self.pending.extend_from_slice(&masked_crc(data).to_le_bytes());
+        self.ends.push(self.pending.len());
+    }
+
+    /// Write the pending events; on an error, cut the file back to its last whole event.
+    fn write_pending(&mut self) -> std::io::Result<()> {
+        let mut done = 0;
+        let mut failure = None;
+        while done < self.pending.len() {
+            match self.file.write(&self.pending[done..]) {
+                Ok(0) => {
+                    failure = Some(std::io::Error::from(std::io::ErrorKind::WriteZero));
+                    break;
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        let whole = match failure {
+            None => done,
+            // The events written whole before the error stay; the rest of them goes.
+            Some(_) => self.ends.iter().copied().take_while(|&end| end <= done).last().unwrap_or(0),
+        };
+        let torn = done - whole;
+        self.written += whole as u64;
+        self.pending.clear();
+        self.ends.clear();
+        let Some(error) = failure else { return Ok(()) };
+        if torn > 0 {
+            let cut =
+                self.file.set_len(self.written).and_then(|()| self.file.seek(SeekFrom::Start(self.written)));
+            if let Err(cut) = cut {
+                return Err(std::io::Error::new(
+                    error.kind(),
+                    format!(
+                        "{error}; cutting {} back to its last whole event (at byte {}) failed too: {cut}",
+                        self.path.display(),
+                        self.written
+                    ),
+                ));
+            }
+        }
+        Err(error)
+    }
+}
+
+impl Drop for TensorBoardSink {
+    /// Write what is still buffered, as a `BufWriter` would.
+    fn drop(&mut self) {
+        let _ = self.write_pending();
     }
 }
 

@@ -1,8 +1,8 @@
 //! The checkpoint format on disk (described in the `saver` module's docs), and how it is written
 //! and read back.
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::ffi::OsStr;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -10,7 +10,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use crate::error::{Error, Result};
-use crate::state::{KeepPolicy, sync_dir, write_atomic};
+use crate::state::{
+    KeepPolicy, check_copy_name, create_dir_all_synced, leftover_of, process_is_gone, sync_dir,
+    temporary_name, write_atomic, write_new_file,
+};
 
 /// The folder of checkpoints inside the log directory.
 pub const CHECKPOINT_DIR: &str = "checkpoints";
@@ -30,8 +33,11 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 /// An empty file marking a checkpoint kept forever (`keep_every_n_hours`), so that the mark
 /// survives the loss of the index.
 pub const KEEP_FILE: &str = "keep";
-/// The version of this layout, in every manifest.
-pub const FORMAT_VERSION: u64 = 1;
+/// The version of this layout, in every manifest. Format 2 checksums the manifest's bytes as
+/// written; format 1 (read, no longer written) checksummed a re-serialization of it.
+pub const FORMAT_VERSION: u64 = 2;
+/// The oldest format this version reads.
+const OLDEST_FORMAT: u64 = 1;
 
 const FILES: [&str; 4] = [MODEL_FILE, OPTIMIZER_FILE, TRAINER_FILE, MONITORS_FILE];
 
@@ -53,13 +59,48 @@ struct Manifest {
     /// Seconds since the Unix epoch when it was written.
     time: f64,
     files: std::collections::BTreeMap<String, FileSum>,
-    /// CRC-32C of the manifest itself (its compact JSON without this field).
+    /// CRC-32C of the manifest itself: from format 2 on, of the file's bytes before the line
+    /// holding this member, the last one (see [`Manifest::seal`]); in format 1, of its compact
+    /// JSON without this field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     checksum: Option<u32>,
 }
 
+/// The last line of a manifest of format 2 or later, `checksum` its CRC-32C.
+fn checksum_tail(checksum: u32) -> String {
+    format!("  \"checksum\": {checksum}\n}}\n")
+}
+
 impl Manifest {
-    fn own_checksum(&self) -> u32 {
+    /// The manifest's bytes: its JSON with `checksum` as the last member, on a line of its own,
+    /// holding the CRC-32C of every byte before that line. A reader verifies the bytes it reads,
+    /// whatever the order of the other members (which serde_json's `preserve_order` feature,
+    /// enabled by any crate of a build, changes).
+    fn seal(&self) -> std::io::Result<Vec<u8>> {
+        debug_assert!(self.checksum.is_none());
+        let body = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        let Some(open) = body.strip_suffix(b"\n}") else {
+            return Err(std::io::Error::other("the manifest's JSON does not end with `}`"));
+        };
+        let mut sealed = open.to_vec();
+        sealed.extend_from_slice(b",\n");
+        let checksum = crc32c::crc32c(&sealed);
+        sealed.extend_from_slice(checksum_tail(checksum).as_bytes());
+        Ok(sealed)
+    }
+
+    /// Whether `bytes`, read as this manifest, pass its own checksum.
+    fn verifies(&self, bytes: &[u8]) -> bool {
+        let Some(checksum) = self.checksum else { return false };
+        if self.format == 1 {
+            return checksum == self.format_1_checksum();
+        }
+        let tail = checksum_tail(checksum);
+        bytes.strip_suffix(tail.as_bytes()).is_some_and(|body| crc32c::crc32c(body) == checksum)
+    }
+
+    /// Format 1's checksum: of the compact JSON re-serialized without the checksum.
+    fn format_1_checksum(&self) -> u32 {
         let mut unsigned = serde_json::to_value(self).unwrap_or_default();
         if let Some(object) = unsigned.as_object_mut() {
             object.remove("checksum");
@@ -123,30 +164,87 @@ fn list(root: &Path) -> std::io::Result<Vec<(u64, String)>> {
     Ok(found)
 }
 
+/// The suffix of a checkpoint set aside while one of the same name replaces it.
+const OLD: &str = ".old";
+
+/// `X.old`, where a writer sets the checkpoint `X` aside while it replaces it.
+fn old_of(dir: &Path) -> PathBuf {
+    let mut old = dir.as_os_str().to_os_string();
+    old.push(OLD);
+    PathBuf::from(old)
+}
+
+/// Whether anything (a symlink included) is at `path`; an error other than "not found" counts
+/// as something, so that nothing is put there.
+fn occupied(path: &Path) -> bool {
+    !matches!(fs::symlink_metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// The checkpoints a reader may take in `root`, newest first: each `step-N`, and its `step-N.old`
+/// (the window a writer replacing `step-N` leaves, see [`write_dir`]) right after it.
+fn list_readable(root: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut found: Vec<(std::cmp::Reverse<u64>, bool, PathBuf)> = Vec::new();
+    let entries = match fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
+        let (base, old) = match name.strip_suffix(OLD) {
+            Some(base) => (base, true),
+            None => (name.as_str(), false),
+        };
+        if let Some(step) = step_of(base)
+            && entry.file_type()?.is_dir()
+        {
+            found.push((std::cmp::Reverse(step), old, entry.path()));
+        }
+    }
+    found.sort();
+    Ok(found.into_iter().map(|(_, _, path)| path).collect())
+}
+
+/// Write `bytes` as the new file `path`, synced; its length and CRC-32C.
 fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<FileSum> {
-    let mut file = File::create(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
+    write_new_file(path, bytes)?;
     Ok(FileSum { len: bytes.len() as u64, crc32c: crc32c::crc32c(bytes) })
+}
+
+/// Mark the checkpoint `dir` as kept forever: the empty file [`KEEP_FILE`], synced, and its
+/// directory entry synced, so that the mark survives a crash and the loss of the index.
+fn mark_kept_forever(dir: &Path) -> std::io::Result<()> {
+    let mark = dir.join(KEEP_FILE);
+    match write_new_file(&mark, b"") {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && mark.is_file() => {}
+        Err(e) => return Err(e),
+    }
+    sync_dir(dir)
 }
 
 /// Write `content` as the complete checkpoint `root/name`, replacing one of that name only once
 /// the new one is complete.
+///
+/// The files go into a new folder `name.<pid>-<n>.tmp` (a name no other write uses, created new
+/// so that nothing is followed or reused), synced, the manifest last; the folder is renamed
+/// `name`. A checkpoint of that name already there is first renamed `name.old` (a rename cannot
+/// replace a non-empty folder), then removed once the new one is in place: a reader that finds
+/// `name.old` without `name` takes it for `name` ([`Checkpoint::latest`]), and the next write puts
+/// it back ([`remove_leftovers`]).
 fn write_dir(root: &Path, name: &str, content: &Content) -> std::io::Result<PathBuf> {
     let dir = root.join(name);
-    let tmp = root.join(format!("{name}.tmp"));
-    if tmp.exists() {
-        fs::remove_dir_all(&tmp)?;
-    }
+    let tmp = root.join(temporary_name(OsStr::new(name), "tmp"));
+    fs::create_dir(&tmp)?;
     let result = (|| {
-        fs::create_dir_all(&tmp)?;
         let trainer = serde_json::to_vec_pretty(&content.trainer).map_err(std::io::Error::other)?;
         let monitors = serde_json::to_vec(&content.monitors).map_err(std::io::Error::other)?;
         let mut files = std::collections::BTreeMap::new();
         for (file, bytes) in FILES.iter().zip([&content.model[..], &content.optimizer, &trainer, &monitors]) {
             files.insert(file.to_string(), write_synced(&tmp.join(file), bytes)?);
         }
-        let mut manifest = Manifest {
+        let manifest = Manifest {
             format: FORMAT_VERSION,
             epoch_num: content.epoch_num,
             global_step: content.global_step,
@@ -154,63 +252,122 @@ fn write_dir(root: &Path, name: &str, content: &Content) -> std::io::Result<Path
             files,
             checksum: None,
         };
-        manifest.checksum = Some(manifest.own_checksum());
-        let manifest = serde_json::to_vec_pretty(&manifest).map_err(std::io::Error::other)?;
-        write_synced(&tmp.join(MANIFEST_FILE), &manifest)?;
+        write_synced(&tmp.join(MANIFEST_FILE), &manifest.seal()?)?;
         sync_dir(&tmp)?;
-        if dir.exists() {
-            // Set the old one aside first: a rename cannot replace a non-empty directory.
-            let old = root.join(format!("{name}.old"));
-            if old.exists() {
-                fs::remove_dir_all(&old)?;
+        if occupied(&dir) {
+            let old = old_of(&dir);
+            if occupied(&old) {
+                // A replaced one a crash left beside a complete `name`: out of the way first.
+                remove_checkpoint(&old).map_err(|failure| failure.error)?;
             }
             fs::rename(&dir, &old)?;
             fs::rename(&tmp, &dir)?;
             sync_dir(root)?;
-            remove_checkpoint(&old)?;
+            if let Err(failure) = remove_checkpoint(&old) {
+                eprintln!("stoker: warning: checkpoint {} is complete, but {failure}", dir.display());
+            }
         } else {
             fs::rename(&tmp, &dir)?;
         }
         sync_dir(root)
     })();
     if result.is_err() {
-        // A full disk must not stay full of a half-written checkpoint.
+        // A full disk must not stay full of a half-written checkpoint (the folder is ours).
         let _ = fs::remove_dir_all(&tmp);
     }
     result.map(|()| dir)
 }
 
-/// Clean what a crash in the middle of a write left behind: half-written `X.tmp` and
-/// half-removed `X.deleting` folders go; an `X.old` (set aside while `X` was replaced) goes when
-/// `X` is complete, and is put back as `X` when `X` is missing.
+/// Clean what a crash in the middle of a write left in `root`, and only that:
+///
+/// - a temporary folder or file `X.<pid>-<n>.tmp` goes once its process `<pid>` has certainly
+///   ended (a live process's, this one's included, stays: it may be writing it);
+/// - a folder being removed, `X.<pid>-<n>.deleting`, goes when its process has ended or is this
+///   one (an earlier removal that failed is tried again);
+/// - `step-N.tmp` and `step-N.deleting`, the names earlier versions used, go;
+/// - a checkpoint set aside while another of its name replaced it, `X.old` holding a manifest,
+///   goes when `X` is there, and is put back as `X` when `X` is missing.
+///
+/// Anything else, whatever its name ends with, is not stoker's and stays. The run's lock on the
+/// log directory already keeps any other trainer out.
 fn remove_leftovers(root: &Path) {
     let Ok(entries) = fs::read_dir(root) else { return };
+    let own = std::process::id();
     for entry in entries.flatten() {
         let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        if name.ends_with(".tmp") || name.ends_with(".deleting") {
-            let _ = fs::remove_dir_all(entry.path());
-        } else if let Some(base) = name.strip_suffix(".old") {
+        let Ok(kind) = entry.file_type() else { continue };
+        let path = entry.path();
+        if let Some((_, pid)) = leftover_of(&name, "tmp") {
+            if pid != own && process_is_gone(pid) {
+                let _ = if kind.is_dir() { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
+            }
+        } else if let Some((_, pid)) = leftover_of(&name, "deleting") {
+            if kind.is_dir() && (pid == own || process_is_gone(pid)) {
+                let _ = fs::remove_dir_all(&path);
+            }
+        } else if kind.is_dir()
+            && [".tmp", ".deleting"]
+                .iter()
+                .any(|suffix| name.strip_suffix(suffix).and_then(step_of).is_some())
+        {
+            let _ = fs::remove_dir_all(&path);
+        } else if let Some(base) = name.strip_suffix(OLD)
+            && kind.is_dir()
+            && path.join(MANIFEST_FILE).is_file()
+        {
             let target = root.join(base);
-            if target.exists() {
-                let _ = fs::remove_dir_all(entry.path());
+            if occupied(&target) {
+                let _ = remove_checkpoint(&path);
             } else {
-                let _ = fs::rename(entry.path(), &target);
+                let _ = fs::rename(&path, &target);
             }
         }
     }
 }
 
+/// Why a checkpoint folder was not removed.
+#[derive(Debug)]
+struct RemoveFailure {
+    /// The folder.
+    path: PathBuf,
+    /// Where it was moved before its removal failed; `None` when it could not be moved.
+    moved_to: Option<PathBuf>,
+    error: std::io::Error,
+}
+
+impl std::fmt::Display for RemoveFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.moved_to {
+            Some(doomed) => write!(
+                f,
+                "removing {} failed: it was moved to {}, which is no longer a checkpoint, but deleting that failed ({}); stoker tries again at the next checkpoint, or delete it by hand",
+                self.path.display(),
+                doomed.display(),
+                self.error
+            ),
+            None => write!(
+                f,
+                "removing {} failed ({}); it stays, and stoker tries again at the next checkpoint",
+                self.path.display(),
+                self.error
+            ),
+        }
+    }
+}
+
 /// Remove a checkpoint folder so that a crash midway cannot leave a folder that looks like a
-/// checkpoint: it is renamed `X.deleting` first.
-fn remove_checkpoint(path: &Path) -> std::io::Result<()> {
-    let mut doomed = path.as_os_str().to_os_string();
-    doomed.push(".deleting");
-    let doomed = PathBuf::from(doomed);
-    fs::rename(path, &doomed)?;
-    fs::remove_dir_all(&doomed)
+/// checkpoint: it is renamed `X.<pid>-<n>.deleting` first, then deleted.
+fn remove_checkpoint(path: &Path) -> std::result::Result<(), RemoveFailure> {
+    let name = path.file_name().unwrap_or_default();
+    let doomed = path.with_file_name(temporary_name(name, "deleting"));
+    if let Err(error) = fs::rename(path, &doomed) {
+        return Err(RemoveFailure { path: path.to_path_buf(), moved_to: None, error });
+    }
+    fs::remove_dir_all(&doomed).map_err(|error| RemoveFailure {
+        path: path.to_path_buf(),
+        moved_to: Some(doomed),
+        error,
+    })
 }
 
 fn read_index(root: &Path) -> Option<Index> {
@@ -228,7 +385,7 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Resu
             path.display()
         ))
     };
-    fs::create_dir_all(root).map_err(|e| fail("creating", root, e))?;
+    create_dir_all_synced(root).map_err(|e| fail("creating", root, e))?;
     remove_leftovers(root);
     let dir = write_dir(root, &name, content).map_err(|e| fail("writing into", root, e))?;
 
@@ -253,8 +410,8 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Resu
         if let (Some(hours), Some(anchor)) = (policy.keep_every_n_hours, index.anchor_time) {
             let written = written_at(old);
             if written >= anchor + hours * 3600.0 {
-                let mark = root.join(old).join(KEEP_FILE);
-                write_synced(&mark, b"").map_err(|e| fail("marking", &mark, e))?;
+                let kept = root.join(old);
+                mark_kept_forever(&kept).map_err(|e| fail("marking", &kept.join(KEEP_FILE), e))?;
                 index.kept_forever.push(old.clone());
                 index.anchor_time = Some(written);
                 continue;
@@ -272,9 +429,12 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Resu
             index_path.display()
         ))
     })?;
+    // The new checkpoint is complete and indexed: an old one that cannot be removed (a busy
+    // `.nfs*` file, a file of another user) is worth a warning, not the run.
     for old in remove {
-        let path = root.join(&old);
-        remove_checkpoint(&path).map_err(|e| fail("removing the old checkpoint", &path, e))?;
+        if let Err(failure) = remove_checkpoint(&root.join(&old)) {
+            eprintln!("stoker: warning: checkpoint {name} is complete, but {failure}");
+        }
     }
     Ok(dir)
 }
@@ -282,7 +442,9 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Resu
 /// Write `content` as the checkpoint copy `root/name` (MinSaver's `min-<statistic>`), replacing
 /// the previous copy only once the new one is complete.
 pub(crate) fn write_copy(root: &Path, name: &str, content: &Content) -> Result<PathBuf> {
-    fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+    check_copy_name(name)
+        .map_err(|why| Error::Checkpoint(format!("the checkpoint copy name {name:?} {why}")))?;
+    create_dir_all_synced(root).map_err(|e| Error::io(root, e))?;
     remove_leftovers(root);
     write_dir(root, name, content).map_err(|e| {
         Error::Checkpoint(format!(
@@ -292,15 +454,59 @@ pub(crate) fn write_copy(root: &Path, name: &str, content: &Content) -> Result<P
     })
 }
 
-fn read_manifest(dir: &Path) -> Result<Manifest, String> {
-    let path = dir.join(MANIFEST_FILE);
-    let bytes = fs::read(&path).map_err(|e| format!("{MANIFEST_FILE}: {e}"))?;
-    let manifest: Manifest =
-        serde_json::from_slice(&bytes).map_err(|e| format!("{MANIFEST_FILE} is malformed: {e}"))?;
+/// Why a checkpoint could not be read.
+enum Unreadable {
+    /// It is damaged: a file fails its checksum, is shorter or longer than the manifest says, is
+    /// missing, or does not parse. A reader goes on to the checkpoint before it.
+    Corrupt(String),
+    /// Anything else (a read error such as EIO, EMFILE or EACCES, a format this version does not
+    /// read): the checkpoint may well be fine, so it is returned to the user as it is, and
+    /// nothing is set aside.
+    Error(Error),
+}
+
+impl Unreadable {
+    fn into_error(self, dir: &Path) -> Error {
+        match self {
+            Unreadable::Corrupt(why) => {
+                Error::Checkpoint(format!("checkpoint {} is incomplete or corrupt: {why}", dir.display()))
+            }
+            Unreadable::Error(error) => error,
+        }
+    }
+}
+
+/// The bytes of `dir/file`: a missing file makes the checkpoint incomplete, any other error is
+/// not a sign of damage.
+fn read_file(dir: &Path, file: &str) -> Result<Vec<u8>, Unreadable> {
+    let path = dir.join(file);
+    fs::read(&path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Unreadable::Corrupt(format!("{file}: {e}"))
+        } else {
+            Unreadable::Error(Error::Checkpoint(format!(
+                "reading {} failed: {e}; a read error is no sign of a damaged checkpoint, so nothing was set aside or removed: fix the cause (permissions, open files, the disk) and try again",
+                path.display()
+            )))
+        }
+    })
+}
+
+fn read_manifest(dir: &Path) -> Result<Manifest, Unreadable> {
+    let bytes = read_file(dir, MANIFEST_FILE)?;
+    let manifest: Manifest = serde_json::from_slice(&bytes)
+        .map_err(|e| Unreadable::Corrupt(format!("{MANIFEST_FILE} is malformed: {e}")))?;
+    if !(OLDEST_FORMAT..=FORMAT_VERSION).contains(&manifest.format) {
+        return Err(Unreadable::Error(Error::Checkpoint(format!(
+            "checkpoint {} has format {}, this version of stoker reads formats {OLDEST_FORMAT} to {FORMAT_VERSION}",
+            dir.display(),
+            manifest.format
+        ))));
+    }
     match manifest.checksum {
-        Some(sum) if sum == manifest.own_checksum() => Ok(manifest),
-        Some(_) => Err(format!("{MANIFEST_FILE} fails its own checksum")),
-        None => Err(format!("{MANIFEST_FILE} has no checksum")),
+        Some(_) if manifest.verifies(&bytes) => Ok(manifest),
+        Some(_) => Err(Unreadable::Corrupt(format!("{MANIFEST_FILE} fails its own checksum"))),
+        None => Err(Unreadable::Corrupt(format!("{MANIFEST_FILE} has no checksum"))),
     }
 }
 
@@ -318,27 +524,26 @@ pub struct Checkpoint {
 
 impl Checkpoint {
     /// Read and verify the checkpoint in `dir` (a `step-N` folder or a MinSaver copy). A missing,
-    /// truncated or altered file is an error naming the checkpoint and the file.
+    /// truncated or altered file is an error naming the checkpoint and the file, and so is a read
+    /// error (naming the file). When `dir` is missing but `dir.old` is there (a writer replacing
+    /// it was stopped midway), that is the checkpoint read.
     pub fn read(dir: impl AsRef<Path>) -> Result<Checkpoint> {
         let dir = dir.as_ref();
-        let corrupt = |why: String| {
-            Error::Checkpoint(format!("checkpoint {} is incomplete or corrupt: {why}", dir.display()))
-        };
-        let manifest = read_manifest(dir).map_err(corrupt)?;
-        if manifest.format != FORMAT_VERSION {
-            return Err(Error::Checkpoint(format!(
-                "checkpoint {} has format {}, this version of stoker reads format {FORMAT_VERSION}",
-                dir.display(),
-                manifest.format
-            )));
-        }
+        let old = old_of(dir);
+        let dir = if !occupied(dir) && old.is_dir() { old.as_path() } else { dir };
+        Checkpoint::read_verified(dir).map_err(|unreadable| unreadable.into_error(dir))
+    }
+
+    fn read_verified(dir: &Path) -> Result<Checkpoint, Unreadable> {
+        let corrupt = Unreadable::Corrupt;
+        let manifest = read_manifest(dir)?;
         let mut contents = Vec::with_capacity(FILES.len());
         for file in FILES {
             let sum = manifest
                 .files
                 .get(file)
                 .ok_or_else(|| corrupt(format!("the manifest does not list {file}")))?;
-            let bytes = fs::read(dir.join(file)).map_err(|e| corrupt(format!("{file}: {e}")))?;
+            let bytes = read_file(dir, file)?;
             if bytes.len() as u64 != sum.len {
                 return Err(corrupt(format!(
                     "{file} is {} bytes long, the manifest says {}",
@@ -359,7 +564,7 @@ impl Checkpoint {
         let trainer = contents.pop().unwrap_or_default();
         let optimizer = contents.pop().unwrap_or_default();
         let model = contents.pop().unwrap_or_default();
-        let json = |bytes: &[u8], file: &str| -> Result<Json> {
+        let json = |bytes: &[u8], file: &str| -> Result<Json, Unreadable> {
             serde_json::from_slice(bytes).map_err(|e| corrupt(format!("{file} is malformed: {e}")))
         };
         Ok(Checkpoint {
@@ -374,21 +579,27 @@ impl Checkpoint {
     }
 
     /// The latest complete checkpoint under `path`: a log directory, its `checkpoints` folder, or
-    /// a checkpoint itself. A checkpoint that fails verification is reported on stderr and the one
-    /// before it is tried. `Ok(None)` when there is no checkpoint at all; an error when every
-    /// checkpoint there is corrupt.
+    /// a checkpoint itself. A damaged checkpoint (a file that fails its checksum, is cut short or
+    /// missing) is reported on stderr and the one before it is tried; any other failure to read
+    /// one (EIO, EACCES, too many open files, a newer format) is returned as an error naming the
+    /// file, since that checkpoint may be fine. A `step-N.old` without its `step-N` (a writer
+    /// replacing `step-N` was stopped midway) is read as `step-N`, as the next write restores
+    /// it. `Ok(None)` when there is no checkpoint at all; an error when every checkpoint there is
+    /// damaged.
     pub fn latest(path: impl AsRef<Path>) -> Result<Option<Checkpoint>> {
         let path = path.as_ref();
-        if path.join(MANIFEST_FILE).exists() {
+        if path.join(MANIFEST_FILE).exists() || (!occupied(path) && old_of(path).join(MANIFEST_FILE).exists())
+        {
             return Checkpoint::read(path).map(Some);
         }
         let root =
             if path.join(CHECKPOINT_DIR).is_dir() { path.join(CHECKPOINT_DIR) } else { path.to_path_buf() };
-        let present = list(&root).map_err(|e| Error::io(&root, e))?;
+        let candidates = list_readable(&root).map_err(|e| Error::io(&root, e))?;
         let mut failures = Vec::new();
-        for (_, name) in present.iter().rev() {
-            match Checkpoint::read(root.join(name)) {
+        for dir in candidates {
+            match Checkpoint::read_verified(&dir) {
                 Ok(checkpoint) => {
+                    let name = dir.file_name().unwrap_or_default().to_string_lossy();
                     for failure in &failures {
                         eprintln!(
                             "stoker: warning: {failure}; resuming from the checkpoint before it, {name}"
@@ -396,7 +607,10 @@ impl Checkpoint {
                     }
                     return Ok(Some(checkpoint));
                 }
-                Err(e) => failures.push(e.to_string()),
+                Err(Unreadable::Corrupt(why)) => {
+                    failures.push(format!("checkpoint {} is incomplete or corrupt: {why}", dir.display()))
+                }
+                Err(Unreadable::Error(error)) => return Err(error),
             }
         }
         if failures.is_empty() {
@@ -449,14 +663,18 @@ impl Checkpoint {
 }
 
 /// Set aside the checkpoints in `root` newer than `global_step` (a run resumed from an earlier
-/// one makes them stale): each is renamed `<name>.abandoned`, nothing is deleted.
+/// one makes them stale): each is renamed `<name>.abandoned`, or `<name>.<k>.abandoned` with the
+/// first `k` from 2 that is free when an earlier rollback set one of that name aside already.
+/// Nothing is deleted.
 pub(crate) fn abandon_newer(root: &Path, global_step: u64) -> Result<()> {
     for (step, name) in list(root).map_err(|e| Error::io(root, e))? {
         if step > global_step {
             let from = root.join(&name);
-            let to = root.join(format!("{name}.abandoned"));
-            if to.exists() {
-                fs::remove_dir_all(&to).map_err(|e| Error::io(&to, e))?;
+            let mut to = root.join(format!("{name}.abandoned"));
+            let mut k = 1u64;
+            while occupied(&to) {
+                k += 1;
+                to = root.join(format!("{name}.{k}.abandoned"));
             }
             eprintln!(
                 "stoker: warning: {} is newer than the checkpoint this run resumes from; moved it to {}",
@@ -467,4 +685,49 @@ pub(crate) fn abandon_newer(root: &Path, global_step: u64) -> Result<()> {
         }
     }
     sync_dir(root).map_err(|e| Error::io(root, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(format: u64) -> Manifest {
+        let mut files = std::collections::BTreeMap::new();
+        files.insert(MODEL_FILE.to_string(), FileSum { len: 3, crc32c: 7 });
+        Manifest { format, epoch_num: 2, global_step: 10, time: 1.5, files, checksum: None }
+    }
+
+    #[test]
+    fn a_sealed_manifest_verifies_and_a_changed_byte_does_not() {
+        let sealed = manifest(FORMAT_VERSION).seal().unwrap();
+        let text = String::from_utf8(sealed.clone()).unwrap();
+        assert!(text.ends_with("\n}\n") && text.contains("\n  \"checksum\": "), "{text}");
+        let read: Manifest = serde_json::from_slice(&sealed).unwrap();
+        assert!(read.verifies(&sealed));
+        let altered = text.replacen("\"global_step\": 10", "\"global_step\": 11", 1);
+        let read: Manifest = serde_json::from_str(&altered).unwrap();
+        assert!(!read.verifies(altered.as_bytes()));
+    }
+
+    #[test]
+    fn a_format_1_manifest_still_verifies() {
+        // As format 1 wrote it: the checksum of the compact JSON re-serialized without it.
+        let mut old = manifest(1);
+        old.checksum = Some(old.format_1_checksum());
+        let bytes = serde_json::to_vec_pretty(&old).unwrap();
+        let read: Manifest = serde_json::from_slice(&bytes).unwrap();
+        assert!(read.verifies(&bytes));
+        let mut wrong = manifest(1);
+        wrong.checksum = Some(old.checksum.unwrap() ^ 1);
+        assert!(!wrong.verifies(&serde_json::to_vec_pretty(&wrong).unwrap()));
+    }
+
+    #[test]
+    fn the_index_file_is_not_a_copy_name() {
+        assert!(check_copy_name(INDEX_FILE).is_err());
+        assert!(
+            check_copy_name(CHECKPOINT_DIR).is_ok(),
+            "inside checkpoints/, a folder of that name is fine"
+        );
+    }
 }

@@ -38,7 +38,7 @@ pub use checkpoint::{
 
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result, check_setting};
-use crate::state::{KeepPolicy, json_f64, parse_f64};
+use crate::state::{KeepPolicy, check_copy_name, create_dir_all_synced, json_f64, parse_f64};
 
 /// Writes a checkpoint when triggered — every epoch by default, or at another period under
 /// [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) / `#[every_k_epochs]` — into
@@ -92,7 +92,7 @@ impl<M> Callback<M> for ModelSaver {
         }
         ctx.state.checkpoint_policy = self.policy;
         let root = ctx.log_dir().join(checkpoint::CHECKPOINT_DIR);
-        std::fs::create_dir_all(&root).map_err(|e| Error::io(&root, e))
+        create_dir_all_synced(&root).map_err(|e| Error::io(&root, e))
     }
 
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
@@ -137,6 +137,9 @@ impl<const MAX: bool> BestSaver<MAX> {
         BestSaver { statistic: statistic.into(), copy_name: None, best: None, warned: false }
     }
     /// The copy's folder name inside `checkpoints/` (default `min-<statistic>` / `max-<statistic>`).
+    /// It must be a plain folder name of its own: not empty, no `/`, `\\` or control character,
+    /// not starting with `.` or `step-`, not `index.json`, not ending with `.tmp`, `.old`,
+    /// `.deleting` or `.abandoned`; another is an error at setup, naming it.
     pub fn copy_name(mut self, name: impl Into<String>) -> Self {
         self.copy_name = Some(name.into());
         self
@@ -179,17 +182,14 @@ impl<M, const MAX: bool> Callback<M> for BestSaver<MAX> {
 
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let folder = self.folder();
-        if folder.is_empty()
-            || folder.contains(['/', '\\'])
-            || folder.starts_with("step-")
-            || folder.starts_with('.')
-        {
-            return Err(Error::msg(format!(
-                "{}({}): the copy's name `{folder}` must be a plain folder name, not starting with `step-` or `.`",
-                self.kind(),
-                self.statistic
-            )));
-        }
+        check_copy_name(&folder).map_err(|why| {
+            let hint = if self.copy_name.is_none() {
+                format!(" (it comes from the statistic's name: give the copy one with `.copy_name(\"...\")`)")
+            } else {
+                String::new()
+            };
+            Error::msg(format!("{}({}): the copy name {folder:?}{hint} {why}", self.kind(), self.statistic))
+        })?;
         let _ = ctx;
         Ok(())
     }
@@ -213,7 +213,7 @@ impl<M, const MAX: bool> Callback<M> for BestSaver<MAX> {
         let better = self.best.is_none_or(|best| if MAX { value > best } else { value < best });
         if better {
             self.best = Some(value);
-            ctx.request_checkpoint_copy(self.folder());
+            ctx.request_checkpoint_copy(self.folder())?;
         }
         Ok(())
     }

@@ -13,7 +13,10 @@ mod record;
 
 pub use hyper::{HyperParams, LEARNING_RATE, SharedParam};
 pub use keep::KeepPolicy;
+pub(crate) use keep::check_copy_name;
 pub use monitors::{MonitorSink, Monitors};
-pub(crate) use persist::sync_dir;
+pub(crate) use persist::{
+    create_dir_all_synced, leftover_of, process_is_gone, sync_dir, temporary_name, write_new_file,
+};
 pub use persist::{json_f64, parse_f64, write_atomic};
 pub use record::{EpochStats, Histogram, Image, Record, Value};

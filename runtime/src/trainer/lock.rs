@@ -22,7 +22,8 @@ impl LogDirLock {
     /// Create `dir` if needed and lock it for this run; an error naming the holder when another
     /// run (in this process or another) holds it.
     pub(crate) fn acquire(dir: &Path) -> Result<LogDirLock> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        // A new log directory is synced into its parent: it survives a crash with what is in it.
+        crate::state::create_dir_all_synced(dir).map_err(|e| Error::io(dir, e))?;
         let path: PathBuf = dir.join(LOCK_FILE);
         let mut file = OpenOptions::new()
             .read(true)

@@ -34,7 +34,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         F: FnMut(&M, D::Batch, &mut Step<'_>) -> Tensor<1>,
     {
         if self.is_chief() {
-            std::fs::create_dir_all(&self.state.log_dir).map_err(|e| Error::io(&self.state.log_dir, e))?;
+            crate::state::create_dir_all_synced(&self.state.log_dir)
+                .map_err(|e| Error::io(&self.state.log_dir, e))?;
         }
         // Setup, remembering how far it got so that after_train reaches exactly those callbacks.
         for position in 0..self.order.len() {
