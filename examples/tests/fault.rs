@@ -122,7 +122,8 @@ fn final_weights(dir: &Path) -> (Checkpoint, Vec<Vec<f32>>) {
 }
 
 /// The folders and files a checkpoint write in progress leaves in `checkpoints/`: `*.tmp`
-/// (`step-N.tmp/`, `index.json.tmp`, a copy's `.tmp/`) and `*.old` (a copy being replaced).
+/// (`step-N.<pid>-<n>.tmp/`, `index.json.<pid>-<n>.tmp`, a copy's `.tmp/`) and `*.old` (a copy
+/// being replaced).
 fn write_leftovers(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir.join("checkpoints")) else { return Vec::new() };
     let mut found: Vec<String> = entries

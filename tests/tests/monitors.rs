@@ -96,7 +96,12 @@ fn stats_json_has_one_entry_per_epoch_with_the_scalars_and_counters() {
         assert_eq!(entry.as_object().unwrap().len(), 4, "{entry}");
     }
     assert_eq!(*history.lock().unwrap(), vec![(2, 10.0), (4, 20.0), (6, 30.0)]);
-    assert!(!dir.join("stats.json.tmp").exists(), "the temporary file was renamed");
+    let temporaries: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".tmp"))
+        .collect();
+    assert!(temporaries.is_empty(), "every temporary file was renamed: {temporaries:?}");
 }
 
 #[test]

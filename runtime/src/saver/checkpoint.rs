@@ -257,8 +257,13 @@ fn write_dir(root: &Path, name: &str, content: &Content) -> std::io::Result<Path
         if occupied(&dir) {
             let old = old_of(&dir);
             if occupied(&old) {
-                // A replaced one a crash left beside a complete `name`: out of the way first.
-                remove_checkpoint(&old).map_err(|failure| failure.error)?;
+                // A replaced one a crash left beside a complete `name`: out of the way first. Once
+                // it is moved, its name is free, deleted or not.
+                match remove_checkpoint(&old) {
+                    Ok(()) => {}
+                    Err(RemoveFailure { moved_to: None, error, .. }) => return Err(error),
+                    Err(failure) => eprintln!("stoker: warning: {failure}"),
+                }
             }
             fs::rename(&dir, &old)?;
             fs::rename(&tmp, &dir)?;

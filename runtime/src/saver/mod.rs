@@ -19,11 +19,27 @@
 //!     min-validation_error/   a copy kept by MinSaver / MaxSaver, same layout
 //! ```
 //!
-//! A checkpoint is written into `step-N.tmp/`, every file synced, the manifest last, then the
-//! directory is renamed to `step-N/` and its parent synced; only then is `index.json` replaced
-//! (itself written to a temporary file, synced and renamed) and old checkpoints removed. A crash at
-//! any moment leaves every earlier complete checkpoint as it was. Reading verifies each file
-//! against the manifest, so a truncated or corrupted checkpoint is detected and named.
+//! A checkpoint is written into a new folder `step-N.<pid>-<n>.tmp/` (a name unique to the
+//! process and the write, created new, so that nothing is reused or followed through a symlink),
+//! every file synced, the manifest last, then the folder is synced, renamed to `step-N/` and its
+//! parent synced; only then is `index.json` replaced (itself written to a temporary file of a
+//! unique name, synced and renamed) and old checkpoints removed (renamed `X.<pid>-<n>.deleting`,
+//! then deleted; one that cannot be deleted is a warning, not an error: the new checkpoint is
+//! complete). A crash at any moment leaves every earlier complete checkpoint as it was. A
+//! checkpoint replaced by one of the same name (a MinSaver copy) is set aside as `X.old` until
+//! the new one is in place; a reader that finds `X.old` without `X` reads it as `X`, and the next
+//! write puts it back. The next write also removes what a crash left half-written, and only that:
+//! temporaries of a process that has ended, never another's live one nor a folder of the user's.
+//!
+//! The manifest's own checksum is the CRC-32C of its bytes as written, up to the line holding
+//! `"checksum"`, its last member (format 2; format 1's, over a re-serialization, is still read).
+//!
+//! Reading verifies each file against the manifest. A file that fails its checksum, is cut short
+//! or is missing makes the checkpoint damaged: it is named, and resume falls back to the one
+//! before it (the damaged one and any newer ones are set aside as `step-N.abandoned`, or
+//! `step-N.<k>.abandoned` when that name is taken; nothing is deleted). Any other failure to read
+//! (EIO, EACCES, too many open files, a newer format) is an error naming the file: the
+//! checkpoint may be fine, so nothing is set aside.
 
 mod best_state;
 pub(crate) mod checkpoint;
@@ -184,7 +200,8 @@ impl<M, const MAX: bool> Callback<M> for BestSaver<MAX> {
         let folder = self.folder();
         check_copy_name(&folder).map_err(|why| {
             let hint = if self.copy_name.is_none() {
-                format!(" (it comes from the statistic's name: give the copy one with `.copy_name(\"...\")`)")
+                " (it comes from the statistic's name: give the copy one with `.copy_name(\"...\")`)"
+                    .to_string()
             } else {
                 String::new()
             };

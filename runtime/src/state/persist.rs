@@ -57,7 +57,9 @@ pub(crate) fn leftover_of<'a>(name: &'a str, suffix: &str) -> Option<(&'a str, u
     if base.is_empty() || !digits(pid) || !digits(n) {
         return None;
     }
-    Some((base, pid.parse().ok()?))
+    // A process id is a positive `pid_t`: any other number was not written by stoker.
+    let pid: i32 = pid.parse().ok()?;
+    Some((base, u32::try_from(pid).ok()?))
 }
 
 /// Whether the process `pid` has certainly ended, so that what it left half-written is a
@@ -65,7 +67,7 @@ pub(crate) fn leftover_of<'a>(name: &'a str, suffix: &str) -> Option<(&'a str, u
 pub(crate) fn process_is_gone(pid: u32) -> bool {
     #[cfg(unix)]
     {
-        let Ok(pid) = libc::pid_t::try_from(pid) else { return true };
+        let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
         if pid <= 0 {
             return false;
         }
@@ -194,6 +196,7 @@ mod tests {
         assert_eq!(leftover_of(&a, "tmp"), Some(("step-5", std::process::id())));
         assert_eq!(leftover_of(&a, "deleting"), None);
         assert_eq!(leftover_of("index.json.12-3.tmp", "tmp"), Some(("index.json", 12)));
+        assert_eq!(leftover_of("x.3000000000-3.tmp", "tmp"), None, "not a process id");
         for not_ours in
             ["step-5.tmp", "notes.tmp", ".12-3.tmp", "a.12-.tmp", "a.-3.tmp", "a.1x-3.tmp", "a.12-3.tmpx"]
         {
