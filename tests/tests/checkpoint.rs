@@ -1017,3 +1017,140 @@ fn checkpoint_copy_names_that_are_not_plain_folder_names_are_refused() {
     assert_eq!(Checkpoint::read(root.join("best")).unwrap().global_step(), 0);
     assert_eq!(entries(&dir), [".lock", "checkpoints"]);
 }
+
+/// The log directory [`durability_probe`] trains into, from the environment (set by
+/// [`checkpoint_new_folders_and_the_keep_mark_are_synced_into_their_parents`]).
+const PROBE_DIR: &str = "STOKER_DURABILITY_PROBE_DIR";
+
+/// Trains into a log directory that does not exist yet, with checkpoints kept forever, so that
+/// the syscalls of creating `LOG_DIR`, `LOG_DIR/checkpoints` and the keep marks can be traced.
+#[test]
+#[ignore = "run under strace by checkpoint_new_folders_and_the_keep_mark_are_synced_into_their_parents"]
+fn durability_probe() {
+    let log = PathBuf::from(std::env::var_os(PROBE_DIR).expect("the probe's log directory"));
+    assert!(!log.exists(), "{} must not exist yet", log.display());
+    trainer(&log, 4)
+        .callbacks((Sleep(Duration::from_millis(5)), ModelSaver::new(1).keep_every_n_hours(1e-9)))
+        .train(step_fn)
+        .unwrap();
+}
+
+/// One traced syscall: its thread, name, arguments and result.
+#[derive(Debug)]
+struct Syscall {
+    pid: String,
+    name: String,
+    args: String,
+    result: String,
+}
+
+/// Parse `strace -f` output, joining calls that another thread's call interrupted
+/// (`<unfinished ...>` ... `<... name resumed>`).
+fn syscalls(trace: &str) -> Vec<Syscall> {
+    let mut pending: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    let mut calls = Vec::new();
+    for line in trace.lines() {
+        let Some((pid, rest)) = line.split_once(' ') else { continue };
+        let rest = rest.trim_start();
+        let full = if let Some(start) = rest.strip_suffix(" <unfinished ...>") {
+            pending.insert(pid.to_string(), start.to_string());
+            continue;
+        } else if let Some(resumed) = rest.strip_prefix("<... ") {
+            let Some((_, tail)) = resumed.split_once(" resumed>") else { continue };
+            format!("{}{tail}", pending.remove(pid).unwrap_or_default())
+        } else {
+            rest.to_string()
+        };
+        let (Some(open), Some(eq)) = (full.find('('), full.rfind(" = ")) else { continue };
+        let Some(close) = full[..eq].rfind(')') else { continue };
+        calls.push(Syscall {
+            pid: pid.to_string(),
+            name: full[..open].to_string(),
+            args: full[open + 1..close].to_string(),
+            result: full[eq + 3..].split_whitespace().next().unwrap_or("").to_string(),
+        });
+    }
+    calls
+}
+
+/// Whether, after call `from`, the same thread opens `dir` and syncs it before any failure.
+fn synced_after(calls: &[Syscall], from: usize, dir: &Path) -> bool {
+    let quoted = format!("\"{}\"", dir.display());
+    let thread = &calls[from].pid;
+    let mut fd = None;
+    for call in calls[from + 1..].iter().filter(|c| &c.pid == thread) {
+        match (call.name.as_str(), &fd) {
+            ("openat", None) if call.args.split(", ").nth(1) == Some(quoted.as_str()) => {
+                fd = Some(call.result.clone());
+            }
+            ("fsync", Some(fd)) if &call.args == fd => return call.result == "0",
+            ("close", Some(fd)) if &call.args == fd => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
+#[test]
+fn checkpoint_new_folders_and_the_keep_mark_are_synced_into_their_parents() {
+    let scratch = scratch_dir("durability");
+    let log = scratch.join("new/log");
+    let trace_file = scratch.join("strace.out");
+    let output = Command::new("strace")
+        .args(["-f", "-e", "trace=mkdir,mkdirat,openat,fsync,close", "-o"])
+        .arg(&trace_file)
+        .arg(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "durability_probe", "--test-threads=1"])
+        .env(PROBE_DIR, &log)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("running strace ({e}): this test needs strace (`apt-get install strace`)")
+        });
+    assert!(
+        output.status.success(),
+        "the probe under strace failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let trace = std::fs::read_to_string(&trace_file).unwrap();
+    let calls = syscalls(&trace);
+    let made = |dir: &Path| {
+        let quoted = format!("\"{}\"", dir.display());
+        calls
+            .iter()
+            .position(|c| c.name == "mkdir" && c.args.starts_with(&quoted) && c.result == "0")
+            .unwrap_or_else(|| panic!("no mkdir of {} in the trace", dir.display()))
+    };
+    // Each new folder, then its parent synced.
+    for dir in [scratch.join("new"), log.clone(), log.join("checkpoints")] {
+        let at = made(&dir);
+        assert!(
+            synced_after(&calls, at, dir.parent().unwrap()),
+            "{} is not synced into its parent",
+            dir.display()
+        );
+    }
+    // Each keep mark: created new, synced, then its folder synced.
+    let marks: Vec<usize> = calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.name == "openat" && c.args.contains("/keep\"") && c.args.contains("O_EXCL"))
+        .map(|(i, _)| i)
+        .collect();
+    assert!(!marks.is_empty(), "no keep mark was written");
+    for at in marks {
+        let call = &calls[at];
+        let path = call.args.split('"').nth(1).unwrap();
+        let fd = &call.result;
+        let thread = &call.pid;
+        assert!(
+            calls[at + 1..]
+                .iter()
+                .filter(|c| &c.pid == thread)
+                .take_while(|c| !(c.name == "close" && &c.args == fd))
+                .any(|c| c.name == "fsync" && &c.args == fd && c.result == "0"),
+            "{path} is not synced"
+        );
+        assert!(synced_after(&calls, at, Path::new(path).parent().unwrap()), "{path}'s folder is not synced");
+    }
+}
