@@ -938,6 +938,20 @@ fn checkpoint_a_reader_takes_the_old_window_of_a_replaced_checkpoint_for_that_ch
     assert_eq!(Checkpoint::latest(&dir).unwrap().unwrap().dir(), root.join("step-20"));
     flip_byte(&root.join("step-20/model.bpk"), None, 0x01);
     assert_eq!(Checkpoint::latest(&dir).unwrap().unwrap().dir(), root.join("step-20.old"));
+
+    // A damaged window newer than the checkpoint a run resumes from is set aside with the newer
+    // checkpoints, as they are: the next write neither puts it back nor deletes it.
+    let dir = three_epochs("old-window-damaged");
+    let root = dir.join("checkpoints");
+    copy_dir(&root.join("step-15"), &root.join("step-20.old"));
+    flip_byte(&root.join("step-20.old/model.bpk"), None, 0x01);
+    assert_eq!(resume_to_epoch_4(&dir), (20, 5));
+    assert!(root.join("step-20.old.abandoned/model.bpk").is_file(), "{:?}", entries(&root));
+    assert_eq!(
+        entries(&root),
+        ["index.json", "step-10", "step-15", "step-20", "step-20.old.abandoned", "step-5"]
+    );
+    assert_eq!(Checkpoint::read(root.join("step-20")).unwrap().global_step(), 20);
 }
 
 /// Copy names that are not a plain folder name of their own inside `checkpoints/`.

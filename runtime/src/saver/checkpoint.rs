@@ -668,13 +668,14 @@ impl Checkpoint {
 }
 
 /// Set aside the checkpoints in `root` newer than `global_step` (a run resumed from an earlier
-/// one makes them stale): each is renamed `<name>.abandoned`, or `<name>.<k>.abandoned` with the
-/// first `k` from 2 that is free when an earlier rollback set one of that name aside already.
-/// Nothing is deleted.
+/// one makes them stale), and the `.old` windows of such checkpoints: each is renamed
+/// `<name>.abandoned`, or `<name>.<k>.abandoned` with the first `k` from 2 that is free when an
+/// earlier rollback set one of that name aside already. Nothing is deleted.
 pub(crate) fn abandon_newer(root: &Path, global_step: u64) -> Result<()> {
-    for (step, name) in list(root).map_err(|e| Error::io(root, e))? {
-        if step > global_step {
-            let from = root.join(&name);
+    for from in list_readable(root).map_err(|e| Error::io(root, e))? {
+        let name = from.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let step = step_of(name.strip_suffix(OLD).unwrap_or(&name));
+        if step.is_some_and(|step| step > global_step) {
             let mut to = root.join(format!("{name}.abandoned"));
             let mut k = 1u64;
             while occupied(&to) {
