@@ -74,6 +74,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             starting_epoch,
             steps_per_epoch,
             log_dir,
+            log_dir_policy,
             mut hyper,
             resume,
             handle_signals,
