@@ -81,8 +81,20 @@ enum Start {
     From(PathBuf),
 }
 
+/// Puts the global step as the scalar `step` at every epoch's end, for the writers.
+struct PutStep;
+
+impl Callback<Linear> for PutStep {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let step = ctx.global_step() as f64;
+        ctx.monitors().put_scalar("step", step);
+        Ok(())
+    }
+}
+
 /// `epochs` epochs of the tiny model into `dir` with the two file writers (TensorBoard,
-/// `stats.json`) and a `ModelSaver` keeping the last `keep` checkpoints.
+/// `stats.json`), the scalar `step` at each epoch's end, and a `ModelSaver` keeping the last
+/// `keep` checkpoints.
 fn run(dir: &Path, epochs: u64, keep: usize, start: Start) -> burn_stoker::Result<TrainReport<Linear>> {
     let device = burn_stoker::device::cpu();
     let trainer = Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
@@ -94,7 +106,7 @@ fn run(dir: &Path, epochs: u64, keep: usize, start: Start) -> burn_stoker::Resul
         .handle_signals(false)
         .max_epoch(epochs)
         .log_dir(dir)
-        .callbacks(ModelSaver::new(keep));
+        .callbacks((PutStep, ModelSaver::new(keep)));
     let trainer = match start {
         Start::Fresh(Some(policy)) => trainer.log_dir_policy(policy),
         Start::Fresh(None) => trainer,
