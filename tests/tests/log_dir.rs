@@ -267,14 +267,21 @@ fn log_dir_keep_writes_the_fresh_run_beside_the_earlier_one() {
 }
 
 #[test]
-fn log_dir_an_empty_directory_or_one_holding_only_hidden_files_is_not_an_earlier_run() {
+fn log_dir_an_empty_directory_or_one_holding_only_files_put_there_before_the_run_is_not_an_earlier_run() {
     let dir = scratch_dir("log-dir-empty").join("run");
     std::fs::create_dir_all(&dir).unwrap();
     run(&dir, 1, 3, Start::Fresh(None)).expect("an empty directory");
     let dir = scratch_dir("log-dir-lock-only");
     std::fs::write(dir.join(".lock"), "process 1 since unix time 0").unwrap();
-    std::fs::write(dir.join(".hidden"), "").unwrap();
     run(&dir, 1, 3, Start::Fresh(None)).expect("a directory holding only its lock file");
+    // A person's files (HumanHyperParamSetter's hyper.txt, an InjectShell trigger, notes) and an
+    // empty checkpoints folder are no run.
+    let dir = scratch_dir("log-dir-prepared");
+    std::fs::write(dir.join("hyper.txt"), "learning_rate:0.1\n").unwrap();
+    std::fs::write(dir.join("notes.md"), "a run to try").unwrap();
+    std::fs::create_dir(dir.join("checkpoints")).unwrap();
+    run(&dir, 1, 3, Start::Fresh(None)).expect("a directory prepared for the run");
+    assert_eq!(std::fs::read(dir.join("notes.md")).unwrap(), b"a run to try");
     let dir = scratch_dir("log-dir-missing").join("not").join("yet");
     run(&dir, 1, 3, Start::Fresh(None)).expect("a directory that does not exist yet");
     assert_eq!(checkpoint_steps(&dir), [4]);
@@ -282,11 +289,17 @@ fn log_dir_an_empty_directory_or_one_holding_only_hidden_files_is_not_an_earlier
 
 #[test]
 fn log_dir_auto_resume_that_finds_no_checkpoint_is_a_fresh_run() {
+    // A run killed before its first checkpoint left its statistics and event file.
     let dir = scratch_dir("log-dir-auto-nothing");
     std::fs::write(dir.join("stats.json"), "[]").unwrap();
+    std::fs::write(dir.join("events.out.tfevents.1.host"), "").unwrap();
     let error = run(&dir, 1, 3, Start::Auto).expect_err("nothing to resume: a fresh run, refused").to_string();
-    assert!(error.contains("holds an earlier run (stats.json)"), "{error}");
+    assert!(error.contains("holds an earlier run (stats.json, events.out.tfevents.1.host)"), "{error}");
     assert_eq!(std::fs::read(dir.join("stats.json")).unwrap(), b"[]");
+    // A checkpoints folder holding no step-N is named with what it holds.
+    std::fs::create_dir_all(dir.join("checkpoints/min-validation_error")).unwrap();
+    let error = run(&dir, 1, 3, Start::Auto).expect_err("refused").to_string();
+    assert!(error.contains("(checkpoints/ holding min-validation_error, stats.json"), "{error}");
 }
 
 #[test]

@@ -24,6 +24,7 @@ pub use average::{MovingAverageSummary, SimpleMovingAverage};
 pub use csv::{CSV_FILE, CsvSink, CsvWriter};
 pub use hist::Hist;
 pub use json::{JsonSink, JsonWriter};
+pub(crate) use json::STATS_FILE;
 pub use png::encode_png;
 pub use printer::{PrinterSink, ScalarPrinter};
 pub use send::{SendMonitorData, SendStat};

@@ -8,17 +8,23 @@ use std::str::FromStr;
 
 use super::lock::{LOCK_FILE, LogDirLock};
 use crate::error::{Error, Result};
+use crate::monitor::STATS_FILE;
 use crate::saver::CHECKPOINT_DIR;
 use crate::state::sync_dir;
+
+/// How a TensorBoard event file's name starts (`TensorBoardWriter`'s, and TensorFlow's).
+const EVENT_FILE_PREFIX: &str = "events.out.tfevents.";
 
 /// What a fresh run (one that resumes nothing from its log directory) does when the log directory
 /// already holds an earlier run's files: tensorpack's `logger.set_logger_dir` actions, chosen with
 /// [`Trainer::log_dir_policy`](crate::trainer::Trainer::log_dir_policy).
 ///
-/// "An earlier run" is any entry of the directory whose name does not start with `.`, as in
-/// tensorpack: checkpoints, `stats.json`, TensorBoard event files, CSV files, `hyper.txt`... An
-/// empty directory, a missing one, or one holding only hidden files (the run's own `.lock`) is
-/// not an earlier run and is used as it is, whatever the policy.
+/// "An earlier run" is what a run leaves that a second one would mix with: checkpoints (a
+/// `checkpoints/` folder that is not empty: keep-N would count them, a resume would load them),
+/// TensorBoard event files (`events.out.tfevents.*`: TensorBoard would draw both runs as one)
+/// and `stats.json`. Other files do not make one: a `hyper.txt` or an `InjectShell` trigger file
+/// you put there before the run, a CSV file (the CSV writer moves aside one it does not continue),
+/// the lock file. An empty or missing directory is used as it is, whatever the policy.
 ///
 /// A resume is not a fresh run: [`Trainer::auto_resume`](crate::trainer::Trainer::auto_resume)
 /// that finds a checkpoint, and [`Trainer::resume_from`](crate::trainer::Trainer::resume_from) a
@@ -50,11 +56,11 @@ pub enum LogDirPolicy {
     /// default.
     #[default]
     Refuse,
-    /// Move the whole earlier run aside to `LOG_DIR.backup-YYYYMMDD-HHMMSS` (UTC; `-2`, `-3`...
+    /// Move the whole directory aside to `LOG_DIR.backup-YYYYMMDD-HHMMSS` (UTC; `-2`, `-3`...
     /// appended if that name is taken) next to it, with a line on stderr saying so, and train in
-    /// a new, empty `LOG_DIR` (tensorpack's `b`). The backup is the directory as it was, renamed:
-    /// nothing is copied, nothing is lost, and resuming from it later works
-    /// (`resume_from("LOG_DIR.backup-.../checkpoints")`).
+    /// a new, empty `LOG_DIR` (tensorpack's `b`). The backup is the directory as it was, every
+    /// file in it, renamed: nothing is copied, nothing is lost, and a run can resume from it
+    /// later (`resume_from("LOG_DIR.backup-.../checkpoints")`, into another log directory).
     Backup,
     /// Delete everything in the directory but the lock file, with a line on stderr saying what
     /// was deleted, and train in it (tensorpack's `d`). The earlier run is lost: choose it only
@@ -64,7 +70,9 @@ pub enum LogDirPolicy {
     /// `k`), with a warning on stderr. The two runs then mix: the earlier run's checkpoints count
     /// toward this run's `ModelSaver` keep-N (a newer one of theirs pushes this run's out), a
     /// later resume takes the newest checkpoint of either run, and TensorBoard shows both runs'
-    /// event files as one run. Meant for a directory holding files you put there yourself.
+    /// event files as one run. Meant for continuing a run by hand (`starting_epoch` and weights
+    /// you loaded yourself, without its checkpoints): `stats.json` and the CSV file are then
+    /// appended to when they end just before `starting_epoch`.
     Keep,
 }
 
@@ -107,63 +115,47 @@ pub(super) fn is_within(path: &Path, dir: &Path) -> bool {
     }
 }
 
-/// The entries of `dir` that make it hold an earlier run (every name not starting with `.`),
-/// sorted; empty when `dir` is missing.
+/// What marks `dir` as holding an earlier run, for a message: a non-empty `checkpoints/` (with
+/// how many `step-N` checkpoints and the newest), `stats.json`, TensorBoard event files (at
+/// most three named); empty when there is none, or when `dir` is missing.
 fn earlier_run(dir: &Path) -> Result<Vec<String>> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(Error::io(dir, e)),
     };
-    let mut found = Vec::new();
+    let mut names = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.starts_with('.') {
-            found.push(name);
+        names.push(entry.map_err(|e| Error::io(dir, e))?.file_name().to_string_lossy().into_owned());
+    }
+    names.sort();
+    let mut found = Vec::new();
+    let checkpoints = dir.join(CHECKPOINT_DIR);
+    if checkpoints.is_dir() {
+        let inside: Vec<String> = fs::read_dir(&checkpoints)
+            .map_err(|e| Error::io(&checkpoints, e))?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        let steps: Vec<u64> = inside.iter().filter_map(|n| n.strip_prefix("step-")?.parse().ok()).collect();
+        match steps.iter().max() {
+            Some(newest) => {
+                found.push(format!("{CHECKPOINT_DIR}/ with {} checkpoints, the newest step-{newest}", steps.len()))
+            }
+            None if !inside.is_empty() => found.push(format!("{CHECKPOINT_DIR}/ holding {}", inside.join(", "))),
+            None => {}
         }
     }
-    found.sort();
-    Ok(found)
-}
-
-/// A short account of what `dir` holds, for a message: its entries (at most eight named), and
-/// for `checkpoints/` how many `step-N` checkpoints and the newest.
-fn describe(dir: &Path, found: &[String]) -> String {
-    const SHOWN: usize = 8;
-    let mut parts: Vec<String> = found
-        .iter()
-        .take(SHOWN)
-        .map(|name| {
-            let path = dir.join(name);
-            if name == CHECKPOINT_DIR && path.is_dir() {
-                let steps: Vec<u64> = fs::read_dir(&path)
-                    .map(|entries| {
-                        entries
-                            .flatten()
-                            .filter_map(|e| {
-                                let name = e.file_name();
-                                let digits = name.to_str()?.strip_prefix("step-")?.to_string();
-                                digits.parse().ok()
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                match steps.iter().max() {
-                    Some(newest) => format!("{name}/ with {} checkpoints, the newest step-{newest}", steps.len()),
-                    None => format!("{name}/"),
-                }
-            } else if path.is_dir() {
-                format!("{name}/")
-            } else {
-                name.clone()
-            }
-        })
-        .collect();
-    if found.len() > SHOWN {
-        parts.push(format!("and {} more", found.len() - SHOWN));
+    if names.iter().any(|n| n == STATS_FILE) {
+        found.push(STATS_FILE.to_string());
     }
-    parts.join(", ")
+    let events: Vec<&String> = names.iter().filter(|n| n.starts_with(EVENT_FILE_PREFIX)).collect();
+    const SHOWN: usize = 3;
+    found.extend(events.iter().take(SHOWN).map(|n| n.to_string()));
+    if events.len() > SHOWN {
+        found.push(format!("{} more event files", events.len() - SHOWN));
+    }
+    Ok(found)
 }
 
 /// Make the log directory, held by `lock`, ready for a fresh run under `policy`: returns the lock
@@ -174,7 +166,7 @@ pub(super) fn prepare(dir: &Path, policy: LogDirPolicy, lock: LogDirLock) -> Res
     if found.is_empty() {
         return Ok(lock);
     }
-    let holds = describe(dir, &found);
+    let holds = found.join(", ");
     match policy {
         LogDirPolicy::Refuse => Err(Error::msg(format!(
             "the log directory {} holds an earlier run ({holds}), and a fresh run into it would mix with it; nothing was changed. \
