@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use burn::nn::Linear;
 use burn::optim::SgdConfig;
-use burn_stoker::prelude::*;
 use burn_stoker::monitor::{JsonWriter, TensorBoardWriter};
+use burn_stoker::prelude::*;
 use burn_stoker::saver::Checkpoint;
 use burn_stoker::trainer::LogDirPolicy;
 use burn_stoker::world::Threads;
@@ -97,16 +97,17 @@ impl Callback<Linear> for PutStep {
 /// `keep` checkpoints.
 fn run(dir: &Path, epochs: u64, keep: usize, start: Start) -> burn_stoker::Result<TrainReport<Linear>> {
     let device = burn_stoker::device::cpu();
-    let trainer = Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
-        .default_callbacks(DefaultCallbacks {
-            tensorboard: Some(TensorBoardWriter),
-            json: Some(JsonWriter),
-            ..DefaultCallbacks::none()
-        })
-        .handle_signals(false)
-        .max_epoch(epochs)
-        .log_dir(dir)
-        .callbacks((PutStep, ModelSaver::new(keep)));
+    let trainer =
+        Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+            .default_callbacks(DefaultCallbacks {
+                tensorboard: Some(TensorBoardWriter),
+                json: Some(JsonWriter),
+                ..DefaultCallbacks::none()
+            })
+            .handle_signals(false)
+            .max_epoch(epochs)
+            .log_dir(dir)
+            .callbacks((PutStep, ModelSaver::new(keep)));
     let trainer = match start {
         Start::Fresh(Some(policy)) => trainer.log_dir_policy(policy),
         Start::Fresh(None) => trainer,
@@ -164,7 +165,8 @@ fn event_files(dir: &Path) -> usize {
 }
 
 fn stats_epochs(dir: &Path) -> usize {
-    let stats: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("stats.json")).unwrap()).unwrap();
+    let stats: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("stats.json")).unwrap()).unwrap();
     stats.as_array().unwrap().len()
 }
 
@@ -293,7 +295,8 @@ fn log_dir_auto_resume_that_finds_no_checkpoint_is_a_fresh_run() {
     let dir = scratch_dir("log-dir-auto-nothing");
     std::fs::write(dir.join("stats.json"), "[]").unwrap();
     std::fs::write(dir.join("events.out.tfevents.1.host"), "").unwrap();
-    let error = run(&dir, 1, 3, Start::Auto).expect_err("nothing to resume: a fresh run, refused").to_string();
+    let error =
+        run(&dir, 1, 3, Start::Auto).expect_err("nothing to resume: a fresh run, refused").to_string();
     assert!(error.contains("holds an earlier run (stats.json, events.out.tfevents.1.host)"), "{error}");
     assert_eq!(std::fs::read(dir.join("stats.json")).unwrap(), b"[]");
     // A checkpoints folder holding no step-N is named with what it holds.
@@ -342,7 +345,11 @@ fn resume_through(dir: &Path, spelling: &Path) {
     let old_24 = std::fs::read(dir.join("checkpoints/step-24/model.bpk")).unwrap();
     let report = run(dir, 6, 10, Start::From(spelling.to_path_buf())).expect("resuming from step 20");
     assert_eq!(report.counters.global_step(), 24);
-    assert_eq!(checkpoint_steps(dir), [4, 8, 12, 16, 20, 24], "the abandoned run's newer checkpoints are set aside");
+    assert_eq!(
+        checkpoint_steps(dir),
+        [4, 8, 12, 16, 20, 24],
+        "the abandoned run's newer checkpoints are set aside"
+    );
     for step in [24, 28, 32, 36, 40] {
         let abandoned = dir.join(format!("checkpoints/step-{step}.abandoned"));
         assert!(abandoned.is_dir(), "{} exists", abandoned.display());

@@ -139,10 +139,13 @@ fn earlier_run(dir: &Path) -> Result<Vec<String>> {
             .collect();
         let steps: Vec<u64> = inside.iter().filter_map(|n| n.strip_prefix("step-")?.parse().ok()).collect();
         match steps.iter().max() {
-            Some(newest) => {
-                found.push(format!("{CHECKPOINT_DIR}/ with {} checkpoints, the newest step-{newest}", steps.len()))
+            Some(newest) => found.push(format!(
+                "{CHECKPOINT_DIR}/ with {} checkpoints, the newest step-{newest}",
+                steps.len()
+            )),
+            None if !inside.is_empty() => {
+                found.push(format!("{CHECKPOINT_DIR}/ holding {}", inside.join(", ")))
             }
-            None if !inside.is_empty() => found.push(format!("{CHECKPOINT_DIR}/ holding {}", inside.join(", "))),
             None => {}
         }
     }
@@ -199,9 +202,8 @@ pub(super) fn prepare(dir: &Path, policy: LogDirPolicy, lock: LogDirLock) -> Res
                     backup.display()
                 ))
             })?;
-            if let Some(parent) = backup.parent() {
-                sync_dir(parent).map_err(|e| Error::io(parent, e))?;
-            }
+            let parent = parent_dir(&backup);
+            sync_dir(parent).map_err(|e| Error::io(parent, e))?;
             eprintln!(
                 "stoker: the log directory {} held an earlier run ({holds}); moved it to {}",
                 dir.display(),
@@ -211,6 +213,14 @@ pub(super) fn prepare(dir: &Path, policy: LogDirPolicy, lock: LogDirLock) -> Res
             drop(lock);
             Ok(fresh)
         }
+    }
+}
+
+/// The folder `path` is in: `.` for a bare relative name (`Path::parent` gives `""` there).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
     }
 }
 
@@ -287,6 +297,13 @@ mod tests {
         assert_eq!(utc_stamp(951_868_799), "20000229-235959");
         // 2026-11-24 00:47:22 UTC.
         assert_eq!(utc_stamp(1_795_481_242), "20261124-004722");
+    }
+
+    #[test]
+    fn the_backup_of_a_bare_relative_log_directory_is_in_the_current_directory() {
+        assert_eq!(parent_dir(Path::new("d.backup-20261124-004722")), Path::new("."));
+        assert_eq!(parent_dir(Path::new("logs/d.backup-20261124-004722")), Path::new("logs"));
+        assert_eq!(parent_dir(Path::new("/d.backup-20261124-004722")), Path::new("/"));
     }
 
     #[test]

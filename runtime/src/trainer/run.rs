@@ -97,7 +97,11 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         // holding the lock, applies the policy to an earlier run it finds.
         let resumes_here = checkpoint.as_ref().is_some_and(|c| is_within(c.dir(), &log_dir));
         if let Some(held) = lock.take() {
-            lock = Some(if resumes_here { held } else { early!(log_dir::prepare(&log_dir, log_dir_policy, held)) });
+            lock = Some(if resumes_here {
+                held
+            } else {
+                early!(log_dir::prepare(&log_dir, log_dir_policy, held))
+            });
         }
         let mut counters = Counters {
             epoch_num: starting_epoch - 1,
