@@ -290,19 +290,25 @@ fn log_dir_an_empty_directory_or_one_holding_only_files_put_there_before_the_run
 }
 
 #[test]
-fn log_dir_auto_resume_that_finds_no_checkpoint_is_a_fresh_run() {
-    // A run killed before its first checkpoint left its statistics and event file.
+fn log_dir_auto_resume_keeps_the_directory_even_when_it_finds_no_checkpoint() {
+    // A run killed before its first checkpoint left its statistics, its event file and a
+    // checkpoints folder holding no step-N.
     let dir = scratch_dir("log-dir-auto-nothing");
     std::fs::write(dir.join("stats.json"), "[]").unwrap();
     std::fs::write(dir.join("events.out.tfevents.1.host"), "").unwrap();
-    let error =
-        run(&dir, 1, 3, Start::Auto).expect_err("nothing to resume: a fresh run, refused").to_string();
-    assert!(error.contains("holds an earlier run (stats.json, events.out.tfevents.1.host)"), "{error}");
-    assert_eq!(std::fs::read(dir.join("stats.json")).unwrap(), b"[]");
-    // A checkpoints folder holding no step-N is named with what it holds.
     std::fs::create_dir_all(dir.join("checkpoints/min-validation_error")).unwrap();
-    let error = run(&dir, 1, 3, Start::Auto).expect_err("refused").to_string();
-    assert!(error.contains("(checkpoints/ holding min-validation_error, stats.json"), "{error}");
+    let error = run(&dir, 1, 3, Start::Fresh(None)).expect_err("a fresh run is refused").to_string();
+    assert!(
+        error.contains(
+            "holds an earlier run (checkpoints/ holding min-validation_error, stats.json, events.out.tfevents.1.host)"
+        ),
+        "{error}"
+    );
+    // auto_resume (the example's --resume) starts that run again in its directory.
+    let report = run(&dir, 1, 3, Start::Auto).expect("auto_resume keeps the directory");
+    assert_eq!(report.counters.global_step(), STEPS);
+    assert!(dir.join("events.out.tfevents.1.host").exists());
+    assert_eq!(checkpoint_steps(&dir), [4]);
 }
 
 #[test]

@@ -191,6 +191,11 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// rewritten from the checkpoint and continued. A checkpoint that fails verification is
     /// reported and the one before it is used; no usable checkpoint is an error.
     ///
+    /// A checkpoint inside the log directory (however `path` spells it: a symlink, `./`, `..`)
+    /// continues the run there: the checkpoints newer than it are set aside as
+    /// `step-N.abandoned`, and the [`log_dir_policy`](Self::log_dir_policy) is not consulted. A
+    /// checkpoint from elsewhere starts a new run in the log directory, under the policy.
+    ///
     /// Random operations inside the step (dropout) draw from the backend's generator, which burn
     /// does not expose: seed it to repeat them.
     pub fn resume_from(mut self, path: impl Into<PathBuf>) -> Self {
@@ -198,7 +203,9 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         self
     }
     /// Resume from the log directory's latest complete checkpoint when there is one, as
-    /// [`resume_from`](Self::resume_from) does; start afresh when there is none.
+    /// [`resume_from`](Self::resume_from) does; start afresh when there is none. Either way the
+    /// log directory is taken as this run's: the [`log_dir_policy`](Self::log_dir_policy) is not
+    /// consulted (a run killed before its first checkpoint starts again in its directory).
     pub fn auto_resume(mut self, enable: bool) -> Self {
         self.settings.resume = if enable { Resume::Auto } else { Resume::Fresh };
         self

@@ -26,12 +26,13 @@ const EVENT_FILE_PREFIX: &str = "events.out.tfevents.";
 /// you put there before the run, a CSV file (the CSV writer moves aside one it does not continue),
 /// the lock file. An empty or missing directory is used as it is, whatever the policy.
 ///
-/// A resume is not a fresh run: [`Trainer::auto_resume`](crate::trainer::Trainer::auto_resume)
-/// that finds a checkpoint, and [`Trainer::resume_from`](crate::trainer::Trainer::resume_from) a
-/// checkpoint inside the log directory (however its path is spelled), always keep the directory
-/// and continue the run in it; the policy is not consulted. `auto_resume` that finds no
-/// checkpoint, and `resume_from` a checkpoint outside the log directory, are fresh runs as far as
-/// the log directory goes.
+/// A resume is not a fresh run: [`Trainer::resume_from`](crate::trainer::Trainer::resume_from) a
+/// checkpoint inside the log directory (however its path is spelled) keeps the directory and
+/// continues the run in it, and so does [`Trainer::auto_resume`](crate::trainer::Trainer::auto_resume),
+/// which says that the directory is this run's: it continues from the latest checkpoint, or, when
+/// there is none (a run killed before its first checkpoint), starts the run again in it. The
+/// policy is not consulted then. `resume_from` a checkpoint outside the log directory is a fresh
+/// run as far as the log directory goes.
 ///
 /// In a data-parallel world only the chief (rank 0) looks at the directory and acts; the other
 /// ranks never write there. The chief acts while it holds the directory's lock, so a directory

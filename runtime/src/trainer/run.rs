@@ -94,8 +94,11 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             }),
         });
         // A run that resumes nothing from its log directory is a fresh run there: the chief,
-        // holding the lock, applies the policy to an earlier run it finds.
-        let resumes_here = checkpoint.as_ref().is_some_and(|c| is_within(c.dir(), &log_dir));
+        // holding the lock, applies the policy to an earlier run it finds. `auto_resume` says the
+        // directory is this run's, checkpoint or not (a run killed before its first checkpoint
+        // starts again with `--resume`).
+        let resumes_here = matches!(resume, Resume::Auto)
+            || checkpoint.as_ref().is_some_and(|c| is_within(c.dir(), &log_dir));
         if let Some(held) = lock.take() {
             lock = Some(if resumes_here {
                 held
