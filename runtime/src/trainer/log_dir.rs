@@ -307,6 +307,47 @@ mod tests {
         assert_eq!(parent_dir(Path::new("/d.backup-20261124-004722")), Path::new("/"));
     }
 
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("stoker-log-dir-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("run")).unwrap();
+        fs::write(dir.join("run").join(STATS_FILE), "[]").unwrap();
+        dir
+    }
+
+    #[test]
+    fn after_a_backup_the_run_holds_the_new_directory_and_the_old_one_is_let_go() {
+        let scratch = scratch("backup-lock");
+        let dir = scratch.join("run");
+        let held = prepare(&dir, LogDirPolicy::Backup, LogDirLock::acquire(&dir).unwrap()).unwrap();
+        let backup = fs::read_dir(&scratch)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("run.backup-"))
+            .expect("a backup");
+        assert!(backup.join(STATS_FILE).exists());
+        assert!(!dir.join(STATS_FILE).exists());
+        let error = LogDirLock::acquire(&dir).expect_err("the new directory is held").to_string();
+        assert!(error.contains("is in use by another run"), "{error}");
+        LogDirLock::acquire(&backup).expect("the backup is nobody's");
+        drop(held);
+        LogDirLock::acquire(&dir).expect("released with the run");
+        let _ = fs::remove_dir_all(&scratch);
+    }
+
+    #[test]
+    fn a_delete_keeps_the_lock_file_and_the_hold() {
+        let scratch = scratch("delete-lock");
+        let dir = scratch.join("run");
+        fs::create_dir_all(dir.join(CHECKPOINT_DIR).join("step-4")).unwrap();
+        let held = prepare(&dir, LogDirPolicy::Delete, LogDirLock::acquire(&dir).unwrap()).unwrap();
+        let left: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, [LOCK_FILE]);
+        assert!(LogDirLock::acquire(&dir).is_err(), "still held");
+        drop(held);
+        let _ = fs::remove_dir_all(&scratch);
+    }
+
     #[test]
     fn policies_parse_from_their_names() {
         for policy in [LogDirPolicy::Refuse, LogDirPolicy::Backup, LogDirPolicy::Delete, LogDirPolicy::Keep] {
