@@ -67,6 +67,8 @@ fn train(
         .max_epoch(max_epoch)
         .starting_epoch(starting_epoch)
         .log_dir(dir)
+        // The writers' own handling of a directory an earlier run wrote into is under test here.
+        .log_dir_policy(burn_stoker::trainer::LogDirPolicy::Keep)
         .default_callbacks(writers())
         .callbacks(putter)
         .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))

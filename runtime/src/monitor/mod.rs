@@ -23,6 +23,7 @@ pub(crate) use crate::state::{json_f64, parse_f64};
 pub use average::{MovingAverageSummary, SimpleMovingAverage};
 pub use csv::{CSV_FILE, CsvSink, CsvWriter};
 pub use hist::Hist;
+pub(crate) use json::STATS_FILE;
 pub use json::{JsonSink, JsonWriter};
 pub use png::encode_png;
 pub use printer::{PrinterSink, ScalarPrinter};

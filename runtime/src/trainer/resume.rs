@@ -1,6 +1,7 @@
 //! Writing the trainer's checkpoints and resuming from them.
 
-use std::path::PathBuf;
+use std::fs;
+use std::path::{Path, PathBuf};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::ModuleOptimizer;
@@ -140,7 +141,13 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         self.state.monitors.global_step = restored.global_step;
         self.first_local_step = restored.local_step;
         let root = self.state.log_dir.join(CHECKPOINT_DIR);
-        if self.is_chief() && restored.dir.parent() == Some(root.as_path()) {
+        // The checkpoint may be named through a symlink, `./`, `..`, or relative where the log
+        // directory is absolute: the same folder is the same canonical path.
+        let same_folder = |a: &Path, b: &Path| match (fs::canonicalize(a), fs::canonicalize(b)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        if self.is_chief() && restored.dir.parent().is_some_and(|parent| same_folder(parent, &root)) {
             checkpoint::abandon_newer(&root, restored.global_step)?;
         }
         self.last_checkpoint = Some(restored.dir.clone());

@@ -12,6 +12,7 @@ use burn::tensor::Tensor;
 use super::builder::{Resume, Settings};
 use super::interrupt::SignalGuard;
 use super::lock::LogDirLock;
+use super::log_dir::{self, is_within};
 use super::resume::{DataPosition, Restored};
 use super::{Outcome, Step, TrainData, TrainReport, Trainer};
 use crate::callback::{Callbacks, Context, Control, Counters, Event, TrainState, resolve_order};
@@ -74,6 +75,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             starting_epoch,
             steps_per_epoch,
             log_dir,
+            log_dir_policy,
             mut hyper,
             resume,
             handle_signals,
@@ -81,7 +83,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         } = settings;
         // The chief holds the log directory for the whole run (other ranks never write there).
         let chief = world.as_ref().is_none_or(|a| a.rank() == 0);
-        let lock = if chief { Some(early!(LogDirLock::acquire(&log_dir))) } else { None };
+        let mut lock = if chief { Some(early!(LogDirLock::acquire(&log_dir))) } else { None };
         let checkpoint = early!(match &resume {
             Resume::Fresh => Ok(None),
             Resume::Auto => Checkpoint::latest(&log_dir),
@@ -91,6 +93,19 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
                 })
             }),
         });
+        // A run that resumes nothing from its log directory is a fresh run there: the chief,
+        // holding the lock, applies the policy to an earlier run it finds. `auto_resume` says the
+        // directory is this run's, checkpoint or not (a run killed before its first checkpoint
+        // starts again with `--resume`).
+        let resumes_here = matches!(resume, Resume::Auto)
+            || checkpoint.as_ref().is_some_and(|c| is_within(c.dir(), &log_dir));
+        if let Some(held) = lock.take() {
+            lock = Some(if resumes_here {
+                held
+            } else {
+                early!(log_dir::prepare(&log_dir, log_dir_policy, held))
+            });
+        }
         let mut counters = Counters {
             epoch_num: starting_epoch - 1,
             global_step: 0,
