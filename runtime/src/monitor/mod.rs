@@ -26,7 +26,7 @@ pub use hist::Hist;
 pub use json::{JsonSink, JsonWriter};
 pub use png::encode_png;
 pub use printer::{PrinterSink, ScalarPrinter};
-pub use send::{SendMonitorData, SendStat};
+pub use send::{COMMAND_QUEUE_CAPACITY, SendMonitorData, SendStat};
 pub use tensorboard::TensorBoardSink;
 
 use crate::callback::Context;

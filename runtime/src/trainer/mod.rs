@@ -27,7 +27,7 @@ mod world;
 pub use builder::Trainer;
 pub use data::{BatchIter, TrainData, VecBatches};
 pub use defaults::DefaultCallbacks;
-pub use report::{Outcome, TrainReport};
+pub use report::{Outcome, TrainError, TrainReport};
 pub use step::Step;
 
 pub(crate) use run::Run;
