@@ -114,6 +114,7 @@ fn run<K, C: Callbacks<Linear, K>>(
             );
             loss
         })
+        .map_err(burn_stoker::Error::from)
 }
 
 fn take(log: &Log) -> Vec<String> {

@@ -71,6 +71,7 @@ fn train(
         .callbacks(putter)
         .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
         .map(|_| ())
+        .map_err(burn_stoker::Error::from)
 }
 
 fn read_stats(dir: &std::path::Path) -> Vec<Json> {

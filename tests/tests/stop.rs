@@ -78,6 +78,7 @@ fn train<K, C: Callbacks<Linear, K>>(
         .handle_signals(false)
         .callbacks(callbacks)
         .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .map_err(burn_stoker::Error::from)
 }
 
 /// The epoch a run ended at and whether it was stopped (with the reason).

@@ -96,8 +96,11 @@ impl<M> Callback<M> for TerminateOnNaN {
         }
         let (loss, _) = values.host("loss")?;
         if let Some(bad) = loss.iter().find(|v| !v.is_finite()) {
-            let reason = format!("the loss is {bad} at global step {} (epoch {})", ctx.global_step(), ctx.epoch_num());
-            eprintln!("stoker: TerminateOnNaN: {reason}: training stops at this step, without its checkpoint");
+            let reason =
+                format!("the loss is {bad} at global step {} (epoch {})", ctx.global_step(), ctx.epoch_num());
+            eprintln!(
+                "stoker: TerminateOnNaN: {reason}: training stops at this step, without its checkpoint"
+            );
             ctx.stop_non_finite(reason);
         }
         Ok(())

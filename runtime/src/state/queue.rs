@@ -129,8 +129,12 @@ impl WriterQueue {
 
     /// Record the writer's first failure and report it once on stderr; later ones are ignored.
     pub(crate) fn fail(&self, error: impl std::fmt::Display, global_step: u64, epoch_num: u64) {
-        let failure =
-            WriterFailure { writer: self.state.name.clone(), error: error.to_string(), global_step, epoch_num };
+        let failure = WriterFailure {
+            writer: self.state.name.clone(),
+            error: error.to_string(),
+            global_step,
+            epoch_num,
+        };
         if self.state.failure.set(failure.clone()).is_ok() {
             eprintln!("stoker: {failure}; it is disabled for the rest of the run, and training goes on");
         }
@@ -139,7 +143,11 @@ impl WriterQueue {
     /// What this queue dropped, if anything.
     pub(crate) fn dropped_work(&self) -> Option<DroppedWork> {
         let dropped = self.dropped();
-        (dropped > 0).then(|| DroppedWork { queue: self.state.name.clone(), dropped, capacity: self.capacity() })
+        (dropped > 0).then(|| DroppedWork {
+            queue: self.state.name.clone(),
+            dropped,
+            capacity: self.capacity(),
+        })
     }
 }
 

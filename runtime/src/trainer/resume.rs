@@ -298,7 +298,10 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         if let Some(loss) = self.outputs.get("loss") {
             let values = loss.flat().into_data();
             if let Some(bad) = values.iter::<f32>().find(|v| !v.is_finite()) {
-                return Some(format!("the loss is {bad} at global step {} (epoch {})", c.global_step, c.epoch_num));
+                return Some(format!(
+                    "the loss is {bad} at global step {} (epoch {})",
+                    c.global_step, c.epoch_num
+                ));
             }
         }
         let mut visitor = NonFinite { count: None };
