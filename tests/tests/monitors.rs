@@ -295,14 +295,15 @@ fn writer_failure_is_reported_and_disabled_while_training_goes_on_to_the_end() {
     let writes = Arc::new(Mutex::new(Vec::new()));
     let device = burn_stoker::device::cpu();
     // 3 epochs of 2 steps; the writer fails at global step 3 (epoch 2).
-    let report = Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
-        .max_epoch(3)
-        .log_dir(&dir)
-        .handle_signals(false)
-        .default_callbacks(writers())
-        .callbacks(AddFailing(Some(FailingSink { fail_at: 3, writes: writes.clone() })))
-        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
-        .expect("a failing writer does not fail training");
+    let report =
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+            .max_epoch(3)
+            .log_dir(&dir)
+            .handle_signals(false)
+            .default_callbacks(writers())
+            .callbacks(AddFailing(Some(FailingSink { fail_at: 3, writes: writes.clone() })))
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .expect("a failing writer does not fail training");
     assert_eq!(report.outcome, Outcome::Finished);
     assert_eq!((report.counters.epoch_num(), report.counters.global_step()), (3, 6), "every epoch ran");
     assert_eq!(
@@ -431,4 +432,78 @@ fn writer_queue_full_makes_training_wait_for_the_writer_and_loses_nothing() {
     assert!(failures.is_empty() && dropped.is_empty(), "{failures:?} {dropped:?}");
     assert_eq!(queue.dropped(), 0);
     assert!(queue.waits() >= 1);
+}
+
+/// Puts `x` at every step; opens `fifo` for writing at step 1 (which waits until the first
+/// command reads it: that command is then running) and closes it at step `last`.
+struct HoldFifo {
+    fifo: std::path::PathBuf,
+    last: u64,
+    open: Option<std::fs::File>,
+}
+
+impl Callback<Linear> for HoldFifo {
+    fn after_step(
+        &mut self,
+        ctx: &mut Context<'_, Linear>,
+        _values: &Fetched<'_>,
+    ) -> burn_stoker::Result<()> {
+        let step = ctx.global_step();
+        ctx.monitors().put_scalar("x", step as f64);
+        Ok(())
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        if ctx.global_step() == 1 {
+            self.open = Some(std::fs::OpenOptions::new().write(true).open(&self.fifo).unwrap());
+        }
+        if ctx.global_step() == self.last {
+            self.open = None;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn writer_queue_of_commands_drops_and_counts_what_does_not_fit_and_never_stalls_training() {
+    use burn_stoker::monitor::{COMMAND_QUEUE_CAPACITY, SendStat};
+    let dir = scratch_dir("command-queue");
+    let fifo = dir.join("fifo");
+    let ran = dir.join("ran.txt");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    // The first command blocks reading the FIFO until the last step; the others are quick.
+    let command = format!(
+        "if [ {{global_step}} = 1 ]; then cat '{}' > /dev/null; fi; echo {{global_step}} >> '{}'",
+        fifo.display(),
+        ran.display()
+    );
+    let extra = 5;
+    let steps = 1 + COMMAND_QUEUE_CAPACITY as u64 + extra;
+    let send = SendStat::new(command, ["x"]).unwrap().wait_at_end(std::time::Duration::from_secs(300));
+    let hold = HoldFifo { fifo, last: steps, open: None };
+    let device = burn_stoker::device::cpu();
+    let report = Trainer::new(
+        tiny_model(&device),
+        burn::optim::SgdConfig::new().init(),
+        tiny_data(steps as usize, &device),
+    )
+    .max_epoch(1)
+    .log_dir(&dir)
+    .handle_signals(false)
+    .default_callbacks(DefaultCallbacks::none())
+    .callbacks((PeriodicTrigger::new(send).every_k_steps(1), hold))
+    .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+    .expect("training never waits for the commands");
+    assert_eq!(report.counters.global_step(), steps);
+    // Command 1 ran while commands 2..=65 waited; those of the last `extra` steps were dropped.
+    assert_eq!(
+        report.dropped,
+        [burn_stoker::state::DroppedWork {
+            queue: "SendStat(x)".into(),
+            dropped: extra,
+            capacity: COMMAND_QUEUE_CAPACITY,
+        }]
+    );
+    let ran: Vec<u64> = std::fs::read_to_string(&ran).unwrap().lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(ran, (1..=1 + COMMAND_QUEUE_CAPACITY as u64).collect::<Vec<_>>());
+    assert!(report.writer_failures.is_empty());
 }
