@@ -27,7 +27,8 @@ use crate::error::{Error, Result};
 use crate::state::{BoundedSender, WriterQueue, bounded};
 
 /// How many commands of one [`SendMonitorData`] or [`SendStat`] may wait to run; past that, new
-/// ones are dropped and counted (see [the module](self)).
+/// ones are dropped and counted, so that a hung command never stalls training (see
+/// [`WriterQueue`](crate::state::WriterQueue)).
 pub const COMMAND_QUEUE_CAPACITY: usize = 64;
 
 /// How long the end of training waits for queued and running commands by default.

@@ -1,25 +1,7 @@
 //! The bounded queues that feed stoker's background threads (monitor writers, tensor dumps,
 //! printers, commands), and what a run reports about them: a writer that failed
 //! ([`WriterFailure`]), work a full queue dropped ([`DroppedWork`]), and a live view of one queue
-//! ([`WriterQueue`]).
-//!
-//! Every queue holds a fixed number of items (a writer's [`MonitorSink::queue_capacity`],
-//! [`MONITOR_QUEUE_CAPACITY`] batches of records by default), so a stalled writer cannot grow
-//! memory without end. What happens when one is full depends on what it carries:
-//!
-//! - **data** (monitor records, tensor dumps, printed tensors, the best model's copies): the
-//!   training thread **waits** for room, after one warning on stderr naming the queue; nothing is
-//!   lost, and training goes on as fast as the writer goes. [`WriterQueue::waits`] counts the
-//!   sends that found the queue full.
-//! - **commands** ([`SendMonitorData`](crate::monitor::SendMonitorData),
-//!   [`SendStat`](crate::monitor::SendStat)): the newest command is **dropped and counted**, after
-//!   one warning; a hung command never stalls training. The run's report lists the counts
-//!   ([`TrainReport::dropped`](crate::trainer::TrainReport::dropped)).
-//!
-//! A queue whose writer failed is drained without writing (see [`Monitors`]), so it never fills.
-//!
-//! [`MonitorSink::queue_capacity`]: super::MonitorSink::queue_capacity
-//! [`Monitors`]: super::Monitors
+//! ([`WriterQueue`], whose docs say what a full queue does).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
@@ -55,7 +37,7 @@ impl std::fmt::Display for WriterFailure {
     }
 }
 
-/// Work a full queue dropped during a run (commands, see [the module](self)).
+/// Work a full queue dropped during a run (commands, see [`WriterQueue`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DroppedWork {
     /// The queue's name (`"SendStat(validation_error)"`...).
@@ -78,6 +60,23 @@ struct QueueState {
 
 /// A live view of one background queue, readable from any thread:
 /// [`Monitors::add_sink`](super::Monitors::add_sink) returns it for a monitor writer.
+///
+/// Every queue that feeds one of stoker's background threads holds a fixed number of items (a
+/// monitor writer's [`MonitorSink::queue_capacity`](super::MonitorSink::queue_capacity),
+/// [`MONITOR_QUEUE_CAPACITY`] batches of records by default), so a stalled writer cannot grow
+/// memory without end. When one is full:
+///
+/// - a queue of **data** (monitor records, tensor dumps, printed tensors, the best model's
+///   copies) makes the training thread **wait** for room, after one warning on stderr naming
+///   it: nothing is lost, and training goes as fast as the writer. [`waits`](Self::waits)
+///   counts the sends that found it full.
+/// - a queue of **commands** ([`SendMonitorData`](crate::monitor::SendMonitorData),
+///   [`SendStat`](crate::monitor::SendStat)) **drops and counts** the newest command, after one
+///   warning: a hung command never stalls training.
+///   [`TrainReport::dropped`](crate::trainer::TrainReport::dropped) gives the counts.
+///
+/// A monitor writer that failed is disabled: nothing more is sent to it, and what was queued is
+/// drained without writing, so it never makes training wait.
 #[derive(Debug, Clone)]
 pub struct WriterQueue {
     state: Arc<QueueState>,
@@ -151,7 +150,7 @@ impl WriterQueue {
     }
 }
 
-/// The sending end of a bounded queue (see [the module](self) for what happens when it is full).
+/// The sending end of a bounded queue (see [`WriterQueue`] for what happens when it is full).
 pub(crate) struct BoundedSender<T> {
     sender: SyncSender<T>,
     queue: WriterQueue,
