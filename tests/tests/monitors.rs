@@ -507,3 +507,61 @@ fn writer_queue_of_commands_drops_and_counts_what_does_not_fit_and_never_stalls_
     assert_eq!(ran, (1..=1 + COMMAND_QUEUE_CAPACITY as u64).collect::<Vec<_>>());
     assert!(report.writer_failures.is_empty());
 }
+
+/// Fills the log directory's filesystem in `before_train` (after the writers opened their
+/// files), then puts an 8 KiB text at every step: the TensorBoard writer's first flush fails.
+struct FillDisk;
+
+impl Callback<Linear> for FillDisk {
+    fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let mut filler = std::fs::File::create(ctx.log_dir().join("filler")).unwrap();
+        let page = [0u8; 4096];
+        while filler.write_all(&page).is_ok() {}
+        Ok(())
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        ctx.monitors().put_text("blob", &"x".repeat(8192));
+        Ok(())
+    }
+}
+
+#[test]
+fn writer_failure_of_tensorboard_on_a_full_disk_at_epoch_1_keeps_training_and_the_model() {
+    let scratch = scratch_dir("writer-full-disk");
+    let dir = scratch.join("tmpfs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&dir)
+        .status()
+        .expect("running mount");
+    assert!(mounted.success(), "mount -t tmpfs failed (these tests run as root): {mounted}");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.clone());
+    let device = burn_stoker::device::cpu();
+    let defaults = DefaultCallbacks { tensorboard: Some(TensorBoardWriter), ..DefaultCallbacks::none() };
+    let report =
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+            .max_epoch(3)
+            .log_dir(&dir)
+            .handle_signals(false)
+            .default_callbacks(defaults)
+            .callbacks(FillDisk)
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .expect("a full disk under TensorBoard does not fail training");
+    assert_eq!((report.counters.epoch_num(), report.counters.global_step()), (3, 6), "every epoch ran");
+    assert!(
+        stoker_tests::weights(&report.model).iter().flatten().all(|w| w.is_finite()),
+        "the model came back"
+    );
+    let [failure] = report.writer_failures.as_slice() else {
+        panic!("one writer failure expected: {:?}", report.writer_failures)
+    };
+    assert_eq!((failure.writer.as_str(), failure.global_step, failure.epoch_num), ("TensorBoard", 1, 1));
+    assert!(failure.error.contains("No space left on device"), "{failure}");
+}
