@@ -111,6 +111,9 @@ fn main() -> ExitCode {
             println!(
                 "logs in {log_dir}: stats.json, TensorBoard events (tensorboard --logdir {log_dir}), checkpoints/"
             );
+            for failure in &report.writer_failures {
+                println!("warning: its logs are incomplete: {failure}");
+            }
             ExitCode::SUCCESS
         }
         Err(error) => {
