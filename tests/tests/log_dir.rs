@@ -39,6 +39,7 @@ fn train(dir: &std::path::Path) -> burn_stoker::Result<TrainReport<Linear>> {
         .handle_signals(false)
         .log_dir(dir)
         .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .map_err(burn_stoker::Error::from)
 }
 
 #[test]

@@ -104,6 +104,12 @@ fn main() -> ExitCode {
             );
             ExitCode::from(130)
         }
+        Ok((report, _)) if matches!(report.outcome, Outcome::NonFinite { .. }) => {
+            let Outcome::NonFinite { reason, checkpoint, .. } = &report.outcome else { unreachable!() };
+            let at = checkpoint.as_ref().map_or("none".into(), |c| c.display().to_string());
+            println!("stopped: {reason}; no checkpoint of it was written; the latest checkpoint is {at}");
+            ExitCode::FAILURE
+        }
         Ok((report, error)) => {
             println!(
                 "trained {} epochs ({} steps) in {:.1} s; validation accuracy {:.2}%",
@@ -115,6 +121,9 @@ fn main() -> ExitCode {
             println!(
                 "logs in {log_dir}: stats.json, TensorBoard events (tensorboard --logdir {log_dir}), checkpoints/"
             );
+            for failure in &report.writer_failures {
+                println!("warning: its logs are incomplete: {failure}");
+            }
             ExitCode::SUCCESS
         }
         Err(error) => {

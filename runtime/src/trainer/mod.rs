@@ -30,7 +30,7 @@ pub use builder::Trainer;
 pub use data::{BatchIter, TrainData, VecBatches};
 pub use defaults::DefaultCallbacks;
 pub use log_dir::LogDirPolicy;
-pub use report::{Outcome, TrainReport};
+pub use report::{Outcome, TrainError, TrainReport};
 pub use step::Step;
 
 pub(crate) use run::Run;

@@ -201,7 +201,26 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             // Only the chief writes into the log directory; every rank resumes from its checkpoints.
             return Ok(());
         }
-        self.check_finite()?;
+        if self.state.control.non_finite.is_none()
+            && let Some(reason) = self.check_finite()
+        {
+            self.state.control.non_finite = Some((reason.clone(), self.state.counters.global_step));
+            if self.state.control.stop.is_none() {
+                self.state.control.stop = Some(reason);
+            }
+        }
+        if let Some((reason, _)) = &self.state.control.non_finite {
+            // Never a checkpoint of non-finite numbers: the last good one stays the latest.
+            let last = match &self.last_checkpoint {
+                Some(dir) => format!("the latest checkpoint stays {}", dir.display()),
+                None => "no checkpoint was written before".to_string(),
+            };
+            eprintln!(
+                "stoker: {reason}: training stops at global step {} without writing a checkpoint; {last}",
+                self.state.counters.global_step
+            );
+            return Ok(());
+        }
         let content = self.content(at)?;
         let root = self.state.log_dir.join(CHECKPOINT_DIR);
         // The copies first: the checkpoint records the savers' new best values, so a crash
@@ -278,21 +297,18 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         })
     }
 
-    /// Refuse to checkpoint a non-finite loss or non-finite weights (tensorpack's
-    /// `CheckNumerics` at the moment it matters): one device-to-host transfer of two numbers.
-    fn check_finite(&self) -> Result<()> {
+    /// Whether the loss or the weights are not finite, and which (tensorpack's `CheckNumerics`
+    /// at the moment it matters): one device-to-host transfer of two numbers. `None` when they
+    /// are finite.
+    fn check_finite(&self) -> Option<String> {
         let c = self.state.counters;
-        let last = match &self.last_checkpoint {
-            Some(dir) => format!("the last complete checkpoint is {}", dir.display()),
-            None => "no checkpoint was written before".to_string(),
-        };
         if let Some(loss) = self.outputs.get("loss") {
             let values = loss.flat().into_data();
             if let Some(bad) = values.iter::<f32>().find(|v| !v.is_finite()) {
-                return Err(Error::NonFinite(format!(
-                    "the loss is {bad} at global step {} (epoch {}): training stopped without writing a checkpoint; {last}",
+                return Some(format!(
+                    "the loss is {bad} at global step {} (epoch {})",
                     c.global_step, c.epoch_num
-                )));
+                ));
             }
         }
         let mut visitor = NonFinite { count: None };
@@ -302,13 +318,13 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         if let Some(count) = visitor.count {
             let count = count.into_data().iter::<f32>().next().unwrap_or(0.0);
             if count > 0.0 {
-                return Err(Error::NonFinite(format!(
-                    "{count} weights are not finite at global step {} (epoch {}): training stopped without writing a checkpoint; {last}",
+                return Some(format!(
+                    "{count} weights are not finite at global step {} (epoch {})",
                     c.global_step, c.epoch_num
-                )));
+                ));
             }
         }
-        Ok(())
+        None
     }
 }
 
