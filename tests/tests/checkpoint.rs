@@ -224,7 +224,7 @@ fn when_every_checkpoint_is_corrupt_resuming_is_an_error_naming_each() {
         let probe = Probe::default();
         let builder = trainer(&dir, 4).callbacks((ModelSaver::new(5), probe.clone()));
         let builder = if auto { builder.auto_resume(true) } else { builder.resume_from(&dir) };
-        let error = builder.train(step_fn).expect_err("an error");
+        let error = builder.train(step_fn).expect_err("an error").error;
         let text = error.to_string();
         assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
         assert!(text.contains(&format!("no complete checkpoint in {}", root.display())), "{text}");
@@ -244,7 +244,8 @@ fn when_every_checkpoint_is_corrupt_resuming_is_an_error_naming_each() {
         .resume_from(&empty)
         .callbacks((ModelSaver::new(5), probe.clone()))
         .train(step_fn)
-        .expect_err("an error");
+        .expect_err("an error")
+        .error;
     assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
     assert_eq!(error.to_string(), format!("no checkpoint to resume from in {}", empty.display()));
     assert_eq!(probe.steps(), 0);
@@ -270,8 +271,11 @@ fn an_unwritable_log_directory_fails_before_any_step_naming_the_path() {
     std::fs::write(scratch.join("file"), b"not a directory").unwrap();
     let log = scratch.join("file/log");
     let probe = Probe::default();
-    let error =
-        trainer(&log, 2).callbacks((ModelSaver::new(5), probe.clone())).train(step_fn).expect_err("an error");
+    let error = trainer(&log, 2)
+        .callbacks((ModelSaver::new(5), probe.clone()))
+        .train(step_fn)
+        .expect_err("an error")
+        .error;
     assert_eq!(probe.steps(), 0);
     match &error {
         Error::Io { path, source } => {
@@ -287,8 +291,11 @@ fn an_unwritable_log_directory_fails_before_any_step_naming_the_path() {
     let file = log.join("checkpoints");
     std::fs::write(&file, b"not a directory").unwrap();
     let probe = Probe::default();
-    let error =
-        trainer(&log, 2).callbacks((ModelSaver::new(5), probe.clone())).train(step_fn).expect_err("an error");
+    let error = trainer(&log, 2)
+        .callbacks((ModelSaver::new(5), probe.clone()))
+        .train(step_fn)
+        .expect_err("an error")
+        .error;
     assert_eq!(probe.steps(), 0);
     let text = error.to_string();
     match &error {
@@ -400,7 +407,8 @@ fn train_on_tmpfs(name: &str, kib: u64) -> Option<(Tmpfs, PathBuf, Error, u64)> 
     let error = wide_trainer(&log, 4)
         .callbacks((ModelSaver::new(100), probe.clone()))
         .train(step_fn)
-        .expect_err("the disk fills up");
+        .expect_err("the disk fills up")
+        .error;
     Some((tmpfs, log, error, probe.steps()))
 }
 
@@ -473,8 +481,8 @@ fn a_full_disk_while_writing_the_index_keeps_the_old_index_and_the_new_checkpoin
 }
 
 /// Trains 3 epochs saving every step, with a loss that is NaN from global step 7 (from step
-/// `nan_from` + 1) on.
-fn nan_run<K, C: Callbacks<Linear, K>>(dir: &Path, nan_from: u64, callbacks: C) -> burn_stoker::Error {
+/// `nan_from` + 1) on: training stops cleanly at the first NaN.
+fn nan_run<K, C: Callbacks<Linear, K>>(dir: &Path, nan_from: u64, callbacks: C) -> TrainReport<Linear> {
     trainer(dir, 3)
         .callbacks(callbacks)
         .train(move |model: &Linear, batch: Batch, step: &mut Step<'_>| {
@@ -482,7 +490,17 @@ fn nan_run<K, C: Callbacks<Linear, K>>(dir: &Path, nan_from: u64, callbacks: C) 
             // `global_step` counts the steps before this one.
             if step.counters().global_step() >= nan_from { loss.mul_scalar(f32::NAN) } else { loss }
         })
-        .expect_err("a NaN loss stops training")
+        .expect("a NaN loss stops training without an error")
+}
+
+/// The outcome of a run stopped by a non-finite number: (reason, global step, checkpoint).
+fn non_finite(report: &TrainReport<Linear>) -> (&str, u64, Option<&Path>) {
+    match &report.outcome {
+        Outcome::NonFinite { reason, global_step, checkpoint } => {
+            (reason.as_str(), *global_step, checkpoint.as_deref())
+        }
+        other => panic!("expected Outcome::NonFinite, got {other:?}"),
+    }
 }
 
 fn every_step_saver() -> PeriodicTrigger<ModelSaver> {
@@ -503,47 +521,34 @@ fn assert_saved_up_to_step_6(dir: &Path) {
 }
 
 #[test]
-fn a_nan_loss_is_never_checkpointed() {
+fn nan_loss_at_checkpoint_time_stops_cleanly_and_is_never_checkpointed() {
     let dir = scratch_dir("nan");
     let probe = Probe::default();
-    let error = nan_run(&dir, 6, (every_step_saver(), probe.clone()));
-    let text = error.to_string();
-    assert!(matches!(error, Error::NonFinite(_)), "{error:?}");
-    assert!(text.contains("the loss is NaN at global step 7 (epoch 2)"), "{text}");
-    assert!(text.contains("training stopped without writing a checkpoint"), "{text}");
+    let report = nan_run(&dir, 6, (every_step_saver(), probe.clone()));
     let last = dir.join("checkpoints/step-6");
-    assert!(text.contains(&format!("the last complete checkpoint is {}", last.display())), "{text}");
+    assert_eq!(non_finite(&report), ("the loss is NaN at global step 7 (epoch 2)", 7, Some(last.as_path())));
+    assert_eq!(report.counters.global_step(), 7);
     assert_eq!(probe.steps(), 7);
     assert_saved_up_to_step_6(&dir);
 
-    // NaN from the first step: nothing was ever saved, and the message says so.
+    // NaN from the first step: nothing was ever saved.
     let dir = scratch_dir("nan-first");
-    let error = nan_run(&dir, 0, every_step_saver());
-    let text = error.to_string();
-    assert!(matches!(error, Error::NonFinite(_)), "{error:?}");
-    assert!(text.contains("the loss is NaN at global step 1 (epoch 1)"), "{text}");
-    assert!(text.contains("no checkpoint was written before"), "{text}");
+    let report = nan_run(&dir, 0, every_step_saver());
+    assert_eq!(non_finite(&report), ("the loss is NaN at global step 1 (epoch 1)", 1, None));
     assert_eq!(step_dirs(&dir.join("checkpoints")), Vec::<String>::new());
 }
 
 #[test]
-fn terminate_on_nan_stops_at_the_nan_step_before_its_checkpoint() {
+fn nan_loss_with_terminate_on_nan_stops_at_the_nan_step_before_its_checkpoint() {
     let dir = scratch_dir("terminate-on-nan");
     let probe = Probe::default();
-    let error = nan_run(&dir, 6, (every_step_saver(), TerminateOnNaN::new(), probe.clone()));
-    let text = error.to_string();
-    match &error {
-        Error::Callback { callback, event, source } => {
-            assert_eq!((callback.as_str(), *event), ("TerminateOnNaN", "after_step"));
-            assert!(matches!(**source, Error::NonFinite(_)), "{source:?}");
-        }
-        other => panic!("expected Error::Callback from TerminateOnNaN, got {other:?}"),
-    }
-    assert!(text.contains("callback `TerminateOnNaN` failed in after_step"), "{text}");
-    assert!(text.contains("the loss is NaN at global step 7 (epoch 2)"), "{text}");
-    assert!(text.contains("before this step's checkpoint"), "{text}");
-    // The probe comes after TerminateOnNaN: its after_step of step 7 never ran.
-    assert_eq!(probe.steps(), 6);
+    let report = nan_run(&dir, 6, (every_step_saver(), TerminateOnNaN::new(), probe.clone()));
+    let last = dir.join("checkpoints/step-6");
+    assert_eq!(non_finite(&report), ("the loss is NaN at global step 7 (epoch 2)", 7, Some(last.as_path())));
+    // A stop lets the rest of the step's events run (the probe comes after TerminateOnNaN);
+    // no step after it.
+    assert_eq!(probe.steps(), 7);
+    assert_eq!(report.counters.global_step(), 7);
     assert_saved_up_to_step_6(&dir);
 }
 

@@ -1,6 +1,8 @@
 //! The state a [`Context`](crate::callback::Context) exposes, one layer below the callbacks: the monitor
 //! store ([`Monitors`]), the hyper-parameters ([`HyperParams`]), what to keep of the checkpoints
-//! ([`KeepPolicy`]), and how state is written to disk ([`json_f64`], [`write_atomic`]).
+//! ([`KeepPolicy`]), how state is written to disk ([`json_f64`], [`write_atomic`]), and the
+//! bounded queues of the background writers ([`WriterQueue`], [`WriterFailure`],
+//! [`DroppedWork`]).
 //!
 //! Nothing here knows about callbacks: the modules above (`callback`, `monitor`, `param`,
 //! `saver`, ...) use this one, never the reverse (`python3 bench/tools/module_graph.py` checks it).
@@ -9,6 +11,7 @@ mod hyper;
 mod keep;
 mod monitors;
 mod persist;
+mod queue;
 mod record;
 
 pub use hyper::{HyperParams, LEARNING_RATE, SharedParam};
@@ -19,4 +22,6 @@ pub(crate) use persist::{
     create_dir_all_synced, leftover_of, process_is_gone, sync_dir, temporary_name, write_new_file,
 };
 pub use persist::{json_f64, parse_f64, write_atomic};
+pub(crate) use queue::{BoundedSender, bounded};
+pub use queue::{DroppedWork, MONITOR_QUEUE_CAPACITY, WriterFailure, WriterQueue};
 pub use record::{EpochStats, Histogram, Image, Record, Value};
