@@ -850,7 +850,8 @@ fn checkpoint_a_read_error_is_not_corruption_it_is_returned_and_nothing_is_set_a
             .auto_resume(true)
             .callbacks((ModelSaver::new(5), probe.clone()))
             .train(step_fn)
-            .expect_err("resuming fails");
+            .expect_err("resuming fails")
+            .error;
         check(&error);
         assert_eq!(probe.steps(), 0);
         assert_eq!(entries(&root), before, "nothing renamed or removed");
@@ -1002,7 +1003,8 @@ fn checkpoint_copy_names_that_are_not_plain_folder_names_are_refused() {
         let error = trainer(&dir, 1)
             .callbacks((PutVal(&VALS), MinSaver::new("val").copy_name(bad), probe.clone()))
             .train(step_fn)
-            .expect_err(&format!("the copy name {bad:?}"));
+            .expect_err(&format!("the copy name {bad:?}"))
+            .error;
         let text = error.to_string();
         assert!(text.contains("failed in setup"), "{bad:?}: {text}");
         assert!(text.contains(&format!("copy name {bad:?}")), "{bad:?}: {text}");
@@ -1012,7 +1014,7 @@ fn checkpoint_copy_names_that_are_not_plain_folder_names_are_refused() {
     // The default name comes from the statistic: a `/` in it needs a name of its own.
     let dir = scratch_dir("copy-name-default");
     let error =
-        trainer(&dir, 1).callbacks(MinSaver::new("validation/loss")).train(step_fn).expect_err("a `/`");
+        trainer(&dir, 1).callbacks(MinSaver::new("validation/loss")).train(step_fn).expect_err("a `/`").error;
     let text = error.to_string();
     assert!(text.contains("copy name \"min-validation/loss\"") && text.contains(".copy_name("), "{text}");
 
