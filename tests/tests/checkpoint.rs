@@ -684,13 +684,15 @@ fn an_altered_manifest_header_fails_the_manifest_checksum() {
 // `.old` window, copy names) ----
 
 /// The checkpoints' folder of a run of 1 epoch with `ModelSaver::new(5)` and `JsonWriter`, after
-/// `prepare` has set up `dir` and `dir/checkpoints` (created empty before it runs).
+/// `prepare` has set up `dir` and `dir/checkpoints` (created empty before it runs); the run
+/// writes beside what `prepare` put there (`LogDirPolicy::Keep`).
 fn one_epoch_after(name: &str, prepare: impl FnOnce(&Path, &Path)) -> (PathBuf, PathBuf) {
     let dir = scratch_dir(name);
     let root = dir.join("checkpoints");
     std::fs::create_dir_all(&root).unwrap();
     prepare(&dir, &root);
     let report = trainer(&dir, 1)
+        .log_dir_policy(burn_stoker::trainer::LogDirPolicy::Keep)
         .callbacks((ModelSaver::new(5), burn_stoker::monitor::JsonWriter))
         .train(step_fn)
         .expect("one epoch");
