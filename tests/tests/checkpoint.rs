@@ -384,17 +384,20 @@ fn wide_checkpoint_pages() -> [u64; 3] {
     pages
 }
 
-/// Trains the 64x64 model for 4 epochs, saving every epoch, on a tmpfs of `kib` KiB (`None`
-/// when it cannot be mounted); returns the guard, the log directory, the error and the steps run.
+/// The environment variable that lets the full-disk tests pass without running where no tmpfs
+/// can be mounted (not root, a container without `CAP_SYS_ADMIN`): `STOKER_SKIP_TMPFS=1`.
+const SKIP_TMPFS: &str = "STOKER_SKIP_TMPFS";
+
+/// Trains the 64x64 model for 4 epochs, saving every epoch, on a tmpfs of `kib` KiB; returns the
+/// guard, the log directory, the error and the steps run. When the tmpfs cannot be mounted the
+/// test fails, unless [`SKIP_TMPFS`] is `1` (then `None`, after saying so).
 fn train_on_tmpfs(name: &str, kib: u64) -> Option<(Tmpfs, PathBuf, Error, u64)> {
+    train_on_tmpfs_at(&scratch_dir(name).join("mnt"), kib)
+}
+
+fn train_on_tmpfs_at(mount_point: &Path, kib: u64) -> Option<(Tmpfs, PathBuf, Error, u64)> {
     // Plus one page for the run's lock file (`LOG_DIR/.lock`, a few bytes).
-    let tmpfs = match Tmpfs::mount(&scratch_dir(name).join("mnt"), kib + 4) {
-        Ok(tmpfs) => tmpfs,
-        Err(e) => {
-            println!("skipped: cannot mount tmpfs: {e}");
-            return None;
-        }
-    };
+    let tmpfs = tmpfs_or_skip(mount_point, Tmpfs::mount(mount_point, kib + 4), std::env::var_os(SKIP_TMPFS))?;
     let log = tmpfs.dir.join("log");
     let probe = Probe::default();
     let error = wide_trainer(&log, 4)
@@ -402,6 +405,56 @@ fn train_on_tmpfs(name: &str, kib: u64) -> Option<(Tmpfs, PathBuf, Error, u64)> 
         .train(step_fn)
         .expect_err("the disk fills up");
     Some((tmpfs, log, error, probe.steps()))
+}
+
+/// The mounted tmpfs; or, when mounting failed, a panic that says why and how to opt out, or
+/// `None` when `skip` (the value of [`SKIP_TMPFS`]) is `1`. A full-disk test runs or fails: it
+/// never passes without running unless someone asked for it.
+fn tmpfs_or_skip(
+    mount_point: &Path,
+    mounted: Result<Tmpfs, String>,
+    skip: Option<std::ffi::OsString>,
+) -> Option<Tmpfs> {
+    match mounted {
+        Ok(tmpfs) => Some(tmpfs),
+        Err(e) if skip.as_deref() == Some(std::ffi::OsStr::new("1")) => {
+            eprintln!("skipped ({SKIP_TMPFS}=1): cannot mount a tmpfs on {}: {e}", mount_point.display());
+            None
+        }
+        Err(e) => panic!(
+            "cannot mount a tmpfs on {}: {e}; the full-disk tests need one (run them as root, or with CAP_SYS_ADMIN), or set {SKIP_TMPFS}=1 to skip them knowingly",
+            mount_point.display()
+        ),
+    }
+}
+
+#[test]
+fn checkpoint_full_disk_tests_fail_when_no_tmpfs_can_be_mounted() {
+    // A mount point below a regular file cannot be created, so the mount fails.
+    let dir = scratch_dir("no-tmpfs");
+    std::fs::write(dir.join("file"), b"not a directory").unwrap();
+    let mount_point = dir.join("file").join("mnt");
+    // The environment's STOKER_SKIP_TMPFS is left out: this is what happens without it.
+    let attempt = std::panic::catch_unwind(|| tmpfs_or_skip(&mount_point, Tmpfs::mount(&mount_point, 64), None));
+    let message = match attempt {
+        Ok(_) => panic!("a full-disk test must fail, not pass, when its tmpfs cannot be mounted"),
+        Err(panic) => panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default(),
+    };
+    assert!(message.contains("cannot mount a tmpfs"), "{message}");
+    assert!(message.contains(&dir.join("file").join("mnt").display().to_string()), "{message}");
+    assert!(message.contains("STOKER_SKIP_TMPFS=1"), "{message}");
+
+    // Skipping is a choice made with STOKER_SKIP_TMPFS=1, and only with that value.
+    let failed = || Err("mount: permission denied".to_string());
+    assert!(tmpfs_or_skip(&mount_point, failed(), Some("1".into())).is_none());
+    for value in [None, Some("0".into()), Some("".into())] {
+        let attempt = std::panic::catch_unwind(|| tmpfs_or_skip(&mount_point, failed(), value.clone()));
+        assert!(attempt.is_err(), "{SKIP_TMPFS}={value:?} does not skip");
+    }
 }
 
 #[test]
@@ -524,6 +577,41 @@ fn a_nan_loss_is_never_checkpointed() {
     assert!(text.contains("the loss is NaN at global step 1 (epoch 1)"), "{text}");
     assert!(text.contains("no checkpoint was written before"), "{text}");
     assert_eq!(step_dirs(&dir.join("checkpoints")), Vec::<String>::new());
+}
+
+/// Makes every weight of the model NaN in `trigger_step` of global step `at`: after the step
+/// computed its (finite) loss, before the checkpoint of that step.
+struct PoisonWeightsAt(u64);
+
+impl Callback<Linear> for PoisonWeightsAt {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        if ctx.global_step() == self.0 {
+            let model = ctx.model_mut();
+            model.weight = model.weight.clone().map(|w| w.mul_scalar(f32::NAN));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn nan_weights_with_a_finite_loss_are_never_checkpointed() {
+    let dir = scratch_dir("nan-weights");
+    let probe = Probe::default();
+    // The poison runs before the saver (registration order): the checkpoint of step 7 would hold
+    // NaN weights, although step 7's loss was finite.
+    let result = trainer(&dir, 3)
+        .callbacks((PoisonWeightsAt(7), every_step_saver(), probe.clone()))
+        .train(step_fn);
+    // Today a non-finite number at checkpoint time ends the run with `Error::NonFinite` (issue 15
+    // item 5 may turn this into a clean stop: then match the outcome's reason instead).
+    let error = result.err().expect("NaN weights end the run");
+    let text = error.to_string();
+    assert!(matches!(error, Error::NonFinite(_)), "{error:?}");
+    assert!(text.contains("2 weights are not finite at global step 7 (epoch 2)"), "{text}");
+    assert!(!text.contains("the loss is"), "the loss was finite: {text}");
+    assert!(text.contains("training stopped without writing a checkpoint"), "{text}");
+    assert_eq!(probe.steps(), 7);
+    assert_saved_up_to_step_6(&dir);
 }
 
 #[test]
