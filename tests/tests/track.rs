@@ -734,6 +734,11 @@ fn progress_bar_off_a_terminal_writes_no_control_codes_and_bounded_lines() {
         .log_dir(scratch_dir("progress-off-terminal"))
         .handle_signals(false)
         .default_callbacks(defaults)
+        // A statistic per epoch, for the scalar printer to print.
+        .callbacks(burn_stoker::debug::CallbackFactory::<Linear>::new().trigger(|ctx| {
+            let epoch = ctx.epoch_num() as f64;
+            ctx.monitors().put_scalar("statistic", epoch / 8.0);
+        }))
         .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
         .unwrap();
         assert_eq!(report.outcome, Outcome::Finished);
@@ -757,6 +762,11 @@ fn progress_bar_off_a_terminal_writes_no_control_codes_and_bounded_lines() {
         }
         // The bar itself stays quiet: no frame of it is printed.
         assert!(!text.contains("epoch 1/3 ["), "{stream} holds the progress bar: {text}");
+    }
+    // What was printed is there: the scalar printer's line of each epoch.
+    let all = format!("{stdout}{stderr}");
+    for value in ["0.125", "0.25", "0.375"] {
+        assert!(all.lines().any(|l| l.contains("statistic") && l.contains(value)), "no statistic {value}:\n{all}");
     }
     // Bounded: a few lines per epoch (the scalar printer's), not one per step or per redraw.
     let lines = stdout.lines().count() + stderr.lines().count();
