@@ -127,7 +127,7 @@ fn parameter_bits<M: burn::module::Module>(model: &M) -> Vec<ParameterBits> {
             let data = param.val().into_data();
             self.0.push(ParameterBits {
                 name: self.1.join("."),
-                shape: data.shape.to_vec(),
+                shape: data.shape().to_vec(),
                 bits: data.iter::<f32>().map(f32::to_bits).collect(),
             });
         }

