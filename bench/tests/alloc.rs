@@ -140,6 +140,12 @@ fn the_trainer_allocates_nothing_per_step_beyond_burn() {
     // The README's claim: the same count, not merely no more (fewer would mean the loops do
     // different work, and the comparison would not be like for like).
     assert_eq!(bare, hand, "the bare trainer allocates {bare} per step, the hand loop {hand}");
-    assert_eq!(defaults, hand, "the trainer with the defaults allocates {defaults} per step, the hand loop {hand}");
-    assert_eq!(users, hand, "the trainer with 20 DSL callbacks allocates {users} per step, the hand loop {hand}");
+    assert_eq!(
+        defaults, hand,
+        "the trainer with the defaults allocates {defaults} per step, the hand loop {hand}"
+    );
+    assert_eq!(
+        users, hand,
+        "the trainer with 20 DSL callbacks allocates {users} per step, the hand loop {hand}"
+    );
 }

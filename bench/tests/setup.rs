@@ -96,7 +96,8 @@ fn the_trainer_does_the_hand_loops_arithmetic() {
         assert_eq!(hand.shape, stoker.shape, "`{}`", hand.name);
         let differ = hand.bits.iter().zip(&stoker.bits).filter(|(a, b)| a != b).count();
         assert_eq!(
-            differ, 0,
+            differ,
+            0,
             "stoker's trainer and the hand loop trained different weights: {differ} of the {} values of `{}` differ",
             hand.bits.len(),
             hand.name

@@ -96,8 +96,10 @@ fn run_callback_list(args: &[&str]) -> Vec<Json> {
         String::from_utf8_lossy(&output.stderr)
     );
     let save_path = args[args.iter().position(|a| *a == "--save_path").expect("a --save_path") + 1];
-    serde_json::from_str(&std::fs::read_to_string(std::path::Path::new(save_path).join("stats.json")).unwrap())
-        .unwrap()
+    serde_json::from_str(
+        &std::fs::read_to_string(std::path::Path::new(save_path).join("stats.json")).unwrap(),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -127,7 +129,8 @@ fn cli_switches_change_what_the_run_does() {
 
     // Without them: validation and a checkpoint every epoch, the last 5 kept.
     let plain = dir.join("plain");
-    let stats = run_callback_list(&["--epochs", "2", "--no_progress_bar", "--save_path", plain.to_str().unwrap()]);
+    let stats =
+        run_callback_list(&["--epochs", "2", "--no_progress_bar", "--save_path", plain.to_str().unwrap()]);
     assert_eq!(stats.len(), 2);
     assert!(stats.iter().all(|e| e.get("val-error-top1").is_some()), "{stats:?}");
     assert_eq!(kept_checkpoints(&plain), [steps_per_epoch, 2 * steps_per_epoch]);

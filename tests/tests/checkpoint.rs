@@ -436,7 +436,8 @@ fn checkpoint_full_disk_tests_fail_when_no_tmpfs_can_be_mounted() {
     std::fs::write(dir.join("file"), b"not a directory").unwrap();
     let mount_point = dir.join("file").join("mnt");
     // The environment's STOKER_SKIP_TMPFS is left out: this is what happens without it.
-    let attempt = std::panic::catch_unwind(|| tmpfs_or_skip(&mount_point, Tmpfs::mount(&mount_point, 64), None));
+    let attempt =
+        std::panic::catch_unwind(|| tmpfs_or_skip(&mount_point, Tmpfs::mount(&mount_point, 64), None));
     let message = match attempt {
         Ok(_) => panic!("a full-disk test must fail, not pass, when its tmpfs cannot be mounted"),
         Err(panic) => panic
@@ -623,9 +624,8 @@ fn nan_weights_with_a_finite_loss_are_never_checkpointed() {
     let probe = Probe::default();
     // The poison runs before the saver (registration order): the checkpoint of step 7 would hold
     // NaN weights, although step 7's loss was finite.
-    let result = trainer(&dir, 3)
-        .callbacks((PoisonWeightsAt(7), every_step_saver(), probe.clone()))
-        .train(step_fn);
+    let result =
+        trainer(&dir, 3).callbacks((PoisonWeightsAt(7), every_step_saver(), probe.clone())).train(step_fn);
     // Today a non-finite number at checkpoint time ends the run with `Error::NonFinite` (issue 15
     // item 5 may turn this into a clean stop: then match the outcome's reason instead).
     let error = result.err().expect("NaN weights end the run");

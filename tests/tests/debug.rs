@@ -18,12 +18,12 @@ use std::time::Duration;
 use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
 use burn_stoker::callback::{StepHooks, StepLoss};
-use burn_stoker::track::ManualClock;
 use burn_stoker::debug::{
     CallbackFactory, DumpTensorAsImage, DumpTensors, InjectShell, ProcessTensors, StartProcOrThread,
     StepTimeout, TensorPrinter, TensorValues, TimeoutAction,
 };
 use burn_stoker::prelude::*;
+use burn_stoker::track::ManualClock;
 use stoker_tests::reads::count_reads;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
 
@@ -178,7 +178,8 @@ fn process_tensors_runs_and_fetches_only_at_its_period() {
         seen.lock().unwrap().push(describe(&values, ctx.global_step()));
     })
     .every_k_epochs(2);
-    let (report, epoch_reads) = count_reads(|| Run::new("process-k-epochs", 4, 3).train(every_epoch_2).unwrap());
+    let (report, epoch_reads) =
+        count_reads(|| Run::new("process-k-epochs", 4, 3).train(every_epoch_2).unwrap());
     // The last step of epochs 2 and 4.
     assert_eq!(take(&log), ["6:index=[6.0] [1]", "12:index=[12.0] [1]"]);
     assert_eq!(epoch_reads, 2);

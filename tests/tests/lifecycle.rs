@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
-use burn_stoker::prelude::*;
 use burn_stoker::debug::CallbackFactory;
+use burn_stoker::prelude::*;
 use burn_stoker::{Error, callback::Event};
 use stoker_tests::reads::count_reads;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};

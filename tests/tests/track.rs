@@ -766,7 +766,10 @@ fn progress_bar_off_a_terminal_writes_no_control_codes_and_bounded_lines() {
     // What was printed is there: the scalar printer's line of each epoch.
     let all = format!("{stdout}{stderr}");
     for value in ["0.125", "0.25", "0.375"] {
-        assert!(all.lines().any(|l| l.contains("statistic") && l.contains(value)), "no statistic {value}:\n{all}");
+        assert!(
+            all.lines().any(|l| l.contains("statistic") && l.contains(value)),
+            "no statistic {value}:\n{all}"
+        );
     }
     // Bounded: a few lines per epoch (the scalar printer's), not one per step or per redraw.
     let lines = stdout.lines().count() + stderr.lines().count();
