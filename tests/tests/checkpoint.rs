@@ -628,7 +628,7 @@ fn nan_weights_with_a_finite_loss_are_never_checkpointed() {
         trainer(&dir, 3).callbacks((PoisonWeightsAt(7), every_step_saver(), probe.clone())).train(step_fn);
     // Today a non-finite number at checkpoint time ends the run with `Error::NonFinite` (issue 15
     // item 5 may turn this into a clean stop: then match the outcome's reason instead).
-    let error = result.err().expect("NaN weights end the run");
+    let error = result.expect_err("NaN weights end the run");
     let text = error.to_string();
     assert!(matches!(error, Error::NonFinite(_)), "{error:?}");
     assert!(text.contains("2 weights are not finite at global step 7 (epoch 2)"), "{text}");
