@@ -104,6 +104,8 @@ fn stoker_loop<K, C: Callbacks<Mlp, K>>(
         // One epoch longer than the measurement, so that no epoch event falls inside it.
         .steps_per_epoch(WARMUP + MEASURED + 1)
         .log_dir(&dir)
+        // One scratch directory for every measured run of this process: each starts afresh.
+        .log_dir_policy(burn_stoker::trainer::LogDirPolicy::Delete)
         .handle_signals(false)
         .default_callbacks(defaults)
         .callbacks((users, Meter::default()))

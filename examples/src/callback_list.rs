@@ -142,12 +142,13 @@ pub fn train_with_list(config: &ListConfig) -> burn_stoker::Result<TrainReport<M
         progress: config.progress_bar.then(|| ProgressBar::new().show(["cost"])),
         ..DefaultCallbacks::default()
     };
-    Trainer::new(model, AdamConfig::new().init(), train)
+    let report = Trainer::new(model, AdamConfig::new().init(), train)
         // The schedule's first value from the start, so that `hyper.txt` is created with it.
         .learning_rate(schedule[0].1)
         .max_epoch(config.epochs)
         .log_dir(&config.log_dir)
         .default_callbacks(defaults)
         .callbacks(callbacks)
-        .train(|model: &Mlp, batch: DigitBatch, step: &mut Step<'_>| outputs(model, batch, step.outputs()))
+        .train(|model: &Mlp, batch: DigitBatch, step: &mut Step<'_>| outputs(model, batch, step.outputs()))?;
+    Ok(report)
 }

@@ -163,6 +163,8 @@ pub struct DigitsConfig {
     pub device: Device,
     /// Resume from the log directory's latest complete checkpoint when there is one.
     pub resume: bool,
+    /// What a fresh run does when the log directory holds an earlier run (refuse by default).
+    pub log_dir_policy: LogDirPolicy,
 }
 
 impl DigitsConfig {
@@ -176,6 +178,7 @@ impl DigitsConfig {
             seed: 42,
             device,
             resume: false,
+            log_dir_policy: LogDirPolicy::default(),
         }
     }
 }
@@ -243,6 +246,7 @@ pub fn train_digits_in(
         .max_epoch(config.epochs)
         .log_dir(&config.log_dir)
         .auto_resume(config.resume)
+        .log_dir_policy(config.log_dir_policy)
         .default_callbacks(DefaultCallbacks {
             progress: Some(ProgressBar::new().show(["cost", "accuracy"])),
             ..DefaultCallbacks::default()

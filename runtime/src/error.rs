@@ -42,7 +42,10 @@ pub enum Error {
     HyperParam(String),
     /// A checkpoint could not be written, or none could be read to resume from.
     Checkpoint(String),
-    /// The loss or the weights stopped being finite numbers; training stopped before saving them.
+    /// The loss or the weights stopped being finite numbers. stoker's own checks
+    /// ([`TerminateOnNaN`](crate::debug::TerminateOnNaN), the check before a checkpoint) stop
+    /// training cleanly with [`Outcome::NonFinite`](crate::trainer::Outcome::NonFinite) instead;
+    /// a callback of the user's may still return this error.
     NonFinite(String),
     /// The error one rank of a data-parallel world ended with, as the world's runner reports it.
     Rank {

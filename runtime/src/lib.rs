@@ -73,8 +73,8 @@ pub mod prelude {
         param::LrSchedulerSetter, param::ReduceLrOnPlateau, param::ScheduledHyperParamSetter,
         param::StatMonitorParamSetter, saver::MaxSaver, saver::MinSaver, saver::ModelSaver,
         state::SharedParam, stop::EarlyStopping, track::ProgressBar, trainer::DefaultCallbacks,
-        trainer::Outcome, trainer::Step, trainer::TrainReport, trainer::Trainer, trigger::EnableCallbackIf,
-        trigger::PeriodicCallback, trigger::PeriodicTrigger,
+        trainer::LogDirPolicy, trainer::Outcome, trainer::Step, trainer::TrainError, trainer::TrainReport,
+        trainer::Trainer, trigger::EnableCallbackIf, trigger::PeriodicCallback, trigger::PeriodicTrigger,
     };
 }
 

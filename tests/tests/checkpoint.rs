@@ -225,7 +225,7 @@ fn when_every_checkpoint_is_corrupt_resuming_is_an_error_naming_each() {
         let probe = Probe::default();
         let builder = trainer(&dir, 4).callbacks((ModelSaver::new(5), probe.clone()));
         let builder = if auto { builder.auto_resume(true) } else { builder.resume_from(&dir) };
-        let error = builder.train(step_fn).expect_err("an error");
+        let error = builder.train(step_fn).expect_err("an error").error;
         let text = error.to_string();
         assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
         assert!(text.contains(&format!("no complete checkpoint in {}", root.display())), "{text}");
@@ -245,7 +245,8 @@ fn when_every_checkpoint_is_corrupt_resuming_is_an_error_naming_each() {
         .resume_from(&empty)
         .callbacks((ModelSaver::new(5), probe.clone()))
         .train(step_fn)
-        .expect_err("an error");
+        .expect_err("an error")
+        .error;
     assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
     assert_eq!(error.to_string(), format!("no checkpoint to resume from in {}", empty.display()));
     assert_eq!(probe.steps(), 0);
@@ -271,8 +272,11 @@ fn an_unwritable_log_directory_fails_before_any_step_naming_the_path() {
     std::fs::write(scratch.join("file"), b"not a directory").unwrap();
     let log = scratch.join("file/log");
     let probe = Probe::default();
-    let error =
-        trainer(&log, 2).callbacks((ModelSaver::new(5), probe.clone())).train(step_fn).expect_err("an error");
+    let error = trainer(&log, 2)
+        .callbacks((ModelSaver::new(5), probe.clone()))
+        .train(step_fn)
+        .expect_err("an error")
+        .error;
     assert_eq!(probe.steps(), 0);
     match &error {
         Error::Io { path, source } => {
@@ -288,8 +292,11 @@ fn an_unwritable_log_directory_fails_before_any_step_naming_the_path() {
     let file = log.join("checkpoints");
     std::fs::write(&file, b"not a directory").unwrap();
     let probe = Probe::default();
-    let error =
-        trainer(&log, 2).callbacks((ModelSaver::new(5), probe.clone())).train(step_fn).expect_err("an error");
+    let error = trainer(&log, 2)
+        .callbacks((ModelSaver::new(5), probe.clone()))
+        .train(step_fn)
+        .expect_err("an error")
+        .error;
     assert_eq!(probe.steps(), 0);
     let text = error.to_string();
     match &error {
@@ -404,7 +411,8 @@ fn train_on_tmpfs_at(mount_point: &Path, kib: u64) -> Option<(Tmpfs, PathBuf, Er
     let error = wide_trainer(&log, 4)
         .callbacks((ModelSaver::new(100), probe.clone()))
         .train(step_fn)
-        .expect_err("the disk fills up");
+        .expect_err("the disk fills up")
+        .error;
     Some((tmpfs, log, error, probe.steps()))
 }
 
@@ -528,8 +536,8 @@ fn a_full_disk_while_writing_the_index_keeps_the_old_index_and_the_new_checkpoin
 }
 
 /// Trains 3 epochs saving every step, with a loss that is NaN from global step 7 (from step
-/// `nan_from` + 1) on.
-fn nan_run<K, C: Callbacks<Linear, K>>(dir: &Path, nan_from: u64, callbacks: C) -> burn_stoker::Error {
+/// `nan_from` + 1) on: training stops cleanly at the first NaN.
+fn nan_run<K, C: Callbacks<Linear, K>>(dir: &Path, nan_from: u64, callbacks: C) -> TrainReport<Linear> {
     trainer(dir, 3)
         .callbacks(callbacks)
         .train(move |model: &Linear, batch: Batch, step: &mut Step<'_>| {
@@ -537,7 +545,17 @@ fn nan_run<K, C: Callbacks<Linear, K>>(dir: &Path, nan_from: u64, callbacks: C) 
             // `global_step` counts the steps before this one.
             if step.counters().global_step() >= nan_from { loss.mul_scalar(f32::NAN) } else { loss }
         })
-        .expect_err("a NaN loss stops training")
+        .expect("a NaN loss stops training without an error")
+}
+
+/// The outcome of a run stopped by a non-finite number: (reason, global step, checkpoint).
+fn non_finite(report: &TrainReport<Linear>) -> (&str, u64, Option<&Path>) {
+    match &report.outcome {
+        Outcome::NonFinite { reason, global_step, checkpoint } => {
+            (reason.as_str(), *global_step, checkpoint.as_deref())
+        }
+        other => panic!("expected Outcome::NonFinite, got {other:?}"),
+    }
 }
 
 fn every_step_saver() -> PeriodicTrigger<ModelSaver> {
@@ -558,26 +576,20 @@ fn assert_saved_up_to_step_6(dir: &Path) {
 }
 
 #[test]
-fn a_nan_loss_is_never_checkpointed() {
+fn nan_loss_at_checkpoint_time_stops_cleanly_and_is_never_checkpointed() {
     let dir = scratch_dir("nan");
     let probe = Probe::default();
-    let error = nan_run(&dir, 6, (every_step_saver(), probe.clone()));
-    let text = error.to_string();
-    assert!(matches!(error, Error::NonFinite(_)), "{error:?}");
-    assert!(text.contains("the loss is NaN at global step 7 (epoch 2)"), "{text}");
-    assert!(text.contains("training stopped without writing a checkpoint"), "{text}");
+    let report = nan_run(&dir, 6, (every_step_saver(), probe.clone()));
     let last = dir.join("checkpoints/step-6");
-    assert!(text.contains(&format!("the last complete checkpoint is {}", last.display())), "{text}");
+    assert_eq!(non_finite(&report), ("the loss is NaN at global step 7 (epoch 2)", 7, Some(last.as_path())));
+    assert_eq!(report.counters.global_step(), 7);
     assert_eq!(probe.steps(), 7);
     assert_saved_up_to_step_6(&dir);
 
-    // NaN from the first step: nothing was ever saved, and the message says so.
+    // NaN from the first step: nothing was ever saved.
     let dir = scratch_dir("nan-first");
-    let error = nan_run(&dir, 0, every_step_saver());
-    let text = error.to_string();
-    assert!(matches!(error, Error::NonFinite(_)), "{error:?}");
-    assert!(text.contains("the loss is NaN at global step 1 (epoch 1)"), "{text}");
-    assert!(text.contains("no checkpoint was written before"), "{text}");
+    let report = nan_run(&dir, 0, every_step_saver());
+    assert_eq!(non_finite(&report), ("the loss is NaN at global step 1 (epoch 1)", 1, None));
     assert_eq!(step_dirs(&dir.join("checkpoints")), Vec::<String>::new());
 }
 
@@ -624,38 +636,32 @@ fn nan_weights_with_a_finite_loss_are_never_checkpointed() {
     let probe = Probe::default();
     // The poison runs before the saver (registration order): the checkpoint of step 7 would hold
     // NaN weights, although step 7's loss was finite.
-    let result =
-        trainer(&dir, 3).callbacks((PoisonWeightsAt(7), every_step_saver(), probe.clone())).train(step_fn);
-    // Today a non-finite number at checkpoint time ends the run with `Error::NonFinite` (issue 15
-    // item 5 may turn this into a clean stop: then match the outcome's reason instead).
-    let error = result.expect_err("NaN weights end the run");
-    let text = error.to_string();
-    assert!(matches!(error, Error::NonFinite(_)), "{error:?}");
-    assert!(text.contains("2 weights are not finite at global step 7 (epoch 2)"), "{text}");
-    assert!(!text.contains("the loss is"), "the loss was finite: {text}");
-    assert!(text.contains("training stopped without writing a checkpoint"), "{text}");
+    let report = trainer(&dir, 3)
+        .callbacks((PoisonWeightsAt(7), every_step_saver(), probe.clone()))
+        .train(step_fn)
+        .expect("NaN weights stop training without an error");
+    // The reason names the weights, not the loss (which was finite), and the last good
+    // checkpoint stays the latest.
+    let last = dir.join("checkpoints/step-6");
+    assert_eq!(
+        non_finite(&report),
+        ("2 weights are not finite at global step 7 (epoch 2)", 7, Some(last.as_path()))
+    );
     assert_eq!(probe.steps(), 7);
     assert_saved_up_to_step_6(&dir);
 }
 
 #[test]
-fn terminate_on_nan_stops_at_the_nan_step_before_its_checkpoint() {
+fn nan_loss_with_terminate_on_nan_stops_at_the_nan_step_before_its_checkpoint() {
     let dir = scratch_dir("terminate-on-nan");
     let probe = Probe::default();
-    let error = nan_run(&dir, 6, (every_step_saver(), TerminateOnNaN::new(), probe.clone()));
-    let text = error.to_string();
-    match &error {
-        Error::Callback { callback, event, source } => {
-            assert_eq!((callback.as_str(), *event), ("TerminateOnNaN", "after_step"));
-            assert!(matches!(**source, Error::NonFinite(_)), "{source:?}");
-        }
-        other => panic!("expected Error::Callback from TerminateOnNaN, got {other:?}"),
-    }
-    assert!(text.contains("callback `TerminateOnNaN` failed in after_step"), "{text}");
-    assert!(text.contains("the loss is NaN at global step 7 (epoch 2)"), "{text}");
-    assert!(text.contains("before this step's checkpoint"), "{text}");
-    // The probe comes after TerminateOnNaN: its after_step of step 7 never ran.
-    assert_eq!(probe.steps(), 6);
+    let report = nan_run(&dir, 6, (every_step_saver(), TerminateOnNaN::new(), probe.clone()));
+    let last = dir.join("checkpoints/step-6");
+    assert_eq!(non_finite(&report), ("the loss is NaN at global step 7 (epoch 2)", 7, Some(last.as_path())));
+    // A stop lets the rest of the step's events run (the probe comes after TerminateOnNaN);
+    // no step after it.
+    assert_eq!(probe.steps(), 7);
+    assert_eq!(report.counters.global_step(), 7);
     assert_saved_up_to_step_6(&dir);
 }
 

@@ -97,6 +97,7 @@ impl Run {
             step.output("batch", Tensor::<4>::from_data(tensor(batch, vec![2, 1, 2, 3]), &device));
             loss
         })
+        .map_err(burn_stoker::Error::from)
     }
 }
 

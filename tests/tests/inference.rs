@@ -183,6 +183,7 @@ fn validate<K, C: Callbacks<Linear, K>>(
         .handle_signals(false)
         .callbacks(callbacks)
         .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .map_err(burn_stoker::Error::from)
 }
 
 fn vector(values: &[f32]) -> Tensor<1> {

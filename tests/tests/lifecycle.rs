@@ -116,6 +116,7 @@ fn run<K, C: Callbacks<Linear, K>>(
             );
             loss
         })
+        .map_err(burn_stoker::Error::from)
 }
 
 fn take(log: &Log) -> Vec<String> {
@@ -517,4 +518,87 @@ fn fetching_a_name_the_step_does_not_produce_is_a_named_error() {
 fn events_have_their_names() {
     assert_eq!(Event::AfterStep(Fetched::none()).name(), "after_step");
     assert_eq!(Event::TriggerEpoch.name(), "trigger_epoch");
+}
+
+/// Trains `model` 2 epochs of 2 steps with `callbacks`, keeping the whole result.
+fn run_keeping<K, C: Callbacks<Linear, K>>(
+    model: Linear,
+    callbacks: C,
+) -> Result<TrainReport<Linear>, TrainError<Linear>> {
+    let device = burn_stoker::device::cpu();
+    Trainer::new(model, burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+        .max_epoch(2)
+        .log_dir(scratch_dir("keeping"))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .callbacks(callbacks)
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+}
+
+#[test]
+fn error_in_after_train_comes_back_with_the_trained_model_and_the_counters() {
+    let log = Log::default();
+    let initial = tiny_model(&burn_stoker::device::cpu());
+    let clean = run_keeping(initial.clone(), Recorder::new("A", &log)).expect("a clean run");
+    let mut b = Recorder::new("B", &log);
+    b.fail = Some(("after_train", 4, false));
+    let failed = run_keeping(initial, (Recorder::new("A", &log), b)).expect_err("after_train fails");
+    assert_eq!(failed.to_string(), "callback `B` failed in after_train: B failed on purpose");
+    assert!(
+        matches!(&failed.error, Error::Callback { callback, event: "after_train", .. } if callback == "B")
+    );
+    // The Debug form leaves the model's weights out.
+    let debug = format!("{failed:?}");
+    assert!(debug.contains("outcome: Finished") && !debug.contains("Linear"), "{debug}");
+    let report = failed.into_report().expect("the model came back");
+    assert_eq!(report.outcome, Outcome::Finished, "training itself finished");
+    assert_eq!(report.counters.global_step(), 4);
+    assert_eq!(report.counters.epoch_num(), 2);
+    assert_eq!(
+        stoker_tests::weights(&report.model),
+        stoker_tests::weights(&clean.model),
+        "the trained model"
+    );
+}
+
+#[test]
+fn error_in_an_event_comes_back_with_the_model_as_it_was() {
+    let log = Log::default();
+    let mut b = Recorder::new("B", &log);
+    b.fail = Some(("trigger_step", 3, false));
+    let failed = run_keeping(tiny_model(&burn_stoker::device::cpu()), (Recorder::new("A", &log), b))
+        .expect_err("trigger_step fails");
+    assert_eq!(failed.to_string(), "callback `B` failed in trigger_step: B failed on purpose");
+    let report = failed.report.expect("the model came back");
+    assert_eq!(report.outcome, Outcome::Failed);
+    assert_eq!(report.counters.global_step(), 3);
+}
+
+#[test]
+fn error_before_training_has_no_report_and_converts_into_the_crates_error() {
+    let dir = scratch_dir("no-report");
+    let device = burn_stoker::device::cpu();
+    let train = || -> burn_stoker::Result<TrainReport<Linear>> {
+        // `?` turns the TrainError into burn_stoker::Error.
+        let report =
+            Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+                .log_dir(&dir)
+                .resume_from(dir.join("nowhere"))
+                .default_callbacks(DefaultCallbacks::none())
+                .handle_signals(false)
+                .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))?;
+        Ok(report)
+    };
+    let error = train().expect_err("nothing to resume from");
+    assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+    let failed =
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+            .log_dir(&dir)
+            .resume_from(dir.join("nowhere"))
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .expect_err("nothing to resume from");
+    assert!(failed.report.is_none(), "no training happened");
+    assert!(std::error::Error::source(&failed).is_none(), "transparent: the error's own source");
 }

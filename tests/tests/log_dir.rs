@@ -1,13 +1,21 @@
 //! One run at a time in a log directory: a second trainer started while a first one trains in the
 //! same directory stops before training with an error naming the first; once the first ends, the
-//! directory is free again.
+//! directory is free again. A fresh run into a directory that holds an earlier run follows its
+//! `LogDirPolicy` (refuse by default, back up, delete, keep) and never mixes with it unasked; a
+//! resume keeps the directory, however the path it resumes from is spelled.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 
 use burn::nn::Linear;
 use burn::optim::SgdConfig;
+use burn_stoker::monitor::{JsonWriter, TensorBoardWriter};
 use burn_stoker::prelude::*;
+use burn_stoker::saver::Checkpoint;
+use burn_stoker::trainer::LogDirPolicy;
+use burn_stoker::world::Threads;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 
 /// Says "started" at `before_train`, then waits until told to go on.
@@ -31,6 +39,7 @@ fn train(dir: &std::path::Path) -> burn_stoker::Result<TrainReport<Linear>> {
         .handle_signals(false)
         .log_dir(dir)
         .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .map_err(burn_stoker::Error::from)
 }
 
 #[test]
@@ -58,4 +67,327 @@ fn a_second_run_in_a_held_log_directory_is_refused_naming_the_first() {
     assert_eq!(report.counters.global_step(), 4);
     // Free again once the first run ended.
     assert_eq!(train(&dir).expect("a free directory").counters.global_step(), 4);
+}
+
+/// Steps per epoch of the runs below (4 batches).
+const STEPS: u64 = 4;
+
+/// How a run below starts.
+enum Start {
+    /// A fresh run under this policy (`None`: the default).
+    Fresh(Option<LogDirPolicy>),
+    /// `auto_resume(true)`.
+    Auto,
+    /// `resume_from(path)`.
+    From(PathBuf),
+}
+
+/// Puts the global step as the scalar `step` at every epoch's end, for the writers.
+struct PutStep;
+
+impl Callback<Linear> for PutStep {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let step = ctx.global_step() as f64;
+        ctx.monitors().put_scalar("step", step);
+        Ok(())
+    }
+}
+
+/// `epochs` epochs of the tiny model into `dir` with the two file writers (TensorBoard,
+/// `stats.json`), the scalar `step` at each epoch's end, and a `ModelSaver` keeping the last
+/// `keep` checkpoints.
+fn run(dir: &Path, epochs: u64, keep: usize, start: Start) -> burn_stoker::Result<TrainReport<Linear>> {
+    let device = burn_stoker::device::cpu();
+    let trainer =
+        Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+            .default_callbacks(DefaultCallbacks {
+                tensorboard: Some(TensorBoardWriter),
+                json: Some(JsonWriter),
+                ..DefaultCallbacks::none()
+            })
+            .handle_signals(false)
+            .max_epoch(epochs)
+            .log_dir(dir)
+            .callbacks((PutStep, ModelSaver::new(keep)));
+    let trainer = match start {
+        Start::Fresh(Some(policy)) => trainer.log_dir_policy(policy),
+        Start::Fresh(None) => trainer,
+        Start::Auto => trainer.auto_resume(true),
+        Start::From(path) => trainer.resume_from(path),
+    };
+    trainer.train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+}
+
+/// Every file under `dir` (its relative path and bytes) but the top-level `.lock`, whose text
+/// each run holding the directory rewrites.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let relative = path.strip_prefix(root).unwrap().to_path_buf();
+            if relative == Path::new(".lock") {
+                continue;
+            }
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                out.insert(relative, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// The `step-N` checkpoints in `dir/checkpoints`, by step (abandoned ones not included).
+fn checkpoint_steps(dir: &Path) -> Vec<u64> {
+    let mut steps: Vec<u64> = std::fs::read_dir(dir.join("checkpoints"))
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().to_str()?.strip_prefix("step-")?.parse().ok())
+        .collect();
+    steps.sort();
+    steps
+}
+
+/// `(latest, checkpoints)` of `dir/checkpoints/index.json`.
+fn index(dir: &Path) -> (String, Vec<String>) {
+    let text = std::fs::read(dir.join("checkpoints").join("index.json")).unwrap();
+    let index: serde_json::Value = serde_json::from_slice(&text).unwrap();
+    let names = index["checkpoints"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string());
+    (index["latest"].as_str().unwrap().to_string(), names.collect())
+}
+
+fn event_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("events.out.tfevents."))
+        .count()
+}
+
+fn stats_epochs(dir: &Path) -> usize {
+    let stats: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("stats.json")).unwrap()).unwrap();
+    stats.as_array().unwrap().len()
+}
+
+/// The sibling folders of `dir` named `<name>.backup-*`.
+fn backups(dir: &Path) -> Vec<PathBuf> {
+    let prefix = format!("{}.backup-", dir.file_name().unwrap().to_string_lossy());
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(&prefix))
+        .collect();
+    found.sort();
+    found
+}
+
+/// The first run: 10 epochs of 4 steps, the last 3 checkpoints kept (steps 32, 36, 40).
+fn earlier_run(name: &str) -> (PathBuf, BTreeMap<PathBuf, Vec<u8>>) {
+    let dir = scratch_dir(name).join("run");
+    let report = run(&dir, 10, 3, Start::Fresh(None)).expect("the first run");
+    assert_eq!(report.counters.global_step(), 40);
+    assert_eq!(checkpoint_steps(&dir), [32, 36, 40]);
+    let before = snapshot(&dir);
+    (dir, before)
+}
+
+/// The second, fresh run of 3 epochs kept its own three checkpoints (steps 4, 8, 12), the index
+/// names them, its one event file and its 3 epochs of statistics are alone in `dir`, and a resume
+/// continues it (from step 12, to step 16), not the earlier run.
+fn assert_new_run_alone(dir: &Path) {
+    assert_eq!(checkpoint_steps(dir), [4, 8, 12], "the new run's checkpoints survive its keep-3");
+    assert_eq!(index(dir), ("step-12".to_string(), vec!["step-4".into(), "step-8".into(), "step-12".into()]));
+    let latest = Checkpoint::latest(dir).unwrap().expect("a checkpoint");
+    assert_eq!(latest.dir().file_name().unwrap(), "step-12", "Checkpoint::latest agrees with index.json");
+    assert_eq!(event_files(dir), 1, "one TensorBoard event file: one run");
+    assert_eq!(stats_epochs(dir), 3, "stats.json holds the new run's 3 epochs only");
+    let resumed = run(dir, 4, 3, Start::Auto).expect("resuming the new run");
+    assert_eq!(resumed.counters.global_step(), 16, "resumed from the new run's step 12");
+}
+
+#[test]
+fn log_dir_a_fresh_run_into_an_earlier_run_is_refused_by_default_and_nothing_changes() {
+    let (dir, before) = earlier_run("log-dir-refuse");
+    let error = run(&dir, 3, 3, Start::Fresh(None)).expect_err("the default policy refuses").to_string();
+    assert!(error.contains(&format!("the log directory {} holds an earlier run", dir.display())), "{error}");
+    assert!(error.contains("checkpoints/ with 3 checkpoints, the newest step-40"), "{error}");
+    assert!(error.contains("stats.json"), "{error}");
+    for remedy in ["auto_resume", "LogDirPolicy::Backup", "LogDirPolicy::Delete", "LogDirPolicy::Keep"] {
+        assert!(error.contains(remedy), "the error names the remedy {remedy}: {error}");
+    }
+    assert_eq!(snapshot(&dir), before, "a refused run changes nothing");
+    assert!(backups(&dir).is_empty());
+    // Refuse is also what naming it does.
+    let error = run(&dir, 3, 3, Start::Fresh(Some(LogDirPolicy::Refuse))).expect_err("refused").to_string();
+    assert!(error.contains("holds an earlier run"), "{error}");
+    assert_eq!(snapshot(&dir), before);
+    // A resume is not a fresh run: it continues the earlier run (from step 40, two more epochs).
+    let resumed = run(&dir, 12, 3, Start::Auto).expect("resuming the earlier run");
+    assert_eq!(resumed.counters.global_step(), 48);
+    assert_eq!(checkpoint_steps(&dir), [40, 44, 48]);
+}
+
+#[test]
+fn log_dir_backup_moves_the_earlier_run_aside_intact_and_the_new_run_keeps_its_checkpoints() {
+    let (dir, before) = earlier_run("log-dir-backup");
+    let report = run(&dir, 3, 3, Start::Fresh(Some(LogDirPolicy::Backup))).expect("backing up");
+    assert_eq!(report.counters.global_step(), 12);
+    let backups = backups(&dir);
+    assert_eq!(backups.len(), 1, "{backups:?}");
+    let name = backups[0].file_name().unwrap().to_string_lossy().into_owned();
+    // run.backup-YYYYMMDD-HHMMSS
+    let stamp = name.strip_prefix("run.backup-").unwrap();
+    assert!(stamp.len() == 15 && stamp.as_bytes()[8] == b'-', "{name}");
+    assert_eq!(snapshot(&backups[0]), before, "the earlier run is intact in {}", backups[0].display());
+    assert_eq!(Checkpoint::latest(&backups[0]).unwrap().unwrap().global_step(), 40);
+    assert_new_run_alone(&dir);
+}
+
+#[test]
+fn log_dir_delete_removes_the_earlier_run() {
+    let (dir, _) = earlier_run("log-dir-delete");
+    let report = run(&dir, 3, 3, Start::Fresh(Some(LogDirPolicy::Delete))).expect("deleting");
+    assert_eq!(report.counters.global_step(), 12);
+    assert!(backups(&dir).is_empty());
+    assert_new_run_alone(&dir);
+}
+
+#[test]
+fn log_dir_keep_writes_the_fresh_run_beside_the_earlier_one() {
+    let (dir, before) = earlier_run("log-dir-keep");
+    run(&dir, 3, 10, Start::Fresh(Some(LogDirPolicy::Keep))).expect("keeping");
+    let after = snapshot(&dir);
+    for (path, bytes) in &before {
+        if path.starts_with("checkpoints") || path == Path::new("stats.json") {
+            continue;
+        }
+        assert_eq!(after.get(path), Some(bytes), "{} is kept as it was", path.display());
+    }
+    assert_eq!(checkpoint_steps(&dir), [4, 8, 12, 32, 36, 40], "both runs' checkpoints, as asked");
+    assert_eq!(event_files(&dir), 2);
+}
+
+#[test]
+fn log_dir_an_empty_directory_or_one_holding_only_files_put_there_before_the_run_is_not_an_earlier_run() {
+    let dir = scratch_dir("log-dir-empty").join("run");
+    std::fs::create_dir_all(&dir).unwrap();
+    run(&dir, 1, 3, Start::Fresh(None)).expect("an empty directory");
+    let dir = scratch_dir("log-dir-lock-only");
+    std::fs::write(dir.join(".lock"), "process 1 since unix time 0").unwrap();
+    run(&dir, 1, 3, Start::Fresh(None)).expect("a directory holding only its lock file");
+    // A person's files (HumanHyperParamSetter's hyper.txt, an InjectShell trigger, notes) and an
+    // empty checkpoints folder are no run.
+    let dir = scratch_dir("log-dir-prepared");
+    std::fs::write(dir.join("hyper.txt"), "learning_rate:0.1\n").unwrap();
+    std::fs::write(dir.join("notes.md"), "a run to try").unwrap();
+    std::fs::create_dir(dir.join("checkpoints")).unwrap();
+    run(&dir, 1, 3, Start::Fresh(None)).expect("a directory prepared for the run");
+    assert_eq!(std::fs::read(dir.join("notes.md")).unwrap(), b"a run to try");
+    let dir = scratch_dir("log-dir-missing").join("not").join("yet");
+    run(&dir, 1, 3, Start::Fresh(None)).expect("a directory that does not exist yet");
+    assert_eq!(checkpoint_steps(&dir), [4]);
+}
+
+#[test]
+fn log_dir_auto_resume_keeps_the_directory_even_when_it_finds_no_checkpoint() {
+    // A run killed before its first checkpoint left its statistics, its event file and a
+    // checkpoints folder holding no step-N.
+    let dir = scratch_dir("log-dir-auto-nothing");
+    std::fs::write(dir.join("stats.json"), "[]").unwrap();
+    std::fs::write(dir.join("events.out.tfevents.1.host"), "").unwrap();
+    std::fs::create_dir_all(dir.join("checkpoints/min-validation_error")).unwrap();
+    let error = run(&dir, 1, 3, Start::Fresh(None)).expect_err("a fresh run is refused").to_string();
+    assert!(
+        error.contains(
+            "holds an earlier run (checkpoints/ holding min-validation_error, stats.json, events.out.tfevents.1.host)"
+        ),
+        "{error}"
+    );
+    // auto_resume (the example's --resume) starts that run again in its directory.
+    let report = run(&dir, 1, 3, Start::Auto).expect("auto_resume keeps the directory");
+    assert_eq!(report.counters.global_step(), STEPS);
+    assert!(dir.join("events.out.tfevents.1.host").exists());
+    assert_eq!(checkpoint_steps(&dir), [4]);
+}
+
+#[test]
+fn log_dir_only_the_chief_acts_on_the_directory() {
+    let dir = scratch_dir("log-dir-world").join("run");
+    let train = |policy: LogDirPolicy| {
+        Threads::new([burn_stoker::device::cpu(), burn_stoker::device::cpu()]).run(|world| {
+            let data = world.shard(tiny_data(2 * STEPS as usize, world.device()));
+            Trainer::new(tiny_model(world.device()), SgdConfig::new().init(), data)
+                .default_callbacks(DefaultCallbacks { json: Some(JsonWriter), ..DefaultCallbacks::none() })
+                .handle_signals(false)
+                .max_epoch(2)
+                .log_dir(&dir)
+                .log_dir_policy(policy)
+                .callbacks(ModelSaver::new(3))
+                .world(world)
+                .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+                .map(|report| report.counters.global_step())
+        })
+    };
+    assert_eq!(train(LogDirPolicy::Refuse).expect("a fresh directory"), [8, 8]);
+    let before = snapshot(&dir);
+    let error = train(LogDirPolicy::Refuse).expect_err("the chief refuses, every rank stops").to_string();
+    assert!(error.contains("holds an earlier run"), "{error}");
+    assert_eq!(snapshot(&dir), before);
+    assert_eq!(train(LogDirPolicy::Backup).expect("backing up"), [8, 8]);
+    let backups = backups(&dir);
+    assert_eq!(backups.len(), 1, "one backup, made by the chief alone: {backups:?}");
+    assert_eq!(snapshot(&backups[0]), before);
+    assert_eq!(checkpoint_steps(&dir), [4, 8]);
+}
+
+/// The item 3: a run of 10 epochs keeping every checkpoint, resumed from its step-20
+/// through `spelling` (another spelling of `dir/checkpoints/step-20`), for one more epoch than
+/// step 20 ends: the checkpoints newer than step 20 (those of the run it abandons) are set aside
+/// as `.abandoned`, and the latest is the resumed run's step 24.
+fn resume_through(dir: &Path, spelling: &Path) {
+    run(dir, 10, 10, Start::Fresh(None)).expect("the first run");
+    assert_eq!(checkpoint_steps(dir), [4, 8, 12, 16, 20, 24, 28, 32, 36, 40]);
+    let old_24 = std::fs::read(dir.join("checkpoints/step-24/model.bpk")).unwrap();
+    let report = run(dir, 6, 10, Start::From(spelling.to_path_buf())).expect("resuming from step 20");
+    assert_eq!(report.counters.global_step(), 24);
+    assert_eq!(
+        checkpoint_steps(dir),
+        [4, 8, 12, 16, 20, 24],
+        "the abandoned run's newer checkpoints are set aside"
+    );
+    for step in [24, 28, 32, 36, 40] {
+        let abandoned = dir.join(format!("checkpoints/step-{step}.abandoned"));
+        assert!(abandoned.is_dir(), "{} exists", abandoned.display());
+    }
+    assert_eq!(std::fs::read(dir.join("checkpoints/step-24.abandoned/model.bpk")).unwrap(), old_24);
+    assert_eq!(Checkpoint::latest(dir).unwrap().unwrap().global_step(), 24);
+    assert_eq!(index(dir).0, "step-24");
+}
+
+#[test]
+fn log_dir_resume_from_a_symlink_to_the_log_directory_sets_aside_the_newer_checkpoints() {
+    let scratch = scratch_dir("log-dir-symlink");
+    let dir = scratch.join("run");
+    let link = scratch.join("link");
+    std::os::unix::fs::symlink(&dir, &link).unwrap();
+    resume_through(&dir, &link.join("checkpoints").join("step-20"));
+}
+
+#[test]
+fn log_dir_resume_from_a_relative_dot_dot_spelling_sets_aside_the_newer_checkpoints() {
+    let scratch = scratch_dir("log-dir-dot-dot");
+    let dir = scratch.join("run");
+    std::fs::create_dir_all(scratch.join("a")).unwrap();
+    // ./../../<...>/a/../run/checkpoints/step-20, relative to the current directory.
+    let cwd = std::env::current_dir().unwrap();
+    let mut spelling = PathBuf::from(".");
+    for _ in cwd.components().skip(1) {
+        spelling.push("..");
+    }
+    spelling.push(scratch.strip_prefix("/").unwrap());
+    spelling.push("a/../run/checkpoints/step-20");
+    assert!(spelling.is_relative());
+    resume_through(&dir, &spelling);
 }

@@ -67,10 +67,13 @@ fn train(
         .max_epoch(max_epoch)
         .starting_epoch(starting_epoch)
         .log_dir(dir)
+        // The writers' own handling of a directory an earlier run wrote into is under test here.
+        .log_dir_policy(burn_stoker::trainer::LogDirPolicy::Keep)
         .default_callbacks(writers())
         .callbacks(putter)
         .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
         .map(|_| ())
+        .map_err(burn_stoker::Error::from)
 }
 
 fn read_stats(dir: &std::path::Path) -> Vec<Json> {
@@ -245,4 +248,322 @@ fn tensorboard_reads_the_event_file_a_run_writes() {
         stdout.contains("also read: {'images': ['sample'], 'histograms': ['spread'], 'tensors': ['note']}"),
         "{stdout}"
     );
+}
+
+/// A writer that fails at the first records of global step `fail_at` or later, like a disk
+/// that fills up then, and counts what reaches it.
+struct FailingSink {
+    fail_at: u64,
+    writes: Arc<Mutex<Vec<u64>>>,
+}
+
+impl MonitorSink for FailingSink {
+    fn name(&self) -> &str {
+        "Failing"
+    }
+    fn write(&mut self, records: &[Record]) -> std::io::Result<()> {
+        let step = records[0].global_step;
+        self.writes.lock().unwrap().push(step);
+        if step >= self.fail_at {
+            return Err(std::io::Error::new(std::io::ErrorKind::StorageFull, "the disk is full"));
+        }
+        Ok(())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Adds a [`FailingSink`] at setup and puts `step_value` at every step.
+struct AddFailing(Option<FailingSink>);
+
+impl Callback<Linear> for AddFailing {
+    fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        if let Some(sink) = self.0.take() {
+            ctx.monitors().add_sink(sink);
+        }
+        Ok(())
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let step = ctx.global_step() as f64;
+        ctx.monitors().put_scalar("step_value", step);
+        Ok(())
+    }
+}
+
+#[test]
+fn writer_failure_is_reported_and_disabled_while_training_goes_on_to_the_end() {
+    let dir = scratch_dir("writer-failure");
+    let writes = Arc::new(Mutex::new(Vec::new()));
+    let device = burn_stoker::device::cpu();
+    // 3 epochs of 2 steps; the writer fails at global step 3 (epoch 2).
+    let report =
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+            .max_epoch(3)
+            .log_dir(&dir)
+            .handle_signals(false)
+            .default_callbacks(writers())
+            .callbacks(AddFailing(Some(FailingSink { fail_at: 3, writes: writes.clone() })))
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .expect("a failing writer does not fail training");
+    assert_eq!(report.outcome, Outcome::Finished);
+    assert_eq!((report.counters.epoch_num(), report.counters.global_step()), (3, 6), "every epoch ran");
+    assert_eq!(
+        report.writer_failures,
+        [burn_stoker::state::WriterFailure {
+            writer: "Failing".into(),
+            error: "the disk is full".into(),
+            global_step: 3,
+            epoch_num: 2,
+        }]
+    );
+    // Disabled at its first error: nothing after step 3 reached it.
+    assert_eq!(*writes.lock().unwrap(), [1, 2, 3]);
+    // The other writers wrote everything.
+    assert_eq!(read_stats(&dir).len(), 3);
+    assert!(report.dropped.is_empty());
+}
+
+/// A writer whose first write blocks until the test releases it, and which records the global
+/// step of every batch it receives.
+struct StalledSink {
+    entered: std::sync::mpsc::SyncSender<()>,
+    release: std::sync::mpsc::Receiver<()>,
+    steps: Arc<Mutex<Vec<u64>>>,
+}
+
+const STALLED_CAPACITY: usize = 4;
+
+impl MonitorSink for StalledSink {
+    fn name(&self) -> &str {
+        "Stalled"
+    }
+    fn queue_capacity(&self) -> usize {
+        STALLED_CAPACITY
+    }
+    fn write(&mut self, records: &[Record]) -> std::io::Result<()> {
+        let mut steps = self.steps.lock().unwrap();
+        steps.extend(records.iter().map(|r| r.global_step));
+        if steps.len() == 1 {
+            drop(steps);
+            self.entered.send(()).unwrap();
+            self.release.recv().unwrap();
+        }
+        Ok(())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Adds the stalled writer at setup (handing its queue to the test); puts one scalar per step
+/// and counts the steps; before step 2, waits until the writer holds step 1's batch.
+struct Feeder {
+    sink: Option<StalledSink>,
+    queue: std::sync::mpsc::Sender<burn_stoker::state::WriterQueue>,
+    entered: std::sync::mpsc::Receiver<()>,
+    progress: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Callback<Linear> for Feeder {
+    fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let queue = ctx.monitors().add_sink(self.sink.take().expect("one setup"));
+        self.queue.send(queue).unwrap();
+        Ok(())
+    }
+    fn before_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        if ctx.global_step() == 1 {
+            self.entered.recv().unwrap();
+        }
+        Ok(())
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let step = ctx.global_step();
+        self.progress.store(step, std::sync::atomic::Ordering::SeqCst);
+        ctx.monitors().put_scalar("step", step as f64);
+        Ok(())
+    }
+}
+
+#[test]
+fn writer_queue_full_makes_training_wait_for_the_writer_and_loses_nothing() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::mpsc::{channel, sync_channel};
+    const STEPS: usize = 3 * STALLED_CAPACITY;
+    let (entered_tx, entered_rx) = sync_channel(1);
+    let (release_tx, release_rx) = sync_channel(1);
+    let (queue_tx, queue_rx) = channel();
+    let steps = Arc::new(Mutex::new(Vec::new()));
+    let progress = Arc::new(AtomicU64::new(0));
+    let feeder = Feeder {
+        sink: Some(StalledSink { entered: entered_tx, release: release_rx, steps: steps.clone() }),
+        queue: queue_tx,
+        entered: entered_rx,
+        progress: progress.clone(),
+    };
+    let dir = scratch_dir("writer-queue");
+    let training = std::thread::spawn(move || {
+        let device = burn_stoker::device::cpu();
+        // One epoch: the only batches are the steps' (no epoch-end statistics in between).
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(STEPS, &device))
+            .max_epoch(1)
+            .log_dir(&dir)
+            .handle_signals(false)
+            .default_callbacks(DefaultCallbacks::none())
+            .callbacks(feeder)
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .map(|report| (report.writer_failures, report.dropped, report.counters.global_step()))
+            .map_err(burn_stoker::Error::from)
+    });
+    let queue = queue_rx.recv().expect("the writer's queue");
+    assert_eq!((queue.name(), queue.capacity()), ("Stalled", STALLED_CAPACITY));
+    // The writer holds step 1's batch; steps 2..=5 fill its queue; step 6 finds it full and
+    // training waits there. Wait (with a bound that fails the test instead of hanging) for that.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while queue.waits() == 0 {
+        assert!(std::time::Instant::now() < deadline, "training never found the queue full");
+        std::thread::yield_now();
+    }
+    assert_eq!(progress.load(Ordering::SeqCst), STALLED_CAPACITY as u64 + 2, "training waits at step 6");
+    assert_eq!(*steps.lock().unwrap(), [1], "the writer still holds the first batch");
+    release_tx.send(()).unwrap();
+    let (failures, dropped, global_step) = training.join().unwrap().expect("training finishes");
+    assert_eq!(global_step, STEPS as u64);
+    // Nothing was lost or reordered, nothing was dropped, and the writer did not fail.
+    assert_eq!(*steps.lock().unwrap(), (1..=STEPS as u64).collect::<Vec<_>>());
+    assert!(failures.is_empty() && dropped.is_empty(), "{failures:?} {dropped:?}");
+    assert_eq!(queue.dropped(), 0);
+    assert!(queue.waits() >= 1);
+}
+
+/// Puts `x` at every step; opens `fifo` for writing at step 1 (which waits until the first
+/// command reads it: that command is then running) and closes it at step `last`.
+struct HoldFifo {
+    fifo: std::path::PathBuf,
+    last: u64,
+    open: Option<std::fs::File>,
+}
+
+impl Callback<Linear> for HoldFifo {
+    fn after_step(
+        &mut self,
+        ctx: &mut Context<'_, Linear>,
+        _values: &Fetched<'_>,
+    ) -> burn_stoker::Result<()> {
+        let step = ctx.global_step();
+        ctx.monitors().put_scalar("x", step as f64);
+        Ok(())
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        if ctx.global_step() == 1 {
+            self.open = Some(std::fs::OpenOptions::new().write(true).open(&self.fifo).unwrap());
+        }
+        if ctx.global_step() == self.last {
+            self.open = None;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn writer_queue_of_commands_drops_and_counts_what_does_not_fit_and_never_stalls_training() {
+    use burn_stoker::monitor::{COMMAND_QUEUE_CAPACITY, SendStat};
+    let dir = scratch_dir("command-queue");
+    let fifo = dir.join("fifo");
+    let ran = dir.join("ran.txt");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    // The first command blocks reading the FIFO until the last step; the others are quick.
+    let command = format!(
+        "if [ {{global_step}} = 1 ]; then cat '{}' > /dev/null; fi; echo {{global_step}} >> '{}'",
+        fifo.display(),
+        ran.display()
+    );
+    let extra = 5;
+    let steps = 1 + COMMAND_QUEUE_CAPACITY as u64 + extra;
+    let send = SendStat::new(command, ["x"]).unwrap().wait_at_end(std::time::Duration::from_secs(300));
+    let hold = HoldFifo { fifo, last: steps, open: None };
+    let device = burn_stoker::device::cpu();
+    let report = Trainer::new(
+        tiny_model(&device),
+        burn::optim::SgdConfig::new().init(),
+        tiny_data(steps as usize, &device),
+    )
+    .max_epoch(1)
+    .log_dir(&dir)
+    .handle_signals(false)
+    .default_callbacks(DefaultCallbacks::none())
+    .callbacks((PeriodicTrigger::new(send).every_k_steps(1), hold))
+    .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+    .expect("training never waits for the commands");
+    assert_eq!(report.counters.global_step(), steps);
+    // Command 1 ran while commands 2..=65 waited; those of the last `extra` steps were dropped.
+    assert_eq!(
+        report.dropped,
+        [burn_stoker::state::DroppedWork {
+            queue: "SendStat(x)".into(),
+            dropped: extra,
+            capacity: COMMAND_QUEUE_CAPACITY,
+        }]
+    );
+    let ran: Vec<u64> = std::fs::read_to_string(&ran).unwrap().lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(ran, (1..=1 + COMMAND_QUEUE_CAPACITY as u64).collect::<Vec<_>>());
+    assert!(report.writer_failures.is_empty());
+}
+
+/// Fills the log directory's filesystem in `before_train` (after the writers opened their
+/// files), then puts an 8 KiB text at every step: the TensorBoard writer's first flush fails.
+struct FillDisk;
+
+impl Callback<Linear> for FillDisk {
+    fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let mut filler = std::fs::File::create(ctx.log_dir().join("filler")).unwrap();
+        let page = [0u8; 4096];
+        while filler.write_all(&page).is_ok() {}
+        Ok(())
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        ctx.monitors().put_text("blob", &"x".repeat(8192));
+        Ok(())
+    }
+}
+
+#[test]
+fn writer_failure_of_tensorboard_on_a_full_disk_at_epoch_1_keeps_training_and_the_model() {
+    let scratch = scratch_dir("writer-full-disk");
+    let dir = scratch.join("tmpfs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&dir)
+        .status()
+        .expect("running mount");
+    assert!(mounted.success(), "mount -t tmpfs failed (these tests run as root): {mounted}");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.clone());
+    let device = burn_stoker::device::cpu();
+    let defaults = DefaultCallbacks { tensorboard: Some(TensorBoardWriter), ..DefaultCallbacks::none() };
+    let report =
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+            .max_epoch(3)
+            .log_dir(&dir)
+            .handle_signals(false)
+            .default_callbacks(defaults)
+            .callbacks(FillDisk)
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .expect("a full disk under TensorBoard does not fail training");
+    assert_eq!((report.counters.epoch_num(), report.counters.global_step()), (3, 6), "every epoch ran");
+    assert!(
+        stoker_tests::weights(&report.model).iter().flatten().all(|w| w.is_finite()),
+        "the model came back"
+    );
+    let [failure] = report.writer_failures.as_slice() else {
+        panic!("one writer failure expected: {:?}", report.writer_failures)
+    };
+    assert_eq!((failure.writer.as_str(), failure.global_step, failure.epoch_num), ("TensorBoard", 1, 1));
+    assert!(failure.error.contains("No space left on device"), "{failure}");
 }

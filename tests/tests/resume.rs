@@ -123,6 +123,7 @@ fn run(
             let scale = 1.0 + step.hyper("momentum_like").unwrap_or(0.0) as f32;
             mse(model, batch).mul_scalar(scale)
         })
+        .map_err(burn_stoker::Error::from)
 }
 
 /// The weights after one Adam step on `model` from the optimizer state `bytes`.
@@ -248,7 +249,8 @@ fn resume_from_a_missing_directory_is_an_error_naming_it() {
         .log_dir(&dir)
         .resume_from(dir.join("nowhere"))
         .train(|model: &Linear, batch: Batch, _step: &mut Step<'_>| mse(model, batch))
-        .expect_err("an error");
+        .expect_err("an error")
+        .error;
     assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
     assert!(error.to_string().contains("nowhere"), "{error}");
 }

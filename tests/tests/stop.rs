@@ -78,6 +78,7 @@ fn train<K, C: Callbacks<Linear, K>>(
         .handle_signals(false)
         .callbacks(callbacks)
         .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .map_err(burn_stoker::Error::from)
 }
 
 /// The epoch a run ended at and whether it was stopped (with the reason).
@@ -515,4 +516,107 @@ fn save_best_state_refuses_a_directory() {
             dir.display()
         )
     );
+}
+
+/// Sets every weight to NaN in `trigger_epoch` of epoch `at` (before the savers after it).
+struct PoisonWeights {
+    at: u64,
+}
+
+impl Callback<Linear> for PoisonWeights {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        if ctx.epoch_num() == self.at {
+            let model = ctx.model_mut();
+            model.weight = model.weight.clone().map(|w| w.mul_scalar(f32::NAN));
+        }
+        Ok(())
+    }
+}
+
+/// Records the global step training starts at.
+#[derive(Clone, Default)]
+struct StartedAt(Arc<AtomicU64>);
+
+impl<M> Callback<M> for StartedAt {
+    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        self.0.store(ctx.global_step(), Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// The outcome of a run stopped by a non-finite number: (reason, global step, checkpoint).
+fn non_finite(report: &TrainReport<Linear>) -> (String, u64, Option<std::path::PathBuf>) {
+    match &report.outcome {
+        Outcome::NonFinite { reason, global_step, checkpoint } => {
+            (reason.clone(), *global_step, checkpoint.clone())
+        }
+        other => panic!("expected Outcome::NonFinite, got {other:?}"),
+    }
+}
+
+/// A following run with `auto_resume` starts from the last good checkpoint, at global step
+/// `step`, and finishes.
+fn assert_resumes_at(dir: &Path, step: u64) {
+    let latest = burn_stoker::saver::Checkpoint::latest(dir).unwrap().expect("a checkpoint");
+    assert_eq!(latest.global_step(), step);
+    let started = StartedAt::default();
+    let device = burn_stoker::device::cpu();
+    let report = train(dir, tiny_model(&device), 5, true, (ModelSaver::new(10), started.clone()))
+        .expect("the resumed run trains");
+    assert_eq!(started.0.load(Ordering::SeqCst), step);
+    assert_eq!(report.outcome, Outcome::Finished);
+    assert_eq!(report.counters.global_step(), 10);
+    assert!(weights(&report.model).iter().flatten().all(|w| w.is_finite()));
+}
+
+#[test]
+fn nan_weights_at_checkpoint_time_stop_cleanly_and_the_last_good_checkpoint_stays_the_latest() {
+    let dir = scratch_dir("nan-weights");
+    let device = burn_stoker::device::cpu();
+    // Epochs of 2 steps, a checkpoint every epoch; the weights turn NaN in epoch 3's trigger.
+    let report = train(&dir, tiny_model(&device), 5, false, (PoisonWeights { at: 3 }, ModelSaver::new(10)))
+        .expect("NaN weights stop training without an error");
+    let last = dir.join("checkpoints/step-4");
+    assert_eq!(
+        non_finite(&report),
+        ("2 weights are not finite at global step 6 (epoch 3)".to_string(), 6, Some(last.clone()))
+    );
+    assert_eq!(report.counters.global_step(), 6);
+    assert_eq!(report.counters.epoch_num(), 3, "no epoch after the NaN");
+    // The model comes back as it is, NaN weights included.
+    assert!(weights(&report.model).iter().flatten().any(|w| w.is_nan()));
+    let mut saved: Vec<String> = std::fs::read_dir(dir.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("step-"))
+        .collect();
+    saved.sort();
+    assert_eq!(saved, ["step-2", "step-4"], "no checkpoint of the NaN weights");
+    assert_resumes_at(&dir, 4);
+}
+
+#[test]
+fn nan_loss_with_terminate_on_nan_stops_cleanly_and_auto_resume_loads_the_last_good_checkpoint() {
+    let dir = scratch_dir("nan-loss");
+    let device = burn_stoker::device::cpu();
+    let report = Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(2, &device))
+        .learning_rate(0.1)
+        .max_epoch(5)
+        .log_dir(&dir)
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .callbacks((burn_stoker::debug::TerminateOnNaN::new(), ModelSaver::new(10)))
+        // The loss of global step 5 (the first of epoch 3) is NaN.
+        .train(|model: &Linear, batch, step: &mut Step<'_>| {
+            let loss = mse(model, batch);
+            if step.counters().global_step() == 4 { loss.mul_scalar(f32::NAN) } else { loss }
+        })
+        .expect("a NaN loss stops training without an error");
+    let last = dir.join("checkpoints/step-4");
+    assert_eq!(
+        non_finite(&report),
+        ("the loss is NaN at global step 5 (epoch 3)".to_string(), 5, Some(last.clone()))
+    );
+    assert_eq!(report.counters.global_step(), 5, "stopped at the NaN step's boundary");
+    assert_resumes_at(&dir, 4);
 }

@@ -42,6 +42,7 @@ fn train<K, C: Callbacks<Linear, K>>(
         .default_callbacks(DefaultCallbacks::none())
         .callbacks(callbacks)
         .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .map_err(burn_stoker::Error::from)
 }
 
 /// Stands for the training's own work: advances the clock by `step_time[epoch - 1]` before each

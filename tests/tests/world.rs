@@ -185,7 +185,7 @@ fn a_rank_that_never_trains_ends_the_others_with_an_error() {
         if world.rank() == 1 {
             return Err(burn_stoker::Error::msg("rank 1 could not load its data"));
         }
-        rank_trainer(world, 8, &dir).train(mse).map(|_| ())
+        rank_trainer(world, 8, &dir).train(mse).map(|_| ()).map_err(burn_stoker::Error::from)
     });
     let text = result.expect_err("the world fails").to_string();
     assert!(text.starts_with("rank 1: rank 1 could not load its data"), "{text}");

@@ -3,9 +3,12 @@
 //!
 //! `cargo run --release` (from the workspace root), or with options:
 //! `cargo run --release -p stoker-examples --bin digits -- --log-dir DIR --epochs N --device cpu|wgpu
-//! [--resume] [--threads N]`. With `--resume`, a run continues from the log directory's latest
-//! complete checkpoint. Ctrl-C stops at the next step boundary after writing a checkpoint (exit
-//! status 130); a second Ctrl-C exits at once.
+//! [--resume] [--log-dir-policy refuse|backup|delete|keep] [--threads N]`. With `--resume`, a run
+//! continues from the log directory's latest complete checkpoint. Without it, a run into a log
+//! directory that holds an earlier run is refused (the default), or moves that run aside to
+//! `DIR.backup-YYYYMMDD-HHMMSS` (`--log-dir-policy backup`), deletes it (`delete`) or writes beside
+//! it (`keep`). Ctrl-C stops at the next step boundary after writing a checkpoint (exit status
+//! 130); a second Ctrl-C exits at once.
 //!
 //! Data-parallel: `--threads N` trains N ranks in this process, one thread each, on the device
 //! given N times; built with the `mpi` feature, `mpirun -n N digits --mpi` trains one rank per
@@ -14,7 +17,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use burn_stoker::trainer::Outcome;
+use burn_stoker::trainer::{LogDirPolicy, Outcome};
 use burn_stoker::world::Threads;
 use stoker_examples::{DigitsConfig, train_digits, train_digits_in};
 
@@ -23,6 +26,7 @@ fn main() -> ExitCode {
     let mut epochs = None;
     let mut device = String::from("cpu");
     let mut resume = false;
+    let mut log_dir_policy = LogDirPolicy::default();
     let mut threads = 0usize;
     let mut mpi = false;
     let mut args = std::env::args().skip(1);
@@ -37,6 +41,11 @@ fn main() -> ExitCode {
             }
             "--device" => device = value("--device"),
             "--resume" => resume = true,
+            "--log-dir-policy" => {
+                log_dir_policy = value("--log-dir-policy")
+                    .parse()
+                    .unwrap_or_else(|e: burn_stoker::Error| usage(&e.to_string()))
+            }
             "--threads" => {
                 threads = value("--threads")
                     .parse()
@@ -55,6 +64,7 @@ fn main() -> ExitCode {
     };
     let mut config = DigitsConfig::new(&log_dir, device);
     config.resume = resume;
+    config.log_dir_policy = log_dir_policy;
     if let Some(epochs) = epochs {
         config.epochs = epochs;
     }
@@ -94,6 +104,12 @@ fn main() -> ExitCode {
             );
             ExitCode::from(130)
         }
+        Ok((report, _)) if matches!(report.outcome, Outcome::NonFinite { .. }) => {
+            let Outcome::NonFinite { reason, checkpoint, .. } = &report.outcome else { unreachable!() };
+            let at = checkpoint.as_ref().map_or("none".into(), |c| c.display().to_string());
+            println!("stopped: {reason}; no checkpoint of it was written; the latest checkpoint is {at}");
+            ExitCode::FAILURE
+        }
         Ok((report, error)) => {
             println!(
                 "trained {} epochs ({} steps) in {:.1} s; validation accuracy {:.2}%",
@@ -105,10 +121,18 @@ fn main() -> ExitCode {
             println!(
                 "logs in {log_dir}: stats.json, TensorBoard events (tensorboard --logdir {log_dir}), checkpoints/"
             );
+            for failure in &report.writer_failures {
+                println!("warning: its logs are incomplete: {failure}");
+            }
             ExitCode::SUCCESS
         }
         Err(error) => {
             eprintln!("training failed: {error}");
+            if error.to_string().contains("holds an earlier run") {
+                eprintln!(
+                    "digits: continue that run with --resume, or start afresh with --log-dir-policy backup (move it aside), delete or keep, or another --log-dir"
+                );
+            }
             ExitCode::FAILURE
         }
     }
@@ -129,7 +153,7 @@ fn usage(problem: &str) -> ! {
         eprintln!("error: {problem}");
     }
     eprintln!(
-        "usage: digits [--log-dir DIR] [--epochs N] [--device cpu|wgpu] [--resume] [--threads N | --mpi]"
+        "usage: digits [--log-dir DIR] [--epochs N] [--device cpu|wgpu] [--resume] [--log-dir-policy refuse|backup|delete|keep] [--threads N | --mpi]"
     );
     std::process::exit(if problem.is_empty() { 0 } else { 2 })
 }

@@ -13,6 +13,9 @@ use crate::world::agree::Agreement;
 #[derive(Debug, Default)]
 pub(crate) struct Control {
     pub(crate) stop: Option<String>,
+    /// The loss or the weights were not finite: why, and at which global step. Training stops,
+    /// and no checkpoint is written from then on.
+    pub(crate) non_finite: Option<(String, u64)>,
     pub(crate) skip_epoch: bool,
     /// A checkpoint to write at the next boundary, with what to keep.
     pub(crate) checkpoint: Option<KeepPolicy>,
@@ -128,6 +131,20 @@ impl<M> Context<'_, M> {
     pub fn request_stop(&mut self, reason: impl Into<String>) {
         if self.state.control.stop.is_none() {
             self.state.control.stop = Some(reason.into());
+        }
+    }
+    /// Stop training at the next step boundary because the loss or the weights are not finite
+    /// (`reason` says which, and where): as [`request_stop`](Self::request_stop), and no
+    /// checkpoint is written from now on; the run ends with
+    /// [`Outcome::NonFinite`](crate::trainer::Outcome::NonFinite).
+    pub(crate) fn stop_non_finite(&mut self, reason: String) {
+        let step = self.state.counters.global_step;
+        let control = &mut self.state.control;
+        if control.non_finite.is_none() {
+            control.non_finite = Some((reason.clone(), step));
+        }
+        if control.stop.is_none() {
+            control.stop = Some(reason);
         }
     }
     /// Whether a stop was requested, and why.

@@ -4,7 +4,6 @@
 use std::borrow::Cow;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Sender};
 use std::thread::JoinHandle;
 
 use super::npz::encode_npz;
@@ -12,22 +11,28 @@ use super::tensors::{TensorFetches, tensor_period_builders};
 use crate::callback::{Callback, Context, Counters};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
+use crate::state::{BoundedSender, bounded};
 
 /// Encodes a file's contents on the writer thread.
 type Encode = Box<dyn FnOnce() -> std::result::Result<Vec<u8>, String> + Send>;
 
+/// How many files may wait for a dump writer's thread (each holds its own copy of the values):
+/// when it is that far behind, training waits for it, after one warning on stderr.
+pub(crate) const DUMP_QUEUE_CAPACITY: usize = 8;
+
 /// A thread that encodes and writes files atomically (a temporary file renamed over the final
-/// name), off the training thread. The first failure is printed once and returned by
-/// [`finish`](Self::finish); later files are still attempted.
+/// name), off the training thread, fed by a queue of [`DUMP_QUEUE_CAPACITY`] files. The first
+/// failure is printed once and returned by [`finish`](Self::finish); later files are still
+/// attempted.
 pub(crate) struct FileWriter {
     owner: &'static str,
-    sender: Option<Sender<(PathBuf, Encode)>>,
+    sender: Option<BoundedSender<(PathBuf, Encode)>>,
     handle: Option<JoinHandle<std::result::Result<(), String>>>,
 }
 
 impl FileWriter {
     pub(crate) fn start(owner: &'static str) -> Result<Self> {
-        let (sender, receiver) = mpsc::channel::<(PathBuf, Encode)>();
+        let (sender, receiver) = bounded::<(PathBuf, Encode)>(owner, DUMP_QUEUE_CAPACITY);
         let handle = std::thread::Builder::new()
             .name(format!("stoker-{owner}"))
             .spawn(move || {
@@ -49,11 +54,11 @@ impl FileWriter {
         Ok(FileWriter { owner, sender: Some(sender), handle: Some(handle) })
     }
 
-    /// Encode and write `path` on the thread.
+    /// Encode and write `path` on the thread, waiting for room in its queue when it is full.
     pub(crate) fn write(&self, path: PathBuf, encode: Encode) {
         if let Some(sender) = &self.sender {
             // A thread that ended reports why in finish().
-            let _ = sender.send((path, encode));
+            let _ = sender.send_waiting((path, encode));
         }
     }
 
@@ -94,7 +99,9 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()>
 /// As in tensorpack, it dumps every step by default; [`every_k_steps`](Self::every_k_steps) dumps
 /// every `k`-th global step, [`every_k_epochs`](Self::every_k_epochs) the last step of every
 /// `k`-th epoch. The values are fetched only at those steps, and encoded and written by a thread
-/// of its own, atomically (a temporary file renamed): a reader never sees half a file. Every
+/// of its own, atomically (a temporary file renamed): a reader never sees half a file. Up to 8
+/// files wait for that thread; when it is that far behind (a slow disk), training waits for it,
+/// after one warning on stderr, so that memory stays bounded and no dump is lost. Every
 /// file is written when `after_train` returns; a failure to write is reported on stderr at once
 /// and returned by `after_train`.
 ///

@@ -27,17 +27,24 @@ pub use timeout::{StepTimeout, TimeoutAction};
 use std::num::NonZeroU64;
 
 use crate::callback::{Callback, Context, Period};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::fetch::{Fetch, Fetched};
 
-/// Stops training with [`Error::NonFinite`] at the first step whose loss is NaN or infinite
-/// (Keras's `TerminateOnNaN`, tensorpack's `CheckNumerics` on the loss), before `trigger_step`:
-/// no checkpoint is written from that step. It fetches the loss every `every_k_steps` steps (every
-/// step by default): one device-to-host transfer of one number, shared with any other fetch.
+/// Stops training at the first step whose loss is NaN or infinite (Keras's `TerminateOnNaN`,
+/// tensorpack's `CheckNumerics` on the loss): the run ends cleanly at that step's boundary with
+/// [`Outcome::NonFinite`](crate::trainer::Outcome::NonFinite), after `after_train`, and returns
+/// the model. No checkpoint is written from that step on (a saver's request at that boundary is
+/// dropped, with a note on stderr), so the last good checkpoint stays the latest and
+/// [`Trainer::auto_resume`](crate::trainer::Trainer::auto_resume) continues from it. It fetches the
+/// loss every `every_k_steps` steps (every step by default): one device-to-host transfer of one
+/// number, shared with any other fetch.
+///
+/// The other callbacks still see the rest of that step (its `after_step` and `trigger_step`), as
+/// after any stop. Before, stoker ended such a run with an error; Keras and fastai stop it.
 ///
 /// Without it, the trainer still refuses to write a checkpoint of a non-finite loss or
-/// non-finite weights (it checks them when a checkpoint is due), so a run that diverged stops at
-/// its next checkpoint at the latest.
+/// non-finite weights (it checks them when a checkpoint is due) and stops the same way there, so
+/// a run that diverged stops at its next checkpoint at the latest.
 ///
 /// In data-parallel training it runs on every rank: the loss it checks is the local replica's, and
 /// a non-finite loss on any rank poisons the averaged gradients of all.
@@ -89,11 +96,12 @@ impl<M> Callback<M> for TerminateOnNaN {
         }
         let (loss, _) = values.host("loss")?;
         if let Some(bad) = loss.iter().find(|v| !v.is_finite()) {
-            return Err(Error::NonFinite(format!(
-                "the loss is {bad} at global step {} (epoch {}): training stopped before this step's checkpoint",
-                ctx.global_step(),
-                ctx.epoch_num()
-            )));
+            let reason =
+                format!("the loss is {bad} at global step {} (epoch {})", ctx.global_step(), ctx.epoch_num());
+            eprintln!(
+                "stoker: TerminateOnNaN: {reason}: training stops at this step, without its checkpoint"
+            );
+            ctx.stop_non_finite(reason);
         }
         Ok(())
     }

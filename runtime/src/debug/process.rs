@@ -4,13 +4,13 @@
 use std::borrow::Cow;
 use std::io::Write;
 use std::marker::PhantomData;
-use std::sync::mpsc::{self, Sender};
 use std::thread::JoinHandle;
 
 use super::tensors::{TensorFetches, TensorValues, tensor_period_builders};
 use crate::callback::{Callback, CallbackReturn, Context, Counters};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
+use crate::state::{BoundedSender, bounded};
 
 /// Fetches some step outputs along with the step and calls a function on their values
 /// (tensorpack's `ProcessTensors(names, fn)`): at every step by default, every `k` steps with
@@ -94,6 +94,9 @@ where
     }
 }
 
+/// How many steps' texts may wait for the [`TensorPrinter`]'s thread.
+const PRINTER_QUEUE_CAPACITY: usize = 256;
+
 /// Prints the values of some step outputs to stderr at every step (tensorpack's
 /// `TensorPrinter(names)`), every `k` steps with [`every_k_steps`](Self::every_k_steps), or at
 /// the last step of every `k` epochs with [`every_k_epochs`](Self::every_k_epochs); the values
@@ -103,7 +106,9 @@ where
 /// numpy-like form (a tensor of one value prints as the number; more than 1000 values are
 /// summarized); a tensor of several rows continues on the next lines. The text is formatted on
 /// the training thread and written by a thread of its own, so that a slow terminal does not slow
-/// training; everything is written when `after_train` returns.
+/// training; up to 256 texts wait for it, and when it is that far behind training waits for it
+/// (one warning on stderr), so that memory stays bounded and nothing is lost. Everything is
+/// written when `after_train` returns.
 ///
 /// ```
 /// use burn_stoker::debug::TensorPrinter;
@@ -113,7 +118,7 @@ where
 pub struct TensorPrinter {
     tensors: TensorFetches,
     output: Option<Box<dyn Write + Send>>,
-    thread: Option<(Sender<String>, JoinHandle<std::io::Result<()>>)>,
+    thread: Option<(BoundedSender<String>, JoinHandle<std::io::Result<()>>)>,
     line: String,
 }
 
@@ -163,7 +168,7 @@ impl<M> Callback<M> for TensorPrinter {
     }
     fn before_train(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
         let mut output = self.output.take().unwrap_or_else(|| Box::new(std::io::stderr()));
-        let (sender, receiver) = mpsc::channel::<String>();
+        let (sender, receiver) = bounded::<String>("TensorPrinter", PRINTER_QUEUE_CAPACITY);
         let handle = std::thread::Builder::new()
             .name("stoker-TensorPrinter".into())
             .spawn(move || {
@@ -192,7 +197,7 @@ impl<M> Callback<M> for TensorPrinter {
         }
         if let Some((sender, _)) = &self.thread {
             // A writer stopped by an error reports it in after_train.
-            let _ = sender.send(std::mem::take(&mut self.line));
+            let _ = sender.send_waiting(std::mem::take(&mut self.line));
         }
         Ok(())
     }

@@ -8,6 +8,13 @@
 //! (after every callback's `trigger_epoch`) reaches them as [`MonitorSink::end_epoch`] with the
 //! epoch's [`EpochStats`]; the trainer closes and joins them after `after_train`, also after an
 //! error or a panic. The history and the per-epoch statistics are part of every checkpoint.
+//!
+//! A writer's queue is bounded ([`MonitorSink::queue_capacity`], 256 batches by default): a writer
+//! that falls that far behind makes training wait for it, with one warning, so that memory stays
+//! bounded and nothing is lost. A writer that fails is reported once on stderr and disabled;
+//! training goes on, and the run's
+//! [`TrainReport::writer_failures`](crate::trainer::TrainReport::writer_failures) names it and
+//! the step it failed at (see [`crate::state::WriterQueue`]).
 
 mod average;
 mod csv;
@@ -23,10 +30,11 @@ pub(crate) use crate::state::{json_f64, parse_f64};
 pub use average::{MovingAverageSummary, SimpleMovingAverage};
 pub use csv::{CSV_FILE, CsvSink, CsvWriter};
 pub use hist::Hist;
+pub(crate) use json::STATS_FILE;
 pub use json::{JsonSink, JsonWriter};
 pub use png::encode_png;
 pub use printer::{PrinterSink, ScalarPrinter};
-pub use send::{SendMonitorData, SendStat};
+pub use send::{COMMAND_QUEUE_CAPACITY, SendMonitorData, SendStat};
 pub use tensorboard::TensorBoardSink;
 
 use crate::callback::Context;

@@ -4,7 +4,11 @@
 //!
 //! Both run their commands with `sh -c` on a thread of their own, one at a time in the order they
 //! were asked for, never on the step's path. A command that cannot start or exits with a
-//! non-zero status is a warning on stderr, never a training failure. When training ends they
+//! non-zero status is a warning on stderr, never a training failure. Up to
+//! [`COMMAND_QUEUE_CAPACITY`] commands wait for the thread; when it is that far behind (a hung
+//! command), a new command is dropped and counted instead of stalling training (one warning on
+//! stderr; the run's [`TrainReport::dropped`](crate::trainer::TrainReport::dropped) gives the
+//! count). When training ends they
 //! wait for the commands still queued or running, up to a bounded time
 //! ([`wait_at_end`](SendMonitorData::wait_at_end), 30 s by default); what is still running then
 //! is killed and what is still queued is dropped, each with a warning.
@@ -13,13 +17,19 @@ use std::borrow::Cow;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::{MonitorSink, Record, Value};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
+use crate::state::{BoundedSender, WriterQueue, bounded};
+
+/// How many commands of one [`SendMonitorData`] or [`SendStat`] may wait to run; past that, new
+/// ones are dropped and counted, so that a hung command never stalls training (see
+/// [`WriterQueue`](crate::state::WriterQueue)).
+pub const COMMAND_QUEUE_CAPACITY: usize = 64;
 
 /// How long the end of training waits for queued and running commands by default.
 const DEFAULT_WAIT_AT_END: Duration = Duration::from_secs(30);
@@ -150,7 +160,9 @@ impl Template {
 /// Runs commands with `sh -c` on a thread of its own, one after the other.
 struct CommandRunner {
     owner: &'static str,
-    sender: Option<Sender<String>>,
+    sender: Option<BoundedSender<String>>,
+    /// The queue's view, kept after the sender is dropped at the end.
+    queue: WriterQueue,
     worker: Option<JoinHandle<()>>,
     /// Disconnected when the worker ends.
     finished: Receiver<()>,
@@ -159,8 +171,10 @@ struct CommandRunner {
 }
 
 impl CommandRunner {
-    fn start(owner: &'static str) -> Result<CommandRunner> {
-        let (sender, commands) = mpsc::channel::<String>();
+    /// A runner whose queue is reported as `name` (the callback's).
+    fn start(owner: &'static str, name: String) -> Result<CommandRunner> {
+        let (sender, commands) = bounded::<String>(name, COMMAND_QUEUE_CAPACITY);
+        let queue = sender.queue().clone();
         let (done, finished) = mpsc::channel::<()>();
         let abandon = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&abandon);
@@ -171,13 +185,13 @@ impl CommandRunner {
                 run_commands(owner, &commands, &flag);
             })
             .map_err(|e| Error::msg(format!("{owner}: starting its command thread: {e}")))?;
-        Ok(CommandRunner { owner, sender: Some(sender), worker: Some(worker), finished, abandon })
+        Ok(CommandRunner { owner, sender: Some(sender), queue, worker: Some(worker), finished, abandon })
     }
 
-    /// Queue `command`; returns at once.
+    /// Queue `command`, or drop and count it when the queue is full; returns at once.
     fn submit(&self, command: String) {
         if let Some(sender) = &self.sender
-            && sender.send(command).is_err()
+            && sender.send_or_drop(command).is_err()
         {
             eprintln!("stoker: warning: {}: its command thread ended; a command was not run", self.owner);
         }
@@ -349,10 +363,12 @@ impl<M> Callback<M> for SendMonitorData {
         }
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let runner = CommandRunner::start(self.template.owner, Callback::<M>::name(self).into_owned())?;
+        ctx.monitors().track_queue(runner.queue.clone());
         let sink = SendSink {
             values: vec![None; self.template.names.len()],
             at: (0, 0),
-            runner: CommandRunner::start(self.template.owner)?,
+            runner,
             template: self.template.clone(),
             wait_at_end: self.wait_at_end,
         };
@@ -476,8 +492,10 @@ impl<M> Callback<M> for SendStat {
             None => Cow::Owned(format!("SendStat({})", self.template.names.join(","))),
         }
     }
-    fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        self.runner = Some(CommandRunner::start(self.template.owner)?);
+    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let runner = CommandRunner::start(self.template.owner, Callback::<M>::name(self).into_owned())?;
+        ctx.monitors().track_queue(runner.queue.clone());
+        self.runner = Some(runner);
         Ok(())
     }
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {

@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver};
 use std::thread::JoinHandle;
 
 use burn::module::Module;
@@ -10,7 +10,7 @@ use serde_json::{Value as Json, json};
 
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
-use crate::state::write_atomic;
+use crate::state::{BoundedSender, bounded, write_atomic};
 use crate::state::{json_f64, parse_f64};
 use crate::stop::{Mode, Watched};
 
@@ -25,7 +25,9 @@ use crate::stop::{Mode, Watched};
 ///
 /// The file is replaced atomically (a temporary file beside it, synced, renamed over it): a crash
 /// leaves the previous best or the new one, never a mixture. Reading the weights off the device
-/// and writing them happen on a thread of their own, so training goes on meanwhile; a failed
+/// and writing them happen on a thread of their own, so training goes on meanwhile (with at most
+/// two models waiting for that thread: past that, training waits for it, after one warning on
+/// stderr); a failed
 /// write fails the run at the next trigger, or at the end of training, naming the file. Every
 /// write is finished when training returns.
 ///
@@ -94,20 +96,23 @@ impl SaveBestState {
     }
 }
 
+/// How many models may wait for the writer thread (each is a copy of the model).
+const BEST_STATE_QUEUE_CAPACITY: usize = 2;
+
 /// A job for the writer thread: read the weights, write the file.
 type Job = Box<dyn FnOnce() -> std::result::Result<(), String> + Send>;
 
 /// The thread writing the best model, and the failures it reports back.
 #[derive(Debug)]
 struct Writer {
-    jobs: Option<Sender<Job>>,
+    jobs: Option<BoundedSender<Job>>,
     failures: Receiver<String>,
     handle: Option<JoinHandle<()>>,
 }
 
 impl Writer {
     fn start() -> Self {
-        let (jobs, receiver) = mpsc::channel::<Job>();
+        let (jobs, receiver) = bounded::<Job>("SaveBestState", BEST_STATE_QUEUE_CAPACITY);
         let (report, failures) = mpsc::channel();
         let handle = std::thread::Builder::new()
             .name("stoker-SaveBestState".into())
@@ -125,7 +130,7 @@ impl Writer {
     fn send(&self, job: Job) {
         if let Some(jobs) = &self.jobs {
             // A thread that ended has reported why.
-            let _ = jobs.send(job);
+            let _ = jobs.send_waiting(job);
         }
     }
 

@@ -377,6 +377,18 @@ impl Checkpoint {
     /// a checkpoint itself. A checkpoint that fails verification is reported on stderr and the one
     /// before it is tried. `Ok(None)` when there is no checkpoint at all; an error when every
     /// checkpoint there is corrupt.
+    ///
+    /// "Latest" is the `step-N` folder with the highest N that verifies, found by listing the
+    /// folder, not by reading [`INDEX_FILE`]. The index is the writer's bookkeeping for keep-N
+    /// and `keep_every_n_hours` (which checkpoints are kept, which forever, since when), and a
+    /// summary for people and tools; it is replaced only after the checkpoint it names is
+    /// complete, so a crash between the two leaves it one checkpoint behind, and a resume from an
+    /// earlier checkpoint leaves it naming a checkpoint set aside as `.abandoned` until the next
+    /// one is written. The listing, each entry verified against its manifest, is right in both
+    /// cases. Otherwise the two agree: a log directory holds one run (see
+    /// [`LogDirPolicy`](crate::trainer::LogDirPolicy)), so within it a higher step is a later
+    /// checkpoint. Only [`LogDirPolicy::Keep`](crate::trainer::LogDirPolicy::Keep) mixes two runs'
+    /// checkpoints, and then this is the one with the highest step of either run.
     pub fn latest(path: impl AsRef<Path>) -> Result<Option<Checkpoint>> {
         let path = path.as_ref();
         if path.join(MANIFEST_FILE).exists() {

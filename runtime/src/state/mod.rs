@@ -1,6 +1,8 @@
 //! The state a [`Context`](crate::callback::Context) exposes, one layer below the callbacks: the monitor
 //! store ([`Monitors`]), the hyper-parameters ([`HyperParams`]), what to keep of the checkpoints
-//! ([`KeepPolicy`]), and how state is written to disk ([`json_f64`], [`write_atomic`]).
+//! ([`KeepPolicy`]), how state is written to disk ([`json_f64`], [`write_atomic`]), and the
+//! bounded queues of the background writers ([`WriterQueue`], [`WriterFailure`],
+//! [`DroppedWork`]).
 //!
 //! Nothing here knows about callbacks: the modules above (`callback`, `monitor`, `param`,
 //! `saver`, ...) use this one, never the reverse (`python3 bench/tools/module_graph.py` checks it).
@@ -9,6 +11,7 @@ mod hyper;
 mod keep;
 mod monitors;
 mod persist;
+mod queue;
 mod record;
 
 pub use hyper::{HyperParams, LEARNING_RATE, SharedParam};
@@ -16,4 +19,6 @@ pub use keep::KeepPolicy;
 pub use monitors::{MonitorSink, Monitors};
 pub(crate) use persist::sync_dir;
 pub use persist::{json_f64, parse_f64, write_atomic};
+pub(crate) use queue::{BoundedSender, bounded};
+pub use queue::{DroppedWork, MONITOR_QUEUE_CAPACITY, WriterFailure, WriterQueue};
 pub use record::{EpochStats, Histogram, Image, Record, Value};

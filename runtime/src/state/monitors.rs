@@ -3,18 +3,32 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::Receiver;
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::persist::{json_f64, parse_f64};
+use super::queue::{BoundedSender, DroppedWork, MONITOR_QUEUE_CAPACITY, WriterFailure, WriterQueue, bounded};
 use super::record::{EpochStats, Histogram, Image, Record, Value};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, panic_message};
 
 /// The I/O half of a monitor writer, run on its own thread.
+///
+/// The trainer hands it what the callbacks put through a bounded queue of
+/// [`queue_capacity`](Self::queue_capacity) batches: when the writer falls that far behind,
+/// training waits for it (one warning on stderr), so memory stays bounded and nothing is lost.
+/// The first error a method returns disables the writer for the rest of the run: it is reported
+/// once on stderr (the writer, the error, the global step and epoch of the records it failed on),
+/// nothing more is written to it, training goes on, and the run's
+/// [`TrainReport::writer_failures`](crate::trainer::TrainReport::writer_failures) lists it.
 pub trait MonitorSink: Send + 'static {
     /// The writer's name, for error messages.
     fn name(&self) -> &str;
+    /// How many batches of records (one per event that put something) may wait for this writer;
+    /// [`MONITOR_QUEUE_CAPACITY`] by default, at least 1.
+    fn queue_capacity(&self) -> usize {
+        MONITOR_QUEUE_CAPACITY
+    }
     /// Write a batch of records.
     fn write(&mut self, records: &[Record]) -> std::io::Result<()>;
     /// Every record of an epoch has been written; `stats` holds the last value of each scalar
@@ -26,7 +40,8 @@ pub trait MonitorSink: Send + 'static {
     }
     /// Push what is buffered to the operating system.
     fn flush(&mut self) -> std::io::Result<()>;
-    /// The run ended (after `after_train`, also after an error): write what is left.
+    /// The run ended (after `after_train`, also after an error): write what is left. Not called
+    /// on a writer that failed before (it is dropped instead).
     fn close(&mut self) -> std::io::Result<()> {
         self.flush()
     }
@@ -38,9 +53,8 @@ enum Message {
 }
 
 struct SinkThread {
-    name: String,
-    sender: Sender<Message>,
-    handle: JoinHandle<std::result::Result<(), String>>,
+    sender: BoundedSender<Message>,
+    handle: JoinHandle<()>,
 }
 
 /// The monitors of a run: the history of scalars, the statistics of each epoch (what
@@ -52,6 +66,9 @@ pub struct Monitors {
     resumed: bool,
     pending: Vec<Record>,
     sinks: Vec<SinkThread>,
+    /// Every writer's queue (also after its thread was joined) and the other queues a callback
+    /// asked to report ([`track_queue`](Self::track_queue)).
+    queues: Vec<WriterQueue>,
     pub(crate) global_step: u64,
     pub(crate) epoch_num: u64,
 }
@@ -60,7 +77,7 @@ impl std::fmt::Debug for Monitors {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Monitors")
             .field("scalars", &self.history.keys().collect::<Vec<_>>())
-            .field("writers", &self.sinks.iter().map(|s| &s.name).collect::<Vec<_>>())
+            .field("writers", &self.sinks.iter().map(|s| s.sender.queue().name()).collect::<Vec<_>>())
             .finish()
     }
 }
@@ -81,6 +98,7 @@ impl Monitors {
             resumed: false,
             pending: Vec::new(),
             sinks: Vec::new(),
+            queues: Vec::new(),
             global_step: 0,
             epoch_num: 0,
         }
@@ -234,15 +252,30 @@ impl Monitors {
         Ok(())
     }
 
-    /// Start a writer on its own thread; every record put from now on reaches it.
-    pub fn add_sink(&mut self, sink: impl MonitorSink) {
+    /// Start a writer on its own thread; every record put from now on reaches it, through a
+    /// queue of [`MonitorSink::queue_capacity`] batches. Returns a view of that queue (how often
+    /// training waited for the writer, whether it failed), readable from any thread.
+    ///
+    /// # Panics
+    /// If the operating system cannot start a thread.
+    pub fn add_sink(&mut self, sink: impl MonitorSink) -> WriterQueue {
         let name = sink.name().to_string();
-        let (sender, receiver) = mpsc::channel();
+        let (sender, receiver) = bounded(name.clone(), sink.queue_capacity());
+        let queue = sender.queue().clone();
+        let thread_queue = queue.clone();
         let handle = std::thread::Builder::new()
             .name(format!("stoker-{name}"))
-            .spawn(move || run_sink(sink, receiver))
+            .spawn(move || run_sink(sink, &receiver, &thread_queue))
             .expect("spawning a monitor writer thread");
-        self.sinks.push(SinkThread { name, sender, handle });
+        self.sinks.push(SinkThread { sender, handle });
+        self.queues.push(queue.clone());
+        queue
+    }
+
+    /// Report what `queue` (a callback's own background queue) dropped in the run's
+    /// [`TrainReport::dropped`](crate::trainer::TrainReport::dropped).
+    pub(crate) fn track_queue(&mut self, queue: WriterQueue) {
+        self.queues.push(queue);
     }
 
     /// Whether records wait to be sent to the writers.
@@ -251,15 +284,18 @@ impl Monitors {
         !self.pending.is_empty()
     }
 
-    /// Send the waiting records to every writer.
+    /// Send the waiting records to every writer that has not failed (waiting for a writer
+    /// whose queue is full).
     pub(crate) fn publish(&mut self) {
         if self.pending.is_empty() {
             return;
         }
         let batch: Arc<[Record]> = self.pending.drain(..).collect();
         for sink in &self.sinks {
-            // A writer whose thread ended reports its error when joined.
-            let _ = sink.sender.send(Message::Records(batch.clone()));
+            if !sink.sender.queue().failed() {
+                // A writer whose thread ended was recorded as failed, or is when joined.
+                let _ = sink.sender.send_waiting(Message::Records(batch.clone()));
+            }
         }
     }
 
@@ -275,62 +311,85 @@ impl Monitors {
         self.epochs.push(stats.clone());
         let stats = Arc::new(stats);
         for sink in &self.sinks {
-            let _ = sink.sender.send(Message::EndEpoch(stats.clone()));
+            if !sink.sender.queue().failed() {
+                let _ = sink.sender.send_waiting(Message::EndEpoch(stats.clone()));
+            }
         }
     }
 
     /// Send what waits (the scalars put since the last epoch ended as a last [`EpochStats`]),
-    /// stop every writer and wait for it to finish writing.
-    pub(crate) fn close(&mut self) -> Result<()> {
+    /// stop every writer and wait for it to finish writing. A writer that failed, now or
+    /// before, is in [`writer_failures`](Self::writer_failures); nothing here is an error.
+    pub(crate) fn close(&mut self) {
         self.end_epoch();
-        let mut errors = Vec::new();
         for sink in self.sinks.drain(..) {
+            let queue = sink.sender.queue().clone();
             drop(sink.sender);
-            match sink.handle.join() {
-                Ok(Ok(())) => {}
-                Ok(Err(message)) => errors.push(format!("{}: {message}", sink.name)),
-                Err(_) => errors.push(format!("{}: the writer thread panicked", sink.name)),
+            if let Err(payload) = sink.handle.join() {
+                let message = format!("the writer thread panicked: {}", panic_message(&*payload));
+                queue.fail(message, self.global_step, self.epoch_num);
             }
         }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::Monitor(format!("monitor writers failed: {}", errors.join("; "))))
-        }
+    }
+
+    /// The writers that failed so far, in the order they were added.
+    pub fn writer_failures(&self) -> Vec<WriterFailure> {
+        self.queues.iter().filter_map(|q| q.failure().cloned()).collect()
+    }
+
+    /// What the queues reported here dropped so far.
+    pub(crate) fn dropped(&self) -> Vec<DroppedWork> {
+        self.queues.iter().filter_map(WriterQueue::dropped_work).collect()
     }
 }
 
 impl Drop for Monitors {
     fn drop(&mut self) {
-        if !self.sinks.is_empty()
-            && let Err(error) = self.close()
-        {
-            eprintln!("stoker: {error}");
+        if !self.sinks.is_empty() {
+            self.close();
         }
     }
 }
 
-/// The writer thread: writes until the channel closes, then flushes. The first error is kept,
-/// reported once on stderr, and returned; later records are still attempted.
-fn run_sink(mut sink: impl MonitorSink, receiver: Receiver<Message>) -> std::result::Result<(), String> {
-    let name = sink.name().to_string();
-    let mut first_error: Option<String> = None;
-    let mut note = |result: std::io::Result<()>| {
-        if let Err(error) = result
-            && first_error.is_none()
-        {
-            eprintln!("stoker: monitor writer {name} failed: {error}");
-            first_error = Some(error.to_string());
-        }
-    };
+/// The writer thread: writes until the channel closes, then closes the writer. At the first
+/// error the writer is disabled (recorded and reported once by `queue`, then dropped); what
+/// still arrives is drained without writing, so that the trainer never waits for it.
+fn run_sink(sink: impl MonitorSink, receiver: &Receiver<Message>, queue: &WriterQueue) {
+    let mut sink = Some(sink);
+    // The global step and epoch of the last records seen.
+    let mut at = (0, 0);
     while let Ok(message) = receiver.recv() {
-        note(match message {
-            Message::Records(records) => sink.write(&records).and_then(|()| sink.flush()),
-            Message::EndEpoch(stats) => sink.end_epoch(&stats),
+        let Some(writer) = sink.as_mut() else { continue };
+        match &message {
+            Message::Records(records) => {
+                if let Some(first) = records.first() {
+                    at = (first.global_step, first.epoch_num);
+                }
+            }
+            Message::EndEpoch(stats) => at = (stats.global_step, stats.epoch_num),
+        }
+        let result = shielded(|| match message {
+            Message::Records(records) => writer.write(&records).and_then(|()| writer.flush()),
+            Message::EndEpoch(stats) => writer.end_epoch(&stats),
         });
+        if let Err(error) = result {
+            queue.fail(error, at.0, at.1);
+            sink = None;
+        }
     }
-    note(sink.close());
-    first_error.map_or(Ok(()), Err)
+    if let Some(mut writer) = sink
+        && let Err(error) = shielded(|| writer.close())
+    {
+        queue.fail(error, at.0, at.1);
+    }
+}
+
+/// `write` with a panic turned into an error message.
+fn shielded(write: impl FnOnce() -> std::io::Result<()>) -> std::result::Result<(), String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(write)) {
+        Ok(result) => result.map_err(|e| e.to_string()),
+        Err(payload) => Err(format!("the writer panicked: {}", panic_message(&*payload))),
+    }
 }
 
 impl Histogram {

@@ -9,7 +9,7 @@ use burn::optim::ModuleOptimizer;
 
 #[cfg(doc)]
 use super::Outcome;
-use super::{DefaultCallbacks, TrainData};
+use super::{DefaultCallbacks, LogDirPolicy, TrainData};
 use crate::callback::Callbacks;
 use crate::state::HyperParams;
 use crate::world::World;
@@ -51,6 +51,7 @@ pub(super) struct Settings {
     pub(super) starting_epoch: u64,
     pub(super) steps_per_epoch: Option<u64>,
     pub(super) log_dir: PathBuf,
+    pub(super) log_dir_policy: LogDirPolicy,
     pub(super) hyper: HyperParams,
     pub(super) resume: Resume,
     pub(super) handle_signals: bool,
@@ -65,6 +66,7 @@ impl Default for Settings {
             starting_epoch: 1,
             steps_per_epoch: None,
             log_dir: PathBuf::from("train_log"),
+            log_dir_policy: LogDirPolicy::Refuse,
             hyper: HyperParams::new(1e-3),
             resume: Resume::Fresh,
             handle_signals: true,
@@ -129,9 +131,18 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         self.settings.steps_per_epoch = Some(steps);
         self
     }
-    /// Where checkpoints, `stats.json` and event files go.
+    /// Where checkpoints, `stats.json` and event files go. The run holds it alone (a second
+    /// trainer into it is refused while this one runs); what a fresh run does when it holds an
+    /// earlier run is [`log_dir_policy`](Self::log_dir_policy)'s choice.
     pub fn log_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.settings.log_dir = dir.into();
+        self
+    }
+    /// What a fresh run does when its log directory holds an earlier run: refuse to train (the
+    /// default), move it aside, delete it, or write beside it. A resume keeps the directory
+    /// whatever the policy. See [`LogDirPolicy`].
+    pub fn log_dir_policy(mut self, policy: LogDirPolicy) -> Self {
+        self.settings.log_dir_policy = policy;
         self
     }
     /// The initial learning rate.
@@ -180,6 +191,11 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// rewritten from the checkpoint and continued. A checkpoint that fails verification is
     /// reported and the one before it is used; no usable checkpoint is an error.
     ///
+    /// A checkpoint inside the log directory (however `path` spells it: a symlink, `./`, `..`)
+    /// continues the run there: the checkpoints newer than it are set aside as
+    /// `step-N.abandoned`, and the [`log_dir_policy`](Self::log_dir_policy) is not consulted. A
+    /// checkpoint from elsewhere starts a new run in the log directory, under the policy.
+    ///
     /// Random operations inside the step (dropout) draw from the backend's generator, which burn
     /// does not expose: seed it to repeat them.
     pub fn resume_from(mut self, path: impl Into<PathBuf>) -> Self {
@@ -187,7 +203,9 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         self
     }
     /// Resume from the log directory's latest complete checkpoint when there is one, as
-    /// [`resume_from`](Self::resume_from) does; start afresh when there is none.
+    /// [`resume_from`](Self::resume_from) does; start afresh when there is none. Either way the
+    /// log directory is taken as this run's: the [`log_dir_policy`](Self::log_dir_policy) is not
+    /// consulted (a run killed before its first checkpoint starts again in its directory).
     pub fn auto_resume(mut self, enable: bool) -> Self {
         self.settings.resume = if enable { Resume::Auto } else { Resume::Fresh };
         self

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 
 /// The lock file's name inside the log directory.
-const LOCK_FILE: &str = ".lock";
+pub(super) const LOCK_FILE: &str = ".lock";
 
 /// A run's hold on its log directory; dropping it releases the lock.
 #[derive(Debug)]

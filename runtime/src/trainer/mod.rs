@@ -10,13 +10,15 @@
 //! - `run`: [`Trainer::train`], a run's state, its setup and teardown;
 //! - `main_loop`: the epochs, the steps and the boundaries between them;
 //! - `resume`, `interrupt`: checkpoints read back, SIGINT and SIGTERM;
-//! - `lock`: one run at a time in a log directory.
+//! - `lock`, `log_dir`: one run at a time in a log directory, and what a fresh run does with an
+//!   earlier one ([`LogDirPolicy`]).
 
 mod builder;
 mod data;
 mod defaults;
 mod interrupt;
 mod lock;
+mod log_dir;
 mod main_loop;
 mod report;
 mod resume;
@@ -27,7 +29,8 @@ mod world;
 pub use builder::Trainer;
 pub use data::{BatchIter, TrainData, VecBatches};
 pub use defaults::DefaultCallbacks;
-pub use report::{Outcome, TrainReport};
+pub use log_dir::LogDirPolicy;
+pub use report::{Outcome, TrainError, TrainReport};
 pub use step::Step;
 
 pub(crate) use run::Run;

@@ -1,12 +1,16 @@
-//! The report a finished run returns: the model, why the run ended, the counters.
+//! What a run returns: the model, why the run ended, the counters, the writers that failed and
+//! the work dropped ([`TrainReport`]); and, when it ends with an error, that report with the error
+//! ([`TrainError`]).
 
 use std::path::PathBuf;
 
 #[cfg(doc)]
 use super::Trainer;
 use crate::callback::Counters;
+use crate::error::Error;
+use crate::state::{DroppedWork, WriterFailure};
 
-/// Why a run that returned `Ok` ended.
+/// Why training ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// Every epoch up to `max_epoch` ran.
@@ -21,6 +25,26 @@ pub enum Outcome {
         /// The checkpoint written when the signal was handled.
         checkpoint: Option<PathBuf>,
     },
+    /// The loss or the weights stopped being finite numbers, and training stopped at that step
+    /// boundary without writing a checkpoint of them (Keras's and fastai's `TerminateOnNaN` stop
+    /// the same way): [`TerminateOnNaN`](crate::debug::TerminateOnNaN) saw a NaN or infinite
+    /// loss, or the trainer's check before writing a checkpoint saw a non-finite loss or weights.
+    /// The last good checkpoint stays the latest: [`Trainer::auto_resume`] continues from it.
+    ///
+    /// In data-parallel training the rank that saw it ends with this outcome, the others stop at
+    /// the same step with [`Outcome::Stopped`].
+    NonFinite {
+        /// What was not finite, and where: `"the loss is NaN at global step 7 (epoch 2)"`,
+        /// `"3 weights are not finite at global step 12 (epoch 3)"`.
+        reason: String,
+        /// The global step whose loss or weights were not finite.
+        global_step: u64,
+        /// The latest complete checkpoint (written or resumed from earlier in the run), if any.
+        checkpoint: Option<PathBuf>,
+    },
+    /// An error ended training before it finished; it comes with this report in a
+    /// [`TrainError`].
+    Failed,
 }
 
 /// How a run ended, and the trained model.
@@ -28,10 +52,112 @@ pub enum Outcome {
 pub struct TrainReport<M> {
     /// The model after the last step.
     pub model: M,
-    /// Why the run ended.
+    /// Why training ended.
     pub outcome: Outcome,
     /// The counters at the end.
     pub counters: Counters,
     /// Device-to-host transfers made for fetches during the run.
     pub fetch_transfers: u64,
+    /// The monitor writers that failed during the run, in the order they were added: each was
+    /// disabled at its first error (reported once on stderr) while training went on. Empty when
+    /// every writer wrote everything.
+    pub writer_failures: Vec<WriterFailure>,
+    /// Work that background queues dropped because they were full: commands of
+    /// [`SendMonitorData`](crate::monitor::SendMonitorData) and
+    /// [`SendStat`](crate::monitor::SendStat) (see [`crate::state::WriterQueue`]). Empty when
+    /// nothing was dropped.
+    pub dropped: Vec<DroppedWork>,
+}
+
+/// A run that ended with an error, with what it had trained: the error, and the report (the
+/// model, the counters, the outcome of the training loop) whenever the model is still there.
+///
+/// `report` is `None` when the run failed before training started (the log directory's lock,
+/// the checkpoint to resume from, the callbacks' names and order, the signal handlers: the
+/// model may be half loaded and was never trained), or when a panic inside the optimizer's step
+/// lost the model. Otherwise it holds the model as it was when the error came; its
+/// [`outcome`](TrainReport::outcome) is [`Outcome::Failed`] when the error ended training early,
+/// and how training ended ([`Outcome::Finished`], [`Outcome::Stopped`]...) when the error came
+/// afterwards, in `after_train`.
+///
+/// It displays as its error and converts into [`Error`] (dropping the report), so `?` works in a
+/// function returning [`crate::Result`]:
+///
+/// ```no_run
+/// # use burn_stoker::prelude::*;
+/// # use burn::module::Module;
+/// # use burn::nn::{Linear, LinearConfig};
+/// # use burn::optim::SgdConfig;
+/// # use burn::tensor::{Device, Tensor};
+/// fn train(batches: Vec<(Tensor<2>, Tensor<2>)>, device: &Device) -> burn_stoker::Result<Linear> {
+///     let model: Linear = LinearConfig::new(4, 1).init(device);
+///     let result = Trainer::new(model, SgdConfig::new().init(), batches).max_epoch(10).train(
+///         |model: &Linear, (x, y): (Tensor<2>, Tensor<2>), _step: &mut Step<'_>| {
+///             (model.forward(x) - y).powi_scalar(2).mean()
+///         },
+///     );
+///     match result {
+///         Ok(report) => Ok(report.model),
+///         Err(failed) => {
+///             // An error in after_train, say, after 10 epochs: the trained model is still there.
+///             if let Some(report) = &failed.report {
+///                 let _ = report.model.clone().save_file("rescued.bpk");
+///             }
+///             Err(failed.into())
+///         }
+///     }
+/// }
+/// ```
+pub struct TrainError<M> {
+    /// What went wrong.
+    pub error: Error,
+    /// What the run had trained when it went wrong (see above for when it is `None`). Boxed to
+    /// keep the `Result` small.
+    pub report: Option<Box<TrainReport<M>>>,
+}
+
+impl<M> TrainError<M> {
+    /// The report, if the model is still there.
+    pub fn into_report(self) -> Option<TrainReport<M>> {
+        self.report.map(|report| *report)
+    }
+}
+
+impl<M> std::fmt::Debug for TrainError<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The model itself is left out: a model's `Debug` prints every weight.
+        let report = self.report.as_ref().map(|r| {
+            format!(
+                "TrainReport {{ outcome: {:?}, counters: {:?}, writer_failures: {:?}, dropped: {:?}, .. }}",
+                r.outcome, r.counters, r.writer_failures, r.dropped
+            )
+        });
+        f.debug_struct("TrainError").field("error", &self.error).field("report", &report).finish()
+    }
+}
+
+impl<M> std::fmt::Display for TrainError<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.error, f)
+    }
+}
+
+/// Transparent: the source is the error's own (its message is already this one's).
+impl<M> std::error::Error for TrainError<M> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.error)
+    }
+}
+
+impl<M> From<TrainError<M>> for Error {
+    fn from(failed: TrainError<M>) -> Error {
+        failed.error
+    }
+}
+
+/// An error with no report (the run failed before training started).
+impl<M> From<Error> for TrainError<M> {
+    fn from(error: Error) -> TrainError<M> {
+        TrainError { error, report: None }
+    }
 }

@@ -1,6 +1,7 @@
 //! Writing the trainer's checkpoints and resuming from them.
 
-use std::path::PathBuf;
+use std::fs;
+use std::path::{Path, PathBuf};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::ModuleOptimizer;
@@ -140,7 +141,13 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         self.state.monitors.global_step = restored.global_step;
         self.first_local_step = restored.local_step;
         let root = self.state.log_dir.join(CHECKPOINT_DIR);
-        if self.is_chief() && restored.dir.parent() == Some(root.as_path()) {
+        // The checkpoint may be named through a symlink, `./`, `..`, or relative where the log
+        // directory is absolute: the same folder is the same canonical path.
+        let same_folder = |a: &Path, b: &Path| match (fs::canonicalize(a), fs::canonicalize(b)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        if self.is_chief() && restored.dir.parent().is_some_and(|parent| same_folder(parent, &root)) {
             checkpoint::abandon_newer(&root, restored.global_step)?;
         }
         self.last_checkpoint = Some(restored.dir.clone());
@@ -194,7 +201,26 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             // Only the chief writes into the log directory; every rank resumes from its checkpoints.
             return Ok(());
         }
-        self.check_finite()?;
+        if self.state.control.non_finite.is_none()
+            && let Some(reason) = self.check_finite()
+        {
+            self.state.control.non_finite = Some((reason.clone(), self.state.counters.global_step));
+            if self.state.control.stop.is_none() {
+                self.state.control.stop = Some(reason);
+            }
+        }
+        if let Some((reason, _)) = &self.state.control.non_finite {
+            // Never a checkpoint of non-finite numbers: the last good one stays the latest.
+            let last = match &self.last_checkpoint {
+                Some(dir) => format!("the latest checkpoint stays {}", dir.display()),
+                None => "no checkpoint was written before".to_string(),
+            };
+            eprintln!(
+                "stoker: {reason}: training stops at global step {} without writing a checkpoint; {last}",
+                self.state.counters.global_step
+            );
+            return Ok(());
+        }
         let content = self.content(at)?;
         let root = self.state.log_dir.join(CHECKPOINT_DIR);
         // The copies first: the checkpoint records the savers' new best values, so a crash
@@ -271,21 +297,18 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         })
     }
 
-    /// Refuse to checkpoint a non-finite loss or non-finite weights (tensorpack's
-    /// `CheckNumerics` at the moment it matters): one device-to-host transfer of two numbers.
-    fn check_finite(&self) -> Result<()> {
+    /// Whether the loss or the weights are not finite, and which (tensorpack's `CheckNumerics`
+    /// at the moment it matters): one device-to-host transfer of two numbers. `None` when they
+    /// are finite.
+    fn check_finite(&self) -> Option<String> {
         let c = self.state.counters;
-        let last = match &self.last_checkpoint {
-            Some(dir) => format!("the last complete checkpoint is {}", dir.display()),
-            None => "no checkpoint was written before".to_string(),
-        };
         if let Some(loss) = self.outputs.get("loss") {
             let values = loss.flat().into_data();
             if let Some(bad) = values.iter::<f32>().find(|v| !v.is_finite()) {
-                return Err(Error::NonFinite(format!(
-                    "the loss is {bad} at global step {} (epoch {}): training stopped without writing a checkpoint; {last}",
+                return Some(format!(
+                    "the loss is {bad} at global step {} (epoch {})",
                     c.global_step, c.epoch_num
-                )));
+                ));
             }
         }
         let mut visitor = NonFinite { count: None };
@@ -295,13 +318,13 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         if let Some(count) = visitor.count {
             let count = count.into_data().iter::<f32>().next().unwrap_or(0.0);
             if count > 0.0 {
-                return Err(Error::NonFinite(format!(
-                    "{count} weights are not finite at global step {} (epoch {}): training stopped without writing a checkpoint; {last}",
+                return Some(format!(
+                    "{count} weights are not finite at global step {} (epoch {})",
                     c.global_step, c.epoch_num
-                )));
+                ));
             }
         }
-        Ok(())
+        None
     }
 }
 

@@ -12,8 +12,9 @@ use burn::tensor::Tensor;
 use super::builder::{Resume, Settings};
 use super::interrupt::SignalGuard;
 use super::lock::LogDirLock;
+use super::log_dir::{self, is_within};
 use super::resume::{DataPosition, Restored};
-use super::{Outcome, Step, TrainData, TrainReport, Trainer};
+use super::{Outcome, Step, TrainData, TrainError, TrainReport, Trainer};
 use crate::callback::{Callbacks, Context, Control, Counters, Event, TrainState, resolve_order};
 use crate::error::{Error, Result, panic_message};
 use crate::fetch::{FetchPlan, Outputs};
@@ -24,9 +25,15 @@ use crate::world::agree::Agreement;
 
 impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// Train: run the callbacks' lifecycle around `step`, which computes the loss of one batch
-    /// (and may put named outputs). Returns the trained model, or the first error; `after_train`
-    /// runs for every callback whose setup ran, and the monitors are flushed, in every case.
-    pub fn train<F>(self, step: F) -> Result<TrainReport<M>>
+    /// (and may put named outputs). Returns the trained model with how the run ended, or the
+    /// first error together with that report whenever the model is still there
+    /// ([`TrainError`]); `after_train` runs for every callback whose setup ran, and the monitors
+    /// are flushed, in every case.
+    ///
+    /// A monitor writer that fails does not fail the run: it is disabled and listed in
+    /// [`TrainReport::writer_failures`]. A NaN or infinite loss or weights stop it cleanly with
+    /// [`Outcome::NonFinite`], without a checkpoint of them.
+    pub fn train<F>(self, step: F) -> Result<TrainReport<M>, TrainError<M>>
     where
         M: 'static,
         F: FnMut(&M, D::Batch, &mut Step<'_>) -> Tensor<1>,
@@ -50,7 +57,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         settings: Settings,
         mut world: Option<Agreement>,
         step: F,
-    ) -> Result<TrainReport<M>>
+    ) -> Result<TrainReport<M>, TrainError<M>>
     where
         F: FnMut(&M, D::Batch, &mut Step<'_>) -> Tensor<1>,
     {
@@ -63,7 +70,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
                         if let Some(agreement) = world.as_mut() {
                             agreement.fail(Some(&model));
                         }
-                        return Err(error);
+                        return Err(error.into());
                     }
                 }
             };
@@ -74,6 +81,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             starting_epoch,
             steps_per_epoch,
             log_dir,
+            log_dir_policy,
             mut hyper,
             resume,
             handle_signals,
@@ -81,7 +89,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         } = settings;
         // The chief holds the log directory for the whole run (other ranks never write there).
         let chief = world.as_ref().is_none_or(|a| a.rank() == 0);
-        let lock = if chief { Some(early!(LogDirLock::acquire(&log_dir))) } else { None };
+        let mut lock = if chief { Some(early!(LogDirLock::acquire(&log_dir))) } else { None };
         let checkpoint = early!(match &resume {
             Resume::Fresh => Ok(None),
             Resume::Auto => Checkpoint::latest(&log_dir),
@@ -91,6 +99,19 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
                 })
             }),
         });
+        // A run that resumes nothing from its log directory is a fresh run there: the chief,
+        // holding the lock, applies the policy to an earlier run it finds. `auto_resume` says the
+        // directory is this run's, checkpoint or not (a run killed before its first checkpoint
+        // starts again with `--resume`).
+        let resumes_here = matches!(resume, Resume::Auto)
+            || checkpoint.as_ref().is_some_and(|c| is_within(c.dir(), &log_dir));
+        if let Some(held) = lock.take() {
+            lock = Some(if resumes_here {
+                held
+            } else {
+                early!(log_dir::prepare(&log_dir, log_dir_policy, held))
+            });
+        }
         let mut counters = Counters {
             epoch_num: starting_epoch - 1,
             global_step: 0,
@@ -150,13 +171,13 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         run.state.world = world;
         if let Err(error) = run.check_means() {
             let result = run.agree_end(Err(error));
-            return Err(result.expect_err("an error stays an error"));
+            return Err(result.expect_err("an error stays an error").into());
         }
         if let Some(restored) = restored
             && let Err(error) = run.restore(restored)
         {
             let result = run.agree_end(Err(error));
-            return Err(result.expect_err("an error stays an error"));
+            return Err(result.expect_err("an error stays an error").into());
         }
         let outcome = {
             let mut step = step;
@@ -167,24 +188,35 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             Err(payload) => Err(Error::Panic { location: run.location(), message: panic_message(&*payload) }),
         };
         let result = run.agree_end(result);
-        let after = run.after_train();
-        let closed = run.state.monitors.close();
-        let result = result.and(after).and(closed);
-        let model = run.state.model.take();
-        let outcome = match (run.interrupted.take(), run.state.control.stop.take()) {
-            (Some(signal), _) => Outcome::Interrupted { signal, checkpoint: run.last_checkpoint.clone() },
-            (None, Some(reason)) => Outcome::Stopped(reason),
-            (None, None) => Outcome::Finished,
+        // How the training loop ended; an error after it (in after_train) keeps that outcome.
+        let outcome = match (&result, run.state.control.non_finite.take(), run.interrupted.take()) {
+            (Err(_), _, _) => Outcome::Failed,
+            (Ok(()), Some((reason, global_step)), _) => {
+                Outcome::NonFinite { reason, global_step, checkpoint: run.last_checkpoint.clone() }
+            }
+            (Ok(()), None, Some(signal)) => {
+                Outcome::Interrupted { signal, checkpoint: run.last_checkpoint.clone() }
+            }
+            (Ok(()), None, None) => match run.state.control.stop.take() {
+                Some(reason) => Outcome::Stopped(reason),
+                None => Outcome::Finished,
+            },
         };
-        match (result, model) {
-            (Ok(()), Some(model)) => Ok(TrainReport {
-                model,
-                outcome,
-                counters: run.state.counters,
-                fetch_transfers: run.plan.transfers(),
-            }),
-            (Ok(()), None) => Err(Error::msg("the model was lost")),
-            (Err(error), _) => Err(error),
+        let after = run.after_train();
+        run.state.monitors.close();
+        let result = result.and(after);
+        let report = run.state.model.take().map(|model| TrainReport {
+            model,
+            outcome,
+            counters: run.state.counters,
+            fetch_transfers: run.plan.transfers(),
+            writer_failures: run.state.monitors.writer_failures(),
+            dropped: run.state.monitors.dropped(),
+        });
+        match (result, report) {
+            (Ok(()), Some(report)) => Ok(report),
+            (Ok(()), None) => Err(Error::msg("the model was lost").into()),
+            (Err(error), report) => Err(TrainError { error, report: report.map(Box::new) }),
         }
     }
 }

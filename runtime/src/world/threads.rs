@@ -47,7 +47,15 @@ impl Threads {
     /// replica's parameters distributed before each step. Each rank's backward then waits for
     /// every other rank's: a rank that fails between two exchanges, while the others are already
     /// in a step's backward, leaves them waiting there.
-    pub fn run<R: Send>(self, rank: impl Fn(World) -> Result<R> + Sync) -> Result<Vec<R>> {
+    ///
+    /// The closure may return any error that converts into [`Error`]: a
+    /// [`TrainError`](crate::trainer::TrainError) (what [`Trainer::train`](crate::trainer::Trainer::train)
+    /// returns) becomes its error, and the report it carries is dropped; a rank that needs its
+    /// model after an error takes it from the `TrainError` inside the closure.
+    pub fn run<R: Send, E: Into<Error>>(
+        self,
+        rank: impl Fn(World) -> std::result::Result<R, E> + Sync,
+    ) -> Result<Vec<R>> {
         let size = self.devices.len();
         if size == 0 {
             return Err(Error::msg("Threads::new: a world needs at least one device"));
@@ -79,7 +87,8 @@ impl Threads {
                         .name(format!("stoker-rank-{r}"))
                         .spawn_scoped(scope, move || {
                             let result =
-                                rank(World::threads(r, size, device.clone(), link, reduced_by_backend));
+                                rank(World::threads(r, size, device.clone(), link, reduced_by_backend))
+                                    .map_err(Into::into);
                             // What the rank returns (its trained model) is read on another thread:
                             // its last operations must have run (see `handoff`).
                             handoff(&device);

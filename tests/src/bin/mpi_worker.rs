@@ -154,6 +154,8 @@ fn run(
         Outcome::Finished => "finished".to_string(),
         Outcome::Stopped(reason) => format!("stopped: {reason}"),
         Outcome::Interrupted { signal, .. } => format!("interrupted: {signal}"),
+        Outcome::NonFinite { reason, .. } => format!("non-finite: {reason}"),
+        Outcome::Failed => "failed".to_string(),
     };
     let record = json!({
         "rank": rank,

@@ -125,6 +125,8 @@ fn stoker_loop<M: Classifier>(data: &[DigitBatch], steps: u64, case: Case, devic
         .max_epoch(1)
         .steps_per_epoch(WARMUP + steps)
         .log_dir(&dir)
+        // One scratch directory for every measured run of this process: each starts afresh.
+        .log_dir_policy(burn_stoker::trainer::LogDirPolicy::Delete)
         .default_callbacks(defaults)
         .callbacks((users, watch, &mut clock))
         .train(|model: &M, batch: DigitBatch, s: &mut Step<'_>| step(model, batch, s.outputs()))

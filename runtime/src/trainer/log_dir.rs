@@ -1,0 +1,359 @@
+//! What a fresh run does with a log directory that holds an earlier run: tensorpack's
+//! `logger.set_logger_dir` choice (keep, back up, delete, quit), made by the program instead of
+//! asked at a prompt, with a default that loses nothing and mixes nothing.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use super::lock::{LOCK_FILE, LogDirLock};
+use crate::error::{Error, Result};
+use crate::monitor::STATS_FILE;
+use crate::saver::CHECKPOINT_DIR;
+use crate::state::sync_dir;
+
+/// How a TensorBoard event file's name starts (`TensorBoardWriter`'s, and TensorFlow's).
+const EVENT_FILE_PREFIX: &str = "events.out.tfevents.";
+
+/// What a fresh run (one that resumes nothing from its log directory) does when the log directory
+/// already holds an earlier run's files: tensorpack's `logger.set_logger_dir` actions, chosen with
+/// [`Trainer::log_dir_policy`](crate::trainer::Trainer::log_dir_policy).
+///
+/// "An earlier run" is what a run leaves that a second one would mix with: checkpoints (a
+/// `checkpoints/` folder that is not empty: keep-N would count them, a resume would load them),
+/// TensorBoard event files (`events.out.tfevents.*`: TensorBoard would draw both runs as one)
+/// and `stats.json`. Other files do not make one: a `hyper.txt` or an `InjectShell` trigger file
+/// you put there before the run, a CSV file (the CSV writer moves aside one it does not continue),
+/// the lock file. An empty or missing directory is used as it is, whatever the policy.
+///
+/// A resume is not a fresh run: [`Trainer::resume_from`](crate::trainer::Trainer::resume_from) a
+/// checkpoint inside the log directory (however its path is spelled) keeps the directory and
+/// continues the run in it, and so does [`Trainer::auto_resume`](crate::trainer::Trainer::auto_resume),
+/// which says that the directory is this run's: it continues from the latest checkpoint, or, when
+/// there is none (a run killed before its first checkpoint), starts the run again in it. The
+/// policy is not consulted then. `resume_from` a checkpoint outside the log directory is a fresh
+/// run as far as the log directory goes.
+///
+/// In a data-parallel world only the chief (rank 0) looks at the directory and acts; the other
+/// ranks never write there. The chief acts while it holds the directory's lock, so a directory
+/// another run is training in is never moved or deleted (that run's lock refuses this one first).
+///
+/// The default, [`Refuse`](Self::Refuse), loses nothing and mixes nothing, and does not start a
+/// run that was probably meant to be a resume: its error says what the directory holds and how
+/// to choose. Parsed from `"refuse"`, `"backup"`, `"delete"` or `"keep"` ([`FromStr`]) for a
+/// command line.
+///
+/// ```
+/// use burn_stoker::trainer::LogDirPolicy;
+/// let policy: LogDirPolicy = "backup".parse()?;
+/// assert_eq!(policy, LogDirPolicy::Backup);
+/// assert_eq!(LogDirPolicy::default(), LogDirPolicy::Refuse);
+/// # Ok::<(), burn_stoker::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LogDirPolicy {
+    /// Do not train: return an error naming the directory, what it holds, and the remedies
+    /// (resume it, choose another policy, or another log directory). Nothing is touched. The
+    /// default.
+    #[default]
+    Refuse,
+    /// Move the whole directory aside to `LOG_DIR.backup-YYYYMMDD-HHMMSS` (UTC; `-2`, `-3`...
+    /// appended if that name is taken) next to it, with a line on stderr saying so, and train in
+    /// a new, empty `LOG_DIR` (tensorpack's `b`). The backup is the directory as it was, every
+    /// file in it, renamed: nothing is copied, nothing is lost, and a run can resume from it
+    /// later (`resume_from("LOG_DIR.backup-.../checkpoints")`, into another log directory).
+    Backup,
+    /// Delete everything in the directory but the lock file, with a line on stderr saying what
+    /// was deleted, and train in it (tensorpack's `d`). The earlier run is lost: choose it only
+    /// for runs you do not want.
+    Delete,
+    /// Leave the earlier run's files where they are and write this run beside them (tensorpack's
+    /// `k`), with a warning on stderr. The two runs then mix: the earlier run's checkpoints count
+    /// toward this run's `ModelSaver` keep-N (a newer one of theirs pushes this run's out), a
+    /// later resume takes the newest checkpoint of either run, and TensorBoard shows both runs'
+    /// event files as one run. Meant for continuing a run by hand (`starting_epoch` and weights
+    /// you loaded yourself, without its checkpoints): `stats.json` and the CSV file are then
+    /// appended to when they end just before `starting_epoch`.
+    Keep,
+}
+
+impl LogDirPolicy {
+    /// The policy's name on a command line: `refuse`, `backup`, `delete` or `keep`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogDirPolicy::Refuse => "refuse",
+            LogDirPolicy::Backup => "backup",
+            LogDirPolicy::Delete => "delete",
+            LogDirPolicy::Keep => "keep",
+        }
+    }
+}
+
+impl FromStr for LogDirPolicy {
+    type Err = Error;
+
+    /// `refuse`, `backup`, `delete` or `keep` (any case); anything else is an error listing them.
+    fn from_str(text: &str) -> Result<Self> {
+        match text.to_ascii_lowercase().as_str() {
+            "refuse" => Ok(LogDirPolicy::Refuse),
+            "backup" => Ok(LogDirPolicy::Backup),
+            "delete" => Ok(LogDirPolicy::Delete),
+            "keep" => Ok(LogDirPolicy::Keep),
+            _ => Err(Error::msg(format!(
+                "unknown log directory policy `{text}`: choose refuse, backup, delete or keep"
+            ))),
+        }
+    }
+}
+
+/// Whether `path` lies inside `dir` (or is `dir`), comparing canonical paths: a symlink, `./`,
+/// `..`, a relative or an absolute spelling of the same place agree. A path that does not exist
+/// is inside nothing.
+pub(super) fn is_within(path: &Path, dir: &Path) -> bool {
+    match (fs::canonicalize(path), fs::canonicalize(dir)) {
+        (Ok(path), Ok(dir)) => path.starts_with(dir),
+        _ => false,
+    }
+}
+
+/// What marks `dir` as holding an earlier run, for a message: a non-empty `checkpoints/` (with
+/// how many `step-N` checkpoints and the newest), `stats.json`, TensorBoard event files (at
+/// most three named); empty when there is none, or when `dir` is missing.
+fn earlier_run(dir: &Path) -> Result<Vec<String>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        names.push(entry.map_err(|e| Error::io(dir, e))?.file_name().to_string_lossy().into_owned());
+    }
+    names.sort();
+    let mut found = Vec::new();
+    let checkpoints = dir.join(CHECKPOINT_DIR);
+    if checkpoints.is_dir() {
+        let inside: Vec<String> = fs::read_dir(&checkpoints)
+            .map_err(|e| Error::io(&checkpoints, e))?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        let steps: Vec<u64> = inside.iter().filter_map(|n| n.strip_prefix("step-")?.parse().ok()).collect();
+        match steps.iter().max() {
+            Some(newest) => found.push(format!(
+                "{CHECKPOINT_DIR}/ with {} checkpoints, the newest step-{newest}",
+                steps.len()
+            )),
+            None if !inside.is_empty() => {
+                found.push(format!("{CHECKPOINT_DIR}/ holding {}", inside.join(", ")))
+            }
+            None => {}
+        }
+    }
+    if names.iter().any(|n| n == STATS_FILE) {
+        found.push(STATS_FILE.to_string());
+    }
+    let events: Vec<&String> = names.iter().filter(|n| n.starts_with(EVENT_FILE_PREFIX)).collect();
+    const SHOWN: usize = 3;
+    found.extend(events.iter().take(SHOWN).map(|n| n.to_string()));
+    if events.len() > SHOWN {
+        found.push(format!("{} more event files", events.len() - SHOWN));
+    }
+    Ok(found)
+}
+
+/// Make the log directory, held by `lock`, ready for a fresh run under `policy`: returns the lock
+/// the run holds from now on (a new one when the directory was moved aside). Only the chief
+/// calls this, after taking the lock and only when the run resumes nothing from this directory.
+pub(super) fn prepare(dir: &Path, policy: LogDirPolicy, lock: LogDirLock) -> Result<LogDirLock> {
+    let found = earlier_run(dir)?;
+    if found.is_empty() {
+        return Ok(lock);
+    }
+    let holds = found.join(", ");
+    match policy {
+        LogDirPolicy::Refuse => Err(Error::msg(format!(
+            "the log directory {} holds an earlier run ({holds}), and a fresh run into it would mix with it; nothing was changed. \
+             To continue that run, resume it (Trainer::auto_resume(true), or resume_from one of its checkpoints). \
+             To start afresh, choose what happens to it with Trainer::log_dir_policy: LogDirPolicy::Backup moves it aside, \
+             LogDirPolicy::Delete deletes it, LogDirPolicy::Keep writes beside it (the runs mix); or give this run another log_dir",
+            dir.display()
+        ))),
+        LogDirPolicy::Keep => {
+            eprintln!(
+                "stoker: warning: the log directory {} holds an earlier run ({holds}); LogDirPolicy::Keep writes this fresh run beside it: its checkpoints count toward this run's keep-N, and a resume takes the newest checkpoint of either run",
+                dir.display()
+            );
+            Ok(lock)
+        }
+        LogDirPolicy::Delete => {
+            delete_contents(dir)?;
+            eprintln!("stoker: deleted the earlier run in the log directory {} ({holds})", dir.display());
+            Ok(lock)
+        }
+        LogDirPolicy::Backup => {
+            let backup = backup_path(dir)?;
+            // The lock file moves with the directory (this run still holds it there, and drops it
+            // below); the new directory gets a new lock before anything is written into it.
+            fs::rename(dir, &backup).map_err(|e| {
+                Error::msg(format!(
+                    "moving the earlier run in the log directory {} aside to {} failed: {e}; nothing was moved. \
+                     Move it yourself, choose LogDirPolicy::Delete, or give this run another log_dir",
+                    dir.display(),
+                    backup.display()
+                ))
+            })?;
+            let parent = parent_dir(&backup);
+            sync_dir(parent).map_err(|e| Error::io(parent, e))?;
+            eprintln!(
+                "stoker: the log directory {} held an earlier run ({holds}); moved it to {}",
+                dir.display(),
+                backup.display()
+            );
+            let fresh = LogDirLock::acquire(dir)?;
+            drop(lock);
+            Ok(fresh)
+        }
+    }
+}
+
+/// The folder `path` is in: `.` for a bare relative name (`Path::parent` gives `""` there).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
+}
+
+/// Remove every entry of `dir` but its lock file (a symlink is removed, not followed).
+fn delete_contents(dir: &Path) -> Result<()> {
+    for entry in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        if entry.file_name() == LOCK_FILE {
+            continue;
+        }
+        let path = entry.path();
+        let is_dir = entry.file_type().map_err(|e| Error::io(&path, e))?.is_dir();
+        let removed = if is_dir { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
+        removed.map_err(|e| {
+            Error::msg(format!(
+                "deleting the earlier run in the log directory {} failed at {}: {e}; what is left of it is still there",
+                dir.display(),
+                path.display()
+            ))
+        })?;
+    }
+    sync_dir(dir).map_err(|e| Error::io(dir, e))
+}
+
+/// `LOG_DIR.backup-YYYYMMDD-HHMMSS` (UTC) next to `dir`, with `-2`, `-3`... when taken.
+fn backup_path(dir: &Path) -> Result<PathBuf> {
+    // `train_log/.` or `..` have no name of their own: name the directory by its real path.
+    let dir = match dir.file_name() {
+        Some(_) => dir.to_path_buf(),
+        None => fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?,
+    };
+    let name = dir.file_name().ok_or_else(|| {
+        Error::msg(format!(
+            "the log directory {} has no name to back it up under; give this run another log_dir",
+            dir.display()
+        ))
+    })?;
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let base = format!("{}.backup-{}", name.to_string_lossy(), utc_stamp(secs));
+    let mut candidate = dir.with_file_name(&base);
+    let mut n = 2;
+    while fs::symlink_metadata(&candidate).is_ok() {
+        candidate = dir.with_file_name(format!("{base}-{n}"));
+        n += 1;
+    }
+    Ok(candidate)
+}
+
+/// `YYYYMMDD-HHMMSS` of `secs` seconds since the Unix epoch, in UTC.
+fn utc_stamp(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rest = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}{month:02}{day:02}-{:02}{:02}{:02}", rest / 3600, rest % 3600 / 60, rest % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_stamps_are_the_calendar_date_and_time() {
+        assert_eq!(utc_stamp(0), "19700101-000000");
+        // 2000-02-29 23:59:59 UTC, a leap day.
+        assert_eq!(utc_stamp(951_868_799), "20000229-235959");
+        // 2026-11-24 00:47:22 UTC.
+        assert_eq!(utc_stamp(1_795_481_242), "20261124-004722");
+    }
+
+    #[test]
+    fn the_backup_of_a_bare_relative_log_directory_is_in_the_current_directory() {
+        assert_eq!(parent_dir(Path::new("d.backup-20261124-004722")), Path::new("."));
+        assert_eq!(parent_dir(Path::new("logs/d.backup-20261124-004722")), Path::new("logs"));
+        assert_eq!(parent_dir(Path::new("/d.backup-20261124-004722")), Path::new("/"));
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("stoker-log-dir-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("run")).unwrap();
+        fs::write(dir.join("run").join(STATS_FILE), "[]").unwrap();
+        dir
+    }
+
+    #[test]
+    fn after_a_backup_the_run_holds_the_new_directory_and_the_old_one_is_let_go() {
+        let scratch = scratch("backup-lock");
+        let dir = scratch.join("run");
+        let held = prepare(&dir, LogDirPolicy::Backup, LogDirLock::acquire(&dir).unwrap()).unwrap();
+        let backup = fs::read_dir(&scratch)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("run.backup-"))
+            .expect("a backup");
+        assert!(backup.join(STATS_FILE).exists());
+        assert!(!dir.join(STATS_FILE).exists());
+        let error = LogDirLock::acquire(&dir).expect_err("the new directory is held").to_string();
+        assert!(error.contains("is in use by another run"), "{error}");
+        LogDirLock::acquire(&backup).expect("the backup is nobody's");
+        drop(held);
+        LogDirLock::acquire(&dir).expect("released with the run");
+        let _ = fs::remove_dir_all(&scratch);
+    }
+
+    #[test]
+    fn a_delete_keeps_the_lock_file_and_the_hold() {
+        let scratch = scratch("delete-lock");
+        let dir = scratch.join("run");
+        fs::create_dir_all(dir.join(CHECKPOINT_DIR).join("step-4")).unwrap();
+        let held = prepare(&dir, LogDirPolicy::Delete, LogDirLock::acquire(&dir).unwrap()).unwrap();
+        let left: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, [LOCK_FILE]);
+        assert!(LogDirLock::acquire(&dir).is_err(), "still held");
+        drop(held);
+        let _ = fs::remove_dir_all(&scratch);
+    }
+
+    #[test]
+    fn policies_parse_from_their_names() {
+        for policy in [LogDirPolicy::Refuse, LogDirPolicy::Backup, LogDirPolicy::Delete, LogDirPolicy::Keep] {
+            assert_eq!(policy.name().parse::<LogDirPolicy>().unwrap(), policy);
+        }
+        let error = "move".parse::<LogDirPolicy>().unwrap_err().to_string();
+        assert!(error.contains("`move`") && error.contains("refuse, backup, delete or keep"), "{error}");
+    }
+}
