@@ -115,7 +115,9 @@ fn run(dir: &Path, epochs: u64, keep: usize, start: Start) -> burn_stoker::Resul
         Start::Auto => trainer.auto_resume(true),
         Start::From(path) => trainer.resume_from(path),
     };
-    trainer.train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+    trainer
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .map_err(|failure| failure.error)
 }
 
 /// Every file under `dir` (its relative path and bytes) but the top-level `.lock`, whose text
