@@ -82,12 +82,58 @@ fn the_trainer_does_the_hand_loops_arithmetic() {
             .train(|model: &Mlp, batch, s: &mut Step<'_>| stoker_bench::step(model, batch, s.outputs()))
             .expect("training succeeds");
     let _ = std::fs::remove_dir_all(&dir);
-    let logits = |model: &Mlp| -> Vec<f32> {
-        model.logits(data[0].images.clone()).into_data().try_to_vec::<f32>().expect("f32 logits")
-    };
-    let by_hand = logits(&hand_trained(&data, &device));
-    assert_ne!(by_hand, fresh_logits::<Mlp>(&device), "the model trained");
-    // Same batches, same order, same learning rate, same optimizer: the same model, bit for bit,
-    // so that the benchmark's cases do the same arithmetic (subnormals included).
-    assert_eq!(logits(&report.model), by_hand, "stoker's trainer and the hand loop trained different models");
+    let by_hand = parameter_bits(&hand_trained(&data, &device));
+    let trained = parameter_bits(&report.model);
+    let names: Vec<&str> = by_hand.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["hidden.weight", "hidden.bias", "output.weight", "output.bias"]);
+    assert_ne!(by_hand, parameter_bits(&fresh_alone::<Mlp>(&device)), "the model trained");
+    // Same batches, same order, same learning rate, same optimizer: the same weights, every
+    // parameter bit for bit (signed zeros and NaN payloads included), so that the benchmark's
+    // cases do the same arithmetic (subnormals included).
+    assert_eq!(by_hand.len(), trained.len());
+    for (hand, stoker) in by_hand.iter().zip(&trained) {
+        assert_eq!(hand.name, stoker.name);
+        assert_eq!(hand.shape, stoker.shape, "`{}`", hand.name);
+        let differ = hand.bits.iter().zip(&stoker.bits).filter(|(a, b)| a != b).count();
+        assert_eq!(
+            differ,
+            0,
+            "stoker's trainer and the hand loop trained different weights: {differ} of the {} values of `{}` differ",
+            hand.bits.len(),
+            hand.name
+        );
+    }
+}
+
+/// One float parameter of a model: its path, its shape and the bits of its values.
+#[derive(Debug, PartialEq)]
+struct ParameterBits {
+    name: String,
+    shape: Vec<usize>,
+    bits: Vec<u32>,
+}
+
+/// Every float parameter of `model`, in visiting order.
+fn parameter_bits<M: burn::module::Module>(model: &M) -> Vec<ParameterBits> {
+    /// The parameters so far, and the path of the module being visited.
+    struct Collect(Vec<ParameterBits>, Vec<String>);
+    impl burn::module::ModuleVisitor for Collect {
+        fn enter_module(&mut self, name: &str, _container_type: &str) {
+            self.1.push(name.to_string());
+        }
+        fn exit_module(&mut self, _name: &str, _container_type: &str) {
+            self.1.pop();
+        }
+        fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
+            let data = param.val().into_data();
+            self.0.push(ParameterBits {
+                name: self.1.join("."),
+                shape: data.shape().to_vec(),
+                bits: data.iter::<f32>().map(f32::to_bits).collect(),
+            });
+        }
+    }
+    let mut collect = Collect(Vec::new(), Vec::new());
+    model.visit(&mut collect);
+    collect.0
 }

@@ -69,3 +69,69 @@ fn the_list_trains_validates_saves_and_sends_every_epoch() {
     assert_eq!(kept.len(), 3, "{kept:?}");
     assert!(checkpoints.join("min-val-error-top1").is_dir());
 }
+
+/// The `step-N` checkpoints kept in `dir`, in order.
+fn kept_checkpoints(dir: &std::path::Path) -> Vec<u64> {
+    let mut kept: Vec<u64> = std::fs::read_dir(dir.join("checkpoints"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name.strip_prefix("step-").and_then(|n| n.parse().ok())
+        })
+        .collect();
+    kept.sort();
+    kept
+}
+
+/// Runs the `callback_list` binary with `args` and returns its `stats.json`, one entry per epoch.
+fn run_callback_list(args: &[&str]) -> Vec<Json> {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_callback_list"))
+        .args(args)
+        .output()
+        .expect("running callback_list");
+    assert!(
+        output.status.success(),
+        "callback_list {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let save_path = args[args.iter().position(|a| *a == "--save_path").expect("a --save_path") + 1];
+    serde_json::from_str(
+        &std::fs::read_to_string(std::path::Path::new(save_path).join("stats.json")).unwrap(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn cli_switches_change_what_the_run_does() {
+    // neon's switches, from `burn_stoker::cli::CallbackArgs`: validation and a checkpoint every
+    // 2 epochs, 1 kept, into the directory given.
+    let dir = scratch_dir("cli-switches");
+    let switched = dir.join("switched");
+    let stats = run_callback_list(&[
+        "--epochs",
+        "4",
+        "--eval_freq",
+        "2",
+        "--serialize",
+        "2",
+        "--history",
+        "1",
+        "--no_progress_bar",
+        "--save_path",
+        switched.to_str().unwrap(),
+    ]);
+    assert_eq!(stats.len(), 4, "--epochs 4");
+    let validated: Vec<bool> = stats.iter().map(|e| e.get("val-error-top1").is_some()).collect();
+    assert_eq!(validated, [false, true, false, true], "--eval_freq 2: {stats:?}");
+    let steps_per_epoch = stats[0]["global_step"].as_u64().unwrap();
+    assert_eq!(kept_checkpoints(&switched), [4 * steps_per_epoch], "--serialize 2 --history 1");
+
+    // Without them: validation and a checkpoint every epoch, the last 5 kept.
+    let plain = dir.join("plain");
+    let stats =
+        run_callback_list(&["--epochs", "2", "--no_progress_bar", "--save_path", plain.to_str().unwrap()]);
+    assert_eq!(stats.len(), 2);
+    assert!(stats.iter().all(|e| e.get("val-error-top1").is_some()), "{stats:?}");
+    assert_eq!(kept_checkpoints(&plain), [steps_per_epoch, 2 * steps_per_epoch]);
+}

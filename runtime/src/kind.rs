@@ -135,7 +135,7 @@ kinds! {
     <M> crate::debug::CallbackFactory<M> => CallbackFactory;
     crate::debug::TerminateOnNaN => TerminateOnNaN;
     crate::debug::StartProcOrThread => StartProcOrThread;
-    crate::debug::StepTimeout => StepTimeout;
+    <C> crate::debug::StepTimeout<C> => StepTimeout;
     crate::saver::ModelSaver => ModelSaver;
     crate::saver::SaveBestState => SaveBestState;
     crate::param::LrSchedulerSetter => LrSchedulerSetter;

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Device, Tensor, TensorData};
 
+pub mod reads;
+
 /// A fresh, empty directory under the system's temporary directory.
 pub fn scratch_dir(name: &str) -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);

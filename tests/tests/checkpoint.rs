@@ -16,6 +16,7 @@ use burn_stoker::debug::TerminateOnNaN;
 use burn_stoker::prelude::*;
 use burn_stoker::{Error, saver::Checkpoint};
 use serde_json::Value as Json;
+use stoker_tests::reads::count_reads;
 use stoker_tests::{checkpoint_weights, mse, scratch_dir, tiny_data, tiny_model};
 
 type Batch = (Tensor<2>, Tensor<2>);
@@ -391,17 +392,20 @@ fn wide_checkpoint_pages() -> [u64; 3] {
     pages
 }
 
-/// Trains the 64x64 model for 4 epochs, saving every epoch, on a tmpfs of `kib` KiB (`None`
-/// when it cannot be mounted); returns the guard, the log directory, the error and the steps run.
+/// The environment variable that lets the full-disk tests pass without running where no tmpfs
+/// can be mounted (not root, a container without `CAP_SYS_ADMIN`): `STOKER_SKIP_TMPFS=1`.
+const SKIP_TMPFS: &str = "STOKER_SKIP_TMPFS";
+
+/// Trains the 64x64 model for 4 epochs, saving every epoch, on a tmpfs of `kib` KiB; returns the
+/// guard, the log directory, the error and the steps run. When the tmpfs cannot be mounted the
+/// test fails, unless [`SKIP_TMPFS`] is `1` (then `None`, after saying so).
 fn train_on_tmpfs(name: &str, kib: u64) -> Option<(Tmpfs, PathBuf, Error, u64)> {
+    train_on_tmpfs_at(&scratch_dir(name).join("mnt"), kib)
+}
+
+fn train_on_tmpfs_at(mount_point: &Path, kib: u64) -> Option<(Tmpfs, PathBuf, Error, u64)> {
     // Plus one page for the run's lock file (`LOG_DIR/.lock`, a few bytes).
-    let tmpfs = match Tmpfs::mount(&scratch_dir(name).join("mnt"), kib + 4) {
-        Ok(tmpfs) => tmpfs,
-        Err(e) => {
-            println!("skipped: cannot mount tmpfs: {e}");
-            return None;
-        }
-    };
+    let tmpfs = tmpfs_or_skip(mount_point, Tmpfs::mount(mount_point, kib + 4), std::env::var_os(SKIP_TMPFS))?;
     let log = tmpfs.dir.join("log");
     let probe = Probe::default();
     let error = wide_trainer(&log, 4)
@@ -410,6 +414,57 @@ fn train_on_tmpfs(name: &str, kib: u64) -> Option<(Tmpfs, PathBuf, Error, u64)> 
         .expect_err("the disk fills up")
         .error;
     Some((tmpfs, log, error, probe.steps()))
+}
+
+/// The mounted tmpfs; or, when mounting failed, a panic that says why and how to opt out, or
+/// `None` when `skip` (the value of [`SKIP_TMPFS`]) is `1`. A full-disk test runs or fails: it
+/// never passes without running unless someone asked for it.
+fn tmpfs_or_skip(
+    mount_point: &Path,
+    mounted: Result<Tmpfs, String>,
+    skip: Option<std::ffi::OsString>,
+) -> Option<Tmpfs> {
+    match mounted {
+        Ok(tmpfs) => Some(tmpfs),
+        Err(e) if skip.as_deref() == Some(std::ffi::OsStr::new("1")) => {
+            eprintln!("skipped ({SKIP_TMPFS}=1): cannot mount a tmpfs on {}: {e}", mount_point.display());
+            None
+        }
+        Err(e) => panic!(
+            "cannot mount a tmpfs on {}: {e}; the full-disk tests need one (run them as root, or with CAP_SYS_ADMIN), or set {SKIP_TMPFS}=1 to skip them knowingly",
+            mount_point.display()
+        ),
+    }
+}
+
+#[test]
+fn checkpoint_full_disk_tests_fail_when_no_tmpfs_can_be_mounted() {
+    // A mount point below a regular file cannot be created, so the mount fails.
+    let dir = scratch_dir("no-tmpfs");
+    std::fs::write(dir.join("file"), b"not a directory").unwrap();
+    let mount_point = dir.join("file").join("mnt");
+    // The environment's STOKER_SKIP_TMPFS is left out: this is what happens without it.
+    let attempt =
+        std::panic::catch_unwind(|| tmpfs_or_skip(&mount_point, Tmpfs::mount(&mount_point, 64), None));
+    let message = match attempt {
+        Ok(_) => panic!("a full-disk test must fail, not pass, when its tmpfs cannot be mounted"),
+        Err(panic) => panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default(),
+    };
+    assert!(message.contains("cannot mount a tmpfs"), "{message}");
+    assert!(message.contains(&dir.join("file").join("mnt").display().to_string()), "{message}");
+    assert!(message.contains("STOKER_SKIP_TMPFS=1"), "{message}");
+
+    // Skipping is a choice made with STOKER_SKIP_TMPFS=1, and only with that value.
+    let failed = || Err("mount: permission denied".to_string());
+    assert!(tmpfs_or_skip(&mount_point, failed(), Some("1".into())).is_none());
+    for value in [None, Some("0".into()), Some("".into())] {
+        let attempt = std::panic::catch_unwind(|| tmpfs_or_skip(&mount_point, failed(), value.clone()));
+        assert!(attempt.is_err(), "{SKIP_TMPFS}={value:?} does not skip");
+    }
 }
 
 #[test]
@@ -536,6 +591,64 @@ fn nan_loss_at_checkpoint_time_stops_cleanly_and_is_never_checkpointed() {
     let report = nan_run(&dir, 0, every_step_saver());
     assert_eq!(non_finite(&report), ("the loss is NaN at global step 1 (epoch 1)", 1, None));
     assert_eq!(step_dirs(&dir.join("checkpoints")), Vec::<String>::new());
+}
+
+#[test]
+fn checkpoint_reads_the_nan_check_included_are_counted_where_they_happen() {
+    // Nobody fetches: the report's own count of fetch transfers is 0, and a run without a
+    // checkpoint reads nothing from the device.
+    let (report, reads) = count_reads(|| trainer(&scratch_dir("reads-none"), 1).train(step_fn).unwrap());
+    assert_eq!((report.fetch_transfers, reads), (0, 0));
+    // One checkpoint, at the end of the epoch: the NaN check reads the loss and the count of
+    // non-finite weights (2 reads), and serializing the model and the optimizer's state reads
+    // each of their tensors. The fetch count cannot see any of them; the read count does.
+    let (report, reads) = count_reads(|| {
+        trainer(&scratch_dir("reads-checkpoint"), 1).callbacks(ModelSaver::new(5)).train(step_fn).unwrap()
+    });
+    assert_eq!(report.fetch_transfers, 0);
+    let (_, model_reads) =
+        count_reads(|| burn::module::Module::into_record(report.model.clone()).into_bytes().unwrap());
+    assert_eq!(model_reads, 2, "the weight and the bias");
+    assert_eq!(reads, 2 + model_reads + OPTIMIZER_READS, "device-to-host reads of one checkpoint");
+}
+
+/// Reads that serializing Adam's state for the tiny model makes (measured: 4, the first and
+/// second moments of the weight and of the bias).
+const OPTIMIZER_READS: u64 = 4;
+
+/// Makes every weight of the model NaN in `trigger_step` of global step `at`: after the step
+/// computed its (finite) loss, before the checkpoint of that step.
+struct PoisonWeightsAt(u64);
+
+impl Callback<Linear> for PoisonWeightsAt {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        if ctx.global_step() == self.0 {
+            let model = ctx.model_mut();
+            model.weight = model.weight.clone().map(|w| w.mul_scalar(f32::NAN));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn nan_weights_with_a_finite_loss_are_never_checkpointed() {
+    let dir = scratch_dir("nan-weights");
+    let probe = Probe::default();
+    // The poison runs before the saver (registration order): the checkpoint of step 7 would hold
+    // NaN weights, although step 7's loss was finite.
+    let report = trainer(&dir, 3)
+        .callbacks((PoisonWeightsAt(7), every_step_saver(), probe.clone()))
+        .train(step_fn)
+        .expect("NaN weights stop training without an error");
+    // The reason names the weights, not the loss (which was finite), and the last good
+    // checkpoint stays the latest.
+    let last = dir.join("checkpoints/step-6");
+    assert_eq!(
+        non_finite(&report),
+        ("2 weights are not finite at global step 7 (epoch 2)", 7, Some(last.as_path()))
+    );
+    assert_eq!(probe.steps(), 7);
+    assert_saved_up_to_step_6(&dir);
 }
 
 #[test]

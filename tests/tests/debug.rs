@@ -23,6 +23,8 @@ use burn_stoker::debug::{
     StepTimeout, TensorPrinter, TensorValues, TimeoutAction,
 };
 use burn_stoker::prelude::*;
+use burn_stoker::track::ManualClock;
+use stoker_tests::reads::count_reads;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
 
 /// The `"image"` output: 2x3 grey values, the same at every step.
@@ -38,11 +40,19 @@ struct Run {
     learning_rate: f64,
     /// The global step (1-based) at which the step sleeps, and for how long.
     slow: Option<(u64, Duration)>,
+    /// The global step (1-based) at which the step advances a clock, the clock and by how much.
+    jump: Option<(u64, ManualClock, Duration)>,
 }
 
 impl Run {
     fn new(name: &str, epochs: u64, steps: usize) -> Self {
-        Run { epochs, steps, dir: scratch_dir(name), learning_rate: 0.1, slow: None }
+        Run { epochs, steps, dir: scratch_dir(name), learning_rate: 0.1, slow: None, jump: None }
+    }
+
+    /// At global step `step`, advance `clock` by `duration` (before any sleep of that step).
+    fn clock_jump_at(mut self, step: u64, clock: &ManualClock, duration: Duration) -> Self {
+        self.jump = Some((step, clock.clone(), duration));
+        self
     }
 
     fn slow_at(mut self, step: u64, duration: Duration) -> Self {
@@ -53,6 +63,7 @@ impl Run {
     fn train<K, C: Callbacks<Linear, K>>(&self, callbacks: C) -> burn_stoker::Result<TrainReport<Linear>> {
         let device = burn_stoker::device::cpu();
         let slow = self.slow;
+        let jump = self.jump.clone();
         Trainer::new(
             tiny_model(&device),
             burn::optim::SgdConfig::new().init(),
@@ -65,6 +76,11 @@ impl Run {
         .callbacks(callbacks)
         .train(move |model: &Linear, batch, step: &mut Step<'_>| {
             let g = step.counters().global_step() + 1;
+            if let Some((at, clock, duration)) = &jump
+                && *at == g
+            {
+                clock.advance(*duration);
+            }
             if let Some((at, duration)) = slow
                 && at == g
             {
@@ -132,7 +148,7 @@ fn process_tensors_receives_the_values_in_the_order_of_the_names_at_every_step()
     let process = ProcessTensors::new(["grid", "index"], move |values, ctx: &mut Context<'_, Linear>| {
         seen.lock().unwrap().push(describe(&values, ctx.global_step()));
     });
-    let report = Run::new("process-every", 1, 2).train(process).unwrap();
+    let (report, reads) = count_reads(|| Run::new("process-every", 1, 2).train(process).unwrap());
     assert_eq!(
         take(&log),
         [
@@ -140,7 +156,8 @@ fn process_tensors_receives_the_values_in_the_order_of_the_names_at_every_step()
             "2:grid=[20.0, 21.0, 22.0, 23.0, 24.0, 25.0] [2, 3] index=[2.0] [1]",
         ]
     );
-    // One transfer per step for both tensors.
+    // One transfer per step for both tensors, counted where burn reads.
+    assert_eq!(reads, 2);
     assert_eq!(report.fetch_transfers, 2);
 }
 
@@ -152,8 +169,9 @@ fn process_tensors_runs_and_fetches_only_at_its_period() {
         seen.lock().unwrap().push(describe(&values, ctx.global_step()));
     })
     .every_k_steps(2);
-    let report = Run::new("process-k-steps", 2, 3).train(every_2).unwrap();
+    let (report, reads) = count_reads(|| Run::new("process-k-steps", 2, 3).train(every_2).unwrap());
     assert_eq!(take(&log), ["2:index=[2.0] [1]", "4:index=[4.0] [1]", "6:index=[6.0] [1]"]);
+    assert_eq!(reads, 3);
     assert_eq!(report.fetch_transfers, 3);
 
     let seen = log.clone();
@@ -161,9 +179,11 @@ fn process_tensors_runs_and_fetches_only_at_its_period() {
         seen.lock().unwrap().push(describe(&values, ctx.global_step()));
     })
     .every_k_epochs(2);
-    let report = Run::new("process-k-epochs", 4, 3).train(every_epoch_2).unwrap();
+    let (report, epoch_reads) =
+        count_reads(|| Run::new("process-k-epochs", 4, 3).train(every_epoch_2).unwrap());
     // The last step of epochs 2 and 4.
     assert_eq!(take(&log), ["6:index=[6.0] [1]", "12:index=[12.0] [1]"]);
+    assert_eq!(epoch_reads, 2);
     assert_eq!(report.fetch_transfers, 2);
 }
 
@@ -270,8 +290,9 @@ fn dump_tensors_writes_an_npz_per_step_that_numpy_loads() {
 #[test]
 fn dump_tensors_at_a_period_writes_only_those_steps() {
     let run = Run::new("dump-k", 2, 3);
-    let report = run.train(DumpTensors::new(["index"]).every_k_steps(4)).unwrap();
+    let (report, reads) = count_reads(|| run.train(DumpTensors::new(["index"]).every_k_steps(4)).unwrap());
     assert_eq!(npz_files(&run.dir), ["DumpTensor-4.npz"]);
+    assert_eq!(reads, 1);
     assert_eq!(report.fetch_transfers, 1);
     let path = run.dir.join("DumpTensor-4.npz");
     let loaded = numpy_load(std::slice::from_ref(&path));
@@ -313,8 +334,9 @@ fn png_files(dir: &Path) -> Vec<String> {
 #[test]
 fn dump_tensor_as_image_writes_a_png_at_the_end_of_each_epoch() {
     let run = Run::new("image-grey", 2, 3);
-    let report = run.train(DumpTensorAsImage::new("image")).unwrap();
+    let (report, reads) = count_reads(|| run.train(DumpTensorAsImage::new("image")).unwrap());
     assert_eq!(png_files(&run.dir), ["image-3.png", "image-6.png"]);
+    assert_eq!(reads, 2);
     assert_eq!(report.fetch_transfers, 2);
     for file in ["image-3.png", "image-6.png"] {
         let (width, height, color, pixels) = decode_png(&run.dir.join(file));
@@ -469,10 +491,11 @@ fn inject_shell_under_a_periodic_trigger_looks_every_k_steps() {
 // ---------------------------------------------------------------------------------------------
 // StepTimeout
 
-/// A slow step: 1.5 s, against a timeout of 0.4 s; the other steps of the tiny model take
-/// milliseconds.
-const SLOW: Duration = Duration::from_millis(1500);
+/// The timeout of the tests below, against a [`ManualClock`] that only the slow step advances
+/// (by [`SLOW`], while it runs): a step takes exactly what the test says, whatever the machine's
+/// load, so no other step can time out and the slow one always does.
 const TIMEOUT: Duration = Duration::from_millis(400);
+const SLOW: Duration = Duration::from_millis(1500);
 
 #[test]
 fn step_timeout_fails_training_after_a_step_longer_than_the_timeout() {
@@ -480,13 +503,14 @@ fn step_timeout_fails_training_after_a_step_longer_than_the_timeout() {
     let flag = ended.clone();
     let after_train =
         CallbackFactory::<Linear>::new().after_train(move |_ctx| flag.store(true, Ordering::SeqCst));
-    let mut timeout = StepTimeout::new(TIMEOUT).action(TimeoutAction::Fail);
+    let clock = ManualClock::new();
+    let mut timeout = StepTimeout::new(TIMEOUT).action(TimeoutAction::Fail).clock(clock.clone());
     let error = Run::new("timeout-fail", 2, 2)
-        .slow_at(3, SLOW)
+        .clock_jump_at(3, &clock, SLOW)
         .train((&mut timeout, after_train))
         .unwrap_err()
         .to_string();
-    assert!(error.contains("StepTimeout: global step 3 (epoch 2) took"), "{error}");
+    assert!(error.contains("StepTimeout: global step 3 (epoch 2) took 1.50s"), "{error}");
     assert!(error.contains("longer than the timeout of 400ms"), "{error}");
     assert_eq!(timeout.timed_out_steps(), [3]);
     // after_train still ran.
@@ -494,26 +518,31 @@ fn step_timeout_fails_training_after_a_step_longer_than_the_timeout() {
 }
 
 #[test]
-fn step_timeout_can_stop_training_or_only_warn() {
-    let mut timeout = StepTimeout::new(TIMEOUT).action(TimeoutAction::Stop);
-    let report = Run::new("timeout-stop", 2, 2).slow_at(2, SLOW).train(&mut timeout).unwrap();
+fn step_timeout_can_stop_training() {
+    let clock = ManualClock::new();
+    let mut timeout = StepTimeout::new(TIMEOUT).action(TimeoutAction::Stop).clock(clock.clone());
+    let report = Run::new("timeout-stop", 2, 2).clock_jump_at(2, &clock, SLOW).train(&mut timeout).unwrap();
     match &report.outcome {
         Outcome::Stopped(reason) => {
-            assert!(reason.starts_with("StepTimeout: global step 2 (epoch 1)"), "{reason}")
+            assert!(reason.starts_with("StepTimeout: global step 2 (epoch 1) took 1.50s"), "{reason}")
         }
         other => panic!("{other:?}"),
     }
     assert_eq!(report.counters.global_step(), 2);
     assert_eq!(timeout.timed_out_steps(), [2]);
+}
 
-    let mut timeout = StepTimeout::new(TIMEOUT).warn_only();
-    let report = Run::new("timeout-warn", 2, 2).slow_at(2, SLOW).train(&mut timeout).unwrap();
+#[test]
+fn step_timeout_can_only_warn() {
+    let clock = ManualClock::new();
+    let mut timeout = StepTimeout::new(TIMEOUT).warn_only().clock(clock.clone());
+    let report = Run::new("timeout-warn", 2, 2).clock_jump_at(2, &clock, SLOW).train(&mut timeout).unwrap();
     assert_eq!(report.outcome, Outcome::Finished);
     assert_eq!(report.counters.global_step(), 4);
     assert_eq!(timeout.timed_out_steps(), [2]);
 
     // No slow step: nothing reported.
-    let mut timeout = StepTimeout::new(Duration::from_secs(30)).action(TimeoutAction::Fail);
+    let mut timeout = StepTimeout::new(TIMEOUT).action(TimeoutAction::Fail).clock(ManualClock::new());
     let report = Run::new("timeout-none", 2, 2).train(&mut timeout).unwrap();
     assert_eq!(report.outcome, Outcome::Finished);
     assert!(timeout.timed_out_steps().is_empty());
@@ -531,10 +560,13 @@ fn step_timeout_abort_child() {
     if std::env::var_os(ABORT_CHILD).is_none() {
         return;
     }
-    // Step 2 "hangs" for 60 s; the watchdog ends the process long before.
+    // Step 2 "hangs": the clock passes the timeout and the step sleeps 60 s; the watchdog ends
+    // the process long before. Only step 2 moves the clock, so no other step can be reported.
+    let clock = ManualClock::new();
     let _ = Run::new("timeout-abort", 1, 3)
+        .clock_jump_at(2, &clock, SLOW)
         .slow_at(2, Duration::from_secs(60))
-        .train(StepTimeout::new(Duration::from_millis(200)));
+        .train(StepTimeout::new(TIMEOUT).clock(clock.clone()));
     // Reached only if the watchdog did not end the process.
     std::process::exit(0);
 }
@@ -550,7 +582,7 @@ fn step_timeout_abort_ends_a_hung_process_with_exit_code_124() {
     assert_eq!(output.status.code(), Some(StepTimeout::EXIT_CODE), "{stderr}");
     assert!(
         stderr.contains("StepTimeout: global step 2 (epoch 1) has run for")
-            && stderr.contains("longer than the timeout of 200ms: ending the process with exit code 124"),
+            && stderr.contains("longer than the timeout of 400ms: ending the process with exit code 124"),
         "{stderr}"
     );
 }
@@ -611,11 +643,15 @@ fn start_proc_or_thread_stops_a_process_with_sigterm_even_when_training_fails() 
     let failing = CallbackFactory::<Linear>::new()
         .before_step(move |ctx| {
             if ctx.global_step() == 0 {
-                // Wait until the shell has set its trap.
-                for _ in 0..1000 {
-                    if started_file.exists() {
-                        break;
-                    }
+                // Wait until the shell has set its trap; without it, the SIGTERM this test is
+                // about would kill the shell before the trap could write its file.
+                let start = std::time::Instant::now();
+                while !started_file.exists() {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(60),
+                        "the helper process did not write {} within 60 s",
+                        started_file.display()
+                    );
                     std::thread::sleep(Duration::from_millis(10));
                 }
             }

@@ -213,9 +213,10 @@ fn warm_loss(loss: f32, ctx: &mut Context<'_, impl Module>) {
 #[test]
 fn enable_if_gates_a_declared_callback_and_its_fetches() {
     take_log();
-    let report = train(WarmLoss, 3);
+    let (report, reads) = stoker_tests::reads::count_reads(|| train(WarmLoss, 3));
     // The predicate is evaluated before each step: global_step 4 and 5 before steps 5 and 6.
     assert_eq!(take_log(), vec!["warm_loss g5 true", "warm_loss g6 true"]);
+    assert_eq!(reads, 2, "device-to-host reads: only at the two enabled steps");
     assert_eq!(report.fetch_transfers, 2);
 }
 

@@ -61,15 +61,20 @@ fn classification_error_and_scalar_stats_weigh_batches_by_their_size() {
     )
     .with(ClassificationError::new("wrong", "validation_error"))
     .with(ScalarStats::new(["cost"]));
-    let report =
+    let counts = runner.counts();
+    let (report, reads) = stoker_tests::reads::count_reads(|| {
         Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
             .max_epoch(2)
             .log_dir(scratch_dir("inference"))
             .default_callbacks(DefaultCallbacks::none())
             .callbacks((Observer(seen.clone(), Order::none().after("InferenceRunner")), runner))
             .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
-            .unwrap();
+            .unwrap()
+    });
     assert_eq!(report.fetch_transfers, 0, "inference transfers are not training fetches");
+    // Measured: one read per validation batch (2 batches, 2 passes), none for training.
+    assert_eq!(counts.transfers(), 4);
+    assert_eq!(reads, 4, "device-to-host reads: one per validation batch");
     let seen = seen.lock().unwrap().clone();
     // The cost over the 4 samples: (3 x 0.5 + 1 x 2.0) / 4 (the mean of the batches would be 1.25).
     assert_eq!(seen, vec![(1, Some(0.5), Some(0.875), 1e-3), (2, Some(0.5), Some(0.875), 1e-3)]);
@@ -281,7 +286,7 @@ fn several_inferencers_share_one_pass_and_one_transfer_per_batch() {
         "val_f1",
         "val_samples",
     ]);
-    let report = validate(2, (runner, capture)).unwrap();
+    let (report, reads) = stoker_tests::reads::count_reads(|| validate(2, (runner, capture)).unwrap());
     // Top-1: 4 of 7 wrong, top-5: 2 of 7; the cost over the samples (the mean of the batches
     // would be 3.5 / 3); TP 3, FP 2, FN 1 over the set (the mean of the batches' precisions would
     // be 0.5).
@@ -296,6 +301,7 @@ fn several_inferencers_share_one_pass_and_one_transfer_per_batch() {
     ];
     assert_eq!(*seen.lock().unwrap(), vec![expected.clone(), expected]);
     assert_eq!((counts.passes(), counts.batches(), counts.transfers()), (2, 6, 6));
+    assert_eq!(reads, 6, "device-to-host reads: one per validation batch");
     assert_eq!(*passes.lock().unwrap(), 2);
     assert_eq!(report.fetch_transfers, 0);
 }

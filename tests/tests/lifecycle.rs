@@ -5,8 +5,10 @@ use std::sync::{Arc, Mutex};
 
 use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
+use burn_stoker::debug::CallbackFactory;
 use burn_stoker::prelude::*;
 use burn_stoker::{Error, callback::Event};
+use stoker_tests::reads::count_reads;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 
 type Log = Arc<Mutex<Vec<String>>>;
@@ -359,6 +361,25 @@ fn an_order_cycle_is_an_error_naming_every_callback_in_it() {
 }
 
 #[test]
+fn callback_names_that_repeat_are_refused_before_anything_runs() {
+    let log = Log::default();
+    let error = run((Recorder::new("A", &log), Recorder::new("B", &log), Recorder::new("A", &log)), 1, 1)
+        .unwrap_err();
+    assert!(matches!(error, Error::Order(_)), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        "two callbacks are named `A`; give one another name so that order constraints and errors can tell them apart"
+    );
+    assert!(take(&log).is_empty(), "nothing ran, not even setup");
+
+    // Two closures' callbacks get the same default name: the second needs one of its own.
+    let error = run((CallbackFactory::<Linear>::new(), CallbackFactory::<Linear>::new()), 1, 1).unwrap_err();
+    assert!(error.to_string().starts_with("two callbacks are named `CallbackFactory`"), "{error}");
+    run((CallbackFactory::<Linear>::new(), CallbackFactory::<Linear>::new().name("second")), 1, 1)
+        .expect("distinct names train");
+}
+
+#[test]
 fn an_order_target_that_is_not_registered_is_an_error() {
     let log = Log::default();
     let mut a = Recorder::new("A", &log);
@@ -443,10 +464,15 @@ fn fetched_values_are_the_step_outputs() {
     assert_eq!(seen[2], "pair [2, 2] [1.0, 2.0, 3.0, 4.0]");
 }
 
+// Transfers are counted where they happen: `count_reads` counts every device-to-host read burn
+// makes on the training thread (stoker_tests::reads), whoever asked for it; the report's own
+// `fetch_transfers` must agree with it.
+
 #[test]
 fn no_fetch_means_no_transfer() {
     let log = Log::default();
-    let report = run(Recorder::new("A", &log), 2, 3).unwrap();
+    let (report, reads) = count_reads(|| run(Recorder::new("A", &log), 2, 3).unwrap());
+    assert_eq!(reads, 0, "device-to-host reads in a run where nobody fetches");
     assert_eq!(report.fetch_transfers, 0);
 }
 
@@ -455,22 +481,25 @@ fn host_fetches_of_all_callbacks_share_one_transfer_per_step() {
     let (f1, _) = fetcher(vec![Fetch::host("loss"), Fetch::host("double")], 1);
     let (mut f2, _) = fetcher(vec![Fetch::host("pair"), Fetch::host("loss")], 1);
     f2.name = "Second";
-    let report = run((f1, f2), 2, 3).unwrap();
-    assert_eq!(report.fetch_transfers, 6, "one per step");
+    let (report, reads) = count_reads(|| run((f1, f2), 2, 3).unwrap());
+    assert_eq!(reads, 6, "one device-to-host read per step");
+    assert_eq!(report.fetch_transfers, 6);
 }
 
 #[test]
 fn fetches_happen_only_at_the_steps_asked_for() {
     let (f, seen) = fetcher(vec![Fetch::host("loss")], 2);
-    let report = run(f, 2, 3).unwrap();
-    assert_eq!(report.fetch_transfers, 3, "steps 2, 4 and 6");
+    let (report, reads) = count_reads(|| run(f, 2, 3).unwrap());
+    assert_eq!(reads, 3, "steps 2, 4 and 6");
+    assert_eq!(report.fetch_transfers, 3);
     assert_eq!(seen.lock().unwrap().len(), 3);
 }
 
 #[test]
 fn device_fetches_need_no_transfer() {
     let (f, seen) = fetcher(vec![Fetch::device("pair")], 1);
-    let report = run(f, 1, 3).unwrap();
+    let (report, reads) = count_reads(|| run(f, 1, 3).unwrap());
+    assert_eq!(reads, 0);
     assert_eq!(report.fetch_transfers, 0);
     assert_eq!(seen.lock().unwrap()[0], "pair on device [2, 2]");
 }

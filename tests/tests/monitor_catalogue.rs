@@ -115,12 +115,16 @@ fn assert_history(got: &[(u64, f64)], want: &[(u64, f64)]) {
 #[test]
 fn ema_with_decay_one_half_is_zero_debiased_and_reported_at_each_epoch_end() {
     let recorder = Recorder::new(&["x"]);
-    let report = run(2, 3, (MovingAverageSummary::new(["x"]).decay(0.5), recorder.handle()));
+    let (report, reads) = stoker_tests::reads::count_reads(|| {
+        run(2, 3, (MovingAverageSummary::new(["x"]).decay(0.5), recorder.handle()))
+    });
     // Samples 1, 2, 3: biased 0.5, 1.25, 2.125; / (1 - 0.5^3) = 17/7.
     // Then 4, 5, 6: biased 3.0625, 4.03125, 5.015625; / (1 - 0.5^6) = 321/63 = 107/21.
     assert_history(&recorder.history("x"), &[(3, 17.0 / 7.0), (6, 107.0 / 21.0)]);
-    // The samples stay on the device: no per-step transfer for fetches.
+    // The samples stay on the device: no per-step transfer for fetches; the averages leave the
+    // device once per epoch, when they are reported.
     assert_eq!(report.fetch_transfers, 0);
+    assert_eq!(reads, 2, "one device-to-host read per epoch");
 }
 
 #[test]

@@ -713,3 +713,66 @@ fn durations_read_as_tensorpack_writes_them() {
         assert_eq!(humanize_duration(duration), text, "{duration:?}");
     }
 }
+
+// ---------- ProgressBar off a terminal ----------
+
+#[test]
+fn progress_bar_off_a_terminal_writes_no_control_codes_and_bounded_lines() {
+    if in_child() {
+        // The default callbacks (the progress bar, showing the loss at every step, the writers,
+        // the scalar printer), 3 epochs of 4 steps, with stdout and stderr piped by the parent.
+        let device = burn_stoker::device::cpu();
+        let defaults = DefaultCallbacks {
+            progress: Some(burn_stoker::track::ProgressBar::new().show(["loss"]).refresh_every(1)),
+            ..DefaultCallbacks::default()
+        };
+        let report = Trainer::new(
+            tiny_model(&device),
+            burn::optim::SgdConfig::new().init(),
+            tiny_data(STEPS, &device),
+        )
+        .max_epoch(3)
+        .log_dir(scratch_dir("progress-off-terminal"))
+        .handle_signals(false)
+        .default_callbacks(defaults)
+        // A statistic per epoch, for the scalar printer to print.
+        .callbacks(burn_stoker::debug::CallbackFactory::<Linear>::new().trigger(|ctx| {
+            let epoch = ctx.epoch_num() as f64;
+            ctx.monitors().put_scalar("statistic", epoch / 8.0);
+        }))
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .unwrap();
+        assert_eq!(report.outcome, Outcome::Finished);
+        return;
+    }
+    let name = "progress_bar_off_a_terminal_writes_no_control_codes_and_bounded_lines";
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .expect("running the test binary");
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "child failed:\n{stdout}\n{stderr}");
+    for (stream, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        // No escape sequence (cursor movement, colour, line clearing) and no carriage return
+        // redrawing a line: what a log file or a CI console receives is plain lines.
+        assert!(!text.contains('\u{1b}'), "{stream} holds an escape sequence: {text:?}");
+        assert!(!text.contains('\r'), "{stream} holds a carriage return: {text:?}");
+        for line in text.lines() {
+            assert!(line.chars().count() <= 200, "{stream}: a line of {} characters: {line:?}", line.len());
+        }
+        // The bar itself stays quiet: no frame of it is printed.
+        assert!(!text.contains("epoch 1/3 ["), "{stream} holds the progress bar: {text}");
+    }
+    // What was printed is there: the scalar printer's line of each epoch.
+    let all = format!("{stdout}{stderr}");
+    for value in ["0.125", "0.25", "0.375"] {
+        assert!(
+            all.lines().any(|l| l.contains("statistic") && l.contains(value)),
+            "no statistic {value}:\n{all}"
+        );
+    }
+    // Bounded: a few lines per epoch (the scalar printer's), not one per step or per redraw.
+    let lines = stdout.lines().count() + stderr.lines().count();
+    assert!(lines <= 40, "{lines} lines for 3 epochs of 4 steps:\n{stdout}\n{stderr}");
+}

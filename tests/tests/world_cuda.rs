@@ -4,7 +4,9 @@
 //! same samples (SGD and Adam, within 1e-5 after 50 steps), and the replicas are bit-identical.
 //!
 //! Runs with 2 or more CUDA devices (`cargo test -p stoker-tests --features cuda --release --test
-//! world_cuda -- --nocapture`); with fewer, each test prints why it skipped and passes.
+//! world_cuda -- --nocapture`); with fewer, each test fails saying why, unless `STOKER_SKIP_CUDA=1`
+//! is set (then it prints why it skipped and passes): enabling the `cuda` feature asks for these
+//! tests to run.
 
 #![cfg(feature = "cuda")]
 
@@ -21,12 +23,19 @@ const STEPS: usize = 50;
 /// and every CUDA backward in the process (the single-device run's too) reports to it.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// The first two CUDA devices, with autodiff; `None` (after saying why) with fewer than two.
+/// The first two CUDA devices, with autodiff. With fewer than two: a failure naming the
+/// opt-out, or `None` (after saying why) when `STOKER_SKIP_CUDA=1` is set.
 fn two_cuda_devices() -> Option<[Device; 2]> {
     let devices = Device::enumerate(DeviceType::Cuda).autodiff().into_vec();
     if devices.len() < 2 {
-        println!("skipped: {} CUDA device(s), 2 needed", devices.len());
-        return None;
+        let reason = format!("{} CUDA device(s), 2 needed", devices.len());
+        if std::env::var_os("STOKER_SKIP_CUDA").is_some_and(|v| v == "1") {
+            println!("skipped (STOKER_SKIP_CUDA=1): {reason}");
+            return None;
+        }
+        panic!(
+            "{reason}: the `cuda` feature's tests need two CUDA devices; set STOKER_SKIP_CUDA=1 to skip them knowingly"
+        );
     }
     Some([devices[0].clone(), devices[1].clone()])
 }

@@ -3,11 +3,12 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result, check_setting};
 use crate::fetch::Fetched;
+use crate::track::{Clock, MonotonicClock};
 
 /// What [`StepTimeout`] does when a step runs longer than its timeout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,19 +31,20 @@ pub enum TimeoutAction {
     Warn,
 }
 
-/// What the training thread and the watchdog share: atomics only.
+/// What the training thread and the watchdog share: atomics and the clock.
 #[derive(Debug)]
-struct Watch {
+struct Watch<C> {
     /// The global step running now (its number once finished), 0 between steps.
     armed: AtomicU64,
-    /// When it started, in nanoseconds since `origin`.
+    /// When it started, in nanoseconds of `clock`.
     started: AtomicU64,
     /// Its epoch.
     epoch: AtomicU64,
     /// The last step the watchdog reported.
     reported: AtomicU64,
     stop: AtomicBool,
-    origin: Instant,
+    /// Where the time is read: the system's monotonic clock, or a test's `ManualClock`.
+    clock: C,
     /// The steps that timed out (written only when one does).
     timed_out: Mutex<Vec<u64>>,
 }
@@ -82,6 +84,10 @@ struct Watch {
 ///
 /// In data-parallel training it runs on every rank: each watches its own steps.
 ///
+/// The time is read from a [`Clock`] (the system's monotonic clock by default; a
+/// [`ManualClock`](crate::track::ManualClock) with [`clock`](Self::clock) makes a test exact: a
+/// step "takes" what the test advances the clock by, whatever the machine's load).
+///
 /// ```
 /// use std::time::Duration;
 /// use burn_stoker::debug::{StepTimeout, TimeoutAction};
@@ -94,11 +100,11 @@ struct Watch {
 /// # let _ = (watchdog, warner, stopper);
 /// ```
 #[derive(Debug)]
-pub struct StepTimeout {
+pub struct StepTimeout<C = MonotonicClock> {
     timeout: Duration,
     check_every: Option<Duration>,
     action: TimeoutAction,
-    watch: Arc<Watch>,
+    watch: Arc<Watch<C>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -108,21 +114,42 @@ impl StepTimeout {
 
     /// Abort when a step runs longer than `timeout`.
     pub fn new(timeout: Duration) -> Self {
+        StepTimeout::with_watch(timeout, None, TimeoutAction::Abort, MonotonicClock::new())
+    }
+}
+
+impl<C: Clock + Send + Sync + 'static> StepTimeout<C> {
+    fn with_watch(timeout: Duration, check_every: Option<Duration>, action: TimeoutAction, clock: C) -> Self {
         StepTimeout {
             timeout,
-            check_every: None,
-            action: TimeoutAction::Abort,
+            check_every,
+            action,
             watch: Arc::new(Watch {
                 armed: AtomicU64::new(0),
                 started: AtomicU64::new(0),
                 epoch: AtomicU64::new(0),
                 reported: AtomicU64::new(0),
                 stop: AtomicBool::new(false),
-                origin: Instant::now(),
+                clock,
                 timed_out: Mutex::new(Vec::new()),
             }),
             thread: None,
         }
+    }
+    /// Read the time from `clock` instead of the system's monotonic clock (a
+    /// [`ManualClock`](crate::track::ManualClock) in tests). Call it before training.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use burn_stoker::debug::{StepTimeout, TimeoutAction};
+    /// use burn_stoker::track::ManualClock;
+    /// let clock = ManualClock::new();
+    /// // A step "takes" whatever the test advances `clock` by while it runs.
+    /// let timeout = StepTimeout::new(Duration::from_millis(400)).action(TimeoutAction::Fail).clock(clock.clone());
+    /// # let _ = timeout;
+    /// ```
+    pub fn clock<D: Clock + Send + Sync + 'static>(self, clock: D) -> StepTimeout<D> {
+        StepTimeout::with_watch(self.timeout, self.check_every, self.action, clock)
     }
     /// Only warn (see [`TimeoutAction::Warn`]).
     pub fn warn_only(self) -> Self {
@@ -145,9 +172,11 @@ impl StepTimeout {
     }
 
     fn now(&self) -> u64 {
-        self.watch.origin.elapsed().as_nanos() as u64
+        self.watch.clock.now().as_nanos() as u64
     }
+}
 
+impl<C> StepTimeout<C> {
     fn stop_thread(&mut self) {
         if let Some(thread) = self.thread.take() {
             self.watch.stop.store(true, Ordering::Release);
@@ -157,14 +186,14 @@ impl StepTimeout {
     }
 }
 
-impl Drop for StepTimeout {
+impl<C> Drop for StepTimeout<C> {
     fn drop(&mut self) {
         self.stop_thread();
     }
 }
 
 /// The watchdog's loop.
-fn watch(watch: Arc<Watch>, timeout: Duration, period: Duration, action: TimeoutAction) {
+fn watch<C: Clock>(watch: Arc<Watch<C>>, timeout: Duration, period: Duration, action: TimeoutAction) {
     let timeout_nanos = timeout.as_nanos() as u64;
     while !watch.stop.load(Ordering::Acquire) {
         std::thread::park_timeout(period);
@@ -176,7 +205,7 @@ fn watch(watch: Arc<Watch>, timeout: Duration, period: Duration, action: Timeout
         // a race only shortens the time seen.
         let started = watch.started.load(Ordering::Relaxed);
         let epoch = watch.epoch.load(Ordering::Relaxed);
-        let elapsed = (watch.origin.elapsed().as_nanos() as u64).saturating_sub(started);
+        let elapsed = (watch.clock.now().as_nanos() as u64).saturating_sub(started);
         if elapsed <= timeout_nanos || watch.armed.load(Ordering::Acquire) != step {
             continue;
         }
@@ -210,7 +239,7 @@ fn watch(watch: Arc<Watch>, timeout: Duration, period: Duration, action: Timeout
 /// Add `step` to the steps that timed out, once (the watchdog and the training thread may both
 /// see it).
 #[cold]
-fn record_timeout(watch: &Watch, step: u64) {
+fn record_timeout<C>(watch: &Watch<C>, step: u64) {
     let mut steps = watch.timed_out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if !steps.contains(&step) {
         steps.push(step);
@@ -228,7 +257,7 @@ fn exit_now(code: i32) -> ! {
     std::process::exit(code)
 }
 
-impl<M> Callback<M> for StepTimeout {
+impl<M, C: Clock + Send + Sync + 'static> Callback<M> for StepTimeout<C> {
     /// Every rank: each watches its own steps.
     fn chief_only(&self) -> bool {
         false
@@ -286,7 +315,7 @@ impl<M> Callback<M> for StepTimeout {
     }
 }
 
-impl StepTimeout {
+impl<C: Clock + Send + Sync + 'static> StepTimeout<C> {
     /// The step that just ran took `took`, longer than the timeout: warn, fail or stop.
     #[cold]
     fn timed_out<M>(&self, ctx: &mut Context<'_, M>, took: Duration) -> Result<()> {
