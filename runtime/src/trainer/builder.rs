@@ -120,7 +120,8 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         self.settings.max_epoch = max_epoch;
         self
     }
-    /// The first epoch to train (1 unless resuming).
+    /// The first epoch to train (1 unless resuming): between 1 and `max_epoch`, or
+    /// [`train`](Self::train) returns an error. A resumed run takes it from the checkpoint.
     pub fn starting_epoch(mut self, starting_epoch: u64) -> Self {
         self.settings.starting_epoch = starting_epoch;
         self

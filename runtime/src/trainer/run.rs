@@ -99,6 +99,13 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
                 })
             }),
         });
+        // Checked before any arithmetic on it (`starting_epoch - 1` below); a resumed run takes its
+        // epoch from the checkpoint instead. Before the log directory policy touches anything.
+        if checkpoint.is_none() && (starting_epoch == 0 || starting_epoch > max_epoch.max(1)) {
+            early!(Err(Error::msg(format!(
+                "starting_epoch must be between 1 and max_epoch ({max_epoch}), not {starting_epoch}"
+            ))));
+        }
         // A run that resumes nothing from its log directory is a fresh run there: the chief,
         // holding the lock, applies the policy to an earlier run it finds. `auto_resume` says the
         // directory is this run's, checkpoint or not (a run killed before its first checkpoint
@@ -113,7 +120,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             });
         }
         let mut counters = Counters {
-            epoch_num: starting_epoch - 1,
+            epoch_num: starting_epoch.saturating_sub(1),
             global_step: 0,
             local_step: 0,
             starting_epoch,
@@ -124,10 +131,6 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         if let Some(checkpoint) = checkpoint {
             let r = early!(Restored::read(checkpoint, &mut model, &mut optimizer, &mut hyper, &mut counters));
             restored = Some(r);
-        } else if starting_epoch == 0 || starting_epoch > max_epoch.max(1) {
-            early!(Err(Error::msg(format!(
-                "starting_epoch must be between 1 and max_epoch ({max_epoch}), not {starting_epoch}"
-            ))));
         }
         let signals = if handle_signals {
             Some(early!(
