@@ -340,6 +340,37 @@ fn shell_prompt_returns_when_a_signal_comes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Raises `signal` in `after_train`.
+struct RaiseAfterTrain(i32);
+
+impl<M> Callback<M> for RaiseAfterTrain {
+    fn after_train(&mut self, _ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        raise(self.0);
+        Ok(())
+    }
+}
+
+#[test]
+fn signal_during_after_train_is_reported() {
+    let _serial = serial();
+    let dir = scratch_dir("signal-after-train");
+    let seen = Seen::default();
+    let report = train(trainer(&dir, 2), (RaiseAfterTrain(libc::SIGTERM), seen.clone()), &seen).unwrap();
+    assert_eq!(report.outcome, Outcome::Finished);
+    assert_eq!(report.counters.global_step(), 10);
+    assert_eq!(report.late_signal.as_deref(), Some("SIGTERM"));
+    // A run the signal stopped has none: the outcome says it.
+    let report = train(
+        trainer(&scratch_dir("signal-after-train-2"), 2),
+        RaiseAt { signal: libc::SIGINT, step: 3, epoch_end: false },
+        &seen,
+    )
+    .unwrap();
+    assert!(matches!(report.outcome, Outcome::Interrupted { .. }));
+    assert_eq!(report.late_signal, None);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 static CAUGHT: AtomicUsize = AtomicUsize::new(0);
 
 extern "C" fn count_signal(_signal: libc::c_int) {
