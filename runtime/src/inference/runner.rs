@@ -109,6 +109,13 @@ impl InferenceCounts {
 /// set, to its monitors. Without it the runner is `chief_only`: the chief runs the whole set while
 /// the other ranks wait at the next step.
 ///
+/// **Signals.** When the trainer handles signals, a SIGINT or SIGTERM during a pass stops it
+/// before the next batch: its partial results are not put to the monitors (the log names them,
+/// with the epoch and the number of batches run), the pass is not counted in
+/// [`InferenceCounts::passes`], and training stops at the boundary after the event. In a
+/// data-parallel runner every rank still takes part in the one exchange, and a pass cut short on
+/// any rank puts nothing on any rank.
+///
 /// The parameters' defaults let an order target name the bare type: `#[order(after = InferenceRunner)]`.
 pub struct InferenceRunner<D = (), F = ()> {
     data: D,
