@@ -572,6 +572,8 @@ fn error_before_training_has_no_report_and_converts_into_the_crates_error() {
             .expect_err("nothing to resume from");
     assert!(failed.report.is_none(), "no training happened");
     assert!(std::error::Error::source(&failed).is_none(), "transparent: the error's own source");
+}
+
 /// `starting_epoch(0)` is refused with an error naming the bounds, in every build: the check
 /// comes before any arithmetic on the value (a debug build used to panic on `0 - 1` first).
 #[test]

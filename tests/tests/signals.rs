@@ -88,10 +88,12 @@ fn train<K, C: Callbacks<Linear, K>>(
     seen: &Seen,
 ) -> burn_stoker::Result<TrainReport<Linear>> {
     let steps = seen.steps.clone();
-    trainer.callbacks(callbacks).train(move |model: &Linear, batch: Batch, _step: &mut Step<'_>| {
-        steps.fetch_add(1, Ordering::SeqCst);
-        mse(model, batch)
-    })
+    let report =
+        trainer.callbacks(callbacks).train(move |model: &Linear, batch: Batch, _step: &mut Step<'_>| {
+            steps.fetch_add(1, Ordering::SeqCst);
+            mse(model, batch)
+        })?;
+    Ok(report)
 }
 
 fn checkpoint_dir(dir: &Path, step: u64) -> PathBuf {
