@@ -66,13 +66,34 @@ impl ListConfig {
         }
     }
 
-    /// The `SendStat` command this configuration runs.
+    /// The `SendStat` command this configuration runs. The default one names
+    /// `<log_dir>/val-error.txt` as one literal shell word, whatever the directory's name holds
+    /// (quotes, `$(...)`, braces): see [`shell_word`]. (A name that is not UTF-8 reaches the shell
+    /// with its invalid bytes replaced: `SendStat` commands are strings.)
     pub fn command(&self) -> String {
         self.send_command.clone().unwrap_or_else(|| {
             let file = self.log_dir.join("val-error.txt");
-            format!("echo '{{epoch_num}} {{val-error-top1}}' >> '{}'", file.display())
+            format!("echo '{{epoch_num}} {{val-error-top1}}' >> {}", shell_word(&file.to_string_lossy()))
         })
     }
+}
+
+/// `text` as one word of a `SendStat` command: single-quoted for `sh` (a `'` inside becomes
+/// `'\''`: close the quote, an escaped quote, reopen), so that the shell expands nothing in it,
+/// and with its braces doubled, so that `SendStat` reads none of them as a placeholder.
+pub fn shell_word(text: &str) -> String {
+    let mut word = String::with_capacity(text.len() + 2);
+    word.push('\'');
+    for c in text.chars() {
+        match c {
+            '\'' => word.push_str("'\\''"),
+            '{' => word.push_str("{{"),
+            '}' => word.push_str("}}"),
+            c => word.push(c),
+        }
+    }
+    word.push('\'');
+    word
 }
 
 /// tensorpack's ResNet schedule, `[(30, 1e-2), (60, 1e-3), (85, 1e-4), (95, 1e-5)]` over 105

@@ -135,3 +135,30 @@ fn cli_switches_change_what_the_run_does() {
     assert!(stats.iter().all(|e| e.get("val-error-top1").is_some()), "{stats:?}");
     assert_eq!(kept_checkpoints(&plain), [steps_per_epoch, 2 * steps_per_epoch]);
 }
+
+/// The default `SendStat` command names the log directory; a directory whose name holds a quote,
+/// a command substitution and a placeholder is passed to the shell as one literal word: nothing
+/// is injected and the line lands in that directory's `val-error.txt`.
+#[cfg(unix)]
+#[test]
+fn shell_word_keeps_the_log_dir_literal_in_the_send_command() {
+    let marker = format!("stoker-injected-{}", std::process::id());
+    let cwd = std::env::current_dir().unwrap();
+    let _ = std::fs::remove_file(cwd.join(&marker));
+    let dir = scratch_dir("callback-list-quote")
+        .join(format!("a' $(touch {marker}) 'b `touch {marker}` {{epoch_num}} }}{{ \"q\" \\"));
+    let mut config = ListConfig::new(&dir, burn_stoker::device::cpu());
+    config.epochs = 1;
+    config.progress_bar = false;
+    let report = train_with_list(&config).expect("training succeeds");
+    assert_eq!(report.outcome, Outcome::Finished);
+    let injected = cwd.join(&marker).exists();
+    let _ = std::fs::remove_file(cwd.join(&marker));
+    assert!(!injected, "the log directory's name ran as shell code: {} was created", marker);
+    let sent =
+        std::fs::read_to_string(dir.join("val-error.txt")).expect("val-error.txt in the log directory");
+    let lines: Vec<&str> = sent.lines().collect();
+    assert_eq!(lines.len(), 1, "{sent}");
+    assert!(lines[0].starts_with("1 "), "{sent}");
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+}

@@ -1,4 +1,4 @@
-//! Faults injected into the `digits` binary: SIGKILL at random moments, SIGINT, a second SIGINT.
+//! Faults injected into the `digits` binary: SIGKILL at random moments, SIGINT.
 //! Whatever moment a run dies at, `--resume` finishes it with the weights and the `stats.json` of
 //! a run that was never interrupted.
 
@@ -431,46 +431,7 @@ fn sigint_stops_at_a_step_boundary_with_a_checkpoint_and_resume_finishes() {
     let _ = std::fs::remove_dir_all(&reference);
 }
 
-/// The second SIGINT is sent as soon as digits' stderr says the first was received, while the
-/// run writes its checkpoint: sent back to back, the two could merge into one pending signal, and
-/// sent a few milliseconds apart (two `kill` processes), the second could come after the run had
-/// already stopped gracefully.
-#[cfg(unix)]
-#[test]
-fn a_second_sigint_exits_at_once() {
-    let _serial = serial();
-    let dir = scratch_dir("sigint-twice");
-    let pid = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let second = std::sync::Arc::new(Mutex::new(None));
-    let (mut child, stdout, stderr) = spawn_piped(&dir, LONG_EPOCHS, {
-        let (pid, second) = (pid.clone(), second.clone());
-        move |line| {
-            if line.starts_with("stoker: SIGINT received") {
-                send_sigint(pid.load(std::sync::atomic::Ordering::SeqCst));
-                *second.lock().unwrap() = Some(Instant::now());
-            }
-        }
-    });
-    pid.store(child.id(), std::sync::atomic::Ordering::SeqCst);
-    wait_for_first_checkpoint(&mut child, &dir);
-    let first = Instant::now();
-    send_sigint(child.id());
-    // The readers end when digits does; it is reaped only then, so that its pid is not reused
-    // while the stderr reader may still signal it.
-    let stdout = stdout.join().expect("the stdout reader");
-    let stderr = stderr.join().expect("the stderr reader");
-    let exited = Instant::now();
-    let status = child.wait().expect("waiting for digits");
-    let second = second.lock().unwrap().expect("digits' stderr announced the first SIGINT");
-    eprintln!(
-        "second SIGINT {:.2} ms after the first; digits exited {:.2} ms after the second with {status}",
-        (second - first).as_secs_f64() * 1e3,
-        (exited - second).as_secs_f64() * 1e3
-    );
-    assert_eq!(status.code(), Some(130), "{status}; stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(!stdout.contains("interrupted by"), "the run took the graceful path:\n{stdout}");
-    // Whatever the exit cut short, the checkpoints written before it are complete.
-    check_integrity(&dir).unwrap();
-    Checkpoint::latest(&dir).expect("reading the checkpoints").expect("a complete checkpoint");
-    let _ = std::fs::remove_dir_all(&dir);
-}
+// A second SIGINT exits at once: tested deterministically in `tests/tests/signals.rs`
+// (`signal_second_sigint_exits_at_once`: both signals raised from inside the run at known
+// moments), not here, where a second `kill` sent on reading digits' stderr could arrive after
+// the run had already stopped gracefully.

@@ -35,6 +35,7 @@ pub fn time_event_delivery<M: Module, K, C: Callbacks<M, K>>(
             rank: 0,
             world_size: 1,
             world: None,
+            signals: false,
         },
     )?;
     let start = std::time::Instant::now();

@@ -602,3 +602,27 @@ fn error_before_training_has_no_report_and_converts_into_the_crates_error() {
     assert!(failed.report.is_none(), "no training happened");
     assert!(std::error::Error::source(&failed).is_none(), "transparent: the error's own source");
 }
+
+/// `starting_epoch(0)` is refused with an error naming the bounds, in every build: the check
+/// comes before any arithmetic on the value (a debug build used to panic on `0 - 1` first).
+#[test]
+fn starting_epoch_zero_is_an_error_not_an_overflow() {
+    let device = burn_stoker::device::cpu();
+    for (starting_epoch, max_epoch) in [(0, 3), (4, 3), (u64::MAX, 3)] {
+        let result =
+            Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+                .max_epoch(max_epoch)
+                .starting_epoch(starting_epoch)
+                .log_dir(scratch_dir("starting-epoch"))
+                .default_callbacks(DefaultCallbacks::none())
+                .handle_signals(false)
+                .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch));
+        let error = result.expect_err("an out-of-range starting epoch is an error").to_string();
+        assert!(
+            error.contains(&format!(
+                "starting_epoch must be between 1 and max_epoch ({max_epoch}), not {starting_epoch}"
+            )),
+            "{error}"
+        );
+    }
+}

@@ -828,3 +828,149 @@ fn a_resumed_run_gets_the_same_scheduler_values_as_an_uninterrupted_one() {
     assert_used(&straight, &expected);
     assert_resumed_equal(&straight, &resumed, 6);
 }
+
+// ---------------------------------------------------------------------------------------------
+// HumanHyperParamSetter: what is put in the file's place
+
+/// Train in a thread; wait for it at most `limit` (a test that hangs fails instead).
+fn train_within<T: Send + 'static>(
+    limit: std::time::Duration,
+    train: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(train());
+    });
+    receiver.recv_timeout(limit).expect("training ended (a blocked read of hyper.txt holds it)")
+}
+
+/// Replaces `hyper.txt` with what `make` puts there at the end of epoch 1.
+struct Swap(fn(&Path));
+
+impl Callback<Linear> for Swap {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        if ctx.epoch_num() == 1 {
+            let path = ctx.log_dir().join("hyper.txt");
+            std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+            (self.0)(&path);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(unix)]
+fn mkfifo(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path and a mode.
+    let made = unsafe { libc::mkfifo(name.as_ptr(), 0o600) };
+    assert_eq!(made, 0, "mkfifo {}: {}", path.display(), std::io::Error::last_os_error());
+}
+
+#[cfg(unix)]
+#[test]
+fn hyper_file_fifo_neither_blocks_nor_sets_anything() {
+    // A FIFO (no writer ever opens it) in place of the file from the start, then after epoch 1.
+    let dir = scratch_dir("hyper-file-fifo");
+    mkfifo(&dir.join("hyper.txt"));
+    let used = train_within(std::time::Duration::from_secs(120), move || {
+        record(
+            trainer(&dir, 3, 1).learning_rate(0.1),
+            HumanHyperParamSetter::new("learning_rate"),
+            "learning_rate",
+        )
+    });
+    assert_used(&used, &[0.1, 0.1, 0.1]);
+
+    let dir = scratch_dir("hyper-file-fifo-later");
+    let used = train_within(std::time::Duration::from_secs(120), move || {
+        record(
+            trainer(&dir, 3, 1).learning_rate(0.1),
+            (Swap(mkfifo), HumanHyperParamSetter::new("learning_rate")),
+            "learning_rate",
+        )
+    });
+    assert_used(&used, &[0.1, 0.1, 0.1]);
+}
+
+#[cfg(unix)]
+#[test]
+fn hyper_file_link_to_dev_zero_is_not_read() {
+    // A link to an endless device: read whole, it would take every byte of memory.
+    let peak_before = peak_memory();
+    let dir = scratch_dir("hyper-file-dev-zero");
+    std::os::unix::fs::symlink("/dev/zero", dir.join("hyper.txt")).unwrap();
+    let used = train_within(std::time::Duration::from_secs(120), move || {
+        record(
+            trainer(&dir, 2, 1).learning_rate(0.1),
+            HumanHyperParamSetter::new("learning_rate"),
+            "learning_rate",
+        )
+    });
+    assert_used(&used, &[0.1, 0.1]);
+
+    let dir = scratch_dir("hyper-file-dev-zero-later");
+    let used = train_within(std::time::Duration::from_secs(120), move || {
+        record(
+            trainer(&dir, 3, 1).learning_rate(0.1),
+            (
+                Swap(|path| std::os::unix::fs::symlink("/dev/zero", path).unwrap()),
+                HumanHyperParamSetter::new("learning_rate"),
+            ),
+            "learning_rate",
+        )
+    });
+    assert_used(&used, &[0.1, 0.1, 0.1]);
+    // Nothing was read into memory (reading the device until memory ran out would show here).
+    if let (Some(before), Some(after)) = (peak_before, peak_memory()) {
+        assert!(after - before < 256 << 20, "the peak memory grew from {before} to {after} bytes");
+    }
+}
+
+/// The process's peak resident memory in bytes (Linux's `VmHWM`), where known.
+fn peak_memory() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[test]
+fn hyper_file_over_the_bound_is_not_read_and_one_at_it_is() {
+    let oversize = |path: &Path| {
+        // A valid line, then comments up to one byte past the bound.
+        let mut text = String::from("learning_rate:0.05\n");
+        let limit = HumanHyperParamSetter::MAX_FILE_BYTES as usize;
+        while text.len() < limit + 1 {
+            text.push_str("# padding\n");
+        }
+        text.truncate(limit);
+        text.push('\n');
+        assert_eq!(text.len(), limit + 1);
+        std::fs::write(path, text).unwrap();
+    };
+    let dir = scratch_dir("hyper-file-oversize");
+    let used = record(
+        trainer(&dir, 3, 1).learning_rate(0.1),
+        (Swap(oversize), HumanHyperParamSetter::new("learning_rate")),
+        "learning_rate",
+    );
+    assert_used(&used, &[0.1, 0.1, 0.1]);
+
+    // At the bound exactly, it is read.
+    let at_bound = |path: &Path| {
+        let mut text = String::from("learning_rate:0.05\n");
+        let limit = HumanHyperParamSetter::MAX_FILE_BYTES as usize;
+        while text.len() < limit {
+            text.push('\n');
+        }
+        std::fs::write(path, text).unwrap();
+    };
+    let dir = scratch_dir("hyper-file-at-bound");
+    let used = record(
+        trainer(&dir, 3, 1).learning_rate(0.1),
+        (Swap(at_bound), HumanHyperParamSetter::new("learning_rate")),
+        "learning_rate",
+    );
+    assert_used(&used, &[0.1, 0.05, 0.05]);
+}

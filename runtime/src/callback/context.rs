@@ -39,6 +39,8 @@ pub(crate) struct TrainState<M> {
     pub(crate) world_size: usize,
     /// The agreement with the other ranks in data-parallel training.
     pub(crate) world: Option<Agreement>,
+    /// Whether this run handles SIGINT and SIGTERM (`Trainer::handle_signals`).
+    pub(crate) signals: bool,
 }
 
 /// What a callback sees at an event: the counters, the model, the optimizer, the hyper-parameters,
@@ -150,6 +152,21 @@ impl<M> Context<'_, M> {
     /// Whether a stop was requested, and why.
     pub fn stop_requested(&self) -> Option<&str> {
         self.state.control.stop.as_deref()
+    }
+    /// The signal (`"SIGINT"` or `"SIGTERM"`) received since training started, when the trainer
+    /// handles signals ([`Trainer::handle_signals`](crate::trainer::Trainer::handle_signals)):
+    /// the trainer stops at the next step boundary. A callback that loops for long within one
+    /// event (a validation pass, a prompt) checks it between iterations and returns early, so
+    /// that the first Ctrl-C is seen at once. One atomic load.
+    pub fn interrupted(&self) -> Option<&'static str> {
+        if !self.state.signals {
+            return None;
+        }
+        crate::trainer::interrupt::received().map(crate::trainer::interrupt::static_name)
+    }
+    /// Whether this run handles signals, so that [`interrupted`](Self::interrupted) can answer.
+    pub(crate) fn interrupted_is_watched(&self) -> bool {
+        self.state.signals
     }
     /// Write a checkpoint (see [the checkpoint format](crate::saver#the-checkpoint-format)) at the next
     /// boundary: after the current step's `trigger_step`, or after the current epoch's

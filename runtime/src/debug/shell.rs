@@ -26,6 +26,12 @@ use crate::error::{Error, Result};
 /// continue              resume training (also: c, exit, quit, and the end of the input)
 /// ```
 ///
+/// A SIGINT or SIGTERM (when the trainer handles signals) ends the prompt at once, as `stop`
+/// would: training stops at this boundary with its checkpoint. On stdin (unix) the prompt waits
+/// for input and for the signal together, reading the descriptor itself (unbuffered, so that
+/// several lines pasted at once are all read); a reader given to [`with_io`](Self::with_io) is
+/// checked between lines.
+///
 /// The prompt reads stdin and writes to stderr, or the reader and writer given to
 /// [`with_io`](Self::with_io). A relative file name is relative to the log directory: by
 /// default `<log_dir>/INJECT_SHELL.tmp`, so `touch train_log/INJECT_SHELL.tmp` pauses a run
@@ -49,6 +55,8 @@ pub struct InjectShell {
     path: PathBuf,
     keep_file: bool,
     io: Option<(Box<dyn BufRead + Send>, Box<dyn Write + Send>)>,
+    /// Bytes read from stdin past the last line handled.
+    pending: Vec<u8>,
 }
 
 impl std::fmt::Debug for InjectShell {
@@ -93,6 +101,7 @@ impl InjectShell {
             path: PathBuf::new(),
             keep_file: false,
             io: None,
+            pending: Vec::new(),
         }
     }
     /// The file that pauses training; a relative path is relative to the log directory.
@@ -122,13 +131,13 @@ impl InjectShell {
 
     fn shell<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let io_error = |e: std::io::Error| Error::msg(format!("InjectShell: {e}"));
-        let (mut stdin_lock, mut stderr);
-        let (input, output): (&mut dyn BufRead, &mut dyn Write) = match &mut self.io {
-            Some((input, output)) => (input.as_mut(), output.as_mut()),
+        let mut stderr;
+        let signals = ctx.interrupted_is_watched();
+        let (mut input, output): (Input<'_>, &mut dyn Write) = match &mut self.io {
+            Some((input, output)) => (Input::Reader(input.as_mut()), output.as_mut()),
             None => {
-                stdin_lock = std::io::stdin().lock();
                 stderr = std::io::stderr();
-                (&mut stdin_lock, &mut stderr)
+                (Input::Stdin { pending: &mut self.pending, signals }, &mut stderr)
             }
         };
         writeln!(
@@ -142,11 +151,26 @@ impl InjectShell {
         .map_err(io_error)?;
         let mut line = String::new();
         loop {
+            if let Some(signal) = ctx.interrupted() {
+                writeln!(
+                    output,
+                    "\nInjectShell: {signal} received: leaving the prompt; training stops at this boundary."
+                )
+                .map_err(io_error)?;
+                break;
+            }
             write!(output, "stoker> ").and_then(|()| output.flush()).map_err(io_error)?;
             line.clear();
-            if input.read_line(&mut line).map_err(io_error)? == 0 {
-                writeln!(output).map_err(io_error)?;
-                break;
+            match input.read_line(&mut line).map_err(io_error)? {
+                Read::Line => {}
+                Read::End => {
+                    writeln!(output).map_err(io_error)?;
+                    break;
+                }
+                Read::Signal => continue,
+            }
+            if ctx.interrupted().is_some() {
+                continue;
             }
             match command(line.trim(), ctx, output).map_err(io_error)? {
                 Next::Prompt => {}
@@ -161,6 +185,73 @@ impl InjectShell {
             }
         }
         writeln!(output, "InjectShell: training continues.").and_then(|()| output.flush()).map_err(io_error)
+    }
+}
+
+/// Where the prompt's lines come from.
+enum Input<'a> {
+    Reader(&'a mut dyn BufRead),
+    /// Stdin, read through its descriptor; `signals`: a signal also ends the wait.
+    Stdin {
+        pending: &'a mut Vec<u8>,
+        signals: bool,
+    },
+}
+
+/// What reading a line gave.
+enum Read {
+    Line,
+    End,
+    Signal,
+}
+
+impl Input<'_> {
+    fn read_line(&mut self, line: &mut String) -> std::io::Result<Read> {
+        match self {
+            Input::Reader(reader) => Ok(if reader.read_line(line)? == 0 { Read::End } else { Read::Line }),
+            #[cfg(unix)]
+            Input::Stdin { pending, signals } => stdin_line(pending, *signals, line),
+            #[cfg(not(unix))]
+            Input::Stdin { .. } => {
+                Ok(if std::io::stdin().lock().read_line(line)? == 0 { Read::End } else { Read::Line })
+            }
+        }
+    }
+}
+
+/// One line from descriptor 0 (`pending` keeps what was read past it), waiting for input and,
+/// when `signals`, for a signal together.
+#[cfg(unix)]
+fn stdin_line(pending: &mut Vec<u8>, signals: bool, line: &mut String) -> std::io::Result<Read> {
+    loop {
+        if let Some(end) = pending.iter().position(|&b| b == b'\n') {
+            let rest = pending.split_off(end + 1);
+            line.push_str(&String::from_utf8_lossy(pending));
+            *pending = rest;
+            return Ok(Read::Line);
+        }
+        if signals && !crate::trainer::interrupt::wait_readable_or_signal(0)? {
+            return Ok(Read::Signal);
+        }
+        let mut buf = [0u8; 4096];
+        // SAFETY: read(2) into a local buffer of its length.
+        let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let error = std::io::Error::last_os_error();
+            match error.kind() {
+                std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock => continue,
+                _ => return Err(error),
+            }
+        }
+        if n == 0 {
+            if pending.is_empty() {
+                return Ok(Read::End);
+            }
+            line.push_str(&String::from_utf8_lossy(pending));
+            pending.clear();
+            return Ok(Read::Line);
+        }
+        pending.extend_from_slice(&buf[..n as usize]);
     }
 }
 

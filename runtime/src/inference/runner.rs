@@ -109,6 +109,13 @@ impl InferenceCounts {
 /// set, to its monitors. Without it the runner is `chief_only`: the chief runs the whole set while
 /// the other ranks wait at the next step.
 ///
+/// **Signals.** When the trainer handles signals, a SIGINT or SIGTERM during a pass stops it
+/// before the next batch: its partial results are not put to the monitors (the log names them,
+/// with the epoch and the number of batches run), the pass is not counted in
+/// [`InferenceCounts::passes`], and training stops at the boundary after the event. In a
+/// data-parallel runner every rank still takes part in the one exchange, and a pass cut short on
+/// any rank puts nothing on any rank.
+///
 /// The parameters' defaults let an order target name the bare type: `#[order(after = InferenceRunner)]`.
 pub struct InferenceRunner<D = (), F = ()> {
     data: D,
@@ -314,7 +321,14 @@ where
         let transfers = self.plan.transfers();
         let mut pass = self.data.pass();
         let mut batches = 0u64;
-        while let Some(batch) = pass.next_batch() {
+        // A signal cuts the pass short (checked before each batch: one atomic load).
+        let mut cut_short = None;
+        loop {
+            if let Some(signal) = ctx.interrupted() {
+                cut_short = Some(signal);
+                break;
+            }
+            let Some(batch) = pass.next_batch() else { break };
             self.outputs.clear();
             let returned = (self.forward)(&model, batch?, &mut self.outputs).batch_size();
             if batches == 0 {
@@ -343,11 +357,17 @@ where
         }
         drop(pass);
         let counts = &self.counts.0;
-        counts.passes.fetch_add(1, Ordering::Relaxed);
+        if cut_short.is_none() {
+            counts.passes.fetch_add(1, Ordering::Relaxed);
+        }
         counts.batches.fetch_add(batches, Ordering::Relaxed);
         counts.transfers.fetch_add(self.plan.transfers() - transfers, Ordering::Relaxed);
         if self.data_parallel {
-            return self.combine(ctx, batches);
+            return self.combine(ctx, batches, cut_short);
+        }
+        if let Some(signal) = cut_short {
+            self.report_cut_short(ctx, signal, batches);
+            return Ok(());
         }
         if batches == 0 {
             return Err(Error::Data("InferenceRunner: the inference data produced no batch".into()));
@@ -362,13 +382,33 @@ where
 }
 
 impl<D, F> InferenceRunner<D, F> {
+    /// A pass cut short by a signal: its partial results are dropped (the inferencers' state is
+    /// reset at the next pass), and the log says so.
+    #[cold]
+    fn report_cut_short<M>(&mut self, ctx: &Context<'_, M>, signal: &str, batches: u64) {
+        let names: Vec<String> =
+            self.inferencers.iter_mut().flat_map(|i| i.after_inference()).map(|(name, _)| name).collect();
+        eprintln!(
+            "stoker: InferenceRunner: {signal} received: the inference pass of epoch {} (global step {}) stopped after {batches} batches; its results ({}) are not written",
+            ctx.epoch_num(),
+            ctx.global_step(),
+            names.join(", ")
+        );
+    }
+
     /// After a data-parallel pass: the inferencers' partial sums summed over the ranks (one
     /// [`Context::sum_over_ranks`]), handed back, and the results put on the chief alone.
     ///
     /// The values: how many values every rank sends (so ranks whose inferencers differ fail
-    /// instead of mixing), this rank's batches, then each inferencer's partial sums in turn.
-    fn combine<M: Module>(&mut self, ctx: &mut Context<'_, M>, batches: u64) -> Result<()> {
-        let mut values = vec![0.0, batches as f64];
+    /// instead of mixing), this rank's batches, whether a signal cut this rank's pass short, then
+    /// each inferencer's partial sums in turn. A pass cut short on any rank puts nothing on any.
+    fn combine<M: Module>(
+        &mut self,
+        ctx: &mut Context<'_, M>,
+        batches: u64,
+        cut_short: Option<&'static str>,
+    ) -> Result<()> {
+        let mut values = vec![0.0, batches as f64, f64::from(u8::from(cut_short.is_some()))];
         let mut lengths = Vec::with_capacity(self.inferencers.len());
         for inferencer in &self.inferencers {
             let partial = inferencer.partial().ok_or_else(|| {
@@ -391,12 +431,19 @@ impl<D, F> InferenceRunner<D, F> {
                 ctx.world_size()
             )));
         }
+        if values[2] > 0.0 {
+            if ctx.is_chief() {
+                let signal = cut_short.or_else(|| ctx.interrupted()).unwrap_or("a signal");
+                self.report_cut_short(ctx, signal, batches);
+            }
+            return Ok(());
+        }
         if values[1] == 0.0 {
             return Err(Error::Data(
                 "InferenceRunner: the inference data produced no batch on any rank".into(),
             ));
         }
-        let mut rest = &values[2..];
+        let mut rest = &values[3..];
         for (inferencer, len) in self.inferencers.iter_mut().zip(lengths) {
             let (summed, tail) = rest.split_at(len);
             inferencer.merge(summed)?;

@@ -1,8 +1,8 @@
 //! tensorpack's `HumanHyperParamSetter`.
 
 use std::borrow::Cow;
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 
 use super::Target;
 use crate::Result;
@@ -18,6 +18,12 @@ use crate::callback::{Callback, Context};
 /// edit — several setters share one file. At the beginning of training and at every trigger
 /// (after every epoch by default; wrap it in [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) to read
 /// every `k` steps), the file is read and the parameter's line sets it.
+///
+/// Only a regular file (or a link to one) of at most [`MAX_FILE_BYTES`](Self::MAX_FILE_BYTES)
+/// (1 MiB) is read: a FIFO, a device (a link to `/dev/zero`), a directory or a larger file is a
+/// warning and the value stays, so that nothing put in the file's place can block training or
+/// exhaust its memory. The file is opened without blocking (a FIFO without a writer does not hold
+/// the open) and checked once open, so a file swapped between the check and the read is caught.
 ///
 /// The file never stops training: a missing or unreadable file, a line that is not `name:value`,
 /// a value for this parameter that is not a finite number, or no line for it, is a warning on
@@ -91,6 +97,9 @@ struct Reading {
 }
 
 impl HumanHyperParamSetter {
+    /// The largest file read, in bytes (1 MiB): a larger one is a warning and the value stays.
+    pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
     /// Set `param` (`"learning_rate"` or a registered name) from `hyper.txt` in the log directory.
     pub fn new(param: impl Into<Cow<'static, str>>) -> Self {
         HumanHyperParamSetter {
@@ -164,7 +173,7 @@ impl HumanHyperParamSetter {
 
     /// Read the file and set the parameter from it; problems become warnings.
     fn read_and_set<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let reading = match std::fs::read_to_string(&self.path) {
+        let reading = match read_bounded(&self.path, Self::MAX_FILE_BYTES) {
             Ok(text) => self.parse(&text),
             Err(e) => Reading {
                 value: None,
@@ -196,10 +205,10 @@ impl HumanHyperParamSetter {
     /// Create the file, or add the parameter's line to it, with the current value (then seen).
     fn ensure_line(&mut self, value: f64) -> std::io::Result<()> {
         let line = format!("{}:{value:?}\n", self.target.param);
-        match std::fs::read_to_string(&self.path) {
+        match read_bounded(&self.path, Self::MAX_FILE_BYTES) {
             Ok(text) if self.has_line(&text) => Ok(()),
             Ok(text) => {
-                let mut file = std::fs::OpenOptions::new().append(true).open(&self.path)?;
+                let mut file = open_regular(std::fs::OpenOptions::new().append(true), &self.path)?;
                 let separator = if text.is_empty() || text.ends_with('\n') { "" } else { "\n" };
                 file.write_all(format!("{separator}{line}").as_bytes())?;
                 self.seen = Some(value);
@@ -219,6 +228,43 @@ impl HumanHyperParamSetter {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Open `path` with `options` without blocking on a FIFO (no open of a FIFO waits for the
+/// other end), and keep it only if it is a regular file.
+fn open_regular(options: &mut std::fs::OpenOptions, path: &Path) -> std::io::Result<std::fs::File> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        let what =
+            if kind.is_dir() { "a directory" } else { "not a regular file (a FIFO, a socket or a device)" };
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("it is {what}; only a regular file is read"),
+        ));
+    }
+    Ok(file)
+}
+
+/// The text of the regular file at `path`, if it holds at most `limit` bytes.
+fn read_bounded(path: &Path, limit: u64) -> std::io::Result<String> {
+    let file = open_regular(std::fs::OpenOptions::new().read(true), path)?;
+    let mut text = String::new();
+    // One byte more than the limit tells a file at the limit from a larger one, whatever the
+    // size its metadata claims (a file still being written).
+    file.take(limit + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("it is larger than {limit} bytes, the most that is read"),
+        ));
+    }
+    Ok(text)
 }
 
 impl<M> Callback<M> for HumanHyperParamSetter {

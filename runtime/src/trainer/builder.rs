@@ -120,7 +120,8 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         self.settings.max_epoch = max_epoch;
         self
     }
-    /// The first epoch to train (1 unless resuming).
+    /// The first epoch to train (1 unless resuming): between 1 and `max_epoch`, or
+    /// [`train`](Self::train) returns an error. A resumed run takes it from the checkpoint.
     pub fn starting_epoch(mut self, starting_epoch: u64) -> Self {
         self.settings.starting_epoch = starting_epoch;
         self
@@ -222,8 +223,20 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     }
     /// Whether SIGINT and SIGTERM stop training gracefully (on by default): at the next step
     /// boundary a checkpoint is written, `after_train` runs everywhere, the monitors are flushed
-    /// and the run returns [`Outcome::Interrupted`]; a second signal exits at once. While no
-    /// trainer runs, the signals act as they did before.
+    /// and the run returns [`Outcome::Interrupted`]; a second signal exits at once with status
+    /// 128 + the signal's number.
+    ///
+    /// Long loops see the first signal too ([`Context::interrupted`](crate::callback::Context::interrupted)):
+    /// an [`InferenceRunner`](crate::inference::InferenceRunner) pass stops early without writing
+    /// its results, a resumed run's data replay ends the run before its first step (no checkpoint
+    /// is written; the one resumed from stays the latest), the
+    /// [`InjectShell`](crate::debug::InjectShell) prompt returns. A signal during `after_train`
+    /// is reported in [`TrainReport::late_signal`](crate::trainer::TrainReport::late_signal).
+    ///
+    /// The handler is installed with `sigaction` when training starts and the previous actions
+    /// (the default, or the program's own handler) are put back when the last running trainer
+    /// returns: while no trainer runs, the signals act as they did before. A signal whose action
+    /// is *ignore* when training starts (`nohup`, a background job) is left ignored.
     pub fn handle_signals(mut self, enable: bool) -> Self {
         self.settings.handle_signals = enable;
         self

@@ -1,47 +1,57 @@
 //! SIGINT / SIGTERM: ask the running trainers to stop at the next step boundary; a second signal
 //! exits at once.
 //!
-//! The handler is installed once per process, through signal-hook (which chains to handlers
-//! installed before it, so other libraries keep theirs). While no trainer runs, a signal does
-//! what it did before stoker: when nothing else handled it, the default action (the process
-//! ends). While a trainer runs, the first SIGINT or SIGTERM is recorded and every running trainer
-//! stops at its next step boundary, writes a checkpoint, runs `after_train` and returns; a second
-//! one ends the process at once with status 128 + the signal's number.
+//! While at least one trainer that handles signals runs, stoker's handler is the process's
+//! action for SIGINT and SIGTERM; when the last such trainer returns, the actions found before
+//! it (the default one, the program's own handler) are put back, so outside training the
+//! signals do what they did before stoker. A signal whose action was *ignore* when training
+//! started (`nohup`, a shell's background job) is left ignored: stoker installs nothing for it.
+//!
+//! During training, the first SIGINT or SIGTERM is recorded and every running trainer stops at
+//! its next step boundary, writes a checkpoint, runs `after_train` and returns; loops inside
+//! callbacks (a validation pass, the data replay of a resumed run, the `InjectShell` prompt)
+//! check the record and end early. A second signal ends the process at once with status
+//! 128 + the signal's number.
+//!
+//! The handler touches atomics, writes one byte to a pipe (for a prompt waiting in `poll`) and
+//! may call `_exit`: all async-signal-safe.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The signal received while trainers ran (0: none).
 static RECEIVED: AtomicUsize = AtomicUsize::new(0);
-/// How many trainers handle signals now.
-static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 
-/// A running trainer's hold on the signal handler; dropping it lets signals act as before.
+/// A running trainer's hold on the signal handler; dropping the last one puts the previous
+/// actions back.
 #[derive(Debug)]
 pub(crate) struct SignalGuard(());
 
 impl SignalGuard {
-    /// Install the handler (once per process) and count this trainer in.
+    /// Install the handler (when no trainer holds it yet) and count this trainer in.
     pub(crate) fn install() -> std::io::Result<SignalGuard> {
-        platform::install_once()?;
-        if ACTIVE.fetch_add(1, Ordering::SeqCst) == 0 {
-            RECEIVED.store(0, Ordering::SeqCst);
-        }
+        platform::acquire()?;
         Ok(SignalGuard(()))
     }
 
     /// The signal received since the trainers started, if any: a relaxed load, nothing more.
     #[inline]
     pub(crate) fn received(&self) -> Option<i32> {
-        match RECEIVED.load(Ordering::Relaxed) {
-            0 => None,
-            signal => Some(signal as i32),
-        }
+        received()
     }
 }
 
 impl Drop for SignalGuard {
     fn drop(&mut self) {
-        ACTIVE.fetch_sub(1, Ordering::SeqCst);
+        platform::release();
+    }
+}
+
+/// The signal received since the running trainers started, if any.
+#[inline]
+pub(crate) fn received() -> Option<i32> {
+    match RECEIVED.load(Ordering::Relaxed) {
+        0 => None,
+        signal => Some(signal as i32),
     }
 }
 
@@ -50,57 +60,193 @@ pub(crate) fn signal_name(signal: i32) -> String {
     platform::name(signal)
 }
 
+/// `"SIGINT"`, `"SIGTERM"`, or `"a signal"` for any other number.
+pub(crate) fn static_name(signal: i32) -> &'static str {
+    match signal_name(signal).as_str() {
+        "SIGINT" => "SIGINT",
+        "SIGTERM" => "SIGTERM",
+        _ => "a signal",
+    }
+}
+
+/// Wait until `fd` is readable or a signal is received (unix; `None`: cannot wait that way, read
+/// as usual). `Some(true)`: readable; `Some(false)`: a signal came.
+#[cfg(unix)]
+pub(crate) fn wait_readable_or_signal(fd: i32) -> std::io::Result<bool> {
+    platform::wait_readable_or_signal(fd)
+}
+
 #[cfg(unix)]
 mod platform {
-    use std::sync::OnceLock;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicI32, Ordering};
 
-    use signal_hook::consts::{SIGINT, SIGTERM};
+    use super::RECEIVED;
 
-    use super::{ACTIVE, RECEIVED};
+    const SIGNALS: [i32; 2] = [libc::SIGINT, libc::SIGTERM];
 
-    static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
-    /// Whether the signal's disposition was the default one before stoker (index 0: SIGINT).
-    static WAS_DEFAULT: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
-
-    pub(super) fn install_once() -> std::io::Result<()> {
-        INSTALLED
-            .get_or_init(|| {
-                for (slot, signal) in [SIGINT, SIGTERM].into_iter().enumerate() {
-                    WAS_DEFAULT[slot].store(is_default(signal), Ordering::SeqCst);
-                    // SAFETY: the action only touches atomics and calls signal-hook's
-                    // async-signal-safe `exit` and `emulate_default_handler`.
-                    unsafe { signal_hook::low_level::register(signal, move || on_signal(slot, signal)) }
-                        .map_err(|e| format!("installing the handler of signal {signal}: {e}"))?;
-                }
-                Ok(())
-            })
-            .clone()
-            .map_err(std::io::Error::other)
+    /// The trainers holding the handler, and the actions it replaced (`None`: left alone).
+    struct Held {
+        trainers: usize,
+        previous: [Option<libc::sigaction>; 2],
     }
 
-    fn on_signal(slot: usize, signal: i32) {
-        if ACTIVE.load(Ordering::SeqCst) > 0 {
-            if RECEIVED.swap(signal as usize, Ordering::SeqCst) != 0 {
-                signal_hook::low_level::exit(128 + signal);
+    static HELD: Mutex<Held> = Mutex::new(Held { trainers: 0, previous: [None, None] });
+    /// The write end of the pipe the handler wakes waiting prompts through (-1: none).
+    static WAKE_WRITE: AtomicI32 = AtomicI32::new(-1);
+    static WAKE_READ: AtomicI32 = AtomicI32::new(-1);
+
+    extern "C" fn on_signal(signal: libc::c_int) {
+        if RECEIVED.swap(signal as usize, Ordering::SeqCst) != 0 {
+            // SAFETY: _exit is async-signal-safe.
+            unsafe { libc::_exit(128 + signal) };
+        }
+        let fd = WAKE_WRITE.load(Ordering::SeqCst);
+        if fd >= 0 {
+            let errno = errno_location();
+            // SAFETY: write(2) of one byte to a non-blocking pipe; errno saved and restored.
+            unsafe {
+                let saved = errno.map(|e| *e);
+                let _ = libc::write(fd, b"!".as_ptr().cast(), 1);
+                if let (Some(e), Some(v)) = (errno, saved) {
+                    *e = v;
+                }
             }
-        } else if WAS_DEFAULT[slot].load(Ordering::SeqCst) {
-            let _ = signal_hook::low_level::emulate_default_handler(signal);
         }
     }
 
-    fn is_default(signal: i32) -> bool {
-        // SAFETY: querying the current action with a null new action changes nothing.
+    fn errno_location() -> Option<*mut libc::c_int> {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        // SAFETY: returns the calling thread's errno.
+        return Some(unsafe { libc::__errno_location() });
+        #[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd"))]
+        // SAFETY: returns the calling thread's errno.
+        return Some(unsafe { libc::__error() });
+        #[allow(unreachable_code)]
+        None
+    }
+
+    /// The wake-up pipe, created once (both ends non-blocking and close-on-exec).
+    fn wake_pipe() -> std::io::Result<()> {
+        if WAKE_READ.load(Ordering::SeqCst) >= 0 {
+            return Ok(());
+        }
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) into a two-element array; fcntl on the descriptors just made.
         unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(signal, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_DFL
+            if libc::pipe(fds.as_mut_ptr()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            for fd in fds {
+                libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK);
+                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+            }
+        }
+        WAKE_READ.store(fds[0], Ordering::SeqCst);
+        WAKE_WRITE.store(fds[1], Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Empty the wake-up pipe (a new set of trainers starts without a signal).
+    fn drain() {
+        let fd = WAKE_READ.load(Ordering::SeqCst);
+        let mut buf = [0u8; 64];
+        // SAFETY: read(2) into a local buffer from a non-blocking pipe.
+        while fd >= 0 && unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+    }
+
+    pub(super) fn acquire() -> std::io::Result<()> {
+        let mut held = HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if held.trainers == 0 {
+            wake_pipe()?;
+            drain();
+            RECEIVED.store(0, Ordering::SeqCst);
+            let mut previous = [None, None];
+            for (slot, &signal) in SIGNALS.iter().enumerate() {
+                // SAFETY: a null new action only reads the current one; the action installed
+                // calls an async-signal-safe handler.
+                unsafe {
+                    let mut old: libc::sigaction = std::mem::zeroed();
+                    if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
+                        let error = std::io::Error::last_os_error();
+                        restore(&previous);
+                        return Err(error);
+                    }
+                    if old.sa_sigaction == libc::SIG_IGN {
+                        // Ignored by whoever started the process: it stays ignored.
+                        continue;
+                    }
+                    let mut action: libc::sigaction = std::mem::zeroed();
+                    action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                    action.sa_flags = libc::SA_RESTART;
+                    libc::sigemptyset(&mut action.sa_mask);
+                    if libc::sigaction(signal, &action, &mut old) != 0 {
+                        let error = std::io::Error::last_os_error();
+                        restore(&previous);
+                        return Err(error);
+                    }
+                    previous[slot] = Some(old);
+                }
+            }
+            held.previous = previous;
+        }
+        held.trainers += 1;
+        Ok(())
+    }
+
+    pub(super) fn release() {
+        let mut held = HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.trainers -= 1;
+        if held.trainers == 0 {
+            let previous = std::mem::take(&mut held.previous);
+            restore(&previous);
+        }
+    }
+
+    fn restore(previous: &[Option<libc::sigaction>; 2]) {
+        for (slot, &signal) in SIGNALS.iter().enumerate() {
+            if let Some(old) = &previous[slot] {
+                // SAFETY: putting back an action read from the kernel.
+                unsafe { libc::sigaction(signal, old, std::ptr::null_mut()) };
+            }
+        }
+    }
+
+    pub(super) fn wait_readable_or_signal(fd: i32) -> std::io::Result<bool> {
+        loop {
+            if super::received().is_some() {
+                return Ok(false);
+            }
+            let wake = WAKE_READ.load(Ordering::SeqCst);
+            let mut fds = [
+                libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
+                libc::pollfd { fd: wake, events: libc::POLLIN, revents: 0 },
+            ];
+            let count = if wake >= 0 { 2 } else { 1 };
+            // SAFETY: poll(2) on a local array of `count` descriptors.
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), count, -1) };
+            if ready < 0 {
+                let error = std::io::Error::last_os_error();
+                if error.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(error);
+            }
+            if fds[0].revents != 0 {
+                return Ok(true);
+            }
+            if super::received().is_some() {
+                return Ok(false);
+            }
+            // A byte left from an earlier signal: drop it and wait again.
+            drain();
         }
     }
 
     pub(super) fn name(signal: i32) -> String {
         match signal {
-            SIGINT => "SIGINT".into(),
-            SIGTERM => "SIGTERM".into(),
+            libc::SIGINT => "SIGINT".into(),
+            libc::SIGTERM => "SIGTERM".into(),
             other => format!("signal {other}"),
         }
     }
@@ -108,9 +254,10 @@ mod platform {
 
 #[cfg(not(unix))]
 mod platform {
-    pub(super) fn install_once() -> std::io::Result<()> {
+    pub(super) fn acquire() -> std::io::Result<()> {
         Ok(())
     }
+    pub(super) fn release() {}
     pub(super) fn name(signal: i32) -> String {
         format!("signal {signal}")
     }

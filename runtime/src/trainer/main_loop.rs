@@ -58,16 +58,31 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let mut pass = data.pass();
         self.data_position = DataPosition { passes: 1, batches: 0 };
         if let Some(target) = target {
+            // A signal ends the replay (alone: in a world every rank replays to the same step
+            // and the signal is acted on together at the first boundary).
+            let alone = self.state.world.is_none();
             for _ in 1..target.passes {
+                if alone && let Some(signal) = self.signals.as_ref().and_then(SignalGuard::received) {
+                    self.interrupted_in_replay(signal, target);
+                    return Ok(());
+                }
                 pass = data.pass();
                 self.data_position.passes += 1;
             }
             while self.data_position.batches < target.batches {
+                if alone && let Some(signal) = self.signals.as_ref().and_then(SignalGuard::received) {
+                    self.interrupted_in_replay(signal, target);
+                    return Ok(());
+                }
                 match pass.next_batch() {
                     Some(batch) => drop(batch?),
                     None => break,
                 }
                 self.data_position.batches += 1;
+            }
+            if alone && let Some(signal) = self.signals.as_ref().and_then(SignalGuard::received) {
+                self.interrupted_in_replay(signal, target);
+                return Ok(());
             }
         }
         let mut first = pass.next_batch().transpose()?;
@@ -201,6 +216,23 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             self.write_checkpoint(at)?;
         }
         Ok(())
+    }
+
+    /// A signal while a resumed run replays its data: the run ends before its first step, as
+    /// interrupted, without writing a checkpoint (the one resumed from stays the latest).
+    #[cold]
+    fn interrupted_in_replay(&mut self, signal: i32, target: DataPosition) {
+        let name = signal_name(signal);
+        let resumed = match &self.last_checkpoint {
+            Some(dir) => format!("the checkpoint resumed from, {}, stays the latest", dir.display()),
+            None => "no checkpoint is written".into(),
+        };
+        eprintln!(
+            "stoker: {name} received while replaying the data to the resumed position (pass {} batch {} of pass {} batch {}): the run ends before its first step; {resumed}",
+            self.data_position.passes, self.data_position.batches, target.passes, target.batches
+        );
+        self.state.control.stop.get_or_insert_with(|| format!("interrupted by {name}"));
+        self.interrupted = Some(name);
     }
 
     #[cold]

@@ -16,7 +16,7 @@
 mod builder;
 mod data;
 mod defaults;
-mod interrupt;
+pub(crate) mod interrupt;
 mod lock;
 mod log_dir;
 mod main_loop;

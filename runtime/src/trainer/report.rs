@@ -67,6 +67,11 @@ pub struct TrainReport<M> {
     /// [`SendStat`](crate::monitor::SendStat) (see [`crate::state::WriterQueue`]). Empty when
     /// nothing was dropped.
     pub dropped: Vec<DroppedWork>,
+    /// A SIGINT or SIGTERM (`"SIGINT"`, `"SIGTERM"`) received after the loop's last step
+    /// boundary, during `after_train` or the monitors' final flush: too late to stop anything
+    /// ([`outcome`](Self::outcome) says how the run ended), reported here and on stderr rather
+    /// than dropped. `None` when the signal stopped the run ([`Outcome::Interrupted`]).
+    pub late_signal: Option<String>,
 }
 
 /// A run that ended with an error, with what it had trained: the error, and the report (the

@@ -10,7 +10,7 @@ use burn::module::Module;
 use burn::tensor::Tensor;
 
 use super::builder::{Resume, Settings};
-use super::interrupt::SignalGuard;
+use super::interrupt::{SignalGuard, signal_name};
 use super::lock::LogDirLock;
 use super::log_dir::{self, is_within};
 use super::resume::{DataPosition, Restored};
@@ -99,6 +99,13 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
                 })
             }),
         });
+        // Checked before any arithmetic on it (`starting_epoch - 1` below); a resumed run takes its
+        // epoch from the checkpoint instead. Before the log directory policy touches anything.
+        if checkpoint.is_none() && (starting_epoch == 0 || starting_epoch > max_epoch.max(1)) {
+            early!(Err(Error::msg(format!(
+                "starting_epoch must be between 1 and max_epoch ({max_epoch}), not {starting_epoch}"
+            ))));
+        }
         // A run that resumes nothing from its log directory is a fresh run there: the chief,
         // holding the lock, applies the policy to an earlier run it finds. `auto_resume` says the
         // directory is this run's, checkpoint or not (a run killed before its first checkpoint
@@ -113,7 +120,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             });
         }
         let mut counters = Counters {
-            epoch_num: starting_epoch - 1,
+            epoch_num: starting_epoch.saturating_sub(1),
             global_step: 0,
             local_step: 0,
             starting_epoch,
@@ -124,10 +131,6 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         if let Some(checkpoint) = checkpoint {
             let r = early!(Restored::read(checkpoint, &mut model, &mut optimizer, &mut hyper, &mut counters));
             restored = Some(r);
-        } else if starting_epoch == 0 || starting_epoch > max_epoch.max(1) {
-            early!(Err(Error::msg(format!(
-                "starting_epoch must be between 1 and max_epoch ({max_epoch}), not {starting_epoch}"
-            ))));
         }
         let signals = if handle_signals {
             Some(early!(
@@ -151,6 +154,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
                 rank,
                 world_size,
                 world: None,
+                signals: handle_signals,
             },
         );
         let mut run = early!(run);
@@ -205,6 +209,23 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         let after = run.after_train();
         run.state.monitors.close();
         let result = result.and(after);
+        // A signal that came after the loop's last boundary (during `after_train`, the final
+        // flush) did not stop anything: reported, not dropped. The handlers are put back first,
+        // so nothing can come in between unseen.
+        let late_signal = match run.signals.take() {
+            Some(guard) => {
+                drop(guard);
+                let stopped_by_it = matches!(outcome, Outcome::Interrupted { .. });
+                crate::trainer::interrupt::received().filter(|_| !stopped_by_it).map(|signal| {
+                    let name = signal_name(signal);
+                    eprintln!(
+                        "stoker: {name} received after the last step boundary (during after_train or the monitors' final flush): training had already ended; the run is reported as it ended, with the signal in TrainReport::late_signal"
+                    );
+                    name
+                })
+            }
+            None => None,
+        };
         let report = run.state.model.take().map(|model| TrainReport {
             model,
             outcome,
@@ -212,6 +233,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             fetch_transfers: run.plan.transfers(),
             writer_failures: run.state.monitors.writer_failures(),
             dropped: run.state.monitors.dropped(),
+            late_signal,
         });
         match (result, report) {
             (Ok(()), Some(report)) => Ok(report),
