@@ -6,19 +6,7 @@ use std::sync::Arc;
 
 use burn_stoker::monitor::TensorBoardSink;
 use burn_stoker::state::{Histogram, Image, Record, Value};
-use stoker_tests::scratch_dir;
-
-/// CRC-32C, bit by bit (polynomial 0x82F63B78), independent of the writer's crate.
-fn crc32c(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &byte in data {
-        crc ^= u32::from(byte);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
-        }
-    }
-    !crc
-}
+use stoker_tests::{crc32c, scratch_dir};
 
 fn masked(data: &[u8]) -> u32 {
     let crc = crc32c(data);
