@@ -1,5 +1,10 @@
 //! TensorBoard event files, written by hand: TFRecord framing (lengths and masked CRC-32C) around
 //! `tensorflow.Event` protocol buffers. TensorBoard reads them as it reads TensorFlow's.
+//!
+//! Kept hand-written on purpose: it encodes six protobuf wire shapes of a handful of messages,
+//! checked field by field by `tests/tensorboard_format.rs` and by TensorBoard's own reader in
+//! `tests/monitors.rs`; the `tensorboard-rs` crate is unmaintained, and `prost` with generated
+//! TensorFlow protos would add a build step and dozens of types for these few fields.
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
@@ -176,10 +181,12 @@ impl Drop for TensorBoardSink {
     }
 }
 
+/// The host name for the file name, as TensorFlow's `socket.gethostname()`: the kernel's
+/// (sysinfo's `System::host_name`, which works on macOS and Windows where `/etc/hostname` does
+/// not exist); "localhost" when there is none. Characters other than letters, digits, `-` and `.`
+/// become `_`.
 fn hostname() -> String {
-    let name = std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
+    let name = sysinfo::System::host_name()
         .map(|n| n.trim().to_string())
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "localhost".into());
