@@ -262,7 +262,8 @@ impl CsvSink {
 
     fn header(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         let mut writer = self.writer(out);
-        writer.write_record([EPOCH, GLOBAL_STEP].into_iter().chain(self.columns.iter().map(String::as_str)))?;
+        writer
+            .write_record([EPOCH, GLOBAL_STEP].into_iter().chain(self.columns.iter().map(String::as_str)))?;
         writer.flush()
     }
 
