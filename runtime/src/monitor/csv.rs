@@ -449,6 +449,20 @@ fn split_records(text: &str, separator: char) -> std::result::Result<Vec<Vec<Str
 mod tests {
     use super::*;
 
+    /// The `csv` crate separates fields with one byte: a separator outside ASCII is refused at
+    /// setup, naming it, before any file is written.
+    #[test]
+    fn writer_csv_separator_outside_ascii_is_refused() {
+        let dir = std::env::temp_dir().join(format!("stoker-csv-sep-{}", std::process::id()));
+        let path = dir.join("stats.csv");
+        let error = CsvSink::open(&path, '→', 1, None).unwrap_err().to_string();
+        assert!(error.contains("'→' cannot separate fields"), "{error}");
+        assert!(!path.exists());
+        let sink = CsvSink::open(&path, ';', 1, None).unwrap();
+        assert_eq!(std::fs::read_to_string(sink.path()).unwrap(), "epoch;global_step\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn quoted_fields_split_as_rfc_4180_says() {
         let records = split_records("epoch,\"a,b\",\"say \"\"hi\"\"\"\r\n1,2,\n", ',').unwrap();
