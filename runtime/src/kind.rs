@@ -152,14 +152,18 @@ kinds! {
     crate::monitor::SimpleMovingAverage => SimpleMovingAverage;
     crate::monitor::SendMonitorData => SendMonitorData;
     crate::monitor::SendStat => SendStat;
-    crate::track::GpuMemoryTracker => GpuMemoryTracker;
-    crate::track::GpuUtilizationTracker => GpuUtilizationTracker;
-    crate::track::HostMemoryTracker => HostMemoryTracker;
     crate::track::ProgressBar => ProgressBar;
     <T> crate::track::EstimatedTimeLeft<T> => EstimatedTimeLeft;
     <T> crate::track::ThroughputTracker<T> => ThroughputTracker;
     <T> crate::track::RunTimer<T> => RunTimer;
     <D, F> crate::inference::InferenceRunner<D, F> => InferenceRunner;
+}
+
+#[cfg(feature = "sys-metrics")]
+kinds! {
+    crate::track::GpuMemoryTracker => GpuMemoryTracker;
+    crate::track::GpuUtilizationTracker => GpuUtilizationTracker;
+    crate::track::HostMemoryTracker => HostMemoryTracker;
 }
 
 #[cfg(test)]
@@ -181,10 +185,9 @@ mod tests {
     };
     use crate::saver::{MinSaver, ModelSaver};
     use crate::stop::EarlyStopping;
-    use crate::track::{
-        EstimatedTimeLeft, GpuMemoryTracker, GpuUtilizationTracker, HostMemoryTracker, ProgressBar, RunTimer,
-        ThroughputTracker,
-    };
+    use crate::track::{EstimatedTimeLeft, ProgressBar, RunTimer, ThroughputTracker};
+    #[cfg(feature = "sys-metrics")]
+    use crate::track::{GpuMemoryTracker, GpuUtilizationTracker, HostMemoryTracker};
     use crate::trigger::{EnableCallbackIf, PeriodicCallback, PeriodicTrigger};
 
     fn chief_only<C: Callback<Linear>>(callback: C) -> bool {
@@ -211,8 +214,11 @@ mod tests {
                 chief_only(HyperParamSetterWithFunc::new("learning_rate", |_, v| v)),
             ),
             ("LrSchedulerSetter", chief_only(LrSchedulerSetter::new(lr))),
+            #[cfg(feature = "sys-metrics")]
             ("GpuMemoryTracker", chief_only(GpuMemoryTracker::new())),
+            #[cfg(feature = "sys-metrics")]
             ("GpuUtilizationTracker", chief_only(GpuUtilizationTracker::new())),
+            #[cfg(feature = "sys-metrics")]
             ("HostMemoryTracker", chief_only(HostMemoryTracker::new())),
             ("ThroughputTracker", chief_only(ThroughputTracker::new())),
             (

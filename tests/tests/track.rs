@@ -776,3 +776,31 @@ fn progress_bar_off_a_terminal_writes_no_control_codes_and_bounded_lines() {
     let lines = stdout.lines().count() + stderr.lines().count();
     assert!(lines <= 40, "{lines} lines for 3 epochs of 4 steps:\n{stdout}\n{stderr}");
 }
+
+/// The default build of burn-stoker compiles neither nvml-wrapper (and its darling 0.20, thiserror 1)
+/// nor sysinfo: the trackers that need them are behind the `sys-metrics` feature.
+#[test]
+fn deps_default_build_compiles_neither_nvml_nor_sysinfo() {
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
+    let tree = |features: &[&str]| -> String {
+        let out = std::process::Command::new(env!("CARGO"))
+            .args(["tree", "--offline", "-p", "burn-stoker", "-e", "normal", "--prefix", "none"])
+            .args(features)
+            .args(["--manifest-path", manifest])
+            .output()
+            .expect("cargo runs");
+        assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let default = tree(&[]);
+    for name in ["nvml-wrapper ", "sysinfo ", "darling v0.20", "thiserror v1."] {
+        assert!(
+            !default.lines().any(|l| l.starts_with(name)),
+            "the default build compiles {name}:\n{default}"
+        );
+    }
+    let with = tree(&["--features", "burn-stoker/sys-metrics"]);
+    for name in ["nvml-wrapper ", "sysinfo "] {
+        assert!(with.lines().any(|l| l.starts_with(name)), "sys-metrics does not compile {name}");
+    }
+}

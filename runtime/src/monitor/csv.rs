@@ -75,8 +75,8 @@ impl CsvWriter {
         self.file = file.into();
         self
     }
-    /// Separate the fields with this character instead of `,`. A quote or a line break is an
-    /// error at setup.
+    /// Separate the fields with this character instead of `,`. A quote, a line break or a
+    /// character outside ASCII (the `csv` crate separates with one byte) is an error at setup.
     pub fn separator(mut self, separator: char) -> Self {
         self.separator = separator;
         self
@@ -145,9 +145,9 @@ impl CsvSink {
         starting_epoch: u64,
         restored: Option<&[EpochStats]>,
     ) -> Result<CsvSink> {
-        if matches!(separator, '"' | '\r' | '\n') {
+        if matches!(separator, '"' | '\r' | '\n') || !separator.is_ascii() {
             return Err(Error::msg(format!(
-                "CsvWriter: {separator:?} cannot separate fields (it is a quote or a line break)"
+                "CsvWriter: {separator:?} cannot separate fields (it is a quote, a line break or not ASCII)"
             )));
         }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -251,49 +251,40 @@ impl CsvSink {
         true
     }
 
-    fn field(&self, text: &str, out: &mut String) {
-        if text.contains([self.separator, '"', '\r', '\n']) {
-            out.push('"');
-            out.push_str(&text.replace('"', "\"\""));
-            out.push('"');
-        } else {
-            out.push_str(text);
-        }
+    /// A `csv` writer into `out` with this sink's separator, lines ending with `\n`, fields
+    /// quoted when they must be (RFC 4180).
+    fn writer<'a>(&self, out: &'a mut Vec<u8>) -> csv::Writer<&'a mut Vec<u8>> {
+        csv::WriterBuilder::new()
+            .delimiter(self.separator as u8)
+            .terminator(csv::Terminator::Any(b'\n'))
+            .from_writer(out)
     }
 
-    fn header(&self, out: &mut String) {
-        out.push_str(EPOCH);
-        out.push(self.separator);
-        out.push_str(GLOBAL_STEP);
-        for column in &self.columns {
-            out.push(self.separator);
-            self.field(column, out);
-        }
-        out.push('\n');
+    fn header(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
+        let mut writer = self.writer(out);
+        writer
+            .write_record([EPOCH, GLOBAL_STEP].into_iter().chain(self.columns.iter().map(String::as_str)))?;
+        writer.flush()
     }
 
-    fn row(&self, row: &Row, out: &mut String) {
-        out.push_str(&row.epoch.to_string());
-        out.push(self.separator);
-        out.push_str(&row.global_step.to_string());
-        for column in &self.columns {
-            out.push(self.separator);
-            if let Some(v) = row.values.get(column) {
-                // Debug is the shortest text that parses back to the same f64, with an exponent
-                // for very large or small values; Python's float() and pandas read every form.
-                out.push_str(&format!("{v:?}"));
-            }
-        }
-        out.push('\n');
+    fn row(&self, row: &Row, out: &mut Vec<u8>) -> std::io::Result<()> {
+        let mut writer = self.writer(out);
+        let cells = self.columns.iter().map(|column| {
+            // Debug is the shortest text that parses back to the same f64, with an exponent
+            // for very large or small values; Python's float() and pandas read every form.
+            row.values.get(column).map_or_else(String::new, |v| format!("{v:?}"))
+        });
+        writer.write_record([row.epoch.to_string(), row.global_step.to_string()].into_iter().chain(cells))?;
+        writer.flush()
     }
 
     fn write_file(&self) -> std::io::Result<()> {
-        let mut text = String::new();
-        self.header(&mut text);
+        let mut text = Vec::new();
+        self.header(&mut text)?;
         for row in &self.rows {
-            self.row(row, &mut text);
+            self.row(row, &mut text)?;
         }
-        write_atomic(&self.path, text.as_bytes())
+        write_atomic(&self.path, &text)
     }
 }
 
@@ -367,10 +358,10 @@ impl MonitorSink for CsvSink {
         let written = if self.widen() || !appended || self.behind {
             self.write_file()
         } else {
-            let mut line = String::new();
-            self.row(self.rows.last().expect("a row was added"), &mut line);
+            let mut line = Vec::new();
+            self.row(self.rows.last().expect("a row was added"), &mut line)?;
             match std::fs::OpenOptions::new().append(true).open(&self.path) {
-                Ok(file) => append_whole(file, line.as_bytes()),
+                Ok(file) => append_whole(file, &line),
                 // Removed meanwhile: write it whole again.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.write_file(),
                 Err(e) => Err(e),
@@ -429,53 +420,48 @@ fn parse(text: &str, separator: char) -> std::result::Result<Table, String> {
     Ok(Table { columns, rows })
 }
 
-/// Split CSV text into records of fields (RFC 4180: quoted fields may hold separators, doubled
-/// quotes and line breaks; lines end with `\n` or `\r\n`).
+/// Split CSV text into records of fields with the `csv` crate (RFC 4180: quoted fields may hold
+/// separators, doubled quotes and line breaks; lines end with `\n` or `\r\n`). A file cut short
+/// by a crash (a last line without its line break, or inside a quoted field) is an error.
 fn split_records(text: &str, separator: char) -> std::result::Result<Vec<Vec<String>>, String> {
-    let mut records = Vec::new();
-    let mut record = Vec::new();
-    let mut field = String::new();
-    let mut chars = text.chars().peekable();
-    let mut quoted = false;
-    let mut in_record = false;
-    while let Some(c) = chars.next() {
-        in_record = true;
-        if quoted {
-            match c {
-                '"' if chars.peek() == Some(&'"') => {
-                    chars.next();
-                    field.push('"');
-                }
-                '"' => quoted = false,
-                c => field.push(c),
-            }
-            continue;
-        }
-        match c {
-            '"' if field.is_empty() => quoted = true,
-            c if c == separator => record.push(std::mem::take(&mut field)),
-            '\r' if chars.peek() == Some(&'\n') => {}
-            '\n' => {
-                record.push(std::mem::take(&mut field));
-                records.push(std::mem::take(&mut record));
-                in_record = false;
-            }
-            c => field.push(c),
-        }
-    }
-    if quoted {
+    // Every quote this writer writes is paired (opening and closing, or doubled): an odd count
+    // means the text ends inside a quoted field.
+    if text.bytes().filter(|&b| b == b'"').count() % 2 == 1 {
         return Err("it ends inside a quoted field".into());
     }
-    if in_record {
-        // A last line without its line break: cut short by a crash.
+    if !text.is_empty() && !text.ends_with('\n') {
         return Err("its last line is incomplete".into());
     }
-    Ok(records)
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .delimiter(separator as u8)
+        .from_reader(text.as_bytes());
+    reader
+        .records()
+        .map(|record| {
+            record.map(|r| r.iter().map(str::to_string).collect()).map_err(|e| format!("it is not CSV: {e}"))
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `csv` crate separates fields with one byte: a separator outside ASCII is refused at
+    /// setup, naming it, before any file is written.
+    #[test]
+    fn writer_csv_separator_outside_ascii_is_refused() {
+        let dir = std::env::temp_dir().join(format!("stoker-csv-sep-{}", std::process::id()));
+        let path = dir.join("stats.csv");
+        let error = CsvSink::open(&path, '→', 1, None).unwrap_err().to_string();
+        assert!(error.contains("'→' cannot separate fields"), "{error}");
+        assert!(!path.exists());
+        let sink = CsvSink::open(&path, ';', 1, None).unwrap();
+        assert_eq!(std::fs::read_to_string(sink.path()).unwrap(), "epoch;global_step\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn quoted_fields_split_as_rfc_4180_says() {

@@ -1,5 +1,10 @@
 //! TensorBoard event files, written by hand: TFRecord framing (lengths and masked CRC-32C) around
 //! `tensorflow.Event` protocol buffers. TensorBoard reads them as it reads TensorFlow's.
+//!
+//! Kept hand-written on purpose: it encodes six protobuf wire shapes of a handful of messages,
+//! checked field by field by `tests/tensorboard_format.rs` and by TensorBoard's own reader in
+//! `tests/monitors.rs`; the `tensorboard-rs` crate is unmaintained, and `prost` with generated
+//! TensorFlow protos would add a build step and dozens of types for these few fields.
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
@@ -176,14 +181,39 @@ impl Drop for TensorBoardSink {
     }
 }
 
+/// The host name for the file name, as TensorFlow's `socket.gethostname()`: the kernel's
+/// (never `/etc/hostname`, absent on macOS and stale in some containers); "localhost" when there
+/// is none. Characters other than letters, digits, `-` and `.` become `_`.
 fn hostname() -> String {
-    let name = std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
+    let name = kernel_host_name()
         .map(|n| n.trim().to_string())
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "localhost".into());
     name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' }).collect()
+}
+
+/// The host name from sysinfo's `System::host_name` (feature `sys-metrics`; every platform).
+#[cfg(feature = "sys-metrics")]
+fn kernel_host_name() -> Option<String> {
+    sysinfo::System::host_name()
+}
+
+/// The host name from `gethostname(2)` (without the `sys-metrics` feature, on unix).
+#[cfg(all(not(feature = "sys-metrics"), unix))]
+fn kernel_host_name() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is writable for its whole length, which is passed.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Some(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+/// The host name from `COMPUTERNAME` (without the `sys-metrics` feature, on Windows and others).
+#[cfg(all(not(feature = "sys-metrics"), not(unix)))]
+fn kernel_host_name() -> Option<String> {
+    std::env::var("COMPUTERNAME").ok()
 }
 
 /// TFRecord's masked CRC-32C.
@@ -285,6 +315,19 @@ impl Proto {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With or without `sys-metrics`, the name is the kernel's (what `/proc` says on Linux).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn writer_host_name_is_the_kernels() {
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        let kernel: String = kernel
+            .trim()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+            .collect();
+        assert_eq!(hostname(), kernel);
+    }
 
     #[test]
     fn masked_crc_matches_tensorflow() {

@@ -23,6 +23,9 @@ const MB: f64 = 1e6;
 /// named `PeakMemory(MB)/gpu:<device>`). It runs on every worker in
 /// data-parallel training (not `chief_only`), as in tensorpack.
 ///
+/// Exists with the `sys-metrics` feature only (`burn-stoker = { features = ["sys-metrics"] }`),
+/// which compiles nvml-wrapper and sysinfo.
+///
 /// ```
 /// use burn_stoker::track::GpuMemoryTracker;
 ///

@@ -34,6 +34,9 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 /// value. It runs on every worker in data-parallel training (not `chief_only`), as in
 /// tensorpack.
 ///
+/// Exists with the `sys-metrics` feature only (`burn-stoker = { features = ["sys-metrics"] }`),
+/// which compiles nvml-wrapper and sysinfo.
+///
 /// ```
 /// use burn_stoker::track::GpuUtilizationTracker;
 ///

@@ -18,6 +18,9 @@ const GB: f64 = 1024.0 * 1024.0 * 1024.0;
 /// training. Reading them costs a few small reads of `/proc` per trigger, nothing per step. It
 /// runs on every worker in data-parallel training (not `chief_only`), as in tensorpack.
 ///
+/// Exists with the `sys-metrics` feature only (`burn-stoker = { features = ["sys-metrics"] }`),
+/// which compiles sysinfo and nvml-wrapper.
+///
 /// ```
 /// use burn_stoker::{track::HostMemoryTracker, trigger::PeriodicTrigger};
 ///

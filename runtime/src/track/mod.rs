@@ -13,14 +13,22 @@
 //! | [`RunTimer`] | neon's `RunTimerCallback` | `time/train`, and a line on stderr |
 //! | [`Timed`] | tensorpack's `CallbackTimeLogger` | slow callbacks, on stderr |
 //!
+//! `HostMemoryTracker`, `GpuUtilizationTracker` and `GpuMemoryTracker` (with [`GpuSource`],
+//! [`GpuMemory`] and [`NvmlSource`]) exist with the `sys-metrics` feature only (off by default):
+//! they need sysinfo and nvml-wrapper, which the other trackers do not.
+//!
 //! The trackers that measure time read a [`Clock`]: [`MonotonicClock`] (the default) in
 //! training, a [`ManualClock`] in tests, which makes their results exact.
 
 mod clock;
 mod eta;
+#[cfg(feature = "sys-metrics")]
 mod gpu;
+#[cfg(feature = "sys-metrics")]
 mod gpu_memory;
+#[cfg(feature = "sys-metrics")]
 mod gpu_utilization;
+#[cfg(feature = "sys-metrics")]
 mod host_memory;
 mod progress;
 mod run_timer;
@@ -29,9 +37,13 @@ mod timed;
 
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use eta::EstimatedTimeLeft;
+#[cfg(feature = "sys-metrics")]
 pub use gpu::{GpuMemory, GpuSource, NvmlSource};
+#[cfg(feature = "sys-metrics")]
 pub use gpu_memory::GpuMemoryTracker;
+#[cfg(feature = "sys-metrics")]
 pub use gpu_utilization::GpuUtilizationTracker;
+#[cfg(feature = "sys-metrics")]
 pub use host_memory::HostMemoryTracker;
 pub use progress::ProgressBar;
 pub use run_timer::RunTimer;
