@@ -46,3 +46,44 @@ fn setup_python_packages_go_into_a_virtual_environment_first_on_path() {
 fn setup_train_log_is_ignored_by_git() {
     assert!(read(".gitignore").lines().any(|l| l.trim() == "train_log/"), ".gitignore lists train_log/");
 }
+
+/// Every `--features crate/feature` in the README names a feature that crate's manifest declares
+/// , and the GPU feature has one spelling (it had two: `burn-stoker/wgpu` and `stoker-examples/wgpu`).
+#[test]
+fn setup_readme_feature_spellings_name_real_features() {
+    let manifests = [
+        ("burn-stoker", "runtime"),
+        ("stoker-examples", "examples"),
+        ("stoker-tests", "tests"),
+        ("stoker-bench", "bench"),
+    ];
+    let readme = read("README.md");
+    let mut seen = 0;
+    for spec in readme.split("--features ").skip(1) {
+        let list = spec.split(|c: char| c.is_whitespace() || c == '`').next().unwrap();
+        for feature in list.split(',').filter(|f| f.contains('/')) {
+            let (krate, name) = feature.split_once('/').unwrap();
+            let dir = manifests
+                .iter()
+                .find(|(k, _)| *k == krate)
+                .unwrap_or_else(|| panic!("README.md: `--features {feature}`: no workspace crate `{krate}`"))
+                .1;
+            let manifest = read(&format!("{dir}/Cargo.toml"));
+            let features = manifest.split("[features]").nth(1).expect("a [features] table");
+            let features = features.split("\n[").next().unwrap();
+            assert!(
+                features.lines().any(|l| l.split('=').next().unwrap().trim() == name),
+                "README.md: `--features {feature}`: {dir}/Cargo.toml declares no feature `{name}`"
+            );
+            seen += 1;
+        }
+    }
+    assert!(seen >= 3, "README.md's crate/feature spellings were found ({seen})");
+    let mut wgpu: Vec<&str> = readme
+        .split(|c: char| c.is_whitespace() || c == '`' || c == ',')
+        .filter(|w| w.ends_with("/wgpu"))
+        .collect();
+    wgpu.sort();
+    wgpu.dedup();
+    assert_eq!(wgpu, ["stoker-examples/wgpu"], "README.md spells the GPU feature one way");
+}
