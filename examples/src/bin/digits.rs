@@ -20,7 +20,7 @@ use std::time::Instant;
 use burn_stoker::trainer::{LogDirPolicy, Outcome};
 use burn_stoker::world::Threads;
 use clap::{CommandFactory, Parser};
-use stoker_examples::{DigitsConfig, train_digits, train_digits_in};
+use stoker_examples::{DigitsRun, train_digits, train_digits_in};
 
 /// Train an MLP on the 8x8 handwritten digits with stoker's default callbacks, validation every
 /// epoch, a learning-rate schedule and checkpoints.
@@ -58,11 +58,11 @@ fn main() -> ExitCode {
         Err(error) => usage(clap::error::ErrorKind::InvalidValue, &error.to_string()),
     };
     let log_dir = cli.log_dir;
-    let mut config = DigitsConfig::new(&log_dir, device);
+    let mut config = DigitsRun::new(&log_dir, device);
     config.resume = cli.resume;
     config.log_dir_policy = cli.log_dir_policy;
     if let Some(epochs) = cli.epochs {
-        config.epochs = epochs;
+        config.config.epochs = epochs;
     }
     let threads = cli.threads.unwrap_or(0) as usize;
     let mpi = cli.mpi;
@@ -71,7 +71,7 @@ fn main() -> ExitCode {
         let devices = vec![config.device.clone(); threads];
         Threads::new(devices)
             .run(|world| {
-                let config = DigitsConfig { device: world.device().clone(), ..config.clone() };
+                let config = DigitsRun { device: world.device().clone(), ..config.clone() };
                 train_digits_in(&config, Some(world))
             })
             .map(|mut reports| reports.swap_remove(0))
@@ -117,7 +117,7 @@ fn main() -> ExitCode {
                 100.0 * (1.0 - error)
             );
             println!(
-                "logs in {log_dir}: stats.json, TensorBoard events (tensorboard --logdir {log_dir}), checkpoints/"
+                "logs in {log_dir}: config.json, stats.json, TensorBoard events (tensorboard --logdir {log_dir}), checkpoints/"
             );
             for failure in &report.writer_failures {
                 println!("warning: its logs are incomplete: {failure}");
@@ -137,12 +137,12 @@ fn main() -> ExitCode {
 }
 
 #[cfg(feature = "mpi")]
-fn mpi_world(config: &DigitsConfig) -> burn_stoker::Result<burn_stoker::world::World> {
+fn mpi_world(config: &DigitsRun) -> burn_stoker::Result<burn_stoker::world::World> {
     burn_stoker::world::World::mpi(config.device.clone())
 }
 
 #[cfg(not(feature = "mpi"))]
-fn mpi_world(_config: &DigitsConfig) -> burn_stoker::Result<burn_stoker::world::World> {
+fn mpi_world(_config: &DigitsRun) -> burn_stoker::Result<burn_stoker::world::World> {
     usage(clap::error::ErrorKind::ArgumentConflict, "--mpi needs the example built with `--features mpi`")
 }
 
