@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use burn::config::Config;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::InMemDataset;
@@ -146,19 +147,37 @@ pub fn digit_outputs(model: &Mlp, batch: DigitBatch, out: &mut Outputs) -> Tenso
     loss
 }
 
-/// How to train the digits.
-#[derive(Debug, Clone)]
+/// The example's configuration, burn's way (`#[derive(Config)]`, as in burn's book): what decides
+/// the trained weights. A run saves it as [`CONFIG_FILE`] in its log directory; read it back with
+/// [`Config::load`](burn::config::Config::load). `DigitsConfig::new()` is the README's
+/// configuration; `with_epochs(..)` and the other `with_*` setters change it.
+#[derive(Config, Debug, PartialEq)]
 pub struct DigitsConfig {
-    /// Where the logs go.
-    pub log_dir: PathBuf,
     /// Epochs.
+    #[config(default = 30)]
     pub epochs: u64,
-    /// Samples per batch.
+    /// Samples per batch (the global batch: in a data-parallel world each rank takes its share).
+    #[config(default = 32)]
     pub batch_size: usize,
     /// Hidden units.
+    #[config(default = 256)]
     pub hidden: usize,
-    /// Seed of the split and the data order.
+    /// Seed of the split, the data order and the initial weights.
+    #[config(default = 42)]
     pub seed: u64,
+}
+
+/// The name of the file in the log directory that holds the run's [`DigitsConfig`].
+pub const CONFIG_FILE: &str = "config.json";
+
+/// One run of the digits: its [`DigitsConfig`] and what is not part of it (where the logs go, the
+/// device, which cannot be serialised, and what to do with the log directory).
+#[derive(Debug, Clone)]
+pub struct DigitsRun {
+    /// The configuration, saved as `config.json` in the log directory.
+    pub config: DigitsConfig,
+    /// Where the logs go.
+    pub log_dir: PathBuf,
     /// The device (see `burn_stoker::device`).
     pub device: Device,
     /// Resume from the log directory's latest complete checkpoint when there is one.
@@ -167,19 +186,70 @@ pub struct DigitsConfig {
     pub log_dir_policy: LogDirPolicy,
 }
 
-impl DigitsConfig {
-    /// The README's configuration on `device`.
+impl DigitsRun {
+    /// The README's configuration on `device`, logging into `log_dir`.
     pub fn new(log_dir: impl Into<PathBuf>, device: Device) -> Self {
-        DigitsConfig {
+        DigitsRun {
+            config: DigitsConfig::new(),
             log_dir: log_dir.into(),
-            epochs: 30,
-            batch_size: 32,
-            hidden: 256,
-            seed: 42,
             device,
             resume: false,
             log_dir_policy: LogDirPolicy::default(),
         }
+    }
+}
+
+/// Saves the run's [`DigitsConfig`] as `config.json` in the log directory at `before_train`, on
+/// the chief only, so after the log-directory policy has acted (a backup or a delete takes the
+/// earlier run's `config.json` with it; `config.json` alone does not make a directory hold "an
+/// earlier run"). A run resumed from a checkpoint checks the saved one first: a different
+/// `batch_size`, `hidden` or `seed` would not continue the same run, so training stops with an
+/// error naming the file and each difference; a different `epochs` (training a finished run
+/// further, say) is allowed, said on stderr, and saved.
+#[derive(Debug)]
+pub struct SaveConfig {
+    config: DigitsConfig,
+}
+
+#[callback]
+impl SaveConfig {
+    #[on(before_train)]
+    fn save(&mut self, ctx: &mut Context<'_, Mlp>) -> burn_stoker::Result<()> {
+        if !ctx.is_chief() {
+            return Ok(());
+        }
+        let path = ctx.log_dir().join(CONFIG_FILE);
+        if ctx.global_step() > 0 && path.exists() {
+            let saved = <DigitsConfig as burn::config::Config>::load(&path)
+                .map_err(|e| burn_stoker::Error::msg(format!("reading {}: {e}", path.display())))?;
+            let (old, new) = (&saved, &self.config);
+            let differs: Vec<String> = [
+                ("batch_size", old.batch_size.to_string(), new.batch_size.to_string()),
+                ("hidden", old.hidden.to_string(), new.hidden.to_string()),
+                ("seed", old.seed.to_string(), new.seed.to_string()),
+            ]
+            .into_iter()
+            .filter(|(_, a, b)| a != b)
+            .map(|(name, a, b)| format!("{name} {a} there, {b} now"))
+            .collect();
+            if !differs.is_empty() {
+                return Err(burn_stoker::Error::msg(format!(
+                    "the run in {} was trained with another configuration ({}): resuming it with this one would not continue it; \
+                     resume with the saved configuration, or start afresh (--log-dir-policy backup, or another --log-dir)",
+                    path.display(),
+                    differs.join(", ")
+                )));
+            }
+            if old.epochs != new.epochs {
+                eprintln!(
+                    "digits: {}: epochs {} there, {} now; saved",
+                    path.display(),
+                    old.epochs,
+                    new.epochs
+                );
+            }
+        }
+        burn::config::Config::save(&self.config, &path).map_err(|e| burn_stoker::Error::io(&path, e))
     }
 }
 
@@ -189,9 +259,10 @@ impl DigitsConfig {
 ///
 /// The weights are initialized from the seed and the data order follows it, so that two runs
 /// with one configuration train the same weights, and a run resumed from a checkpoint
-/// (`config.resume`) ends where an uninterrupted one does.
-pub fn train_digits(config: &DigitsConfig) -> burn_stoker::Result<(TrainReport<Mlp>, f64)> {
-    train_digits_in(config, None)
+/// (`run.resume`) ends where an uninterrupted one does. The configuration is saved as
+/// [`CONFIG_FILE`] in the log directory (see [`SaveConfig`]).
+pub fn train_digits(run: &DigitsRun) -> burn_stoker::Result<(TrainReport<Mlp>, f64)> {
+    train_digits_in(run, None)
 }
 
 /// [`train_digits`] as one rank of a data-parallel world: each rank trains on its shard of the
@@ -200,11 +271,12 @@ pub fn train_digits(config: &DigitsConfig) -> burn_stoker::Result<(TrainReport<M
 /// chief's, and the training cost and accuracy it logs are averaged over the ranks. The
 /// validation error is read back on the chief; the other ranks return NaN for it.
 pub fn train_digits_in(
-    config: &DigitsConfig,
+    run: &DigitsRun,
     world: Option<burn_stoker::world::World>,
 ) -> burn_stoker::Result<(TrainReport<Mlp>, f64)> {
+    let config = &run.config;
     let split = load_digits(config.seed, 0.2);
-    let device = &config.device;
+    let device = &run.device;
     let size = world.as_ref().map_or(1, |w| w.size());
     if !config.batch_size.is_multiple_of(size) {
         return Err(burn_stoker::Error::msg(format!(
@@ -236,6 +308,7 @@ pub fn train_digits_in(
         ModelSaver::new(3),
         MinSaver::new("validation_error"),
         TrainingScalars::default(),
+        SaveConfig { config: config.clone() },
     );
     let trainer = Trainer::new(model, AdamConfig::new().init(), train);
     let trainer = match world {
@@ -244,9 +317,9 @@ pub fn train_digits_in(
     };
     let report = trainer
         .max_epoch(config.epochs)
-        .log_dir(&config.log_dir)
-        .auto_resume(config.resume)
-        .log_dir_policy(config.log_dir_policy)
+        .log_dir(&run.log_dir)
+        .auto_resume(run.resume)
+        .log_dir_policy(run.log_dir_policy)
         .default_callbacks(DefaultCallbacks {
             progress: Some(ProgressBar::new().show(["cost", "accuracy"])),
             ..DefaultCallbacks::default()
@@ -255,7 +328,7 @@ pub fn train_digits_in(
         .train(|model: &Mlp, batch: DigitBatch, step: &mut Step<'_>| {
             digit_outputs(model, batch, step.outputs())
         })?;
-    let error = if chief { report_error(&config.log_dir)? } else { f64::NAN };
+    let error = if chief { report_error(&run.log_dir)? } else { f64::NAN };
     Ok((report, error))
 }
 

@@ -1,18 +1,21 @@
 //! The README's main example trains on the real digits to at least 95% validation accuracy and
 //! leaves a complete log directory.
 
+use burn::config::Config;
 use serde_json::Value as Json;
-use stoker_examples::{DigitsConfig, train_digits};
+use stoker_examples::{DigitsConfig, DigitsRun, train_digits};
 use stoker_tests::scratch_dir;
 
 #[test]
 fn the_digits_example_reaches_95_percent_and_writes_its_logs() {
     let dir = scratch_dir("digits");
-    let config = DigitsConfig::new(&dir, burn_stoker::device::cpu());
+    let config = DigitsRun::new(&dir, burn_stoker::device::cpu());
     let (report, error) = train_digits(&config).expect("training succeeds");
     assert_eq!(report.counters.epoch_num(), 30);
     assert_eq!(report.counters.global_step(), 30 * 45, "1437 training samples in batches of 32");
     assert!(error <= 0.05, "validation error {error} is above 5%");
+    let saved = DigitsConfig::load(dir.join("config.json")).expect("the run saved config.json");
+    assert_eq!(saved, config.config, "config.json reads back as the run's configuration");
 
     let stats: Vec<Json> =
         serde_json::from_str(&std::fs::read_to_string(dir.join("stats.json")).unwrap()).unwrap();

@@ -1,14 +1,14 @@
 //! The GPU code path: the same trainer on burn-wgpu (Mesa's llvmpipe where there is no GPU).
 #![cfg(feature = "wgpu")]
 
-use stoker_examples::{DigitsConfig, train_digits};
+use stoker_examples::{DigitsRun, train_digits};
 use stoker_tests::scratch_dir;
 
 #[test]
 fn the_digits_example_trains_on_wgpu() {
     let dir = scratch_dir("wgpu");
-    let mut config = DigitsConfig::new(&dir, burn_stoker::device::wgpu());
-    config.epochs = 3;
+    let mut config = DigitsRun::new(&dir, burn_stoker::device::wgpu());
+    config.config.epochs = 3;
     let (report, error) = train_digits(&config).expect("training on wgpu succeeds");
     assert_eq!(report.counters.global_step(), 3 * 45);
     // One fetch of two scalars per step (the example's training scalars), plus the progress bar's

@@ -19,61 +19,59 @@ use std::time::Instant;
 
 use burn_stoker::trainer::{LogDirPolicy, Outcome};
 use burn_stoker::world::Threads;
-use stoker_examples::{DigitsConfig, train_digits, train_digits_in};
+use clap::{CommandFactory, Parser};
+use stoker_examples::{DigitsRun, train_digits, train_digits_in};
+
+/// Train an MLP on the 8x8 handwritten digits with stoker's default callbacks, validation every
+/// epoch, a learning-rate schedule and checkpoints.
+#[derive(Debug, Parser)]
+#[command(name = "digits")]
+struct Cli {
+    /// Where the logs and checkpoints go.
+    #[arg(long, value_name = "DIR", default_value = "train_log/digits")]
+    log_dir: String,
+    /// Epochs to train (default: the README's 30).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    epochs: Option<u64>,
+    /// The device: cpu, or wgpu (built with `--features stoker-examples/wgpu`).
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Continue from the log directory's latest complete checkpoint.
+    #[arg(long)]
+    resume: bool,
+    /// What a fresh run does when the log directory holds an earlier run: refuse, backup (move it
+    /// aside to DIR.backup-YYYYMMDD-HHMMSS), delete, or keep (write beside it).
+    #[arg(long, value_name = "refuse|backup|delete|keep", default_value = "refuse")]
+    log_dir_policy: LogDirPolicy,
+    /// Train N data-parallel ranks in this process, one thread each, on the device given N times.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "mpi")]
+    threads: Option<u64>,
+    /// One rank per process, started by `mpirun -n N digits --mpi` (built with `--features mpi`).
+    #[arg(long)]
+    mpi: bool,
+}
 
 fn main() -> ExitCode {
-    let mut log_dir = String::from("train_log/digits");
-    let mut epochs = None;
-    let mut device = String::from("cpu");
-    let mut resume = false;
-    let mut log_dir_policy = LogDirPolicy::default();
-    let mut threads = 0usize;
-    let mut mpi = false;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = |name: &str| args.next().unwrap_or_else(|| usage(&format!("{name} needs a value")));
-        match arg.as_str() {
-            "--log-dir" => log_dir = value("--log-dir"),
-            "--epochs" => {
-                epochs = Some(
-                    value("--epochs").parse().unwrap_or_else(|_| usage("--epochs takes a positive integer")),
-                )
-            }
-            "--device" => device = value("--device"),
-            "--resume" => resume = true,
-            "--log-dir-policy" => {
-                log_dir_policy = value("--log-dir-policy")
-                    .parse()
-                    .unwrap_or_else(|e: burn_stoker::Error| usage(&e.to_string()))
-            }
-            "--threads" => {
-                threads = value("--threads")
-                    .parse()
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .unwrap_or_else(|| usage("--threads takes a positive integer"))
-            }
-            "--mpi" => mpi = true,
-            "-h" | "--help" => usage(""),
-            other => usage(&format!("unknown argument `{other}`")),
-        }
-    }
-    let device = match burn_stoker::device::by_name(&device) {
+    let cli = Cli::parse();
+    let device = match burn_stoker::device::by_name(&cli.device) {
         Ok(device) => device,
-        Err(error) => usage(&error.to_string()),
+        Err(error) => usage(clap::error::ErrorKind::InvalidValue, &error.to_string()),
     };
-    let mut config = DigitsConfig::new(&log_dir, device);
-    config.resume = resume;
-    config.log_dir_policy = log_dir_policy;
-    if let Some(epochs) = epochs {
-        config.epochs = epochs;
+    let log_dir = cli.log_dir;
+    let mut config = DigitsRun::new(&log_dir, device);
+    config.resume = cli.resume;
+    config.log_dir_policy = cli.log_dir_policy;
+    if let Some(epochs) = cli.epochs {
+        config.config.epochs = epochs;
     }
+    let threads = cli.threads.unwrap_or(0) as usize;
+    let mpi = cli.mpi;
     let start = Instant::now();
     let result = if threads > 0 {
         let devices = vec![config.device.clone(); threads];
         Threads::new(devices)
             .run(|world| {
-                let config = DigitsConfig { device: world.device().clone(), ..config.clone() };
+                let config = DigitsRun { device: world.device().clone(), ..config.clone() };
                 train_digits_in(&config, Some(world))
             })
             .map(|mut reports| reports.swap_remove(0))
@@ -119,7 +117,7 @@ fn main() -> ExitCode {
                 100.0 * (1.0 - error)
             );
             println!(
-                "logs in {log_dir}: stats.json, TensorBoard events (tensorboard --logdir {log_dir}), checkpoints/"
+                "logs in {log_dir}: config.json, stats.json, TensorBoard events (tensorboard --logdir {log_dir}), checkpoints/"
             );
             for failure in &report.writer_failures {
                 println!("warning: its logs are incomplete: {failure}");
@@ -139,21 +137,16 @@ fn main() -> ExitCode {
 }
 
 #[cfg(feature = "mpi")]
-fn mpi_world(config: &DigitsConfig) -> burn_stoker::Result<burn_stoker::world::World> {
+fn mpi_world(config: &DigitsRun) -> burn_stoker::Result<burn_stoker::world::World> {
     burn_stoker::world::World::mpi(config.device.clone())
 }
 
 #[cfg(not(feature = "mpi"))]
-fn mpi_world(_config: &DigitsConfig) -> burn_stoker::Result<burn_stoker::world::World> {
-    usage("--mpi needs the example built with `--features mpi`")
+fn mpi_world(_config: &DigitsRun) -> burn_stoker::Result<burn_stoker::world::World> {
+    usage(clap::error::ErrorKind::ArgumentConflict, "--mpi needs the example built with `--features mpi`")
 }
 
-fn usage(problem: &str) -> ! {
-    if !problem.is_empty() {
-        eprintln!("error: {problem}");
-    }
-    eprintln!(
-        "usage: digits [--log-dir DIR] [--epochs N] [--device cpu|wgpu] [--resume] [--log-dir-policy refuse|backup|delete|keep] [--threads N | --mpi]"
-    );
-    std::process::exit(if problem.is_empty() { 0 } else { 2 })
+/// Exit as clap does on a bad argument (status 2), saying what is wrong and the usage line.
+fn usage(kind: clap::error::ErrorKind, problem: &str) -> ! {
+    Cli::command().error(kind, problem).exit()
 }

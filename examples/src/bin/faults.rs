@@ -365,8 +365,8 @@ mod faults {
             }
         }
         let device = burn_stoker::device::cpu();
-        let model = Mlp::new(DigitsConfig::new("", device.clone()).hidden, &device)
-            .load_file(checkpoint.dir().join(MODEL_FILE));
+        let model =
+            Mlp::new(DigitsConfig::new().hidden, &device).load_file(checkpoint.dir().join(MODEL_FILE));
         let mut collect = Collect(Vec::new());
         model.visit(&mut collect);
         collect.0

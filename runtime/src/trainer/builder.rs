@@ -56,6 +56,7 @@ pub(super) struct Settings {
     pub(super) resume: Resume,
     pub(super) handle_signals: bool,
     pub(super) world: Option<World>,
+    pub(super) seed: Option<u64>,
 }
 
 impl Default for Settings {
@@ -71,6 +72,7 @@ impl Default for Settings {
             resume: Resume::Fresh,
             handle_signals: true,
             world: None,
+            seed: None,
         }
     }
 }
@@ -198,7 +200,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// checkpoint from elsewhere starts a new run in the log directory, under the policy.
     ///
     /// Random operations inside the step (dropout) draw from the backend's generator, which burn
-    /// does not expose: seed it to repeat them.
+    /// does not expose: [`seed`](Self::seed) it to repeat them.
     pub fn resume_from(mut self, path: impl Into<PathBuf>) -> Self {
         self.settings.resume = Resume::From(path.into());
         self
@@ -219,6 +221,29 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// at the same step boundary. See [`crate::world`].
     pub fn world(mut self, world: World) -> Self {
         self.settings.world = Some(world);
+        self
+    }
+    /// Seed the random operations of training with `seed`: when training starts (after a
+    /// checkpoint is restored, before the callbacks' `setup`), the generator of each device the
+    /// model is on is seeded (burn's `Device::seed`) with `seed + rank` (rank 0 outside a
+    /// data-parallel world), so that what the step draws (dropout, noise) repeats from one run to
+    /// the next whatever the program drew before training. Nothing else in stoker draws random
+    /// numbers: the trainer's own order of work is fixed.
+    ///
+    /// Reproducible with one seed, on one backend and one machine: the weights after N steps of
+    /// a fresh run with the same model, data and step. Not covered, and yours to seed:
+    /// - **the initial weights**: the model is built before the trainer, so seed its device
+    ///   before building it (`device.seed(s)`, then `Config::init(&device)`);
+    /// - **the data order**: a `Vec` of batches is taken in order; a burn `DataLoader` shuffles
+    ///   with the seed given to `DataLoaderBuilder::shuffle(seed)`, and stoker keeps the
+    ///   position in it across a resume (see [`resume_from`](Self::resume_from));
+    /// - **a resumed run's draws**: burn does not expose the generator's state, so a checkpoint
+    ///   does not hold it; a resume seeds afresh and its step draws differ from the ones an
+    ///   uninterrupted run would have made (a step without random operations resumes exactly);
+    /// - **several ranks sharing one device's generator** (threads on one CPU or GPU): the
+    ///   ranks draw from it in whatever order they run.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.settings.seed = Some(seed);
         self
     }
     /// Whether SIGINT and SIGTERM stop training gracefully (on by default): at the next step

@@ -86,6 +86,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             resume,
             handle_signals,
             world: _,
+            seed,
         } = settings;
         // The chief holds the log directory for the whole run (other ranks never write there).
         let chief = world.as_ref().is_none_or(|a| a.rank() == 0);
@@ -131,6 +132,12 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         if let Some(checkpoint) = checkpoint {
             let r = early!(Restored::read(checkpoint, &mut model, &mut optimizer, &mut hyper, &mut counters));
             restored = Some(r);
+        }
+        if let Some(seed) = seed {
+            let rank = world.as_ref().map_or(0, |a| a.rank()) as u64;
+            for device in model.devices() {
+                device.seed(seed.wrapping_add(rank));
+            }
         }
         let signals = if handle_signals {
             Some(early!(

@@ -1,0 +1,54 @@
+//! The `digits` binary's command line (clap): help, bad arguments refused with exit status 2
+//! before anything is trained, `--threads` and `--mpi` mutually exclusive.
+
+use std::process::{Command, Output, Stdio};
+
+use stoker_tests::scratch_dir;
+
+const DIGITS: &str = env!("CARGO_BIN_EXE_digits");
+
+fn digits(args: &[&str]) -> Output {
+    Command::new(DIGITS).args(args).stdin(Stdio::null()).output().expect("running digits")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn cli_help_lists_every_flag_on_stdout() {
+    let out = digits(&["--help"]);
+    assert!(out.status.success(), "{}", out.status);
+    let help = text(&out.stdout);
+    for flag in
+        ["--log-dir", "--epochs", "--device", "--resume", "--log-dir-policy", "--threads", "--mpi", "--help"]
+    {
+        assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
+    }
+    for policy in ["refuse", "backup", "delete", "keep"] {
+        assert!(help.contains(policy), "--help lacks the policy {policy}:\n{help}");
+    }
+    assert_eq!(text(&digits(&["-h"]).stdout).lines().next(), help.lines().next(), "-h is --help");
+}
+
+#[test]
+fn cli_bad_arguments_exit_with_status_2_and_train_nothing() {
+    let dir = scratch_dir("digits-cli");
+    let log_dir = dir.join("log");
+    let log = log_dir.to_str().unwrap();
+    let cases: [(&[&str], &str); 6] = [
+        (&["--threads", "2", "--mpi"], "cannot be used with"),
+        (&["--threads", "0"], "--threads"),
+        (&["--epochs", "0"], "--epochs"),
+        (&["--log-dir-policy", "sometimes"], "refuse"),
+        (&["--device", "tpu"], "tpu"),
+        (&["--frobnicate"], "--frobnicate"),
+    ];
+    for (args, says) in cases {
+        let out = digits(&[&["--log-dir", log, "--epochs", "1"][..], args].concat());
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "digits {args:?}: {}\nstderr:\n{stderr}", out.status);
+        assert!(stderr.contains(says), "digits {args:?}: stderr does not mention `{says}`:\n{stderr}");
+        assert!(!log_dir.exists(), "digits {args:?} wrote {}", log_dir.display());
+    }
+}
