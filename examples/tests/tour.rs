@@ -10,7 +10,7 @@ fn dump_weights(ctx: &mut Context<'_, Mlp>) -> burn_stoker::Result<()> {
     ctx.model()
         .clone()
         .save_file(ctx.log_dir().join(format!("weights-{}.bpk", ctx.epoch_num())))
-        .map_err(burn_stoker::Error::msg)
+        .map_err(burn_stoker::Error::other)
 }
 
 #[callback(on = after_step, every_k_steps = 100)]

@@ -1,9 +1,26 @@
 //! The one error type of stoker.
+//!
+//! Every variant that wraps another error (an I/O error, burn's record or dataset error, a
+//! callback's own error) keeps it: [`std::error::Error::source`] returns it, so a caller can
+//! walk the chain or downcast the cause. The message ([`Display`](fmt::Display)) is complete on
+//! its own: it says what stoker was doing, names the path for anything on disk, and quotes the
+//! cause's message, so printing an error with `{}` shows everything.
 
 use std::fmt;
 use std::path::PathBuf;
 
+/// Any other error, kept as the cause of an [`Error`]: what [`Error::other`] and
+/// [`Error::context`] take, and the source of [`Error::Checkpoint`], [`Error::Data`] and
+/// [`Error::Other`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// What went wrong in a training run, named precisely enough to fix.
+///
+/// [`source`](std::error::Error::source) returns the cause where there is one: the callback's
+/// error for [`Callback`](Error::Callback), the rank's for [`Rank`](Error::Rank), the operating
+/// system's for [`Io`](Error::Io), burn's (or serde's, or the file system's) for
+/// [`Checkpoint`](Error::Checkpoint), the data loader's for [`Data`](Error::Data), any other
+/// library's for [`Other`](Error::Other).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -13,7 +30,7 @@ pub enum Error {
         callback: String,
         /// The event that failed (`"setup"`, `"trigger_epoch"`, ...).
         event: &'static str,
-        /// What the callback said.
+        /// What the callback said (the error's source).
         source: Box<Error>,
     },
     /// Code panicked inside a callback or inside the training step; training stopped cleanly.
@@ -28,7 +45,12 @@ pub enum Error {
     /// A callback asked for a value the training step does not produce, or of the wrong kind.
     Fetch(String),
     /// The data loader failed or produced no batch.
-    Data(String),
+    Data {
+        /// The whole message (the cause's included).
+        message: String,
+        /// The data loader's error (burn's `DatasetError`), when it failed.
+        source: Option<BoxError>,
+    },
     /// A file or directory could not be read or written.
     Io {
         /// The path involved.
@@ -41,7 +63,14 @@ pub enum Error {
     /// A hyper-parameter is unknown or was given an invalid value.
     HyperParam(String),
     /// A checkpoint could not be written, or none could be read to resume from.
-    Checkpoint(String),
+    Checkpoint {
+        /// The whole message: the checkpoint or file, what failed, what to do (the cause's
+        /// message included).
+        message: String,
+        /// The cause: burn's `RecordError` when a model or optimizer does not serialize or
+        /// load, the `std::io::Error` of a file, serde's error for a malformed file.
+        source: Option<BoxError>,
+    },
     /// The loss or the weights stopped being finite numbers. stoker's own checks
     /// ([`TerminateOnNaN`](crate::debug::TerminateOnNaN), the check before a checkpoint) stop
     /// training cleanly with [`Outcome::NonFinite`](crate::trainer::Outcome::NonFinite) instead;
@@ -51,7 +80,7 @@ pub enum Error {
     Rank {
         /// The rank (0 is the chief).
         rank: usize,
-        /// What went wrong there.
+        /// What went wrong there (the error's source).
         source: Box<Error>,
     },
     /// Another rank of the data-parallel world failed (or left it), so this rank stopped at the
@@ -62,6 +91,14 @@ pub enum Error {
     },
     /// Any other failure, with its message.
     Message(String),
+    /// Another library's error (or a callback's own), kept as the source: built by
+    /// [`Error::other`] and [`Error::context`].
+    Other {
+        /// The whole message: what was being done, then the cause's message.
+        message: String,
+        /// The error.
+        source: BoxError,
+    },
 }
 
 impl Error {
@@ -74,6 +111,36 @@ impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io { path: path.into(), source }
     }
+
+    /// Any other error, kept as the source; the message is its own:
+    /// `.map_err(Error::other)?` in a callback keeps the callback's error for the caller to
+    /// downcast.
+    pub fn other(source: impl Into<BoxError>) -> Self {
+        let source = source.into();
+        Error::Other { message: source.to_string(), source }
+    }
+
+    /// Any other error, kept as the source, after what was being done:
+    /// `Error::context("uploading the scalars", e)` reads `uploading the scalars: <e>`.
+    pub fn context(context: impl fmt::Display, source: impl Into<BoxError>) -> Self {
+        let source = source.into();
+        Error::Other { message: format!("{context}: {source}"), source }
+    }
+
+    /// A checkpoint error with no cause but stoker's own judgement.
+    pub fn checkpoint(message: impl Into<String>) -> Self {
+        Error::Checkpoint { message: message.into(), source: None }
+    }
+
+    /// A checkpoint error whose cause is `source`; `message` is the whole message.
+    pub(crate) fn checkpoint_from(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Checkpoint { message: message.into(), source: Some(source.into()) }
+    }
+
+    /// A data error with no cause but stoker's own judgement (no batch, too few batches).
+    pub fn data(message: impl Into<String>) -> Self {
+        Error::Data { message: message.into(), source: None }
+    }
 }
 
 impl fmt::Display for Error {
@@ -85,12 +152,13 @@ impl fmt::Display for Error {
             Error::Panic { location, message } => write!(f, "panic in {location}: {message}"),
             Error::Order(message)
             | Error::Fetch(message)
-            | Error::Data(message)
+            | Error::Data { message, .. }
             | Error::Monitor(message)
             | Error::HyperParam(message)
-            | Error::Checkpoint(message)
+            | Error::Checkpoint { message, .. }
             | Error::NonFinite(message)
-            | Error::Message(message) => f.write_str(message),
+            | Error::Message(message)
+            | Error::Other { message, .. } => f.write_str(message),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
             Error::Rank { rank, source } => write!(f, "rank {rank}: {source}"),
             Error::RankFailed { rank } => {
@@ -100,19 +168,26 @@ impl fmt::Display for Error {
     }
 }
 
+/// The cause is the wrapped error itself (a callback's or a rank's [`Error`] downcasts to
+/// `Error`, not to a `Box`).
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Callback { source, .. } | Error::Rank { source, .. } => Some(source.as_ref()),
             Error::Io { source, .. } => Some(source),
-            _ => None,
+            Error::Data { source, .. } | Error::Checkpoint { source, .. } => {
+                source.as_deref().map(|s| s as &(dyn std::error::Error + 'static))
+            }
+            Error::Other { source, .. } => Some(source.as_ref()),
+            Error::Panic { .. }
+            | Error::Order(_)
+            | Error::Fetch(_)
+            | Error::Monitor(_)
+            | Error::HyperParam(_)
+            | Error::NonFinite(_)
+            | Error::RankFailed { .. }
+            | Error::Message(_) => None,
         }
-    }
-}
-
-impl From<std::io::Error> for Error {
-    fn from(source: std::io::Error) -> Self {
-        Error::Io { path: PathBuf::new(), source }
     }
 }
 

@@ -56,7 +56,7 @@ pub mod trainer;
 pub mod trigger;
 pub mod world;
 
-pub use error::{Error, Result};
+pub use error::{BoxError, Error, Result};
 
 pub use burn_stoker_macros::{Callbacks, callback, fetch, order};
 

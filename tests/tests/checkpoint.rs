@@ -155,7 +155,7 @@ fn a_truncated_file_is_named_and_the_checkpoint_before_it_is_resumed_from() {
 
     let error = Checkpoint::read(root.join("step-15")).unwrap_err();
     let text = error.to_string();
-    assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
     assert!(text.contains(&root.join("step-15").display().to_string()), "{text}");
     assert!(text.contains("incomplete or corrupt"), "{text}");
     assert!(
@@ -190,7 +190,7 @@ fn a_flipped_byte_fails_the_checksum_and_the_checkpoint_before_it_is_used() {
 
     let error = Checkpoint::read(root.join("step-15")).unwrap_err();
     let text = error.to_string();
-    assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
     assert!(text.contains(&root.join("step-15").display().to_string()), "{text}");
     assert!(text.contains("optimizer.bpk fails its checksum (CRC-32C"), "{text}");
     assert_eq!(Checkpoint::latest(&root).unwrap().unwrap().global_step(), 10);
@@ -204,7 +204,7 @@ fn a_flipped_byte_fails_the_checksum_and_the_checkpoint_before_it_is_used() {
     flip_byte(&manifest, None, 0x01);
     let error = Checkpoint::read(root.join("step-20")).unwrap_err();
     let text = error.to_string();
-    assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
     assert!(text.contains(&root.join("step-20").display().to_string()), "{text}");
     assert!(text.contains("incomplete or corrupt"), "{text}");
     let latest = Checkpoint::latest(&dir).unwrap().unwrap();
@@ -227,7 +227,7 @@ fn when_every_checkpoint_is_corrupt_resuming_is_an_error_naming_each() {
         let builder = if auto { builder.auto_resume(true) } else { builder.resume_from(&dir) };
         let error = builder.train(step_fn).expect_err("an error").error;
         let text = error.to_string();
-        assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+        assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
         assert!(text.contains(&format!("no complete checkpoint in {}", root.display())), "{text}");
         assert!(text.contains(&root.join("step-10").display().to_string()), "{text}");
         assert!(text.contains("trainer.json fails its checksum"), "{text}");
@@ -247,7 +247,7 @@ fn when_every_checkpoint_is_corrupt_resuming_is_an_error_naming_each() {
         .train(step_fn)
         .expect_err("an error")
         .error;
-    assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
     assert_eq!(error.to_string(), format!("no checkpoint to resume from in {}", empty.display()));
     assert_eq!(probe.steps(), 0);
 
@@ -477,7 +477,7 @@ fn a_full_disk_fails_the_checkpoint_and_leaves_the_earlier_ones_intact() {
     };
     let root = log.join("checkpoints");
     let text = error.to_string();
-    assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
     assert!(text.contains("writing checkpoint step-15 failed"), "{text}");
     assert!(text.contains(&format!("writing into {}", root.display())), "{text}");
     assert!(text.contains("No space left on device"), "{text}");
@@ -520,7 +520,7 @@ fn a_full_disk_while_writing_the_index_keeps_the_old_index_and_the_new_checkpoin
     };
     let root = log.join("checkpoints");
     let text = error.to_string();
-    assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
     assert!(text.contains("checkpoint step-15 is complete, but updating"), "{text}");
     assert!(text.contains(&root.join("index.json").display().to_string()), "{text}");
     assert!(text.contains("No space left on device"), "{text}");
@@ -950,7 +950,7 @@ fn checkpoint_a_read_error_is_not_corruption_it_is_returned_and_nothing_is_set_a
         fail_reads_with_eio(&path);
         let check = |error: &Error| {
             let text = error.to_string();
-            assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+            assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
             assert!(text.contains(&path.display().to_string()), "{text}");
             assert!(text.contains("Input/output error"), "{text}");
             assert!(!text.contains("corrupt"), "{text}");

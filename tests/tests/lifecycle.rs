@@ -590,7 +590,7 @@ fn error_before_training_has_no_report_and_converts_into_the_crates_error() {
         Ok(report)
     };
     let error = train().expect_err("nothing to resume from");
-    assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
     let failed =
         Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
             .log_dir(&dir)

@@ -251,7 +251,7 @@ fn resume_from_a_missing_directory_is_an_error_naming_it() {
         .train(|model: &Linear, batch: Batch, _step: &mut Step<'_>| mse(model, batch))
         .expect_err("an error")
         .error;
-    assert!(matches!(error, Error::Checkpoint(_)), "{error:?}");
+    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
     assert!(error.to_string().contains("nowhere"), "{error}");
 }
 

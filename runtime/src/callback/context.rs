@@ -189,7 +189,7 @@ impl<M> Context<'_, M> {
     pub fn request_checkpoint_copy(&mut self, name: impl Into<String>) -> Result<()> {
         let name = name.into();
         check_copy_name(&name)
-            .map_err(|why| Error::Checkpoint(format!("the checkpoint copy name {name:?} {why}")))?;
+            .map_err(|why| Error::checkpoint(format!("the checkpoint copy name {name:?} {why}")))?;
         if !self.state.control.copies.contains(&name) {
             self.state.control.copies.push(name);
         }

@@ -20,11 +20,10 @@ pub trait StateCallback {
 
 impl<T: serde::Serialize + serde::de::DeserializeOwned> StateCallback for T {
     fn save(&self) -> Result<serde_json::Value> {
-        serde_json::to_value(self).map_err(|e| Error::msg(format!("saving a callback's state: {e}")))
+        serde_json::to_value(self).map_err(|e| Error::context("saving a callback's state", e))
     }
     fn load(&mut self, state: serde_json::Value) -> Result<()> {
-        *self = serde_json::from_value(state)
-            .map_err(|e| Error::msg(format!("loading a callback's state: {e}")))?;
+        *self = serde_json::from_value(state).map_err(|e| Error::context("loading a callback's state", e))?;
         Ok(())
     }
 }

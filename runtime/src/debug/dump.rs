@@ -26,7 +26,7 @@ pub(crate) const DUMP_QUEUE_CAPACITY: usize = 8;
 pub(crate) struct FileWriter {
     owner: &'static str,
     sender: Option<BoundedSender<(PathBuf, Encode)>>,
-    handle: Option<JoinHandle<std::result::Result<(), String>>>,
+    handle: Option<JoinHandle<Result<()>>>,
 }
 
 impl FileWriter {
@@ -37,19 +37,21 @@ impl FileWriter {
             .spawn(move || {
                 let mut first_error = None;
                 for (path, encode) in receiver {
-                    let written = encode().and_then(|bytes| {
-                        write_atomic(&path, &bytes).map_err(|e| format!("{}: {e}", path.display()))
-                    });
+                    let what = || format!("{owner} could not write {}", path.display());
+                    let written = match encode() {
+                        Ok(bytes) => write_atomic(&path, &bytes).map_err(|e| Error::context(what(), e)),
+                        Err(why) => Err(Error::msg(format!("{}: {why}", what()))),
+                    };
                     if let Err(error) = written
                         && first_error.is_none()
                     {
-                        eprintln!("stoker: {owner} could not write {error}");
+                        eprintln!("stoker: {error}");
                         first_error = Some(error);
                     }
                 }
                 first_error.map_or(Ok(()), Err)
             })
-            .map_err(|e| Error::msg(format!("{owner} could not start its writer thread: {e}")))?;
+            .map_err(|e| Error::context(format!("{owner} could not start its writer thread"), e))?;
         Ok(FileWriter { owner, sender: Some(sender), handle: Some(handle) })
     }
 
@@ -66,7 +68,7 @@ impl FileWriter {
         drop(self.sender.take());
         match self.handle.take().map(JoinHandle::join) {
             Some(Ok(Ok(()))) | None => Ok(()),
-            Some(Ok(Err(error))) => Err(Error::msg(format!("{} could not write {error}", self.owner))),
+            Some(Ok(Err(error))) => Err(error),
             Some(Err(_)) => Err(Error::msg(format!("{}'s writer thread panicked", self.owner))),
         }
     }

@@ -150,7 +150,7 @@ impl TensorPrinter {
         drop(sender);
         match handle.join() {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(Error::msg(format!("TensorPrinter could not write: {e}"))),
+            Ok(Err(e)) => Err(Error::context("TensorPrinter could not write", e)),
             Err(_) => Err(Error::msg("TensorPrinter's writer thread panicked")),
         }
     }
@@ -181,7 +181,7 @@ impl<M> Callback<M> for TensorPrinter {
                 }
                 result
             })
-            .map_err(|e| Error::msg(format!("TensorPrinter could not start its thread: {e}")))?;
+            .map_err(|e| Error::context("TensorPrinter could not start its thread", e))?;
         self.thread = Some((sender, handle));
         Ok(())
     }

@@ -173,10 +173,12 @@ impl StartProcOrThread {
                 Item::Thread { name, body, flag, handle } => {
                     let Some(body) = body.take() else { continue };
                     let flag = flag.clone();
-                    let spawned =
-                        std::thread::Builder::new().name(name.clone()).spawn(move || body(flag)).map_err(
-                            |e| Error::msg(format!("StartProcOrThread could not start thread `{name}`: {e}")),
-                        )?;
+                    let spawned = std::thread::Builder::new()
+                        .name(name.clone())
+                        .spawn(move || body(flag))
+                        .map_err(|e| {
+                            Error::context(format!("StartProcOrThread could not start thread `{name}`"), e)
+                        })?;
                     *handle = Some(spawned);
                 }
                 Item::Process { command, child } => {
@@ -184,7 +186,7 @@ impl StartProcOrThread {
                         continue;
                     }
                     let spawned = command.spawn().map_err(|e| {
-                        Error::msg(format!("StartProcOrThread could not start {command:?}: {e}"))
+                        Error::context(format!("StartProcOrThread could not start {command:?}"), e)
                     })?;
                     *child = Some(spawned);
                 }

@@ -283,7 +283,7 @@ impl<M, C: Clock + Send + Sync + 'static> Callback<M> for StepTimeout<C> {
         let thread = std::thread::Builder::new()
             .name("stoker-StepTimeout".into())
             .spawn(move || watch(watch_state, timeout, period, action))
-            .map_err(|e| Error::msg(format!("StepTimeout could not start its watchdog thread: {e}")))?;
+            .map_err(|e| Error::context("StepTimeout could not start its watchdog thread", e))?;
         self.thread = Some(thread);
         Ok(())
     }

@@ -370,7 +370,7 @@ where
             return Ok(());
         }
         if batches == 0 {
-            return Err(Error::Data("InferenceRunner: the inference data produced no batch".into()));
+            return Err(Error::data("InferenceRunner: the inference data produced no batch"));
         }
         for inferencer in &mut self.inferencers {
             for (name, value) in inferencer.after_inference() {
@@ -439,9 +439,7 @@ impl<D, F> InferenceRunner<D, F> {
             return Ok(());
         }
         if values[1] == 0.0 {
-            return Err(Error::Data(
-                "InferenceRunner: the inference data produced no batch on any rank".into(),
-            ));
+            return Err(Error::data("InferenceRunner: the inference data produced no batch on any rank"));
         }
         let mut rest = &values[3..];
         for (inferencer, len) in self.inferencers.iter_mut().zip(lengths) {

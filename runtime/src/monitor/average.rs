@@ -316,7 +316,7 @@ impl<A: Average> Averages<A> {
 
     fn load_state(&mut self, state: Json) -> Result<()> {
         let bad =
-            |name: &str| Error::Checkpoint(format!("{}: the saved state of `{name}` is malformed", A::OWNER));
+            |name: &str| Error::checkpoint(format!("{}: the saved state of `{name}` is malformed", A::OWNER));
         let Json::Object(state) = state else { return Err(bad(A::STATE)) };
         let names: Vec<String> = self.sampler.names().map(str::to_string).collect();
         self.accs = vec![self.average.empty(); names.len()];

@@ -55,7 +55,7 @@ impl ScalarPrinter {
                 .iter()
                 .map(|p| {
                     Regex::new(p)
-                        .map_err(|e| Error::msg(format!("ScalarPrinter: invalid pattern `{p}`: {e}")))
+                        .map_err(|e| Error::context(format!("ScalarPrinter: invalid pattern `{p}`"), e))
                 })
                 .collect()
         };

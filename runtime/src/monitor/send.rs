@@ -184,7 +184,7 @@ impl CommandRunner {
                 let _done = done;
                 run_commands(owner, &commands, &flag);
             })
-            .map_err(|e| Error::msg(format!("{owner}: starting its command thread: {e}")))?;
+            .map_err(|e| Error::context(format!("{owner}: starting its command thread"), e))?;
         Ok(CommandRunner { owner, sender: Some(sender), queue, worker: Some(worker), finished, abandon })
     }
 

@@ -278,7 +278,7 @@ impl<M> Callback<M> for HumanHyperParamSetter {
         self.seen = match state.get("seen") {
             None | Some(serde_json::Value::Null) => None,
             Some(value) => Some(value.as_f64().ok_or_else(|| {
-                crate::Error::Checkpoint(format!(
+                crate::Error::checkpoint(format!(
                     "{}: the saved value {value} is not a number",
                     self.target.name()
                 ))

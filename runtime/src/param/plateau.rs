@@ -193,7 +193,7 @@ impl<M> Callback<M> for ReduceLrOnPlateau {
     }
     fn load_state(&mut self, state: Json) -> Result<()> {
         let bad = |what: &str| {
-            Error::Checkpoint(format!(
+            Error::checkpoint(format!(
                 "the saved state of ReduceLROnPlateau({}) is malformed: {what}",
                 self.monitor
             ))

@@ -135,7 +135,7 @@ impl<M, F: FnMut(f64) -> f64> Callback<M> for StatMonitorParamSetter<F> {
     }
     fn load_state(&mut self, state: Json) -> Result<()> {
         let bad =
-            || Error::Checkpoint(format!("the saved state of {} is malformed: {state}", self.target.name()));
+            || Error::checkpoint(format!("the saved state of {} is malformed: {state}", self.target.name()));
         let mut observed = VecDeque::with_capacity(self.last_k);
         for pair in state.get("observed").and_then(Json::as_array).ok_or_else(bad)? {
             let step = pair.get(0).and_then(Json::as_u64).ok_or_else(bad)?;

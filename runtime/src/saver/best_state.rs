@@ -100,13 +100,13 @@ impl SaveBestState {
 const BEST_STATE_QUEUE_CAPACITY: usize = 2;
 
 /// A job for the writer thread: read the weights, write the file.
-type Job = Box<dyn FnOnce() -> std::result::Result<(), String> + Send>;
+type Job = Box<dyn FnOnce() -> Result<()> + Send>;
 
 /// The thread writing the best model, and the failures it reports back.
 #[derive(Debug)]
 struct Writer {
     jobs: Option<BoundedSender<Job>>,
-    failures: Receiver<String>,
+    failures: Receiver<Error>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -137,7 +137,7 @@ impl Writer {
     /// The first failure reported so far.
     fn check(&self) -> Result<()> {
         match self.failures.try_recv() {
-            Ok(error) => Err(Error::Checkpoint(error)),
+            Ok(error) => Err(error),
             Err(_) => Ok(()),
         }
     }
@@ -148,7 +148,7 @@ impl Writer {
         if let Some(handle) = self.handle.take()
             && handle.join().is_err()
         {
-            return Err(Error::Checkpoint("the SaveBestState writer thread panicked".into()));
+            return Err(Error::checkpoint("the SaveBestState writer thread panicked"));
         }
         self.check()
     }
@@ -178,7 +178,7 @@ impl<M: Module + 'static> Callback<M> for SaveBestState {
     fn load_state(&mut self, state: Json) -> Result<()> {
         let owner = self.label();
         let bad =
-            |key: &str| Error::Checkpoint(format!("{owner}: the saved state has no valid `{key}`: {state}"));
+            |key: &str| Error::checkpoint(format!("{owner}: the saved state has no valid `{key}`: {state}"));
         self.best = match state.get("best") {
             None | Some(Json::Null) => None,
             Some(value) => Some(parse_f64(value).ok_or_else(|| bad("best"))?),
@@ -229,8 +229,9 @@ impl<M: Module + 'static> Callback<M> for SaveBestState {
             let bytes = model
                 .into_record()
                 .into_bytes()
-                .map_err(|e| format!("{owner}: serializing the model: {e:?}"))?;
-            write_atomic(&target, &bytes).map_err(|e| format!("{owner}: {}: {e}", target.display()))
+                .map_err(|e| Error::checkpoint_from(format!("{owner}: serializing the model: {e}"), e))?;
+            write_atomic(&target, &bytes)
+                .map_err(|e| Error::checkpoint_from(format!("{owner}: writing {}: {e}", target.display()), e))
         }));
         Ok(())
     }

@@ -385,10 +385,13 @@ fn read_index(root: &Path) -> Option<Index> {
 pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Result<PathBuf> {
     let name = checkpoint_name(content.global_step);
     let fail = |what: &str, path: &Path, e: std::io::Error| {
-        Error::Checkpoint(format!(
-            "writing checkpoint {name} failed ({what} {}: {e}); the checkpoints written before are intact",
-            path.display()
-        ))
+        Error::checkpoint_from(
+            format!(
+                "writing checkpoint {name} failed ({what} {}: {e}); the checkpoints written before are intact",
+                path.display()
+            ),
+            e,
+        )
     };
     create_dir_all_synced(root).map_err(|e| fail("creating", root, e))?;
     remove_leftovers(root);
@@ -427,12 +430,17 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Resu
     index.latest = name.clone();
     index.checkpoints = present.into_iter().map(|(_, n)| n).filter(|n| !remove.contains(n)).collect();
     let index_path = root.join(INDEX_FILE);
-    let text = serde_json::to_vec_pretty(&index).map_err(|e| Error::Checkpoint(e.to_string()))?;
+    let text = serde_json::to_vec_pretty(&index).map_err(|e| {
+        Error::checkpoint_from(format!("serializing {}: {e}", root.join(INDEX_FILE).display()), e)
+    })?;
     write_atomic(&index_path, &text).map_err(|e| {
-        Error::Checkpoint(format!(
-            "checkpoint {name} is complete, but updating {} failed: {e}; resume finds {name} all the same",
-            index_path.display()
-        ))
+        Error::checkpoint_from(
+            format!(
+                "checkpoint {name} is complete, but updating {} failed: {e}; resume finds {name} all the same",
+                index_path.display()
+            ),
+            e,
+        )
     })?;
     // The new checkpoint is complete and indexed: an old one that cannot be removed (a busy
     // `.nfs*` file, a file of another user) is worth a warning, not the run.
@@ -448,14 +456,17 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Resu
 /// the previous copy only once the new one is complete.
 pub(crate) fn write_copy(root: &Path, name: &str, content: &Content) -> Result<PathBuf> {
     check_copy_name(name)
-        .map_err(|why| Error::Checkpoint(format!("the checkpoint copy name {name:?} {why}")))?;
+        .map_err(|why| Error::checkpoint(format!("the checkpoint copy name {name:?} {why}")))?;
     create_dir_all_synced(root).map_err(|e| Error::io(root, e))?;
     remove_leftovers(root);
     write_dir(root, name, content).map_err(|e| {
-        Error::Checkpoint(format!(
-            "writing the checkpoint copy {} failed: {e}; the previous copy is intact",
-            root.join(name).display()
-        ))
+        Error::checkpoint_from(
+            format!(
+                "writing the checkpoint copy {} failed: {e}; the previous copy is intact",
+                root.join(name).display()
+            ),
+            e,
+        )
     })
 }
 
@@ -474,7 +485,7 @@ impl Unreadable {
     fn into_error(self, dir: &Path) -> Error {
         match self {
             Unreadable::Corrupt(why) => {
-                Error::Checkpoint(format!("checkpoint {} is incomplete or corrupt: {why}", dir.display()))
+                Error::checkpoint(format!("checkpoint {} is incomplete or corrupt: {why}", dir.display()))
             }
             Unreadable::Error(error) => error,
         }
@@ -489,10 +500,13 @@ fn read_file(dir: &Path, file: &str) -> Result<Vec<u8>, Unreadable> {
         if e.kind() == std::io::ErrorKind::NotFound {
             Unreadable::Corrupt(format!("{file}: {e}"))
         } else {
-            Unreadable::Error(Error::Checkpoint(format!(
-                "reading {} failed: {e}; a read error is no sign of a damaged checkpoint, so nothing was set aside or removed: fix the cause (permissions, open files, the disk) and try again",
-                path.display()
-            )))
+            Unreadable::Error(Error::checkpoint_from(
+                format!(
+                    "reading {} failed: {e}; a read error is no sign of a damaged checkpoint, so nothing was set aside or removed: fix the cause (permissions, open files, the disk) and try again",
+                    path.display()
+                ),
+                e,
+            ))
         }
     })
 }
@@ -502,7 +516,7 @@ fn read_manifest(dir: &Path) -> Result<Manifest, Unreadable> {
     let manifest: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| Unreadable::Corrupt(format!("{MANIFEST_FILE} is malformed: {e}")))?;
     if !(OLDEST_FORMAT..=FORMAT_VERSION).contains(&manifest.format) {
-        return Err(Unreadable::Error(Error::Checkpoint(format!(
+        return Err(Unreadable::Error(Error::checkpoint(format!(
             "checkpoint {} has format {}, this version of stoker reads formats {OLDEST_FORMAT} to {FORMAT_VERSION}",
             dir.display(),
             manifest.format
@@ -633,7 +647,7 @@ impl Checkpoint {
         if failures.is_empty() {
             Ok(None)
         } else {
-            Err(Error::Checkpoint(format!(
+            Err(Error::checkpoint(format!(
                 "no complete checkpoint in {}: {}",
                 root.display(),
                 failures.join("; ")

@@ -186,7 +186,7 @@ impl<M, const MAX: bool> Callback<M> for BestSaver<MAX> {
         self.best = match state.get("best") {
             None | Some(serde_json::Value::Null) => None,
             Some(value) => Some(parse_f64(value).ok_or_else(|| {
-                Error::Checkpoint(format!(
+                Error::checkpoint(format!(
                     "{}({}): the saved best value {value} is not a number",
                     self.kind(),
                     self.statistic

@@ -209,7 +209,7 @@ impl Monitors {
 
     /// Restore what [`save_state`](Self::save_state) saved.
     pub(crate) fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
-        let bad = |what: &str| Error::Checkpoint(format!("the monitors' state is malformed: {what}"));
+        let bad = |what: &str| Error::checkpoint(format!("the monitors' state is malformed: {what}"));
         let object = |v: &serde_json::Value, what: &str| v.as_object().cloned().ok_or_else(|| bad(what));
         let mut history = BTreeMap::new();
         for (name, values) in object(&state["history"], "history")? {

@@ -87,7 +87,7 @@ where
 
     fn save_state(&self) -> Result<Option<Json>> {
         let state = serde_json::to_value(&self.state)
-            .map_err(|e| Error::msg(format!("{}: saving the stop function's state: {e}", self.label())))?;
+            .map_err(|e| Error::context(format!("{}: saving the stop function's state", self.label()), e))?;
         Ok(Some(json!({ "state": state, "seen": self.watched.seen })))
     }
 
@@ -95,8 +95,9 @@ where
         let owner = self.label();
         self.watched.seen = state_u64(&state, "seen", &owner)? as usize;
         let saved = state.get("state").cloned().unwrap_or(Json::Null);
-        self.state = serde_json::from_value(saved)
-            .map_err(|e| Error::Checkpoint(format!("{owner}: loading the stop function's state: {e}")))?;
+        self.state = serde_json::from_value(saved).map_err(|e| {
+            Error::checkpoint_from(format!("{owner}: loading the stop function's state: {e}"), e)
+        })?;
         Ok(())
     }
 

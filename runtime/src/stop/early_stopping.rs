@@ -240,7 +240,7 @@ impl EarlyStopping {
             Error::msg(format!("{}: the kept weights are not of the model's type", self.label()))
         })?;
         let bytes = model.clone().into_record().into_bytes().map_err(|e| {
-            Error::Checkpoint(format!("{}: serializing the best weights: {e:?}", self.label()))
+            Error::checkpoint_from(format!("{}: serializing the best weights: {e}", self.label()), e)
         })?;
         let dir = self.weights_dir();
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;

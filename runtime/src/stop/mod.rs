@@ -171,7 +171,7 @@ fn state_u64(state: &Json, key: &str, owner: &str) -> Result<u64> {
     state
         .get(key)
         .and_then(Json::as_u64)
-        .ok_or_else(|| Error::Checkpoint(format!("{owner}: the saved state has no number `{key}`: {state}")))
+        .ok_or_else(|| Error::checkpoint(format!("{owner}: the saved state has no number `{key}`: {state}")))
 }
 
 /// An optional float field of a saved state (`null` for none).
@@ -180,7 +180,7 @@ fn state_f64(state: &Json, key: &str, owner: &str) -> Result<Option<f64>> {
         None | Some(Json::Null) => Ok(None),
         Some(value) => parse_f64(value)
             .map(Some)
-            .ok_or_else(|| Error::Checkpoint(format!("{owner}: the saved `{key}` {value} is not a number"))),
+            .ok_or_else(|| Error::checkpoint(format!("{owner}: the saved `{key}` {value} is not a number"))),
     }
 }
 

@@ -73,18 +73,18 @@ impl NvmlSource {
         if let Some(path) = &path {
             builder.lib_path(path);
         }
-        let nvml = builder.init().map_err(|e| Error::msg(format!("NVML could not be loaded: {e}")))?;
+        let nvml = builder.init().map_err(|e| Error::context("NVML could not be loaded", e))?;
         Ok(NvmlSource { nvml })
     }
 }
 
 fn nvml_error(what: &str, device: u32, error: nvml_wrapper::error::NvmlError) -> Error {
-    Error::msg(format!("NVML could not read the {what} of GPU {device}: {error}"))
+    Error::context(format!("NVML could not read the {what} of GPU {device}"), error)
 }
 
 impl GpuSource for NvmlSource {
     fn device_count(&mut self) -> Result<u32> {
-        self.nvml.device_count().map_err(|e| Error::msg(format!("NVML could not count the GPUs: {e}")))
+        self.nvml.device_count().map_err(|e| Error::context("NVML could not count the GPUs", e))
     }
     fn utilization(&mut self, device: u32) -> Result<f64> {
         let handle = self.nvml.device_by_index(device).map_err(|e| nvml_error("handle", device, e))?;

@@ -209,7 +209,7 @@ impl Sampler {
         let handle = std::thread::Builder::new()
             .name("stoker-gpu-utilization".into())
             .spawn(move || sample(source, &devices, interval, &command_receiver, &average_sender))
-            .map_err(|e| Error::msg(format!("GPUUtilizationTracker: starting its thread: {e}")))?;
+            .map_err(|e| Error::context("GPUUtilizationTracker: starting its thread", e))?;
         Ok(Sampler { commands, averages, handle })
     }
 }

@@ -42,7 +42,12 @@ impl<B> TrainData for Arc<dyn DataLoader<B>> {
 
 impl<B> BatchIter<B> for Box<dyn DataLoaderIterator<B> + '_> {
     fn next_batch(&mut self) -> Option<Result<B>> {
-        self.next().map(|r| r.map_err(|e| Error::Data(format!("the data loader failed: {e:?}"))))
+        self.next().map(|r| {
+            r.map_err(|e| Error::Data {
+                message: format!("the data loader failed: {e}"),
+                source: Some(Box::new(e)),
+            })
+        })
     }
     fn batches_hint(&self) -> Option<u64> {
         let progress = self.progress();

@@ -92,15 +92,15 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             first = pass.next_batch().transpose()?;
         }
         if first.is_none() {
-            return Err(Error::Data("the training data produced no batch".into()));
+            return Err(Error::data("the training data produced no batch"));
         }
         self.data_position.batches += 1;
         if self.state.counters.steps_per_epoch == 0 {
             self.state.counters.steps_per_epoch = pass.batches_hint().unwrap_or(0);
         }
         if self.state.counters.steps_per_epoch == 0 {
-            return Err(Error::Data(
-                "the number of steps per epoch is unknown: set it with Trainer::steps_per_epoch".into(),
+            return Err(Error::data(
+                "the number of steps per epoch is unknown: set it with Trainer::steps_per_epoch",
             ));
         }
         self.phase = Phase::Trainer;
@@ -130,7 +130,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                                 self.data_position =
                                     DataPosition { passes: self.data_position.passes + 1, batches: 0 };
                                 pass.next_batch().ok_or_else(|| {
-                                    Error::Data("the training data produced no batch in a new pass".into())
+                                    Error::data("the training data produced no batch in a new pass")
                                 })??
                             }
                         };

@@ -46,7 +46,7 @@ pub(super) struct Restored {
 }
 
 fn malformed(checkpoint: &Checkpoint, what: &str) -> Error {
-    Error::Checkpoint(format!("checkpoint {} is malformed: {what}", checkpoint.dir().display()))
+    Error::checkpoint(format!("checkpoint {} is malformed: {what}", checkpoint.dir().display()))
 }
 
 impl Restored {
@@ -60,18 +60,24 @@ impl Restored {
         counters: &mut Counters,
     ) -> Result<Restored> {
         let dir = checkpoint.dir().display().to_string();
-        let record =
-            ModuleRecord::from_bytes(Bytes::from_bytes_vec(std::mem::take(&mut checkpoint.model)))
-                .map_err(|e| Error::Checkpoint(format!("reading the model of checkpoint {dir}: {e:?}")))?;
+        let record = ModuleRecord::from_bytes(Bytes::from_bytes_vec(std::mem::take(&mut checkpoint.model)))
+            .map_err(|e| {
+            Error::checkpoint_from(format!("reading the model of checkpoint {dir}: {e}"), e)
+        })?;
         *model = model.clone().try_load_record(record).map_err(|e| {
-            Error::Checkpoint(format!(
-                "loading the model of checkpoint {dir}: {e:?} (is it the same architecture as the model being trained?)"
-            ))
+            Error::checkpoint_from(
+                format!(
+                    "loading the model of checkpoint {dir}: {e} (is it the same architecture as the model being trained?)"
+                ),
+                e,
+            )
         })?;
         *optimizer = optimizer
             .clone()
             .from_bytes(Bytes::from_bytes_vec(std::mem::take(&mut checkpoint.optimizer)))
-            .map_err(|e| Error::Checkpoint(format!("loading the optimizer of checkpoint {dir}: {e:?}")))?;
+            .map_err(|e| {
+                Error::checkpoint_from(format!("loading the optimizer of checkpoint {dir}: {e}"), e)
+            })?;
 
         let trainer = &checkpoint.trainer;
         let number = |path: &[&str]| -> Result<u64> {
@@ -108,7 +114,7 @@ impl Restored {
             );
         }
         if epoch == 0 || epoch > counters.max_epoch + 1 {
-            return Err(Error::Checkpoint(format!(
+            return Err(Error::checkpoint(format!(
                 "checkpoint {dir} resumes at epoch {epoch}, past max_epoch {}: raise max_epoch to train further",
                 counters.max_epoch
             )));
@@ -240,13 +246,13 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             .clone()
             .into_record()
             .into_bytes()
-            .map_err(|e| Error::Checkpoint(format!("serializing the model: {e:?}")))?
+            .map_err(|e| Error::checkpoint_from(format!("serializing the model: {e}"), e))?
             .to_vec();
         let optimizer = self
             .state
             .optimizer
             .into_bytes()
-            .map_err(|e| Error::Checkpoint(format!("serializing the optimizer: {e:?}")))?
+            .map_err(|e| Error::checkpoint_from(format!("serializing the optimizer: {e}"), e))?
             .to_vec();
         let mut callbacks = Map::new();
         for i in 0..self.names.len() {

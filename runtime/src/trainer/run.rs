@@ -96,7 +96,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             Resume::Auto => Checkpoint::latest(&log_dir),
             Resume::From(path) => Checkpoint::latest(path).and_then(|latest| {
                 latest.map(Some).ok_or_else(|| {
-                    Error::Checkpoint(format!("no checkpoint to resume from in {}", path.display()))
+                    Error::checkpoint(format!("no checkpoint to resume from in {}", path.display()))
                 })
             }),
         });
@@ -140,9 +140,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             }
         }
         let signals = if handle_signals {
-            Some(early!(
-                SignalGuard::install().map_err(|e| Error::msg(format!("handling SIGINT and SIGTERM: {e}")))
-            ))
+            Some(early!(SignalGuard::install().map_err(|e| Error::context("handling SIGINT and SIGTERM", e))))
         } else {
             None
         };

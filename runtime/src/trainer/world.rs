@@ -190,13 +190,13 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         }
         let own = self.state.counters.steps_per_epoch as f64;
         if step && steps_sum != own * size as f64 {
-            return Err(Error::Data(format!(
+            return Err(Error::data(format!(
                 "the ranks take different numbers of steps per epoch ({own} here, {steps_sum} over {size} ranks): give every rank a shard with the same number of batches (World::shard) or set Trainer::steps_per_epoch"
             )));
         }
         let own_step = self.state.counters.global_step as f64;
         if step && global_sum != own_step * size as f64 {
-            return Err(Error::Checkpoint(format!(
+            return Err(Error::checkpoint(format!(
                 "the ranks are at different global steps ({own_step} here, {global_sum} summed over {size} ranks): every rank must resume from the same checkpoint (a filesystem the ranks share), or none"
             )));
         }

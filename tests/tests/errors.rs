@@ -1,0 +1,197 @@
+//! Errors keep their causes: `source()` returns burn's record error for a checkpoint that does
+//! not load, the data loader's error, the operating system's error (and every I/O error names
+//! its path), and a callback's own error.
+
+use std::error::Error as _;
+use std::path::Path;
+use std::sync::Arc;
+
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
+use burn::data::dataset::{Dataset, DatasetError};
+use burn::nn::{Linear, LinearConfig};
+use burn::optim::AdamConfig;
+use burn::store::RecordError;
+use burn::tensor::{Device, Tensor, TensorData};
+use burn_stoker::Error;
+use burn_stoker::prelude::*;
+use burn_stoker::state::KeepPolicy;
+use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
+
+type Batch = (Tensor<2>, Tensor<2>);
+
+fn step_fn(model: &Linear, batch: Batch, _step: &mut Step<'_>) -> Tensor<1> {
+    mse(model, batch)
+}
+
+/// A trainer of `model` on 3 batches, no default callback, no signal handling.
+fn trainer(model: Linear, dir: &Path) -> Trainer<Linear, Vec<Batch>> {
+    let device = burn_stoker::device::cpu();
+    Trainer::new(model, AdamConfig::new().init(), tiny_data(3, &device))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .max_epoch(1)
+        .log_dir(dir)
+}
+
+/// The error's chain of sources, the error itself first.
+fn chain<'a>(error: &'a (dyn std::error::Error + 'static)) -> Vec<&'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(error), |&e| e.source()).collect()
+}
+
+#[test]
+fn error_checkpoint_of_another_model_has_burns_record_error_as_source() {
+    let dir = scratch_dir("errors-architecture");
+    let device = burn_stoker::device::cpu();
+    trainer(tiny_model(&device), &dir).callbacks(ModelSaver::new(3)).train(step_fn).unwrap();
+    // A model 2 -> 3 cannot take the weights of the model 2 -> 1 in the checkpoint.
+    let other = LinearConfig::new(2, 3).init(&device);
+    let error = trainer(other, &dir.join("second")).resume_from(&dir).train(step_fn).unwrap_err().error;
+    let text = error.to_string();
+    assert!(text.starts_with("loading the model of checkpoint "), "{text}");
+    assert!(text.contains("is it the same architecture"), "{text}");
+    let source = error.source().expect("the error keeps burn's error");
+    let record = source.downcast_ref::<RecordError>().expect("the source is burn's RecordError");
+    assert!(matches!(record, RecordError::Validation(_)), "{record:?}");
+    // The message quotes burn's error once, readably (its Display, not its Debug).
+    assert!(text.contains(&record.to_string()), "{text}");
+}
+
+#[derive(Clone, Debug)]
+struct PairBatcher;
+
+impl Batcher<[f32; 3], Batch> for PairBatcher {
+    fn batch(&self, items: Vec<[f32; 3]>, device: &Device) -> Batch {
+        let n = items.len();
+        let xs: Vec<f32> = items.iter().flat_map(|p| [p[0], p[1]]).collect();
+        let ys: Vec<f32> = items.iter().map(|p| p[2]).collect();
+        (
+            Tensor::from_data(TensorData::new(xs, [n, 2]), device),
+            Tensor::from_data(TensorData::new(ys, [n, 1]), device),
+        )
+    }
+}
+
+/// Items 0..8, of which item 5 cannot be read.
+struct Failing;
+
+impl Dataset<[f32; 3]> for Failing {
+    fn get(&self, index: usize) -> Result<[f32; 3], DatasetError> {
+        if index == 5 {
+            return Err(DatasetError::new(std::io::Error::other("item 5 is unreadable")));
+        }
+        Ok([index as f32, 1.0, 2.0])
+    }
+    fn len(&self) -> usize {
+        8
+    }
+}
+
+#[test]
+fn error_of_the_data_loader_is_the_data_errors_source() {
+    let device = burn_stoker::device::cpu();
+    let data: Arc<dyn DataLoader<Batch>> =
+        DataLoaderBuilder::new(PairBatcher).batch_size(2).set_device(device.clone()).build(Failing);
+    let error = Trainer::new(tiny_model(&device), AdamConfig::new().init(), data)
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .max_epoch(1)
+        .log_dir(scratch_dir("errors-data"))
+        .train(step_fn)
+        .unwrap_err()
+        .error;
+    assert!(matches!(error, Error::Data { .. }), "{error:?}");
+    assert_eq!(error.to_string(), "the data loader failed: item 5 is unreadable");
+    let chain = chain(&error);
+    assert!(chain[1].downcast_ref::<DatasetError>().is_some(), "{:?}", chain[1]);
+    let io = chain.last().unwrap().downcast_ref::<std::io::Error>().expect("the dataset's own error");
+    assert_eq!(io.to_string(), "item 5 is unreadable");
+}
+
+#[test]
+fn error_io_of_a_log_dir_under_a_file_names_the_path_and_keeps_the_os_error() {
+    let scratch = scratch_dir("errors-log-dir");
+    std::fs::write(scratch.join("file"), b"not a directory").unwrap();
+    let log = scratch.join("file/log");
+    let error = trainer(tiny_model(&burn_stoker::device::cpu()), &log).train(step_fn).unwrap_err().error;
+    assert!(error.to_string().starts_with(&format!("{}: ", log.display())), "{error}");
+    let io = error.source().and_then(|s| s.downcast_ref::<std::io::Error>()).expect("the OS error");
+    assert_eq!(io.raw_os_error(), Some(libc::ENOTDIR));
+}
+
+#[test]
+fn error_io_of_a_checkpoint_written_under_a_file_names_the_path_and_keeps_the_os_error() {
+    // The log directory is fine, but `checkpoints/step-3` cannot be created: a file is in the way.
+    let log = scratch_dir("errors-checkpoint-io");
+    std::fs::create_dir_all(log.join("checkpoints")).unwrap();
+    let error = trainer(tiny_model(&burn_stoker::device::cpu()), &log)
+        .callbacks(Breaker { root: log.join("checkpoints") })
+        .train(step_fn)
+        .unwrap_err()
+        .error;
+    let text = error.to_string();
+    assert!(text.contains(&log.join("checkpoints").display().to_string()), "{text}");
+    let io = chain(&error)
+        .into_iter()
+        .find_map(|e| e.downcast_ref::<std::io::Error>())
+        .unwrap_or_else(|| panic!("no io::Error in the chain of {error:?}"));
+    assert!(text.contains(&io.to_string()), "{text}");
+}
+
+/// Asks for a checkpoint at the end of the first step after replacing `checkpoints/` with a file.
+struct Breaker {
+    root: std::path::PathBuf,
+}
+
+impl Callback<Linear> for Breaker {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        std::fs::remove_dir_all(&self.root).map_err(|e| Error::io(&self.root, e))?;
+        std::fs::write(&self.root, b"in the way").map_err(|e| Error::io(&self.root, e))?;
+        ctx.request_checkpoint(KeepPolicy::default());
+        Ok(())
+    }
+}
+
+/// The callback's own error type.
+#[derive(Debug)]
+struct Upload(&'static str);
+
+impl std::fmt::Display for Upload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the tracker refused the upload: {}", self.0)
+    }
+}
+
+impl std::error::Error for Upload {}
+
+struct Uploader;
+
+impl Callback<Linear> for Uploader {
+    fn trigger_epoch(&mut self, _ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        Err(Error::context("Uploader: sending the epoch's scalars", Upload("HTTP 503")))
+    }
+}
+
+#[test]
+fn error_of_a_callback_has_the_callbacks_error_as_source() {
+    let log = scratch_dir("errors-callback");
+    let error = trainer(tiny_model(&burn_stoker::device::cpu()), &log)
+        .callbacks(Uploader)
+        .train(step_fn)
+        .unwrap_err()
+        .error;
+    assert_eq!(
+        error.to_string(),
+        "callback `Uploader` failed in trigger_epoch: Uploader: sending the epoch's scalars: the tracker refused the upload: HTTP 503"
+    );
+    let chain = chain(&error);
+    assert!(matches!(chain[1].downcast_ref::<Error>(), Some(Error::Other { .. })), "{:?}", chain[1]);
+    let upload = chain[2].downcast_ref::<Upload>().expect("the callback's own error");
+    assert_eq!(upload.0, "HTTP 503");
+    assert_eq!(chain.len(), 3);
+
+    // `Error::other` keeps the error's own message.
+    let other = Error::other(Upload("quota"));
+    assert_eq!(other.to_string(), "the tracker refused the upload: quota");
+    assert!(other.source().and_then(|s| s.downcast_ref::<Upload>()).is_some());
+}
