@@ -16,6 +16,8 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_stoker::prelude::*;
 
 pub mod callback_list;
+#[cfg(feature = "burn-train")]
+pub mod learner;
 
 /// Pixels per image.
 pub const FEATURES: usize = 64;

@@ -36,6 +36,8 @@ extern crate self as burn_stoker;
 
 #[doc(hidden)]
 pub mod bench_support;
+#[cfg(feature = "burn-train")]
+pub mod burn_train;
 pub mod callback;
 #[cfg(feature = "cli")]
 pub mod cli;

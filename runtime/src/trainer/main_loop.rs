@@ -4,12 +4,11 @@
 use std::borrow::Cow;
 
 use burn::module::Module;
-use burn::tensor::Tensor;
 
 use super::interrupt::{SignalGuard, signal_name};
 use super::resume::{Boundary, DataPosition};
 use super::run::{Phase, Run, wrap};
-use super::{BatchIter, Step, TrainData};
+use super::{BatchIter, TrainData, TrainingStep};
 use crate::callback::{Callbacks, Context, Event, TrainState};
 use crate::error::{Error, Result};
 
@@ -28,10 +27,10 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         )
     }
 
-    pub(super) fn main_loop<D, F>(&mut self, data: &D, step: &mut F) -> Result<()>
+    pub(super) fn main_loop<D, S>(&mut self, data: &D, step: &mut S) -> Result<()>
     where
         D: TrainData,
-        F: FnMut(&M, D::Batch, &mut Step<'_>) -> Tensor<1>,
+        S: TrainingStep<M, D::Batch>,
     {
         if self.is_chief() {
             crate::state::create_dir_all_synced(&self.state.log_dir)

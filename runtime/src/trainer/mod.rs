@@ -3,7 +3,8 @@
 //!
 //! One file per concept, as burn-train splits its learner:
 //! - `data`: what batches come from ([`TrainData`], [`BatchIter`]);
-//! - `step`: what the user's step sees ([`Step`]) and how one step runs;
+//! - `step`: what the user's step sees ([`Step`]), what a step is ([`TrainingStep`]) and how one
+//!   step runs;
 //! - `defaults`: the callbacks a trainer starts with ([`DefaultCallbacks`]);
 //! - `report`: how a run ended ([`TrainReport`], [`Outcome`]);
 //! - `builder`: the [`Trainer`] and its settings;
@@ -31,6 +32,6 @@ pub use data::{BatchIter, TrainData, VecBatches};
 pub use defaults::DefaultCallbacks;
 pub use log_dir::LogDirPolicy;
 pub use report::{Outcome, TrainError, TrainReport};
-pub use step::Step;
+pub use step::{LossFn, Step, StepOutput, TrainingStep};
 
 pub(crate) use run::Run;

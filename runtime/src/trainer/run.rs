@@ -14,7 +14,7 @@ use super::interrupt::{SignalGuard, signal_name};
 use super::lock::LogDirLock;
 use super::log_dir::{self, is_within};
 use super::resume::{DataPosition, Restored};
-use super::{Outcome, Step, TrainData, TrainError, TrainReport, Trainer};
+use super::{LossFn, Outcome, Step, TrainData, TrainError, TrainReport, Trainer, TrainingStep};
 use crate::callback::{Callbacks, Context, Control, Counters, Event, TrainState, resolve_order};
 use crate::error::{Error, Result, panic_message};
 use crate::fetch::{FetchPlan, Outputs};
@@ -38,6 +38,18 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         M: 'static,
         F: FnMut(&M, D::Batch, &mut Step<'_>) -> Tensor<1>,
     {
+        self.train_with(LossFn(step))
+    }
+
+    /// [`train`](Trainer::train) with any [`TrainingStep`]: a step that computes its own gradients
+    /// or applies them in its own way, such as a model's burn-train `TrainStep` through
+    /// [`burn_train::LearnerStep`](crate::burn_train::LearnerStep) (feature `burn-train`). Statically
+    /// dispatched like a closure.
+    pub fn train_with<S>(self, step: S) -> Result<TrainReport<M>, TrainError<M>>
+    where
+        M: 'static,
+        S: TrainingStep<M, D::Batch>,
+    {
         let Trainer { model, optimizer, data, callbacks, mut settings, marker: _ } = self;
         let Some(world) = settings.world.take() else {
             return Self::train_in(model, optimizer, data, callbacks, settings, None, step);
@@ -49,17 +61,17 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         Self::train_in(model, optimizer, data, callbacks, settings, Some(agreement), step)
     }
 
-    fn train_in<F>(
+    fn train_in<S>(
         mut model: M,
         mut optimizer: burn::optim::ModuleOptimizer,
         data: D,
         callbacks: C,
         settings: Settings,
         mut world: Option<Agreement>,
-        step: F,
+        step: S,
     ) -> Result<TrainReport<M>, TrainError<M>>
     where
-        F: FnMut(&M, D::Batch, &mut Step<'_>) -> Tensor<1>,
+        S: TrainingStep<M, D::Batch>,
     {
         // A failure before the loop runs is told to the other ranks at the exchange they wait in.
         macro_rules! early {
@@ -163,6 +175,9 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             },
         );
         let mut run = early!(run);
+        if S::OWN_BACKWARD && !run.loss_hooks.is_empty() {
+            early!(Err(run.own_backward_refused()));
+        }
         run.state.model = Some(model);
         run.signals = signals;
         run.lock = lock;
