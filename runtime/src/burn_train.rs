@@ -36,6 +36,10 @@
 //!
 //! ## What differs from the `Learner`
 //!
+//! - burn-train depends on burn-flex with its default features, so this feature turns on
+//!   burn-flex's `rayon` for the whole build, and CPU training on burn-flex is then no longer
+//!   bit-reproducible: two runs of one seed differ in the last bits, and a resumed run does not end
+//!   with exactly the weights of an uninterrupted one (the README has the measurement).
 //! - burn-train's metrics read their values back to the host at every update (`Metric::update`
 //!   returns the batch's formatted value): a [`TrainMetric`] costs that device-to-host transfer at
 //!   every step, which stoker's own callbacks avoid (they fetch a value only at the steps they ask
