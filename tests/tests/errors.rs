@@ -18,6 +18,7 @@ use burn_stoker::prelude::*;
 use burn_stoker::saver::Checkpoint;
 use burn_stoker::state::{KeepPolicy, MonitorSink, Record};
 use burn_stoker::track::{GpuMemory, GpuMemoryTracker, GpuSource, GpuUtilizationTracker};
+use burn_stoker::trainer::LogDirPolicy;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 
 type Batch = (Tensor<2>, Tensor<2>);
@@ -401,4 +402,57 @@ fn errors_gpu_trackers_keep_the_error_that_turned_them_off() {
         assert!(error.to_string().starts_with("NVML could not be loaded: "), "{tracker}: {error}");
         assert!(error.source().is_some(), "{tracker}: NVML's error is kept: {error:?}");
     }
+}
+
+// ---------- the log directory's policy ----------
+
+/// The OS error in `error`'s chain: EBUSY, as a mount point gives to rename and rmdir.
+fn assert_busy(error: &Error) {
+    let io = find::<std::io::Error>(error);
+    assert_eq!(io.raw_os_error(), Some(libc::EBUSY), "{error:?}");
+    assert!(error.to_string().contains(&io.to_string()), "{error}");
+}
+
+#[test]
+fn errors_log_dir_backup_that_cannot_move_the_earlier_run_keeps_the_os_error() {
+    // The log directory is a mount point: it cannot be renamed (EBUSY).
+    let log = scratch_dir("errors-backup").join("log");
+    let _tmpfs = stoker_tests::Tmpfs::mount(&log, 1024);
+    std::fs::write(log.join("stats.json"), b"[]").unwrap();
+    let error = trainer(tiny_model(&burn_stoker::device::cpu()), &log)
+        .log_dir_policy(LogDirPolicy::Backup)
+        .train(step_fn)
+        .unwrap_err()
+        .error;
+    let text = error.to_string();
+    assert!(
+        text.starts_with(&format!("moving the earlier run in the log directory {} aside to ", log.display())),
+        "{text}"
+    );
+    assert!(text.contains("; nothing was moved."), "{text}");
+    assert_busy(&error);
+}
+
+#[test]
+fn errors_log_dir_delete_that_cannot_delete_the_earlier_run_keeps_the_os_error() {
+    // `checkpoints/` inside the log directory is a mount point: it cannot be removed (EBUSY).
+    let log = scratch_dir("errors-delete");
+    std::fs::write(log.join("stats.json"), b"[]").unwrap();
+    let checkpoints = log.join("checkpoints");
+    let _tmpfs = stoker_tests::Tmpfs::mount(&checkpoints, 1024);
+    let error = trainer(tiny_model(&burn_stoker::device::cpu()), &log)
+        .log_dir_policy(LogDirPolicy::Delete)
+        .train(step_fn)
+        .unwrap_err()
+        .error;
+    let text = error.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "deleting the earlier run in the log directory {} failed at {}: ",
+            log.display(),
+            checkpoints.display()
+        )),
+        "{text}"
+    );
+    assert_busy(&error);
 }
