@@ -197,6 +197,14 @@ impl std::error::Error for Error {
     }
 }
 
+/// An `std::io::Error` that names `path`, for code that returns `std::io::Result` (a monitor
+/// writer): its message is `<path>: <error>`, its kind the error's, and the error itself stays
+/// reachable down [`source`](std::error::Error::source) (the wrapper's source is the source of
+/// the [`Error::Io`] inside it: `error`).
+pub(crate) fn io_error_at(path: &std::path::Path, error: std::io::Error) -> std::io::Error {
+    std::io::Error::new(error.kind(), Error::io(path, error))
+}
+
 /// `Result` with stoker's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

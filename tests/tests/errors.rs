@@ -14,6 +14,7 @@ use burn::optim::AdamConfig;
 use burn::store::RecordError;
 use burn::tensor::{Device, Tensor, TensorData};
 use burn_stoker::Error;
+use burn_stoker::monitor::TensorBoardWriter;
 use burn_stoker::prelude::*;
 use burn_stoker::saver::Checkpoint;
 use burn_stoker::state::{KeepPolicy, MonitorSink, Record};
@@ -455,4 +456,51 @@ fn errors_log_dir_delete_that_cannot_delete_the_earlier_run_keeps_the_os_error()
         "{text}"
     );
     assert_busy(&error);
+}
+
+/// Fills the log directory (a small tmpfs) at setup, then puts a large text at every step.
+struct FillDisk;
+
+impl Callback<Linear> for FillDisk {
+    fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(ctx.log_dir().join("filler")).unwrap();
+        let page = [0u8; 4096];
+        while filler.write_all(&page).is_ok() {}
+        Ok(())
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        ctx.monitors().put_text("blob", &"x".repeat(8192));
+        Ok(())
+    }
+}
+
+#[test]
+fn errors_writer_failure_of_tensorboard_on_a_full_disk_names_the_event_file() {
+    let log = scratch_dir("errors-writer-full-disk").join("tmpfs");
+    let _tmpfs = stoker_tests::Tmpfs::mount(&log, 256);
+    let defaults = DefaultCallbacks { tensorboard: Some(TensorBoardWriter), ..DefaultCallbacks::none() };
+    let report = trainer(tiny_model(&burn_stoker::device::cpu()), &log)
+        .default_callbacks(defaults)
+        .callbacks(FillDisk)
+        .train(step_fn)
+        .expect("a full disk under TensorBoard does not fail training");
+    let [failure] = report.writer_failures.as_slice() else {
+        panic!("one writer failure expected: {:?}", report.writer_failures)
+    };
+    let events: Vec<_> = std::fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("events.out.tfevents."))
+        .collect();
+    let [event_file] = events.as_slice() else { panic!("one event file expected: {events:?}") };
+    let text = failure.error.to_string();
+    assert!(text.starts_with(&format!("{}: ", event_file.display())), "{text}");
+    // The operating system's error, down the chain.
+    let os = chain(failure)
+        .into_iter()
+        .filter_map(|e| e.downcast_ref::<std::io::Error>())
+        .find_map(std::io::Error::raw_os_error)
+        .unwrap_or_else(|| panic!("no OS error in the chain of {failure:?}"));
+    assert_eq!(os, libc::ENOSPC);
 }
