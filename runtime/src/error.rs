@@ -19,8 +19,8 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// [`source`](std::error::Error::source) returns the cause where there is one: the callback's
 /// error for [`Callback`](Error::Callback), the rank's for [`Rank`](Error::Rank), the operating
 /// system's for [`Io`](Error::Io), burn's (or serde's, or the file system's) for
-/// [`Checkpoint`](Error::Checkpoint), the data loader's for [`Data`](Error::Data), any other
-/// library's for [`Other`](Error::Other).
+/// [`Checkpoint`](Error::Checkpoint), the data loader's for [`Data`](Error::Data), the writer's
+/// for [`Monitor`](Error::Monitor), any other library's for [`Other`](Error::Other).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -58,8 +58,15 @@ pub enum Error {
         /// The operating system's error.
         source: std::io::Error,
     },
-    /// A monitor writer failed while writing in the background.
-    Monitor(String),
+    /// A monitor writer failed while writing in the background: what
+    /// [`WriterFailure::error`](crate::state::WriterFailure::error) holds.
+    Monitor {
+        /// The whole message (the cause's included).
+        message: String,
+        /// The writer's error (the `std::io::Error` a
+        /// [`MonitorSink`](crate::state::MonitorSink) returned); `None` when the writer panicked.
+        source: Option<BoxError>,
+    },
     /// A hyper-parameter is unknown or was given an invalid value.
     HyperParam(String),
     /// A checkpoint could not be written, or none could be read to resume from.
@@ -153,7 +160,7 @@ impl fmt::Display for Error {
             Error::Order(message)
             | Error::Fetch(message)
             | Error::Data { message, .. }
-            | Error::Monitor(message)
+            | Error::Monitor { message, .. }
             | Error::HyperParam(message)
             | Error::Checkpoint { message, .. }
             | Error::NonFinite(message)
@@ -175,20 +182,27 @@ impl std::error::Error for Error {
         match self {
             Error::Callback { source, .. } | Error::Rank { source, .. } => Some(source.as_ref()),
             Error::Io { source, .. } => Some(source),
-            Error::Data { source, .. } | Error::Checkpoint { source, .. } => {
+            Error::Data { source, .. } | Error::Checkpoint { source, .. } | Error::Monitor { source, .. } => {
                 source.as_deref().map(|s| s as &(dyn std::error::Error + 'static))
             }
             Error::Other { source, .. } => Some(source.as_ref()),
             Error::Panic { .. }
             | Error::Order(_)
             | Error::Fetch(_)
-            | Error::Monitor(_)
             | Error::HyperParam(_)
             | Error::NonFinite(_)
             | Error::RankFailed { .. }
             | Error::Message(_) => None,
         }
     }
+}
+
+/// An `std::io::Error` that names `path`, for code that returns `std::io::Result` (a monitor
+/// writer): its message is `<path>: <error>`, its kind the error's, and the error itself stays
+/// reachable down [`source`](std::error::Error::source) (the wrapper's source is the source of
+/// the [`Error::Io`] inside it: `error`).
+pub(crate) fn io_error_at(path: &std::path::Path, error: std::io::Error) -> std::io::Error {
+    std::io::Error::new(error.kind(), Error::io(path, error))
 }
 
 /// `Result` with stoker's [`Error`].

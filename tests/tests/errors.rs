@@ -14,8 +14,12 @@ use burn::optim::AdamConfig;
 use burn::store::RecordError;
 use burn::tensor::{Device, Tensor, TensorData};
 use burn_stoker::Error;
+use burn_stoker::monitor::TensorBoardWriter;
 use burn_stoker::prelude::*;
-use burn_stoker::state::KeepPolicy;
+use burn_stoker::saver::Checkpoint;
+use burn_stoker::state::{KeepPolicy, MonitorSink, Record};
+use burn_stoker::track::{GpuMemory, GpuMemoryTracker, GpuSource, GpuUtilizationTracker};
+use burn_stoker::trainer::LogDirPolicy;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 
 type Batch = (Tensor<2>, Tensor<2>);
@@ -194,4 +198,309 @@ fn error_of_a_callback_has_the_callbacks_error_as_source() {
     let other = Error::other(Upload("quota"));
     assert_eq!(other.to_string(), "the tracker refused the upload: quota");
     assert!(other.source().and_then(|s| s.downcast_ref::<Upload>()).is_some());
+}
+
+// ---------- corrupt checkpoints ----------
+
+/// One epoch of 3 steps saved as `checkpoints/step-3`; its folder.
+fn one_checkpoint(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = scratch_dir(name);
+    trainer(tiny_model(&burn_stoker::device::cpu()), &dir)
+        .callbacks(ModelSaver::new(3))
+        .train(step_fn)
+        .unwrap();
+    let step = dir.join("checkpoints/step-3");
+    assert!(step.join("manifest.json").is_file());
+    (dir, step)
+}
+
+/// The first error of type `T` in `error`'s chain.
+fn find<'a, T: std::error::Error + 'static>(error: &'a (dyn std::error::Error + 'static)) -> &'a T {
+    chain(error)
+        .into_iter()
+        .find_map(|e| e.downcast_ref::<T>())
+        .unwrap_or_else(|| panic!("no {} in the chain of {error:?}", std::any::type_name::<T>()))
+}
+
+#[test]
+fn errors_corrupt_manifest_keeps_serdes_error_and_names_the_checkpoint() {
+    let (dir, step) = one_checkpoint("errors-corrupt-manifest");
+    let manifest = step.join("manifest.json");
+    let bytes = std::fs::read(&manifest).unwrap();
+    std::fs::write(&manifest, &bytes[..bytes.len() / 2]).unwrap();
+
+    // Reading that checkpoint: the message names it and the file, the source is serde's error.
+    let error = Checkpoint::read(&step).unwrap_err();
+    let text = error.to_string();
+    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
+    assert!(
+        text.starts_with(&format!(
+            "checkpoint {} is incomplete or corrupt: manifest.json is malformed: ",
+            step.display()
+        )),
+        "{text}"
+    );
+    let json = error.source().and_then(|s| s.downcast_ref::<serde_json::Error>()).expect("serde's error");
+    assert!(json.is_eof(), "{json:?}");
+    assert!(text.ends_with(&json.to_string()), "{text}");
+
+    // Looking for the latest one (no other to fall back on): the same cause, down the chain.
+    let error = Checkpoint::latest(&dir).unwrap_err();
+    let text = error.to_string();
+    assert!(
+        text.starts_with(&format!("no complete checkpoint in {}: ", dir.join("checkpoints").display())),
+        "{text}"
+    );
+    assert!(text.contains(&step.display().to_string()), "{text}");
+    assert!(find::<serde_json::Error>(&error).is_eof());
+
+    // And resuming from it.
+    let error = trainer(tiny_model(&burn_stoker::device::cpu()), &dir.join("second"))
+        .resume_from(&dir)
+        .train(step_fn)
+        .unwrap_err()
+        .error;
+    assert!(error.to_string().contains(&step.display().to_string()), "{error}");
+    assert!(find::<serde_json::Error>(&error).is_eof());
+}
+
+#[test]
+fn errors_checkpoint_missing_file_keeps_the_not_found_error() {
+    let (_, step) = one_checkpoint("errors-missing-model");
+    std::fs::remove_file(step.join("model.bpk")).unwrap();
+    let error = Checkpoint::read(&step).unwrap_err();
+    let text = error.to_string();
+    assert!(
+        text.starts_with(&format!("checkpoint {} is incomplete or corrupt: model.bpk: ", step.display())),
+        "{text}"
+    );
+    let io = error.source().and_then(|s| s.downcast_ref::<std::io::Error>()).expect("the OS error");
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+}
+
+#[test]
+fn errors_malformed_trainer_state_under_a_valid_manifest_keeps_serdes_error() {
+    let (_, step) = one_checkpoint("errors-malformed-trainer");
+    // trainer.json replaced by bytes that are not JSON, the manifest updated and sealed again as
+    // stoker seals it (CRC-32C of the bytes before the checksum's line): only the parse fails.
+    let garbled = b"{\"epoch_num\": ";
+    std::fs::write(step.join("trainer.json"), garbled).unwrap();
+    let path = step.join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    manifest["files"]["trainer.json"] =
+        serde_json::json!({ "len": garbled.len(), "crc32c": stoker_tests::crc32c(garbled) });
+    manifest.as_object_mut().unwrap().remove("checksum");
+    let body = serde_json::to_vec_pretty(&manifest).unwrap();
+    let mut sealed = body.strip_suffix(b"\n}").unwrap().to_vec();
+    sealed.extend_from_slice(b",\n");
+    let checksum = stoker_tests::crc32c(&sealed);
+    sealed.extend_from_slice(format!("  \"checksum\": {checksum}\n}}\n").as_bytes());
+    std::fs::write(&path, sealed).unwrap();
+
+    let error = Checkpoint::read(&step).unwrap_err();
+    let text = error.to_string();
+    assert!(text.contains(&format!("{}", step.display())), "{text}");
+    assert!(text.contains("trainer.json is malformed: "), "{text}");
+    let json = error.source().and_then(|s| s.downcast_ref::<serde_json::Error>()).expect("serde's error");
+    assert!(json.is_eof(), "{json:?}");
+}
+
+// ---------- monitor writers ----------
+
+/// A writer whose every write fails with an I/O error.
+struct FullDisk;
+
+impl MonitorSink for FullDisk {
+    fn name(&self) -> &str {
+        "FullDisk"
+    }
+    fn write(&mut self, _records: &[Record]) -> std::io::Result<()> {
+        Err(std::io::Error::new(std::io::ErrorKind::StorageFull, "the disk is full"))
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Adds [`FullDisk`] at setup and puts a scalar at every step.
+struct AddFullDisk;
+
+impl Callback<Linear> for AddFullDisk {
+    fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        ctx.monitors().add_sink(FullDisk);
+        Ok(())
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        ctx.monitors().put_scalar("x", 1.0);
+        Ok(())
+    }
+}
+
+#[test]
+fn errors_writer_failure_keeps_the_writers_io_error() {
+    let report = trainer(tiny_model(&burn_stoker::device::cpu()), &scratch_dir("errors-writer"))
+        .callbacks(AddFullDisk)
+        .train(step_fn)
+        .expect("a failing writer does not fail training");
+    let [failure] = report.writer_failures.as_slice() else {
+        panic!("one writer failure expected: {:?}", report.writer_failures)
+    };
+    // Printed as before.
+    assert_eq!(failure.to_string(), "writer FullDisk failed at global step 1 (epoch 1): the disk is full");
+    assert_eq!(failure.error.to_string(), "the disk is full");
+    // The writer's own error, reachable.
+    let io = failure.error.source().and_then(|s| s.downcast_ref::<std::io::Error>()).expect("the io::Error");
+    assert_eq!(io.kind(), std::io::ErrorKind::StorageFull);
+    assert_eq!(find::<std::io::Error>(failure).kind(), std::io::ErrorKind::StorageFull);
+}
+
+// ---------- GPU trackers ----------
+
+/// One GPU whose every reading fails with an I/O error.
+struct BrokenGpu;
+
+fn fell_off() -> Error {
+    Error::context("reading the fake GPU", std::io::Error::other("the GPU fell off the bus"))
+}
+
+impl GpuSource for BrokenGpu {
+    fn device_count(&mut self) -> burn_stoker::Result<u32> {
+        Ok(1)
+    }
+    fn utilization(&mut self, _device: u32) -> burn_stoker::Result<f64> {
+        Err(fell_off())
+    }
+    fn memory(&mut self, _device: u32) -> burn_stoker::Result<GpuMemory> {
+        Err(fell_off())
+    }
+}
+
+#[test]
+fn errors_gpu_trackers_keep_the_error_that_turned_them_off() {
+    let mut utilization =
+        GpuUtilizationTracker::new().source(BrokenGpu).interval(std::time::Duration::from_millis(1));
+    let mut memory = GpuMemoryTracker::new().source(BrokenGpu);
+    trainer(tiny_model(&burn_stoker::device::cpu()), &scratch_dir("errors-gpu"))
+        .callbacks((&mut utilization, &mut memory))
+        .train(step_fn)
+        .unwrap();
+    for (tracker, failure) in [("utilization", utilization.failure()), ("memory", memory.failure())] {
+        let error = failure.unwrap_or_else(|| panic!("the {tracker} tracker keeps its failure"));
+        assert_eq!(error.to_string(), "reading the fake GPU: the GPU fell off the bus", "{tracker}");
+        assert_eq!(find::<std::io::Error>(error).to_string(), "the GPU fell off the bus", "{tracker}");
+    }
+
+    // Without NVML: the loader's error is kept, as NVML's error's source.
+    let missing = "/nonexistent/libnvidia-ml.so.1";
+    let mut utilization = GpuUtilizationTracker::new().nvml_library(missing);
+    let mut memory = GpuMemoryTracker::new().nvml_library(missing);
+    trainer(tiny_model(&burn_stoker::device::cpu()), &scratch_dir("errors-gpu-nvml"))
+        .callbacks((&mut utilization, &mut memory))
+        .train(step_fn)
+        .unwrap();
+    for (tracker, failure) in [("utilization", utilization.failure()), ("memory", memory.failure())] {
+        let error = failure.unwrap_or_else(|| panic!("the {tracker} tracker keeps its failure"));
+        assert!(error.to_string().starts_with("NVML could not be loaded: "), "{tracker}: {error}");
+        assert!(error.source().is_some(), "{tracker}: NVML's error is kept: {error:?}");
+    }
+}
+
+// ---------- the log directory's policy ----------
+
+/// The OS error in `error`'s chain: EBUSY, as a mount point gives to rename and rmdir.
+fn assert_busy(error: &Error) {
+    let io = find::<std::io::Error>(error);
+    assert_eq!(io.raw_os_error(), Some(libc::EBUSY), "{error:?}");
+    assert!(error.to_string().contains(&io.to_string()), "{error}");
+}
+
+#[test]
+fn errors_log_dir_backup_that_cannot_move_the_earlier_run_keeps_the_os_error() {
+    // The log directory is a mount point: it cannot be renamed (EBUSY).
+    let log = scratch_dir("errors-backup").join("log");
+    let _tmpfs = stoker_tests::Tmpfs::mount(&log, 1024);
+    std::fs::write(log.join("stats.json"), b"[]").unwrap();
+    let error = trainer(tiny_model(&burn_stoker::device::cpu()), &log)
+        .log_dir_policy(LogDirPolicy::Backup)
+        .train(step_fn)
+        .unwrap_err()
+        .error;
+    let text = error.to_string();
+    assert!(
+        text.starts_with(&format!("moving the earlier run in the log directory {} aside to ", log.display())),
+        "{text}"
+    );
+    assert!(text.contains("; nothing was moved."), "{text}");
+    assert_busy(&error);
+}
+
+#[test]
+fn errors_log_dir_delete_that_cannot_delete_the_earlier_run_keeps_the_os_error() {
+    // `checkpoints/` inside the log directory is a mount point: it cannot be removed (EBUSY).
+    let log = scratch_dir("errors-delete");
+    std::fs::write(log.join("stats.json"), b"[]").unwrap();
+    let checkpoints = log.join("checkpoints");
+    let _tmpfs = stoker_tests::Tmpfs::mount(&checkpoints, 1024);
+    let error = trainer(tiny_model(&burn_stoker::device::cpu()), &log)
+        .log_dir_policy(LogDirPolicy::Delete)
+        .train(step_fn)
+        .unwrap_err()
+        .error;
+    let text = error.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "deleting the earlier run in the log directory {} failed at {}: ",
+            log.display(),
+            checkpoints.display()
+        )),
+        "{text}"
+    );
+    assert_busy(&error);
+}
+
+/// Fills the log directory (a small tmpfs) at setup, then puts a large text at every step.
+struct FillDisk;
+
+impl Callback<Linear> for FillDisk {
+    fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(ctx.log_dir().join("filler")).unwrap();
+        let page = [0u8; 4096];
+        while filler.write_all(&page).is_ok() {}
+        Ok(())
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        ctx.monitors().put_text("blob", &"x".repeat(8192));
+        Ok(())
+    }
+}
+
+#[test]
+fn errors_writer_failure_of_tensorboard_on_a_full_disk_names_the_event_file() {
+    let log = scratch_dir("errors-writer-full-disk").join("tmpfs");
+    let _tmpfs = stoker_tests::Tmpfs::mount(&log, 256);
+    let defaults = DefaultCallbacks { tensorboard: Some(TensorBoardWriter), ..DefaultCallbacks::none() };
+    let report = trainer(tiny_model(&burn_stoker::device::cpu()), &log)
+        .default_callbacks(defaults)
+        .callbacks(FillDisk)
+        .train(step_fn)
+        .expect("a full disk under TensorBoard does not fail training");
+    let [failure] = report.writer_failures.as_slice() else {
+        panic!("one writer failure expected: {:?}", report.writer_failures)
+    };
+    let events: Vec<_> = std::fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("events.out.tfevents."))
+        .collect();
+    let [event_file] = events.as_slice() else { panic!("one event file expected: {events:?}") };
+    let text = failure.error.to_string();
+    assert!(text.starts_with(&format!("{}: ", event_file.display())), "{text}");
+    // The operating system's error, down the chain.
+    let os = chain(failure)
+        .into_iter()
+        .filter_map(|e| e.downcast_ref::<std::io::Error>())
+        .find_map(std::io::Error::raw_os_error)
+        .unwrap_or_else(|| panic!("no OS error in the chain of {failure:?}"));
+    assert_eq!(os, libc::ENOSPC);
 }

@@ -313,15 +313,11 @@ fn writer_failure_is_reported_and_disabled_while_training_goes_on_to_the_end() {
             .expect("a failing writer does not fail training");
     assert_eq!(report.outcome, Outcome::Finished);
     assert_eq!((report.counters.epoch_num(), report.counters.global_step()), (3, 6), "every epoch ran");
-    assert_eq!(
-        report.writer_failures,
-        [burn_stoker::state::WriterFailure {
-            writer: "Failing".into(),
-            error: "the disk is full".into(),
-            global_step: 3,
-            epoch_num: 2,
-        }]
-    );
+    let [failure] = report.writer_failures.as_slice() else {
+        panic!("one writer failure expected: {:?}", report.writer_failures)
+    };
+    assert_eq!((failure.writer.as_str(), failure.global_step, failure.epoch_num), ("Failing", 3, 2));
+    assert_eq!(failure.error.to_string(), "the disk is full");
     // Disabled at its first error: nothing after step 3 reached it.
     assert_eq!(*writes.lock().unwrap(), [1, 2, 3]);
     // The other writers wrote everything.
@@ -570,5 +566,5 @@ fn writer_failure_of_tensorboard_on_a_full_disk_at_epoch_1_keeps_training_and_th
         panic!("one writer failure expected: {:?}", report.writer_failures)
     };
     assert_eq!((failure.writer.as_str(), failure.global_step, failure.epoch_num), ("TensorBoard", 1, 1));
-    assert!(failure.error.contains("No space left on device"), "{failure}");
+    assert!(failure.error.to_string().contains("No space left on device"), "{failure}");
 }

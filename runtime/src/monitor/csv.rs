@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::{EpochStats, MonitorSink, Record};
 use crate::callback::{Callback, Context};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, io_error_at};
 use crate::state::write_atomic;
 
 /// The default file name, in the log directory.
@@ -369,7 +369,8 @@ impl MonitorSink for CsvSink {
         };
         // The rows stay in memory: the file gets them all at the next epoch that writes.
         self.behind = written.is_err();
-        written
+        // The error names the file (a writer's failure is reported with its error alone).
+        written.map_err(|e| io_error_at(&self.path, e))
     }
 
     fn flush(&mut self) -> std::io::Result<()> {

@@ -7,7 +7,7 @@ use serde_json::{Map, Value as Json};
 
 use super::{EpochStats, MonitorSink, Record};
 use crate::callback::Context;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, io_error_at};
 use crate::state::write_atomic;
 
 /// The file name, as tensorpack names it.
@@ -114,7 +114,8 @@ impl MonitorSink for JsonSink {
 
     fn end_epoch(&mut self, stats: &EpochStats) -> std::io::Result<()> {
         self.stats.push(entry(stats));
-        self.write_file()
+        // The error names the file (a writer's failure is reported with its error alone).
+        self.write_file().map_err(|e| io_error_at(&self.path, e))
     }
 
     fn flush(&mut self) -> std::io::Result<()> {

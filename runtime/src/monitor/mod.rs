@@ -38,7 +38,7 @@ pub use send::{COMMAND_QUEUE_CAPACITY, SendMonitorData, SendStat};
 pub use tensorboard::TensorBoardSink;
 
 use crate::callback::Context;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, io_error_at};
 
 /// Writes every monitored record to a TensorBoard event file in the log directory, which
 /// TensorBoard itself reads (`tensorboard --logdir <log dir>`). On by default.
@@ -69,10 +69,11 @@ impl MonitorSink for TensorBoardSink {
     fn name(&self) -> &str {
         "TensorBoard"
     }
+    // The errors name the event file (a writer's failure is reported with its error alone).
     fn write(&mut self, records: &[Record]) -> std::io::Result<()> {
-        TensorBoardSink::write(self, records)
+        TensorBoardSink::write(self, records).map_err(|e| io_error_at(self.path(), e))
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        TensorBoardSink::flush(self)
+        TensorBoardSink::flush(self).map_err(|e| io_error_at(self.path(), e))
     }
 }

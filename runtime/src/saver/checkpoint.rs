@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use crate::error::{Error, Result};
+use crate::error::{BoxError, Error, Result};
 use crate::state::{
     KeepPolicy, check_copy_name, create_dir_all_synced, leftover_of, process_is_gone, sync_dir,
     temporary_name, write_atomic, write_new_file,
@@ -474,7 +474,13 @@ pub(crate) fn write_copy(root: &Path, name: &str, content: &Content) -> Result<P
 enum Unreadable {
     /// It is damaged: a file fails its checksum, is shorter or longer than the manifest says, is
     /// missing, or does not parse. A reader goes on to the checkpoint before it.
-    Corrupt(String),
+    Corrupt {
+        /// What is wrong, naming the file (`manifest.json is malformed: <serde's message>`).
+        reason: String,
+        /// The error that found it, when one did: serde's for a file that does not parse, the
+        /// `std::io::Error` of a missing file. `None` for stoker's own checks (checksums, lengths).
+        source: Option<BoxError>,
+    },
     /// Anything else (a read error such as EIO, EMFILE or EACCES, a format this version does not
     /// read): the checkpoint may well be fine, so it is returned to the user as it is, and
     /// nothing is set aside.
@@ -482,11 +488,23 @@ enum Unreadable {
 }
 
 impl Unreadable {
+    /// Damage found by stoker's own checks.
+    fn corrupt(reason: String) -> Unreadable {
+        Unreadable::Corrupt { reason, source: None }
+    }
+
+    /// Damage that `source` found; `reason` already quotes it.
+    fn corrupt_from(reason: String, source: impl Into<BoxError>) -> Unreadable {
+        Unreadable::Corrupt { reason, source: Some(source.into()) }
+    }
+
+    /// The public error for the checkpoint `dir`, keeping the cause as its source.
     fn into_error(self, dir: &Path) -> Error {
         match self {
-            Unreadable::Corrupt(why) => {
-                Error::checkpoint(format!("checkpoint {} is incomplete or corrupt: {why}", dir.display()))
-            }
+            Unreadable::Corrupt { reason, source } => Error::Checkpoint {
+                message: format!("checkpoint {} is incomplete or corrupt: {reason}", dir.display()),
+                source,
+            },
             Unreadable::Error(error) => error,
         }
     }
@@ -498,7 +516,7 @@ fn read_file(dir: &Path, file: &str) -> Result<Vec<u8>, Unreadable> {
     let path = dir.join(file);
     fs::read(&path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
-            Unreadable::Corrupt(format!("{file}: {e}"))
+            Unreadable::corrupt_from(format!("{file}: {e}"), e)
         } else {
             Unreadable::Error(Error::checkpoint_from(
                 format!(
@@ -514,7 +532,7 @@ fn read_file(dir: &Path, file: &str) -> Result<Vec<u8>, Unreadable> {
 fn read_manifest(dir: &Path) -> Result<Manifest, Unreadable> {
     let bytes = read_file(dir, MANIFEST_FILE)?;
     let manifest: Manifest = serde_json::from_slice(&bytes)
-        .map_err(|e| Unreadable::Corrupt(format!("{MANIFEST_FILE} is malformed: {e}")))?;
+        .map_err(|e| Unreadable::corrupt_from(format!("{MANIFEST_FILE} is malformed: {e}"), e))?;
     if !(OLDEST_FORMAT..=FORMAT_VERSION).contains(&manifest.format) {
         return Err(Unreadable::Error(Error::checkpoint(format!(
             "checkpoint {} has format {}, this version of stoker reads formats {OLDEST_FORMAT} to {FORMAT_VERSION}",
@@ -524,8 +542,8 @@ fn read_manifest(dir: &Path) -> Result<Manifest, Unreadable> {
     }
     match manifest.checksum {
         Some(_) if manifest.verifies(&bytes) => Ok(manifest),
-        Some(_) => Err(Unreadable::Corrupt(format!("{MANIFEST_FILE} fails its own checksum"))),
-        None => Err(Unreadable::Corrupt(format!("{MANIFEST_FILE} has no checksum"))),
+        Some(_) => Err(Unreadable::corrupt(format!("{MANIFEST_FILE} fails its own checksum"))),
+        None => Err(Unreadable::corrupt(format!("{MANIFEST_FILE} has no checksum"))),
     }
 }
 
@@ -554,7 +572,7 @@ impl Checkpoint {
     }
 
     fn read_verified(dir: &Path) -> Result<Checkpoint, Unreadable> {
-        let corrupt = Unreadable::Corrupt;
+        let corrupt = Unreadable::corrupt;
         let manifest = read_manifest(dir)?;
         let mut contents = Vec::with_capacity(FILES.len());
         for file in FILES {
@@ -584,7 +602,8 @@ impl Checkpoint {
         let optimizer = contents.pop().unwrap_or_default();
         let model = contents.pop().unwrap_or_default();
         let json = |bytes: &[u8], file: &str| -> Result<Json, Unreadable> {
-            serde_json::from_slice(bytes).map_err(|e| corrupt(format!("{file} is malformed: {e}")))
+            serde_json::from_slice(bytes)
+                .map_err(|e| Unreadable::corrupt_from(format!("{file} is malformed: {e}"), e))
         };
         Ok(Checkpoint {
             dir: dir.to_path_buf(),
@@ -626,7 +645,8 @@ impl Checkpoint {
         let root =
             if path.join(CHECKPOINT_DIR).is_dir() { path.join(CHECKPOINT_DIR) } else { path.to_path_buf() };
         let candidates = list_readable(&root).map_err(|e| Error::io(&root, e))?;
-        let mut failures = Vec::new();
+        // Each damaged checkpoint's error, newest first.
+        let mut failures: Vec<Error> = Vec::new();
         for dir in candidates {
             match Checkpoint::read_verified(&dir) {
                 Ok(checkpoint) => {
@@ -638,21 +658,21 @@ impl Checkpoint {
                     }
                     return Ok(Some(checkpoint));
                 }
-                Err(Unreadable::Corrupt(why)) => {
-                    failures.push(format!("checkpoint {} is incomplete or corrupt: {why}", dir.display()))
-                }
+                Err(corrupt @ Unreadable::Corrupt { .. }) => failures.push(corrupt.into_error(&dir)),
                 Err(Unreadable::Error(error)) => return Err(error),
             }
         }
         if failures.is_empty() {
-            Ok(None)
-        } else {
-            Err(Error::checkpoint(format!(
-                "no complete checkpoint in {}: {}",
-                root.display(),
-                failures.join("; ")
-            )))
+            return Ok(None);
         }
+        // The message lists every damaged checkpoint; the source is the newest one's error (with
+        // its own cause, serde's or the file system's), the one a resume would have used.
+        let message = format!(
+            "no complete checkpoint in {}: {}",
+            root.display(),
+            failures.iter().map(Error::to_string).collect::<Vec<_>>().join("; ")
+        );
+        Err(Error::Checkpoint { message, source: Some(Box::new(failures.swap_remove(0))) })
     }
 
     /// The checkpoint's directory.

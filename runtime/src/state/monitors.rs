@@ -327,7 +327,7 @@ impl Monitors {
             drop(sink.sender);
             if let Err(payload) = sink.handle.join() {
                 let message = format!("the writer thread panicked: {}", panic_message(&*payload));
-                queue.fail(message, self.global_step, self.epoch_num);
+                queue.fail(Error::Monitor { message, source: None }, self.global_step, self.epoch_num);
             }
         }
     }
@@ -384,11 +384,17 @@ fn run_sink(sink: impl MonitorSink, receiver: &Receiver<Message>, queue: &Writer
     }
 }
 
-/// `write` with a panic turned into an error message.
-fn shielded(write: impl FnOnce() -> std::io::Result<()>) -> std::result::Result<(), String> {
+/// `write`, its error or its panic turned into an [`Error::Monitor`]: the writer's
+/// `std::io::Error` is kept as the source, its message as the message.
+fn shielded(write: impl FnOnce() -> std::io::Result<()>) -> Result<()> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(write)) {
-        Ok(result) => result.map_err(|e| e.to_string()),
-        Err(payload) => Err(format!("the writer panicked: {}", panic_message(&*payload))),
+        Ok(result) => {
+            result.map_err(|e| Error::Monitor { message: e.to_string(), source: Some(Box::new(e)) })
+        }
+        Err(payload) => Err(Error::Monitor {
+            message: format!("the writer panicked: {}", panic_message(&*payload)),
+            source: None,
+        }),
     }
 }
 

@@ -7,20 +7,30 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, OnceLock};
 
+use crate::error::Error;
+
 /// How many batches of records a monitor writer's queue holds by default (a batch is what the
 /// callbacks put during one event). When it is full, training waits for the writer.
 pub const MONITOR_QUEUE_CAPACITY: usize = 256;
 
 /// A background writer that failed during a run: it was disabled at its first error (reported
 /// once on stderr) and training went on without it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// It displays as `writer <name> failed at global step <n> (epoch <e>): <error>`, and is an
+/// [`std::error::Error`] whose source is [`error`](Self::error).
+#[derive(Debug, Clone)]
 pub struct WriterFailure {
     /// The writer's name (`"TensorBoard"`, `"stats.json"`, the name a [`MonitorSink`] gives).
     ///
     /// [`MonitorSink`]: super::MonitorSink
     pub writer: String,
-    /// What went wrong (the operating system's message, or the panic's).
-    pub error: String,
+    /// What went wrong: an [`Error::Monitor`] whose message is the writer's error's (the operating
+    /// system's message, or the panic's) and whose [`source`](std::error::Error::source) is the
+    /// `std::io::Error` the writer returned, to downcast (`None` for a panic). Shared (`Arc`)
+    /// because a failure is cloned (each [`TrainReport`](crate::trainer::TrainReport) and
+    /// [`Monitors::writer_failures`](super::Monitors::writer_failures) call gets a copy, while the
+    /// queue keeps its own) and an error holding an `std::io::Error` cannot be.
+    pub error: Arc<Error>,
     /// The global step of the records it failed on: nothing from this step on reached it.
     pub global_step: u64,
     /// The epoch of those records.
@@ -34,6 +44,13 @@ impl std::fmt::Display for WriterFailure {
             "writer {} failed at global step {} (epoch {}): {}",
             self.writer, self.global_step, self.epoch_num, self.error
         )
+    }
+}
+
+/// The source is [`error`](WriterFailure::error) (its message is already part of this one's).
+impl std::error::Error for WriterFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.error.as_ref())
     }
 }
 
@@ -127,14 +144,12 @@ impl WriterQueue {
     }
 
     /// Record the writer's first failure and report it once on stderr; later ones are ignored.
-    pub(crate) fn fail(&self, error: impl std::fmt::Display, global_step: u64, epoch_num: u64) {
-        let failure = WriterFailure {
-            writer: self.state.name.clone(),
-            error: error.to_string(),
-            global_step,
-            epoch_num,
-        };
-        if self.state.failure.set(failure.clone()).is_ok() {
+    pub(crate) fn fail(&self, error: Error, global_step: u64, epoch_num: u64) {
+        let failure =
+            WriterFailure { writer: self.state.name.clone(), error: Arc::new(error), global_step, epoch_num };
+        if self.state.failure.set(failure).is_ok()
+            && let Some(failure) = self.state.failure.get()
+        {
             eprintln!("stoker: {failure}; it is disabled for the rest of the run, and training goes on");
         }
     }

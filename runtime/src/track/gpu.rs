@@ -129,16 +129,20 @@ pub(crate) struct GpuSelection {
     pub(crate) devices: Option<Vec<u32>>,
     /// The source, until setup opens it.
     pub(crate) choice: SourceChoice,
+    /// The error that turned tracking off (opening the source at setup, or a reading later),
+    /// kept with its cause for the tracker's `failure()`.
+    pub(crate) failure: Option<Error>,
 }
 
 impl GpuSelection {
     /// The visible GPUs, through NVML from the system's search path.
     pub(crate) fn new() -> Self {
-        GpuSelection { devices: None, choice: SourceChoice::Nvml(None) }
+        GpuSelection { devices: None, choice: SourceChoice::Nvml(None), failure: None }
     }
 
     /// Open the source at `tracker`'s setup (see [`open`]): the source and the devices to track,
-    /// or `None` after writing the note that tracking is off.
+    /// or `None` after writing the note that tracking is off (and keeping the error, if one
+    /// turned it off, in [`failure`](Self::failure)).
     pub(crate) fn open(&mut self, tracker: &str) -> Result<Option<Tracked>> {
         let choice = std::mem::replace(&mut self.choice, SourceChoice::Taken);
         Ok(match open(tracker, choice, self.devices.as_deref())? {
@@ -147,7 +151,18 @@ impl GpuSelection {
                 note_off(tracker, &reason);
                 None
             }
+            Opened::Failed(error) => {
+                note_off(tracker, &format!("no NVIDIA GPU ({error})"));
+                self.failure = Some(error);
+                None
+            }
         })
+    }
+
+    /// Tracking of `tracker` is turned off by `error` (a reading failed): note it and keep it.
+    pub(crate) fn turned_off_by(&mut self, tracker: &str, error: Error) {
+        note_off(tracker, &error.to_string());
+        self.failure = Some(error);
     }
 }
 
@@ -180,6 +195,9 @@ enum Opened {
     Tracking(Box<dyn GpuSource>, Vec<u32>),
     /// No GPU to track, and why (written on stderr as a note).
     Off(String),
+    /// The source could not be opened or could not count its devices: no GPU to track, because
+    /// of this error (written on stderr as a note, and kept).
+    Failed(Error),
 }
 
 /// Open the source and choose the devices: `devices` when given (an index beyond the source's
@@ -189,14 +207,14 @@ fn open(tracker: &str, choice: SourceChoice, devices: Option<&[u32]>) -> Result<
     let mut source: Box<dyn GpuSource> = match choice {
         SourceChoice::Nvml(path) => match NvmlSource::open_library(path.as_deref()) {
             Ok(source) => Box::new(source),
-            Err(e) => return Ok(Opened::Off(format!("no NVIDIA GPU ({e})"))),
+            Err(e) => return Ok(Opened::Failed(e)),
         },
         SourceChoice::Given(source) => source,
         SourceChoice::Taken => return Err(Error::msg(format!("{tracker}: set up twice"))),
     };
     let count = match source.device_count() {
         Ok(count) => count,
-        Err(e) => return Ok(Opened::Off(format!("no NVIDIA GPU ({e})"))),
+        Err(e) => return Ok(Opened::Failed(e)),
     };
     if count == 0 {
         return Ok(Opened::Off("no NVIDIA GPU (the driver reports none)".into()));

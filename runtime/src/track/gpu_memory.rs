@@ -1,6 +1,6 @@
 //! The GPUs' memory, every epoch.
 
-use super::gpu::{self, GpuSelection, GpuSource, gpu_selection_builders};
+use super::gpu::{GpuSelection, GpuSource, gpu_selection_builders};
 use crate::Result;
 use crate::callback::{Callback, Context};
 
@@ -67,6 +67,13 @@ impl GpuMemoryTracker {
     pub fn is_tracking(&self) -> bool {
         self.source.is_some()
     }
+    /// The error that turned tracking off, if one did: NVML could not be loaded or could not
+    /// count the GPUs (at setup), or a reading failed. Its [`source`](std::error::Error::source)
+    /// is the cause (NVML's error, or the [`GpuSource`](super::GpuSource)'s own). `None` while
+    /// tracking, and when there was simply no GPU to track.
+    pub fn failure(&self) -> Option<&crate::Error> {
+        self.selection.failure.as_ref()
+    }
 }
 
 impl<M> Callback<M> for GpuMemoryTracker {
@@ -92,7 +99,7 @@ impl<M> Callback<M> for GpuMemoryTracker {
                 Ok(memory) => readings.push(memory),
                 Err(e) => {
                     self.source = None;
-                    gpu::note_off("GPUMemoryTracker", &e.to_string());
+                    self.selection.turned_off_by("GPUMemoryTracker", e);
                     return Ok(());
                 }
             }

@@ -4,7 +4,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::gpu::{self, GpuSelection, GpuSource, gpu_selection_builders};
+use super::gpu::{GpuSelection, GpuSource, gpu_selection_builders};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
 
@@ -85,6 +85,13 @@ impl GpuUtilizationTracker {
     pub fn is_tracking(&self) -> bool {
         self.sampler.is_some()
     }
+    /// The error that turned tracking off, if one did: NVML could not be loaded or could not
+    /// count the GPUs (at setup), a reading failed, or the sampling thread stopped answering. Its
+    /// [`source`](std::error::Error::source) is the cause (NVML's error, or the
+    /// [`GpuSource`]'s own). `None` while tracking, and when there was simply no GPU to track.
+    pub fn failure(&self) -> Option<&Error> {
+        self.selection.failure.as_ref()
+    }
 
     /// Stop tracking for good: tell the thread to end and wait for it.
     fn shut_down(&mut self) {
@@ -96,9 +103,9 @@ impl GpuUtilizationTracker {
         self.pending = false;
     }
 
-    fn turn_off(&mut self, reason: &str) {
+    fn turn_off(&mut self, error: Error) {
         self.shut_down();
-        gpu::note_off("GPUUtilizationTracker", reason);
+        self.selection.turned_off_by("GPUUtilizationTracker", error);
     }
 
     /// Receive the average of the epoch that ended.
@@ -110,16 +117,16 @@ impl GpuUtilizationTracker {
         let sampler = self.sampler.as_ref()?;
         match sampler.averages.recv_timeout(ANSWER_TIMEOUT) {
             Ok(Ok(averages)) => Some(averages),
-            Ok(Err(reason)) => {
-                self.turn_off(&reason);
+            Ok(Err(error)) => {
+                self.turn_off(error);
                 None
             }
             Err(RecvTimeoutError::Timeout) => {
-                self.turn_off("the sampling thread did not answer within 60 s");
+                self.turn_off(Error::msg("the sampling thread did not answer within 60 s"));
                 None
             }
             Err(RecvTimeoutError::Disconnected) => {
-                self.turn_off("the sampling thread stopped");
+                self.turn_off(Error::msg("the sampling thread stopped"));
                 None
             }
         }
@@ -152,14 +159,14 @@ impl<M> Callback<M> for GpuUtilizationTracker {
         if let Some(sampler) = &self.sampler
             && sampler.commands.send(Command::Start).is_err()
         {
-            self.turn_off("the sampling thread stopped");
+            self.turn_off(Error::msg("the sampling thread stopped"));
         }
         Ok(())
     }
     fn after_epoch(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
         if let Some(sampler) = &self.sampler {
             if sampler.commands.send(Command::Stop).is_err() {
-                self.turn_off("the sampling thread stopped");
+                self.turn_off(Error::msg("the sampling thread stopped"));
             } else {
                 self.pending = true;
             }
@@ -192,7 +199,7 @@ enum Command {
 /// The sampling thread and its two channels.
 struct Sampler {
     commands: Sender<Command>,
-    averages: Receiver<std::result::Result<Vec<f64>, String>>,
+    averages: Receiver<Result<Vec<f64>>>,
     handle: JoinHandle<()>,
 }
 
@@ -220,11 +227,11 @@ fn sample(
     devices: &[u32],
     interval: Duration,
     commands: &Receiver<Command>,
-    averages: &Sender<std::result::Result<Vec<f64>, String>>,
+    averages: &Sender<Result<Vec<f64>>>,
 ) {
-    let read = |source: &mut Box<dyn GpuSource>, sums: &mut [f64]| -> std::result::Result<(), String> {
+    let read = |source: &mut Box<dyn GpuSource>, sums: &mut [f64]| -> Result<()> {
         for (sum, &device) in sums.iter_mut().zip(devices) {
-            *sum += source.utilization(device).map_err(|e| e.to_string())?;
+            *sum += source.utilization(device)?;
         }
         Ok(())
     };
@@ -234,7 +241,7 @@ fn sample(
             Ok(Command::Start) => {}
             // A stop without a start: answer, so that the tracker does not wait.
             Ok(Command::Stop) => {
-                if averages.send(Err("an epoch ended that had not started".into())).is_err() {
+                if averages.send(Err(Error::msg("an epoch ended that had not started"))).is_err() {
                     return;
                 }
                 continue;

@@ -195,13 +195,14 @@ pub(super) fn prepare(dir: &Path, policy: LogDirPolicy, lock: LogDirLock) -> Res
             let backup = backup_path(dir)?;
             // The lock file moves with the directory (this run still holds it there, and drops it
             // below); the new directory gets a new lock before anything is written into it.
-            fs::rename(dir, &backup).map_err(|e| {
-                Error::msg(format!(
+            fs::rename(dir, &backup).map_err(|e| Error::Other {
+                message: format!(
                     "moving the earlier run in the log directory {} aside to {} failed: {e}; nothing was moved. \
                      Move it yourself, choose LogDirPolicy::Delete, or give this run another log_dir",
                     dir.display(),
                     backup.display()
-                ))
+                ),
+                source: Box::new(e),
             })?;
             let parent = parent_dir(&backup);
             sync_dir(parent).map_err(|e| Error::io(parent, e))?;
@@ -235,12 +236,13 @@ fn delete_contents(dir: &Path) -> Result<()> {
         let path = entry.path();
         let is_dir = entry.file_type().map_err(|e| Error::io(&path, e))?.is_dir();
         let removed = if is_dir { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
-        removed.map_err(|e| {
-            Error::msg(format!(
+        removed.map_err(|e| Error::Other {
+            message: format!(
                 "deleting the earlier run in the log directory {} failed at {}: {e}; what is left of it is still there",
                 dir.display(),
                 path.display()
-            ))
+            ),
+            source: Box::new(e),
         })?;
     }
     sync_dir(dir).map_err(|e| Error::io(dir, e))
