@@ -6,6 +6,8 @@
 //! - `step`: what the user's step sees ([`Step`]) and how one step runs;
 //! - `defaults`: the callbacks a trainer starts with ([`DefaultCallbacks`]);
 //! - `report`: how a run ended ([`TrainReport`], [`Outcome`]);
+//! - `summary`: what the run did, in a few lines ([`TrainSummary`], printed by
+//!   [`TrainSummaryPrinter`]);
 //! - `builder`: the [`Trainer`] and its settings;
 //! - `run`: [`Trainer::train`], a run's state, its setup and teardown;
 //! - `main_loop`: the epochs, the steps and the boundaries between them;
@@ -24,6 +26,7 @@ mod report;
 mod resume;
 mod run;
 mod step;
+mod summary;
 mod world;
 
 pub use builder::Trainer;
@@ -32,5 +35,6 @@ pub use defaults::DefaultCallbacks;
 pub use log_dir::LogDirPolicy;
 pub use report::{Outcome, TrainError, TrainReport};
 pub use step::Step;
+pub use summary::{BestValue, ScalarSummary, TrainSummary, TrainSummaryPrinter};
 
 pub(crate) use run::Run;
