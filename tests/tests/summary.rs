@@ -180,7 +180,8 @@ fn summary_end_summary_reports_last_and_best_values_and_where() {
     assert_eq!(summary.steps_per_second(), 12.0 / summary.wall_time.as_secs_f64());
     assert_eq!(summary.log_dir, dir);
     assert_eq!(summary.checkpoint, None);
-    let scalar = |name: &str| summary.scalars.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("{name}"));
+    let scalar =
+        |name: &str| summary.scalars.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("{name}"));
     let best = |name: &str| scalar(name).best.map(|b| (b.value, b.global_step, b.epoch_num, b.better));
     assert_eq!((scalar("val_loss").last, scalar("val_loss").last_step), (2.0, 12));
     assert_eq!(best("val_loss"), Some((1.0, 8, 2, Better::Lower)));
@@ -189,9 +190,14 @@ fn summary_end_summary_reports_last_and_best_values_and_where() {
     assert_eq!((scalar("lr_seen").last, best("lr_seen")), (0.3, None));
     let text = summary.to_string();
     let line = |start: &str| {
-        text.lines().find(|l| l.trim_start().starts_with(start)).unwrap_or_else(|| panic!("{start} in\n{text}"))
+        text.lines()
+            .find(|l| l.trim_start().starts_with(start))
+            .unwrap_or_else(|| panic!("{start} in\n{text}"))
     };
-    assert!(text.starts_with("stoker: training finished after epoch 3 (global step 12): 12 steps in "), "{text}");
+    assert!(
+        text.starts_with("stoker: training finished after epoch 3 (global step 12): 12 steps in "),
+        "{text}"
+    );
     assert!(line("val_loss").split_whitespace().eq(["val_loss", "2", "1", "(step", "8,", "epoch", "2)"]));
     assert!(line("accuracy").split_whitespace().eq(["accuracy", "0.7", "0.9", "(step", "8,", "epoch", "2)"]));
     assert!(line("lr_seen").split_whitespace().eq(["lr_seen", "0.3", "-"]));
@@ -202,10 +208,8 @@ fn summary_end_summary_reports_last_and_best_values_and_where() {
 #[test]
 fn summary_end_summary_names_the_stop_and_the_latest_checkpoint() {
     let dir = scratch_dir("summary-stop");
-    let report = trainer(&dir, 3, summaries_only())
-        .callbacks((StopAt(8), ModelSaver::new(5)))
-        .train(net_mse)
-        .unwrap();
+    let report =
+        trainer(&dir, 3, summaries_only()).callbacks((StopAt(8), ModelSaver::new(5))).train(net_mse).unwrap();
     let summary = &report.summary;
     assert_eq!(summary.outcome, Outcome::Stopped("stopped at an epoch's end by the test".into()));
     assert_eq!((summary.steps, summary.epoch_num), (8, 2));
@@ -224,9 +228,10 @@ fn summary_end_summary_is_in_the_report_with_the_printer_off() {
     let dir = scratch_dir("summary-report");
     let report = trainer(&dir, 1, DefaultCallbacks::none()).callbacks(History).train(net_mse).unwrap();
     assert_eq!(report.summary.steps, 4);
-    assert_eq!(report.summary.scalars.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), [
-        "accuracy", "lr_seen", "score", "val_loss"
-    ]);
+    assert_eq!(
+        report.summary.scalars.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["accuracy", "lr_seen", "score", "val_loss"]
+    );
 }
 
 // ---------- what is printed, and that neither costs a read ----------
@@ -240,7 +245,11 @@ fn stdout_of(name: &str) -> String {
         .env(CHILD, "1")
         .output()
         .expect("running the test binary");
-    assert!(output.status.success(), "child test {name} failed:\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "child test {name} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
@@ -277,10 +286,16 @@ fn summary_neither_summary_fetches_or_reads_anything() {
     assert!(Callback::<Net>::fetches(&ModelSummary::new()).is_empty());
     assert!(Callback::<Net>::fetches(&TrainSummaryPrinter::new()).is_empty());
     let (report, with) = count_reads(|| {
-        trainer(&scratch_dir("summary-reads-on"), 2, summaries_only()).callbacks(History).train(net_mse).unwrap()
+        trainer(&scratch_dir("summary-reads-on"), 2, summaries_only())
+            .callbacks(History)
+            .train(net_mse)
+            .unwrap()
     });
     let (without_report, without) = count_reads(|| {
-        trainer(&scratch_dir("summary-reads-off"), 2, DefaultCallbacks::none()).callbacks(History).train(net_mse).unwrap()
+        trainer(&scratch_dir("summary-reads-off"), 2, DefaultCallbacks::none())
+            .callbacks(History)
+            .train(net_mse)
+            .unwrap()
     });
     assert_eq!((report.fetch_transfers, with), (without_report.fetch_transfers, without));
     assert_eq!(with, 0, "a run that fetches nothing reads nothing, summaries included");

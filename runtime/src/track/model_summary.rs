@@ -169,7 +169,13 @@ fn human_bytes(bytes: usize) -> String {
         value /= 1024.0;
         unit += 1;
     }
-    let decimals = if value < 10.0 { 2 } else if value < 100.0 { 1 } else { 0 };
+    let decimals = if value < 10.0 {
+        2
+    } else if value < 100.0 {
+        1
+    } else {
+        0
+    };
     format!("{value:.decimals$} {}", UNITS[unit])
 }
 
@@ -236,13 +242,17 @@ impl fmt::Display for ModelParams {
         // A module's total line, when it says more than its one tensor's line.
         let totals: Vec<bool> = modules
             .iter()
-            .map(|m| self.tensors.iter().filter(|t| top_level(&t.path) == m.name).count() > 1
-                || self.tensors.iter().any(|t| top_level(&t.path) == m.name && t.path != m.name))
+            .map(|m| {
+                self.tensors.iter().filter(|t| top_level(&t.path) == m.name).count() > 1
+                    || self.tensors.iter().any(|t| top_level(&t.path) == m.name && t.path != m.name)
+            })
             .collect();
         let (total_params, total_bytes) = (self.total_params(), self.total_bytes());
-        let path_width = self.tensors.iter().map(|t| t.path.len()).chain(["parameter".len(), "total".len()]).max();
+        let path_width =
+            self.tensors.iter().map(|t| t.path.len()).chain(["parameter".len(), "total".len()]).max();
         let path_width = path_width.unwrap_or(0);
-        let shape_width = self.tensors.iter().map(|t| shape(t).len()).chain(["shape".len()]).max().unwrap_or(0);
+        let shape_width =
+            self.tensors.iter().map(|t| shape(t).len()).chain(["shape".len()]).max().unwrap_or(0);
         let dtype_width =
             self.tensors.iter().map(|t| dtype_name(t.dtype).len()).chain(["dtype".len()]).max().unwrap_or(0);
         let params_width = total_params.to_string().len().max("params".len());

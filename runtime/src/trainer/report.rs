@@ -4,11 +4,11 @@
 
 use std::path::PathBuf;
 
+use super::TrainSummary;
 #[cfg(doc)]
 use super::Trainer;
 use crate::callback::Counters;
 use crate::error::Error;
-use super::TrainSummary;
 use crate::state::{DroppedWork, WriterFailure};
 
 /// Why training ended.

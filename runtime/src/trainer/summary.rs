@@ -6,9 +6,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::Outcome;
 #[cfg(doc)]
 use super::{DefaultCallbacks, TrainReport};
-use super::Outcome;
 use crate::callback::{Callback, Counters};
 use crate::state::{Better, Monitors};
 use crate::stop::Mode;
@@ -195,7 +195,9 @@ impl fmt::Display for TrainSummary {
                 .iter()
                 .map(|s| {
                     let best = match s.best {
-                        Some(b) => format!("{} (step {}, epoch {})", number(b.value), b.global_step, b.epoch_num),
+                        Some(b) => {
+                            format!("{} (step {}, epoch {})", number(b.value), b.global_step, b.epoch_num)
+                        }
                         None => "-".to_string(),
                     };
                     (s.name.as_str(), number(s.last), best)
