@@ -1,6 +1,6 @@
 //! Trackers: what a run costs and how far it is. The model's size, the progress bar, the
-//! estimated time left, throughput, host memory, GPU utilization and memory, the total training time, and the time
-//! each callback takes.
+//! estimated time left, throughput, host memory, GPU utilization and memory, the total training
+//! time, and the time each callback takes.
 //!
 //! | tracker | reference | what it reports |
 //! |---|---|---|
