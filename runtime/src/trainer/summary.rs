@@ -42,7 +42,7 @@ pub struct ScalarSummary {
     pub best: Option<BestValue>,
 }
 
-/// What a run did, in a few lines: how it ended, its wall time, its steps and steps per second,
+/// What a run did, in a few lines (burn-train's `LearnerSummary`, always on): how it ended, its wall time, its steps and steps per second,
 /// each monitored scalar's last value and best value with the step and epoch it was reached at,
 /// the log directory and the latest checkpoint. It is [`TrainReport::summary`]; its `Display` is
 /// what the [`TrainSummaryPrinter`] prints at the end of training:
