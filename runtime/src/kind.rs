@@ -153,6 +153,8 @@ kinds! {
     crate::monitor::SendMonitorData => SendMonitorData;
     crate::monitor::SendStat => SendStat;
     crate::track::ProgressBar => ProgressBar;
+    crate::track::ModelSummary => ModelSummary;
+    crate::trainer::TrainSummaryPrinter => TrainSummaryPrinter;
     <T> crate::track::EstimatedTimeLeft<T> => EstimatedTimeLeft;
     <T> crate::track::ThroughputTracker<T> => ThroughputTracker;
     <T> crate::track::RunTimer<T> => RunTimer;

@@ -53,6 +53,7 @@ fn writers() -> DefaultCallbacks {
         tensorboard: Some(TensorBoardWriter),
         json: Some(JsonWriter),
         printer: None,
+        ..DefaultCallbacks::none()
     }
 }
 

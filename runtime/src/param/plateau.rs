@@ -225,6 +225,9 @@ impl<M> Callback<M> for ReduceLrOnPlateau {
         self.wait = 0;
         self.cooldown_counter = 0;
         self.last_seen = None;
+        let better =
+            if self.maximizes() { crate::state::Better::Higher } else { crate::state::Better::Lower };
+        ctx.monitors().declare_better(&self.monitor, better);
         self.target.check(ctx)
     }
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {

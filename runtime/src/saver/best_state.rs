@@ -191,6 +191,8 @@ impl<M: Module + 'static> Callback<M> for SaveBestState {
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let owner = self.label();
         self.maximize = self.mode.maximize(&self.watched.name, &owner)?;
+        let better = if self.maximize { crate::state::Better::Higher } else { crate::state::Better::Lower };
+        ctx.monitors().declare_better(&self.watched.name, better);
         if self.path.as_os_str().is_empty() {
             return Err(Error::msg(format!("{owner}: the path is empty")));
         }

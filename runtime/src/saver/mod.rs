@@ -207,7 +207,8 @@ impl<M, const MAX: bool> Callback<M> for BestSaver<MAX> {
             };
             Error::msg(format!("{}({}): the copy name {folder:?}{hint} {why}", self.kind(), self.statistic))
         })?;
-        let _ = ctx;
+        let better = if MAX { crate::state::Better::Higher } else { crate::state::Better::Lower };
+        ctx.monitors().declare_better(&self.statistic, better);
         Ok(())
     }
 

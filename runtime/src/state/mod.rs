@@ -17,7 +17,7 @@ mod record;
 pub use hyper::{HyperParams, LEARNING_RATE, SharedParam};
 pub use keep::KeepPolicy;
 pub(crate) use keep::check_copy_name;
-pub use monitors::{MonitorSink, Monitors};
+pub use monitors::{Better, MonitorSink, Monitors};
 pub(crate) use persist::{
     create_dir_all_synced, leftover_of, process_is_gone, sync_dir, temporary_name, write_new_file,
 };

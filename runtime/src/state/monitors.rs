@@ -57,6 +57,15 @@ struct SinkThread {
     handle: JoinHandle<()>,
 }
 
+/// Which way a monitored scalar improves: what makes one of its values the best so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Better {
+    /// Lower is better (a loss, an error).
+    Lower,
+    /// Higher is better (an accuracy, a score).
+    Higher,
+}
+
 /// The monitors of a run: the history of scalars, the statistics of each epoch (what
 /// `stats.json` holds), and the writers.
 pub struct Monitors {
@@ -69,6 +78,8 @@ pub struct Monitors {
     /// Every writer's queue (also after its thread was joined) and the other queues a callback
     /// asked to report ([`track_queue`](Self::track_queue)).
     queues: Vec<WriterQueue>,
+    /// Which way each watched scalar improves, as the callbacks watching it declared.
+    better: BTreeMap<Arc<str>, Better>,
     pub(crate) global_step: u64,
     pub(crate) epoch_num: u64,
 }
@@ -99,6 +110,7 @@ impl Monitors {
             pending: Vec::new(),
             sinks: Vec::new(),
             queues: Vec::new(),
+            better: BTreeMap::new(),
             global_step: 0,
             epoch_num: 0,
         }
@@ -161,6 +173,22 @@ impl Monitors {
     /// The names of every scalar put so far.
     pub fn scalar_names(&self) -> impl Iterator<Item = &str> {
         self.history.keys().map(|k| &**k)
+    }
+
+    /// Declare which way scalar `name` improves. The callbacks that watch a scalar for its best
+    /// value declare it at setup (`MinSaver` / `MaxSaver`, `SaveBestState`, `EarlyStopping`,
+    /// `ReduceLrOnPlateau`), so that what reports a best value (the trainer's end-of-training
+    /// summary) agrees with them; the latest declaration of a name wins. Declaring costs nothing
+    /// per step and changes nothing a writer writes.
+    pub fn declare_better(&mut self, name: &str, better: Better) {
+        let key = self.key(name);
+        self.better.insert(key, better);
+    }
+
+    /// Which way scalar `name` improves, if a callback declared it
+    /// ([`declare_better`](Self::declare_better)).
+    pub fn better(&self, name: &str) -> Option<Better> {
+        self.better.get(name).copied()
     }
 
     /// The statistics of every finished epoch, oldest first (what `stats.json` holds), including

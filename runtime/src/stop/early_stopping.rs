@@ -309,6 +309,8 @@ impl<M: Module + 'static> Callback<M> for EarlyStopping {
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let owner = self.label();
         self.maximize = self.mode.maximize(&self.watched.name, &owner)?;
+        let better = if self.maximize { crate::state::Better::Higher } else { crate::state::Better::Lower };
+        ctx.monitors().declare_better(&self.watched.name, better);
         if self.min_delta.is_nan() {
             return Err(Error::msg(format!("{owner}: min_delta is NaN")));
         }

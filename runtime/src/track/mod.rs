@@ -1,6 +1,6 @@
-//! Trackers: what a run costs and how far it is. The progress bar, the estimated time left,
-//! throughput, host memory, GPU utilization and memory, the total training time, and the time
-//! each callback takes.
+//! Trackers: what a run costs and how far it is. The model's size, the progress bar, the
+//! estimated time left, throughput, host memory, GPU utilization and memory, the total training
+//! time, and the time each callback takes.
 //!
 //! | tracker | reference | what it reports |
 //! |---|---|---|
@@ -11,6 +11,7 @@
 //! | [`GpuUtilizationTracker`] | tensorpack's `GPUUtilizationTracker` | `GPUUtil/<device>` |
 //! | [`GpuMemoryTracker`] | tensorpack's `GPUMemoryTracker` | `GPUMemory/<device>/used (MB)`, `GPUMemory/<device>/total (MB)` |
 //! | [`RunTimer`] | neon's `RunTimerCallback` | `time/train`, and a line on stderr |
+//! | [`ModelSummary`] | Keras's `model.summary()`, Lightning's `ModelSummary` | the parameters per tensor and module and their bytes ([`ModelParams`]), once at the start: stdout, `model_summary.txt`, TensorBoard text |
 //! | [`Timed`] | tensorpack's `CallbackTimeLogger` | slow callbacks, on stderr |
 //!
 //! `HostMemoryTracker`, `GpuUtilizationTracker` and `GpuMemoryTracker` (with [`GpuSource`],
@@ -30,6 +31,7 @@ mod gpu_memory;
 mod gpu_utilization;
 #[cfg(feature = "sys-metrics")]
 mod host_memory;
+mod model_summary;
 mod progress;
 mod run_timer;
 mod throughput;
@@ -45,6 +47,7 @@ pub use gpu_memory::GpuMemoryTracker;
 pub use gpu_utilization::GpuUtilizationTracker;
 #[cfg(feature = "sys-metrics")]
 pub use host_memory::HostMemoryTracker;
+pub use model_summary::{ModelParams, ModelSummary, ModuleParams, ParamTensor};
 pub use progress::ProgressBar;
 pub use run_timer::RunTimer;
 pub use throughput::ThroughputTracker;

@@ -1,12 +1,26 @@
 //! The callbacks a trainer starts with.
 
+use super::TrainSummaryPrinter;
 use crate::monitor::{JsonWriter, ScalarPrinter, TensorBoardWriter};
-use crate::track::ProgressBar;
+use crate::track::{ModelSummary, ProgressBar};
 
-/// The callbacks a trainer starts with, like tensorpack's and neon's: a progress bar, TensorBoard
-/// event files, `stats.json`, and a scalar printer. Each can be replaced or turned off.
+/// The callbacks a trainer starts with, like tensorpack's and neon's: a summary of the model's
+/// parameters at the start, a progress bar, TensorBoard event files, `stats.json`, a scalar
+/// printer, and a summary of the run at the end. Each can be replaced or turned off (`None`);
+/// none of them adds any work to a step that no callback asked for.
+///
+/// ```
+/// use burn_stoker::trainer::DefaultCallbacks;
+///
+/// // Everything but the two summaries.
+/// let quiet = DefaultCallbacks { model_summary: None, train_summary: None, ..DefaultCallbacks::default() };
+/// # let _ = quiet;
+/// ```
 #[derive(Debug, crate::Callbacks)]
 pub struct DefaultCallbacks {
+    /// The model's parameters per tensor and module, their total and bytes, at `before_train`:
+    /// on stdout, in `model_summary.txt` and as TensorBoard text ([`ModelSummary`]).
+    pub model_summary: Option<ModelSummary>,
     /// The progress bar.
     pub progress: Option<ProgressBar>,
     /// The TensorBoard writer.
@@ -15,15 +29,21 @@ pub struct DefaultCallbacks {
     pub json: Option<JsonWriter>,
     /// The scalar printer.
     pub printer: Option<ScalarPrinter>,
+    /// The end-of-training summary on stdout ([`TrainSummaryPrinter`]): the outcome, the time,
+    /// steps per second, each scalar's last and best value, where the logs and the latest
+    /// checkpoint are. `None` prints nothing; the summary is in the `TrainReport` either way.
+    pub train_summary: Option<TrainSummaryPrinter>,
 }
 
 impl Default for DefaultCallbacks {
     fn default() -> Self {
         DefaultCallbacks {
+            model_summary: Some(ModelSummary::new()),
             progress: Some(ProgressBar::new()),
             tensorboard: Some(TensorBoardWriter),
             json: Some(JsonWriter),
             printer: Some(ScalarPrinter::new()),
+            train_summary: Some(TrainSummaryPrinter::new()),
         }
     }
 }
@@ -31,6 +51,13 @@ impl Default for DefaultCallbacks {
 impl DefaultCallbacks {
     /// No default callback at all.
     pub fn none() -> Self {
-        DefaultCallbacks { progress: None, tensorboard: None, json: None, printer: None }
+        DefaultCallbacks {
+            model_summary: None,
+            progress: None,
+            tensorboard: None,
+            json: None,
+            printer: None,
+            train_summary: None,
+        }
     }
 }

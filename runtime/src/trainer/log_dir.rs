@@ -22,9 +22,9 @@ const EVENT_FILE_PREFIX: &str = "events.out.tfevents.";
 /// "An earlier run" is what a run leaves that a second one would mix with: checkpoints (a
 /// `checkpoints/` folder that is not empty: keep-N would count them, a resume would load them),
 /// TensorBoard event files (`events.out.tfevents.*`: TensorBoard would draw both runs as one)
-/// and `stats.json`. Other files do not make one: a `hyper.txt` or an `InjectShell` trigger file
-/// you put there before the run, a CSV file (the CSV writer moves aside one it does not continue),
-/// the lock file. An empty or missing directory is used as it is, whatever the policy.
+/// and `stats.json`. Other files do not make one: `model_summary.txt` (each run writes its
+/// own), a `hyper.txt` or an `InjectShell` trigger file you put there before the run, a CSV file
+/// (the CSV writer moves aside one it does not continue), the lock file. An empty or missing directory is used as it is, whatever the policy.
 ///
 /// A resume is not a fresh run: [`Trainer::resume_from`](crate::trainer::Trainer::resume_from) a
 /// checkpoint inside the log directory (however its path is spelled) keeps the directory and

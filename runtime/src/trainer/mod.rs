@@ -7,6 +7,8 @@
 //!   step runs;
 //! - `defaults`: the callbacks a trainer starts with ([`DefaultCallbacks`]);
 //! - `report`: how a run ended ([`TrainReport`], [`Outcome`]);
+//! - `summary`: what the run did, in a few lines ([`TrainSummary`], printed by
+//!   [`TrainSummaryPrinter`]);
 //! - `builder`: the [`Trainer`] and its settings;
 //! - `run`: [`Trainer::train`], a run's state, its setup and teardown;
 //! - `main_loop`: the epochs, the steps and the boundaries between them;
@@ -25,6 +27,7 @@ mod report;
 mod resume;
 mod run;
 mod step;
+mod summary;
 mod world;
 
 pub use builder::Trainer;
@@ -33,5 +36,6 @@ pub use defaults::DefaultCallbacks;
 pub use log_dir::LogDirPolicy;
 pub use report::{Outcome, TrainError, TrainReport};
 pub use step::{LossFn, Step, StepOutput, TrainingStep};
+pub use summary::{BestValue, ScalarSummary, TrainSummary, TrainSummaryPrinter};
 
 pub(crate) use run::Run;

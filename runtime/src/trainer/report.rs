@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use super::TrainSummary;
 #[cfg(doc)]
 use super::Trainer;
 use crate::callback::Counters;
@@ -72,6 +73,11 @@ pub struct TrainReport<M> {
     /// ([`outcome`](Self::outcome) says how the run ended), reported here and on stderr rather
     /// than dropped. `None` when the signal stopped the run ([`Outcome::Interrupted`]).
     pub late_signal: Option<String>,
+    /// What the run did, in a few lines: the outcome, the wall time, steps and steps per second,
+    /// each scalar's last and best value, the log directory and the latest checkpoint. Printed
+    /// at the end of training by the default [`TrainSummaryPrinter`](super::TrainSummaryPrinter);
+    /// here in every case, to print (`println!("{}", report.summary)`) or inspect.
+    pub summary: TrainSummary,
 }
 
 /// A run that ended with an error, with what it had trained: the error, and the report (the

@@ -14,7 +14,7 @@ use super::interrupt::{SignalGuard, signal_name};
 use super::lock::LogDirLock;
 use super::log_dir::{self, is_within};
 use super::resume::{DataPosition, Restored};
-use super::{LossFn, Outcome, Step, TrainData, TrainError, TrainReport, Trainer, TrainingStep};
+use super::{LossFn, Outcome, Step, TrainData, TrainError, TrainReport, TrainSummary, Trainer, TrainingStep};
 use crate::callback::{Callbacks, Context, Control, Counters, Event, TrainState, resolve_order};
 use crate::error::{Error, Result, panic_message};
 use crate::fetch::{FetchPlan, Outputs};
@@ -203,6 +203,9 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             let result = run.agree_end(Err(error));
             return Err(result.expect_err("an error stays an error").into());
         }
+        // What the end-of-training summary measures: this run's steps and wall time.
+        let first_step = run.state.counters.global_step;
+        let started = std::time::Instant::now();
         let outcome = {
             let mut step = step;
             catch_unwind(AssertUnwindSafe(|| run.main_loop(&data, &mut step)))
@@ -246,6 +249,18 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             }
             None => None,
         };
+        let summary = TrainSummary::new(
+            outcome.clone(),
+            started.elapsed(),
+            run.state.counters.global_step.saturating_sub(first_step),
+            &run.state.counters,
+            &run.state.monitors,
+            run.state.log_dir.clone(),
+            run.last_checkpoint.clone(),
+        );
+        if chief && let Some(printer) = &run.callbacks.0.train_summary {
+            printer.print(&summary);
+        }
         let report = run.state.model.take().map(|model| TrainReport {
             model,
             outcome,
@@ -254,6 +269,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             writer_failures: run.state.monitors.writer_failures(),
             dropped: run.state.monitors.dropped(),
             late_signal,
+            summary,
         });
         match (result, report) {
             (Ok(()), Some(report)) => Ok(report),
