@@ -30,7 +30,6 @@ enum Mode {
 /// One request the fake server received.
 #[derive(Debug, Clone)]
 struct Request {
-    method: String,
     path: String,
     body: Json,
 }
@@ -140,7 +139,8 @@ fn serve(stream: TcpStream, mode: Mode, requests: &Mutex<Vec<Request>>) -> Resul
         }
         body
     } else {
-        let length: usize = headers.get("content-length").map_or(Ok(0), |l| l.parse()).map_err(|e| format!("{e}"))?;
+        let length: usize =
+            headers.get("content-length").map_or(Ok(0), |l| l.parse()).map_err(|e| format!("{e}"))?;
         let mut body = vec![0; length];
         reader.read_exact(&mut body).map_err(|e| e.to_string())?;
         body
@@ -150,16 +150,16 @@ fn serve(stream: TcpStream, mode: Mode, requests: &Mutex<Vec<Request>>) -> Resul
         problems.push(format!("{method} {path}: the sink only POSTs"));
     }
     if !headers.get("content-type").is_some_and(|t| t.starts_with("application/json")) {
-        problems.push(format!("{path}: content-type {:?}, not application/json", headers.get("content-type")));
+        problems
+            .push(format!("{path}: content-type {:?}, not application/json", headers.get("content-type")));
     }
     let body: Json = serde_json::from_slice(&body)
         .map_err(|e| format!("{path}: the body is not JSON ({e}): {}", String::from_utf8_lossy(&body)))?;
-    requests.lock().unwrap().push(Request { method, path: path.clone(), body: body.clone() });
+    requests.lock().unwrap().push(Request { path: path.clone(), body: body.clone() });
     problems.extend(check(&path, &body));
 
-    let error = |status: u16, code: &str, message: &str| {
-        (status, json!({ "error_code": code, "message": message }))
-    };
+    let error =
+        |status: u16, code: &str, message: &str| (status, json!({ "error_code": code, "message": message }));
     let (status, answer) = if !problems.is_empty() {
         error(400, "INVALID_PARAMETER_VALUE", &problems.join("; "))
     } else {
@@ -221,20 +221,28 @@ fn check(path: &str, body: &Json) -> Vec<String> {
     };
     let key_ok = |key: &Json| {
         key.as_str().is_some_and(|k| {
-            !k.is_empty() && k.len() <= 250 && k.chars().all(|c| c.is_ascii_alphanumeric() || "_-. /".contains(c))
+            !k.is_empty()
+                && k.len() <= 250
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || "_-. /".contains(c))
         })
     };
     match path {
         "/api/2.0/mlflow/runs/create" => {
             need(body["experiment_id"].is_string(), "experiment_id is not a string".into());
-            need(body["start_time"].as_i64().is_some_and(|t| t > 1_600_000_000_000), "start_time is not in ms".into());
+            need(
+                body["start_time"].as_i64().is_some_and(|t| t > 1_600_000_000_000),
+                "start_time is not in ms".into(),
+            );
             need(body["run_name"].is_string(), "no run_name".into());
         }
         "/api/2.0/mlflow/runs/log-batch" => {
             need(body["run_id"] == RUN_ID, "another run_id".into());
             let metrics = body["metrics"].as_array().cloned().unwrap_or_default();
             let params = body["params"].as_array().cloned().unwrap_or_default();
-            need(metrics.len() <= 1000, format!("{} metrics in one batch (MLflow takes 1000)", metrics.len()));
+            need(
+                metrics.len() <= 1000,
+                format!("{} metrics in one batch (MLflow takes 1000)", metrics.len()),
+            );
             need(params.len() <= 100, format!("{} params in one batch (MLflow takes 100)", params.len()));
             need(metrics.len() + params.len() <= 1000, "over 1000 entities in one batch".into());
             need(!metrics.is_empty() || !params.is_empty(), "an empty batch".into());
@@ -243,7 +251,10 @@ fn check(path: &str, body: &Json) -> Vec<String> {
                 let value_ok = m["value"].is_number()
                     || m["value"].as_str().is_some_and(|s| ["NaN", "Infinity", "-Infinity"].contains(&s));
                 need(value_ok, format!("metric value {}", m["value"]));
-                need(m["timestamp"].as_i64().is_some_and(|t| t > 1_600_000_000_000), "timestamp not in ms".into());
+                need(
+                    m["timestamp"].as_i64().is_some_and(|t| t > 1_600_000_000_000),
+                    "timestamp not in ms".into(),
+                );
                 need(m["step"].is_u64(), "step is not an integer".into());
             }
             for p in &params {
@@ -255,7 +266,10 @@ fn check(path: &str, body: &Json) -> Vec<String> {
             need(body["run_id"] == RUN_ID, "another run_id".into());
             let status = body["status"].as_str().unwrap_or_default();
             need(["FINISHED", "FAILED", "KILLED"].contains(&status), format!("status {status}"));
-            need(body["end_time"].as_i64().is_some_and(|t| t > 1_600_000_000_000), "end_time is not in ms".into());
+            need(
+                body["end_time"].as_i64().is_some_and(|t| t > 1_600_000_000_000),
+                "end_time is not in ms".into(),
+            );
         }
         _ => {}
     }
@@ -298,7 +312,8 @@ fn sink_mlflow_gets_every_scalar_of_stats_json_at_its_step_the_params_and_the_en
     }
 
     // Every scalar of stats.json, at the epoch's global step, with its value.
-    let stats: Vec<Json> = serde_json::from_str(&std::fs::read_to_string(dir.join("stats.json")).unwrap()).unwrap();
+    let stats: Vec<Json> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("stats.json")).unwrap()).unwrap();
     assert_eq!(stats.len(), 2);
     let metrics = fake.metrics();
     let mut checked = 0;
@@ -316,12 +331,23 @@ fn sink_mlflow_gets_every_scalar_of_stats_json_at_its_step_the_params_and_the_en
             checked += 1;
         }
     }
-    assert!(checked >= 2 * 5, "validation_error, validation_cost, train_cost, train_accuracy, learning_rate: {checked}");
+    assert!(
+        checked >= 2 * 5,
+        "validation_error, validation_cost, train_cost, train_accuracy, learning_rate: {checked}"
+    );
 
     // Batched: one request per epoch end for the metrics, not one per scalar.
-    let batches = fake.bodies("runs/log-batch").iter().filter(|b| b["metrics"].as_array().is_some_and(|m| !m.is_empty())).count();
+    let batches = fake
+        .bodies("runs/log-batch")
+        .iter()
+        .filter(|b| b["metrics"].as_array().is_some_and(|m| !m.is_empty()))
+        .count();
     assert!(batches <= 2, "{batches} metric batches for 2 epochs");
-    assert!(metrics.len() >= 10 && batches < metrics.len(), "{} metrics in {batches} requests", metrics.len());
+    assert!(
+        metrics.len() >= 10 && batches < metrics.len(),
+        "{} metrics in {batches} requests",
+        metrics.len()
+    );
 }
 
 #[test]
@@ -350,7 +376,8 @@ fn sink_mlflow_a_failing_server_disables_the_sink_and_training_goes_on() {
     assert_eq!(calls.last().map(String::as_str), Some("update"), "{calls:?}");
     assert_eq!(fake.bodies("runs/update")[0]["status"], "FAILED", "an incomplete run is not FINISHED");
     // stats.json has both epochs: the other writers were not affected.
-    let stats: Vec<Json> = serde_json::from_str(&std::fs::read_to_string(dir.join("stats.json")).unwrap()).unwrap();
+    let stats: Vec<Json> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("stats.json")).unwrap()).unwrap();
     assert_eq!(stats.len(), 2);
 }
 
@@ -385,7 +412,11 @@ impl Scalars {
 
 /// Train the tiny model for 3 epochs of 4 steps with `scalars` and an MLflow logger sending
 /// batches of at most `max_batch` metrics to `fake`.
-fn train_tiny(fake: &Fake, scalars: Scalars, max_batch: usize) -> Result<TrainReport<Linear>, TrainError<Linear>> {
+fn train_tiny(
+    fake: &Fake,
+    scalars: Scalars,
+    max_batch: usize,
+) -> Result<TrainReport<Linear>, TrainError<Linear>> {
     let device = burn_stoker::device::cpu();
     let logger = MlflowLogger::new(&fake.uri)
         .expect("an http URI")
@@ -437,7 +468,8 @@ fn sink_mlflow_run_status_follows_how_training_ended() {
 
     // An error that ends training early is a failed run, and the metrics before it are there.
     let fake = Fake::start(Mode::Healthy);
-    let error = train_tiny(&fake, Scalars { fail_at: Some(2), ..Scalars::default() }, 1000).expect_err("an error");
+    let error =
+        train_tiny(&fake, Scalars { fail_at: Some(2), ..Scalars::default() }, 1000).expect_err("an error");
     assert!(error.to_string().contains("a callback failed"), "{error}");
     assert_eq!(fake.bodies("runs/update")[0]["status"], "FAILED");
     assert_eq!(fake.metrics().len(), 2 * 8, "the 8 steps before the error, 2 scalars each");
@@ -467,7 +499,11 @@ fn sink_mlflow_digits_flag_logs_the_run() {
     fake.assert_no_problems();
     assert_eq!(calls(&fake).first().map(String::as_str), Some("create"));
     assert_eq!(fake.bodies("runs/update")[0]["status"], "FINISHED");
-    assert!(fake.metrics().iter().any(|(k, s, _)| k == "validation_error" && *s == 45), "{:?}", fake.metrics());
+    assert!(
+        fake.metrics().iter().any(|(k, s, _)| k == "validation_error" && *s == 45),
+        "{:?}",
+        fake.metrics()
+    );
 
     // A URI it cannot use is refused before anything is trained (exit status 2).
     let log = dir.join("refused");
