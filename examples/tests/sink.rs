@@ -1,7 +1,8 @@
 //! The MLflow example sink (`stoker_examples::mlflow`) against a fake MLflow tracking server: a
 //! `TcpListener` on 127.0.0.1 in a thread of this test that parses the HTTP/1.1 requests, checks
 //! them against MLflow's REST API 2.0 (the endpoints, the JSON fields, MLflow's limits on batches
-//! and keys), records them and answers as MLflow does. It is not a real MLflow server.
+//! and keys), records them and answers as MLflow does. It is not a real MLflow server: the last
+//! test, ignored by default, runs against one.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -515,4 +516,73 @@ fn sink_mlflow_digits_flag_logs_the_run() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--mlflow"));
     assert!(!log.exists());
+}
+
+/// `GET {uri}/api/2.0/mlflow/{endpoint}` on a real MLflow server, as JSON.
+fn get(uri: &str, endpoint: &str) -> Json {
+    let url = format!("{uri}/api/2.0/mlflow/{endpoint}");
+    let text = ureq::get(&url)
+        .call()
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+        .body_mut()
+        .read_to_string()
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {url}: {e}: {text}"))
+}
+
+/// Against a real MLflow tracking server, not run by default (CI has none: installing MLflow
+/// and starting its server take minutes). Checked by hand with MLflow 3.17.2
+/// (`pip install mlflow`, `mlflow server --host 127.0.0.1 --port 5077`), then
+/// `STOKER_MLFLOW_URI=http://127.0.0.1:5077 cargo test --release -p stoker-examples --test sink -- --ignored`.
+#[test]
+#[ignore = "needs a real MLflow server: set STOKER_MLFLOW_URI=http://HOST:PORT and pass --ignored"]
+fn sink_mlflow_real_server_has_every_metric_param_and_the_status() {
+    let uri = std::env::var("STOKER_MLFLOW_URI")
+        .expect("STOKER_MLFLOW_URI=http://HOST:PORT of a running MLflow server");
+    let name = format!("stoker-sink-test-{}-{}", std::process::id(), now_ms());
+    let device = burn_stoker::device::cpu();
+    let logger = MlflowLogger::new(&uri).unwrap().run_name(&name).param("optimizer", "sgd").max_batch(5);
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(4, &device))
+        .max_epoch(3)
+        .log_dir(scratch_dir("sink-mlflow-real"))
+        .default_callbacks(DefaultCallbacks::none())
+        .callbacks((Scalars::default(), logger))
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .expect("training succeeds");
+
+    let filter = format!("attributes.run_name = '{name}'");
+    let url = format!("{uri}/api/2.0/mlflow/runs/search");
+    let found: Json = serde_json::from_str(
+        &ureq::post(&url)
+            .content_type("application/json")
+            .send(json!({ "experiment_ids": ["0"], "filter": filter }).to_string())
+            .unwrap_or_else(|e| panic!("POST {url}: {e}"))
+            .body_mut()
+            .read_to_string()
+            .unwrap(),
+    )
+    .unwrap();
+    let runs = found["runs"].as_array().cloned().unwrap_or_default();
+    assert_eq!(runs.len(), 1, "one run named {name}: {found}");
+    let info = &runs[0]["info"];
+    assert_eq!(info["status"], "FINISHED", "{info}");
+    let id = info["run_id"].as_str().unwrap();
+    let params = runs[0]["data"]["params"].as_array().cloned().unwrap_or_default();
+    assert!(params.contains(&json!({ "key": "optimizer", "value": "sgd" })), "{params:?}");
+    for (key, sign) in [("a", 1.0), ("b_1__x", -1.0)] {
+        let history = get(&uri, &format!("metrics/get-history?run_id={id}&metric_key={key}"));
+        let mut got: Vec<(u64, f64)> = history["metrics"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{key}: {history}"))
+            .iter()
+            .map(|m| (m["step"].as_u64().unwrap_or(0), m["value"].as_f64().unwrap()))
+            .collect();
+        got.sort_by_key(|&(step, _)| step);
+        let expected: Vec<(u64, f64)> = (1..=12u64).map(|s| (s, sign * s as f64)).collect();
+        assert_eq!(got, expected, "{key}");
+    }
+}
+
+fn now_ms() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
 }
