@@ -271,9 +271,8 @@ impl MlflowLogger {
 }
 
 /// The writer behind [`MlflowLogger`]: talks to the tracking server on the monitors' writer
-/// thread. Public so that it can be registered without the callback
-/// (`ctx.monitors().add_sink(..)`), but [`MlflowLogger`] is the way in.
-pub struct MlflowSink {
+/// thread, registered by the callback at `setup`.
+struct MlflowSink {
     settings: Settings,
     /// The HTTP client. `ureq` (default features off: plain HTTP/1.1, no TLS, a few small
     /// crates) because MLflow's API is a few blocking JSON POSTs on a thread that may block:
