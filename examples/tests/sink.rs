@@ -505,6 +505,19 @@ fn sink_mlflow_digits_flag_logs_the_run() {
         "{:?}",
         fake.metrics()
     );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("scalars sent to the MLflow tracking server"));
+
+    // A tracker that refuses the batches: trained all the same, and said so instead of "sent".
+    let failing = Fake::start(Mode::FailLogBatch);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_digits"))
+        .args(["--log-dir", dir.join("failing").to_str().unwrap(), "--epochs", "1", "--mlflow", &failing.uri])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("running digits");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("warning: its logs are incomplete: writer MLflow failed"), "{stdout}");
+    assert!(!stdout.contains("scalars sent"), "{stdout}");
 
     // A URI it cannot use is refused before anything is trained (exit status 2).
     let log = dir.join("refused");

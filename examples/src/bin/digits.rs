@@ -20,6 +20,7 @@ use std::time::Instant;
 use burn_stoker::trainer::{LogDirPolicy, Outcome};
 use burn_stoker::world::Threads;
 use clap::{CommandFactory, Parser};
+use stoker_examples::mlflow::MLFLOW_SINK_NAME;
 use stoker_examples::{DigitsRun, train_digits, train_digits_in};
 
 /// Train an MLP on the 8x8 handwritten digits with stoker's default callbacks, validation every
@@ -129,7 +130,10 @@ fn main() -> ExitCode {
             println!(
                 "logs in {log_dir}: config.json, stats.json, TensorBoard events (tensorboard --logdir {log_dir}), checkpoints/"
             );
-            if let Some(uri) = &config.mlflow {
+            let mlflow_failed = report.writer_failures.iter().any(|f| f.writer == MLFLOW_SINK_NAME);
+            if let Some(uri) = &config.mlflow
+                && !mlflow_failed
+            {
                 println!(
                     "scalars sent to the MLflow tracking server at {uri} (run \"digits\" in experiment 0)"
                 );
