@@ -18,6 +18,7 @@ use burn_stoker::prelude::*;
 pub mod callback_list;
 #[cfg(feature = "burn-train")]
 pub mod learner;
+pub mod mlflow;
 
 /// Pixels per image.
 pub const FEATURES: usize = 64;
@@ -186,6 +187,10 @@ pub struct DigitsRun {
     pub resume: bool,
     /// What a fresh run does when the log directory holds an earlier run (refuse by default).
     pub log_dir_policy: LogDirPolicy,
+    /// An MLflow tracking server (`http://host:port`) to send the scalars to, with the
+    /// configuration as params, as a run named `digits` in the default experiment (see
+    /// [`mlflow::MlflowLogger`]); `None` by default.
+    pub mlflow: Option<String>,
 }
 
 impl DigitsRun {
@@ -197,6 +202,7 @@ impl DigitsRun {
             device,
             resume: false,
             log_dir_policy: LogDirPolicy::default(),
+            mlflow: None,
         }
     }
 }
@@ -257,7 +263,8 @@ impl SaveConfig {
 
 /// Train the MLP on the digits with the default callbacks, validation every epoch, a
 /// learning-rate schedule, checkpoints every epoch (the last 3 kept) and a copy of the one with
-/// the lowest validation error. Returns the report and the final validation error.
+/// the lowest validation error; with `run.mlflow`, the scalars also go to that MLflow server.
+/// Returns the report and the final validation error.
 ///
 /// The weights are initialized from the seed and the data order follows it, so that two runs
 /// with one configuration train the same weights, and a run resumed from a checkpoint
@@ -311,6 +318,10 @@ pub fn train_digits_in(
         MinSaver::new("validation_error"),
         TrainingScalars::default(),
         SaveConfig { config: config.clone() },
+        match &run.mlflow {
+            Some(uri) => Some(mlflow::MlflowLogger::new(uri)?.run_name("digits").params_of(config)?),
+            None => None,
+        },
     );
     let trainer = Trainer::new(model, AdamConfig::new().init(), train);
     let trainer = match world {

@@ -20,9 +20,17 @@ fn cli_help_lists_every_flag_on_stdout() {
     let out = digits(&["--help"]);
     assert!(out.status.success(), "{}", out.status);
     let help = text(&out.stdout);
-    for flag in
-        ["--log-dir", "--epochs", "--device", "--resume", "--log-dir-policy", "--threads", "--mpi", "--help"]
-    {
+    for flag in [
+        "--log-dir",
+        "--epochs",
+        "--device",
+        "--resume",
+        "--log-dir-policy",
+        "--threads",
+        "--mpi",
+        "--mlflow",
+        "--help",
+    ] {
         assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
     }
     for policy in ["refuse", "backup", "delete", "keep"] {

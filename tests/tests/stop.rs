@@ -146,6 +146,46 @@ fn the_stop_reason_names_the_statistic_and_the_best_epoch() {
     );
 }
 
+/// Records what `Context::stop_requested` answers in `after_train`.
+struct StopSeenAtTheEnd(Arc<Mutex<Option<Option<String>>>>);
+
+impl Callback<Linear> for StopSeenAtTheEnd {
+    fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        *self.0.lock().unwrap() = Some(ctx.stop_requested().map(str::to_string));
+        Ok(())
+    }
+}
+
+#[test]
+fn the_stop_reason_is_still_requested_in_after_train() {
+    // A callback that reports how the run ended (a tracker's run status) tells a stop from an
+    // error that ended training early by asking `stop_requested` in `after_train`.
+    let device = burn_stoker::device::cpu();
+    let seen = Arc::new(Mutex::new(None));
+    let report = train(
+        &scratch_dir("stop-after-train"),
+        tiny_model(&device),
+        9,
+        false,
+        (
+            Script::new("val_loss", &[1.0, 1.0]),
+            EarlyStopping::new("val_loss"),
+            StopSeenAtTheEnd(Arc::clone(&seen)),
+        ),
+    )
+    .unwrap();
+    let (epoch, reason) = ended(&report);
+    assert_eq!(epoch, 2);
+    assert!(reason.is_some());
+    assert_eq!(seen.lock().unwrap().clone(), Some(reason), "after_train sees the stop and its reason");
+
+    // A run that finished saw no stop.
+    let seen = Arc::new(Mutex::new(None));
+    let dir = scratch_dir("stop-after-train-none");
+    train(&dir, tiny_model(&device), 2, false, StopSeenAtTheEnd(Arc::clone(&seen))).unwrap();
+    assert_eq!(seen.lock().unwrap().clone(), Some(None));
+}
+
 #[test]
 fn min_delta_is_the_smallest_change_that_counts_and_its_sign_is_ignored() {
     let history = [1.0, 0.875, 0.5, 0.375, 0.25, 0.0];

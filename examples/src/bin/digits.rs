@@ -3,7 +3,7 @@
 //!
 //! `cargo run --release` (from the workspace root), or with options:
 //! `cargo run --release -p stoker-examples --bin digits -- --log-dir DIR --epochs N --device cpu|wgpu
-//! [--resume] [--log-dir-policy refuse|backup|delete|keep] [--threads N]`. With `--resume`, a run
+//! [--resume] [--log-dir-policy refuse|backup|delete|keep] [--threads N] [--mlflow http://HOST:PORT]`. With `--resume`, a run
 //! continues from the log directory's latest complete checkpoint. Without it, a run into a log
 //! directory that holds an earlier run is refused (the default), or moves that run aside to
 //! `DIR.backup-YYYYMMDD-HHMMSS` (`--log-dir-policy backup`), deletes it (`delete`) or writes beside
@@ -20,6 +20,7 @@ use std::time::Instant;
 use burn_stoker::trainer::{LogDirPolicy, Outcome};
 use burn_stoker::world::Threads;
 use clap::{CommandFactory, Parser};
+use stoker_examples::mlflow::MLFLOW_SINK_NAME;
 use stoker_examples::{DigitsRun, train_digits, train_digits_in};
 
 /// Train an MLP on the 8x8 handwritten digits with stoker's default callbacks, validation every
@@ -49,6 +50,15 @@ struct Cli {
     /// One rank per process, started by `mpirun -n N digits --mpi` (built with `--features mpi`).
     #[arg(long)]
     mpi: bool,
+    /// Also send the scalars, with the configuration as params, to the MLflow tracking server at
+    /// this URI (`mlflow server` prints it), as a run named "digits" in the default experiment.
+    #[arg(long, value_name = "http://HOST:PORT", value_parser = mlflow_uri)]
+    mlflow: Option<String>,
+}
+
+/// `--mlflow`'s check, before anything is trained: a URI the MLflow example can use.
+fn mlflow_uri(uri: &str) -> Result<String, String> {
+    stoker_examples::mlflow::MlflowLogger::new(uri).map(|_| uri.to_string()).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -61,6 +71,7 @@ fn main() -> ExitCode {
     let mut config = DigitsRun::new(&log_dir, device);
     config.resume = cli.resume;
     config.log_dir_policy = cli.log_dir_policy;
+    config.mlflow = cli.mlflow;
     if let Some(epochs) = cli.epochs {
         config.config.epochs = epochs;
     }
@@ -119,6 +130,14 @@ fn main() -> ExitCode {
             println!(
                 "logs in {log_dir}: config.json, stats.json, TensorBoard events (tensorboard --logdir {log_dir}), checkpoints/"
             );
+            let mlflow_failed = report.writer_failures.iter().any(|f| f.writer == MLFLOW_SINK_NAME);
+            if let Some(uri) = &config.mlflow
+                && !mlflow_failed
+            {
+                println!(
+                    "scalars sent to the MLflow tracking server at {uri} (run \"digits\" in experiment 0)"
+                );
+            }
             for failure in &report.writer_failures {
                 println!("warning: its logs are incomplete: {failure}");
             }

@@ -149,7 +149,8 @@ impl<M> Context<'_, M> {
             control.stop = Some(reason);
         }
     }
-    /// Whether a stop was requested, and why.
+    /// Whether a stop was requested, and why; in `after_train` too, so that a callback can tell
+    /// a stopped run from one that an error ended early.
     pub fn stop_requested(&self) -> Option<&str> {
         self.state.control.stop.as_deref()
     }

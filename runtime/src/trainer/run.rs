@@ -224,7 +224,8 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             (Ok(()), None, Some(signal)) => {
                 Outcome::Interrupted { signal, checkpoint: run.last_checkpoint.clone() }
             }
-            (Ok(()), None, None) => match run.state.control.stop.take() {
+            // Cloned, not taken: `Context::stop_requested` still answers in `after_train`.
+            (Ok(()), None, None) => match run.state.control.stop.clone() {
                 Some(reason) => Outcome::Stopped(reason),
                 None => Outcome::Finished,
             },
