@@ -29,8 +29,9 @@ impl Mlp {
     /// The forward pass and the cross-entropy loss, as burn-train's classification item.
     pub fn forward_classification(&self, batch: DigitBatch) -> ClassificationOutput {
         let logits = self.forward(batch.images);
-        let loss =
-            CrossEntropyLossConfig::new().init(&logits.device()).forward(logits.clone(), batch.labels.clone());
+        let loss = CrossEntropyLossConfig::new()
+            .init(&logits.device())
+            .forward(logits.clone(), batch.labels.clone());
         ClassificationOutput::new(loss, logits, batch.labels)
     }
 }

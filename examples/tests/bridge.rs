@@ -61,7 +61,8 @@ fn bridge_one_train_step_two_trainers_same_weights_and_same_metric_values() {
     let rows = stats(&dir.join("stoker"));
     assert_eq!(rows.len(), 2);
     let find = |split: &[burn_train::MetricSummary], name: &str| -> Vec<f64> {
-        let metric = split.iter().find(|m| m.name == name).unwrap_or_else(|| panic!("the Learner logged {name}"));
+        let metric =
+            split.iter().find(|m| m.name == name).unwrap_or_else(|| panic!("the Learner logged {name}"));
         metric.entries.iter().map(|e| e.value).collect()
     };
     let learner_loss = find(&summary.metrics.train, "Loss");
@@ -70,7 +71,12 @@ fn bridge_one_train_step_two_trainers_same_weights_and_same_metric_values() {
     for (epoch, row) in rows.iter().enumerate() {
         let loss = row["Loss"].as_f64().expect("stoker logged the training Loss");
         let accuracy = row["Accuracy"].as_f64().expect("stoker logged the validation Accuracy");
-        assert!(close(loss, learner_loss[epoch]), "epoch {}: Loss {loss} against the Learner's {}", epoch + 1, learner_loss[epoch]);
+        assert!(
+            close(loss, learner_loss[epoch]),
+            "epoch {}: Loss {loss} against the Learner's {}",
+            epoch + 1,
+            learner_loss[epoch]
+        );
         assert!(
             close(accuracy, learner_accuracy[epoch]),
             "epoch {}: Accuracy {accuracy} against the Learner's {}",
@@ -148,7 +154,10 @@ fn bridge_a_before_backward_callback_is_refused_with_a_train_step_that_runs_its_
         .map(|_| ())
         .expect_err("a loss hook cannot work on a step that ran backward");
     let text = error.error.to_string();
-    assert!(text.contains("`ScaleLoss`") && text.contains("before_backward") && text.contains("after_backward"), "{text}");
+    assert!(
+        text.contains("`ScaleLoss`") && text.contains("before_backward") && text.contains("after_backward"),
+        "{text}"
+    );
     assert_eq!(error.report.as_ref().map_or(0, |r| r.counters.global_step()), 0, "no step ran");
 }
 

@@ -58,14 +58,16 @@
 use std::borrow::Cow;
 use std::marker::PhantomData;
 
-use burn::module::Module;
-use burn::optim::{GradientsParams, ModuleOptimizer};
-use burn::tensor::Tensor;
-use burn::data::dataloader::Progress;
-use ::burn_train::{ClassificationOutput, InferenceStep, MultiLabelClassificationOutput, RegressionOutput, TrainStep};
 use ::burn_train::ItemLazy;
 use ::burn_train::TrainOutput;
 use ::burn_train::metric::{Adaptor, Metric, MetricMetadata, Numeric};
+use ::burn_train::{
+    ClassificationOutput, InferenceStep, MultiLabelClassificationOutput, RegressionOutput, TrainStep,
+};
+use burn::data::dataloader::Progress;
+use burn::module::Module;
+use burn::optim::{GradientsParams, ModuleOptimizer};
+use burn::tensor::Tensor;
 
 use crate::callback::{Callback, Context, Counters};
 use crate::error::{Error, Result};
@@ -219,7 +221,8 @@ where
     O: LearnerOutput + Adaptor<Me::Input>,
 {
     let item = O::take(values)?;
-    let item = item.sync().map_err(|e| Error::context(format!("burn-train metric `{}`", metric.name()), e))?;
+    let item =
+        item.sync().map_err(|e| Error::context(format!("burn-train metric `{}`", metric.name()), e))?;
     metric
         .update(&item.adapt(), metadata)
         .map_err(|e| Error::context(format!("burn-train metric `{}` reading its value", metric.name()), e))?;
@@ -228,9 +231,9 @@ where
 
 /// The metric's value over what it was updated with since its last `clear`.
 fn final_value<Me: Metric + Numeric>(metric: &mut Me) -> Result<f64> {
-    metric
-        .compute()
-        .map_err(|e| Error::context(format!("burn-train metric `{}` computing its value", metric.name()), e))?;
+    metric.compute().map_err(|e| {
+        Error::context(format!("burn-train metric `{}` computing its value", metric.name()), e)
+    })?;
     Ok(metric.final_value().current())
 }
 

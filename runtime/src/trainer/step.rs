@@ -151,7 +151,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let state = &mut self.state;
         if let Some(grads) = grads {
             let model = state.model.take().expect("the model is present between steps");
-            state.model = Some(step.optimize(model, &mut state.optimizer, state.hyper.learning_rate(), grads));
+            state.model =
+                Some(step.optimize(model, &mut state.optimizer, state.hyper.learning_rate(), grads));
         }
         state.counters.global_step += 1;
         state.counters.local_step += 1;
