@@ -94,8 +94,10 @@ pub trait LearnerOutput: ItemLazy + Sized {
     fn take(values: &Fetched<'_>) -> Result<Self>;
 }
 
+/// `LearnerOutput` for an item of `loss`, `output` and `targets`, the targets travelling as the
+/// float tensor `$targets` (`|t| to float`, `|t| back`).
 macro_rules! learner_output {
-    ($item:ty, $targets:ty, |$t:ident| $back:expr) => {
+    ($item:ty, $targets:ty, |$f:ident| $to_float:expr, |$t:ident| $back:expr) => {
         impl LearnerOutput for $item {
             const NAMES: &'static [&'static str] = &["loss", "output", "targets"];
             fn loss(&self) -> Tensor<1> {
@@ -107,7 +109,8 @@ macro_rules! learner_output {
             fn put(self, outputs: &mut Outputs) {
                 outputs.put("loss", self.loss);
                 outputs.put("output", self.output);
-                outputs.put("targets", self.targets.float());
+                let $f = self.targets;
+                outputs.put("targets", $to_float);
             }
             fn take(values: &Fetched<'_>) -> Result<Self> {
                 let $t: $targets = values.get("targets")?;
@@ -117,26 +120,9 @@ macro_rules! learner_output {
     };
 }
 
-learner_output!(ClassificationOutput, Tensor<1>, |t| t.int());
-learner_output!(MultiLabelClassificationOutput, Tensor<2>, |t| t.int());
-
-impl LearnerOutput for RegressionOutput {
-    const NAMES: &'static [&'static str] = &["loss", "output", "targets"];
-    fn loss(&self) -> Tensor<1> {
-        self.loss.clone()
-    }
-    fn batch_size(&self) -> usize {
-        self.output.dims()[0]
-    }
-    fn put(self, outputs: &mut Outputs) {
-        outputs.put("loss", self.loss);
-        outputs.put("output", self.output);
-        outputs.put("targets", self.targets);
-    }
-    fn take(values: &Fetched<'_>) -> Result<Self> {
-        Ok(Self { loss: values.get("loss")?, output: values.get("output")?, targets: values.get("targets")? })
-    }
-}
+learner_output!(ClassificationOutput, Tensor<1>, |t| t.float(), |t| t.int());
+learner_output!(MultiLabelClassificationOutput, Tensor<2>, |t| t.float(), |t| t.int());
+learner_output!(RegressionOutput, Tensor<2>, |t| t, |t| t);
 
 /// A model's burn-train [`TrainStep`] as the trainer's step:
 /// `Trainer::new(model, optimizer, data).train_with(LearnerStep::new())`.
