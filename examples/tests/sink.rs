@@ -369,7 +369,11 @@ fn sink_mlflow_a_failing_server_disables_the_sink_and_training_goes_on() {
         "the fake server refuses every batch",
         &format!("{}/api/2.0/mlflow/runs/log-batch", fake.uri),
     ] {
-        assert!(failure.error.to_string().contains(says), "the error does not say {says:?}: {}", failure.error);
+        assert!(
+            failure.error.to_string().contains(says),
+            "the error does not say {says:?}: {}",
+            failure.error
+        );
     }
     // Disabled at the first error: one refused batch, nothing more sent but the run's end.
     let calls = calls(&fake);
