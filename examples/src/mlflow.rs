@@ -54,6 +54,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use burn_stoker::callback::Context;
 use burn_stoker::state::{EpochStats, MonitorSink, Record, Value};
+use burn_stoker::trainer::Outcome;
 use serde_json::{Value as Json, json};
 
 /// The most metrics MLflow takes in one `runs/log-batch` request.
@@ -114,17 +115,14 @@ struct Settings {
 /// requests it makes, when, and what happens when the server fails). Runs on the chief only in
 /// data-parallel training, as every monitor writer does.
 ///
-/// The status the run ends with is decided in `after_train`: [`RunStatus::Killed`] after a
+/// The status the run ends with is decided in `after_train` from how training ended
+/// ([`Context::outcome`](burn_stoker::callback::Context::outcome)): [`RunStatus::Killed`] after a
 /// signal, [`RunStatus::Finished`] when the last epoch ended or a callback asked to stop,
-/// [`RunStatus::Failed`] otherwise (an error or a panic ended training early). A callback cannot
-/// see everything the trainer knows: a stop for a non-finite loss (`TerminateOnNaN`) is
-/// reported as `FINISHED` (the NaN is in the metrics), and an error in the last epoch's
-/// `trigger_epoch` raised by a callback that runs after this one as `FINISHED` too.
+/// [`RunStatus::Failed`] when an error or a panic ended training or the loss or weights stopped
+/// being finite.
 #[derive(Debug)]
 pub struct MlflowLogger {
     settings: Settings,
-    /// The last epoch whose `trigger_epoch` reached this callback.
-    finished_epoch: u64,
     /// The status decided in `after_train`, read by the sink when it closes.
     status: Arc<Mutex<Option<RunStatus>>>,
 }
@@ -156,7 +154,6 @@ impl MlflowLogger {
                 max_batch: MLFLOW_MAX_METRICS_PER_BATCH,
                 timeout: DEFAULT_TIMEOUT,
             },
-            finished_epoch: 0,
             status: Arc::new(Mutex::new(None)),
         })
     }
@@ -249,22 +246,12 @@ impl MlflowLogger {
         Ok(())
     }
 
-    #[on(trigger_epoch)]
-    fn epoch_ended<M>(&mut self, ctx: &mut Context<'_, M>) {
-        self.finished_epoch = ctx.epoch_num();
-    }
-
     #[on(after_train)]
     fn decide_status<M>(&mut self, ctx: &mut Context<'_, M>) {
-        let counters = ctx.counters();
-        // A resumed run that had nothing left to train ran no epoch and still finished.
-        let last_done = self.finished_epoch.max(counters.starting_epoch().saturating_sub(1));
-        let status = if ctx.interrupted().is_some() {
-            RunStatus::Killed
-        } else if last_done >= counters.max_epoch() || ctx.stop_requested().is_some() {
-            RunStatus::Finished
-        } else {
-            RunStatus::Failed
+        let status = match ctx.outcome() {
+            Some(Outcome::Finished | Outcome::Stopped(_)) => RunStatus::Finished,
+            Some(Outcome::Interrupted { .. }) => RunStatus::Killed,
+            Some(Outcome::NonFinite { .. } | Outcome::Failed) | None => RunStatus::Failed,
         };
         *self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(status);
     }

@@ -626,3 +626,51 @@ fn starting_epoch_zero_is_an_error_not_an_overflow() {
         );
     }
 }
+
+/// What a callback saw of the outcome: while training (before_train, each trigger_epoch) and in
+/// after_train.
+#[derive(Default, Clone)]
+struct SeesOutcome(Arc<Mutex<(Vec<Option<Outcome>>, Option<(Option<Outcome>, Option<String>)>)>>);
+
+impl Callback<Linear> for SeesOutcome {
+    fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        self.0.lock().unwrap().0.push(ctx.outcome().cloned());
+        Ok(())
+    }
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        self.0.lock().unwrap().0.push(ctx.outcome().cloned());
+        Ok(())
+    }
+    fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        self.0.lock().unwrap().1 = Some((ctx.outcome().cloned(), ctx.failure().map(String::from)));
+        Ok(())
+    }
+}
+
+#[test]
+fn after_train_knows_how_training_ended_finished_stopped_or_failed() {
+    let seen = |probe: &SeesOutcome| probe.0.lock().unwrap().clone();
+
+    let probe = SeesOutcome::default();
+    run(probe.clone(), 2, 2).unwrap();
+    let (during, after) = seen(&probe);
+    assert_eq!(during, vec![None, None, None], "no outcome while training");
+    assert_eq!(after, Some((Some(Outcome::Finished), None)));
+
+    let log = Log::default();
+    let mut stopper = Recorder::new("A", &log);
+    stopper.stop_at = Some(3);
+    let probe = SeesOutcome::default();
+    run((stopper, probe.clone()), 2, 4).unwrap();
+    assert_eq!(seen(&probe).1, Some((Some(Outcome::Stopped("enough".into())), None)));
+
+    let mut failing = Recorder::new("B", &log);
+    failing.fail = Some(("trigger_step", 2, false));
+    let probe = SeesOutcome::default();
+    let error = run((failing, probe.clone()), 2, 2).unwrap_err();
+    assert_eq!(
+        seen(&probe).1,
+        Some((Some(Outcome::Failed), Some(error.to_string()))),
+        "after_train sees the failure and its message"
+    );
+}

@@ -518,7 +518,12 @@ fn hist_of_all_parameters_under_a_periodic_trigger() {
 fn hist_rejects_bad_settings() {
     let dir = scratch_dir("hist-bad");
     let error = |hist: Hist| trainer(&dir, 1, 1, hist).train(step).err().unwrap().to_string();
-    assert!(error(Hist::new().every_k_epochs(0)).contains("every_k_epochs must be at least 1"));
-    assert!(error(Hist::new().buckets(0)).contains("buckets must be at least 1"));
-    assert!(error(Hist::new().filter(Vec::<String>::new())).contains("empty filter"));
+    for (hist, says) in [
+        (Hist::new().every_k_epochs(0), "every_k_epochs must be at least 1"),
+        (Hist::new().buckets(0), "buckets must be at least 1"),
+        (Hist::new().filter(Vec::<String>::new()), "empty filter"),
+    ] {
+        let error = error(hist);
+        assert!(error.contains(says), "{error:?} does not say {says:?}");
+    }
 }

@@ -7,6 +7,7 @@ use burn::optim::ModuleOptimizer;
 use super::counters::Counters;
 use crate::error::{Error, Result};
 use crate::state::{HyperParams, KeepPolicy, Monitors, check_copy_name};
+use crate::trainer::Outcome;
 use crate::world::agree::Agreement;
 
 /// What callbacks asked the trainer to do at the next step boundary.
@@ -21,6 +22,10 @@ pub(crate) struct Control {
     pub(crate) checkpoint: Option<KeepPolicy>,
     /// Copies of that checkpoint to write (MinSaver / MaxSaver folders).
     pub(crate) copies: Vec<String>,
+    /// How training ended, set when the loop is over (what `after_train` sees).
+    pub(crate) outcome: Option<Outcome>,
+    /// The error that ended training, as text, with [`Outcome::Failed`].
+    pub(crate) failure: Option<String>,
 }
 
 /// Everything the trainer holds that a callback may read or change.
@@ -153,6 +158,17 @@ impl<M> Context<'_, M> {
     /// a stopped run from one that an error ended early.
     pub fn stop_requested(&self) -> Option<&str> {
         self.state.control.stop.as_deref()
+    }
+    /// How training ended: `Some` in `after_train` (finished, stopped and why, interrupted by a
+    /// signal, stopped on a non-finite loss or weights, or failed), `None` while it is going on.
+    /// An error in `after_train` itself does not change it.
+    pub fn outcome(&self) -> Option<&Outcome> {
+        self.state.control.outcome.as_ref()
+    }
+    /// With [`Outcome::Failed`] in `after_train`: the message of the error that ended training
+    /// (the error itself, with its sources, comes back from `train`).
+    pub fn failure(&self) -> Option<&str> {
+        self.state.control.failure.as_deref()
     }
     /// The signal (`"SIGINT"` or `"SIGTERM"`) received since training started, when the trainer
     /// handles signals ([`Trainer::handle_signals`](crate::trainer::Trainer::handle_signals)):

@@ -16,6 +16,31 @@ pub(super) const LOCK_FILE: &str = ".lock";
 #[derive(Debug)]
 pub(crate) struct LogDirLock {
     _file: File,
+    /// The directory, as held in [`HELD`].
+    dir: PathBuf,
+}
+
+/// The log directories this process holds. A lock file naming this process that no run here
+/// holds is a lock on its way out: the run that held it has ended, but a child process that
+/// another thread was starting at that moment still has a copy of the file until its `exec`
+/// closes it (the lock belongs to the open file, which the child shares). Taking it is retried
+/// for a while then, instead of reporting the directory in use.
+static HELD: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// How long a lock naming this process but held by no run here is waited for.
+const LINGERING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn held() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Drop for LogDirLock {
+    fn drop(&mut self) {
+        let mut held = held();
+        if let Some(at) = held.iter().position(|dir| *dir == self.dir) {
+            held.swap_remove(at);
+        }
+    }
 }
 
 impl LogDirLock {
@@ -32,11 +57,21 @@ impl LogDirLock {
             .truncate(false)
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
-        match file.try_lock() {
+        let held_dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let started = std::time::Instant::now();
+        let mut result = file.try_lock();
+        while matches!(result, Err(TryLockError::WouldBlock))
+            && started.elapsed() < LINGERING_WAIT
+            && !held().contains(&held_dir)
+            && holder(&mut file).starts_with(&format!("process {} ", std::process::id()))
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            result = file.try_lock();
+        }
+        match result {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
-                let mut holder = String::new();
-                let _ = file.read_to_string(&mut holder);
+                let holder = holder(&mut file);
                 let holder = holder.trim();
                 let holder = if holder.is_empty() { "a run that has not said who it is" } else { holder };
                 return Err(Error::msg(format!(
@@ -55,8 +90,16 @@ impl LogDirLock {
             .and_then(|_| file.write_all(who.as_bytes()))
             .and_then(|()| file.flush());
         written.map_err(|e| Error::io(&path, e))?;
-        Ok(LogDirLock { _file: file })
+        held().push(held_dir.clone());
+        Ok(LogDirLock { _file: file, dir: held_dir })
     }
+}
+
+/// What the lock file says about its holder.
+fn holder(file: &mut File) -> String {
+    let mut text = String::new();
+    let _ = file.seek(SeekFrom::Start(0)).and_then(|_| file.read_to_string(&mut text));
+    text
 }
 
 #[cfg(test)]
@@ -73,6 +116,25 @@ mod tests {
         assert!(error.contains(&format!("process {}", std::process::id())), "{error}");
         drop(first);
         LogDirLock::acquire(&dir).expect("released when the first run ended");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A lock that outlives its run in a copy of the file (as a child process being started
+    /// holds one until its exec) is waited for, not reported as another run.
+    #[test]
+    fn a_lock_lingering_in_a_copy_of_the_file_after_its_run_ended_is_waited_for() {
+        let dir = std::env::temp_dir().join(format!("stoker-lock-linger-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let first = LogDirLock::acquire(&dir).expect("a free directory");
+        // The copy a forked child would hold: the same open file, another descriptor.
+        let copy = first._file.try_clone().expect("a second descriptor");
+        drop(first);
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            drop(copy);
+        });
+        LogDirLock::acquire(&dir).expect("waited for the lingering copy to close");
+        release.join().unwrap();
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -230,6 +230,10 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
                 None => Outcome::Finished,
             },
         };
+        run.state.control.outcome = Some(outcome.clone());
+        if let Err(error) = &result {
+            run.state.control.failure = Some(error.to_string());
+        }
         let after = run.after_train();
         run.state.monitors.close();
         let result = result.and(after);
