@@ -630,7 +630,10 @@ fn starting_epoch_zero_is_an_error_not_an_overflow() {
 /// What a callback saw of the outcome: while training (before_train, each trigger_epoch) and in
 /// after_train.
 #[derive(Default, Clone)]
-struct SeesOutcome(Arc<Mutex<(Vec<Option<Outcome>>, Option<(Option<Outcome>, Option<String>)>)>>);
+struct SeesOutcome(Arc<Mutex<Seen>>);
+
+/// The outcome at each event while training, and the outcome and failure in after_train.
+type Seen = (Vec<Option<Outcome>>, Option<(Option<Outcome>, Option<String>)>);
 
 impl Callback<Linear> for SeesOutcome {
     fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
