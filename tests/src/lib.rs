@@ -80,6 +80,25 @@ impl<M> burn_stoker::callback::Callback<M> for StopAt {
     }
 }
 
+/// Fills the log directory's filesystem (a small [`Tmpfs`]) in `before_train`, after the writers
+/// opened their files, then puts an 8 KiB text at every step: the TensorBoard writer's first
+/// flush fails on a full disk.
+pub struct FillDisk;
+
+impl<M> burn_stoker::callback::Callback<M> for FillDisk {
+    fn before_train(&mut self, ctx: &mut burn_stoker::callback::Context<'_, M>) -> burn_stoker::Result<()> {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(ctx.log_dir().join("filler")).unwrap();
+        let page = [0u8; 4096];
+        while filler.write_all(&page).is_ok() {}
+        Ok(())
+    }
+    fn trigger_step(&mut self, ctx: &mut burn_stoker::callback::Context<'_, M>) -> burn_stoker::Result<()> {
+        ctx.monitors().put_text("blob", &"x".repeat(8192));
+        Ok(())
+    }
+}
+
 /// Fixtures of the data-parallel tests (threads in-process, MPI through the `mpi_worker` binary):
 /// a fixed model, deterministic batches, and the loss.
 pub mod world {

@@ -20,7 +20,7 @@ use burn_stoker::saver::Checkpoint;
 use burn_stoker::state::{KeepPolicy, MonitorSink, Record};
 use burn_stoker::track::{GpuMemory, GpuMemoryTracker, GpuSource, GpuUtilizationTracker};
 use burn_stoker::trainer::LogDirPolicy;
-use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
+use stoker_tests::{FillDisk, mse, scratch_dir, tiny_data, tiny_model};
 
 type Batch = (Tensor<2>, Tensor<2>);
 
@@ -456,23 +456,6 @@ fn errors_log_dir_delete_that_cannot_delete_the_earlier_run_keeps_the_os_error()
         "{text}"
     );
     assert_busy(&error);
-}
-
-/// Fills the log directory (a small tmpfs) at setup, then puts a large text at every step.
-struct FillDisk;
-
-impl Callback<Linear> for FillDisk {
-    fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
-        use std::io::Write;
-        let mut filler = std::fs::File::create(ctx.log_dir().join("filler")).unwrap();
-        let page = [0u8; 4096];
-        while filler.write_all(&page).is_ok() {}
-        Ok(())
-    }
-    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
-        ctx.monitors().put_text("blob", &"x".repeat(8192));
-        Ok(())
-    }
 }
 
 #[test]

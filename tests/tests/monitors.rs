@@ -12,7 +12,7 @@ use burn_stoker::{
     state::MonitorSink,
 };
 use serde_json::Value as Json;
-use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
+use stoker_tests::{FillDisk, mse, scratch_dir, tiny_data, tiny_model};
 
 /// Puts `epoch_value` = 10 * epoch at each trigger_epoch and `step_value` = global_step at each
 /// trigger_step, and records the history it reads at after_train.
@@ -510,23 +510,6 @@ fn writer_queue_of_commands_drops_and_counts_what_does_not_fit_and_never_stalls_
     let ran: Vec<u64> = std::fs::read_to_string(&ran).unwrap().lines().map(|l| l.parse().unwrap()).collect();
     assert_eq!(ran, (1..=1 + COMMAND_QUEUE_CAPACITY as u64).collect::<Vec<_>>());
     assert!(report.writer_failures.is_empty());
-}
-
-/// Fills the log directory's filesystem in `before_train` (after the writers opened their
-/// files), then puts an 8 KiB text at every step: the TensorBoard writer's first flush fails.
-struct FillDisk;
-
-impl Callback<Linear> for FillDisk {
-    fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
-        let mut filler = std::fs::File::create(ctx.log_dir().join("filler")).unwrap();
-        let page = [0u8; 4096];
-        while filler.write_all(&page).is_ok() {}
-        Ok(())
-    }
-    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
-        ctx.monitors().put_text("blob", &"x".repeat(8192));
-        Ok(())
-    }
 }
 
 #[test]
