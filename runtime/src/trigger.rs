@@ -202,7 +202,8 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
 /// delivered when `e % every_k_epochs == 0`, when `global_step % every_k_steps == 0`, and at the
 /// last epoch. (tensorpack tests `global_step` before and after a step alike, so its
 /// `before_run` and `after_run` see different steps; here a step's events agree.) The rules are
-/// [`Period::step_due`] and [`Period::epoch_due`].
+/// [`Period::step_due`] and [`Period::epoch_due`]. Without `every_k_steps` or `every_k_epochs`
+/// it is refused at setup: it would deliver every event.
 #[derive(Debug, Clone)]
 pub struct PeriodicCallback<C> {
     inner: C,
@@ -237,7 +238,13 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicCallback<C> {
         self.period.period().step_due(counters.next_step(), counters) && self.inner.wants_fetch(counters)
     }
     gated_events!(self, ctx;
-        setup: self.period.check(&self.inner.name())?;
+        setup: if !self.period.check(&self.inner.name())?.is_periodic() {
+            return Err(Error::msg(format!(
+                "PeriodicCallback around `{}` has no period: give every_k_steps or every_k_epochs (without one it would deliver every event, as `{}` alone does)",
+                self.inner.name(),
+                self.inner.name()
+            )));
+        };
         epoch: self.period.period().epoch_due(ctx.counters()),
         before_step: {
             let counters = *ctx.counters();

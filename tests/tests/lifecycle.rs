@@ -677,3 +677,12 @@ fn after_train_knows_how_training_ended_finished_stopped_or_failed() {
         "after_train sees the failure and its message"
     );
 }
+
+#[test]
+fn periodic_callback_without_a_period_is_refused_at_setup() {
+    let log = Log::default();
+    let error = run(PeriodicCallback::new(Recorder::new("A", &log)), 1, 2).unwrap_err().to_string();
+    assert!(error.contains("PeriodicCallback around `A` has no period"), "{error}");
+    assert!(error.contains("every_k_steps or every_k_epochs"), "{error}");
+    assert!(take(&log).iter().all(|event| !event.contains("after_step")), "no step was delivered");
+}
