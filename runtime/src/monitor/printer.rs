@@ -97,17 +97,23 @@ impl PrinterSink {
 
 /// Five significant digits, like Python's `{:.5g}`.
 pub(crate) fn format_scalar(v: f64) -> String {
+    positional(v, 5).unwrap_or_else(|| format!("{v:.4e}"))
+}
+
+/// `v` with `digits` significant digits in positional notation, trailing zeros dropped, when its
+/// magnitude is from 1e-4 to below 10^digits (as C's `%g` decides); 0 and non-finite values as
+/// Rust writes them. `None` where `%g` would switch to scientific notation.
+pub(crate) fn positional(v: f64, digits: i32) -> Option<String> {
     if v == 0.0 || !v.is_finite() {
-        return format!("{v}");
+        return Some(format!("{v}"));
     }
     let magnitude = v.abs().log10().floor() as i32;
-    if (-4..5).contains(&magnitude) {
-        let decimals = (4 - magnitude).max(0) as usize;
-        let text = format!("{v:.decimals$}");
-        if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_string() } else { text }
-    } else {
-        format!("{v:.4e}")
+    if !(-4..digits).contains(&magnitude) {
+        return None;
     }
+    let decimals = (digits - 1 - magnitude).max(0) as usize;
+    let text = format!("{v:.decimals$}");
+    Some(if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_string() } else { text })
 }
 
 impl MonitorSink for PrinterSink {

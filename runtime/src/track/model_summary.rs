@@ -258,40 +258,35 @@ impl fmt::Display for ModelParams {
         let params_width = total_params.to_string().len().max("params".len());
         let bytes_width = total_bytes.to_string().len().max("bytes".len());
         writeln!(f, "model summary: {}", self.model)?;
-        writeln!(
-            f,
-            "  {:<path_width$}  {:<shape_width$}  {:<dtype_width$}  {:>params_width$}  {:>bytes_width$}",
-            "parameter", "shape", "dtype", "params", "bytes"
-        )?;
-        let blank = "";
+        // One line of the table; `note` follows the bytes column.
+        let mut row = |path: &str,
+                       shape: &str,
+                       dtype: &str,
+                       params: &dyn fmt::Display,
+                       bytes: &dyn fmt::Display,
+                       note: &str| {
+            writeln!(
+                f,
+                "  {path:<path_width$}  {shape:<shape_width$}  {dtype:<dtype_width$}  {params:>params_width$}  {bytes:>bytes_width$}{note}"
+            )
+        };
+        row("parameter", "shape", "dtype", &"params", &"bytes", "")?;
         for (module, total) in modules.iter().zip(&totals) {
             for tensor in self.tensors.iter().filter(|t| top_level(&t.path) == module.name) {
-                writeln!(
-                    f,
-                    "  {:<path_width$}  {:<shape_width$}  {:<dtype_width$}  {:>params_width$}  {:>bytes_width$}",
-                    tensor.path,
-                    shape(tensor),
-                    dtype_name(tensor.dtype),
-                    tensor.params,
-                    tensor.bytes
+                row(
+                    &tensor.path,
+                    &shape(tensor),
+                    &dtype_name(tensor.dtype),
+                    &tensor.params,
+                    &tensor.bytes,
+                    "",
                 )?;
             }
             if *total {
-                writeln!(
-                    f,
-                    "  {:<path_width$}  {blank:<shape_width$}  {blank:<dtype_width$}  {:>params_width$}  {:>bytes_width$}",
-                    module.name, module.params, module.bytes
-                )?;
+                row(&module.name, "", "", &module.params, &module.bytes, "")?;
             }
         }
-        writeln!(
-            f,
-            "  {:<path_width$}  {blank:<shape_width$}  {blank:<dtype_width$}  {:>params_width$}  {:>bytes_width$} ({})",
-            "total",
-            total_params,
-            total_bytes,
-            human_bytes(total_bytes)
-        )
+        row("total", "", "", &total_params, &total_bytes, &format!(" ({})", human_bytes(total_bytes)))
     }
 }
 

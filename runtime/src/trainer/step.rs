@@ -124,7 +124,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             batch,
             &mut Step { outputs: &mut self.outputs, hyper: &state.hyper, counters: &state.counters },
         );
-        let mut grads = match output {
+        let mut grads = Some(match output {
             StepOutput::Loss(mut loss) => {
                 if !self.loss_hooks.is_empty() {
                     loss = self.loss_hooks_run(loss)?;
@@ -132,16 +132,16 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 let model = self.state.model.as_ref().expect("the model is present between steps");
                 let grads = GradientsParams::from_grads(loss.backward(), model);
                 self.outputs.put("loss", loss);
-                Some(grads)
+                grads
             }
             StepOutput::Gradients { loss, grads } => {
                 if !self.loss_hooks.is_empty() {
                     return Err(self.own_backward_refused());
                 }
                 self.outputs.put("loss", loss);
-                Some(grads)
+                grads
             }
-        };
+        });
         if self.state.world.is_some() {
             grads = self.agree_step(grads.take().expect("the gradients were just computed"))?;
         }

@@ -10,6 +10,7 @@ use super::Outcome;
 #[cfg(doc)]
 use super::{DefaultCallbacks, TrainReport};
 use crate::callback::{Callback, Counters};
+use crate::monitor::printer::positional;
 use crate::state::{Better, Monitors};
 use crate::stop::Mode;
 use crate::track::humanize_duration;
@@ -156,18 +157,11 @@ impl TrainSummary {
 /// `value` with at most 6 significant digits, no trailing zeros (`2`, `0.7`, `0.123457`), or in
 /// scientific notation when it is very large or small (`1.5e-7`).
 fn number(value: f64) -> String {
-    if value == 0.0 || !value.is_finite() {
-        return value.to_string();
-    }
-    let magnitude = value.abs().log10().floor() as i32;
-    if !(-4..6).contains(&magnitude) {
+    positional(value, 6).unwrap_or_else(|| {
         let text = format!("{value:.5e}");
         let (mantissa, exponent) = text.split_once('e').unwrap_or((&text, "0"));
-        return format!("{}e{exponent}", mantissa.trim_end_matches('0').trim_end_matches('.'));
-    }
-    let decimals = (5 - magnitude).max(0) as usize;
-    let text = format!("{value:.decimals$}");
-    if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_string() } else { text }
+        format!("{}e{exponent}", mantissa.trim_end_matches('0').trim_end_matches('.'))
+    })
 }
 
 impl fmt::Display for TrainSummary {
