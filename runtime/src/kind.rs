@@ -161,6 +161,7 @@ kinds! {
     <T> crate::track::EstimatedTimeLeft<T> => EstimatedTimeLeft;
     <T> crate::track::ThroughputTracker<T> => ThroughputTracker;
     <T> crate::track::RunTimer<T> => RunTimer;
+    <C> crate::track::StepProfiler<C> => StepProfiler;
     <D, F> crate::inference::InferenceRunner<D, F> => InferenceRunner;
 }
 

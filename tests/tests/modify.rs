@@ -234,7 +234,10 @@ fn batch_norm_tune_sets_the_running_stats_to_the_mean_and_variance_of_the_tuning
         let mean = bn_values(report.model.running_mean.value());
         let var = bn_values(report.model.running_var.value());
         for c in 0..2 {
-            assert!((mean[c] - want_mean[c]).abs() <= 1e-4 * want_mean[c], "momentum {momentum}: mean {mean:?}");
+            assert!(
+                (mean[c] - want_mean[c]).abs() <= 1e-4 * want_mean[c],
+                "momentum {momentum}: mean {mean:?}"
+            );
             assert!((var[c] - want_var[c]).abs() <= 1e-4 * want_var[c], "momentum {momentum}: var {var:?}");
         }
     }
@@ -261,12 +264,10 @@ fn batch_norm_tune_refuses_a_layer_out_of_training_mode() {
     let device = burn_stoker::device::cpu();
     // On a device without autodiff, burn's BatchNorm runs in inference mode: its stats never move.
     let model: BatchNorm = burn::module::Module::valid(&BatchNormConfig::new(2).init(&device));
-    let mut tune = BatchNormTune::new(
-        vec![rows(&[[1.0, 2.0], [3.0, 4.0]]).inner()],
-        |bn: &BatchNorm, x: Tensor<2>| {
+    let mut tune =
+        BatchNormTune::new(vec![rows(&[[1.0, 2.0], [3.0, 4.0]]).inner()], |bn: &BatchNorm, x: Tensor<2>| {
             bn.forward(x);
-        },
-    );
+        });
     let err = tune.tune(model).unwrap_err().to_string();
     assert!(err.contains("did not move in `forward`"), "{err}");
 }

@@ -574,7 +574,10 @@ fn train_cost_of_a_non_scalar_output_is_an_error_naming_it() {
     let err = trainer(&scratch_dir("train-cost-shape"), 1, 2, TrainCost::new().output("pair"))
         .train(|model: &Linear, batch, step: &mut Step<'_>| {
             let loss = mse(model, batch);
-            step.output("pair", Tensor::<1>::from_data(TensorData::new(vec![1.0f32, 2.0], [2]), &loss.device()));
+            step.output(
+                "pair",
+                Tensor::<1>::from_data(TensorData::new(vec![1.0f32, 2.0], [2]), &loss.device()),
+            );
             loss
         })
         .map(|_| ())
@@ -616,7 +619,10 @@ fn train_logger_prints_one_line_every_k_epochs_with_the_train_and_eval_costs() {
     run(4, 2, (TrainCost::new().output("x").scalar_name("train_x"), Putter, LoggerTo(logger, out.clone())));
     let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
     // x = 3, 4 in epoch 2 and 7, 8 in epoch 4.
-    assert_eq!(text, "Epoch 2 complete. Train cost 3.5. Eval cost 20.\nEpoch 4 complete. Train cost 7.5. Eval cost 40.\n");
+    assert_eq!(
+        text,
+        "Epoch 2 complete. Train cost 3.5. Eval cost 20.\nEpoch 4 complete. Train cost 7.5. Eval cost 40.\n"
+    );
     let err = TrainLogger::new().every_k_epochs(0).sink(Box::new(Shared::default())).unwrap_err().to_string();
     assert_eq!(err, "TrainLogger: every_k_epochs must be at least 1, not 0");
 }

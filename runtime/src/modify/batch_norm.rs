@@ -155,7 +155,9 @@ where
 /// The mean already computed for the variance at `i` (its layer's `running_mean`, just before).
 fn finals_mean(finals: &[Tensor<1>], i: usize) -> Result<Tensor<1>> {
     i.checked_sub(1).and_then(|j| finals.get(j)).cloned().ok_or_else(|| {
-        Error::msg("BatchNormTune: a batch norm's `running_var` came before its `running_mean` in visiting order")
+        Error::msg(
+            "BatchNormTune: a batch norm's `running_var` came before its `running_mean` in visiting order",
+        )
     })
 }
 

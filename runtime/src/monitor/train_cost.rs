@@ -10,20 +10,21 @@ use burn::tensor::Tensor;
 use super::{EpochStats, MonitorSink, Record};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result, must_be};
-use crate::fetch::{Fetch, FetchKind, Fetched};
+use crate::fetch::{Fetch, FetchKind, Fetched, OutputTensor};
 
 /// The name [`TrainCost`] puts the epoch's mean training cost under, by default.
 pub const TRAIN_COST: &str = "train_cost";
 
 /// neon's `TrainCostCallback`, as neon's own `Model.fit` computes the epoch's cost: the mean of
 /// the step's `"loss"` over the steps of the epoch, put to the monitors as the scalar
-/// `train_cost` at `after_epoch`. In the default callbacks.
+/// `train_cost` at `after_epoch`.
 ///
-/// The losses stay on the device: each step keeps its loss tensor (a handle, detached from the
-/// autodiff graph: no computation, no transfer, no sync; the list's capacity is kept from epoch
-/// to epoch), every 1024 steps they are summed into one device tensor, and `after_epoch` sums the
-/// rest and reads the sum once. **One device-to-host transfer per epoch**, whatever the epoch's
-/// length.
+/// The sum stays on the device: each step adds its loss, taken off the autodiff graph, to a
+/// one-element device tensor (one addition queued on the device: no transfer, no sync), and
+/// `after_epoch` reads the sum once. **One device-to-host transfer per epoch**, whatever the
+/// epoch's length. The addition is still work at every step (a few allocations of burn's on the
+/// CPU backend), which is why it is not among the default callbacks: turn it on in one line,
+/// `DefaultCallbacks { train_cost: Some(TrainCost::new()), ..DefaultCallbacks::default() }`.
 ///
 /// Differs from neon's callback, which stores a moving mean of the last 10 steps' costs at every
 /// minibatch (a host value per step, which here would be a transfer per step): the epoch's mean is
@@ -42,16 +43,11 @@ pub const TRAIN_COST: &str = "train_cost";
 pub struct TrainCost {
     fetches: [Fetch; 1],
     scalar: Cow<'static, str>,
-    /// The losses of this epoch not yet summed, on the device.
-    pending: Vec<Tensor<1>>,
-    /// The sum of this epoch's other losses, on the device.
+    /// The sum of this epoch's losses so far, on the device (without autodiff).
     sum: Option<Tensor<1>>,
-    /// The steps of this epoch so far.
+    /// The steps summed in `sum`.
     steps: u64,
 }
-
-/// Losses kept on the device before they are summed.
-const MAX_PENDING_STEPS: usize = 1024;
 
 impl Default for TrainCost {
     fn default() -> Self {
@@ -62,13 +58,7 @@ impl Default for TrainCost {
 impl TrainCost {
     /// The mean of `"loss"` per epoch, put as [`TRAIN_COST`].
     pub fn new() -> Self {
-        TrainCost {
-            fetches: [Fetch::device("loss")],
-            scalar: Cow::Borrowed(TRAIN_COST),
-            pending: Vec::new(),
-            sum: None,
-            steps: 0,
-        }
+        TrainCost { fetches: [Fetch::device("loss")], scalar: Cow::Borrowed(TRAIN_COST), sum: None, steps: 0 }
     }
 
     /// Average this output instead of `"loss"` (a one-element tensor the step puts).
@@ -81,18 +71,6 @@ impl TrainCost {
     pub fn scalar_name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
         self.scalar = name.into();
         self
-    }
-
-    /// Sums the pending losses into `sum`, on the device.
-    fn fold(&mut self) {
-        if self.pending.is_empty() {
-            return;
-        }
-        let pending = Tensor::cat(self.pending.drain(..).collect(), 0).sum();
-        self.sum = Some(match self.sum.take() {
-            Some(sum) => sum + pending,
-            None => pending,
-        });
     }
 }
 
@@ -112,7 +90,6 @@ impl<M> Callback<M> for TrainCost {
     }
 
     fn before_epoch(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        self.pending.clear();
         self.sum = None;
         self.steps = 0;
         Ok(())
@@ -128,16 +105,19 @@ impl<M> Callback<M> for TrainCost {
                 tensor.dims()
             )));
         }
-        self.pending.push(tensor.flat());
+        let loss = match tensor {
+            OutputTensor::Rank1(loss) => loss.clone().without_autodiff(),
+            other => other.flat().without_autodiff(),
+        };
+        self.sum = Some(match self.sum.take() {
+            Some(sum) => sum + loss,
+            None => loss,
+        });
         self.steps += 1;
-        if self.pending.len() >= MAX_PENDING_STEPS {
-            self.fold();
-        }
         Ok(())
     }
 
     fn after_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        self.fold();
         let Some(sum) = self.sum.take() else { return Ok(()) };
         // The epoch's one transfer.
         let sum: f32 = sum.into_scalar::<f32>();
@@ -156,8 +136,9 @@ impl<M> Callback<M> for TrainCost {
 ///
 /// Not in the default callbacks: [`ScalarPrinter`](super::ScalarPrinter), which is, already
 /// prints `train_cost` (and every other scalar) at each epoch's end, and two printers would say
-/// the same thing twice. Turn it on in one line,
-/// `DefaultCallbacks { train_logger: Some(TrainLogger::new()), ..DefaultCallbacks::default() }`.
+/// the same thing twice. Turn it on in one line (with [`TrainCost`], which puts the cost it
+/// prints), `DefaultCallbacks { train_cost: Some(TrainCost::new()), train_logger:
+/// Some(TrainLogger::new()), ..DefaultCallbacks::default() }`.
 /// neon's `minibatch_freq` (a line every k minibatches with the step's cost) is not offered: it
 /// needs the cost on the host at those steps; `ScalarPrinter::enable_step` prints scalars as they
 /// are put.

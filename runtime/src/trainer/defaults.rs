@@ -5,9 +5,10 @@ use crate::monitor::{JsonWriter, ScalarPrinter, TensorBoardWriter, TrainCost, Tr
 use crate::track::{ModelSummary, ProgressBar};
 
 /// The callbacks a trainer starts with, like tensorpack's and neon's: a summary of the model's
-/// parameters at the start, neon's mean training cost per epoch (`train_cost`, summed on the
-/// device and read once per epoch), a progress bar, TensorBoard event files, `stats.json`, a
-/// scalar printer, and a summary of the run at the end. Each can be replaced or turned off (`None`);
+/// parameters at the start, a progress bar, TensorBoard event files, `stats.json`, a scalar
+/// printer, and a summary of the run at the end. neon's two other defaults, [`TrainCost`] and
+/// [`TrainLogger`], are fields that start `None`: the cost is an addition on the device at every
+/// step, work that the other defaults do not add. Each can be replaced or turned off (`None`);
 /// none of them adds any work to a step that no callback asked for.
 ///
 /// ```
@@ -16,6 +17,10 @@ use crate::track::{ModelSummary, ProgressBar};
 /// // Everything but the two summaries.
 /// let quiet = DefaultCallbacks { model_summary: None, train_summary: None, ..DefaultCallbacks::default() };
 /// # let _ = quiet;
+/// // And neon's mean training cost per epoch.
+/// use burn_stoker::monitor::TrainCost;
+/// let with_cost = DefaultCallbacks { train_cost: Some(TrainCost::new()), ..DefaultCallbacks::default() };
+/// # let _ = with_cost;
 /// ```
 #[derive(Debug, crate::Callbacks)]
 pub struct DefaultCallbacks {
@@ -23,10 +28,12 @@ pub struct DefaultCallbacks {
     /// on stdout, in `model_summary.txt` and as TensorBoard text ([`ModelSummary`]).
     pub model_summary: Option<ModelSummary>,
     /// neon's `TrainCostCallback`: the epoch's mean `"loss"`, put as the scalar `train_cost`
-    /// ([`TrainCost`]). One device-to-host read per epoch, none per step.
+    /// ([`TrainCost`]). One device-to-host read per epoch, none per step, but an addition on the
+    /// device at every step: `None` by default, `Some(TrainCost::new())` turns it on.
     pub train_cost: Option<TrainCost>,
     /// neon's `TrainLoggerCallback`: a line `Epoch N complete. Train cost C.` per epoch
-    /// ([`TrainLogger`]). `None` by default: the scalar printer already prints `train_cost`.
+    /// ([`TrainLogger`]), reading `train_cost`. `None` by default: the scalar printer already
+    /// prints `train_cost`.
     pub train_logger: Option<TrainLogger>,
     /// The progress bar.
     pub progress: Option<ProgressBar>,
@@ -46,7 +53,7 @@ impl Default for DefaultCallbacks {
     fn default() -> Self {
         DefaultCallbacks {
             model_summary: Some(ModelSummary::new()),
-            train_cost: Some(TrainCost::new()),
+            train_cost: None,
             train_logger: None,
             progress: Some(ProgressBar::new()),
             tensorboard: Some(TensorBoardWriter),
