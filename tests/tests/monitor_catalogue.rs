@@ -626,3 +626,25 @@ fn train_logger_prints_one_line_every_k_epochs_with_the_train_and_eval_costs() {
     let err = TrainLogger::new().every_k_epochs(0).sink(Box::new(Shared::default())).unwrap_err().to_string();
     assert_eq!(err, "TrainLogger: every_k_epochs must be at least 1, not 0");
 }
+
+#[test]
+fn train_cost_is_one_line_away_in_the_default_callbacks() {
+    assert!(DefaultCallbacks::default().train_cost.is_none(), "not a default: it adds work to every step");
+    assert!(DefaultCallbacks::default().train_logger.is_none());
+    let recorder = Recorder::new(&["train_cost"]);
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(3, &device))
+        .max_epoch(2)
+        .log_dir(scratch_dir("train-cost-default"))
+        .handle_signals(false)
+        .default_callbacks(DefaultCallbacks {
+            train_cost: Some(TrainCost::new()),
+            ..DefaultCallbacks::none()
+        })
+        .callbacks(recorder.handle())
+        .train(step)
+        .unwrap();
+    let got = recorder.history("train_cost");
+    assert_eq!(got.iter().map(|&(s, _)| s).collect::<Vec<_>>(), [3, 6]);
+    assert!(got.iter().all(|&(_, v)| v.is_finite() && v > 0.0), "{got:?}");
+}

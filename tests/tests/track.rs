@@ -812,7 +812,7 @@ fn deps_default_build_compiles_neither_nvml_nor_sysinfo() {
 /// `trigger_step` 50 ms (after the profiler's `trigger_step`: between two steps).
 struct StepWork {
     clock: ManualClock,
-    profile: Arc<Mutex<BTreeMap<String, Vec<(u64, f64)>>>>,
+    profile: Histories,
 }
 
 impl Callback<Linear> for StepWork {

@@ -93,7 +93,7 @@ impl<B: Clone, F> BatchNormTune<B, F> {
         let mut momenta = Vec::with_capacity(zero_start.len());
         for (i, (r0, r1)) in zero_start.iter().zip(&one_start).enumerate() {
             let momentum = 1.0 - f64::from((r1.stat.clone() - r0.stat.clone()).mean().into_scalar::<f32>());
-            if !(momentum > MIN_MOMENTUM) {
+            if momentum.is_nan() || momentum <= MIN_MOMENTUM {
                 return Err(Error::msg(format!(
                     "BatchNormTune: the statistics of batch norm #{} (in visiting order) did not move in `forward` (momentum {momentum:.3e}): is its momentum 0, is it out of training mode (`BatchNorm::training`), or does `forward` not run it?",
                     i / 2 + 1

@@ -225,7 +225,7 @@ impl MonitorSink for TrainLoggerSink {
     }
 
     fn end_epoch(&mut self, stats: &EpochStats) -> std::io::Result<()> {
-        if stats.epoch_num % self.logger.every_k_epochs != 0 {
+        if !stats.epoch_num.is_multiple_of(self.logger.every_k_epochs) {
             return Ok(());
         }
         let mut line = format!("Epoch {} complete.", stats.epoch_num);

@@ -45,6 +45,8 @@ const PHASES: [&str; 4] = ["forward", "backward", "optimizer", "callbacks"];
 /// every device of the model), or an asynchronous device (CUDA, wgpu) would charge a phase with the
 /// work queued by the one before; those steps are slower than unprofiled ones. Outside the window
 /// it does nothing but receive the loss and gradient events; a run without it pays nothing.
+/// It takes the loss and gradient events, so a step that runs backward itself (burn-train's
+/// `TrainStep` through `LearnerStep`) refuses it, as it refuses every callback taking the loss.
 /// tensorpack's `GraphProfiler` records TensorFlow's per-operation trace instead; burn has no
 /// per-kernel tracer to read, so the phases are the finest grain here.
 ///
