@@ -127,6 +127,7 @@ kinds! {
     crate::modify::RnnRegularizer => RnnRegularizer;
     crate::modify::GradientClip => GradientClip;
     crate::modify::GradientAccumulation => GradientAccumulation;
+    <B, F> crate::modify::BatchNormTune<B, F> => BatchNormTune;
     crate::debug::InjectShell => InjectShell;
     crate::debug::DumpTensors => DumpTensors;
     <M, F> crate::debug::ProcessTensors<M, F> => ProcessTensors;
@@ -150,6 +151,8 @@ kinds! {
     crate::monitor::Hist => Hist;
     crate::monitor::MovingAverageSummary => MovingAverageSummary;
     crate::monitor::SimpleMovingAverage => SimpleMovingAverage;
+    crate::monitor::TrainCost => TrainCost;
+    crate::monitor::TrainLogger => TrainLogger;
     crate::monitor::SendMonitorData => SendMonitorData;
     crate::monitor::SendStat => SendStat;
     crate::track::ProgressBar => ProgressBar;
@@ -158,6 +161,7 @@ kinds! {
     <T> crate::track::EstimatedTimeLeft<T> => EstimatedTimeLeft;
     <T> crate::track::ThroughputTracker<T> => ThroughputTracker;
     <T> crate::track::RunTimer<T> => RunTimer;
+    <C> crate::track::StepProfiler<C> => StepProfiler;
     <D, F> crate::inference::InferenceRunner<D, F> => InferenceRunner;
 }
 

@@ -6,6 +6,13 @@
 //! [`Callback::after_backward`]), which the trainer delivers only to callbacks that ask for them
 //! ([`Callback::step_hooks`]); a run without such a callback pays nothing for them. Everything they
 //! compute stays on the device: none of them syncs with the host.
+//!
+//! [`BatchNormTune`] (neon's `BatchNormTuneCallback`) changes the model between steps instead:
+//! at its trigger it re-estimates the batch norms' running statistics over a tuning set.
+
+mod batch_norm;
+
+pub use batch_norm::BatchNormTune;
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;

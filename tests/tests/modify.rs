@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use burn::nn::Linear;
 use burn::optim::SgdConfig;
 use burn::tensor::{Tensor, TensorData};
-use burn_stoker::modify::{GradientAccumulation, GradientClip, RnnRegularizer};
+use burn_stoker::modify::{BatchNormTune, GradientAccumulation, GradientClip, RnnRegularizer};
 use burn_stoker::prelude::*;
 use stoker_tests::{scratch_dir, tiny_model, weights};
 
@@ -191,4 +191,83 @@ fn rnn_regularizer_names_a_missing_output() {
         .to_string();
     assert!(error.contains("RnnRegularizer") && error.contains("before_backward"), "{error}");
     assert!(error.contains("`dropped_out`"), "{error}");
+}
+
+// ---------------------------------------------------------------- neon's BatchNormTune
+
+/// Two batches of 4 rows, 2 channels: channel 0 holds 1..8, channel 1 holds 10, 20, ..., 80
+/// shuffled across the batches.
+fn tune_batches() -> Vec<Tensor<2>> {
+    vec![
+        rows(&[[1.0, 30.0], [2.0, 10.0], [3.0, 80.0], [4.0, 20.0]]),
+        rows(&[[5.0, 50.0], [6.0, 70.0], [7.0, 40.0], [8.0, 60.0]]),
+    ]
+}
+
+fn bn_values(tensor: Tensor<1>) -> Vec<f32> {
+    tensor.into_data().iter::<f32>().collect()
+}
+
+#[test]
+fn batch_norm_tune_sets_the_running_stats_to_the_mean_and_variance_of_the_tuning_set() {
+    use burn::nn::{BatchNorm, BatchNormConfig};
+    let device = burn_stoker::device::cpu();
+    // Channel 0: mean 4.5, population variance (1² + ... + 8²)/8 - 4.5² = 25.5 - 20.25 = 5.25.
+    // Channel 1: mean 45, variance 100 x 5.25 = 525.
+    let want_mean = [4.5f32, 45.0];
+    let want_var = [5.25f32, 525.0];
+    for momentum in [0.1, 0.3] {
+        let model = BatchNormConfig::new(2).with_momentum(momentum).init(&device);
+        // Train on other data (all 100s), so that the running stats are far from the answer.
+        let train = vec![rows(&[[100.0, 100.0], [101.0, 99.0]]); 3];
+        let tune = BatchNormTune::new(tune_batches(), |bn: &BatchNorm, x: Tensor<2>| {
+            bn.forward(x);
+        });
+        let report = Trainer::new(model, SgdConfig::new().init(), train)
+            .max_epoch(2)
+            .log_dir(scratch_dir("bn-tune"))
+            .handle_signals(false)
+            .default_callbacks(DefaultCallbacks::none())
+            .callbacks(tune)
+            .train(|bn: &BatchNorm, x: Tensor<2>, _step: &mut Step<'_>| bn.forward(x).powi_scalar(2).mean())
+            .unwrap();
+        let mean = bn_values(report.model.running_mean.value());
+        let var = bn_values(report.model.running_var.value());
+        for c in 0..2 {
+            assert!(
+                (mean[c] - want_mean[c]).abs() <= 1e-4 * want_mean[c],
+                "momentum {momentum}: mean {mean:?}"
+            );
+            assert!((var[c] - want_var[c]).abs() <= 1e-4 * want_var[c], "momentum {momentum}: var {var:?}");
+        }
+    }
+}
+
+#[test]
+fn batch_norm_tune_refuses_a_model_without_batch_norm_and_an_empty_tuning_set() {
+    let device = burn_stoker::device::cpu();
+    let mut tune = BatchNormTune::new(tune_batches(), |model: &Linear, x: Tensor<2>| {
+        model.forward(x);
+    });
+    let err = tune.tune(tiny_model(&device)).unwrap_err().to_string();
+    assert!(err.contains("BatchNormTune: the model has no burn::nn::BatchNorm"), "{err}");
+    let mut empty = BatchNormTune::new(Vec::<Tensor<2>>::new(), |model: &Linear, x: Tensor<2>| {
+        model.forward(x);
+    });
+    let err = empty.tune(tiny_model(&device)).unwrap_err().to_string();
+    assert_eq!(err, "BatchNormTune: no tuning batch; give it at least one");
+}
+
+#[test]
+fn batch_norm_tune_refuses_a_layer_out_of_training_mode() {
+    use burn::nn::{BatchNorm, BatchNormConfig};
+    let device = burn_stoker::device::cpu();
+    // On a device without autodiff, burn's BatchNorm runs in inference mode: its stats never move.
+    let model: BatchNorm = burn::module::Module::valid(&BatchNormConfig::new(2).init(&device));
+    let mut tune =
+        BatchNormTune::new(vec![rows(&[[1.0, 2.0], [3.0, 4.0]]).inner()], |bn: &BatchNorm, x: Tensor<2>| {
+            bn.forward(x);
+        });
+    let err = tune.tune(model).unwrap_err().to_string();
+    assert!(err.contains("did not move in `forward`"), "{err}");
 }

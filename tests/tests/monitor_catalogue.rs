@@ -13,6 +13,7 @@ use burn::tensor::{Tensor, TensorData};
 use burn_stoker::fetch::{Fetch, FetchKind};
 use burn_stoker::monitor::{
     CsvWriter, Hist, MovingAverageSummary, SendMonitorData, SendStat, SimpleMovingAverage, TensorBoardWriter,
+    TrainCost, TrainLogger,
 };
 use burn_stoker::prelude::*;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
@@ -526,4 +527,124 @@ fn hist_rejects_bad_settings() {
         let error = error(hist);
         assert!(error.contains(says), "{error:?} does not say {says:?}");
     }
+}
+
+// ---------------------------------------------------------------- neon's TrainCost, TrainLogger
+
+#[test]
+fn train_cost_of_x_is_the_epoch_mean_read_once_per_epoch() {
+    let recorder = Recorder::new(&["train_x"]);
+    let (report, reads) = stoker_tests::reads::count_reads(|| {
+        run(2, 3, (TrainCost::new().output("x").scalar_name("train_x"), recorder.handle()))
+    });
+    // x = 1, 2, 3 in epoch 1 and 4, 5, 6 in epoch 2.
+    assert_history(&recorder.history("train_x"), &[(3, 2.0), (6, 5.0)]);
+    assert_eq!(report.fetch_transfers, 0, "the losses stay on the device");
+    assert_eq!(reads, 2, "one device-to-host read per epoch");
+}
+
+#[test]
+fn train_cost_equals_the_mean_of_the_losses_a_hand_loop_reads() {
+    // Alone, TrainCost reads the device once per epoch: 3 epochs of 4 steps.
+    let (_, reads) = stoker_tests::reads::count_reads(|| run(3, 4, TrainCost::new()));
+    assert_eq!(reads, 3, "one read per epoch");
+    // Beside it, the step reads each loss to the host by hand.
+    let recorder = Recorder::new(&["train_cost"]);
+    let losses = Arc::new(Mutex::new(Vec::<f64>::new()));
+    let seen = losses.clone();
+    trainer(&scratch_dir("train-cost-hand"), 3, 4, (TrainCost::new(), recorder.handle()))
+        .train(move |model: &Linear, batch, _step: &mut Step<'_>| {
+            let loss = mse(model, batch);
+            seen.lock().unwrap().push(f64::from(loss.clone().into_scalar::<f32>()));
+            loss
+        })
+        .unwrap();
+    let losses = losses.lock().unwrap().clone();
+    assert_eq!(losses.len(), 12);
+    let got = recorder.history("train_cost");
+    assert_eq!(got.iter().map(|&(s, _)| s).collect::<Vec<_>>(), [4, 8, 12]);
+    for (epoch, &(_, mean)) in got.iter().enumerate() {
+        let want = losses[epoch * 4..epoch * 4 + 4].iter().sum::<f64>() / 4.0;
+        assert!((mean - want).abs() <= 1e-6 * want.abs().max(1e-3), "epoch {}: {mean} vs {want}", epoch + 1);
+    }
+}
+
+#[test]
+fn train_cost_of_a_non_scalar_output_is_an_error_naming_it() {
+    let err = trainer(&scratch_dir("train-cost-shape"), 1, 2, TrainCost::new().output("pair"))
+        .train(|model: &Linear, batch, step: &mut Step<'_>| {
+            let loss = mse(model, batch);
+            step.output(
+                "pair",
+                Tensor::<1>::from_data(TensorData::new(vec![1.0f32, 2.0], [2]), &loss.device()),
+            );
+            loss
+        })
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("TrainCost") && err.contains("`pair`") && err.contains("[2]"), "{err}");
+}
+
+/// A `Write` that appends to a shared buffer.
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Registers a `TrainLogger`'s sink writing to a shared buffer.
+struct LoggerTo(TrainLogger, Shared);
+
+impl Callback<Linear> for LoggerTo {
+    fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let sink = self.0.sink(Box::new(self.1.clone()))?;
+        ctx.monitors().add_sink(sink);
+        Ok(())
+    }
+}
+
+#[test]
+fn train_logger_prints_one_line_every_k_epochs_with_the_train_and_eval_costs() {
+    let out = Shared::default();
+    let logger = TrainLogger::new().every_k_epochs(2).train_cost("train_x").eval_cost("v");
+    // Putter puts v = 10 x epoch; TrainCost puts train_x = the epoch's mean of x.
+    run(4, 2, (TrainCost::new().output("x").scalar_name("train_x"), Putter, LoggerTo(logger, out.clone())));
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    // x = 3, 4 in epoch 2 and 7, 8 in epoch 4.
+    assert_eq!(
+        text,
+        "Epoch 2 complete. Train cost 3.5. Eval cost 20.\nEpoch 4 complete. Train cost 7.5. Eval cost 40.\n"
+    );
+    let err = TrainLogger::new().every_k_epochs(0).sink(Box::new(Shared::default())).unwrap_err().to_string();
+    assert_eq!(err, "TrainLogger: every_k_epochs must be at least 1, not 0");
+}
+
+#[test]
+fn train_cost_is_one_line_away_in_the_default_callbacks() {
+    assert!(DefaultCallbacks::default().train_cost.is_none(), "not a default: it adds work to every step");
+    assert!(DefaultCallbacks::default().train_logger.is_none());
+    let recorder = Recorder::new(&["train_cost"]);
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(3, &device))
+        .max_epoch(2)
+        .log_dir(scratch_dir("train-cost-default"))
+        .handle_signals(false)
+        .default_callbacks(DefaultCallbacks {
+            train_cost: Some(TrainCost::new()),
+            ..DefaultCallbacks::none()
+        })
+        .callbacks(recorder.handle())
+        .train(step)
+        .unwrap();
+    let got = recorder.history("train_cost");
+    assert_eq!(got.iter().map(|&(s, _)| s).collect::<Vec<_>>(), [3, 6]);
+    assert!(got.iter().all(|&(_, v)| v.is_finite() && v > 0.0), "{got:?}");
 }

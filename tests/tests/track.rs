@@ -16,7 +16,7 @@ use burn_stoker::{
     callback::{StepHooks, StepLoss},
     track::{
         EstimatedTimeLeft, GpuMemoryTracker, GpuUtilizationTracker, HostMemoryTracker, RunTimer,
-        ThroughputTracker, Timed,
+        StepProfiler, ThroughputTracker, Timed,
     },
     trigger::PeriodicTrigger,
 };
@@ -803,4 +803,153 @@ fn deps_default_build_compiles_neither_nvml_nor_sysinfo() {
     for name in ["nvml-wrapper ", "sysinfo "] {
         assert!(with.lines().any(|l| l.starts_with(name)), "sys-metrics does not compile {name}");
     }
+}
+
+// ---------------------------------------------------------------- StepProfiler
+
+/// Stands for the work inside a step, ordered after the profiler: the loss hook takes 5 ms (in
+/// `backward`), the gradient hook 7 ms (in `optimizer`), `after_step` 2 ms (in `callbacks`), and
+/// `trigger_step` 50 ms (after the profiler's `trigger_step`: between two steps).
+struct StepWork {
+    clock: ManualClock,
+    profile: Histories,
+}
+
+impl Callback<Linear> for StepWork {
+    fn step_hooks(&self) -> StepHooks {
+        StepHooks { loss: true, gradients: true }
+    }
+    fn before_backward(
+        &mut self,
+        _ctx: &mut Context<'_, Linear>,
+        _loss: &StepLoss<'_>,
+    ) -> burn_stoker::Result<()> {
+        self.clock.advance(ms(5));
+        Ok(())
+    }
+    fn after_backward(
+        &mut self,
+        _ctx: &mut Context<'_, Linear>,
+        _grads: &burn_stoker::callback::StepGradients,
+    ) -> burn_stoker::Result<()> {
+        self.clock.advance(ms(7));
+        Ok(())
+    }
+    fn after_step(
+        &mut self,
+        _ctx: &mut Context<'_, Linear>,
+        _values: &Fetched<'_>,
+    ) -> burn_stoker::Result<()> {
+        self.clock.advance(ms(2));
+        Ok(())
+    }
+    fn trigger_step(&mut self, _ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        self.clock.advance(ms(50));
+        Ok(())
+    }
+    fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let mut seen = self.profile.lock().unwrap();
+        for phase in ["forward", "backward", "optimizer", "callbacks"] {
+            let name = format!("profile/{phase}_ms");
+            seen.insert(name.clone(), ctx.monitors_ref().history(&name).to_vec());
+        }
+        Ok(())
+    }
+}
+
+/// Runs 2 epochs of [`STEPS`] steps with `profiler` first, the step function taking 3 ms of
+/// `clock` (its forward); returns the trace the profiler wrote.
+fn profile_run<K, C: Callbacks<Linear, K>>(
+    name: &str,
+    clock: &ManualClock,
+    callbacks: C,
+) -> serde_json::Value {
+    let device = burn_stoker::device::cpu();
+    let dir = scratch_dir(name);
+    let step_clock = clock.clone();
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(STEPS, &device))
+        .max_epoch(2)
+        .log_dir(&dir)
+        .handle_signals(false)
+        .default_callbacks(DefaultCallbacks::none())
+        .callbacks(callbacks)
+        .train(move |model: &Linear, batch, _step: &mut Step<'_>| {
+            step_clock.advance(ms(3));
+            mse(model, batch)
+        })
+        .unwrap();
+    let text = std::fs::read_to_string(dir.join("step_profile.json")).expect("the profiler wrote its trace");
+    serde_json::from_str(&text).expect("the trace is JSON")
+}
+
+/// The trace's slices of one step: `step` first, then the phases, checked to be complete slices
+/// ("ph": "X") nested in the step, back to back in the order they run, none negative. Returns
+/// the step's global step, duration and the phases' durations (microseconds).
+fn step_slices(events: &[serde_json::Value]) -> (u64, f64, Vec<f64>) {
+    let names: Vec<&str> = events.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["step", "forward", "backward", "optimizer", "callbacks"]);
+    let global_step = events[0]["args"]["global_step"].as_u64().unwrap();
+    let (ts, dur) = (events[0]["ts"].as_f64().unwrap(), events[0]["dur"].as_f64().unwrap());
+    let mut at = ts;
+    let mut phases = Vec::new();
+    for event in &events[1..] {
+        assert_eq!(event["ph"], "X");
+        assert_eq!(event["args"]["global_step"].as_u64(), Some(global_step));
+        let (pts, pdur) = (event["ts"].as_f64().unwrap(), event["dur"].as_f64().unwrap());
+        assert!(pdur >= 0.0, "{event}");
+        assert!(
+            (pts - at).abs() < 1e-6,
+            "{} starts where the phase before it ends: {pts} vs {at}",
+            event["name"]
+        );
+        at = pts + pdur;
+        phases.push(pdur);
+    }
+    assert!(at <= ts + dur + 1e-6, "the phases end inside the step: {at} vs {}", ts + dur);
+    (global_step, dur, phases)
+}
+
+#[test]
+fn profile_trace_has_each_phase_of_each_step_in_the_window_with_the_time_it_took() {
+    let clock = ManualClock::new();
+    let profile = Arc::new(Mutex::new(BTreeMap::new()));
+    let work = StepWork { clock: clock.clone(), profile: profile.clone() };
+    let profiler = StepProfiler::with_clock(clock.clone()).skip(2).steps(3);
+    let trace = profile_run("profile-manual", &clock, (profiler, work));
+    let events = trace["traceEvents"].as_array().unwrap();
+    assert_eq!(events.len(), 3 * 5, "steps 3, 4 and 5, five slices each");
+    for (k, step) in events.chunks(5).enumerate() {
+        let (global_step, dur, phases) = step_slices(step);
+        assert_eq!(global_step, k as u64 + 3);
+        // forward 3 ms (the step function), backward 5, optimizer 7, callbacks 2; the 50 ms of
+        // trigger_step after the profiler's fall between steps.
+        assert_eq!(phases, [3000.0, 5000.0, 7000.0, 2000.0]);
+        assert_eq!(dur, 17000.0);
+    }
+    let profile = profile.lock().unwrap();
+    // Put once, at the end of the window (global step 5), in milliseconds.
+    assert_eq!(profile["profile/forward_ms"], [(5, 3.0)]);
+    assert_eq!(profile["profile/backward_ms"], [(5, 5.0)]);
+    assert_eq!(profile["profile/optimizer_ms"], [(5, 7.0)]);
+    assert_eq!(profile["profile/callbacks_ms"], [(5, 2.0)]);
+}
+
+#[test]
+fn profile_with_the_real_clock_writes_a_trace_of_nested_non_negative_phases() {
+    // The real clock: no duration is known, only the trace's shape.
+    let trace = profile_run("profile-real", &ManualClock::new(), StepProfiler::new().skip(0).steps(3));
+    let events = trace["traceEvents"].as_array().unwrap();
+    assert_eq!(events.len(), 3 * 5);
+    for (k, step) in events.chunks(5).enumerate() {
+        let (global_step, dur, phases) = step_slices(step);
+        assert_eq!(global_step, k as u64 + 1);
+        assert!(phases.iter().sum::<f64>() <= dur + 1e-6);
+    }
+    assert_eq!(trace["displayTimeUnit"], "ms");
+}
+
+#[test]
+fn profile_of_zero_steps_is_refused_at_setup() {
+    let err = train("profile-zero", 1, StepProfiler::new().steps(0)).map(|_| ()).unwrap_err().to_string();
+    assert!(err.contains("StepProfiler: steps must be at least 1, not 0"), "{err}");
 }

@@ -24,6 +24,7 @@ mod png;
 pub(crate) mod printer;
 mod send;
 mod tensorboard;
+mod train_cost;
 
 use crate::state::{EpochStats, MonitorSink, Record, Value};
 pub(crate) use crate::state::{json_f64, parse_f64};
@@ -36,6 +37,7 @@ pub use png::encode_png;
 pub use printer::{PrinterSink, ScalarPrinter};
 pub use send::{COMMAND_QUEUE_CAPACITY, SendMonitorData, SendStat};
 pub use tensorboard::TensorBoardSink;
+pub use train_cost::{TRAIN_COST, TrainCost, TrainLogger, TrainLoggerSink};
 
 use crate::callback::Context;
 use crate::error::{Error, Result, io_error_at};

@@ -1,6 +1,6 @@
 //! Trackers: what a run costs and how far it is. The model's size, the progress bar, the
 //! estimated time left, throughput, host memory, GPU utilization and memory, the total training
-//! time, and the time each callback takes.
+//! time, the time each callback takes and the time of each phase of a step.
 //!
 //! | tracker | reference | what it reports |
 //! |---|---|---|
@@ -13,6 +13,7 @@
 //! | [`RunTimer`] | neon's `RunTimerCallback` | `time/train`, and a line on stderr |
 //! | [`ModelSummary`] | Keras's `model.summary()`, Lightning's `ModelSummary` | the parameters per tensor and module and their bytes ([`ModelParams`]), once at the start: stdout, `model_summary.txt`, TensorBoard text |
 //! | [`Timed`] | tensorpack's `CallbackTimeLogger` | slow callbacks, on stderr |
+//! | [`StepProfiler`] | tensorpack's `GraphProfiler` | the time of each phase of a window of steps: `step_profile.json` (Chrome trace), `profile/<phase>_ms` |
 //!
 //! `HostMemoryTracker`, `GpuUtilizationTracker` and `GpuMemoryTracker` (with [`GpuSource`],
 //! [`GpuMemory`] and [`NvmlSource`]) exist with the `sys-metrics` feature only (off by default):
@@ -32,6 +33,7 @@ mod gpu_utilization;
 #[cfg(feature = "sys-metrics")]
 mod host_memory;
 mod model_summary;
+mod profile;
 mod progress;
 mod run_timer;
 mod throughput;
@@ -48,6 +50,7 @@ pub use gpu_utilization::GpuUtilizationTracker;
 #[cfg(feature = "sys-metrics")]
 pub use host_memory::HostMemoryTracker;
 pub use model_summary::{ModelParams, ModelSummary, ModuleParams, ParamTensor};
+pub use profile::{PROFILE_FILE, StepProfiler};
 pub use progress::ProgressBar;
 pub use run_timer::RunTimer;
 pub use throughput::ThroughputTracker;
