@@ -83,21 +83,27 @@ fn read_stats(dir: &std::path::Path) -> Vec<Json> {
 }
 
 #[test]
-fn stats_json_has_one_entry_per_epoch_with_the_scalars_and_counters() {
+fn stats_json_has_a_row_per_step_that_put_and_per_epoch_with_the_scalars_and_counters() {
     let dir = scratch_dir("stats");
     let putter = Putter::default();
     let history = putter.seen_history.clone();
     train(&dir, 1, 3, putter).unwrap();
     let stats = read_stats(&dir);
-    assert_eq!(stats.len(), 3);
+    // 2 steps per epoch: a row at the first step of each epoch, and one at its end holding the
+    // last step's value with the epoch's.
+    assert_eq!(stats.len(), 6);
     for (i, entry) in stats.iter().enumerate() {
-        let epoch = i as u64 + 1;
+        let step = i as u64 + 1;
+        let epoch = step.div_ceil(2);
         assert_eq!(entry["epoch_num"], Json::from(epoch));
-        assert_eq!(entry["global_step"], Json::from(epoch * 2));
-        assert_eq!(entry["epoch_value"], Json::from(10.0 * epoch as f64));
-        // The last value put during the epoch wins, as in tensorpack.
-        assert_eq!(entry["step_value"], Json::from((epoch * 2) as f64));
-        assert_eq!(entry.as_object().unwrap().len(), 4, "{entry}");
+        assert_eq!(entry["global_step"], Json::from(step));
+        assert_eq!(entry["step_value"], Json::from(step as f64));
+        if step.is_multiple_of(2) {
+            assert_eq!(entry["epoch_value"], Json::from(10.0 * epoch as f64));
+            assert_eq!(entry.as_object().unwrap().len(), 4, "{entry}");
+        } else {
+            assert_eq!(entry.as_object().unwrap().len(), 3, "{entry}");
+        }
     }
     assert_eq!(*history.lock().unwrap(), vec![(2, 10.0), (4, 20.0), (6, 30.0)]);
     let temporaries: Vec<String> = std::fs::read_dir(&dir)
@@ -108,14 +114,80 @@ fn stats_json_has_one_entry_per_epoch_with_the_scalars_and_counters() {
     assert!(temporaries.is_empty(), "every temporary file was renamed: {temporaries:?}");
 }
 
+/// Puts `start` in before_train, `epoch_start` = epoch in before_epoch, `every3` = global_step
+/// at every third step, `every5` = global_step at every fifth (the last step of each 5-step
+/// epoch), `epoch_value` = 10 * epoch in trigger_epoch and `final` in after_train.
+struct EveryKSteps;
+
+impl Callback<Linear> for EveryKSteps {
+    fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        ctx.monitors().put_scalar("start", 1.0);
+        Ok(())
+    }
+    fn before_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let epoch = ctx.epoch_num() as f64;
+        ctx.monitors().put_scalar("epoch_start", epoch);
+        Ok(())
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let step = ctx.global_step();
+        if step.is_multiple_of(3) {
+            ctx.monitors().put_scalar("every3", step as f64);
+        }
+        if step.is_multiple_of(5) {
+            ctx.monitors().put_scalar("every5", step as f64);
+        }
+        Ok(())
+    }
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let epoch = ctx.epoch_num() as f64;
+        ctx.monitors().put_scalar("epoch_value", 10.0 * epoch);
+        Ok(())
+    }
+    fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        ctx.monitors().put_scalar("final", 1.0);
+        Ok(())
+    }
+}
+
+#[test]
+fn stats_json_has_a_row_at_every_step_where_scalars_were_put_as_tensorpack() {
+    let dir = scratch_dir("stats-rows");
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(5, &device))
+        .max_epoch(2)
+        .log_dir(&dir)
+        .default_callbacks(writers())
+        .callbacks(EveryKSteps)
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .unwrap();
+    // 5 steps per epoch, 2 epochs. tensorpack's JSONWriter: a row in before_train (epoch 0),
+    // then one after the callbacks' trigger_step at every step where something was put since
+    // the last row (what before_epoch put makes a row at the epoch's first step), except the
+    // epoch's last step, whose scalars join the row written after trigger_epoch. What
+    // after_train puts joins the row of the global step it is put at (tensorpack writes it
+    // nowhere).
+    let expected = serde_json::json!([
+        {"start": 1.0, "epoch_num": 0, "global_step": 0},
+        {"epoch_start": 1.0, "epoch_num": 1, "global_step": 1},
+        {"every3": 3.0, "epoch_num": 1, "global_step": 3},
+        {"every5": 5.0, "epoch_value": 10.0, "epoch_num": 1, "global_step": 5},
+        {"epoch_start": 2.0, "every3": 6.0, "epoch_num": 2, "global_step": 6},
+        {"every3": 9.0, "epoch_num": 2, "global_step": 9},
+        {"every5": 10.0, "epoch_value": 20.0, "final": 1.0, "epoch_num": 2, "global_step": 10},
+    ]);
+    assert_eq!(Json::Array(read_stats(&dir)), expected);
+}
+
 #[test]
 fn stats_json_is_appended_to_when_the_run_continues_its_last_epoch() {
     let dir = scratch_dir("append");
     train(&dir, 1, 2, Putter::default()).unwrap();
     train(&dir, 3, 4, Putter::default()).unwrap();
     let stats = read_stats(&dir);
+    // Two rows per epoch of 2 steps (see above).
     let epochs: Vec<u64> = stats.iter().map(|e| e["epoch_num"].as_u64().unwrap()).collect();
-    assert_eq!(epochs, vec![1, 2, 3, 4]);
+    assert_eq!(epochs, vec![1, 1, 2, 2, 3, 3, 4, 4]);
     let backups = std::fs::read_dir(&dir)
         .unwrap()
         .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("stats.json.bak"))
@@ -129,7 +201,7 @@ fn stats_json_that_does_not_precede_the_run_is_moved_aside() {
     train(&dir, 1, 2, Putter::default()).unwrap();
     train(&dir, 1, 1, Putter::default()).unwrap();
     let stats = read_stats(&dir);
-    assert_eq!(stats.len(), 1);
+    assert_eq!(stats.len(), 2, "one epoch of 2 steps");
     let backups: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -137,7 +209,7 @@ fn stats_json_that_does_not_precede_the_run_is_moved_aside() {
         .collect();
     assert_eq!(backups.len(), 1);
     let old: Vec<Json> = serde_json::from_str(&std::fs::read_to_string(&backups[0]).unwrap()).unwrap();
-    assert_eq!(old.len(), 2, "the backup holds the earlier run");
+    assert_eq!(old.len(), 4, "the backup holds the earlier run");
 }
 
 #[test]
@@ -321,8 +393,8 @@ fn writer_failure_is_reported_and_disabled_while_training_goes_on_to_the_end() {
     assert_eq!(failure.error.to_string(), "the disk is full");
     // Disabled at its first error: nothing after step 3 reached it.
     assert_eq!(*writes.lock().unwrap(), [1, 2, 3]);
-    // The other writers wrote everything.
-    assert_eq!(read_stats(&dir).len(), 3);
+    // The other writers wrote everything: stats.json a row at every step (3 epochs of 2).
+    assert_eq!(read_stats(&dir).len(), 6);
     assert!(report.dropped.is_empty());
 }
 

@@ -6,8 +6,11 @@
 //! [`SendMonitorData`]) registers it at setup. Records put
 //! during an event reach the writers in one batch when the event ends; the end of every epoch
 //! (after every callback's `trigger_epoch`) reaches them as [`MonitorSink::end_epoch`] with the
-//! epoch's [`EpochStats`]; the trainer closes and joins them after `after_train`, also after an
-//! error or a panic. The history and the per-epoch statistics are part of every checkpoint.
+//! epoch's [`EpochStats`]; each row of `stats.json` (tensorpack's layout: a row at every step
+//! where scalars were put and at each epoch's end) reaches them as [`MonitorSink::stats_row`]
+//! with the records it follows; the trainer closes and joins them after `after_train`, also after an
+//! error or a panic. The history, the per-epoch statistics and the rows of `stats.json` are part
+//! of every checkpoint.
 //!
 //! A writer's queue is bounded ([`MonitorSink::queue_capacity`], 256 batches by default): a writer
 //! that falls that far behind makes training wait for it, with one warning, so that memory stays
