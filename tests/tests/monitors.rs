@@ -50,7 +50,7 @@ impl Callback<Linear> for Putter {
 fn writers() -> DefaultCallbacks {
     DefaultCallbacks {
         progress: None,
-        tensorboard: Some(TensorBoardWriter),
+        tensorboard: Some(TensorBoardWriter::new()),
         json: Some(JsonWriter),
         printer: None,
         ..DefaultCallbacks::none()
@@ -328,6 +328,61 @@ fn tensorboard_reads_the_event_file_a_run_writes() {
     );
 }
 
+#[test]
+fn writer_tensorboard_split_files_writes_one_event_file_per_epoch_that_tensorboard_reads() {
+    let dir = scratch_dir("tensorboard-split");
+    let device = burn_stoker::device::cpu();
+    let defaults = DefaultCallbacks {
+        tensorboard: Some(TensorBoardWriter::new().split_files(true)),
+        ..DefaultCallbacks::none()
+    };
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+        .max_epoch(3)
+        .log_dir(&dir)
+        .default_callbacks(defaults)
+        .callbacks(Putter::default())
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .unwrap();
+    // tensorpack's TFEventWriter(split_files=True): a new file after each epoch's end; stoker
+    // opens it at the first event after it, so the last epoch leaves no empty file.
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("events.out.tfevents."))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 3, "{files:?}");
+    // Each file, read alone by TensorBoard's own loader, holds its epoch's steps.
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/read_records.py");
+    for (i, file) in files.iter().enumerate() {
+        let output =
+            std::process::Command::new("python3").arg(script).arg("events").arg(file).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let read: Json = serde_json::from_slice(&output.stdout).unwrap();
+        let steps: Vec<u64> = read["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e[1] == "step_value")
+            .map(|e| e[0].as_u64().unwrap())
+            .collect();
+        let first = 2 * i as u64 + 1;
+        assert_eq!(steps, [first, first + 1], "{}", file.display());
+    }
+    // And the directory, read as `tensorboard --logdir` does, has every scalar once.
+    let expected = serde_json::json!({
+        "epoch_value": [[2, 10.0], [4, 20.0], [6, 30.0]],
+        "step_value": [[1, 1.0], [2, 2.0], [3, 3.0], [4, 4.0], [5, 5.0], [6, 6.0]],
+    });
+    let expect_file = dir.join("expected.json");
+    std::fs::write(&expect_file, expected.to_string()).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/check_tensorboard.py");
+    let output =
+        std::process::Command::new("python3").arg(script).arg(&dir).arg(&expect_file).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success() && stdout.contains("ok: 9 scalars in 2 tags"), "{stdout}");
+}
+
 /// A writer that fails at the first records of global step `fail_at` or later, like a disk
 /// that fills up then, and counts what reaches it.
 struct FailingSink {
@@ -603,7 +658,8 @@ fn writer_failure_of_tensorboard_on_a_full_disk_at_epoch_1_keeps_training_and_th
     }
     let _unmount = Unmount(dir.clone());
     let device = burn_stoker::device::cpu();
-    let defaults = DefaultCallbacks { tensorboard: Some(TensorBoardWriter), ..DefaultCallbacks::none() };
+    let defaults =
+        DefaultCallbacks { tensorboard: Some(TensorBoardWriter::new()), ..DefaultCallbacks::none() };
     let report =
         Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
             .max_epoch(3)

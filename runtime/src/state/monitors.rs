@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::thread::JoinHandle;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::persist::{json_f64, parse_f64};
 use super::queue::{BoundedSender, DroppedWork, MONITOR_QUEUE_CAPACITY, WriterFailure, WriterQueue, bounded};
@@ -50,6 +50,12 @@ pub trait MonitorSink: Send + 'static {
     /// up (nothing more waits in its queue) after handling something, so that a writer that
     /// fell behind writes what waited in one go.
     fn flush(&mut self) -> std::io::Result<()>;
+    /// When this writer wants [`flush`](Self::flush) called again though nothing new arrived:
+    /// a writer that holds records for a while (the TensorBoard writer's `flush_secs`) says
+    /// until when. `None` (the default): only when something arrives.
+    fn flush_due(&self) -> Option<Instant> {
+        None
+    }
     /// The run ended (after `after_train`, also after an error): write what is left. Not called
     /// on a writer that failed before (it is dropped instead).
     fn close(&mut self) -> std::io::Result<()> {
@@ -515,8 +521,9 @@ fn run_sink(sink: impl MonitorSink, receiver: &Receiver<Message>, queue: &Writer
         }
         next = match receiver.try_recv() {
             Ok(message) => Some(message),
-            Err(TryRecvError::Empty) => {
-                // Caught up: push what is buffered out, then wait for more.
+            // Caught up: push what is buffered out, then wait for more (or until the writer
+            // wants to flush again).
+            Err(TryRecvError::Empty) => loop {
                 if let Some(writer) = sink.as_mut()
                     && let Err(error) = shielded(|| writer.flush())
                 {
@@ -524,9 +531,16 @@ fn run_sink(sink: impl MonitorSink, receiver: &Receiver<Message>, queue: &Writer
                     queue.fail(error, step, epoch);
                     sink = None;
                 }
-                unflushed = None;
-                receiver.recv().ok()
-            }
+                let Some(due) = sink.as_ref().and_then(|w| w.flush_due()) else {
+                    unflushed = None;
+                    break receiver.recv().ok();
+                };
+                match receiver.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                    Ok(message) => break Some(message),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => break None,
+                }
+            },
             Err(TryRecvError::Disconnected) => None,
         };
     }

@@ -40,7 +40,7 @@ impl Default for DefaultCallbacks {
         DefaultCallbacks {
             model_summary: Some(ModelSummary::new()),
             progress: Some(ProgressBar::new()),
-            tensorboard: Some(TensorBoardWriter),
+            tensorboard: Some(TensorBoardWriter::new()),
             json: Some(JsonWriter),
             printer: Some(ScalarPrinter::new()),
             train_summary: Some(TrainSummaryPrinter::new()),
