@@ -180,6 +180,44 @@ fn stats_json_has_a_row_at_every_step_where_scalars_were_put_as_tensorpack() {
 }
 
 #[test]
+fn writer_history_file_holds_every_scalar_put_with_its_step_and_epoch_for_python() {
+    let dir = scratch_dir("history-file");
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(5, &device))
+        .max_epoch(2)
+        .log_dir(&dir)
+        .default_callbacks(DefaultCallbacks::none())
+        .callbacks((EveryKSteps, burn_stoker::monitor::HistoryWriter::new()))
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .unwrap();
+    // neon's output_file: every value put, read back by Python's json module line by line.
+    let program = "import json, sys; print(json.dumps([json.loads(l) for l in open(sys.argv[1])]))";
+    let output = std::process::Command::new("python3")
+        .args(["-c", program])
+        .arg(dir.join("history.jsonl"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let read: Json = serde_json::from_slice(&output.stdout).unwrap();
+    // EveryKSteps over 2 epochs of 5 steps, by global step, then epoch, then name.
+    let line = |name: &str, step: u64, epoch: u64, value: f64| serde_json::json!({"name": name, "global_step": step, "epoch_num": epoch, "value": value});
+    let expected = Json::Array(vec![
+        line("start", 0, 0, 1.0),
+        line("epoch_start", 0, 1, 1.0),
+        line("every3", 3, 1, 3.0),
+        line("epoch_value", 5, 1, 10.0),
+        line("every5", 5, 1, 5.0),
+        line("epoch_start", 5, 2, 2.0),
+        line("every3", 6, 2, 6.0),
+        line("every3", 9, 2, 9.0),
+        line("epoch_value", 10, 2, 20.0),
+        line("every5", 10, 2, 10.0),
+        line("final", 10, 2, 1.0),
+    ]);
+    assert_eq!(read, expected);
+}
+
+#[test]
 fn stats_json_is_appended_to_when_the_run_continues_its_last_epoch() {
     let dir = scratch_dir("append");
     train(&dir, 1, 2, Putter::default()).unwrap();

@@ -123,6 +123,7 @@ fn run(
         MinSaver::new("mean_loss"),
         seen,
         EveryFourSteps,
+        burn_stoker::monitor::HistoryWriter::new(),
         stop_at.map(StopAt),
     );
     Trainer::new(model, AdamConfig::new().init(), shuffled_data(&device))
@@ -236,6 +237,14 @@ fn straight_and_resumed(every_step: bool, stop: u64) {
         .map(|r| r["global_step"].as_u64().unwrap())
         .collect();
     assert_eq!(every_4, [4, 8, 12, 16, 20, 24, 28, 32, 36]);
+    // neon's output_file: every value put, the same as the straight run's.
+    let history = read(&split_dir.join("history.jsonl"));
+    assert_eq!(read(&straight_dir.join("history.jsonl")), history);
+    assert_eq!(
+        String::from_utf8(history).unwrap().lines().count(),
+        6 + 9,
+        "mean_loss 6 times, lr_every_4 9 times"
+    );
     // The best copy is the same checkpoint.
     let best_a = Checkpoint::read(straight_dir.join("checkpoints/min-mean_loss")).unwrap();
     let best_b = Checkpoint::read(split_dir.join("checkpoints/min-mean_loss")).unwrap();

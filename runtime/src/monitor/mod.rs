@@ -2,7 +2,7 @@
 //! can query, and the writers that take it to disk or the terminal off the step's path.
 //!
 //! A writer is a [`MonitorSink`] running on a thread of its own; its callback
-//! ([`TensorBoardWriter`], [`JsonWriter`], [`ScalarPrinter`], [`CsvWriter`],
+//! ([`TensorBoardWriter`], [`JsonWriter`], [`ScalarPrinter`], [`CsvWriter`], [`HistoryWriter`],
 //! [`SendMonitorData`]) registers it at setup. Records put
 //! during an event reach the writers in one batch when the event ends; the end of every epoch
 //! (after every callback's `trigger_epoch`) reaches them as [`MonitorSink::end_epoch`] with the
@@ -22,6 +22,7 @@
 mod average;
 mod csv;
 mod hist;
+mod history;
 mod json;
 mod png;
 pub(crate) mod printer;
@@ -33,6 +34,7 @@ pub(crate) use crate::state::{json_f64, parse_f64};
 pub use average::{MovingAverageSummary, SimpleMovingAverage};
 pub use csv::{CSV_FILE, CsvSink, CsvWriter};
 pub use hist::Hist;
+pub use history::{HISTORY_FILE, HistorySink, HistoryWriter};
 pub(crate) use json::STATS_FILE;
 pub use json::{JsonSink, JsonWriter};
 pub use png::encode_png;

@@ -89,6 +89,8 @@ pub enum Better {
 /// `stats.json`, and the writers.
 pub struct Monitors {
     history: BTreeMap<Arc<str>, Vec<(u64, f64)>>,
+    /// The `epoch_num` of each value in `history`, in the same order.
+    history_epochs: BTreeMap<Arc<str>, Vec<u64>>,
     epochs: Vec<EpochStats>,
     current: BTreeMap<Arc<str>, f64>,
     /// The rows of `stats.json` made so far (those of the runs a resumed run continues too).
@@ -127,6 +129,7 @@ impl Monitors {
     pub fn new() -> Self {
         Monitors {
             history: BTreeMap::new(),
+            history_epochs: BTreeMap::new(),
             epochs: Vec::new(),
             current: BTreeMap::new(),
             rows: Vec::new(),
@@ -163,6 +166,7 @@ impl Monitors {
     pub fn put_scalar(&mut self, name: &str, value: f64) {
         let key = self.key(name);
         self.history.entry(key.clone()).or_default().push((self.global_step, value));
+        self.history_epochs.entry(key.clone()).or_default().push(self.epoch_num);
         self.current.insert(key.clone(), value);
         self.row.insert(key.clone(), value);
         self.push(key, Value::Scalar(value));
@@ -194,6 +198,33 @@ impl Monitors {
     /// Every value of scalar `name`, as `(global_step, value)`, oldest first.
     pub fn history(&self, name: &str) -> &[(u64, f64)] {
         self.history.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// The `epoch_num` at which each value of scalar `name` was put, in the order of
+    /// [`history`](Self::history).
+    pub fn history_epochs(&self, name: &str) -> &[u64] {
+        self.history_epochs.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every scalar put whose record was already sent to the writers, as `(name, global_step,
+    /// epoch_num, value)`, each name's values in the order they were put: what a writer added
+    /// now has not received and will not (the records still waiting reach it).
+    pub(crate) fn published_scalars(&self) -> Vec<(Arc<str>, u64, u64, f64)> {
+        let mut waiting: BTreeMap<&str, usize> = BTreeMap::new();
+        for record in &self.pending {
+            if matches!(record.value, Value::Scalar(_)) {
+                *waiting.entry(&*record.name).or_default() += 1;
+            }
+        }
+        let mut out = Vec::new();
+        for (name, values) in &self.history {
+            let sent = values.len() - waiting.get(&**name).copied().unwrap_or(0).min(values.len());
+            let epochs = self.history_epochs(name);
+            for (i, &(step, value)) in values.iter().take(sent).enumerate() {
+                out.push((name.clone(), step, epochs.get(i).copied().unwrap_or(0), value));
+            }
+        }
+        out
     }
 
     /// The names of every scalar put so far.
@@ -271,8 +302,11 @@ impl Monitors {
                 })
             })
             .collect();
+        let history_epochs: Map<String, Json> =
+            self.history_epochs.iter().map(|(name, e)| (name.to_string(), Json::from(e.clone()))).collect();
         serde_json::json!({
             "history": history,
+            "history_epochs": history_epochs,
             "epochs": epochs,
             "current": scalars(&mut self.current.iter().map(|(k, &v)| (&**k, v))),
             "rows": rows,
@@ -347,6 +381,28 @@ impl Monitors {
                 })
                 .collect()
         };
+        // The epoch of each value; a checkpoint written before they were kept gives the epoch
+        // whose end was the first at or after the value's step.
+        let mut history_epochs = BTreeMap::new();
+        for (name, values) in &history {
+            let saved = state.get("history_epochs").and_then(|h| h.get(&**name)).and_then(|e| e.as_array());
+            let list: Vec<u64> = match saved {
+                Some(list) => {
+                    list.iter().map(|e| e.as_u64().ok_or_else(|| bad(name))).collect::<Result<_>>()?
+                }
+                None => values
+                    .iter()
+                    .map(|&(step, _)| {
+                        epochs.iter().find(|e| e.global_step >= step).map_or(0, |e: &EpochStats| e.epoch_num)
+                    })
+                    .collect(),
+            };
+            if list.len() != values.len() {
+                return Err(bad(name));
+            }
+            history_epochs.insert(name.clone(), list);
+        }
+        self.history_epochs = history_epochs;
         self.current = keyed(current);
         self.row = keyed(row);
         self.rows = rows;
