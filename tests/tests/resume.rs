@@ -124,6 +124,7 @@ fn run(
         seen,
         EveryFourSteps,
         burn_stoker::monitor::HistoryWriter::new(),
+        burn_stoker::track::Recorder::new().valid_loss("mean_loss"),
         stop_at.map(StopAt),
     );
     Trainer::new(model, AdamConfig::new().init(), shuffled_data(&device))
@@ -245,6 +246,10 @@ fn straight_and_resumed(every_step: bool, stop: u64) {
         6 + 9,
         "mean_loss 6 times, lr_every_4 9 times"
     );
+    // fastai's Recorder: its records come back from the checkpoint, so the resumed run's plot of
+    // the losses is the straight run's, pixel for pixel.
+    assert!(a.callback_state("Recorder").is_some_and(|s| s["losses"].as_array().unwrap().len() == 36));
+    assert_eq!(read(&straight_dir.join("loss.png")), read(&split_dir.join("loss.png")));
     // The best copy is the same checkpoint.
     let best_a = Checkpoint::read(straight_dir.join("checkpoints/min-mean_loss")).unwrap();
     let best_b = Checkpoint::read(split_dir.join("checkpoints/min-mean_loss")).unwrap();

@@ -33,6 +33,7 @@ mod gpu_utilization;
 mod host_memory;
 mod model_summary;
 mod progress;
+mod recorder;
 mod run_timer;
 mod throughput;
 mod timed;
@@ -49,6 +50,9 @@ pub use gpu_utilization::GpuUtilizationTracker;
 pub use host_memory::HostMemoryTracker;
 pub use model_summary::{ModelParams, ModelSummary, ModuleParams, ParamTensor};
 pub use progress::ProgressBar;
+pub use recorder::{
+    EpochValues, LOSS_PLOT, LR_PLOT, PLOT_MARGIN, PLOT_SIZE, Recorder, TRAIN_COLOR, VALID_COLOR,
+};
 pub use run_timer::RunTimer;
 pub use throughput::ThroughputTracker;
 pub use timed::{Timed, TimedSet};
