@@ -157,6 +157,7 @@ kinds! {
     crate::monitor::SendStat => SendStat;
     crate::track::ProgressBar => ProgressBar;
     crate::track::ModelSummary => ModelSummary;
+    crate::track::Recorder => Recorder;
     crate::trainer::TrainSummaryPrinter => TrainSummaryPrinter;
     <T> crate::track::EstimatedTimeLeft<T> => EstimatedTimeLeft;
     <T> crate::track::ThroughputTracker<T> => ThroughputTracker;
@@ -191,7 +192,7 @@ mod tests {
     };
     use crate::saver::{MinSaver, ModelSaver};
     use crate::stop::EarlyStopping;
-    use crate::track::{EstimatedTimeLeft, ProgressBar, RunTimer, ThroughputTracker};
+    use crate::track::{EstimatedTimeLeft, ProgressBar, Recorder, RunTimer, ThroughputTracker};
     #[cfg(feature = "sys-metrics")]
     use crate::track::{GpuMemoryTracker, GpuUtilizationTracker, HostMemoryTracker};
     use crate::trigger::{EnableCallbackIf, PeriodicCallback, PeriodicTrigger};
@@ -268,6 +269,7 @@ mod tests {
             ("ProgressBar", chief_only(ProgressBar::new())),
             ("EstimatedTimeLeft", chief_only(EstimatedTimeLeft::new())),
             ("RunTimer", chief_only(RunTimer::new())),
+            ("Recorder", chief_only(Recorder::new())),
             ("DumpTensors", chief_only(DumpTensors::new(["loss"]))),
             ("TensorPrinter", chief_only(TensorPrinter::new(["loss"]))),
             ("StartProcOrThread", chief_only(StartProcOrThread::new())),

@@ -462,7 +462,8 @@ fn errors_log_dir_delete_that_cannot_delete_the_earlier_run_keeps_the_os_error()
 fn errors_writer_failure_of_tensorboard_on_a_full_disk_names_the_event_file() {
     let log = scratch_dir("errors-writer-full-disk").join("tmpfs");
     let _tmpfs = stoker_tests::Tmpfs::mount(&log, 256);
-    let defaults = DefaultCallbacks { tensorboard: Some(TensorBoardWriter), ..DefaultCallbacks::none() };
+    let defaults =
+        DefaultCallbacks { tensorboard: Some(TensorBoardWriter::new()), ..DefaultCallbacks::none() };
     let report = trainer(tiny_model(&burn_stoker::device::cpu()), &log)
         .default_callbacks(defaults)
         .callbacks(FillDisk)

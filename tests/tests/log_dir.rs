@@ -101,7 +101,7 @@ fn run(dir: &Path, epochs: u64, keep: usize, start: Start) -> burn_stoker::Resul
     let trainer =
         Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
             .default_callbacks(DefaultCallbacks {
-                tensorboard: Some(TensorBoardWriter),
+                tensorboard: Some(TensorBoardWriter::new()),
                 json: Some(JsonWriter),
                 ..DefaultCallbacks::none()
             })

@@ -466,7 +466,7 @@ fn hist_writes_weight_histograms_every_k_epochs_that_tensorboard_reads() {
     let dir = scratch_dir("hist");
     let report = trainer(&dir, 4, 2, Hist::new().every_k_epochs(2).buckets(2))
         .default_callbacks(DefaultCallbacks {
-            tensorboard: Some(TensorBoardWriter),
+            tensorboard: Some(TensorBoardWriter::new()),
             ..DefaultCallbacks::none()
         })
         .train(step)
@@ -499,7 +499,7 @@ fn hist_of_all_parameters_under_a_periodic_trigger() {
     let hist = PeriodicTrigger::new(Hist::new().all_parameters().prefix("p/")).every_k_steps(3);
     trainer(&dir, 2, 3, hist)
         .default_callbacks(DefaultCallbacks {
-            tensorboard: Some(TensorBoardWriter),
+            tensorboard: Some(TensorBoardWriter::new()),
             ..DefaultCallbacks::none()
         })
         .train(step)

@@ -50,7 +50,7 @@ impl Callback<Linear> for Putter {
 fn writers() -> DefaultCallbacks {
     DefaultCallbacks {
         progress: None,
-        tensorboard: Some(TensorBoardWriter),
+        tensorboard: Some(TensorBoardWriter::new()),
         json: Some(JsonWriter),
         printer: None,
         ..DefaultCallbacks::none()
@@ -83,21 +83,27 @@ fn read_stats(dir: &std::path::Path) -> Vec<Json> {
 }
 
 #[test]
-fn stats_json_has_one_entry_per_epoch_with_the_scalars_and_counters() {
+fn stats_json_has_a_row_per_step_that_put_and_per_epoch_with_the_scalars_and_counters() {
     let dir = scratch_dir("stats");
     let putter = Putter::default();
     let history = putter.seen_history.clone();
     train(&dir, 1, 3, putter).unwrap();
     let stats = read_stats(&dir);
-    assert_eq!(stats.len(), 3);
+    // 2 steps per epoch: a row at the first step of each epoch, and one at its end holding the
+    // last step's value with the epoch's.
+    assert_eq!(stats.len(), 6);
     for (i, entry) in stats.iter().enumerate() {
-        let epoch = i as u64 + 1;
+        let step = i as u64 + 1;
+        let epoch = step.div_ceil(2);
         assert_eq!(entry["epoch_num"], Json::from(epoch));
-        assert_eq!(entry["global_step"], Json::from(epoch * 2));
-        assert_eq!(entry["epoch_value"], Json::from(10.0 * epoch as f64));
-        // The last value put during the epoch wins, as in tensorpack.
-        assert_eq!(entry["step_value"], Json::from((epoch * 2) as f64));
-        assert_eq!(entry.as_object().unwrap().len(), 4, "{entry}");
+        assert_eq!(entry["global_step"], Json::from(step));
+        assert_eq!(entry["step_value"], Json::from(step as f64));
+        if step.is_multiple_of(2) {
+            assert_eq!(entry["epoch_value"], Json::from(10.0 * epoch as f64));
+            assert_eq!(entry.as_object().unwrap().len(), 4, "{entry}");
+        } else {
+            assert_eq!(entry.as_object().unwrap().len(), 3, "{entry}");
+        }
     }
     assert_eq!(*history.lock().unwrap(), vec![(2, 10.0), (4, 20.0), (6, 30.0)]);
     let temporaries: Vec<String> = std::fs::read_dir(&dir)
@@ -108,14 +114,118 @@ fn stats_json_has_one_entry_per_epoch_with_the_scalars_and_counters() {
     assert!(temporaries.is_empty(), "every temporary file was renamed: {temporaries:?}");
 }
 
+/// Puts `start` in before_train, `epoch_start` = epoch in before_epoch, `every3` = global_step
+/// at every third step, `every5` = global_step at every fifth (the last step of each 5-step
+/// epoch), `epoch_value` = 10 * epoch in trigger_epoch and `final` in after_train.
+struct EveryKSteps;
+
+impl Callback<Linear> for EveryKSteps {
+    fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        ctx.monitors().put_scalar("start", 1.0);
+        Ok(())
+    }
+    fn before_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let epoch = ctx.epoch_num() as f64;
+        ctx.monitors().put_scalar("epoch_start", epoch);
+        Ok(())
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let step = ctx.global_step();
+        if step.is_multiple_of(3) {
+            ctx.monitors().put_scalar("every3", step as f64);
+        }
+        if step.is_multiple_of(5) {
+            ctx.monitors().put_scalar("every5", step as f64);
+        }
+        Ok(())
+    }
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let epoch = ctx.epoch_num() as f64;
+        ctx.monitors().put_scalar("epoch_value", 10.0 * epoch);
+        Ok(())
+    }
+    fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        ctx.monitors().put_scalar("final", 1.0);
+        Ok(())
+    }
+}
+
+#[test]
+fn stats_json_has_a_row_at_every_step_where_scalars_were_put_as_tensorpack() {
+    let dir = scratch_dir("stats-rows");
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(5, &device))
+        .max_epoch(2)
+        .log_dir(&dir)
+        .default_callbacks(writers())
+        .callbacks(EveryKSteps)
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .unwrap();
+    // 5 steps per epoch, 2 epochs. tensorpack's JSONWriter: a row in before_train (epoch 0),
+    // then one after the callbacks' trigger_step at every step where something was put since
+    // the last row (what before_epoch put makes a row at the epoch's first step), except the
+    // epoch's last step, whose scalars join the row written after trigger_epoch. What
+    // after_train puts joins the row of the global step it is put at (tensorpack writes it
+    // nowhere).
+    let expected = serde_json::json!([
+        {"start": 1.0, "epoch_num": 0, "global_step": 0},
+        {"epoch_start": 1.0, "epoch_num": 1, "global_step": 1},
+        {"every3": 3.0, "epoch_num": 1, "global_step": 3},
+        {"every5": 5.0, "epoch_value": 10.0, "epoch_num": 1, "global_step": 5},
+        {"epoch_start": 2.0, "every3": 6.0, "epoch_num": 2, "global_step": 6},
+        {"every3": 9.0, "epoch_num": 2, "global_step": 9},
+        {"every5": 10.0, "epoch_value": 20.0, "final": 1.0, "epoch_num": 2, "global_step": 10},
+    ]);
+    assert_eq!(Json::Array(read_stats(&dir)), expected);
+}
+
+#[test]
+fn writer_history_file_holds_every_scalar_put_with_its_step_and_epoch_for_python() {
+    let dir = scratch_dir("history-file");
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(5, &device))
+        .max_epoch(2)
+        .log_dir(&dir)
+        .default_callbacks(DefaultCallbacks::none())
+        .callbacks((EveryKSteps, burn_stoker::monitor::HistoryWriter::new()))
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .unwrap();
+    // neon's output_file: every value put, read back by Python's json module line by line.
+    let program = "import json, sys; print(json.dumps([json.loads(l) for l in open(sys.argv[1])]))";
+    let output = std::process::Command::new("python3")
+        .args(["-c", program])
+        .arg(dir.join("history.jsonl"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let read: Json = serde_json::from_slice(&output.stdout).unwrap();
+    // EveryKSteps over 2 epochs of 5 steps, by global step, then epoch, then name.
+    let line = |name: &str, step: u64, epoch: u64, value: f64| serde_json::json!({"name": name, "global_step": step, "epoch_num": epoch, "value": value});
+    let expected = Json::Array(vec![
+        line("start", 0, 0, 1.0),
+        line("epoch_start", 0, 1, 1.0),
+        line("every3", 3, 1, 3.0),
+        line("epoch_value", 5, 1, 10.0),
+        line("every5", 5, 1, 5.0),
+        line("epoch_start", 5, 2, 2.0),
+        line("every3", 6, 2, 6.0),
+        line("every3", 9, 2, 9.0),
+        line("epoch_value", 10, 2, 20.0),
+        line("every5", 10, 2, 10.0),
+        line("final", 10, 2, 1.0),
+    ]);
+    assert_eq!(read, expected);
+}
+
 #[test]
 fn stats_json_is_appended_to_when_the_run_continues_its_last_epoch() {
     let dir = scratch_dir("append");
     train(&dir, 1, 2, Putter::default()).unwrap();
     train(&dir, 3, 4, Putter::default()).unwrap();
     let stats = read_stats(&dir);
+    // Two rows per epoch of 2 steps (see above).
     let epochs: Vec<u64> = stats.iter().map(|e| e["epoch_num"].as_u64().unwrap()).collect();
-    assert_eq!(epochs, vec![1, 2, 3, 4]);
+    assert_eq!(epochs, vec![1, 1, 2, 2, 3, 3, 4, 4]);
     let backups = std::fs::read_dir(&dir)
         .unwrap()
         .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("stats.json.bak"))
@@ -129,7 +239,7 @@ fn stats_json_that_does_not_precede_the_run_is_moved_aside() {
     train(&dir, 1, 2, Putter::default()).unwrap();
     train(&dir, 1, 1, Putter::default()).unwrap();
     let stats = read_stats(&dir);
-    assert_eq!(stats.len(), 1);
+    assert_eq!(stats.len(), 2, "one epoch of 2 steps");
     let backups: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -137,7 +247,7 @@ fn stats_json_that_does_not_precede_the_run_is_moved_aside() {
         .collect();
     assert_eq!(backups.len(), 1);
     let old: Vec<Json> = serde_json::from_str(&std::fs::read_to_string(&backups[0]).unwrap()).unwrap();
-    assert_eq!(old.len(), 2, "the backup holds the earlier run");
+    assert_eq!(old.len(), 4, "the backup holds the earlier run");
 }
 
 #[test]
@@ -256,6 +366,61 @@ fn tensorboard_reads_the_event_file_a_run_writes() {
     );
 }
 
+#[test]
+fn writer_tensorboard_split_files_writes_one_event_file_per_epoch_that_tensorboard_reads() {
+    let dir = scratch_dir("tensorboard-split");
+    let device = burn_stoker::device::cpu();
+    let defaults = DefaultCallbacks {
+        tensorboard: Some(TensorBoardWriter::new().split_files(true)),
+        ..DefaultCallbacks::none()
+    };
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+        .max_epoch(3)
+        .log_dir(&dir)
+        .default_callbacks(defaults)
+        .callbacks(Putter::default())
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .unwrap();
+    // tensorpack's TFEventWriter(split_files=True): a new file after each epoch's end; stoker
+    // opens it at the first event after it, so the last epoch leaves no empty file.
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("events.out.tfevents."))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 3, "{files:?}");
+    // Each file, read alone by TensorBoard's own loader, holds its epoch's steps.
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/read_records.py");
+    for (i, file) in files.iter().enumerate() {
+        let output =
+            std::process::Command::new("python3").arg(script).arg("events").arg(file).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let read: Json = serde_json::from_slice(&output.stdout).unwrap();
+        let steps: Vec<u64> = read["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e[1] == "step_value")
+            .map(|e| e[0].as_u64().unwrap())
+            .collect();
+        let first = 2 * i as u64 + 1;
+        assert_eq!(steps, [first, first + 1], "{}", file.display());
+    }
+    // And the directory, read as `tensorboard --logdir` does, has every scalar once.
+    let expected = serde_json::json!({
+        "epoch_value": [[2, 10.0], [4, 20.0], [6, 30.0]],
+        "step_value": [[1, 1.0], [2, 2.0], [3, 3.0], [4, 4.0], [5, 5.0], [6, 6.0]],
+    });
+    let expect_file = dir.join("expected.json");
+    std::fs::write(&expect_file, expected.to_string()).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/check_tensorboard.py");
+    let output =
+        std::process::Command::new("python3").arg(script).arg(&dir).arg(&expect_file).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success() && stdout.contains("ok: 9 scalars in 2 tags"), "{stdout}");
+}
+
 /// A writer that fails at the first records of global step `fail_at` or later, like a disk
 /// that fills up then, and counts what reaches it.
 struct FailingSink {
@@ -321,8 +486,8 @@ fn writer_failure_is_reported_and_disabled_while_training_goes_on_to_the_end() {
     assert_eq!(failure.error.to_string(), "the disk is full");
     // Disabled at its first error: nothing after step 3 reached it.
     assert_eq!(*writes.lock().unwrap(), [1, 2, 3]);
-    // The other writers wrote everything.
-    assert_eq!(read_stats(&dir).len(), 3);
+    // The other writers wrote everything: stats.json a row at every step (3 epochs of 2).
+    assert_eq!(read_stats(&dir).len(), 6);
     assert!(report.dropped.is_empty());
 }
 
@@ -531,7 +696,8 @@ fn writer_failure_of_tensorboard_on_a_full_disk_at_epoch_1_keeps_training_and_th
     }
     let _unmount = Unmount(dir.clone());
     let device = burn_stoker::device::cpu();
-    let defaults = DefaultCallbacks { tensorboard: Some(TensorBoardWriter), ..DefaultCallbacks::none() };
+    let defaults =
+        DefaultCallbacks { tensorboard: Some(TensorBoardWriter::new()), ..DefaultCallbacks::none() };
     let report =
         Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
             .max_epoch(3)

@@ -72,6 +72,20 @@ impl LossTracker {
     }
 }
 
+/// Puts the learning rate every 4 steps: rows of `stats.json` in the middle of epochs (6 steps
+/// each), which a resumed run must continue exactly.
+struct EveryFourSteps;
+
+impl Callback<Linear> for EveryFourSteps {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        if ctx.global_step().is_multiple_of(4) {
+            let lr = ctx.learning_rate();
+            ctx.monitors().put_scalar("lr_every_4", lr);
+        }
+        Ok(())
+    }
+}
+
 /// What the run saw in `before_train`: the global step, the tracker's state, the history.
 #[derive(Clone, Default)]
 struct SeenAtStart(Arc<Mutex<Option<(u64, usize, f64)>>>);
@@ -108,6 +122,9 @@ fn run(
         saver,
         MinSaver::new("mean_loss"),
         seen,
+        EveryFourSteps,
+        burn_stoker::monitor::HistoryWriter::new(),
+        burn_stoker::track::Recorder::new().valid_loss("mean_loss"),
         stop_at.map(StopAt),
     );
     Trainer::new(model, AdamConfig::new().init(), shuffled_data(&device))
@@ -210,6 +227,29 @@ fn straight_and_resumed(every_step: bool, stop: u64) {
     // The monitors' history and stats.json.
     assert_eq!(a.monitors_state(), b.monitors_state());
     assert_eq!(read(&straight_dir.join("stats.json")), read(&split_dir.join("stats.json")));
+    // A row at each epoch's end (steps 6, 12, ... 36) and at every 4th step between (4, 8, 16,
+    // 20, 28, 32): what the callback put every 4 steps is all there.
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&read(&split_dir.join("stats.json"))).unwrap();
+    let steps: Vec<u64> = rows.iter().map(|r| r["global_step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, [4, 6, 8, 12, 16, 18, 20, 24, 28, 30, 32, 36]);
+    let every_4: Vec<u64> = rows
+        .iter()
+        .filter(|r| r.get("lr_every_4").is_some())
+        .map(|r| r["global_step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(every_4, [4, 8, 12, 16, 20, 24, 28, 32, 36]);
+    // neon's output_file: every value put, the same as the straight run's.
+    let history = read(&split_dir.join("history.jsonl"));
+    assert_eq!(read(&straight_dir.join("history.jsonl")), history);
+    assert_eq!(
+        String::from_utf8(history).unwrap().lines().count(),
+        6 + 9,
+        "mean_loss 6 times, lr_every_4 9 times"
+    );
+    // fastai's Recorder: its records come back from the checkpoint, so the resumed run's plot of
+    // the losses is the straight run's, pixel for pixel.
+    assert!(a.callback_state("Recorder").is_some_and(|s| s["losses"].as_array().unwrap().len() == 36));
+    assert_eq!(read(&straight_dir.join("loss.png")), read(&split_dir.join("loss.png")));
     // The best copy is the same checkpoint.
     let best_a = Checkpoint::read(straight_dir.join("checkpoints/min-mean_loss")).unwrap();
     let best_b = Checkpoint::read(split_dir.join("checkpoints/min-mean_loss")).unwrap();
@@ -273,6 +313,7 @@ fn a_run_resumed_from_an_older_checkpoint_continues_tensorboard_and_stats_json_w
         ScheduledHyperParamSetter::new("momentum_like", [(0, 0.5), (4, 0.0)]),
         PeriodicTrigger::new(ModelSaver::new(100)).every_k_epochs(1),
         MinSaver::new("mean_loss"),
+        EveryFourSteps,
     );
     Trainer::new(tiny_model(&device), AdamConfig::new().init(), shuffled_data(&device))
         .default_callbacks(DefaultCallbacks { progress: None, printer: None, ..DefaultCallbacks::default() })
@@ -304,7 +345,7 @@ fn a_run_resumed_from_an_older_checkpoint_continues_tensorboard_and_stats_json_w
         serde_json::from_slice(&read(&straight_dir.join("stats.json"))).unwrap();
     let expected: Vec<(u64, f64)> = stats
         .iter()
-        .map(|e| (e["global_step"].as_u64().unwrap(), e["mean_loss"].as_f64().unwrap()))
+        .filter_map(|e| Some((e["global_step"].as_u64().unwrap(), e.get("mean_loss")?.as_f64().unwrap())))
         .collect();
     assert_eq!(expected.len() as u64, EPOCHS);
     let expect_file = dir.join("expected.json");

@@ -378,3 +378,41 @@ fn writer_event_file_is_named_after_the_kernel_host_name() {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && text.contains("1 passed"), "the test in a namespace failed:\n{text}");
 }
+
+#[test]
+fn writer_tensorboard_max_queue_holds_events_until_that_many_then_writes_them() {
+    use burn_stoker::state::{EpochStats, MonitorSink};
+    let dir = scratch_dir("tfevents-max-queue");
+    // tensorpack's max_queue=3 with a flush_secs no test outlives: only the queue, an epoch's
+    // end and the end of training write. The monitors call `flush` each time the writer's thread
+    // has caught up; here it is called after every batch, as if the writer always caught up.
+    let mut sink = TensorBoardSink::create(&dir).unwrap().max_queue(3).flush_secs(24 * 3600);
+    let on_disk = |sink: &TensorBoardSink| records(&std::fs::read(sink.path()).unwrap()).len();
+    assert_eq!(on_disk(&sink), 1, "the file-version event is written at once");
+    for step in 1..=2 {
+        MonitorSink::write(&mut sink, &[record("loss", Value::Scalar(1.0), step)]).unwrap();
+        MonitorSink::flush(&mut sink).unwrap();
+        assert_eq!((sink.held(), on_disk(&sink)), (step as usize, 1), "step {step}: held, not written");
+        assert!(MonitorSink::flush_due(&sink).is_some(), "the writer asks to be flushed later");
+    }
+    // The third event fills the queue: the three are written together.
+    MonitorSink::write(&mut sink, &[record("loss", Value::Scalar(1.0), 3)]).unwrap();
+    assert_eq!((sink.held(), on_disk(&sink)), (0, 4));
+    assert_eq!(MonitorSink::flush_due(&sink), None);
+    // An epoch's end writes what is held, as tensorpack's TFEventWriter flushes at every epoch.
+    MonitorSink::write(&mut sink, &[record("loss", Value::Scalar(1.0), 4)]).unwrap();
+    MonitorSink::flush(&mut sink).unwrap();
+    assert_eq!(on_disk(&sink), 4);
+    MonitorSink::end_epoch(&mut sink, &EpochStats::default()).unwrap();
+    assert_eq!((sink.held(), on_disk(&sink)), (0, 5));
+    // The end of training writes everything.
+    MonitorSink::write(&mut sink, &[record("loss", Value::Scalar(1.0), 5)]).unwrap();
+    MonitorSink::close(&mut sink).unwrap();
+    assert_eq!(on_disk(&sink), 6);
+
+    // flush_secs(0), the default: written as soon as the writer has caught up.
+    let mut sink = TensorBoardSink::create(&dir).unwrap().max_queue(3);
+    MonitorSink::write(&mut sink, &[record("loss", Value::Scalar(1.0), 1)]).unwrap();
+    MonitorSink::flush(&mut sink).unwrap();
+    assert_eq!((sink.held(), on_disk(&sink)), (0, 2));
+}

@@ -953,3 +953,123 @@ fn profile_of_zero_steps_is_refused_at_setup() {
     let err = train("profile-zero", 1, StepProfiler::new().steps(0)).map(|_| ()).unwrap_err().to_string();
     assert!(err.contains("StepProfiler: steps must be at least 1, not 0"), "{err}");
 }
+
+/// Puts the validation loss `valid` (5 at epoch 1, 1 at epoch 2) and the metric `acc` (epoch 1
+/// only) at each epoch's end.
+struct Validation;
+
+impl Callback<Linear> for Validation {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let epoch = ctx.epoch_num();
+        ctx.monitors().put_scalar("valid", if epoch == 1 { 5.0 } else { 1.0 });
+        if epoch == 1 {
+            ctx.monitors().put_scalar("acc", 0.5);
+        }
+        Ok(())
+    }
+}
+
+/// Decode a PNG file: (width, height, RGB pixels).
+fn decode_rgb(path: &std::path::Path) -> (u32, u32, Vec<u8>) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes)).read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut pixels).unwrap();
+    assert_eq!((info.color_type, info.bit_depth), (png::ColorType::Rgb, png::BitDepth::Eight));
+    pixels.truncate(info.buffer_size());
+    (info.width, info.height, pixels)
+}
+
+/// The pixels of `color`, as (x, y).
+fn pixels_of(width: u32, pixels: &[u8], color: [u8; 3]) -> Vec<(u32, u32)> {
+    pixels
+        .chunks(3)
+        .enumerate()
+        .filter(|(_, p)| *p == color)
+        .map(|(i, _)| (i as u32 % width, i as u32 / width))
+        .collect()
+}
+
+#[test]
+fn recorder_records_losses_lrs_and_epoch_values_and_plots_them_as_png() {
+    use burn_stoker::track::{
+        LOSS_PLOT, LR_PLOT, PLOT_MARGIN, PLOT_SIZE, Recorder, TRAIN_COLOR, VALID_COLOR,
+    };
+    let dir = scratch_dir("recorder");
+    let device = burn_stoker::device::cpu();
+    let mut recorder = Recorder::new().valid_loss("valid").metrics(["acc"]);
+    // The loss of step n is 10 - n: 9, 8, ... 0 over 2 epochs of 5 steps.
+    let mut n = 0;
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(5, &device))
+        .max_epoch(2)
+        .learning_rate(0.1)
+        .log_dir(&dir)
+        .default_callbacks(DefaultCallbacks::none())
+        .callbacks((Validation, &mut recorder))
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| {
+            n += 1;
+            mse(model, batch).mul_scalar(0.0).add_scalar(10.0 - n as f32)
+        })
+        .unwrap();
+    let losses: Vec<(u64, f64)> = (1..=10).map(|s| (s, 10.0 - s as f64)).collect();
+    assert_eq!(recorder.losses(), losses);
+    assert_eq!(recorder.lrs(), (1..=10).map(|s| (s, 0.1)).collect::<Vec<_>>());
+    let values: Vec<_> = recorder
+        .values()
+        .iter()
+        .map(|v| (v.epoch_num, v.global_step, v.train_loss, v.valid_loss, v.metrics.clone()))
+        .collect();
+    let acc: BTreeMap<String, f64> = [("acc".to_string(), 0.5)].into();
+    assert_eq!(values, [(1, 5, 7.0, Some(5.0), acc), (2, 10, 2.0, Some(1.0), BTreeMap::new())]);
+
+    // loss.png: the area is [20, 620) x [20, 460); x from step 1 to step 10.
+    let (width, height) = PLOT_SIZE;
+    let (w, h, pixels) = decode_rgb(&dir.join(LOSS_PLOT));
+    assert_eq!((w, h), (width, height));
+    let (left, top) = (PLOT_MARGIN as f64, PLOT_MARGIN as f64);
+    let (area_w, area_h) = ((width - 2 * PLOT_MARGIN) as f64, (height - 2 * PLOT_MARGIN) as f64);
+    let x_of = |step: f64| left + (step - 1.0) / 9.0 * area_w;
+    // The training loss, 9 at step 1 (top) down to 0 at step 10 (bottom): every blue pixel lies
+    // on that line, within the stroke's width and the rounding of the mapping.
+    let train = pixels_of(width, &pixels, TRAIN_COLOR);
+    assert!(train.len() > 600, "the training loss is drawn: {} pixels", train.len());
+    for &(x, y) in &train {
+        let t = (x as f64 - left) / area_w;
+        let expected = top + t * area_h;
+        assert!(
+            (y as f64 - expected).abs() <= 4.0,
+            "blue pixel ({x}, {y}) is off the line (y {expected:.1})"
+        );
+    }
+    let xs = |p: &[(u32, u32)]| (p.iter().map(|q| q.0).min().unwrap(), p.iter().map(|q| q.0).max().unwrap());
+    let (x_min, x_max) = xs(&train);
+    // It spans the area (plotters leaves a few pixels before the area's right edge).
+    assert!(x_min <= PLOT_MARGIN + 2 && x_max + 8 >= width - PLOT_MARGIN, "{x_min}..{x_max}");
+    // The validation loss: from 5 at step 5 (top) to 1 at step 10 (bottom), in orange.
+    let valid = pixels_of(width, &pixels, VALID_COLOR);
+    assert!(valid.len() > 300, "the validation loss is drawn: {} pixels", valid.len());
+    let (v_min, _) = xs(&valid);
+    assert!((v_min as f64 - x_of(5.0)).abs() <= 3.0, "the validation line starts at step 5: x {v_min}");
+    for &(x, y) in &valid {
+        let t = (x as f64 - x_of(5.0)) / (x_of(10.0) - x_of(5.0));
+        let expected = top + t * area_h;
+        assert!(
+            (y as f64 - expected).abs() <= 4.0,
+            "orange pixel ({x}, {y}) is off the line (y {expected:.1})"
+        );
+    }
+
+    // lr.png: a constant learning rate is a flat line across the middle.
+    let (w, h, pixels) = decode_rgb(&dir.join(LR_PLOT));
+    assert_eq!((w, h), (width, height));
+    let lr = pixels_of(width, &pixels, TRAIN_COLOR);
+    assert!(lr.len() > 500);
+    assert!(lr.iter().all(|&(_, y)| (y as f64 - (top + area_h / 2.0)).abs() <= 3.0), "the lr line is flat");
+
+    // Callable at any time, anywhere.
+    recorder.plot_loss(dir.join("again/loss.png")).unwrap();
+    assert_eq!(
+        std::fs::read(dir.join("again/loss.png")).unwrap(),
+        std::fs::read(dir.join(LOSS_PLOT)).unwrap()
+    );
+}

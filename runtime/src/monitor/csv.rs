@@ -21,13 +21,14 @@ const GLOBAL_STEP: &str = "global_step";
 /// Writes the scalars of every epoch to a CSV file in the log directory (`stats.csv` by default),
 /// one row per epoch, as Keras's `CSVLogger` does: the `epoch` and `global_step` columns first,
 /// then one column per scalar in sorted order, the last value put during the epoch in each cell
-/// (the values of `stats.json`), an empty cell where a scalar was not put. Python's `csv` module
+/// (`stats.json` has a row at every step where scalars were put; this file one per epoch), an
+/// empty cell where a scalar was not put. Python's `csv` module
 /// and pandas read it as it is (`pandas.read_csv(path, index_col="epoch")`).
 ///
 /// - `epoch` is stoker's 1-based `epoch_num` (Keras counts from 0); `global_step` is the step
 ///   count when the epoch ended (Keras has no such column; `stats.json` has it). Scalars put at
 ///   every step (tensorpack's step-level curves) are in the epoch's row with their last value;
-///   TensorBoard keeps every step.
+///   TensorBoard and `stats.json` keep every step.
 /// - Values are written in their shortest form that reads back to the same `f64` (`0.1`, `1.0`,
 ///   `1e-7`, `NaN`, `inf`, `-inf`); fields holding the separator, a quote or a line break (in a
 ///   scalar's name) are quoted as RFC 4180 says; lines end with `\n`.

@@ -1,25 +1,37 @@
-//! `stats.json` in tensorpack's layout: a list of objects, one per epoch, each holding the scalars
-//! put during that epoch plus `epoch_num` and `global_step`.
+//! `stats.json` in tensorpack's layout: a list of objects, one at every step where scalars were
+//! put and at each epoch's end, each holding the scalars put since the previous one plus
+//! `epoch_num` and `global_step`.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value as Json};
 
-use super::{EpochStats, MonitorSink, Record};
+use super::{MonitorSink, Record};
 use crate::callback::Context;
 use crate::error::{Error, Result, io_error_at};
-use crate::state::write_atomic;
+use crate::state::{StatsRow, write_atomic};
 
 /// The file name, as tensorpack names it.
 pub const STATS_FILE: &str = "stats.json";
 
-/// Writes every scalar to `stats.json` in the log directory at the end of each epoch, atomically
-/// (a temporary file, synced, then renamed). On by default.
+/// Writes every scalar to `stats.json` in the log directory, in tensorpack's layout (its
+/// `JSONWriter`), atomically (a temporary file, synced, then renamed). On by default.
 ///
-/// A resumed run rewrites `stats.json` from the checkpoint it resumed from (the epochs a crashed
+/// The file is a JSON list of rows ([`StatsRow`](crate::state::StatsRow)), each the last value of
+/// every scalar put since the previous row plus `epoch_num` and `global_step`: a row after
+/// `before_train` (at the epoch before the run's first), one after the callbacks' `trigger_step`
+/// at every step where scalars were put (the scalars of an epoch's last step join the next row),
+/// one after `trigger_epoch`, so that a callback putting a scalar every 100 steps finds every
+/// value in the file. A step where nothing was put makes no row. What `after_train` puts joins the
+/// row of the global step it is put at (tensorpack's `JSONWriter` writes it nowhere): the file
+/// stays grouped by global step. The file is rewritten each time the writer's thread has caught
+/// up, off the step's path.
+///
+/// A resumed run rewrites `stats.json` from the checkpoint it resumed from (the rows a crashed
 /// run logged after its last complete checkpoint go, after a backup of the file to
 /// `stats.json.bak-<unix seconds>`), then appends, so that it ends equal to the file of a run
-/// that was never interrupted. Otherwise an existing `stats.json` whose last `epoch_num` is the
+/// that was never interrupted (tensorpack instead keeps the file when its last row's epoch
+/// precedes the resumed epoch, and moves it aside otherwise). Otherwise an existing `stats.json` whose last `epoch_num` is the
 /// epoch before the run's starting epoch is appended to, and any other existing file is moved
 /// aside to `stats.json.bak-<unix seconds>` with a warning, as tensorpack does.
 #[derive(Debug, Default)]
@@ -31,19 +43,18 @@ impl JsonWriter {
     fn open<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let starting_epoch = ctx.counters().starting_epoch();
         let monitors = ctx.monitors_ref();
-        let restored = monitors.is_resumed().then(|| monitors.epoch_stats().iter().map(entry).collect());
+        let restored = monitors.is_resumed().then(|| monitors.stats_rows().iter().map(entry).collect());
         let sink = JsonSink::open(ctx.log_dir(), starting_epoch, restored)?;
         ctx.monitors().add_sink(sink);
         Ok(())
     }
 }
 
-/// One line of `stats.json`.
-fn entry(stats: &EpochStats) -> Json {
-    let mut entry: Map<String, Json> =
-        stats.scalars.iter().map(|(k, &v)| (k.clone(), Json::from(v))).collect();
-    entry.insert("epoch_num".into(), Json::from(stats.epoch_num));
-    entry.insert("global_step".into(), Json::from(stats.global_step));
+/// One row of `stats.json`.
+fn entry(row: &StatsRow) -> Json {
+    let mut entry: Map<String, Json> = row.scalars.iter().map(|(k, &v)| (k.clone(), Json::from(v))).collect();
+    entry.insert("epoch_num".into(), Json::from(row.epoch_num));
+    entry.insert("global_step".into(), Json::from(row.global_step));
     Json::Object(entry)
 }
 
@@ -52,11 +63,13 @@ fn entry(stats: &EpochStats) -> Json {
 pub struct JsonSink {
     path: PathBuf,
     stats: Vec<Json>,
+    /// Rows arrived since the file was last written.
+    dirty: bool,
 }
 
 impl JsonSink {
     /// Open `dir/stats.json` for a run starting at `starting_epoch`; a resumed run gives the
-    /// lines its checkpoint holds (see [`JsonWriter`]).
+    /// rows its checkpoint holds (see [`JsonWriter`]).
     pub fn open(dir: &Path, starting_epoch: u64, restored: Option<Vec<Json>>) -> Result<JsonSink> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let path = dir.join(STATS_FILE);
@@ -91,7 +104,7 @@ impl JsonSink {
             eprintln!("stoker: {} {reason}; moved it to {}", path.display(), backup.display());
             std::fs::rename(&path, &backup).map_err(|e| Error::io(&path, e))?;
         }
-        let sink = JsonSink { path, stats };
+        let sink = JsonSink { path, stats, dirty: false };
         // Prove the directory is writable now, before any step runs.
         sink.write_file().map_err(|e| Error::io(&sink.path, e))?;
         Ok(sink)
@@ -112,13 +125,27 @@ impl MonitorSink for JsonSink {
         Ok(())
     }
 
-    fn end_epoch(&mut self, stats: &EpochStats) -> std::io::Result<()> {
-        self.stats.push(entry(stats));
-        // The error names the file (a writer's failure is reported with its error alone).
-        self.write_file().map_err(|e| io_error_at(&self.path, e))
+    fn stats_row(&mut self, row: &StatsRow) -> std::io::Result<()> {
+        let at = |e: &Json, key: &str| e.get(key).and_then(Json::as_u64);
+        let same = self.stats.last().is_some_and(|last| {
+            at(last, "epoch_num") == Some(row.epoch_num) && at(last, "global_step") == Some(row.global_step)
+        });
+        match self.stats.last_mut() {
+            Some(Json::Object(last)) if same => {
+                last.extend(row.scalars.iter().map(|(k, &v)| (k.clone(), Json::from(v))));
+            }
+            _ => self.stats.push(entry(row)),
+        }
+        self.dirty = true;
+        Ok(())
     }
 
+    /// Rewrite the file if rows arrived since it was last written.
     fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+        if !std::mem::take(&mut self.dirty) {
+            return Ok(());
+        }
+        // The error names the file (a writer's failure is reported with its error alone).
+        self.write_file().map_err(|e| io_error_at(&self.path, e))
     }
 }

@@ -2,12 +2,15 @@
 //! can query, and the writers that take it to disk or the terminal off the step's path.
 //!
 //! A writer is a [`MonitorSink`] running on a thread of its own; its callback
-//! ([`TensorBoardWriter`], [`JsonWriter`], [`ScalarPrinter`], [`CsvWriter`],
+//! ([`TensorBoardWriter`], [`JsonWriter`], [`ScalarPrinter`], [`CsvWriter`], [`HistoryWriter`],
 //! [`SendMonitorData`]) registers it at setup. Records put
 //! during an event reach the writers in one batch when the event ends; the end of every epoch
 //! (after every callback's `trigger_epoch`) reaches them as [`MonitorSink::end_epoch`] with the
-//! epoch's [`EpochStats`]; the trainer closes and joins them after `after_train`, also after an
-//! error or a panic. The history and the per-epoch statistics are part of every checkpoint.
+//! epoch's [`EpochStats`]; each row of `stats.json` (tensorpack's layout: a row at every step
+//! where scalars were put and at each epoch's end) reaches them as [`MonitorSink::stats_row`]
+//! with the records it follows; the trainer closes and joins them after `after_train`, also after an
+//! error or a panic. The history, the per-epoch statistics and the rows of `stats.json` are part
+//! of every checkpoint.
 //!
 //! A writer's queue is bounded ([`MonitorSink::queue_capacity`], 256 batches by default): a writer
 //! that falls that far behind makes training wait for it, with one warning, so that memory stays
@@ -19,6 +22,7 @@
 mod average;
 mod csv;
 mod hist;
+mod history;
 mod json;
 mod png;
 pub(crate) mod printer;
@@ -31,6 +35,7 @@ pub(crate) use crate::state::{json_f64, parse_f64};
 pub use average::{MovingAverageSummary, SimpleMovingAverage};
 pub use csv::{CSV_FILE, CsvSink, CsvWriter};
 pub use hist::Hist;
+pub use history::{HISTORY_FILE, HistorySink, HistoryWriter};
 pub(crate) use json::STATS_FILE;
 pub use json::{JsonSink, JsonWriter};
 pub use png::encode_png;
@@ -43,20 +48,91 @@ use crate::callback::Context;
 use crate::error::{Error, Result, io_error_at};
 
 /// Writes every monitored record to a TensorBoard event file in the log directory, which
-/// TensorBoard itself reads (`tensorboard --logdir <log dir>`). On by default.
+/// TensorBoard itself reads (`tensorboard --logdir <log dir>`). On by default. tensorpack's
+/// `TFEventWriter`.
 ///
 /// A resumed run writes a new event file that starts with a restart mark at the step after its
 /// checkpoint, so that TensorBoard drops what a crashed run logged after that checkpoint: the
 /// curves continue without duplicates.
-#[derive(Debug, Default)]
-pub struct TensorBoardWriter;
+///
+/// tensorpack's options, with what they do here (the writing happens on the writer's own thread,
+/// never on the step's path):
+///
+/// - [`max_queue(n)`](Self::max_queue) (10, as tensorpack): at most `n` events are held in
+///   memory; the `n`-th is written out with those before it.
+/// - [`flush_secs(s)`](Self::flush_secs): held events are written once they are `s` seconds
+///   old. stoker's default is 0, which writes them as soon as the writer has caught up with
+///   training; tensorpack's is 120. The default differs so that what was logged before a
+///   checkpoint is on disk when a crash comes after it (a resumed run does not log it again).
+/// - [`split_files(true)`](Self::split_files) (off by default, as tensorpack): a new event file
+///   after each epoch's end, started by the first event after it (tensorpack opens it at once,
+///   which leaves a file holding only its header after the last epoch). For file systems where
+///   appending is expensive.
+///
+/// Every epoch's end (after every callback's `trigger_epoch`, when some scalar was put in the
+/// epoch) writes what is held, as tensorpack's flush at every epoch; the end of training writes
+/// everything.
+///
+/// ```
+/// use burn_stoker::monitor::TensorBoardWriter;
+/// use burn_stoker::trainer::DefaultCallbacks;
+///
+/// // tensorpack's TFEventWriter(max_queue=10, flush_secs=120, split_files=True).
+/// let tensorboard = TensorBoardWriter::new().max_queue(10).flush_secs(120).split_files(true);
+/// let defaults = DefaultCallbacks { tensorboard: Some(tensorboard), ..DefaultCallbacks::default() };
+/// # let _ = defaults;
+/// ```
+#[derive(Debug, Clone)]
+pub struct TensorBoardWriter {
+    max_queue: usize,
+    flush_secs: u64,
+    split_files: bool,
+}
+
+impl Default for TensorBoardWriter {
+    fn default() -> Self {
+        TensorBoardWriter::new()
+    }
+}
+
+impl TensorBoardWriter {
+    /// The writer with its defaults: 10 events held at most, written as soon as the writer has
+    /// caught up, one file.
+    pub fn new() -> Self {
+        TensorBoardWriter { max_queue: 10, flush_secs: 0, split_files: false }
+    }
+
+    /// Hold at most `max_queue` events before writing them (at least 1; tensorpack's
+    /// `max_queue`).
+    pub fn max_queue(mut self, max_queue: usize) -> Self {
+        self.max_queue = max_queue;
+        self
+    }
+
+    /// Write held events once they are `seconds` old (tensorpack's `flush_secs`; 0, the default,
+    /// as soon as the writer has caught up).
+    pub fn flush_secs(mut self, seconds: u64) -> Self {
+        self.flush_secs = seconds;
+        self
+    }
+
+    /// A new event file after each epoch's end (tensorpack's `split_files`).
+    pub fn split_files(mut self, split: bool) -> Self {
+        self.split_files = split;
+        self
+    }
+}
 
 #[crate::callback]
 impl TensorBoardWriter {
     #[on(setup)]
     fn open<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let dir = ctx.log_dir().to_path_buf();
-        let mut sink = TensorBoardSink::create(&dir).map_err(|e| Error::io(&dir, e))?;
+        let mut sink = TensorBoardSink::create(&dir)
+            .map_err(|e| Error::io(&dir, e))?
+            .max_queue(self.max_queue)
+            .flush_secs(self.flush_secs)
+            .split_files(self.split_files);
         if ctx.monitors_ref().is_resumed() {
             // What a crashed run logged after the checkpoint this run resumes from is stale.
             let step = ctx.global_step() + 1;
@@ -73,9 +149,21 @@ impl MonitorSink for TensorBoardSink {
     }
     // The errors name the event file (a writer's failure is reported with its error alone).
     fn write(&mut self, records: &[Record]) -> std::io::Result<()> {
-        TensorBoardSink::write(self, records).map_err(|e| io_error_at(self.path(), e))
+        TensorBoardSink::write(self, records)
+            .and_then(|()| self.flush_if_due())
+            .map_err(|e| io_error_at(self.path(), e))
     }
+    /// Writes what is held when `max_queue` events are held or the oldest is `flush_secs` old.
     fn flush(&mut self) -> std::io::Result<()> {
+        self.flush_if_due().map_err(|e| io_error_at(self.path(), e))
+    }
+    fn flush_due(&self) -> Option<std::time::Instant> {
+        TensorBoardSink::flush_due(self)
+    }
+    fn end_epoch(&mut self, _stats: &EpochStats) -> std::io::Result<()> {
+        TensorBoardSink::end_epoch(self).map_err(|e| io_error_at(self.path(), e))
+    }
+    fn close(&mut self) -> std::io::Result<()> {
         TensorBoardSink::flush(self).map_err(|e| io_error_at(self.path(), e))
     }
 }

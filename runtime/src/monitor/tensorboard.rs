@@ -9,7 +9,7 @@
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::png::encode_png;
 use crate::state::{Histogram, Record, Value};
@@ -19,6 +19,14 @@ use crate::state::{Histogram, Record, Value};
 const PENDING_LIMIT: usize = 1 << 16;
 
 /// Writes [`Record`]s to an `events.out.tfevents.<seconds>.<host>` file.
+///
+/// Events are held in memory and written out by [`flush`](Self::flush) (the monitors call it,
+/// through [`MonitorSink`](crate::state::MonitorSink), each time the writer's thread has caught
+/// up), with tensorpack's `TFEventWriter` options (see
+/// [`TensorBoardWriter`](crate::monitor::TensorBoardWriter)): at most
+/// [`max_queue`](Self::max_queue) events are held, held events are written once they are
+/// [`flush_secs`](Self::flush_secs) old, and every epoch's end writes them all (and, with
+/// [`split_files`](Self::split_files), starts a new file at the next event).
 ///
 /// Each event is written whole or not at all: events are encoded whole into a buffer, and when
 /// writing the buffer fails (a full disk), the file is cut back to the end of the last event
@@ -35,30 +43,104 @@ pub struct TensorBoardSink {
     pending: Vec<u8>,
     /// Where each event in `pending` ends.
     ends: Vec<usize>,
+    /// The directory, where a new file goes when the events are split.
+    dir: PathBuf,
+    /// How many events may be held before they are written.
+    max_queue: usize,
+    /// How long an event may be held.
+    flush_every: Duration,
+    /// A new file after each epoch's end.
+    split_files: bool,
+    /// The next event starts a new file (the epoch ended and the files are split).
+    reopen: bool,
+    /// When the held events were last written.
+    last_write: Instant,
 }
 
 impl TensorBoardSink {
     /// Create a new event file in `dir` (created if missing), starting with the file-version
     /// event.
+    ///
+    /// Its options are [`TensorBoardWriter`](crate::monitor::TensorBoardWriter)'s defaults: at
+    /// most 10 events held, none held longer than until the writer has caught up
+    /// (`flush_secs(0)`), one file.
     pub fn create(dir: &Path) -> std::io::Result<TensorBoardSink> {
         std::fs::create_dir_all(dir)?;
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        let host = hostname();
-        let base = format!("events.out.tfevents.{}.{host}", now.as_secs());
-        let mut path = dir.join(&base);
-        let mut n = 1;
-        while path.exists() {
-            path = dir.join(format!("{base}.{n}"));
-            n += 1;
-        }
-        let file = File::options().write(true).create_new(true).open(&path)?;
-        let mut sink = TensorBoardSink { path, file, written: 0, pending: Vec::new(), ends: Vec::new() };
+        let (path, file, now) = new_event_file(dir)?;
+        let mut sink = TensorBoardSink {
+            path,
+            file,
+            written: 0,
+            pending: Vec::new(),
+            ends: Vec::new(),
+            dir: dir.to_path_buf(),
+            max_queue: DEFAULT_MAX_QUEUE,
+            flush_every: Duration::ZERO,
+            split_files: false,
+            reopen: false,
+            last_write: Instant::now(),
+        };
+        sink.version_event(now);
+        sink.flush()?;
+        Ok(sink)
+    }
+
+    /// Hold at most `max_queue` events (at least 1) before writing them (tensorpack's
+    /// `max_queue`, TensorFlow's `FileWriter` queue of pending events).
+    pub fn max_queue(mut self, max_queue: usize) -> Self {
+        self.max_queue = max_queue.max(1);
+        self
+    }
+
+    /// Write held events once they are `seconds` old (tensorpack's `flush_secs`); 0 writes them
+    /// as soon as the writer's thread has caught up.
+    pub fn flush_secs(mut self, seconds: u64) -> Self {
+        self.flush_every = Duration::from_secs(seconds);
+        self
+    }
+
+    /// Start a new event file after each epoch's end (tensorpack's `split_files`), at the first
+    /// event after it.
+    pub fn split_files(mut self, split: bool) -> Self {
+        self.split_files = split;
+        self
+    }
+
+    /// The file-version event every event file starts with.
+    fn version_event(&mut self, now: Duration) {
         let mut event = Proto::default();
         event.double(1, now.as_secs_f64());
         event.bytes(3, b"brain.Event:2");
-        sink.record(&event.0);
-        sink.flush()?;
-        Ok(sink)
+        self.record(&event.0);
+    }
+
+    /// How many events are held, not written yet.
+    pub fn held(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Write what is held when the options say so: `max_queue` events are held, or the oldest
+    /// has waited `flush_secs`.
+    pub(crate) fn flush_if_due(&mut self) -> std::io::Result<()> {
+        if self.held() >= self.max_queue || self.last_write.elapsed() >= self.flush_every {
+            self.write_pending()?;
+        }
+        Ok(())
+    }
+
+    /// When held events are due to be written, if any are held.
+    pub(crate) fn flush_due(&self) -> Option<Instant> {
+        (self.held() > 0).then(|| self.last_write + self.flush_every)
+    }
+
+    /// The epoch ended: write everything held (tensorpack flushes at every epoch's end); with
+    /// split files, the next event starts a new file.
+    pub(crate) fn end_epoch(&mut self) -> std::io::Result<()> {
+        self.write_pending()?;
+        if self.split_files {
+            self.reopen = true;
+        }
+        Ok(())
     }
 
     /// Mark a restart at `step` (a `SessionLog` START event): TensorBoard then drops the events
@@ -84,6 +166,12 @@ impl TensorBoardSink {
     /// Append one event per record. An image that cannot be encoded is an `InvalidInput` error
     /// (the other records are still written).
     pub fn write(&mut self, records: &[Record]) -> std::io::Result<()> {
+        if self.reopen && !records.is_empty() {
+            self.write_pending()?;
+            let (path, file, now) = new_event_file(&self.dir)?;
+            (self.path, self.file, self.written, self.reopen) = (path, file, 0, false);
+            self.version_event(now);
+        }
         let mut first_error = None;
         for record in records {
             match summary_value(record) {
@@ -155,6 +243,7 @@ impl TensorBoardSink {
         self.written += whole as u64;
         self.pending.clear();
         self.ends.clear();
+        self.last_write = Instant::now();
         let Some(error) = failure else { return Ok(()) };
         if torn > 0 {
             let cut =
@@ -179,6 +268,25 @@ impl Drop for TensorBoardSink {
     fn drop(&mut self) {
         let _ = self.write_pending();
     }
+}
+
+/// How many events a [`TensorBoardSink`] holds by default (tensorpack's and TensorFlow's).
+const DEFAULT_MAX_QUEUE: usize = 10;
+
+/// A new `events.out.tfevents.<seconds>.<host>` file in `dir` (`.1`, `.2`... appended when the
+/// name is taken), and the time it is named after.
+fn new_event_file(dir: &Path) -> std::io::Result<(PathBuf, File, Duration)> {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let host = hostname();
+    let base = format!("events.out.tfevents.{}.{host}", now.as_secs());
+    let mut path = dir.join(&base);
+    let mut n = 1;
+    while path.exists() {
+        path = dir.join(format!("{base}.{n}"));
+        n += 1;
+    }
+    let file = File::options().write(true).create_new(true).open(&path)?;
+    Ok((path, file, now))
 }
 
 /// The host name for the file name, as TensorFlow's `socket.gethostname()`: the kernel's

@@ -24,4 +24,4 @@ pub(crate) use persist::{
 pub use persist::{json_f64, parse_f64, write_atomic};
 pub(crate) use queue::{BoundedSender, bounded};
 pub use queue::{DroppedWork, MONITOR_QUEUE_CAPACITY, WriterFailure, WriterQueue};
-pub use record::{EpochStats, Histogram, Image, Record, Value};
+pub use record::{EpochStats, Histogram, Image, Record, StatsRow, Value};

@@ -3,13 +3,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::thread::JoinHandle;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::persist::{json_f64, parse_f64};
 use super::queue::{BoundedSender, DroppedWork, MONITOR_QUEUE_CAPACITY, WriterFailure, WriterQueue, bounded};
-use super::record::{EpochStats, Histogram, Image, Record, Value};
+use super::record::{EpochStats, Histogram, Image, Record, StatsRow, Value};
 use crate::error::{Error, Result, panic_message};
 
 /// The I/O half of a monitor writer, run on its own thread.
@@ -38,8 +38,24 @@ pub trait MonitorSink: Send + 'static {
         let _ = stats;
         Ok(())
     }
-    /// Push what is buffered to the operating system.
+    /// A row of `stats.json` was made ([`StatsRow`]: tensorpack's layout, a row at every step
+    /// where scalars were put and at each epoch's end). A row at the same `epoch_num` and
+    /// `global_step` as the previous one belongs to it ([`StatsRow::append`] merges them).
+    /// Nothing by default.
+    fn stats_row(&mut self, row: &StatsRow) -> std::io::Result<()> {
+        let _ = row;
+        Ok(())
+    }
+    /// Push what is buffered to the operating system. Called each time the writer has caught
+    /// up (nothing more waits in its queue) after handling something, so that a writer that
+    /// fell behind writes what waited in one go.
     fn flush(&mut self) -> std::io::Result<()>;
+    /// When this writer wants [`flush`](Self::flush) called again though nothing new arrived:
+    /// a writer that holds records for a while (the TensorBoard writer's `flush_secs`) says
+    /// until when. `None` (the default): only when something arrives.
+    fn flush_due(&self) -> Option<Instant> {
+        None
+    }
     /// The run ended (after `after_train`, also after an error): write what is left. Not called
     /// on a writer that failed before (it is dropped instead).
     fn close(&mut self) -> std::io::Result<()> {
@@ -47,8 +63,11 @@ pub trait MonitorSink: Send + 'static {
     }
 }
 
+/// What a writer's thread receives. One event's records and the row of `stats.json` made right
+/// after it travel together, so that a writer's queue holds one batch per event that put
+/// something ([`MonitorSink::queue_capacity`]).
 enum Message {
-    Records(Arc<[Record]>),
+    Records(Arc<[Record]>, Option<Arc<StatsRow>>),
     EndEpoch(Arc<EpochStats>),
 }
 
@@ -66,12 +85,18 @@ pub enum Better {
     Higher,
 }
 
-/// The monitors of a run: the history of scalars, the statistics of each epoch (what
-/// `stats.json` holds), and the writers.
+/// The monitors of a run: the history of scalars, the statistics of each epoch, the rows of
+/// `stats.json`, and the writers.
 pub struct Monitors {
     history: BTreeMap<Arc<str>, Vec<(u64, f64)>>,
+    /// The `epoch_num` of each value in `history`, in the same order.
+    history_epochs: BTreeMap<Arc<str>, Vec<u64>>,
     epochs: Vec<EpochStats>,
     current: BTreeMap<Arc<str>, f64>,
+    /// The rows of `stats.json` made so far (those of the runs a resumed run continues too).
+    rows: Vec<StatsRow>,
+    /// The scalars put since the last row.
+    row: BTreeMap<Arc<str>, f64>,
     resumed: bool,
     pending: Vec<Record>,
     sinks: Vec<SinkThread>,
@@ -104,8 +129,11 @@ impl Monitors {
     pub fn new() -> Self {
         Monitors {
             history: BTreeMap::new(),
+            history_epochs: BTreeMap::new(),
             epochs: Vec::new(),
             current: BTreeMap::new(),
+            rows: Vec::new(),
+            row: BTreeMap::new(),
             resumed: false,
             pending: Vec::new(),
             sinks: Vec::new(),
@@ -138,7 +166,9 @@ impl Monitors {
     pub fn put_scalar(&mut self, name: &str, value: f64) {
         let key = self.key(name);
         self.history.entry(key.clone()).or_default().push((self.global_step, value));
+        self.history_epochs.entry(key.clone()).or_default().push(self.epoch_num);
         self.current.insert(key.clone(), value);
+        self.row.insert(key.clone(), value);
         self.push(key, Value::Scalar(value));
     }
 
@@ -170,6 +200,33 @@ impl Monitors {
         self.history.get(name).map_or(&[], Vec::as_slice)
     }
 
+    /// The `epoch_num` at which each value of scalar `name` was put, in the order of
+    /// [`history`](Self::history).
+    pub fn history_epochs(&self, name: &str) -> &[u64] {
+        self.history_epochs.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every scalar put whose record was already sent to the writers, as `(name, global_step,
+    /// epoch_num, value)`, each name's values in the order they were put: what a writer added
+    /// now has not received and will not (the records still waiting reach it).
+    pub(crate) fn published_scalars(&self) -> Vec<(Arc<str>, u64, u64, f64)> {
+        let mut waiting: BTreeMap<&str, usize> = BTreeMap::new();
+        for record in &self.pending {
+            if matches!(record.value, Value::Scalar(_)) {
+                *waiting.entry(&*record.name).or_default() += 1;
+            }
+        }
+        let mut out = Vec::new();
+        for (name, values) in &self.history {
+            let sent = values.len() - waiting.get(&**name).copied().unwrap_or(0).min(values.len());
+            let epochs = self.history_epochs(name);
+            for (i, &(step, value)) in values.iter().take(sent).enumerate() {
+                out.push((name.clone(), step, epochs.get(i).copied().unwrap_or(0), value));
+            }
+        }
+        out
+    }
+
     /// The names of every scalar put so far.
     pub fn scalar_names(&self) -> impl Iterator<Item = &str> {
         self.history.keys().map(|k| &**k)
@@ -191,10 +248,16 @@ impl Monitors {
         self.better.get(name).copied()
     }
 
-    /// The statistics of every finished epoch, oldest first (what `stats.json` holds), including
-    /// the epochs of the runs a resumed run continues.
+    /// The statistics of every finished epoch, oldest first, including the epochs of the runs a
+    /// resumed run continues.
     pub fn epoch_stats(&self) -> &[EpochStats] {
         &self.epochs
+    }
+
+    /// The rows of `stats.json` made so far, oldest first (see [`StatsRow`]), including the rows
+    /// of the runs a resumed run continues.
+    pub fn stats_rows(&self) -> &[StatsRow] {
+        &self.rows
     }
 
     /// Whether the history was restored from a checkpoint (the run is a resumed one).
@@ -202,8 +265,8 @@ impl Monitors {
         self.resumed
     }
 
-    /// The history, the finished epochs' statistics and the current epoch's scalars, as JSON for
-    /// a checkpoint. Non-finite values are kept (as the strings `"NaN"`, `"inf"`, `"-inf"`).
+    /// The history, the finished epochs' statistics, the current epoch's scalars, the rows of
+    /// `stats.json` and the scalars put since the last row, as JSON for a checkpoint. Non-finite values are kept (as the strings `"NaN"`, `"inf"`, `"-inf"`).
     pub(crate) fn save_state(&self) -> serde_json::Value {
         use serde_json::{Map, Value as Json};
         let history: Map<String, Json> = self
@@ -228,10 +291,26 @@ impl Monitors {
                 })
             })
             .collect();
+        let rows: Vec<Json> = self
+            .rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "epoch_num": r.epoch_num,
+                    "global_step": r.global_step,
+                    "scalars": scalars(&mut r.scalars.iter().map(|(k, &v)| (k.as_str(), v))),
+                })
+            })
+            .collect();
+        let history_epochs: Map<String, Json> =
+            self.history_epochs.iter().map(|(name, e)| (name.to_string(), Json::from(e.clone()))).collect();
         serde_json::json!({
             "history": history,
+            "history_epochs": history_epochs,
             "epochs": epochs,
             "current": scalars(&mut self.current.iter().map(|(k, &v)| (&**k, v))),
+            "rows": rows,
+            "row": scalars(&mut self.row.iter().map(|(k, &v)| (&**k, v))),
         })
     }
 
@@ -265,15 +344,68 @@ impl Monitors {
             });
         }
         let current = scalars(&state["current"], "current")?;
-        self.current = current
-            .into_iter()
-            .map(|(name, v)| {
-                let key = history
-                    .get_key_value(name.as_str())
-                    .map_or_else(|| Arc::from(name.as_str()), |(k, _)| Arc::clone(k));
-                (key, v)
-            })
-            .collect();
+        // A checkpoint written before `stats.json` had a row per step holds no rows: its
+        // `stats.json` was one row per epoch, and the current epoch's scalars were to join the
+        // next one.
+        let (rows, row) = match state.get("rows") {
+            Some(saved) => {
+                let mut rows = Vec::new();
+                for entry in saved.as_array().ok_or_else(|| bad("rows"))? {
+                    rows.push(StatsRow {
+                        epoch_num: entry["epoch_num"].as_u64().ok_or_else(|| bad("epoch_num"))?,
+                        global_step: entry["global_step"].as_u64().ok_or_else(|| bad("global_step"))?,
+                        scalars: scalars(&entry["scalars"], "scalars")?,
+                    });
+                }
+                (rows, scalars(&state["row"], "row")?)
+            }
+            None => {
+                let rows = epochs
+                    .iter()
+                    .map(|e| StatsRow {
+                        epoch_num: e.epoch_num,
+                        global_step: e.global_step,
+                        scalars: e.scalars.clone(),
+                    })
+                    .collect();
+                (rows, current.clone())
+            }
+        };
+        let keyed = |map: BTreeMap<String, f64>| -> BTreeMap<Arc<str>, f64> {
+            map.into_iter()
+                .map(|(name, v)| {
+                    let key = history
+                        .get_key_value(name.as_str())
+                        .map_or_else(|| Arc::from(name.as_str()), |(k, _)| Arc::clone(k));
+                    (key, v)
+                })
+                .collect()
+        };
+        // The epoch of each value; a checkpoint written before they were kept gives the epoch
+        // whose end was the first at or after the value's step.
+        let mut history_epochs = BTreeMap::new();
+        for (name, values) in &history {
+            let saved = state.get("history_epochs").and_then(|h| h.get(&**name)).and_then(|e| e.as_array());
+            let list: Vec<u64> = match saved {
+                Some(list) => {
+                    list.iter().map(|e| e.as_u64().ok_or_else(|| bad(name))).collect::<Result<_>>()?
+                }
+                None => values
+                    .iter()
+                    .map(|&(step, _)| {
+                        epochs.iter().find(|e| e.global_step >= step).map_or(0, |e: &EpochStats| e.epoch_num)
+                    })
+                    .collect(),
+            };
+            if list.len() != values.len() {
+                return Err(bad(name));
+            }
+            history_epochs.insert(name.clone(), list);
+        }
+        self.history_epochs = history_epochs;
+        self.current = keyed(current);
+        self.row = keyed(row);
+        self.rows = rows;
         self.history = history;
         self.epochs = epochs;
         self.resumed = true;
@@ -318,13 +450,37 @@ impl Monitors {
         if self.pending.is_empty() {
             return;
         }
+        self.send_batch(None);
+    }
+
+    /// Send the waiting records (maybe none) and `row` in one batch.
+    fn send_batch(&mut self, row: Option<Arc<StatsRow>>) {
         let batch: Arc<[Record]> = self.pending.drain(..).collect();
         for sink in &self.sinks {
             if !sink.sender.queue().failed() {
                 // A writer whose thread ended was recorded as failed, or is when joined.
-                let _ = sink.sender.send_waiting(Message::Records(batch.clone()));
+                let _ = sink.sender.send_waiting(Message::Records(batch.clone(), row.clone()));
             }
         }
+    }
+
+    /// Whether scalars were put since the last row of `stats.json`.
+    #[inline]
+    pub(crate) fn has_row(&self) -> bool {
+        !self.row.is_empty()
+    }
+
+    /// Make a row of `stats.json` of the scalars put since the last one (if any), at the current
+    /// counters, and send it to every writer in one batch with the records waiting.
+    pub(crate) fn end_row(&mut self) {
+        if self.row.is_empty() {
+            self.publish();
+            return;
+        }
+        let scalars = std::mem::take(&mut self.row).into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        let row = StatsRow { epoch_num: self.epoch_num, global_step: self.global_step, scalars };
+        StatsRow::append(&mut self.rows, row.clone());
+        self.send_batch(Some(Arc::new(row)));
     }
 
     /// Tell every writer that the epoch ended, with the epoch's statistics.
@@ -345,10 +501,12 @@ impl Monitors {
         }
     }
 
-    /// Send what waits (the scalars put since the last epoch ended as a last [`EpochStats`]),
-    /// stop every writer and wait for it to finish writing. A writer that failed, now or
+    /// Send what waits (the scalars put since the last row as a last [`StatsRow`], those put
+    /// since the last epoch ended as a last [`EpochStats`]), stop every writer and wait for it
+    /// to finish writing. A writer that failed, now or
     /// before, is in [`writer_failures`](Self::writer_failures); nothing here is an error.
     pub(crate) fn close(&mut self) {
+        self.end_row();
         self.end_epoch();
         for sink in self.sinks.drain(..) {
             let queue = sink.sender.queue().clone();
@@ -379,36 +537,74 @@ impl Drop for Monitors {
     }
 }
 
-/// The writer thread: writes until the channel closes, then closes the writer. At the first
-/// error the writer is disabled (recorded and reported once by `queue`, then dropped); what
-/// still arrives is drained without writing, so that the trainer never waits for it.
+/// The writer thread: writes until the channel closes, then closes the writer; it flushes the
+/// writer each time it has caught up (nothing more waits in the queue). At the first error the
+/// writer is disabled (recorded and reported once by `queue`, then dropped); what still arrives
+/// is drained without writing, so that the trainer never waits for it.
 fn run_sink(sink: impl MonitorSink, receiver: &Receiver<Message>, queue: &WriterQueue) {
     let mut sink = Some(sink);
-    // The global step and epoch of the last records seen.
+    // The global step and epoch of the last records seen, and of the first ones since the last
+    // flush (what a failed flush failed to write).
     let mut at = (0, 0);
-    while let Ok(message) = receiver.recv() {
-        let Some(writer) = sink.as_mut() else { continue };
-        match &message {
-            Message::Records(records) => {
-                if let Some(first) = records.first() {
-                    at = (first.global_step, first.epoch_num);
+    let mut unflushed = None;
+    let mut next = receiver.recv().ok();
+    while let Some(message) = next {
+        if let Some(writer) = sink.as_mut() {
+            match &message {
+                Message::Records(records, row) => {
+                    if let Some(first) = records.first() {
+                        at = (first.global_step, first.epoch_num);
+                    } else if let Some(row) = row {
+                        at = (row.global_step, row.epoch_num);
+                    }
                 }
+                Message::EndEpoch(stats) => at = (stats.global_step, stats.epoch_num),
             }
-            Message::EndEpoch(stats) => at = (stats.global_step, stats.epoch_num),
+            unflushed.get_or_insert(at);
+            let result = shielded(|| match message {
+                Message::Records(records, row) => {
+                    if !records.is_empty() {
+                        writer.write(&records)?;
+                    }
+                    row.map_or(Ok(()), |row| writer.stats_row(&row))
+                }
+                Message::EndEpoch(stats) => writer.end_epoch(&stats),
+            });
+            if let Err(error) = result {
+                queue.fail(error, at.0, at.1);
+                sink = None;
+            }
         }
-        let result = shielded(|| match message {
-            Message::Records(records) => writer.write(&records).and_then(|()| writer.flush()),
-            Message::EndEpoch(stats) => writer.end_epoch(&stats),
-        });
-        if let Err(error) = result {
-            queue.fail(error, at.0, at.1);
-            sink = None;
-        }
+        next = match receiver.try_recv() {
+            Ok(message) => Some(message),
+            // Caught up: push what is buffered out, then wait for more (or until the writer
+            // wants to flush again).
+            Err(TryRecvError::Empty) => loop {
+                if let Some(writer) = sink.as_mut()
+                    && let Err(error) = shielded(|| writer.flush())
+                {
+                    let (step, epoch) = unflushed.unwrap_or(at);
+                    queue.fail(error, step, epoch);
+                    sink = None;
+                }
+                let Some(due) = sink.as_ref().and_then(|w| w.flush_due()) else {
+                    unflushed = None;
+                    break receiver.recv().ok();
+                };
+                match receiver.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                    Ok(message) => break Some(message),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => break None,
+                }
+            },
+            Err(TryRecvError::Disconnected) => None,
+        };
     }
     if let Some(mut writer) = sink
         && let Err(error) = shielded(|| writer.close())
     {
-        queue.fail(error, at.0, at.1);
+        let (step, epoch) = unflushed.unwrap_or(at);
+        queue.fail(error, step, epoch);
     }
 }
 

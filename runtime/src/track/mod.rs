@@ -35,6 +35,7 @@ mod host_memory;
 mod model_summary;
 mod profile;
 mod progress;
+mod recorder;
 mod run_timer;
 mod throughput;
 mod timed;
@@ -52,6 +53,9 @@ pub use host_memory::HostMemoryTracker;
 pub use model_summary::{ModelParams, ModelSummary, ModuleParams, ParamTensor};
 pub use profile::{PROFILE_FILE, StepProfiler};
 pub use progress::ProgressBar;
+pub use recorder::{
+    EpochValues, LOSS_PLOT, LR_PLOT, PLOT_MARGIN, PLOT_SIZE, Recorder, TRAIN_COLOR, VALID_COLOR,
+};
 pub use run_timer::RunTimer;
 pub use throughput::ThroughputTracker;
 pub use timed::{Timed, TimedSet};

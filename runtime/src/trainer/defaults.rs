@@ -56,7 +56,7 @@ impl Default for DefaultCallbacks {
             train_cost: None,
             train_logger: None,
             progress: Some(ProgressBar::new()),
-            tensorboard: Some(TensorBoardWriter),
+            tensorboard: Some(TensorBoardWriter::new()),
             json: Some(JsonWriter),
             printer: Some(ScalarPrinter::new()),
             train_summary: Some(TrainSummaryPrinter::new()),

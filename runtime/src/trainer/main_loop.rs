@@ -104,7 +104,11 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         }
         self.phase = Phase::Trainer;
 
+        // What setup and before_train put is one row of stats.json at the epoch before the
+        // first (tensorpack's JSONWriter writes it in its before_train).
+        self.state.monitors.epoch_num = self.state.counters.epoch_num;
         self.deliver(Event::BeforeTrain)?;
+        self.state.monitors.end_row();
         self.boundary(Boundary::BeforeTrain)?;
         let mut names_checked = false;
         let max_epoch = self.state.counters.max_epoch;
@@ -175,6 +179,14 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                     Event::AfterStep(values),
                 )?;
                 self.deliver(Event::TriggerStep)?;
+                // A row of stats.json at every step where scalars were put; the last step's
+                // scalars join the epoch's row (tensorpack's JSONWriter). The event's records
+                // go with it, in one batch.
+                if self.state.monitors.has_row() && self.state.counters.local_step != steps {
+                    self.state.monitors.end_row();
+                } else if self.state.monitors.has_pending() {
+                    self.state.monitors.publish();
+                }
                 self.boundary(Boundary::Step)?;
             }
             self.state.control.skip_epoch = false;
@@ -186,6 +198,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             }
             self.deliver(Event::AfterEpoch)?;
             self.deliver(Event::TriggerEpoch)?;
+            self.state.monitors.end_row();
             self.state.monitors.end_epoch();
             if self.state.world.is_some() {
                 self.agree_boundary()?;
@@ -274,7 +287,10 @@ fn deliver_in_order<M, K, C: Callbacks<M, K>>(
         }
     }
     *phase = Phase::Trainer;
-    if ctx.state.monitors.has_pending() {
+    // After these three the trainer may make a row of stats.json, sent with the event's records
+    // in one batch (`Monitors::end_row`); after the others the records go now.
+    let row_may_follow = matches!(event, Event::BeforeTrain | Event::TriggerStep | Event::TriggerEpoch);
+    if !row_may_follow && ctx.state.monitors.has_pending() {
         ctx.state.monitors.publish();
     }
     Ok(())

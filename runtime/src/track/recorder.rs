@@ -1,0 +1,321 @@
+//! fastai's `Recorder`: the losses and learning rates of every step, the metrics of every epoch,
+//! and their plots.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value as Json;
+
+use crate::callback::{Callback, Context};
+use crate::error::{Error, Result};
+use crate::fetch::{Fetch, Fetched};
+use crate::monitor::encode_png;
+use crate::state::{Image, json_f64, parse_f64, write_atomic};
+
+/// The file `plot_loss` writes at the end of training, in the log directory.
+pub const LOSS_PLOT: &str = "loss.png";
+/// The file `plot_lr` writes at the end of training, in the log directory.
+pub const LR_PLOT: &str = "lr.png";
+
+/// The width and height of the plots, in pixels.
+pub const PLOT_SIZE: (u32, u32) = (640, 480);
+/// The empty border around a plot's area, in pixels.
+pub const PLOT_MARGIN: u32 = 20;
+/// The colour of the training loss and of the learning rate (RGB).
+pub const TRAIN_COLOR: [u8; 3] = [31, 119, 180];
+/// The colour of the validation loss (RGB).
+pub const VALID_COLOR: [u8; 3] = [255, 127, 14];
+
+static LOSS: [Fetch; 1] = [Fetch::host("loss")];
+
+/// One epoch as the [`Recorder`] saw it (fastai's `Recorder.values`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpochValues {
+    /// The epoch (1-based).
+    pub epoch_num: u64,
+    /// The global step at its end.
+    pub global_step: u64,
+    /// The mean of the training loss over the epoch's steps.
+    pub train_loss: f64,
+    /// The validation loss put during the epoch (the scalar named by
+    /// [`Recorder::valid_loss`]), if any.
+    pub valid_loss: Option<f64>,
+    /// Each metric named by [`Recorder::metrics`] that was put during the epoch: its last value.
+    pub metrics: BTreeMap<String, f64>,
+}
+
+/// Records the training loss and the learning rate of every step, and the training loss, the
+/// validation loss and the metrics of every epoch, then plots them: fastai's `Recorder`, with
+/// `plot_loss` and `plot_lr` (fastai v1's name; v2's is `plot_sched`).
+///
+/// - The loss of every step is the step's `"loss"` output, fetched at every step: one transfer
+///   per step, as fastai reads `loss.item()` at every batch. fastai plots a smoothed loss; this
+///   records the raw one (its mean per epoch is `train_loss`).
+/// - The learning rate of every step is the `learning_rate` hyper-parameter the step used.
+/// - At each epoch's end (`trigger_epoch`, ordered after the callbacks that put the validation
+///   loss and the metrics: register it after them), the validation loss and each metric are the
+///   values put during the epoch, read from the monitors' history: fastai's `Recorder` computes
+///   them itself; here the validation (an `InferenceRunner`) puts them and the recorder reads
+///   them by name.
+/// - At the end of training (`after_train`, also after a stop or an error), `loss.png` and
+///   `lr.png` are written to the log directory (on the chief), unless
+///   [`plots(false)`](Self::plots); [`plot_loss`](Self::plot_loss) and
+///   [`plot_lr`](Self::plot_lr) write them anywhere at any time.
+/// - Its records are saved in checkpoints: a resumed run's plots show the whole run.
+///
+/// The plots are 640 × 480 PNG images drawn with plotters: white, with the plot's area inside a
+/// 20-pixel border and a light grey frame, the x axis the global step, each line scaled to the
+/// area (from its minimum at the bottom to its maximum at the top). They carry no text (no axis
+/// labels, ticks or legend): drawing text needs a font, and this crate ships none and reads none
+/// from the system. The training loss and the learning rate are drawn in blue
+/// ([`TRAIN_COLOR`]), the validation loss, one point per epoch joined by a line, in orange
+/// ([`VALID_COLOR`]).
+///
+/// ```
+/// use burn_stoker::track::Recorder;
+///
+/// // fastai: learn.recorder.plot_loss(); here at the end of training, into the log directory.
+/// let recorder = Recorder::new().valid_loss("validation_cost").metrics(["validation_error"]);
+/// # let _ = recorder;
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Recorder {
+    valid_loss: Option<String>,
+    metrics: Vec<String>,
+    no_plots: bool,
+    losses: Vec<(u64, f64)>,
+    lrs: Vec<(u64, f64)>,
+    values: Vec<EpochValues>,
+    /// Where the current epoch's steps start in `losses`.
+    epoch_start: usize,
+}
+
+impl Recorder {
+    /// Records the training loss and learning rate; no validation loss, no metrics.
+    pub fn new() -> Self {
+        Recorder::default()
+    }
+
+    /// Read the validation loss of each epoch from the scalar `name` (what validation puts, e.g.
+    /// `validation_cost`).
+    pub fn valid_loss(mut self, name: impl Into<String>) -> Self {
+        self.valid_loss = Some(name.into());
+        self
+    }
+
+    /// Read these scalars as the metrics of each epoch.
+    pub fn metrics<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.metrics = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Whether to write `loss.png` and `lr.png` at the end of training (yes by default).
+    pub fn plots(mut self, write: bool) -> Self {
+        self.no_plots = !write;
+        self
+    }
+
+    /// The training loss of every step, `(global_step, loss)`.
+    pub fn losses(&self) -> &[(u64, f64)] {
+        &self.losses
+    }
+
+    /// The learning rate of every step, `(global_step, learning rate)`.
+    pub fn lrs(&self) -> &[(u64, f64)] {
+        &self.lrs
+    }
+
+    /// Every finished epoch.
+    pub fn values(&self) -> &[EpochValues] {
+        &self.values
+    }
+
+    /// Plot the training loss of every step (blue) and the validation loss of every epoch
+    /// (orange, at the epoch's last step) to a PNG file at `path`, written atomically.
+    pub fn plot_loss(&self, path: impl AsRef<Path>) -> Result<()> {
+        let valid: Vec<(u64, f64)> =
+            self.values.iter().filter_map(|v| Some((v.global_step, v.valid_loss?))).collect();
+        write_plot(path.as_ref(), &[(&self.losses, TRAIN_COLOR), (&valid, VALID_COLOR)])
+    }
+
+    /// Plot the learning rate of every step (blue) to a PNG file at `path`, written atomically.
+    pub fn plot_lr(&self, path: impl AsRef<Path>) -> Result<()> {
+        write_plot(path.as_ref(), &[(&self.lrs, TRAIN_COLOR)])
+    }
+}
+
+impl<M> Callback<M> for Recorder {
+    fn fetches(&self) -> &[Fetch] {
+        &LOSS
+    }
+
+    fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
+        let loss: f32 = values.get("loss")?;
+        let step = ctx.global_step();
+        self.losses.push((step, f64::from(loss)));
+        self.lrs.push((step, ctx.learning_rate()));
+        Ok(())
+    }
+
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let epoch = ctx.epoch_num();
+        let monitors = ctx.monitors_ref();
+        // The last value of `name` put during this epoch.
+        let this_epoch = |name: &str| {
+            let history = monitors.history(name);
+            let epochs = monitors.history_epochs(name);
+            history.iter().zip(epochs).rev().find(|&(_, &e)| e == epoch).map(|(&(_, v), _)| v)
+        };
+        let steps = &self.losses[self.epoch_start.min(self.losses.len())..];
+        let train_loss = if steps.is_empty() {
+            f64::NAN
+        } else {
+            steps.iter().map(|&(_, l)| l).sum::<f64>() / steps.len() as f64
+        };
+        let valid_loss = self.valid_loss.as_deref().and_then(this_epoch);
+        let metrics = self.metrics.iter().filter_map(|m| Some((m.clone(), this_epoch(m)?))).collect();
+        self.values.push(EpochValues {
+            epoch_num: epoch,
+            global_step: ctx.global_step(),
+            train_loss,
+            valid_loss,
+            metrics,
+        });
+        self.epoch_start = self.losses.len();
+        Ok(())
+    }
+
+    fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if self.no_plots || self.losses.is_empty() {
+            return Ok(());
+        }
+        self.plot_loss(ctx.log_dir().join(LOSS_PLOT))?;
+        self.plot_lr(ctx.log_dir().join(LR_PLOT))
+    }
+
+    fn save_state(&self) -> Result<Option<Json>> {
+        let pairs = |p: &[(u64, f64)]| {
+            Json::Array(p.iter().map(|&(s, v)| Json::from(vec![Json::from(s), json_f64(v)])).collect())
+        };
+        let values: Vec<Json> = self
+            .values
+            .iter()
+            .map(|v| {
+                let metrics: serde_json::Map<String, Json> =
+                    v.metrics.iter().map(|(k, &x)| (k.clone(), json_f64(x))).collect();
+                serde_json::json!({
+                    "epoch_num": v.epoch_num,
+                    "global_step": v.global_step,
+                    "train_loss": json_f64(v.train_loss),
+                    "valid_loss": v.valid_loss.map(json_f64),
+                    "metrics": metrics,
+                })
+            })
+            .collect();
+        Ok(Some(serde_json::json!({
+            "losses": pairs(&self.losses),
+            "lrs": pairs(&self.lrs),
+            "values": values,
+            "epoch_start": self.epoch_start,
+        })))
+    }
+
+    fn load_state(&mut self, state: Json) -> Result<()> {
+        let bad = || Error::checkpoint(format!("the saved state of Recorder is malformed: {state}"));
+        let pairs = |key: &str| -> Result<Vec<(u64, f64)>> {
+            state[key]
+                .as_array()
+                .ok_or_else(bad)?
+                .iter()
+                .map(|p| Some((p.get(0)?.as_u64()?, parse_f64(p.get(1)?)?)))
+                .collect::<Option<_>>()
+                .ok_or_else(bad)
+        };
+        let (losses, lrs) = (pairs("losses")?, pairs("lrs")?);
+        let mut values = Vec::new();
+        for v in state["values"].as_array().ok_or_else(bad)? {
+            let metrics = v["metrics"]
+                .as_object()
+                .ok_or_else(bad)?
+                .iter()
+                .map(|(k, x)| Some((k.clone(), parse_f64(x)?)))
+                .collect::<Option<_>>()
+                .ok_or_else(bad)?;
+            values.push(EpochValues {
+                epoch_num: v["epoch_num"].as_u64().ok_or_else(bad)?,
+                global_step: v["global_step"].as_u64().ok_or_else(bad)?,
+                train_loss: parse_f64(&v["train_loss"]).ok_or_else(bad)?,
+                valid_loss: if v["valid_loss"].is_null() {
+                    None
+                } else {
+                    Some(parse_f64(&v["valid_loss"]).ok_or_else(bad)?)
+                },
+                metrics,
+            });
+        }
+        self.epoch_start = state["epoch_start"].as_u64().ok_or_else(bad)? as usize;
+        (self.losses, self.lrs, self.values) = (losses, lrs, values);
+        Ok(())
+    }
+}
+
+/// A line to draw: its points `(global_step, value)` and its colour.
+type Line<'a> = (&'a [(u64, f64)], [u8; 3]);
+
+/// Draw `lines` (points, colour) into one plot, each scaled to the plot's area, and write it as a
+/// PNG file.
+fn write_plot(path: &Path, lines: &[Line<'_>]) -> Result<()> {
+    let png = draw_plot(lines).map_err(|e| Error::msg(format!("drawing {}: {e}", path.display())))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    write_atomic(path, &png).map_err(|e| Error::io(PathBuf::from(path), e))
+}
+
+/// The PNG bytes of the plot.
+fn draw_plot(lines: &[Line<'_>]) -> std::result::Result<Vec<u8>, String> {
+    use plotters::prelude::*;
+    let (width, height) = PLOT_SIZE;
+    let mut pixels = vec![0u8; width as usize * height as usize * 3];
+    let finite = |points: &[(u64, f64)]| -> Vec<(f64, f64)> {
+        points.iter().filter(|(_, v)| v.is_finite()).map(|&(s, v)| (s as f64, v)).collect()
+    };
+    // One x range for every line: the steps.
+    let all: Vec<(f64, f64)> = lines.iter().flat_map(|(p, _)| finite(p)).collect();
+    let (x0, x1) = range(all.iter().map(|p| p.0));
+    {
+        let root = BitMapBackend::with_buffer(&mut pixels, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        // A light grey frame around the plot's area, in place of axes.
+        let (m, w, h) = (PLOT_MARGIN as i32, width as i32, height as i32);
+        root.draw(&Rectangle::new(
+            [(m - 2, m - 2), (w - m + 1, h - m + 1)],
+            ShapeStyle::from(&RGBColor(200, 200, 200)),
+        ))
+        .map_err(|e| e.to_string())?;
+        let area = root.margin(PLOT_MARGIN, PLOT_MARGIN, PLOT_MARGIN, PLOT_MARGIN);
+        for (points, [r, g, b]) in lines {
+            let points = finite(points);
+            if points.is_empty() {
+                continue;
+            }
+            let (y0, y1) = range(points.iter().map(|p| p.1));
+            let mut chart =
+                ChartBuilder::on(&area).build_cartesian_2d(x0..x1, y0..y1).map_err(|e| e.to_string())?;
+            chart
+                .draw_series(LineSeries::new(points, ShapeStyle::from(&RGBColor(*r, *g, *b)).stroke_width(2)))
+                .map_err(|e| e.to_string())?;
+        }
+        root.present().map_err(|e| e.to_string())?;
+    }
+    encode_png(&Image { height, width, channels: 3, pixels })
+}
+
+/// The smallest and largest of `values`, widened to a range that is not empty.
+fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    if hi > lo { (lo, hi) } else { (lo - 0.5, hi + 0.5) }
+}
