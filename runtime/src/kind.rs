@@ -108,6 +108,10 @@ impl<C: CallbackKind> CallbackKind for crate::trigger::PeriodicCallback<C> {
 impl<C: CallbackKind, P> CallbackKind for crate::trigger::EnableCallbackIf<C, P> {
     const NAME: &'static str = C::NAME;
 }
+// A named callback (`InferenceRunner(test)`) is designated by its type's name too.
+impl<C: CallbackKind> CallbackKind for crate::callback::Named<C> {
+    const NAME: &'static str = C::NAME;
+}
 
 // The savers: `MinSaver` and `MaxSaver` are one generic type.
 impl<const MAX: bool> CallbackKind for crate::saver::BestSaver<MAX> {

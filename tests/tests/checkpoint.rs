@@ -709,6 +709,66 @@ fn min_and_max_savers_keep_the_best_across_a_resume() {
     assert_eq!(tmp_leftovers(&root), Vec::<PathBuf>::new());
 }
 
+/// The values of `val` for the named savers' test (epoch 1 first).
+const NAMED_VALS: [f64; 6] = [5.0, 3.0, 1.0, 2.0, 4.0, 1.5];
+
+/// Puts `val` at each trigger, before every MinSaver (however named): the DSL's order target
+/// designates `MinSaver(val)` and `MinSaver(even)` alike.
+#[callback(on = trigger)]
+#[order(before = MinSaver)]
+fn put_named_val<M>(ctx: &mut Context<'_, M>) {
+    let value = NAMED_VALS[ctx.epoch_num() as usize - 1];
+    ctx.monitors().put_scalar("val", value);
+}
+
+/// Two MinSavers of one statistic: the best of every epoch, and (named `even`) the best of the
+/// even epochs, in a `#[derive(Callbacks)]` struct; registered before the callback that puts
+/// the statistic, which its order constraint moves ahead of both.
+#[derive(Callbacks)]
+struct NamedSavers {
+    saver: ModelSaver,
+    best: MinSaver,
+    even: Named<PeriodicTrigger<MinSaver>>,
+    put: PutNamedVal,
+}
+
+fn named_savers() -> NamedSavers {
+    NamedSavers {
+        saver: ModelSaver::new(10),
+        best: MinSaver::new("val"),
+        even: PeriodicTrigger::new(MinSaver::new("val").copy_name("min-val-even"))
+            .every_k_epochs(2)
+            .named("even"),
+        put: PutNamedVal,
+    }
+}
+
+#[test]
+fn named_savers_of_one_statistic_keep_their_state_apart_across_a_resume() {
+    let dir = scratch_dir("named-savers");
+    let root = dir.join("checkpoints");
+    trainer(&dir, 5).callbacks(named_savers()).train(step_fn).unwrap();
+    // Best of all (5, 3, 1, 2, 4): 1.0 in epoch 3; of the even epochs (3, 2): 2.0 in epoch 4.
+    let latest = Checkpoint::latest(&dir).unwrap().unwrap();
+    assert_eq!(latest.global_step(), 25);
+    assert_eq!(latest.callback_state("MinSaver(val)"), Some(&serde_json::json!({ "best": 1.0 })));
+    assert_eq!(latest.callback_state("MinSaver(even)"), Some(&serde_json::json!({ "best": 2.0 })));
+    let copy = |name: &str| {
+        let c = Checkpoint::read(root.join(name)).unwrap();
+        (c.epoch_num(), c.global_step())
+    };
+    assert_eq!((copy("min-val"), copy("min-val-even")), ((3, 15), (4, 20)));
+
+    // Epoch 6 puts 1.5: better than the even epochs' 2.0, not than 1.0. Each saver resumed with
+    // its own best, so only the even copy moves.
+    trainer(&dir, 6).auto_resume(true).callbacks(named_savers()).train(step_fn).unwrap();
+    let latest = Checkpoint::latest(&dir).unwrap().unwrap();
+    assert_eq!(latest.global_step(), 30);
+    assert_eq!(latest.callback_state("MinSaver(val)"), Some(&serde_json::json!({ "best": 1.0 })));
+    assert_eq!(latest.callback_state("MinSaver(even)"), Some(&serde_json::json!({ "best": 1.5 })));
+    assert_eq!((copy("min-val"), copy("min-val-even")), ((3, 15), (6, 30)));
+}
+
 /// Sleeps at the end of each epoch.
 struct Sleep(Duration);
 

@@ -380,7 +380,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         for (i, name) in names.iter().enumerate() {
             if names[..i].contains(name) {
                 return Err(Error::Order(format!(
-                    "two callbacks are named `{name}`; give one another name so that order constraints and errors can tell them apart"
+                    "two callbacks are named `{name}`; give one another name with `.named(\"...\")` (`{}(...)`: burn_stoker::callback::Named) so that checkpointed state, order constraints and errors can tell them apart",
+                    crate::callback::type_part(name)
                 )));
             }
         }
