@@ -140,7 +140,7 @@ kinds! {
     crate::debug::TerminateOnNaN => TerminateOnNaN;
     crate::debug::StartProcOrThread => StartProcOrThread;
     <C> crate::debug::StepTimeout<C> => StepTimeout;
-    crate::saver::ModelSaver => ModelSaver;
+    <T> crate::saver::ModelSaver<T> => ModelSaver;
     crate::saver::SaveBestState => SaveBestState;
     crate::param::LrSchedulerSetter => LrSchedulerSetter;
     crate::param::HumanHyperParamSetter => HumanHyperParamSetter;

@@ -20,7 +20,7 @@ mod step;
 
 pub use base::{Callback, CallbackReturn, Flow, deliver};
 pub use context::Context;
-pub(crate) use context::{Control, TrainState};
+pub(crate) use context::{CheckpointRequest, Control, TrainState};
 pub use counters::{Counters, counters_before_step};
 pub(crate) use event::for_each_event;
 pub use event::{Event, Phase};

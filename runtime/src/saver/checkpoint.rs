@@ -49,6 +49,8 @@ pub(crate) struct Content {
     pub(crate) monitors: Json,
     pub(crate) epoch_num: u64,
     pub(crate) global_step: u64,
+    /// When it is written, in seconds since the Unix epoch (the manifest's `time`).
+    pub(crate) time: f64,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -124,12 +126,18 @@ struct Index {
     /// Checkpoints kept forever by `keep_every_n_hours`.
     #[serde(default)]
     kept_forever: Vec<String>,
-    /// The time the last checkpoint kept forever was written (or the first checkpoint's).
+    /// When the run that last wrote here started (seconds since the Unix epoch), from which
+    /// `keep_every_n_hours` counts.
     #[serde(default)]
-    anchor_time: Option<f64>,
+    run_start: Option<f64>,
+    /// A checkpoint pushed out of the most recent ones is kept forever when it was written after
+    /// this time (`run_start` plus one period, one more period for each kept).
+    #[serde(default)]
+    next_keep: Option<f64>,
 }
 
-fn now() -> f64 {
+/// The system's time, in seconds since the Unix epoch.
+pub(crate) fn now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
@@ -248,7 +256,7 @@ fn write_dir(root: &Path, name: &str, content: &Content) -> std::io::Result<Path
             format: FORMAT_VERSION,
             epoch_num: content.epoch_num,
             global_step: content.global_step,
-            time: now(),
+            time: content.time,
             files,
             checksum: None,
         };
@@ -382,7 +390,13 @@ fn read_index(root: &Path) -> Option<Index> {
 
 /// Write `content` as checkpoint `step-<global_step>` in `root`, name it in the index, and remove
 /// the checkpoints `policy` does not keep. Returns the checkpoint's directory.
-pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Result<PathBuf> {
+///
+/// `keep_every_n_hours` is `tf.train.Saver`'s rule (tensorpack's `ModelSaver` hands it over):
+/// from the start of the run (`run_start`), a checkpoint pushed out of the `max_to_keep` most
+/// recent ones is kept forever when it was written more than N hours after the start, and the
+/// next one kept must be written more than N hours after that threshold (2N, 3N... from the
+/// start). Kept forever means not deleted: nothing extra is written.
+pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy, run_start: f64) -> Result<PathBuf> {
     let name = checkpoint_name(content.global_step);
     let fail = |what: &str, path: &Path, e: std::io::Error| {
         Error::checkpoint_from(
@@ -403,11 +417,11 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Resu
     // The checkpoints kept forever carry a mark of their own: the index may be lost.
     index.kept_forever =
         present.iter().map(|(_, n)| n.clone()).filter(|n| root.join(n).join(KEEP_FILE).exists()).collect();
-    if index.anchor_time.is_none() {
-        index.anchor_time = match index.kept_forever.last() {
-            Some(kept) => Some(written_at(kept)),
-            None => present.first().map(|(_, first)| written_at(first)),
-        };
+    // A new run counts its hours from its own start, as a new `tf.train.Saver` does.
+    let period = policy.keep_every_n_hours.map(|hours| hours * 3600.0);
+    if index.run_start != Some(run_start) || index.next_keep.is_none() {
+        index.run_start = Some(run_start);
+        index.next_keep = period.map(|period| run_start + period);
     }
     let recent_from = present.len().saturating_sub(policy.max_to_keep.max(1));
     let mut remove = Vec::new();
@@ -415,15 +429,14 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Resu
         if position >= recent_from || index.kept_forever.contains(old) {
             continue;
         }
-        if let (Some(hours), Some(anchor)) = (policy.keep_every_n_hours, index.anchor_time) {
-            let written = written_at(old);
-            if written >= anchor + hours * 3600.0 {
-                let kept = root.join(old);
-                mark_kept_forever(&kept).map_err(|e| fail("marking", &kept.join(KEEP_FILE), e))?;
-                index.kept_forever.push(old.clone());
-                index.anchor_time = Some(written);
-                continue;
-            }
+        if let (Some(period), Some(next_keep)) = (period, index.next_keep)
+            && written_at(old) > next_keep
+        {
+            let kept = root.join(old);
+            mark_kept_forever(&kept).map_err(|e| fail("marking", &kept.join(KEEP_FILE), e))?;
+            index.kept_forever.push(old.clone());
+            index.next_keep = Some(next_keep + period);
+            continue;
         }
         remove.push(old.clone());
     }
