@@ -235,7 +235,10 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             checkpoint::write_copy(&root, &copy, &content)?;
         }
         // One checkpoint per folder asked for (each ModelSaver's `checkpoint_dir`), the same
-        // content in each, stamped with the time its saver's clock gives.
+        // content in each, stamped with the time its saver's clock gives; `<log dir>/checkpoints`
+        // last, so that the run's last checkpoint is the one `auto_resume` reads when it has one.
+        let mut requests = requests;
+        requests.sort_by_key(|request| request.root.is_none());
         for request in requests {
             let folder = request.root.as_deref().unwrap_or(&root);
             content.time = request.time.unwrap_or_else(checkpoint::now);
