@@ -179,7 +179,7 @@ mod tests {
     use burn::lr_scheduler::linear::LinearLrSchedulerConfig;
     use burn::nn::Linear;
 
-    use crate::callback::Callback;
+    use crate::callback::{Callback, CallbackExt};
     use crate::debug::{
         CallbackFactory, DumpTensors, StartProcOrThread, StepTimeout, TensorPrinter, TerminateOnNaN,
     };
@@ -241,6 +241,7 @@ mod tests {
                 "EnableCallbackIf(GradientAccumulation)",
                 chief_only(EnableCallbackIf::new(GradientAccumulation::new(2), |_| true)),
             ),
+            ("Named(GradientClip)", chief_only(GradientClip::new(1.0).named("first"))),
             (
                 "Box<dyn Callback>(GradientClip)",
                 chief_only(Box::new(GradientClip::new(1.0)) as Box<dyn Callback<Linear>>),
@@ -273,6 +274,7 @@ mod tests {
             ("StartProcOrThread", chief_only(StartProcOrThread::new())),
             ("CallbackFactory", chief_only(CallbackFactory::<Linear>::new().trigger(|_| {}))),
             ("PeriodicTrigger(ModelSaver)", chief_only(PeriodicTrigger::new(ModelSaver::new(1)))),
+            ("Named(ModelSaver)", chief_only(ModelSaver::new(1).named("archive"))),
         ];
         for (name, chief_only) in every_rank {
             assert!(!chief_only, "{name} must run on every rank");
