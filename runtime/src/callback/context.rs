@@ -204,7 +204,8 @@ impl<M> Context<'_, M> {
     /// boundary: after the current step's `trigger_step`, or after the current epoch's
     /// `trigger_epoch` and statistics, or before the first step when asked during `setup` or
     /// `before_train`. Every callback has then handled the event, so the checkpoint holds their
-    /// states as of that moment. [`ModelSaver`](crate::saver::ModelSaver) calls this.
+    /// states as of that moment. [`ModelSaver`](crate::saver::ModelSaver) asks the same way, into its
+    /// own folder when given a `checkpoint_dir`.
     ///
     /// The checkpoint goes to `<log dir>/checkpoints/`; a second request at one boundary for that
     /// folder replaces the first one's policy.
