@@ -795,4 +795,45 @@ mod tests {
             "inside checkpoints/, a folder of that name is fine"
         );
     }
+
+    /// Writes a checkpoint of `global_step` at `minutes` after `base` into `root`, for a run
+    /// started `start` minutes after `base`, keeping 1 and one per half hour.
+    fn write_at(root: &Path, base: f64, global_step: u64, minutes: f64, start: f64) {
+        let content = Content {
+            model: vec![1],
+            optimizer: vec![2],
+            trainer: serde_json::json!({}),
+            monitors: serde_json::json!({}),
+            epoch_num: 1,
+            global_step,
+            time: base + minutes * 60.0,
+        };
+        let policy = KeepPolicy { max_to_keep: 1, keep_every_n_hours: Some(0.5) };
+        write(root, &content, &policy, base + start * 60.0).unwrap();
+    }
+
+    #[test]
+    fn checkpoint_keep_every_n_hours_counts_from_each_runs_own_start() {
+        let root = std::env::temp_dir().join(format!("stoker-unit-keep-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let base = 1.0e9;
+        // Run A, started at 0: minutes 27, 47, ..., 167 (steps 5..40). Kept (thresholds 30, 60,
+        // 90, 120, then 150): 47, 67, 107, 127.
+        for (k, minutes) in [27.0, 47.0, 67.0, 87.0, 107.0, 127.0, 147.0, 167.0].into_iter().enumerate() {
+            write_at(&root, base, 5 * (k as u64 + 1), minutes, 0.0);
+        }
+        let kept = |root: &Path| read_index(root).unwrap().kept_forever;
+        assert_eq!(kept(&root), ["step-10", "step-15", "step-25", "step-30"]);
+        // Run B, resumed at minute 200, counts from its own start (threshold 230), as a new
+        // `tf.train.Saver` does: step-40 (167) and step-45 (227) are not kept, step-50 (247) is.
+        // Had it gone on from run A's threshold (150), step-40 would have been kept.
+        for (step, minutes) in [(45, 227.0), (50, 247.0), (55, 267.0)] {
+            write_at(&root, base, step, minutes, 200.0);
+        }
+        assert_eq!(kept(&root), ["step-10", "step-15", "step-25", "step-30", "step-50"]);
+        let mut on_disk: Vec<String> = list(&root).unwrap().into_iter().map(|(_, n)| n).collect();
+        on_disk.sort_by_key(|n| step_of(n));
+        assert_eq!(on_disk, ["step-10", "step-15", "step-25", "step-30", "step-50", "step-55"]);
+        fs::remove_dir_all(&root).unwrap();
+    }
 }
