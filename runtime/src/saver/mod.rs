@@ -85,9 +85,11 @@ use crate::track::{Clock, MonotonicClock};
 /// # let _ = (saver, archive);
 /// ```
 ///
-/// **`keep_every_n_hours`**, tensorpack's `keep_checkpoint_every_n_hours` (0.5 by default), is
-/// `tf.train.Saver`'s rule, which tensorpack hands it to: "keep" means "do not delete", never
-/// "write". The hours count from the saver's setup (the start of the run); a checkpoint pushed
+/// # Checkpoints kept forever
+///
+/// [`keep_every_n_hours`](Self::keep_every_n_hours), tensorpack's
+/// `keep_checkpoint_every_n_hours` (0.5 by default), is `tf.train.Saver`'s rule, which
+/// tensorpack hands it to: "keep" means "do not delete", never "write". The hours count from the saver's setup (the start of the run); a checkpoint pushed
 /// out of the `max_to_keep` most recent ones is kept forever when it was written more than N
 /// hours after the start, and then the next one kept must be written more than 2N hours after
 /// the start, and so on. With checkpoints every 20 minutes, `max_to_keep` 1 and N = 0.5, those
@@ -133,7 +135,7 @@ impl<T> ModelSaver<T> {
     /// Also keep forever one checkpoint per `hours` hours of training (tensorpack's
     /// `keep_checkpoint_every_n_hours`, 0.5 by default; fractions of an hour are fine;
     /// `f64::INFINITY` keeps none beyond the `max_to_keep` most recent, as TensorFlow's default
-    /// of 10,000 hours does). See [the rule](ModelSaver#keep_every_n_hours).
+    /// of 10,000 hours does). See [the rule](ModelSaver#checkpoints-kept-forever).
     pub fn keep_every_n_hours(mut self, hours: f64) -> Self {
         self.policy.keep_every_n_hours = Some(hours);
         self
