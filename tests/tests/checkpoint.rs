@@ -1,7 +1,9 @@
 //! Checkpoints under damage: a truncated or altered file is detected, named, and the checkpoint
 //! before it is used; a log directory that cannot be written fails before any step; a full disk
 //! leaves the earlier checkpoints intact and no half-written one; a NaN loss is never saved;
-//! MinSaver / MaxSaver keep the best across a resume; keep_every_n_hours keeps checkpoints forever.
+//! MinSaver / MaxSaver keep the best across a resume, named ones each their own;
+//! keep_every_n_hours keeps checkpoints forever by tf.train.Saver's rule on a manual clock; two
+//! ModelSavers write into their own folders.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

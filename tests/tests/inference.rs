@@ -1,7 +1,8 @@
 //! InferenceRunner and its inferencers: the true error over a whole set with batches of any size,
 //! scalar means over datapoints, several inferencers in one pass with one transfer per batch,
 //! precision / recall / F1, neon's per-class statistics, a user's inferencer, results in the
-//! monitors; and the learning-rate schedule.
+//! monitors; two named runners (a validation and a test set) with tensorpack's prefixes; and the
+//! learning-rate schedule.
 
 use std::sync::{Arc, Mutex};
 
