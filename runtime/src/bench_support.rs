@@ -9,7 +9,6 @@ use burn::optim::ModuleOptimizer;
 use crate::Result;
 use crate::callback::{Callbacks, Control, Counters, Event, TrainState};
 use crate::state::HyperParams;
-use crate::state::KeepPolicy;
 use crate::state::Monitors;
 use crate::trainer::Run;
 
@@ -31,7 +30,6 @@ pub fn time_event_delivery<M: Module, K, C: Callbacks<M, K>>(
             monitors: Monitors::new(),
             control: Control::default(),
             log_dir: PathBuf::new(),
-            checkpoint_policy: KeepPolicy::default(),
             rank: 0,
             world_size: 1,
             world: None,

@@ -70,10 +70,12 @@ impl CallbackArgs {
     }
 
     /// A [`ModelSaver`] keeping `--history` checkpoints, triggered every `--serialize` epochs;
-    /// `None` without `--serialize`.
+    /// `None` without `--serialize`. As neon's, it keeps no other checkpoint (no hourly one:
+    /// `keep_every_n_hours(f64::INFINITY)`).
     pub fn saver(&self) -> Option<PeriodicTrigger<ModelSaver>> {
         let every = self.serialize?;
-        Some(PeriodicTrigger::new(ModelSaver::new(self.history as usize)).every_k_epochs(every))
+        let saver = ModelSaver::new(self.history as usize).keep_every_n_hours(f64::INFINITY);
+        Some(PeriodicTrigger::new(saver).every_k_epochs(every))
     }
 
     /// The program's validation callback, triggered every `--eval_freq` epochs; `None` without

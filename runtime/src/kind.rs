@@ -108,6 +108,10 @@ impl<C: CallbackKind> CallbackKind for crate::trigger::PeriodicCallback<C> {
 impl<C: CallbackKind, P> CallbackKind for crate::trigger::EnableCallbackIf<C, P> {
     const NAME: &'static str = C::NAME;
 }
+// A named callback (`InferenceRunner(test)`) is designated by its type's name too.
+impl<C: CallbackKind> CallbackKind for crate::callback::Named<C> {
+    const NAME: &'static str = C::NAME;
+}
 
 // The savers: `MinSaver` and `MaxSaver` are one generic type.
 impl<const MAX: bool> CallbackKind for crate::saver::BestSaver<MAX> {
@@ -137,7 +141,7 @@ kinds! {
     crate::debug::TerminateOnNaN => TerminateOnNaN;
     crate::debug::StartProcOrThread => StartProcOrThread;
     <C> crate::debug::StepTimeout<C> => StepTimeout;
-    crate::saver::ModelSaver => ModelSaver;
+    <T> crate::saver::ModelSaver<T> => ModelSaver;
     crate::saver::SaveBestState => SaveBestState;
     crate::param::LrSchedulerSetter => LrSchedulerSetter;
     crate::param::HumanHyperParamSetter => HumanHyperParamSetter;
@@ -180,7 +184,7 @@ mod tests {
     use burn::lr_scheduler::linear::LinearLrSchedulerConfig;
     use burn::nn::Linear;
 
-    use crate::callback::Callback;
+    use crate::callback::{Callback, CallbackExt};
     use crate::debug::{
         CallbackFactory, DumpTensors, StartProcOrThread, StepTimeout, TensorPrinter, TerminateOnNaN,
     };
@@ -242,6 +246,7 @@ mod tests {
                 "EnableCallbackIf(GradientAccumulation)",
                 chief_only(EnableCallbackIf::new(GradientAccumulation::new(2), |_| true)),
             ),
+            ("Named(GradientClip)", chief_only(GradientClip::new(1.0).named("first"))),
             (
                 "Box<dyn Callback>(GradientClip)",
                 chief_only(Box::new(GradientClip::new(1.0)) as Box<dyn Callback<Linear>>),
@@ -275,6 +280,7 @@ mod tests {
             ("StartProcOrThread", chief_only(StartProcOrThread::new())),
             ("CallbackFactory", chief_only(CallbackFactory::<Linear>::new().trigger(|_| {}))),
             ("PeriodicTrigger(ModelSaver)", chief_only(PeriodicTrigger::new(ModelSaver::new(1)))),
+            ("Named(ModelSaver)", chief_only(ModelSaver::new(1).named("archive"))),
         ];
         for (name, chief_only) in every_rank {
             assert!(!chief_only, "{name} must run on every rank");

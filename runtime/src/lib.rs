@@ -68,15 +68,16 @@ pub use burn_stoker_macros::{Callbacks, callback, fetch, order};
 /// (`burn_stoker::trainer::Trainer`).
 pub mod prelude {
     pub use crate::{
-        Callbacks, callback, callback::Callback, callback::Callbacks, callback::Context, callback::Counters,
-        callback::Flow, callback::Order, fetch, fetch::Fetch, fetch::Fetched, fetch::Outputs,
-        inference::ClassificationError, inference::InferenceRunner, inference::ScalarStats,
-        kind::CallbackKind, order, param::HumanHyperParamSetter, param::HyperParamSetterWithFunc,
-        param::LrSchedulerSetter, param::ReduceLrOnPlateau, param::ScheduledHyperParamSetter,
-        param::StatMonitorParamSetter, saver::MaxSaver, saver::MinSaver, saver::ModelSaver,
-        state::SharedParam, stop::EarlyStopping, track::ProgressBar, trainer::DefaultCallbacks,
-        trainer::LogDirPolicy, trainer::Outcome, trainer::Step, trainer::TrainError, trainer::TrainReport,
-        trainer::Trainer, trigger::EnableCallbackIf, trigger::PeriodicCallback, trigger::PeriodicTrigger,
+        Callbacks, callback, callback::Callback, callback::CallbackExt, callback::Callbacks,
+        callback::Context, callback::Counters, callback::Flow, callback::Named, callback::Order, fetch,
+        fetch::Fetch, fetch::Fetched, fetch::Outputs, inference::ClassificationError,
+        inference::InferenceRunner, inference::ScalarStats, kind::CallbackKind, order,
+        param::HumanHyperParamSetter, param::HyperParamSetterWithFunc, param::LrSchedulerSetter,
+        param::ReduceLrOnPlateau, param::ScheduledHyperParamSetter, param::StatMonitorParamSetter,
+        saver::MaxSaver, saver::MinSaver, saver::ModelSaver, state::SharedParam, stop::EarlyStopping,
+        track::ProgressBar, trainer::DefaultCallbacks, trainer::LogDirPolicy, trainer::Outcome,
+        trainer::Step, trainer::TrainError, trainer::TrainReport, trainer::Trainer,
+        trigger::EnableCallbackIf, trigger::PeriodicCallback, trigger::PeriodicTrigger,
     };
 }
 

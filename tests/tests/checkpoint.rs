@@ -1,7 +1,9 @@
 //! Checkpoints under damage: a truncated or altered file is detected, named, and the checkpoint
 //! before it is used; a log directory that cannot be written fails before any step; a full disk
 //! leaves the earlier checkpoints intact and no half-written one; a NaN loss is never saved;
-//! MinSaver / MaxSaver keep the best across a resume; keep_every_n_hours keeps checkpoints forever.
+//! MinSaver / MaxSaver keep the best across a resume, named ones each their own;
+//! keep_every_n_hours keeps checkpoints forever by tf.train.Saver's rule on a manual clock; two
+//! ModelSavers write into their own folders.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,6 +16,7 @@ use burn::optim::AdamConfig;
 use burn::tensor::{Device, Tensor, TensorData};
 use burn_stoker::debug::TerminateOnNaN;
 use burn_stoker::prelude::*;
+use burn_stoker::track::ManualClock;
 use burn_stoker::{Error, saver::Checkpoint};
 use serde_json::Value as Json;
 use stoker_tests::reads::count_reads;
@@ -709,6 +712,66 @@ fn min_and_max_savers_keep_the_best_across_a_resume() {
     assert_eq!(tmp_leftovers(&root), Vec::<PathBuf>::new());
 }
 
+/// The values of `val` for the named savers' test (epoch 1 first).
+const NAMED_VALS: [f64; 6] = [5.0, 3.0, 1.0, 2.0, 4.0, 1.5];
+
+/// Puts `val` at each trigger, before every MinSaver (however named): the DSL's order target
+/// designates `MinSaver(val)` and `MinSaver(even)` alike.
+#[callback(on = trigger)]
+#[order(before = MinSaver)]
+fn put_named_val<M>(ctx: &mut Context<'_, M>) {
+    let value = NAMED_VALS[ctx.epoch_num() as usize - 1];
+    ctx.monitors().put_scalar("val", value);
+}
+
+/// Two MinSavers of one statistic: the best of every epoch, and (named `even`) the best of the
+/// even epochs, in a `#[derive(Callbacks)]` struct; registered before the callback that puts
+/// the statistic, which its order constraint moves ahead of both.
+#[derive(Callbacks)]
+struct NamedSavers {
+    saver: ModelSaver,
+    best: MinSaver,
+    even: Named<PeriodicTrigger<MinSaver>>,
+    put: PutNamedVal,
+}
+
+fn named_savers() -> NamedSavers {
+    NamedSavers {
+        saver: ModelSaver::new(10),
+        best: MinSaver::new("val"),
+        even: PeriodicTrigger::new(MinSaver::new("val").copy_name("min-val-even"))
+            .every_k_epochs(2)
+            .named("even"),
+        put: PutNamedVal,
+    }
+}
+
+#[test]
+fn named_savers_of_one_statistic_keep_their_state_apart_across_a_resume() {
+    let dir = scratch_dir("named-savers");
+    let root = dir.join("checkpoints");
+    trainer(&dir, 5).callbacks(named_savers()).train(step_fn).unwrap();
+    // Best of all (5, 3, 1, 2, 4): 1.0 in epoch 3; of the even epochs (3, 2): 2.0 in epoch 4.
+    let latest = Checkpoint::latest(&dir).unwrap().unwrap();
+    assert_eq!(latest.global_step(), 25);
+    assert_eq!(latest.callback_state("MinSaver(val)"), Some(&serde_json::json!({ "best": 1.0 })));
+    assert_eq!(latest.callback_state("MinSaver(even)"), Some(&serde_json::json!({ "best": 2.0 })));
+    let copy = |name: &str| {
+        let c = Checkpoint::read(root.join(name)).unwrap();
+        (c.epoch_num(), c.global_step())
+    };
+    assert_eq!((copy("min-val"), copy("min-val-even")), ((3, 15), (4, 20)));
+
+    // Epoch 6 puts 1.5: better than the even epochs' 2.0, not than 1.0. Each saver resumed with
+    // its own best, so only the even copy moves.
+    trainer(&dir, 6).auto_resume(true).callbacks(named_savers()).train(step_fn).unwrap();
+    let latest = Checkpoint::latest(&dir).unwrap().unwrap();
+    assert_eq!(latest.global_step(), 30);
+    assert_eq!(latest.callback_state("MinSaver(val)"), Some(&serde_json::json!({ "best": 1.0 })));
+    assert_eq!(latest.callback_state("MinSaver(even)"), Some(&serde_json::json!({ "best": 1.5 })));
+    assert_eq!((copy("min-val"), copy("min-val-even")), ((3, 15), (6, 30)));
+}
+
 /// Sleeps at the end of each epoch.
 struct Sleep(Duration);
 
@@ -723,62 +786,148 @@ fn manifest_time(dir: &Path) -> f64 {
     read_json(&dir.join("manifest.json"))["time"].as_f64().unwrap()
 }
 
-#[test]
-fn keep_every_n_hours_keeps_checkpoints_forever() {
-    const PERIOD: f64 = 0.040;
-    let dir = scratch_dir("keep-hours");
-    let root = dir.join("checkpoints");
-    let saver = ModelSaver::new(1).keep_every_n_hours(PERIOD / 3600.0);
-    trainer(&dir, 8).callbacks((Sleep(Duration::from_millis(15)), saver)).train(step_fn).unwrap();
+/// Moves a manual clock: 7 minutes in `before_train`, then 20 minutes at the end of each epoch
+/// (before the savers' trigger), so that epoch `e`'s checkpoint is written `7 + 20 e` minutes
+/// after the start: 27, 47, 67, 87, 107, 127, 147, 167.
+struct Minutes(ManualClock);
 
+#[callback]
+#[order(before = ModelSaver)]
+impl Minutes {
+    #[on(before_train)]
+    fn start(&mut self) {
+        self.0.advance(Duration::from_secs(7 * 60));
+    }
+    #[on(trigger_epoch)]
+    fn epoch(&mut self) {
+        self.0.advance(Duration::from_secs(20 * 60));
+    }
+}
+
+/// Train 8 epochs (5 steps each) with `saver` on a manual clock moved by [`Minutes`]; the
+/// checkpoint folders left in `checkpoints/` and the index's list of those kept forever.
+fn hourly_run(
+    name: &str,
+    saver: impl FnOnce(ModelSaver) -> ModelSaver,
+) -> (PathBuf, Vec<String>, Vec<String>) {
+    let dir = scratch_dir(name);
+    let root = dir.join("checkpoints");
+    let clock = ManualClock::new();
+    let saver = saver(ModelSaver::new(1)).clock(clock.clone());
+    trainer(&dir, 8).callbacks((Minutes(clock), saver)).train(step_fn).unwrap();
     let index = read_json(&root.join("index.json"));
     assert_eq!(index["latest"], "step-40");
-    let kept = names(&index["kept_forever"]);
-    assert!(!kept.is_empty(), "{index}");
-    assert!(!kept.contains(&"step-40".to_string()), "{index}");
-    // On disk: exactly the ones kept forever and the latest, as the index lists them.
-    let mut expected = kept.clone();
-    expected.push("step-40".into());
-    assert_eq!(step_dirs(&root), expected);
-    assert_eq!(names(&index["checkpoints"]), expected);
-    let times: Vec<f64> = kept
-        .iter()
-        .map(|name| {
-            Checkpoint::read(root.join(name)).unwrap();
-            manifest_time(&root.join(name))
-        })
-        .collect();
-    for pair in times.windows(2) {
-        assert!(pair[1] - pair[0] >= PERIOD, "kept {kept:?} at {times:?}");
+    assert_eq!(names(&index["checkpoints"]), step_dirs(&root), "the index lists what is on disk");
+    (dir, step_dirs(&root), names(&index["kept_forever"]))
+}
+
+#[test]
+fn checkpoint_keep_every_n_hours_is_half_an_hour_by_default_with_tensorflows_rule() {
+    // tensorpack's default, 0.5 hours: the threshold starts 30 minutes after the start and moves
+    // 30 minutes on with each checkpoint kept. Pushed out by the next one (max_to_keep 1):
+    // 27 > 30? no; 47 > 30 kept (next 60); 67 > 60 kept (90); 87 > 90? no; 107 > 90 kept (120);
+    // 127 > 120 kept (150); 147 > 150? no. Kept: epochs 2, 3, 5, 6.
+    let (dir, on_disk, kept) = hourly_run("keep-default", |saver| saver);
+    assert_eq!(kept, ["step-10", "step-15", "step-25", "step-30"]);
+    assert_eq!(on_disk, ["step-10", "step-15", "step-25", "step-30", "step-40"]);
+    // Each written when its saver's clock says: 20 minutes apart, from the manifests.
+    let root = dir.join("checkpoints");
+    let minutes =
+        |name: &str| (manifest_time(&root.join(name)) - manifest_time(&root.join("step-10"))) / 60.0;
+    for (name, expected) in [("step-15", 20.0), ("step-25", 60.0), ("step-30", 80.0), ("step-40", 120.0)] {
+        assert!((minutes(name) - expected).abs() < 1e-3, "{name}: {} minutes after step-10", minutes(name));
+    }
+    for name in &kept {
+        assert!(root.join(name).join("keep").is_file(), "{name} carries its keep mark");
+        Checkpoint::read(root.join(name)).unwrap();
     }
 
-    // The checkpoints kept forever stay so when the index is lost: each carries a mark.
-    std::fs::remove_file(root.join("index.json")).unwrap();
-    trainer(&dir, 9)
-        .auto_resume(true)
-        .callbacks((Sleep(Duration::from_millis(15)), ModelSaver::new(1).keep_every_n_hours(PERIOD / 3600.0)))
-        .train(step_fn)
-        .unwrap();
-    let kept_after = names(&read_json(&root.join("index.json"))["kept_forever"]);
-    assert!(
-        kept.iter().all(|k| kept_after.contains(k)),
-        "{kept:?} survive the loss of the index: {kept_after:?}"
-    );
-    let mut expected = kept_after.clone();
-    expected.push("step-45".into());
-    assert_eq!(step_dirs(&root), expected);
+    // One hour: thresholds 60, 120, 180. 47 no; 67 > 60 kept (120); 87, 107 no; 127 > 120 kept
+    // (180); 147 no.
+    let (_, on_disk, kept) = hourly_run("keep-one-hour", |saver| saver.keep_every_n_hours(1.0));
+    assert_eq!(kept, ["step-15", "step-30"]);
+    assert_eq!(on_disk, ["step-15", "step-30", "step-40"]);
 
-    // Without keep_every_n_hours, only the latest remains.
-    let dir = scratch_dir("keep-one");
-    let root = dir.join("checkpoints");
-    trainer(&dir, 8)
-        .callbacks((Sleep(Duration::from_millis(15)), ModelSaver::new(1)))
+    // Infinity keeps none beyond the most recent (TensorFlow's 10,000 hours).
+    let (dir, on_disk, kept) = hourly_run("keep-never", |saver| saver.keep_every_n_hours(f64::INFINITY));
+    assert_eq!((on_disk, kept), (vec!["step-40".to_string()], Vec::<String>::new()));
+    // The kept marks outlive the index: after a run that keeps, a resumed run without the index
+    // and with no hourly keeping still leaves them alone.
+    let (dir_kept, _, kept) = hourly_run("keep-marks", |saver| saver);
+    std::fs::remove_file(dir_kept.join("checkpoints/index.json")).unwrap();
+    trainer(&dir_kept, 9)
+        .auto_resume(true)
+        .callbacks(ModelSaver::new(1).keep_every_n_hours(f64::INFINITY))
         .train(step_fn)
         .unwrap();
-    assert_eq!(step_dirs(&root), ["step-40"]);
-    let index = read_json(&root.join("index.json"));
-    assert_eq!(names(&index["checkpoints"]), ["step-40"]);
-    assert_eq!(names(&index["kept_forever"]), Vec::<String>::new());
+    let index = read_json(&dir_kept.join("checkpoints/index.json"));
+    assert_eq!(names(&index["kept_forever"]), kept);
+    assert_eq!(
+        step_dirs(&dir_kept.join("checkpoints")),
+        ["step-10", "step-15", "step-25", "step-30", "step-45"]
+    );
+    let _ = dir;
+}
+
+#[test]
+fn checkpoint_keep_every_n_hours_must_be_positive() {
+    let error = trainer(&scratch_dir("keep-zero"), 1)
+        .callbacks(ModelSaver::new(1).keep_every_n_hours(0.0))
+        .train(step_fn)
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "callback `ModelSaver` failed in setup: ModelSaver: keep_every_n_hours must be positive, not 0"
+    );
+}
+
+#[test]
+fn checkpoint_two_model_savers_write_into_their_own_folders() {
+    let dir = scratch_dir("two-savers");
+    let root = dir.join("checkpoints");
+    let archive_dir = dir.join("archive");
+    let savers = || {
+        (
+            ModelSaver::new(2),
+            PeriodicTrigger::new(ModelSaver::new(10).checkpoint_dir(&archive_dir))
+                .every_k_epochs(2)
+                .named("archive"),
+        )
+    };
+    trainer(&dir, 5).callbacks(savers()).train(step_fn).unwrap();
+    // Every epoch, the last 2; every second epoch, all of them, in the archive.
+    assert_eq!(step_dirs(&root), ["step-20", "step-25"]);
+    assert_eq!(step_dirs(&archive_dir), ["step-10", "step-20"]);
+    assert_eq!(read_json(&archive_dir.join("index.json"))["latest"], "step-20");
+    assert_eq!(read_json(&root.join("index.json"))["latest"], "step-25");
+    // One content, written twice.
+    assert_eq!(
+        Checkpoint::read(archive_dir.join("step-20")).unwrap().model_bytes(),
+        Checkpoint::read(root.join("step-20")).unwrap().model_bytes()
+    );
+    // Resume from the archive (epoch 5 again): the default saver writes step-25 anew, the
+    // archive is not due.
+    let probe = Probe::default();
+    trainer(&dir, 5).resume_from(&archive_dir).callbacks((savers(), probe.clone())).train(step_fn).unwrap();
+    assert_eq!((probe.start(), probe.steps()), (20, 5));
+    assert_eq!(step_dirs(&root), ["step-20", "step-25"]);
+    assert_eq!(step_dirs(&archive_dir), ["step-10", "step-20"]);
+
+    // Two savers in one folder would prune each other's checkpoints: refused at setup.
+    let other = scratch_dir("two-savers-one-folder");
+    let error = trainer(&other, 1)
+        .callbacks((
+            ModelSaver::new(2),
+            ModelSaver::new(3).checkpoint_dir(other.join("checkpoints")).named("b"),
+        ))
+        .train(step_fn)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with("callback `ModelSaver(b)` failed in setup: ModelSaver: another ModelSaver of this run writes into ")
+            && error.ends_with("give one a folder of its own with .checkpoint_dir(...)"),
+        "{error}"
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! InferenceRunner and its inferencers: the true error over a whole set with batches of any size,
 //! scalar means over datapoints, several inferencers in one pass with one transfer per batch,
 //! precision / recall / F1, neon's per-class statistics, a user's inferencer, results in the
-//! monitors; and the learning-rate schedule.
+//! monitors; two named runners (a validation and a test set) with tensorpack's prefixes; and the
+//! learning-rate schedule.
 
 use std::sync::{Arc, Mutex};
 
@@ -487,5 +488,139 @@ fn multi_label_stats_name_a_wrong_shape() {
     assert_eq!(
         validate(1, runner).unwrap_err().to_string(),
         "callback `InferenceRunner` failed in trigger_epoch: MultiLabelStats: `predicted` has shape [3, 2]; expected [batch, 3], one column per class (cat, dog, bird)"
+    );
+}
+
+/// A test set unlike [`validation_batches`]: 4 samples (1 wrong, cost 1.0) and 1 sample (0
+/// wrong, cost 6.0). True error 1/5 = 0.2; cost (4 x 1.0 + 1 x 6.0) / 5 = 2.0.
+fn test_batches() -> Vec<(Tensor<1>, Tensor<1>)> {
+    let device = burn_stoker::device::cpu();
+    let batch = |wrong: Vec<f32>, cost: f32| {
+        let n = wrong.len();
+        (
+            Tensor::from_data(TensorData::new(wrong, [n]), &device),
+            Tensor::from_data(TensorData::new(vec![cost], [1]), &device),
+        )
+    };
+    vec![batch(vec![1.0, 0.0, 0.0, 0.0], 1.0), batch(vec![0.0], 6.0)]
+}
+
+/// Records, at each trigger, the latest value of each of `NAMES` (in that order), ordered by
+/// the constraints it is given.
+struct Latest(Captured, Order);
+
+const NAMES: [&str; 4] = ["validation_error", "validation_cost", "test_error", "test_cost"];
+
+impl Callback<Linear> for Latest {
+    fn name(&self) -> std::borrow::Cow<'static, str> {
+        format!("Latest({:?})", self.1).into()
+    }
+    fn order(&self) -> Order {
+        self.1.clone()
+    }
+    fn trigger(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let values = NAMES.iter().map(|n| ctx.monitors_ref().latest(n)).collect();
+        self.0.lock().unwrap().push(values);
+        Ok(())
+    }
+}
+
+#[test]
+fn named_runners_validate_and_test_on_two_sets_with_tensorpacks_prefixes() {
+    let device = burn_stoker::device::cpu();
+    let dir = scratch_dir("named-runners");
+    let forward = |_model: &Linear, (wrong, cost): (Tensor<1>, Tensor<1>), out: &mut Outputs| {
+        let n = wrong.dims()[0];
+        out.put("wrong", wrong);
+        out.put("cost", cost);
+        n
+    };
+    // tensorpack's names: `validation_error` / `validation_<name>` by default, the test set's
+    // with its own summary name and prefix.
+    let validation = InferenceRunner::new(validation_batches(), forward)
+        .with(ClassificationError::new("wrong", "validation_error"))
+        .with(ScalarStats::new(["cost"]));
+    let test = InferenceRunner::new(test_batches(), forward)
+        .with(ClassificationError::new("wrong", "test_error"))
+        .with(ScalarStats::new(["cost"]).prefix("test"))
+        .named("test");
+    assert_eq!(Callback::<Linear>::name(&test), "InferenceRunner(test)");
+    let (validation_counts, test_counts) = (validation.counts(), test.inner().counts());
+    // `InferenceRunner` designates both runners; `InferenceRunner(test)` the test runner alone.
+    let (after_both, before_test) = (Captured::default(), Captured::default());
+    let callbacks = (
+        Latest(after_both.clone(), Order::none().after("InferenceRunner")),
+        Latest(before_test.clone(), Order::none().before("InferenceRunner(test)")),
+        validation,
+        test,
+    );
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+        .max_epoch(2)
+        .log_dir(&dir)
+        .default_callbacks(DefaultCallbacks {
+            json: Some(burn_stoker::monitor::JsonWriter),
+            ..DefaultCallbacks::none()
+        })
+        .callbacks(callbacks)
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .unwrap();
+    assert_eq!((validation_counts.passes(), validation_counts.batches()), (2, 4));
+    assert_eq!((test_counts.passes(), test_counts.batches()), (2, 4));
+    let all = vec![Some(0.5), Some(0.875), Some(0.2), Some(2.0)];
+    assert_eq!(*after_both.lock().unwrap(), vec![all.clone(), all.clone()]);
+    // Ordered before the test runner (and registered before the validation runner): in epoch 1
+    // it sees nothing yet, in epoch 2 the results of epoch 1.
+    assert_eq!(*before_test.lock().unwrap(), vec![vec![None; 4], all]);
+
+    // stats.json: each epoch's row holds both runners' results under their names.
+    let stats: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("stats.json")).unwrap()).unwrap();
+    for epoch in [1, 2] {
+        let row = stats
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|row| row["epoch_num"] == epoch && row.get("test_cost").is_some())
+            .unwrap_or_else(|| panic!("no row of epoch {epoch} with the test results: {stats}"));
+        for (name, value) in
+            [("validation_error", 0.5), ("validation_cost", 0.875), ("test_error", 0.2), ("test_cost", 2.0)]
+        {
+            assert_eq!(row[name].as_f64(), Some(value), "{name} in epoch {epoch}: {row}");
+        }
+        assert_eq!(row["global_step"], epoch * 2);
+    }
+}
+
+#[test]
+fn named_runners_without_names_are_refused_with_the_way_to_name_them() {
+    let device = burn_stoker::device::cpu();
+    let forward = |_model: &Linear, (wrong, _cost): (Tensor<1>, Tensor<1>), out: &mut Outputs| {
+        out.put("wrong", wrong);
+    };
+    let runner =
+        |batches| InferenceRunner::new(batches, forward).with(ClassificationError::new("wrong", "e"));
+    let error =
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+            .log_dir(scratch_dir("named-runners-refused"))
+            .default_callbacks(DefaultCallbacks::none())
+            .callbacks((runner(validation_batches()), runner(test_batches())))
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "two callbacks are named `InferenceRunner`; give one another name with `.named(\"...\")` (`InferenceRunner(...)`: burn_stoker::callback::Named) so that checkpointed state, order constraints and errors can tell them apart"
+    );
+    // An empty label is refused at setup, naming the type.
+    let error =
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+            .log_dir(scratch_dir("named-runners-empty"))
+            .default_callbacks(DefaultCallbacks::none())
+            .callbacks((runner(validation_batches()), runner(test_batches()).named(" ")))
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "callback `InferenceRunner( )` failed in setup: InferenceRunner: the label given to .named(...) must be a non-empty word, not \" \""
     );
 }

@@ -368,7 +368,7 @@ fn callback_names_that_repeat_are_refused_before_anything_runs() {
     assert!(matches!(error, Error::Order(_)), "{error:?}");
     assert_eq!(
         error.to_string(),
-        "two callbacks are named `A`; give one another name so that order constraints and errors can tell them apart"
+        "two callbacks are named `A`; give one another name with `.named(\"...\")` (`A(...)`: burn_stoker::callback::Named) so that checkpointed state, order constraints and errors can tell them apart"
     );
     assert!(take(&log).is_empty(), "nothing ran, not even setup");
 

@@ -131,6 +131,37 @@ fn signal_sigint_stops_at_the_next_step_boundary() {
 }
 
 #[test]
+fn signal_writes_a_checkpoint_into_every_savers_folder() {
+    let _serial = serial();
+    let dir = scratch_dir("signal-two-savers");
+    let archive = dir.join("archive");
+    let seen = Seen::default();
+    let savers = (
+        ModelSaver::new(3),
+        PeriodicTrigger::new(ModelSaver::new(10).checkpoint_dir(&archive)).every_k_epochs(2).named("archive"),
+    );
+    let raise = RaiseAt { signal: libc::SIGINT, step: 7, epoch_end: false };
+    let report = train(trainer(&dir, 4), (raise, savers, seen.clone()), &seen).unwrap();
+    // The default folder is written last: the report names its checkpoint.
+    assert_eq!(
+        report.outcome,
+        Outcome::Interrupted { signal: "SIGINT".into(), checkpoint: Some(checkpoint_dir(&dir, 7)) }
+    );
+    let steps = |root: &Path| -> Vec<u64> {
+        let mut steps: Vec<u64> = std::fs::read_dir(root)
+            .unwrap()
+            .filter_map(|e| e.unwrap().file_name().to_str()?.strip_prefix("step-")?.parse().ok())
+            .collect();
+        steps.sort();
+        steps
+    };
+    // Epoch 1's checkpoint, then the interrupt's at step 7 in both (the archive was not due yet).
+    assert_eq!(steps(&dir.join("checkpoints")), [5, 7]);
+    assert_eq!(steps(&archive), [7]);
+    assert_eq!(Checkpoint::latest(&archive).unwrap().unwrap().global_step(), 7);
+}
+
+#[test]
 fn signal_sigterm_stops_at_the_next_step_boundary() {
     let _serial = serial();
     assert_stops_at(libc::SIGTERM, "SIGTERM", 3, false);

@@ -18,14 +18,31 @@ pub(crate) struct Control {
     /// and no checkpoint is written from then on.
     pub(crate) non_finite: Option<(String, u64)>,
     pub(crate) skip_epoch: bool,
-    /// A checkpoint to write at the next boundary, with what to keep.
-    pub(crate) checkpoint: Option<KeepPolicy>,
+    /// The checkpoints to write at the next boundary: where, with what to keep.
+    pub(crate) checkpoints: Vec<CheckpointRequest>,
+    /// Where each [`ModelSaver`](crate::saver::ModelSaver) of the run writes, registered at its
+    /// setup: a checkpoint written without a saver asking (on an interrupt) goes to each.
+    pub(crate) savers: Vec<CheckpointRequest>,
     /// Copies of that checkpoint to write (MinSaver / MaxSaver folders).
     pub(crate) copies: Vec<String>,
     /// How training ended, set when the loop is over (what `after_train` sees).
     pub(crate) outcome: Option<Outcome>,
     /// The error that ended training, as text, with [`Outcome::Failed`].
     pub(crate) failure: Option<String>,
+}
+
+/// A checkpoint to write: into which folder of checkpoints, keeping what, written when.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CheckpointRequest {
+    /// The folder of checkpoints; `None`: `<log dir>/checkpoints`.
+    pub(crate) root: Option<std::path::PathBuf>,
+    pub(crate) policy: KeepPolicy,
+    /// The time it is written, in seconds since the Unix epoch, from the saver's clock;
+    /// `None`: the system's time when written.
+    pub(crate) time: Option<f64>,
+    /// When the saver's run started (seconds since the Unix epoch), from which
+    /// `keep_every_n_hours` counts; `None`: the trainer's start.
+    pub(crate) run_start: Option<f64>,
 }
 
 /// Everything the trainer holds that a callback may read or change.
@@ -37,8 +54,6 @@ pub(crate) struct TrainState<M> {
     pub(crate) monitors: Monitors,
     pub(crate) control: Control,
     pub(crate) log_dir: std::path::PathBuf,
-    /// What to keep when a checkpoint is written without a saver asking (on an interrupt).
-    pub(crate) checkpoint_policy: KeepPolicy,
     /// This rank and the number of ranks in data-parallel training (0 and 1 otherwise).
     pub(crate) rank: usize,
     pub(crate) world_size: usize,
@@ -189,9 +204,22 @@ impl<M> Context<'_, M> {
     /// boundary: after the current step's `trigger_step`, or after the current epoch's
     /// `trigger_epoch` and statistics, or before the first step when asked during `setup` or
     /// `before_train`. Every callback has then handled the event, so the checkpoint holds their
-    /// states as of that moment. [`ModelSaver`](crate::saver::ModelSaver) calls this.
+    /// states as of that moment. [`ModelSaver`](crate::saver::ModelSaver) asks the same way, into its
+    /// own folder when given a `checkpoint_dir`.
+    ///
+    /// The checkpoint goes to `<log dir>/checkpoints/`; a second request at one boundary for that
+    /// folder replaces the first one's policy.
     pub fn request_checkpoint(&mut self, policy: KeepPolicy) {
-        self.state.control.checkpoint = Some(policy);
+        self.request(CheckpointRequest { root: None, policy, time: None, run_start: None });
+    }
+    /// Ask for a checkpoint into `request.root` (one per folder at a boundary: a second
+    /// request for a folder replaces the first).
+    pub(crate) fn request(&mut self, request: CheckpointRequest) {
+        let pending = &mut self.state.control.checkpoints;
+        match pending.iter_mut().find(|r| r.root == request.root) {
+            Some(earlier) => *earlier = request,
+            None => pending.push(request),
+        }
     }
     /// Write the checkpoint of the next boundary also as the complete copy
     /// `checkpoints/<name>/` (replacing the previous copy of that name once complete).

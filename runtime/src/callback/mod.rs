@@ -4,12 +4,14 @@
 //! `step` (the events inside a step: [`StepLoss`], [`StepGradients`], [`StepHooks`]),
 //! `counters` ([`Counters`]), `context` ([`Context`] over the trainer's state), `order`
 //! ([`Order`] and its topological sort), `base` (the [`Callback`] trait, [`Flow`], delivery) and
-//! `set` ([`Callbacks`]: tuples, `Vec`s, `Option`s of callbacks).
+//! `set` ([`Callbacks`]: tuples, `Vec`s, `Option`s of callbacks), `named` ([`Named`]: any
+//! callback under a name of its own, [`CallbackExt::named`]).
 
 mod base;
 mod context;
 mod counters;
 mod event;
+mod named;
 mod order;
 mod period;
 mod set;
@@ -18,10 +20,12 @@ mod step;
 
 pub use base::{Callback, CallbackReturn, Flow, deliver};
 pub use context::Context;
-pub(crate) use context::{Control, TrainState};
+pub(crate) use context::{CheckpointRequest, Control, TrainState};
 pub use counters::{Counters, counters_before_step};
 pub(crate) use event::for_each_event;
 pub use event::{Event, Phase};
+pub(crate) use named::type_part;
+pub use named::{CallbackExt, Named};
 pub use order::{Order, resolve_order, short_type_name};
 pub use period::{Period, PeriodSetting};
 pub use set::{CallbackInfo, Callbacks, Single, StateOp};

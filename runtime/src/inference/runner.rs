@@ -116,7 +116,19 @@ impl InferenceCounts {
 /// data-parallel runner every rank still takes part in the one exchange, and a pass cut short on
 /// any rank puts nothing on any rank.
 ///
-/// The parameters' defaults let an order target name the bare type: `#[order(after = InferenceRunner)]`.
+/// **Several runners** (a validation set and a test set, tensorpack's runners of two
+/// `tower_name`s): the names of a run's callbacks are unique, so name the second one,
+/// `.named("test")` ([`CallbackExt::named`](crate::callback::CallbackExt::named)), which makes it
+/// `InferenceRunner(test)`. The scalars are named by the inferencers, as tensorpack names them:
+/// [`ScalarStats`] prefixes `validation_` by default (`.prefix("test")` for `test_cost`),
+/// [`ClassificationError`](super::ClassificationError) takes its summary name
+/// (`validation_error`, tensorpack's `val-error-top1`...), and
+/// [`BinaryClassificationStats`](super::BinaryClassificationStats) prefixes `val_`; two runners
+/// whose inferencers put the same name put that scalar twice, so give the test set's its own
+/// prefix.
+///
+/// The parameters' defaults let an order target name the bare type: `#[order(after = InferenceRunner)]`,
+/// which designates every runner, named or not (`InferenceRunner(test)` designates that one alone).
 pub struct InferenceRunner<D = (), F = ()> {
     data: D,
     forward: F,

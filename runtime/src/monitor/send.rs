@@ -340,8 +340,9 @@ impl SendMonitorData {
         self
     }
 
-    /// The callback's name (`SendMonitorData(<names>)` by default): two of them watching the
-    /// same scalars need different names.
+    /// Name the callback `SendMonitorData(<name>)` (`SendMonitorData(<names>)` by default), the
+    /// name [`CallbackExt::named`](crate::callback::CallbackExt::named) gives any callback: two
+    /// of them watching the same scalars need different names.
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.label = Some(name.into());
         self
@@ -358,7 +359,7 @@ impl SendMonitorData {
 impl<M> Callback<M> for SendMonitorData {
     fn name(&self) -> Cow<'static, str> {
         match &self.label {
-            Some(label) => Cow::Owned(label.clone()),
+            Some(label) => Cow::Owned(format!("SendMonitorData({label})")),
             None => Cow::Owned(format!("SendMonitorData({})", self.template.names.join(","))),
         }
     }
@@ -477,8 +478,9 @@ impl SendStat {
         self
     }
 
-    /// The callback's name (`SendStat(<names>)` by default): two of them watching the same
-    /// scalars need different names.
+    /// Name the callback `SendStat(<name>)` (`SendStat(<names>)` by default), the
+    /// name [`CallbackExt::named`](crate::callback::CallbackExt::named) gives any callback: two
+    /// of them watching the same scalars need different names.
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.label = Some(name.into());
         self
@@ -488,7 +490,7 @@ impl SendStat {
 impl<M> Callback<M> for SendStat {
     fn name(&self) -> Cow<'static, str> {
         match &self.label {
-            Some(label) => Cow::Owned(label.clone()),
+            Some(label) => Cow::Owned(format!("SendStat({label})")),
             None => Cow::Owned(format!("SendStat({})", self.template.names.join(","))),
         }
     }

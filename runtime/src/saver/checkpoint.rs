@@ -49,6 +49,8 @@ pub(crate) struct Content {
     pub(crate) monitors: Json,
     pub(crate) epoch_num: u64,
     pub(crate) global_step: u64,
+    /// When it is written, in seconds since the Unix epoch (the manifest's `time`).
+    pub(crate) time: f64,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -124,12 +126,18 @@ struct Index {
     /// Checkpoints kept forever by `keep_every_n_hours`.
     #[serde(default)]
     kept_forever: Vec<String>,
-    /// The time the last checkpoint kept forever was written (or the first checkpoint's).
+    /// When the run that last wrote here started (seconds since the Unix epoch), from which
+    /// `keep_every_n_hours` counts.
     #[serde(default)]
-    anchor_time: Option<f64>,
+    run_start: Option<f64>,
+    /// A checkpoint pushed out of the most recent ones is kept forever when it was written after
+    /// this time (`run_start` plus one period, one more period for each kept).
+    #[serde(default)]
+    next_keep: Option<f64>,
 }
 
-fn now() -> f64 {
+/// The system's time, in seconds since the Unix epoch.
+pub(crate) fn now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
@@ -248,7 +256,7 @@ fn write_dir(root: &Path, name: &str, content: &Content) -> std::io::Result<Path
             format: FORMAT_VERSION,
             epoch_num: content.epoch_num,
             global_step: content.global_step,
-            time: now(),
+            time: content.time,
             files,
             checksum: None,
         };
@@ -382,7 +390,13 @@ fn read_index(root: &Path) -> Option<Index> {
 
 /// Write `content` as checkpoint `step-<global_step>` in `root`, name it in the index, and remove
 /// the checkpoints `policy` does not keep. Returns the checkpoint's directory.
-pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Result<PathBuf> {
+///
+/// `keep_every_n_hours` is `tf.train.Saver`'s rule (tensorpack's `ModelSaver` hands it over):
+/// from the start of the run (`run_start`), a checkpoint pushed out of the `max_to_keep` most
+/// recent ones is kept forever when it was written more than N hours after the start, and the
+/// next one kept must be written more than N hours after that threshold (2N, 3N... from the
+/// start). Kept forever means not deleted: nothing extra is written.
+pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy, run_start: f64) -> Result<PathBuf> {
     let name = checkpoint_name(content.global_step);
     let fail = |what: &str, path: &Path, e: std::io::Error| {
         Error::checkpoint_from(
@@ -403,11 +417,11 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Resu
     // The checkpoints kept forever carry a mark of their own: the index may be lost.
     index.kept_forever =
         present.iter().map(|(_, n)| n.clone()).filter(|n| root.join(n).join(KEEP_FILE).exists()).collect();
-    if index.anchor_time.is_none() {
-        index.anchor_time = match index.kept_forever.last() {
-            Some(kept) => Some(written_at(kept)),
-            None => present.first().map(|(_, first)| written_at(first)),
-        };
+    // A new run counts its hours from its own start, as a new `tf.train.Saver` does.
+    let period = policy.keep_every_n_hours.map(|hours| hours * 3600.0);
+    if index.run_start != Some(run_start) || index.next_keep.is_none() {
+        index.run_start = Some(run_start);
+        index.next_keep = period.map(|period| run_start + period);
     }
     let recent_from = present.len().saturating_sub(policy.max_to_keep.max(1));
     let mut remove = Vec::new();
@@ -415,15 +429,14 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy) -> Resu
         if position >= recent_from || index.kept_forever.contains(old) {
             continue;
         }
-        if let (Some(hours), Some(anchor)) = (policy.keep_every_n_hours, index.anchor_time) {
-            let written = written_at(old);
-            if written >= anchor + hours * 3600.0 {
-                let kept = root.join(old);
-                mark_kept_forever(&kept).map_err(|e| fail("marking", &kept.join(KEEP_FILE), e))?;
-                index.kept_forever.push(old.clone());
-                index.anchor_time = Some(written);
-                continue;
-            }
+        if let (Some(period), Some(next_keep)) = (period, index.next_keep)
+            && written_at(old) > next_keep
+        {
+            let kept = root.join(old);
+            mark_kept_forever(&kept).map_err(|e| fail("marking", &kept.join(KEEP_FILE), e))?;
+            index.kept_forever.push(old.clone());
+            index.next_keep = Some(next_keep + period);
+            continue;
         }
         remove.push(old.clone());
     }
@@ -781,5 +794,46 @@ mod tests {
             check_copy_name(CHECKPOINT_DIR).is_ok(),
             "inside checkpoints/, a folder of that name is fine"
         );
+    }
+
+    /// Writes a checkpoint of `global_step` at `minutes` after `base` into `root`, for a run
+    /// started `start` minutes after `base`, keeping 1 and one per half hour.
+    fn write_at(root: &Path, base: f64, global_step: u64, minutes: f64, start: f64) {
+        let content = Content {
+            model: vec![1],
+            optimizer: vec![2],
+            trainer: serde_json::json!({}),
+            monitors: serde_json::json!({}),
+            epoch_num: 1,
+            global_step,
+            time: base + minutes * 60.0,
+        };
+        let policy = KeepPolicy { max_to_keep: 1, keep_every_n_hours: Some(0.5) };
+        write(root, &content, &policy, base + start * 60.0).unwrap();
+    }
+
+    #[test]
+    fn checkpoint_keep_every_n_hours_counts_from_each_runs_own_start() {
+        let root = std::env::temp_dir().join(format!("stoker-unit-keep-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let base = 1.0e9;
+        // Run A, started at 0: minutes 27, 47, ..., 167 (steps 5..40). Kept (thresholds 30, 60,
+        // 90, 120, then 150): 47, 67, 107, 127.
+        for (k, minutes) in [27.0, 47.0, 67.0, 87.0, 107.0, 127.0, 147.0, 167.0].into_iter().enumerate() {
+            write_at(&root, base, 5 * (k as u64 + 1), minutes, 0.0);
+        }
+        let kept = |root: &Path| read_index(root).unwrap().kept_forever;
+        assert_eq!(kept(&root), ["step-10", "step-15", "step-25", "step-30"]);
+        // Run B, resumed at minute 200, counts from its own start (threshold 230), as a new
+        // `tf.train.Saver` does: step-40 (167) and step-45 (227) are not kept, step-50 (247) is.
+        // Had it gone on from run A's threshold (150), step-40 would have been kept.
+        for (step, minutes) in [(45, 227.0), (50, 247.0), (55, 267.0)] {
+            write_at(&root, base, step, minutes, 200.0);
+        }
+        assert_eq!(kept(&root), ["step-10", "step-15", "step-25", "step-30", "step-50"]);
+        let mut on_disk: Vec<String> = list(&root).unwrap().into_iter().map(|(_, n)| n).collect();
+        on_disk.sort_by_key(|n| step_of(n));
+        assert_eq!(on_disk, ["step-10", "step-15", "step-25", "step-30", "step-50", "step-55"]);
+        fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -19,6 +19,9 @@
 //!     min-validation_error/   a copy kept by MinSaver / MaxSaver, same layout
 //! ```
 //!
+//! A [`ModelSaver`] given a [`checkpoint_dir`](ModelSaver::checkpoint_dir) writes its `step-N/`
+//! folders and their `index.json` there instead, in the same layout.
+//!
 //! A checkpoint is written into a new folder `step-N.<pid>-<n>.tmp/` (a name unique to the
 //! process and the write, created new, so that nothing is reused or followed through a symlink),
 //! every file synced, the manifest last, then the folder is synced, renamed to `step-N/` and its
@@ -45,6 +48,8 @@ mod best_state;
 pub(crate) mod checkpoint;
 
 use std::borrow::Cow;
+use std::path::PathBuf;
+use std::time::Duration;
 
 pub use best_state::SaveBestState;
 pub use checkpoint::{
@@ -52,15 +57,17 @@ pub use checkpoint::{
     MONITORS_FILE, OPTIMIZER_FILE, TRAINER_FILE,
 };
 
-use crate::callback::{Callback, Context};
+use crate::callback::{Callback, CheckpointRequest, Context};
 use crate::error::{Error, Result, check_setting};
 use crate::state::{KeepPolicy, check_copy_name, create_dir_all_synced, json_f64, parse_f64};
+use crate::track::{Clock, MonotonicClock};
 
 /// Writes a checkpoint when triggered — every epoch by default, or at another period under
 /// [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) / `#[every_k_epochs]` — into
-/// `<log dir>/checkpoints/step-<global_step>/` (tensorpack's `ModelSaver`), keeping the last
-/// `max_to_keep` and, with [`keep_every_n_hours`](Self::keep_every_n_hours), one per that many
-/// hours forever.
+/// `<log dir>/checkpoints/step-<global_step>/`, or into
+/// [`checkpoint_dir`](Self::checkpoint_dir) (tensorpack's `ModelSaver`), keeping the last
+/// `max_to_keep` and, as tensorpack's default, one per half hour of training forever
+/// ([`keep_every_n_hours`](Self::keep_every_n_hours)).
 ///
 /// The checkpoint is written once every callback has handled the event that asked for it (after
 /// the epoch's `trigger_epoch` and the epoch's statistics), so that it holds every callback's
@@ -71,11 +78,37 @@ use crate::state::{KeepPolicy, check_copy_name, create_dir_all_synced, json_f64,
 /// use burn_stoker::prelude::*;
 /// // Every second epoch, keeping the last 3 and one per 6 hours.
 /// let saver = PeriodicTrigger::new(ModelSaver::new(3).keep_every_n_hours(6.0)).every_k_epochs(2);
-/// # let _ = saver;
+/// // A second saver in the same run: every 10 epochs, all of them, in a folder of its own.
+/// let archive = PeriodicTrigger::new(ModelSaver::new(usize::MAX).checkpoint_dir("archive/run1"))
+///     .every_k_epochs(10)
+///     .named("archive"); // `ModelSaver(archive)`: a run's callbacks have distinct names
+/// # let _ = (saver, archive);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ModelSaver {
+///
+/// # Checkpoints kept forever
+///
+/// [`keep_every_n_hours`](Self::keep_every_n_hours), tensorpack's
+/// `keep_checkpoint_every_n_hours` (0.5 by default), is `tf.train.Saver`'s rule, which
+/// tensorpack hands it to: "keep" means "do not delete", never "write". The hours count from the saver's setup (the start of the run); a checkpoint pushed
+/// out of the `max_to_keep` most recent ones is kept forever when it was written more than N
+/// hours after the start, and then the next one kept must be written more than 2N hours after
+/// the start, and so on. With checkpoints every 20 minutes, `max_to_keep` 1 and N = 0.5, those
+/// of minutes 40, 80, 100, 140, 160... are kept. The times come from the saver's
+/// [`clock`](Self::clock) (the system's monotonic clock, from the wall time at setup), so a test
+/// can move it by hand. Differences from tensorpack, where stoker's checkpoints outlive a run:
+/// the kept-forever checkpoints carry a mark (the file `keep`) and stay through every later run;
+/// a resumed run counts its hours from its own start, as a new `tf.train.Saver` does, but it
+/// also prunes the previous run's checkpoints beyond `max_to_keep` (tensorpack's new saver
+/// forgets them, so they are never deleted).
+#[derive(Debug, Clone)]
+pub struct ModelSaver<T = MonotonicClock> {
     policy: KeepPolicy,
+    checkpoint_dir: Option<PathBuf>,
+    clock: T,
+    /// At setup: the wall time (seconds since the Unix epoch) and the clock's reading.
+    start: Option<(f64, Duration)>,
+    /// The folder of checkpoints, set at setup.
+    root: Option<PathBuf>,
 }
 
 impl Default for ModelSaver {
@@ -85,15 +118,51 @@ impl Default for ModelSaver {
 }
 
 impl ModelSaver {
-    /// Keep the `max_to_keep` most recent checkpoints (at least 1).
+    /// Keep the `max_to_keep` most recent checkpoints (at least 1), and one per half hour of
+    /// training forever (tensorpack's defaults are 10 and 0.5 hours).
     pub fn new(max_to_keep: usize) -> Self {
-        ModelSaver { policy: KeepPolicy { max_to_keep: max_to_keep.max(1), keep_every_n_hours: None } }
+        ModelSaver {
+            policy: KeepPolicy { max_to_keep: max_to_keep.max(1), keep_every_n_hours: Some(0.5) },
+            checkpoint_dir: None,
+            clock: MonotonicClock::new(),
+            start: None,
+            root: None,
+        }
     }
+}
+
+impl<T> ModelSaver<T> {
     /// Also keep forever one checkpoint per `hours` hours of training (tensorpack's
-    /// `keep_checkpoint_every_n_hours`; fractions of an hour are fine).
+    /// `keep_checkpoint_every_n_hours`, 0.5 by default; fractions of an hour are fine;
+    /// `f64::INFINITY` keeps none beyond the `max_to_keep` most recent, as TensorFlow's default
+    /// of 10,000 hours does). See [the rule](ModelSaver#checkpoints-kept-forever).
     pub fn keep_every_n_hours(mut self, hours: f64) -> Self {
         self.policy.keep_every_n_hours = Some(hours);
         self
+    }
+    /// Write the checkpoints into `dir` (tensorpack's `checkpoint_dir`) rather than
+    /// `<log dir>/checkpoints`: a path as given (relative to the working directory), created at
+    /// setup. It holds the checkpoints and their `index.json` as `checkpoints/` does; resume from
+    /// it with [`Trainer::resume_from(dir)`](crate::trainer::Trainer::resume_from)
+    /// ([`auto_resume`](crate::trainer::Trainer::auto_resume) reads `<log dir>/checkpoints`).
+    /// Two savers of a run cannot share a folder (each would prune the other's checkpoints): an
+    /// error at setup. Outside the log directory, the log directory's lock and
+    /// [`LogDirPolicy`](crate::trainer::LogDirPolicy) do not cover it.
+    pub fn checkpoint_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.checkpoint_dir = Some(dir.into());
+        self
+    }
+    /// Read the time from `clock` (a [`ManualClock`](crate::track::ManualClock) in a test)
+    /// instead of the system's monotonic clock: the time of each checkpoint is the wall time at
+    /// setup plus the clock's advance since.
+    pub fn clock<C: Clock>(self, clock: C) -> ModelSaver<C> {
+        ModelSaver {
+            policy: self.policy,
+            checkpoint_dir: self.checkpoint_dir,
+            clock,
+            start: None,
+            root: None,
+        }
     }
     /// What this saver keeps.
     pub fn policy(&self) -> KeepPolicy {
@@ -101,18 +170,50 @@ impl ModelSaver {
     }
 }
 
-impl<M> Callback<M> for ModelSaver {
+impl<M, T: Clock> Callback<M> for ModelSaver<T> {
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         if let Some(hours) = self.policy.keep_every_n_hours {
             check_setting(hours > 0.0, "ModelSaver", "keep_every_n_hours", "positive", hours)?;
         }
-        ctx.state.checkpoint_policy = self.policy;
-        let root = ctx.log_dir().join(checkpoint::CHECKPOINT_DIR);
-        create_dir_all_synced(&root).map_err(|e| Error::io(&root, e))
+        let root = match &self.checkpoint_dir {
+            Some(dir) => dir.clone(),
+            None => ctx.log_dir().join(checkpoint::CHECKPOINT_DIR),
+        };
+        create_dir_all_synced(&root).map_err(|e| Error::io(&root, e))?;
+        let same = |other: &std::path::Path| match (root.canonicalize(), other.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => root == other,
+        };
+        let default_root = ctx.log_dir().join(checkpoint::CHECKPOINT_DIR);
+        let taken = ctx.state.control.savers.iter().any(|s| same(s.root.as_deref().unwrap_or(&default_root)));
+        if taken {
+            return Err(Error::msg(format!(
+                "ModelSaver: another ModelSaver of this run writes into {} already: two savers in one folder would prune each other's checkpoints; give one a folder of its own with .checkpoint_dir(...)",
+                root.display()
+            )));
+        }
+        let start = (checkpoint::now(), self.clock.now());
+        self.start = Some(start);
+        let request = CheckpointRequest {
+            root: self.checkpoint_dir.is_some().then(|| root.clone()),
+            policy: self.policy,
+            time: None,
+            run_start: Some(start.0),
+        };
+        ctx.state.control.savers.push(request);
+        self.root = Some(root);
+        Ok(())
     }
 
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        ctx.request_checkpoint(self.policy);
+        let (wall, origin) = self.start.unwrap_or((checkpoint::now(), self.clock.now()));
+        let time = wall + self.clock.now().saturating_sub(origin).as_secs_f64();
+        ctx.request(CheckpointRequest {
+            root: self.checkpoint_dir.as_ref().and(self.root.clone()),
+            policy: self.policy,
+            time: Some(time),
+            run_start: Some(wall),
+        });
         Ok(())
     }
 }

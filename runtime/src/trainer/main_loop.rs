@@ -9,8 +9,9 @@ use super::interrupt::{SignalGuard, signal_name};
 use super::resume::{Boundary, DataPosition};
 use super::run::{Phase, Run, wrap};
 use super::{BatchIter, TrainData, TrainingStep};
-use crate::callback::{Callbacks, Context, Event, TrainState};
+use crate::callback::{Callbacks, CheckpointRequest, Context, Event, TrainState};
 use crate::error::{Error, Result};
+use crate::state::KeepPolicy;
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// Deliver `event` to every callback in order.
@@ -224,7 +225,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 None => self.on_signal(signal),
             }
         }
-        if self.state.control.checkpoint.is_some() || !self.state.control.copies.is_empty() {
+        if !self.state.control.checkpoints.is_empty() || !self.state.control.copies.is_empty() {
             self.write_checkpoint(at)?;
         }
         Ok(())
@@ -253,8 +254,19 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         eprintln!(
             "stoker: {name} received: stopping at this step boundary after writing a checkpoint; {name} again exits at once"
         );
-        let policy = self.state.checkpoint_policy;
-        self.state.control.checkpoint.get_or_insert(policy);
+        // Into every saver's folder, as it keeps them (the default folder without a saver); a
+        // request already made for a folder at this boundary stands.
+        let control = &mut self.state.control;
+        let savers = if control.savers.is_empty() {
+            vec![CheckpointRequest { root: None, policy: KeepPolicy::default(), time: None, run_start: None }]
+        } else {
+            control.savers.clone()
+        };
+        for saver in savers {
+            if !control.checkpoints.iter().any(|r| r.root == saver.root) {
+                control.checkpoints.push(saver);
+            }
+        }
         if self.state.control.stop.is_none() {
             self.state.control.stop = Some(format!("interrupted by {name}"));
         }

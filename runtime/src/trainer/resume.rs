@@ -201,7 +201,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// Write the checkpoint (and copies) asked for at this boundary.
     #[cold]
     pub(super) fn write_checkpoint(&mut self, at: Boundary) -> Result<()> {
-        let policy = self.state.control.checkpoint.take();
+        let requests = std::mem::take(&mut self.state.control.checkpoints);
         let copies = std::mem::take(&mut self.state.control.copies);
         if !self.is_chief() {
             // Only the chief writes into the log directory; every rank resumes from its checkpoints.
@@ -227,15 +227,23 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             );
             return Ok(());
         }
-        let content = self.content(at)?;
+        let mut content = self.content(at)?;
         let root = self.state.log_dir.join(CHECKPOINT_DIR);
         // The copies first: the checkpoint records the savers' new best values, so a crash
         // between the two must leave the older checkpoint, from which the copy is made again.
         for copy in copies {
             checkpoint::write_copy(&root, &copy, &content)?;
         }
-        if let Some(policy) = policy {
-            self.last_checkpoint = Some(checkpoint::write(&root, &content, &policy)?);
+        // One checkpoint per folder asked for (each ModelSaver's `checkpoint_dir`), the same
+        // content in each, stamped with the time its saver's clock gives; `<log dir>/checkpoints`
+        // last, so that the run's last checkpoint is the one `auto_resume` reads when it has one.
+        let mut requests = requests;
+        requests.sort_by_key(|request| request.root.is_none());
+        for request in requests {
+            let folder = request.root.as_deref().unwrap_or(&root);
+            content.time = request.time.unwrap_or_else(checkpoint::now);
+            let run_start = request.run_start.unwrap_or(self.started_at);
+            self.last_checkpoint = Some(checkpoint::write(folder, &content, &request.policy, run_start)?);
         }
         Ok(())
     }
@@ -300,6 +308,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             monitors: self.state.monitors.save_state(),
             epoch_num: c.epoch_num,
             global_step: c.global_step,
+            time: checkpoint::now(),
         })
     }
 

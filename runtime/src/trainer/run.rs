@@ -19,7 +19,6 @@ use crate::callback::{Callbacks, Context, Control, Counters, Event, TrainState, 
 use crate::error::{Error, Result, panic_message};
 use crate::fetch::{FetchPlan, Outputs};
 use crate::saver::Checkpoint;
-use crate::state::KeepPolicy;
 use crate::state::Monitors;
 use crate::world::agree::Agreement;
 
@@ -167,7 +166,6 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
                 monitors: Monitors::new(),
                 control: Control::default(),
                 log_dir,
-                checkpoint_policy: KeepPolicy::default(),
                 rank,
                 world_size,
                 world: None,
@@ -342,6 +340,9 @@ pub(crate) struct Run<M, C, K> {
     pub(super) interrupted: Option<String>,
     /// The last complete checkpoint written or resumed from.
     pub(super) last_checkpoint: Option<PathBuf>,
+    /// When the run started (seconds since the Unix epoch): where a checkpoint's
+    /// `keep_every_n_hours` counts from when no `ModelSaver` says otherwise.
+    pub(super) started_at: f64,
     pub(super) marker: PhantomData<fn() -> K>,
 }
 
@@ -380,7 +381,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         for (i, name) in names.iter().enumerate() {
             if names[..i].contains(name) {
                 return Err(Error::Order(format!(
-                    "two callbacks are named `{name}`; give one another name so that order constraints and errors can tell them apart"
+                    "two callbacks are named `{name}`; give one another name with `.named(\"...\")` (`{}(...)`: burn_stoker::callback::Named) so that checkpointed state, order constraints and errors can tell them apart",
+                    crate::callback::type_part(name)
                 )));
             }
         }
@@ -416,6 +418,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             lock: None,
             interrupted: None,
             last_checkpoint: None,
+            started_at: crate::saver::checkpoint::now(),
             marker: PhantomData,
         })
     }
