@@ -108,6 +108,14 @@ impl<C: CallbackKind> CallbackKind for crate::trigger::PeriodicCallback<C> {
 impl<C: CallbackKind, P> CallbackKind for crate::trigger::EnableCallbackIf<C, P> {
     const NAME: &'static str = C::NAME;
 }
+impl<C: CallbackKind, D> CallbackKind for crate::trigger::ProxyCallback<C, D> {
+    const NAME: &'static str = C::NAME;
+}
+
+// A user-written hyper-parameter setter is ordered by its own name.
+impl<S: crate::param::HyperParamSetter> CallbackKind for crate::param::SetterCallback<S> {
+    const NAME: &'static str = S::NAME;
+}
 
 // The savers: `MinSaver` and `MaxSaver` are one generic type.
 impl<const MAX: bool> CallbackKind for crate::saver::BestSaver<MAX> {
@@ -127,6 +135,7 @@ kinds! {
     crate::modify::RnnRegularizer => RnnRegularizer;
     crate::modify::GradientClip => GradientClip;
     crate::modify::GradientAccumulation => GradientAccumulation;
+    <F> crate::modify::RunOp<F> => RunOp;
     crate::debug::InjectShell => InjectShell;
     crate::debug::DumpTensors => DumpTensors;
     <M, F> crate::debug::ProcessTensors<M, F> => ProcessTensors;
@@ -134,6 +143,7 @@ kinds! {
     crate::debug::DumpTensorAsImage => DumpTensorAsImage;
     <M> crate::debug::CallbackFactory<M> => CallbackFactory;
     crate::debug::TerminateOnNaN => TerminateOnNaN;
+    crate::debug::CheckNumerics => CheckNumerics;
     crate::debug::StartProcOrThread => StartProcOrThread;
     <C> crate::debug::StepTimeout<C> => StepTimeout;
     crate::saver::ModelSaver => ModelSaver;
@@ -177,13 +187,14 @@ mod tests {
 
     use crate::callback::Callback;
     use crate::debug::{
-        CallbackFactory, DumpTensors, StartProcOrThread, StepTimeout, TensorPrinter, TerminateOnNaN,
+        CallbackFactory, CheckNumerics, DumpTensors, StartProcOrThread, StepTimeout, TensorPrinter,
+        TerminateOnNaN,
     };
-    use crate::modify::{GradientAccumulation, GradientClip, RnnRegularizer};
+    use crate::modify::{GradientAccumulation, GradientClip, RnnRegularizer, RunOp};
     use crate::monitor::{CsvWriter, Hist, MovingAverageSummary};
     use crate::param::{
-        HumanHyperParamSetter, HyperParamSetterWithFunc, LrSchedulerSetter, ReduceLrOnPlateau,
-        ScheduledHyperParamSetter, StatMonitorParamSetter,
+        HumanHyperParamSetter, HyperParamSetter, HyperParamSetterWithFunc, LrSchedulerSetter,
+        ReduceLrOnPlateau, ScheduledHyperParamSetter, StatMonitorParamSetter,
     };
     use crate::saver::{MinSaver, ModelSaver};
     use crate::stop::EarlyStopping;
@@ -216,6 +227,11 @@ mod tests {
                 chief_only(HyperParamSetterWithFunc::new("learning_rate", |_, v| v)),
             ),
             ("LrSchedulerSetter", chief_only(LrSchedulerSetter::new(lr))),
+            ("RunOp", chief_only(RunOp::new(|_: &mut Linear| {}))),
+            (
+                "SetterCallback",
+                chief_only(ScheduledHyperParamSetter::new("learning_rate", [(0, 0.1)]).into_callback()),
+            ),
             #[cfg(feature = "sys-metrics")]
             ("GpuMemoryTracker", chief_only(GpuMemoryTracker::new())),
             #[cfg(feature = "sys-metrics")]
@@ -269,6 +285,7 @@ mod tests {
             ("StartProcOrThread", chief_only(StartProcOrThread::new())),
             ("CallbackFactory", chief_only(CallbackFactory::<Linear>::new().trigger(|_| {}))),
             ("PeriodicTrigger(ModelSaver)", chief_only(PeriodicTrigger::new(ModelSaver::new(1)))),
+            ("CheckNumerics", chief_only(CheckNumerics::new())),
         ];
         for (name, chief_only) in every_rank {
             assert!(!chief_only, "{name} must run on every rank");

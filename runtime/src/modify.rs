@@ -1,11 +1,16 @@
 //! Callbacks that change the training step itself (fastai's state-changing callbacks): the loss
 //! before backward ([`RnnRegularizer`]), the gradients before the optimizer ([`GradientClip`],
-//! [`GradientAccumulation`]).
+//! [`GradientAccumulation`]), the model between steps ([`RunOp`], tensorpack's `RunOp` and
+//! `RunUpdateOps`).
 //!
 //! They use the events inside a step ([`Callback::before_backward`],
 //! [`Callback::after_backward`]), which the trainer delivers only to callbacks that ask for them
 //! ([`Callback::step_hooks`]); a run without such a callback pays nothing for them. Everything they
 //! compute stays on the device: none of them syncs with the host.
+
+mod run_op;
+
+pub use run_op::{RunOp, RunUpdateOps};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;

@@ -1,5 +1,6 @@
 //! Wrappers that change when a callback runs: tensorpack's `PeriodicTrigger`, `PeriodicCallback`
-//! and `EnableCallbackIf`. Each keeps the wrapped callback's name, order, fetches and state. The
+//! and `EnableCallbackIf`; and [`ProxyCallback`], the base of a decorator of your own ([`Proxy`]:
+//! every method forwarded unless overridden). Each keeps the wrapped callback's name, order, fetches and state. The
 //! events inside a step (`before_backward`, `after_backward`) reach the wrapped callback at every
 //! step, ungated: a loss or gradient change that applied only at some steps would be a surprise.
 //!
@@ -7,6 +8,8 @@
 //! [`Phase`](crate::callback::Phase), with bodies generated from the one list of events
 //! ([`for_each_event!`](mod@crate::callback)); `PeriodicTrigger` is written out, since it does not
 //! gate events but calls `trigger` from three of them.
+
+mod proxy;
 
 use std::borrow::Cow;
 
@@ -16,6 +19,8 @@ use crate::callback::{
 };
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
+
+pub use proxy::{Forward, Proxy, ProxyCallback};
 
 /// The event methods of a gating wrapper, generated from the one list of events: each event
 /// reaches `self.inner` when the gate of its [`Phase`](crate::callback::Phase) holds.
@@ -336,14 +341,14 @@ impl<C, P> EnableCallbackIf<C, P> {
 pub trait EnablePredicate<M> {
     /// The answer from the counters alone, when the predicate reads nothing else (then the
     /// step's fetches follow it); `None` when it needs the context.
-    fn from_counters(&self, counters: &Counters) -> Option<bool>;
+    fn on_counters(&self, counters: &Counters) -> Option<bool>;
     /// Whether the wrapped callback receives the event `ctx` is at.
     fn holds(&self, ctx: &Context<'_, M>) -> bool;
 }
 
 impl<M, F: Fn(&Counters) -> bool> EnablePredicate<M> for F {
     #[inline]
-    fn from_counters(&self, counters: &Counters) -> Option<bool> {
+    fn on_counters(&self, counters: &Counters) -> Option<bool> {
         Some(self(counters))
     }
     #[inline]
@@ -358,7 +363,7 @@ pub struct WithContext<F>(pub F);
 
 impl<M, F: Fn(&Context<'_, M>) -> bool> EnablePredicate<M> for WithContext<F> {
     #[inline]
-    fn from_counters(&self, _counters: &Counters) -> Option<bool> {
+    fn on_counters(&self, _counters: &Counters) -> Option<bool> {
         None
     }
     #[inline]
@@ -370,7 +375,7 @@ impl<M, F: Fn(&Context<'_, M>) -> bool> EnablePredicate<M> for WithContext<F> {
 impl<M, C: Callback<M>, P: EnablePredicate<M>> Callback<M> for EnableCallbackIf<C, P> {
     forward_identity!();
     fn wants_fetch(&self, counters: &Counters) -> bool {
-        self.predicate.from_counters(counters).unwrap_or(true) && self.inner.wants_fetch(counters)
+        self.predicate.on_counters(counters).unwrap_or(true) && self.inner.wants_fetch(counters)
     }
     gated_events!(self, ctx;
         epoch: self.predicate.holds(ctx),

@@ -7,6 +7,7 @@ use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
 use burn_stoker::debug::CallbackFactory;
 use burn_stoker::prelude::*;
+use burn_stoker::trigger::{Proxy, ProxyCallback};
 use burn_stoker::{Error, callback::Event};
 use stoker_tests::reads::count_reads;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
@@ -885,4 +886,40 @@ fn stop_lets_the_rest_of_the_event_and_the_step_run_then_ends_at_the_boundary() 
         ]
     );
     assert_eq!(report.counters.global_step(), 2);
+}
+
+/// A decorator: renames the callback, counts its epoch triggers, and withholds its `before_step`.
+struct Decorator {
+    triggers: Arc<Mutex<u64>>,
+}
+
+impl<C: Callback<Linear>> Proxy<Linear, C> for Decorator {
+    fn name(&self, inner: &C) -> std::borrow::Cow<'static, str> {
+        format!("Decorated({})", inner.name()).into()
+    }
+    fn trigger_epoch(&mut self, inner: &mut C, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        *self.triggers.lock().unwrap() += 1;
+        inner.trigger_epoch(ctx)
+    }
+    fn before_step(&mut self, _inner: &mut C, _ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        Ok(())
+    }
+}
+
+/// tensorpack's `ProxyCallback`: every event reaches the wrapped callback, as if unwrapped; a
+/// decorator overrides what it changes and forwards the rest.
+#[test]
+fn proxy_callback_forwards_every_event_and_a_decorator_overrides_some() {
+    let log = Log::default();
+    run(ProxyCallback::new(Recorder::new("A", &log)), 2, 2).unwrap();
+    assert_eq!(take(&log), plain("A", 2, 2));
+
+    let triggers = Arc::new(Mutex::new(0));
+    let decorated =
+        ProxyCallback::decorated(Recorder::new("A", &log), Decorator { triggers: triggers.clone() });
+    assert_eq!(Callback::<Linear>::name(&decorated), "Decorated(A)");
+    run(decorated, 2, 2).unwrap();
+    let expected: Vec<String> = plain("A", 2, 2).into_iter().filter(|l| !l.contains("before_step")).collect();
+    assert_eq!(take(&log), expected);
+    assert_eq!(*triggers.lock().unwrap(), 2);
 }
