@@ -163,10 +163,15 @@ fn add_hook(
             methods.push(EventKind::BeforeTrain, guarded(g));
         }
     } else if event.has_step() {
-        let (step, counters) = if event == EventKind::BeforeStep {
-            (quote!(ctx.counters().next_step()), quote!(ctx.counters()))
-        } else {
-            (quote!(ctx.global_step()), quote!(&#p::counters_before_step(ctx.counters())))
+        // `EnableCallbackIf`'s rule: `before_step` reads the predicate before the step,
+        // `after_step` keeps that answer (the counters of before the step), `trigger_step`
+        // reads it after the step.
+        let (step, counters) = match event {
+            EventKind::BeforeStep => (quote!(ctx.counters().next_step()), quote!(ctx.counters())),
+            EventKind::AfterStep => {
+                (quote!(ctx.global_step()), quote!(&#p::counters_before_step(ctx.counters())))
+            }
+            _ => (quote!(ctx.global_step()), quote!(ctx.counters())),
         };
         let mut condition = gate(counters);
         if periodic {

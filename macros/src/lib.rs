@@ -35,7 +35,9 @@ use symbol::{CALLBACK, FETCH, ORDER, Symbol};
 /// takes an optional `ctx: &mut Context<'_, M>` and, on `after_step`, the values named by
 /// `#[fetch]`; it returns `()`, `burn_stoker::Result<()>`, `burn_stoker::callback::Flow` or `Result<Flow>`.
 /// On `trigger`, the periods mean tensorpack's `PeriodicTrigger`; on step and epoch events,
-/// `PeriodicCallback` (the last step and epoch are always delivered).
+/// `PeriodicCallback` (with `every_k_epochs`, the last step and epoch are delivered too). An
+/// `enable_if` predicate is read as `EnableCallbackIf` reads it: before the step for
+/// `before_step` and `after_step` (and the fetches), after the step for `trigger_step`.
 ///
 /// Generated code names the runtime `::burn_stoker`; a crate that renamed the dependency says
 /// where it is with `crate = "path"` (serde's `#[serde(crate = "...")]`), on a function or an

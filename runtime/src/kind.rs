@@ -112,6 +112,14 @@ impl<C: CallbackKind, P> CallbackKind for crate::trigger::EnableCallbackIf<C, P>
 impl<C: CallbackKind> CallbackKind for crate::callback::Named<C> {
     const NAME: &'static str = C::NAME;
 }
+impl<C: CallbackKind, D> CallbackKind for crate::trigger::ProxyCallback<C, D> {
+    const NAME: &'static str = C::NAME;
+}
+
+// A user-written hyper-parameter setter is ordered by its own name.
+impl<S: crate::param::HyperParamSetter> CallbackKind for crate::param::SetterCallback<S> {
+    const NAME: &'static str = S::NAME;
+}
 
 // The savers: `MinSaver` and `MaxSaver` are one generic type.
 impl<const MAX: bool> CallbackKind for crate::saver::BestSaver<MAX> {
@@ -132,6 +140,7 @@ kinds! {
     crate::modify::GradientClip => GradientClip;
     crate::modify::GradientAccumulation => GradientAccumulation;
     <B, F> crate::modify::BatchNormTune<B, F> => BatchNormTune;
+    <F> crate::modify::RunOp<F> => RunOp;
     crate::debug::InjectShell => InjectShell;
     crate::debug::DumpTensors => DumpTensors;
     <M, F> crate::debug::ProcessTensors<M, F> => ProcessTensors;
@@ -139,6 +148,7 @@ kinds! {
     crate::debug::DumpTensorAsImage => DumpTensorAsImage;
     <M> crate::debug::CallbackFactory<M> => CallbackFactory;
     crate::debug::TerminateOnNaN => TerminateOnNaN;
+    crate::debug::CheckNumerics => CheckNumerics;
     crate::debug::StartProcOrThread => StartProcOrThread;
     <C> crate::debug::StepTimeout<C> => StepTimeout;
     <T> crate::saver::ModelSaver<T> => ModelSaver;
@@ -186,13 +196,14 @@ mod tests {
 
     use crate::callback::{Callback, CallbackExt};
     use crate::debug::{
-        CallbackFactory, DumpTensors, StartProcOrThread, StepTimeout, TensorPrinter, TerminateOnNaN,
+        CallbackFactory, CheckNumerics, DumpTensors, StartProcOrThread, StepTimeout, TensorPrinter,
+        TerminateOnNaN,
     };
-    use crate::modify::{GradientAccumulation, GradientClip, RnnRegularizer};
+    use crate::modify::{GradientAccumulation, GradientClip, RnnRegularizer, RunOp};
     use crate::monitor::{CsvWriter, Hist, MovingAverageSummary};
     use crate::param::{
-        HumanHyperParamSetter, HyperParamSetterWithFunc, LrSchedulerSetter, ReduceLrOnPlateau,
-        ScheduledHyperParamSetter, StatMonitorParamSetter,
+        HumanHyperParamSetter, HyperParamSetter, HyperParamSetterWithFunc, LrSchedulerSetter,
+        ReduceLrOnPlateau, ScheduledHyperParamSetter, StatMonitorParamSetter,
     };
     use crate::saver::{MinSaver, ModelSaver};
     use crate::stop::EarlyStopping;
@@ -225,6 +236,11 @@ mod tests {
                 chief_only(HyperParamSetterWithFunc::new("learning_rate", |_, v| v)),
             ),
             ("LrSchedulerSetter", chief_only(LrSchedulerSetter::new(lr))),
+            ("RunOp", chief_only(RunOp::new(|_: &mut Linear| {}))),
+            (
+                "SetterCallback",
+                chief_only(ScheduledHyperParamSetter::new("learning_rate", [(0, 0.1)]).into_callback()),
+            ),
             #[cfg(feature = "sys-metrics")]
             ("GpuMemoryTracker", chief_only(GpuMemoryTracker::new())),
             #[cfg(feature = "sys-metrics")]
@@ -281,6 +297,7 @@ mod tests {
             ("CallbackFactory", chief_only(CallbackFactory::<Linear>::new().trigger(|_| {}))),
             ("PeriodicTrigger(ModelSaver)", chief_only(PeriodicTrigger::new(ModelSaver::new(1)))),
             ("Named(ModelSaver)", chief_only(ModelSaver::new(1).named("archive"))),
+            ("CheckNumerics", chief_only(CheckNumerics::new())),
         ];
         for (name, chief_only) in every_rank {
             assert!(!chief_only, "{name} must run on every rank");

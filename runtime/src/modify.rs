@@ -1,6 +1,7 @@
 //! Callbacks that change the training step itself (fastai's state-changing callbacks): the loss
 //! before backward ([`RnnRegularizer`]), the gradients before the optimizer ([`GradientClip`],
-//! [`GradientAccumulation`]).
+//! [`GradientAccumulation`]), the model between steps ([`RunOp`], tensorpack's `RunOp` and
+//! `RunUpdateOps`).
 //!
 //! They use the events inside a step ([`Callback::before_backward`],
 //! [`Callback::after_backward`]), which the trainer delivers only to callbacks that ask for them
@@ -13,6 +14,10 @@
 mod batch_norm;
 
 pub use batch_norm::BatchNormTune;
+
+mod run_op;
+
+pub use run_op::{RunOp, RunUpdateOps};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;

@@ -1,5 +1,6 @@
 //! Wrappers that change when a callback runs: tensorpack's `PeriodicTrigger`, `PeriodicCallback`
-//! and `EnableCallbackIf`. Each keeps the wrapped callback's name, order, fetches and state. The
+//! and `EnableCallbackIf`; and [`ProxyCallback`], the base of a decorator of your own ([`Proxy`]:
+//! every method forwarded unless overridden). Each keeps the wrapped callback's name, order, fetches and state. The
 //! events inside a step (`before_backward`, `after_backward`) reach the wrapped callback at every
 //! step, ungated: a loss or gradient change that applied only at some steps would be a surprise.
 //!
@@ -7,6 +8,8 @@
 //! [`Phase`](crate::callback::Phase), with bodies generated from the one list of events
 //! ([`for_each_event!`](mod@crate::callback)); `PeriodicTrigger` is written out, since it does not
 //! gate events but calls `trigger` from three of them.
+
+mod proxy;
 
 use std::borrow::Cow;
 
@@ -16,6 +19,8 @@ use crate::callback::{
 };
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
+
+pub use proxy::{Forward, Proxy, ProxyCallback};
 
 /// The event methods of a gating wrapper, generated from the one list of events: each event
 /// reaches `self.inner` when the gate of its [`Phase`](crate::callback::Phase) holds.
@@ -197,10 +202,13 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
 ///
 /// A step event (`before_step`, `after_step` and its fetches, `trigger_step`) of step `n`
 /// (`global_step` after it, `next_step()` before it) is delivered when `n % every_k_steps == 0`,
-/// when its epoch is one of every `every_k_epochs`, and at the very last step of training. An
-/// epoch event (`before_epoch`, `after_epoch`, `trigger_epoch`, `trigger`) of epoch `e` is
-/// delivered when `e % every_k_epochs == 0`, when `global_step % every_k_steps == 0`, and at the
-/// last epoch. (tensorpack tests `global_step` before and after a step alike, so its
+/// when its epoch is one of every `every_k_epochs`, and, with `every_k_epochs`, at the very last
+/// step of training (the last epoch's last step, wherever `global_step` started). An epoch event
+/// (`before_epoch`, `after_epoch`, `trigger_epoch`, `trigger`) of epoch `e` is delivered when
+/// `e % every_k_epochs == 0`, when `global_step % every_k_steps == 0` (so `before_epoch` of the
+/// first epoch, at `global_step` 0), and, with `every_k_epochs`, at the last epoch. With only
+/// `every_k_steps` neither the last step nor the last epoch is added: tensorpack's
+/// `PeriodicCallback.predicate` adds them only under `every_k_epochs`. (tensorpack tests `global_step` before and after a step alike, so its
 /// `before_run` and `after_run` see different steps; here a step's events agree.) The rules are
 /// [`Period::step_due`] and [`Period::epoch_due`]. Without `every_k_steps` or `every_k_epochs`
 /// it is refused at setup: it would deliver every event.
@@ -256,9 +264,45 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicCallback<C> {
     );
 }
 
-/// Delivers the wrapped callback's events only while `predicate(counters)` holds (tensorpack's
-/// `EnableCallbackIf`); `setup`, `before_train` and `after_train` always run. The predicate is
-/// evaluated at `before_step` and its answer holds for that step's `after_step` (and fetches).
+/// Delivers the wrapped callback's events only while a predicate holds (tensorpack's
+/// `EnableCallbackIf`); `setup`, `before_train` and `after_train` always run, and so do the
+/// events inside a step.
+///
+/// The predicate reads the counters ([`new`](Self::new): `Fn(&Counters) -> bool`) or the whole
+/// [`Context`] ([`with_context`](Self::with_context): the monitors' history, the
+/// hyper-parameters, the model), e.g. "enable once `val-error` is below 0.1".
+///
+/// # When the predicate is read
+///
+/// As in tensorpack, at each gated event: `before_step` reads it before the step (`global_step`
+/// not yet counting it) and its answer holds for that step's fetches and `after_step`;
+/// `trigger_step` reads it again after the step (`global_step` counting it); each epoch event
+/// (`before_epoch`, `after_epoch`, `trigger_epoch`, `trigger`) reads it when it comes. A
+/// predicate that turns true once step 3 has run lets through `trigger_step` of step 3, then
+/// `before_step` and `after_step` of step 4. `#[callback(enable_if = ...)]` and a
+/// `#[derive(Callbacks)]` field's `#[enable_if(...)]` follow the same rule.
+///
+/// # Fetches
+///
+/// The step's fetches are decided before `before_step`, from the counters alone
+/// ([`Callback::wants_fetch`]). A counters predicate decides them: a disabled step fetches
+/// nothing for the wrapped callback. A context predicate cannot be read there, so the wrapped
+/// callback's values leave the device at every step it wants them, enabled or not (what it
+/// would cost unwrapped), and reach it only at the enabled steps; gate with a counters predicate,
+/// or a [`PeriodicCallback`], where that transfer matters.
+///
+/// ```
+/// use burn_stoker::prelude::*;
+/// use burn_stoker::saver::ModelSaver;
+///
+/// // Save only once the validation error went below 0.1 (read from the monitors).
+/// let saver = EnableCallbackIf::with_context(ModelSaver::new(3), |ctx: &Context<'_, burn::nn::Linear>| {
+///     ctx.monitors_ref().latest("val-error").is_some_and(|error| error < 0.1)
+/// });
+/// // Or from the counters: from epoch 5 on.
+/// let late = EnableCallbackIf::new(ModelSaver::new(3), |counters: &Counters| counters.epoch_num() >= 5);
+/// # let _ = (saver, late);
+/// ```
 #[derive(Debug, Clone)]
 pub struct EnableCallbackIf<C, P> {
     inner: C,
@@ -267,29 +311,80 @@ pub struct EnableCallbackIf<C, P> {
 }
 
 impl<C, P: Fn(&Counters) -> bool> EnableCallbackIf<C, P> {
-    /// Wrap `inner`, enabled while `predicate` holds.
+    /// Wrap `inner`, enabled while `predicate` holds of the counters.
     pub fn new(inner: C, predicate: P) -> Self {
         EnableCallbackIf { inner, predicate, step_enabled: false }
     }
+}
+
+impl<C, F> EnableCallbackIf<C, WithContext<F>> {
+    /// Wrap `inner`, enabled while `predicate` holds of the [`Context`] at the event (its
+    /// monitors, hyper-parameters, model, counters). See [Fetches](Self#fetches) for what it
+    /// costs a callback that fetches.
+    pub fn with_context<M>(inner: C, predicate: F) -> Self
+    where
+        F: Fn(&Context<'_, M>) -> bool,
+    {
+        EnableCallbackIf { inner, predicate: WithContext(predicate), step_enabled: false }
+    }
+}
+
+impl<C, P> EnableCallbackIf<C, P> {
     /// The wrapped callback.
     pub fn inner(&self) -> &C {
         &self.inner
     }
 }
 
-impl<M, C: Callback<M>, P: Fn(&Counters) -> bool> Callback<M> for EnableCallbackIf<C, P> {
+/// What [`EnableCallbackIf`] asks of its predicate: a closure of the counters
+/// (`Fn(&Counters) -> bool`) or of the context ([`WithContext`]).
+pub trait EnablePredicate<M> {
+    /// The answer from the counters alone, when the predicate reads nothing else (then the
+    /// step's fetches follow it); `None` when it needs the context.
+    fn on_counters(&self, counters: &Counters) -> Option<bool>;
+    /// Whether the wrapped callback receives the event `ctx` is at.
+    fn holds(&self, ctx: &Context<'_, M>) -> bool;
+}
+
+impl<M, F: Fn(&Counters) -> bool> EnablePredicate<M> for F {
+    #[inline]
+    fn on_counters(&self, counters: &Counters) -> Option<bool> {
+        Some(self(counters))
+    }
+    #[inline]
+    fn holds(&self, ctx: &Context<'_, M>) -> bool {
+        self(ctx.counters())
+    }
+}
+
+/// A predicate of the whole [`Context`], made by [`EnableCallbackIf::with_context`].
+#[derive(Debug, Clone, Copy)]
+pub struct WithContext<F>(pub F);
+
+impl<M, F: Fn(&Context<'_, M>) -> bool> EnablePredicate<M> for WithContext<F> {
+    #[inline]
+    fn on_counters(&self, _counters: &Counters) -> Option<bool> {
+        None
+    }
+    #[inline]
+    fn holds(&self, ctx: &Context<'_, M>) -> bool {
+        (self.0)(ctx)
+    }
+}
+
+impl<M, C: Callback<M>, P: EnablePredicate<M>> Callback<M> for EnableCallbackIf<C, P> {
     forward_identity!();
     fn wants_fetch(&self, counters: &Counters) -> bool {
-        (self.predicate)(counters) && self.inner.wants_fetch(counters)
+        self.predicate.on_counters(counters).unwrap_or(true) && self.inner.wants_fetch(counters)
     }
     gated_events!(self, ctx;
-        epoch: (self.predicate)(ctx.counters()),
+        epoch: self.predicate.holds(ctx),
         before_step: {
-            self.step_enabled = (self.predicate)(ctx.counters());
+            self.step_enabled = self.predicate.holds(ctx);
             self.step_enabled
         },
         after_step: self.step_enabled,
-        trigger_step: (self.predicate)(ctx.counters()),
+        trigger_step: self.predicate.holds(ctx),
     );
 }
 

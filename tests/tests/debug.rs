@@ -19,8 +19,8 @@ use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
 use burn_stoker::callback::{StepHooks, StepLoss};
 use burn_stoker::debug::{
-    CallbackFactory, DumpTensorAsImage, DumpTensors, InjectShell, ProcessTensors, StartProcOrThread,
-    StepTimeout, TensorPrinter, TensorValues, TimeoutAction,
+    CallbackFactory, CheckNumerics, DumpTensorAsImage, DumpTensors, InjectShell, ProcessTensors,
+    StartProcOrThread, StepTimeout, TensorPrinter, TensorValues, TimeoutAction,
 };
 use burn_stoker::prelude::*;
 use burn_stoker::track::ManualClock;
@@ -849,4 +849,53 @@ fn callback_factory_takes_the_events_inside_a_step_only_when_given_closures_for_
     let plain = plain.before_train(remember(&initial));
     let report = Run::new("factory-plain", 1, 3).train(plain).unwrap();
     assert_ne!(weights(&report.model), *initial.lock().unwrap());
+}
+
+/// Sets the bias to NaN at each trigger (registered before `CheckNumerics`, so at epoch 1's
+/// end the weights are finite and the bias is not).
+fn poison_bias() -> burn_stoker::modify::RunOp<impl FnMut(&mut Linear)> {
+    burn_stoker::modify::RunOp::new(|model: &mut Linear| {
+        let device = burn_stoker::device::cpu();
+        let nan = Tensor::<1>::from_data(TensorData::new(vec![f32::NAN], [1]), &device);
+        model.bias = Some(burn::module::Param::from_tensor(nan));
+    })
+    .run_before(false)
+}
+
+fn check_numerics_run<K, C: Callbacks<Linear, K>>(
+    callbacks: C,
+) -> Result<TrainReport<Linear>, burn_stoker::Error> {
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+        .max_epoch(3)
+        .log_dir(scratch_dir("check-numerics"))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .callbacks(callbacks)
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .map_err(burn_stoker::Error::from)
+}
+
+/// tensorpack's `CheckNumerics` on the weights at each trigger: the first non-finite parameter
+/// is named by its path; an error by default (tensorpack raises), a clean stop with `stop()`.
+#[test]
+fn check_numerics_names_the_first_non_finite_parameter_and_fails_or_stops() {
+    let report = check_numerics_run(CheckNumerics::new().run_step(true)).expect("finite weights pass");
+    assert_eq!(report.outcome, Outcome::Finished);
+
+    let error = check_numerics_run((poison_bias(), CheckNumerics::new())).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "callback `CheckNumerics` failed in trigger_epoch: CheckNumerics: parameter `bias` holds 1 non-finite value(s) (NaN or infinite) at global step 2 (epoch 1)"
+    );
+
+    let report = check_numerics_run((poison_bias(), CheckNumerics::new().stop())).unwrap();
+    match &report.outcome {
+        Outcome::NonFinite { reason, global_step, .. } => {
+            assert_eq!(*global_step, 2);
+            assert!(reason.starts_with("parameter `bias` holds 1 non-finite value(s)"), "{reason}");
+        }
+        other => panic!("expected a stop on non-finite weights, got {other:?}"),
+    }
+    assert_eq!(report.counters.epoch_num(), 1, "no epoch after the stop");
 }

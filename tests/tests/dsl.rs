@@ -260,3 +260,82 @@ fn composition_reports_names_chief_only_and_field_order() {
         ]
     );
 }
+
+/// Flips at global step 3: false before the third step, true once it has run.
+fn from_three(counters: &Counters) -> bool {
+    counters.global_step() >= 3
+}
+
+#[callback(on = before_step, enable_if = from_three)]
+fn dsl_before_step(ctx: &mut Context<'_, impl Module>) {
+    log(format!("dsl before_step g{}", ctx.global_step()));
+}
+
+#[callback(on = after_step, enable_if = from_three)]
+fn dsl_after_step(ctx: &mut Context<'_, impl Module>) {
+    log(format!("dsl after_step g{}", ctx.global_step()));
+}
+
+#[callback(on = trigger_step, enable_if = from_three)]
+fn dsl_trigger_step(ctx: &mut Context<'_, impl Module>) {
+    log(format!("dsl trigger_step g{}", ctx.global_step()));
+}
+
+/// Logs its step events as `"<tag> <event> g<global_step>"`, ungated.
+struct StepLog(&'static str);
+
+impl<M> Callback<M> for StepLog {
+    fn name(&self) -> std::borrow::Cow<'static, str> {
+        self.0.into()
+    }
+    fn before_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        log(format!("{} before_step g{}", self.0, ctx.global_step()));
+        Ok(())
+    }
+    fn after_step(&mut self, ctx: &mut Context<'_, M>, _: &Fetched<'_>) -> burn_stoker::Result<()> {
+        log(format!("{} after_step g{}", self.0, ctx.global_step()));
+        Ok(())
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        log(format!("{} trigger_step g{}", self.0, ctx.global_step()));
+        Ok(())
+    }
+}
+
+impl CallbackKind for StepLog {
+    const NAME: &'static str = "StepLog";
+}
+
+#[derive(Callbacks)]
+struct DeriveGated {
+    #[enable_if(from_three)]
+    steps: StepLog,
+}
+
+/// tensorpack's `EnableCallbackIf` rule, the same for a declared callback, a gated field of a
+/// `#[derive(Callbacks)]` struct and the wrapper: `before_step` (and the step's fetches) follow
+/// the predicate read before the step, `after_step` that same answer, and `trigger_step` the
+/// predicate read after the step (`global_step` counting it). With a predicate that turns true
+/// once step 3 has run: `trigger_step` from step 3, `before_step` and `after_step` from step 4.
+#[test]
+fn enable_if_reads_the_predicate_after_the_step_for_trigger_step_in_dsl_derive_and_wrapper() {
+    take_log();
+    train(
+        (
+            (DslBeforeStep, DslAfterStep, DslTriggerStep),
+            DeriveGated { steps: StepLog("derive") },
+            EnableCallbackIf::new(StepLog("wrapper"), from_three),
+        ),
+        2,
+    );
+    let log = take_log();
+    for tag in ["dsl", "derive", "wrapper"] {
+        let seen: Vec<&str> =
+            log.iter().filter_map(|l| l.strip_prefix(tag).and_then(|l| l.strip_prefix(' '))).collect();
+        assert_eq!(
+            seen,
+            vec!["trigger_step g3", "before_step g3", "after_step g4", "trigger_step g4"],
+            "{tag}: {log:?}"
+        );
+    }
+}

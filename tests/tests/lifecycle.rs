@@ -7,6 +7,7 @@ use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
 use burn_stoker::debug::CallbackFactory;
 use burn_stoker::prelude::*;
+use burn_stoker::trigger::{Proxy, ProxyCallback};
 use burn_stoker::{Error, callback::Event};
 use stoker_tests::reads::count_reads;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
@@ -22,14 +23,19 @@ struct Recorder {
     fail: Option<(&'static str, u64, bool)>,
     /// Ask for a stop at this global step, from after_step.
     stop_at: Option<u64>,
+    /// Ask for a stop at this event and global step (after recording it).
+    stop_in: Option<(&'static str, u64)>,
 }
 
 impl Recorder {
     fn new(name: &'static str, log: &Log) -> Self {
-        Recorder { name, log: log.clone(), order: Order::none(), fail: None, stop_at: None }
+        Recorder { name, log: log.clone(), order: Order::none(), fail: None, stop_at: None, stop_in: None }
     }
-    fn record(&self, event: &str, ctx: &Context<'_, Linear>) -> burn_stoker::Result<()> {
-        let c = ctx.counters();
+    fn record(&self, event: &str, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let c = *ctx.counters();
+        if self.stop_in == Some((event, c.global_step())) {
+            ctx.request_stop(format!("stop in {event}"));
+        }
         self.log.lock().unwrap().push(format!(
             "{}:{event} e{} g{} l{}",
             self.name,
@@ -101,9 +107,20 @@ fn run<K, C: Callbacks<Linear, K>>(
     epochs: u64,
     steps: usize,
 ) -> burn_stoker::Result<TrainReport<Linear>> {
+    run_from(callbacks, 1, epochs, steps)
+}
+
+/// As [`run`], from epoch `starting_epoch` (a fresh run: `global_step` starts at 0).
+fn run_from<K, C: Callbacks<Linear, K>>(
+    callbacks: C,
+    starting_epoch: u64,
+    epochs: u64,
+    steps: usize,
+) -> burn_stoker::Result<TrainReport<Linear>> {
     let device = burn_stoker::device::cpu();
     Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(steps, &device))
         .max_epoch(epochs)
+        .starting_epoch(starting_epoch)
         .log_dir(scratch_dir("lifecycle"))
         .default_callbacks(DefaultCallbacks::none())
         .callbacks(callbacks)
@@ -180,23 +197,79 @@ fn periodic_trigger_replaces_trigger_epoch_and_keeps_the_other_events() {
     assert_eq!(events.iter().filter(|l| l.contains(":trigger ")).count(), 1);
 }
 
+/// tensorpack's `PeriodicCallback` with only `every_k_steps`: the steps whose `global_step` is a
+/// multiple of k, and the epoch events when `global_step` is one; neither the last
+/// step nor the last epoch is added (that is `every_k_epochs`' rule).
 #[test]
-fn periodic_callback_delivers_steps_every_k_and_the_last_step() {
+fn periodic_callback_every_k_steps_alone_adds_no_last_step_nor_last_epoch() {
     let log = Log::default();
     run(PeriodicCallback::new(Recorder::new("A", &log)).every_k_steps(3), 2, 4).unwrap();
-    let steps: Vec<String> = take(&log).into_iter().filter(|l| l.contains("_step")).collect();
+    let gated: Vec<String> = take(&log)
+        .into_iter()
+        .filter(|l| !l.contains("setup") && !l.contains("before_train") && !l.contains("after_train"))
+        .collect();
     assert_eq!(
-        steps,
+        gated,
         vec![
+            // global_step 0 is a multiple of every k, as in tensorpack.
+            "A:before_epoch e1 g0 l0",
             "A:before_step e1 g2 l2",
             "A:after_step e1 g3 l3",
             "A:trigger_step e1 g3 l3",
             "A:before_step e2 g5 l1",
             "A:after_step e2 g6 l2",
             "A:trigger_step e2 g6 l2",
-            "A:before_step e2 g7 l3",
-            "A:after_step e2 g8 l4",
-            "A:trigger_step e2 g8 l4",
+        ]
+    );
+    // An epoch that ends on a multiple of k gets its epoch events (4 steps, k = 2: both).
+    run(PeriodicCallback::new(Recorder::new("A", &log)).every_k_steps(2), 2, 4).unwrap();
+    let ends: Vec<String> = take(&log).into_iter().filter(|l| l.contains(":trigger ")).collect();
+    assert_eq!(ends, vec!["A:trigger e1 g4 l4", "A:trigger e2 g8 l4"]);
+}
+
+/// With `every_k_epochs`, the last step of training and the last epoch's events are delivered
+/// too (tensorpack: `local_step == steps_per_epoch - 1 and epoch_num == max_epoch`).
+#[test]
+fn periodic_callback_every_k_epochs_adds_the_last_step_and_epoch() {
+    let log = Log::default();
+    run(PeriodicCallback::new(Recorder::new("A", &log)).every_k_epochs(2), 3, 2).unwrap();
+    let steps: Vec<String> = take(&log).into_iter().filter(|l| l.contains("_step")).collect();
+    assert_eq!(
+        steps,
+        vec![
+            "A:before_step e2 g2 l0",
+            "A:after_step e2 g3 l1",
+            "A:trigger_step e2 g3 l1",
+            "A:before_step e2 g3 l1",
+            "A:after_step e2 g4 l2",
+            "A:trigger_step e2 g4 l2",
+            "A:before_step e3 g5 l1",
+            "A:after_step e3 g6 l2",
+            "A:trigger_step e3 g6 l2",
+        ]
+    );
+}
+
+/// The last step is the last epoch's last step, however `global_step` started: a fresh run from
+/// `starting_epoch(2)` ends at global step 4, not at `max_epoch * steps_per_epoch` = 6.
+#[test]
+fn periodic_callback_last_step_fires_from_a_starting_epoch_past_one() {
+    let log = Log::default();
+    run_from(PeriodicCallback::new(Recorder::new("A", &log)).every_k_epochs(5), 2, 3, 2).unwrap();
+    let gated: Vec<String> = take(&log)
+        .into_iter()
+        .filter(|l| !l.contains("setup") && !l.contains("before_train") && !l.contains("after_train"))
+        .collect();
+    assert_eq!(
+        gated,
+        vec![
+            "A:before_epoch e3 g2 l0",
+            "A:before_step e3 g3 l1",
+            "A:after_step e3 g4 l2",
+            "A:trigger_step e3 g4 l2",
+            "A:after_epoch e3 g4 l2",
+            "A:trigger_epoch e3 g4 l2",
+            "A:trigger e3 g4 l2",
         ]
     );
 }
@@ -685,4 +758,168 @@ fn periodic_callback_without_a_period_is_refused_at_setup() {
     assert!(error.contains("PeriodicCallback around `A` has no period"), "{error}");
     assert!(error.contains("every_k_steps or every_k_epochs"), "{error}");
     assert!(take(&log).iter().all(|event| !event.contains("after_step")), "no step was delivered");
+}
+
+/// Puts `val-error` at each `trigger_epoch`: the value of its epoch.
+struct PutValError(Vec<f64>);
+
+impl Callback<Linear> for PutValError {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let error = self.0[ctx.epoch_num() as usize - 1];
+        ctx.monitors().put_scalar("val-error", error);
+        Ok(())
+    }
+}
+
+fn val_error_below_0_2(ctx: &Context<'_, Linear>) -> bool {
+    ctx.monitors_ref().latest("val-error").is_some_and(|error| error < 0.2)
+}
+
+/// A predicate on the monitors: enabled once `val-error` < 0.2, which epoch 3's
+/// `trigger_epoch` puts (before the wrapper, registered after the putter, reads it).
+#[test]
+fn enable_callback_if_with_context_reads_the_monitors() {
+    let errors = || PutValError(vec![0.5, 0.3, 0.1, 0.05]);
+    let log = Log::default();
+    run((errors(), EnableCallbackIf::with_context(Recorder::new("A", &log), val_error_below_0_2)), 4, 2)
+        .unwrap();
+    let gated: Vec<String> = take(&log)
+        .into_iter()
+        .filter(|l| !l.contains("setup") && !l.contains("before_train") && !l.contains("after_train"))
+        .collect();
+    assert_eq!(
+        gated,
+        vec![
+            "A:trigger_epoch e3 g6 l2",
+            "A:trigger e3 g6 l2",
+            "A:before_epoch e4 g6 l0",
+            "A:before_step e4 g6 l0",
+            "A:after_step e4 g7 l1",
+            "A:trigger_step e4 g7 l1",
+            "A:before_step e4 g7 l1",
+            "A:after_step e4 g8 l2",
+            "A:trigger_step e4 g8 l2",
+            "A:after_epoch e4 g8 l2",
+            "A:trigger_epoch e4 g8 l2",
+            "A:trigger e4 g8 l2",
+        ]
+    );
+
+    // A wrapped callback that fetches gets its values at the enabled steps; they leave the
+    // device at every step it wants them (the fetch is decided before the monitors can be read).
+    let (f, seen) = fetcher(vec![Fetch::host("loss")], 1);
+    let report = run((errors(), EnableCallbackIf::with_context(f, val_error_below_0_2)), 4, 2).unwrap();
+    assert_eq!(seen.lock().unwrap().len(), 2, "steps 7 and 8");
+    assert_eq!(report.fetch_transfers, 8);
+    // A counters predicate decides the fetches: nothing leaves the device at a disabled step.
+    let (f, seen) = fetcher(vec![Fetch::host("loss")], 1);
+    let report = run(EnableCallbackIf::new(f, |c: &Counters| c.epoch_num() == 4), 4, 2).unwrap();
+    assert_eq!(seen.lock().unwrap().len(), 2, "steps 7 and 8");
+    assert_eq!(report.fetch_transfers, 2);
+}
+
+/// The events from a stop requested at `(event, global_step)` by `A` (registered before `B`)
+/// to the end: the tail of the log from A's event on.
+fn after_stop(event: &'static str, step: u64) -> (Vec<String>, TrainReport<Linear>) {
+    let log = Log::default();
+    let mut a = Recorder::new("A", &log);
+    a.stop_in = Some((event, step));
+    let report = run((a, Recorder::new("B", &log)), 2, 2).unwrap();
+    let events = take(&log);
+    let from = events
+        .iter()
+        .position(|l| l.starts_with(&format!("A:{event} ")) && l.contains(&format!(" g{step} ")));
+    (events[from.expect("A's event")..].to_vec(), report)
+}
+
+/// tensorpack's `StopTraining` is an exception: the callbacks after the raiser in that event,
+/// and every later event but `after_train`, do not run. A stoker stop is a request honoured at
+/// the next step boundary: the rest of the event runs for every callback, and so do the rest
+/// of the step's events; then the loop ends without the epoch-end events of an unfinished
+/// epoch, and `after_train` runs for every callback.
+#[test]
+fn stop_lets_the_rest_of_the_event_and_the_step_run_then_ends_at_the_boundary() {
+    // Before a step: that step still runs, with its after_step and trigger_step.
+    let (tail, report) = after_stop("before_step", 1);
+    assert_eq!(
+        tail,
+        vec![
+            "A:before_step e1 g1 l1",
+            "B:before_step e1 g1 l1",
+            "A:after_step e1 g2 l2",
+            "B:after_step e1 g2 l2",
+            "A:trigger_step e1 g2 l2",
+            "B:trigger_step e1 g2 l2",
+            "A:after_train e1 g2 l2",
+            "B:after_train e1 g2 l2",
+        ]
+    );
+    assert_eq!(report.outcome, Outcome::Stopped("stop in before_step".into()));
+    assert_eq!(report.counters.global_step(), 2);
+
+    // In after_epoch: the epoch finishes (trigger_epoch for all); the next one never starts.
+    let (tail, report) = after_stop("after_epoch", 2);
+    assert_eq!(
+        tail,
+        vec![
+            "A:after_epoch e1 g2 l2",
+            "B:after_epoch e1 g2 l2",
+            "A:trigger_epoch e1 g2 l2",
+            "A:trigger e1 g2 l2",
+            "B:trigger_epoch e1 g2 l2",
+            "B:trigger e1 g2 l2",
+            "A:after_train e1 g2 l2",
+            "B:after_train e1 g2 l2",
+        ]
+    );
+    assert_eq!(report.outcome, Outcome::Stopped("stop in after_epoch".into()));
+
+    // In before_epoch: no step of that epoch runs, nor its end events.
+    let (tail, report) = after_stop("before_epoch", 2);
+    assert_eq!(
+        tail,
+        vec![
+            "A:before_epoch e2 g2 l0",
+            "B:before_epoch e2 g2 l0",
+            "A:after_train e2 g2 l0",
+            "B:after_train e2 g2 l0",
+        ]
+    );
+    assert_eq!(report.counters.global_step(), 2);
+}
+
+/// A decorator: renames the callback, counts its epoch triggers, and withholds its `before_step`.
+struct Decorator {
+    triggers: Arc<Mutex<u64>>,
+}
+
+impl<C: Callback<Linear>> Proxy<Linear, C> for Decorator {
+    fn name(&self, inner: &C) -> std::borrow::Cow<'static, str> {
+        format!("Decorated({})", inner.name()).into()
+    }
+    fn trigger_epoch(&mut self, inner: &mut C, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        *self.triggers.lock().unwrap() += 1;
+        inner.trigger_epoch(ctx)
+    }
+    fn before_step(&mut self, _inner: &mut C, _ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        Ok(())
+    }
+}
+
+/// tensorpack's `ProxyCallback`: every event reaches the wrapped callback, as if unwrapped; a
+/// decorator overrides what it changes and forwards the rest.
+#[test]
+fn proxy_callback_forwards_every_event_and_a_decorator_overrides_some() {
+    let log = Log::default();
+    run(ProxyCallback::new(Recorder::new("A", &log)), 2, 2).unwrap();
+    assert_eq!(take(&log), plain("A", 2, 2));
+
+    let triggers = Arc::new(Mutex::new(0));
+    let decorated =
+        ProxyCallback::decorated(Recorder::new("A", &log), Decorator { triggers: triggers.clone() });
+    assert_eq!(Callback::<Linear>::name(&decorated), "Decorated(A)");
+    run(decorated, 2, 2).unwrap();
+    let expected: Vec<String> = plain("A", 2, 2).into_iter().filter(|l| !l.contains("before_step")).collect();
+    assert_eq!(take(&log), expected);
+    assert_eq!(*triggers.lock().unwrap(), 2);
 }

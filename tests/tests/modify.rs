@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use burn::nn::Linear;
 use burn::optim::SgdConfig;
 use burn::tensor::{Tensor, TensorData};
-use burn_stoker::modify::{BatchNormTune, GradientAccumulation, GradientClip, RnnRegularizer};
+use burn_stoker::modify::{BatchNormTune, GradientAccumulation, GradientClip, RnnRegularizer, RunOp};
 use burn_stoker::prelude::*;
 use stoker_tests::{scratch_dir, tiny_model, weights};
 
@@ -270,4 +270,96 @@ fn batch_norm_tune_refuses_a_layer_out_of_training_mode() {
         });
     let err = tune.tune(model).unwrap_err().to_string();
     assert!(err.contains("did not move in `forward`"), "{err}");
+}
+
+/// How often a `RunOp` ran, and the model's weights at each run.
+fn run_op_runs(
+    make: impl FnOnce(Box<dyn FnMut(&mut Linear) + Send>) -> RunOp<Box<dyn FnMut(&mut Linear) + Send>>,
+) -> (usize, TrainReport<Linear>) {
+    let runs = Arc::new(Mutex::new(0usize));
+    let counted = runs.clone();
+    let op = make(Box::new(move |_model: &mut Linear| *counted.lock().unwrap() += 1));
+    let device = burn_stoker::device::cpu();
+    let report =
+        Trainer::new(tiny_model(&device), SgdConfig::new().init(), stoker_tests::tiny_data(3, &device))
+            .max_epoch(2)
+            .log_dir(scratch_dir("run-op"))
+            .default_callbacks(DefaultCallbacks::none())
+            .callbacks(op)
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| stoker_tests::mse(model, batch))
+            .unwrap();
+    let runs = *runs.lock().unwrap();
+    (runs, report)
+}
+
+/// tensorpack's flags, on 2 epochs of 3 steps: `run_before` (once), `run_as_trigger` (each
+/// epoch), `run_step` (before every step), and `run_after_step` (after every step).
+#[test]
+fn run_op_runs_before_training_as_a_trigger_and_with_the_steps_as_asked() {
+    assert_eq!(run_op_runs(RunOp::new).0, 1 + 2, "before training and each epoch");
+    assert_eq!(run_op_runs(|op| RunOp::new(op).run_as_trigger(false)).0, 1);
+    assert_eq!(run_op_runs(RunOp::update_ops).0, 6, "RunUpdateOps: every step only");
+    assert_eq!(
+        run_op_runs(|op| RunOp::new(op).run_before(false).run_as_trigger(false).run_after_step(true)).0,
+        6
+    );
+    assert_eq!(run_op_runs(|op| RunOp::new(op).run_step(true).run_after_step(true)).0, 1 + 2 + 6 + 6);
+}
+
+/// Sets every weight to `value`.
+struct Fill(f32);
+
+impl burn::module::ModuleMapper for Fill {
+    fn map_float<const D: usize>(
+        &mut self,
+        param: burn::module::Param<Tensor<D>>,
+    ) -> burn::module::Param<Tensor<D>> {
+        let value = self.0;
+        param.map(|t| {
+            let filled = t.zeros_like().add_scalar(value).detach();
+            if t.is_require_grad() { filled.require_grad() } else { filled }
+        })
+    }
+}
+
+/// `run_step` changes the model the step trains (before it); `run_after_step` the model the
+/// step produced, which training returns.
+#[test]
+fn run_op_changes_the_model_before_or_after_the_step() {
+    use burn::module::Module;
+    let device = burn_stoker::device::cpu();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let report =
+        Trainer::new(tiny_model(&device), SgdConfig::new().init(), stoker_tests::tiny_data(2, &device))
+            .max_epoch(2)
+            .log_dir(scratch_dir("run-op-model"))
+            .default_callbacks(DefaultCallbacks::none())
+            .callbacks(RunOp::update_ops(|model: &mut Linear| *model = model.clone().map(&mut Fill(0.25))))
+            .train(move |model: &Linear, batch, _step: &mut Step<'_>| {
+                log.lock().unwrap().push(weights(model).concat());
+                stoker_tests::mse(model, batch)
+            })
+            .unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4);
+    assert!(
+        seen.iter().all(|w| w == &[0.25, 0.25, 0.25]),
+        "every step trains on the filled weights: {seen:?}"
+    );
+    assert_ne!(weights(&report.model).concat(), vec![0.25, 0.25, 0.25], "the last step trained them");
+
+    let after = RunOp::new(|model: &mut Linear| *model = model.clone().map(&mut Fill(-1.0)))
+        .run_before(false)
+        .run_as_trigger(false)
+        .run_after_step(true);
+    let report =
+        Trainer::new(tiny_model(&device), SgdConfig::new().init(), stoker_tests::tiny_data(2, &device))
+            .max_epoch(1)
+            .log_dir(scratch_dir("run-op-after"))
+            .default_callbacks(DefaultCallbacks::none())
+            .callbacks(after)
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| stoker_tests::mse(model, batch))
+            .unwrap();
+    assert_eq!(weights(&report.model).concat(), vec![-1.0, -1.0, -1.0], "filled after the last step");
 }

@@ -15,6 +15,7 @@ use burn::lr_scheduler::{LrScheduler, LrSchedulerRecord};
 use burn::nn::Linear;
 use burn::optim::SgdConfig;
 use burn::tensor::Tensor;
+use burn_stoker::param::{HyperParamSetter, SetterCallback};
 use burn_stoker::prelude::*;
 use burn_stoker::{Error, param::PlateauMode, saver::Checkpoint, state::HyperParams};
 use stoker_tests::{StopAt, mse, scratch_dir, tiny_data, tiny_model};
@@ -976,4 +977,71 @@ fn hyper_file_over_the_bound_is_not_read_and_one_at_it_is() {
         "learning_rate",
     );
     assert_used(&used, &[0.1, 0.05, 0.05]);
+}
+
+/// A setter written by a user, as a tensorpack user subclasses `HyperParamSetter`: a linear
+/// warm-up of `param` to `target` over the first `epochs` epochs, then nothing (its current
+/// value stays); it reads the value it is asked to change from the context.
+struct WarmUp {
+    param: &'static str,
+    target: f64,
+    epochs: u64,
+    seen_before: Vec<f64>,
+}
+
+impl HyperParamSetter for WarmUp {
+    const NAME: &'static str = "WarmUp";
+    fn param(&self) -> &str {
+        self.param
+    }
+    fn value_to_set<M>(&mut self, ctx: &Context<'_, M>) -> burn_stoker::Result<Option<f64>> {
+        self.seen_before.push(ctx.hyper().get(self.param).unwrap());
+        let e = ctx.epoch_num();
+        Ok((e < self.epochs).then(|| self.target * (e + 1) as f64 / self.epochs as f64))
+    }
+}
+
+#[test]
+fn hyper_param_setter_written_by_a_user_sets_at_the_beginning_and_each_trigger() {
+    let dir = scratch_dir("user-setter");
+    let setter = WarmUp { param: "learning_rate", target: 0.1, epochs: 4, seen_before: Vec::new() };
+    let callback: SetterCallback<WarmUp> = setter.into_callback();
+    assert_eq!(Callback::<Linear>::name(&callback), "WarmUp(learning_rate)");
+    assert!(!Callback::<Linear>::chief_only(&callback), "every rank, as tensorpack's setters");
+    let mut callback = callback;
+    let (_, used) =
+        try_record(trainer(&dir, 5, 1).learning_rate(0.5), &mut callback, "learning_rate").unwrap();
+    // before_train (epoch 0): 0.025; after epochs 1, 2, 3: 0.05, 0.075, 0.1; then left alone.
+    assert_used(&used, &[0.025, 0.05, 0.075, 0.1, 0.1]);
+    let seen = &callback.setter().seen_before;
+    let expected = [0.5, 0.025, 0.05, 0.075, 0.1, 0.1];
+    assert!(
+        seen.len() == expected.len() && seen.iter().zip(expected).all(|(s, e)| (s - e).abs() < 1e-12),
+        "the value before each call: {seen:?}"
+    );
+
+    // Under a PeriodicTrigger it sets at the trigger's period: every step here.
+    let every_step = PeriodicTrigger::new(
+        WarmUp { param: "learning_rate", target: 0.1, epochs: 4, seen_before: Vec::new() }.into_callback(),
+    )
+    .every_k_steps(1);
+    let used = record(trainer(&scratch_dir("user-setter-steps"), 2, 2), every_step, "learning_rate");
+    assert_used(&used, &[0.025, 0.05, 0.05, 0.075]);
+
+    // An unknown parameter is refused at setup, named with the setter.
+    let bad = WarmUp { param: "momentum", target: 0.1, epochs: 4, seen_before: Vec::new() }.into_callback();
+    let error = try_record(trainer(&scratch_dir("user-setter-bad"), 1, 1), bad, "learning_rate").unwrap_err();
+    assert!(error.to_string().contains("WarmUp sets `momentum`, which is not a hyper-parameter"), "{error}");
+}
+
+/// The built-in setters are `HyperParamSetter`s: what they would set, asked directly.
+#[test]
+fn hyper_param_setter_is_implemented_by_the_built_in_setters() {
+    fn name<S: HyperParamSetter>(setter: &S) -> (&'static str, String) {
+        (S::NAME, setter.param().to_string())
+    }
+    let scheduled = ScheduledHyperParamSetter::new("learning_rate", [(0, 0.1), (2, 0.01)]);
+    assert_eq!(name(&scheduled), ("ScheduledHyperParamSetter", "learning_rate".to_string()));
+    let with_func = HyperParamSetterWithFunc::new("learning_rate", |_, v| v * 0.5);
+    assert_eq!(name(&with_func), ("HyperParamSetterWithFunc", "learning_rate".to_string()));
 }

@@ -146,8 +146,10 @@ impl<T: CallbackReturn> CallbackReturn for Result<T> {
 pub enum Flow {
     /// Go on.
     Continue,
-    /// Stop training at the next step boundary, with this reason (see
-    /// [`Context::request_stop`]).
+    /// Stop training at the next step boundary, with this reason (tensorpack's
+    /// `StopTraining`). The rest of the event still runs for the other callbacks, and the rest
+    /// of the step's events; see [`Context::request_stop`] for what runs and how this differs
+    /// from tensorpack's exception.
     Stop(String),
     /// End the current epoch after this step (see [`Context::skip_rest_of_epoch`]).
     SkipEpoch,

@@ -147,9 +147,26 @@ impl<M> Context<'_, M> {
     pub fn log_dir(&self) -> &Path {
         &self.state.log_dir
     }
-    /// Stop training at the next step boundary; `after_train` still runs for every callback.
-    /// The epoch in progress ends without its `after_epoch` and `trigger_epoch` (tensorpack's
-    /// `StopTraining`), so nothing is saved from a state the stop was meant to avoid.
+    /// Stop training at the next step boundary (tensorpack's `StopTraining`); `after_train`
+    /// still runs for every callback, and the run ends with
+    /// [`Outcome::Stopped`](crate::trainer::Outcome::Stopped) and this reason (the first one
+    /// asked for wins).
+    ///
+    /// What still runs after the request:
+    /// - the rest of the current event, for every callback after this one: a stop is a request,
+    ///   not an exception, so a writer or a saver ordered later still sees the event;
+    /// - the rest of the current step: asked in `before_step`, the step runs, with its
+    ///   `after_step` and `trigger_step`; the loop ends after `trigger_step`;
+    /// - an epoch that was finishing: asked in `after_epoch`, its `trigger_epoch` runs; asked in
+    ///   `before_epoch`, none of its steps runs.
+    ///
+    /// An epoch whose steps were cut short ends without its `after_epoch` and `trigger_epoch`,
+    /// so nothing is saved from a state the stop was meant to avoid.
+    ///
+    /// This differs from tensorpack, where `StopTraining` is raised: the callbacks after the
+    /// raiser in that event, and every later event but `after_train`, do not run. Here every
+    /// callback sees each event it was handed in full, and in data-parallel training every rank
+    /// can stop at the same boundary (a stop asked on one rank is agreed at the next exchange).
     pub fn request_stop(&mut self, reason: impl Into<String>) {
         if self.state.control.stop.is_none() {
             self.state.control.stop = Some(reason.into());

@@ -38,9 +38,17 @@ impl Counters {
     pub fn steps_per_epoch(&self) -> u64 {
         self.steps_per_epoch
     }
-    /// The global step the run ends at.
+    /// The global step the run ends at if no epoch is cut short: `global_step` plus the steps
+    /// left in the current epoch and in the epochs after it. It holds from `before_epoch` to
+    /// `trigger_epoch` of every epoch, whatever `global_step` started at (a fresh run from
+    /// `starting_epoch` > 1 starts at 0); before the first epoch it assumes the run starts at an
+    /// epoch's beginning (a run resumed mid-epoch learns its first step only at `before_epoch`).
     pub fn last_step(&self) -> u64 {
-        self.max_epoch * self.steps_per_epoch
+        let spe = self.steps_per_epoch;
+        let left_in_epoch =
+            if self.epoch_num < self.starting_epoch { 0 } else { spe.saturating_sub(self.local_step) };
+        let epochs_after = self.max_epoch.saturating_sub(self.epoch_num);
+        self.global_step + left_in_epoch + epochs_after * spe
     }
     /// The counters as they were before the step that just ran.
     pub fn before_step(&self) -> Counters {
@@ -57,8 +65,8 @@ impl Counters {
 }
 
 /// The counters as they were before the step that just ran ([`Counters::before_step`]), for
-/// the `#[enable_if]` predicates that generated code evaluates in `after_step` and
-/// `trigger_step`, as `EnableCallbackIf` evaluates them before the step.
+/// the `#[enable_if]` predicates that generated code evaluates in `after_step`: it keeps the
+/// answer of before the step, as `EnableCallbackIf` does.
 #[doc(hidden)]
 pub fn counters_before_step(counters: &Counters) -> Counters {
     counters.before_step()

@@ -76,20 +76,25 @@ impl Period {
 
     /// [`PeriodicCallback`](crate::trigger::PeriodicCallback)'s rule for a step event of step `step`: a
     /// multiple of the period in steps, in an epoch that is a multiple of the period in epochs,
-    /// or the very last step.
+    /// or, with a period in epochs, the very last step of training (the last epoch's last step,
+    /// [`Counters::last_step`]). With only a period in steps the last step is not added:
+    /// tensorpack's `PeriodicCallback.predicate` adds it only under `every_k_epochs`.
     #[inline]
     pub fn step_due(&self, step: u64, counters: &Counters) -> bool {
-        self.steps_divide(step) || self.epochs_divide(counters.epoch_num) || step == counters.last_step()
+        self.steps_divide(step)
+            || self.epochs_divide(counters.epoch_num)
+            || (self.epochs.is_some() && step == counters.last_step())
     }
 
     /// [`PeriodicCallback`](crate::trigger::PeriodicCallback)'s rule for an epoch event: the epoch is a
-    /// multiple of the period in epochs, `global_step` a multiple of the period in steps, or it is
-    /// the last epoch.
+    /// multiple of the period in epochs, `global_step` a multiple of the period in steps, or,
+    /// with a period in epochs, it is the last epoch (as in tensorpack, not with only a period
+    /// in steps).
     #[inline]
     pub fn epoch_due(&self, counters: &Counters) -> bool {
         self.epochs_divide(counters.epoch_num)
             || self.steps_divide(counters.global_step)
-            || counters.epoch_num == counters.max_epoch
+            || (self.epochs.is_some() && counters.epoch_num == counters.max_epoch)
     }
 
     /// The tensor callbacks' rule: step `step`, the `local`-th of its epoch, is a multiple of the
@@ -102,8 +107,10 @@ impl Period {
 
     /// Whether a `#[derive(Callbacks)]` field with this period (none: always) and `predicate`
     /// (`#[enable_if]`) receives `event`: [`PeriodicCallback`](crate::trigger::PeriodicCallback)'s and
-    /// [`EnableCallbackIf`](crate::trigger::EnableCallbackIf)'s rules, by the event's [`Phase`] (the
-    /// predicate of `after_step` and `trigger_step` sees the counters of before the step).
+    /// [`EnableCallbackIf`](crate::trigger::EnableCallbackIf)'s rules, by the event's [`Phase`].
+    /// The predicate is read as `EnableCallbackIf` reads it (see [its rule](crate::trigger::EnableCallbackIf#when-the-predicate-is-read)):
+    /// `after_step` keeps the answer of before the step (the counters of before the step),
+    /// `trigger_step` reads it after the step.
     #[inline]
     pub fn gate(
         &self,
@@ -113,12 +120,12 @@ impl Period {
     ) -> bool {
         let periodic = self.is_periodic();
         let holds = |c: &Counters| predicate.is_none_or(|p| p(c));
+        let due = || !periodic || self.step_due(counters.global_step, counters);
         match event.phase() {
             Phase::Once | Phase::InStep => true,
             Phase::BeforeStep => self.wants(predicate, counters),
-            Phase::AfterStep | Phase::TriggerStep => {
-                (!periodic || self.step_due(counters.global_step, counters)) && holds(&counters.before_step())
-            }
+            Phase::AfterStep => due() && holds(&counters.before_step()),
+            Phase::TriggerStep => due() && holds(counters),
             Phase::Epoch => (!periodic || self.epoch_due(counters)) && holds(counters),
         }
     }

@@ -1,4 +1,5 @@
-//! Debugging callbacks: numerics checks ([`TerminateOnNaN`]), step outputs processed, printed or
+//! Debugging callbacks: numerics checks ([`TerminateOnNaN`] on the loss, [`CheckNumerics`] on
+//! the weights), step outputs processed, printed or
 //! dumped along with the step ([`ProcessTensors`], [`TensorPrinter`], [`DumpTensors`] to `.npz`,
 //! [`DumpTensorAsImage`] to PNG), a file-triggered pause with a prompt ([`InjectShell`]), a step
 //! watchdog ([`StepTimeout`]), helper threads and processes that live as long as training
@@ -8,6 +9,7 @@ mod dump;
 mod factory;
 mod image;
 mod npz;
+mod numerics;
 mod process;
 mod shell;
 mod startable;
@@ -18,6 +20,7 @@ pub use dump::DumpTensors;
 pub use factory::CallbackFactory;
 pub use image::DumpTensorAsImage;
 pub use npz::{crc32, encode_npy, encode_npz, encode_zip};
+pub use numerics::CheckNumerics;
 pub use process::{ProcessTensors, TensorPrinter};
 pub use shell::{INJECT_SHELL_FILE, InjectShell};
 pub use startable::{StartProcOrThread, StopFlag};

@@ -3,7 +3,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use super::Target;
+use super::setter::set_value;
+use super::{HyperParamSetter, Target};
 use crate::Result;
 use crate::callback::{Callback, Context};
 
@@ -85,9 +86,23 @@ impl<F: FnMut(u64, f64) -> f64> HyperParamSetterWithFunc<F> {
     }
 
     fn apply<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let value = self.value_to_set(ctx)?;
+        set_value(&mut self.target, ctx, value)
+    }
+}
+
+/// `func(point, current value)`, at the beginning too unless the run resumed.
+impl<F: FnMut(u64, f64) -> f64> HyperParamSetter for HyperParamSetterWithFunc<F> {
+    const NAME: &'static str = "HyperParamSetterWithFunc";
+    fn param(&self) -> &str {
+        &self.target.param
+    }
+    fn value_to_set<M>(&mut self, ctx: &Context<'_, M>) -> Result<Option<f64>> {
         let point = if self.step_based { ctx.global_step() } else { ctx.epoch_num() };
-        let value = (self.func)(point, self.target.current(ctx)?);
-        self.target.set(ctx, value)
+        Ok(Some((self.func)(point, self.target.current(ctx)?)))
+    }
+    fn value_at_beginning<M>(&mut self, ctx: &Context<'_, M>) -> Result<Option<f64>> {
+        if ctx.monitors_ref().is_resumed() { Ok(None) } else { self.value_to_set(ctx) }
     }
 }
 
@@ -103,7 +118,8 @@ impl<M, F: FnMut(u64, f64) -> f64> Callback<M> for HyperParamSetterWithFunc<F> {
         self.target.check(ctx)
     }
     fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if ctx.monitors_ref().is_resumed() { Ok(()) } else { self.apply(ctx) }
+        let value = self.value_at_beginning(ctx)?;
+        set_value(&mut self.target, ctx, value)
     }
     fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         if self.step_based { self.apply(ctx) } else { Ok(()) }

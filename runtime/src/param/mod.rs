@@ -21,6 +21,10 @@
 //! | [`ReduceLrOnPlateau`] | divided by a factor when a statistic plateaus | Keras |
 //! | [`LrSchedulerSetter`] | to a burn learning-rate scheduler's value at each step | burn |
 //!
+//! A setter of your own, as tensorpack users subclass `HyperParamSetter` and write
+//! `_get_value_to_set`: implement [`HyperParamSetter`] (its `value_to_set`) and register
+//! [`HyperParamSetter::into_callback`] ([`SetterCallback`]).
+//!
 //! Like tensorpack's `HyperParamSetter`, the tensorpack setters announce a change on stderr
 //! (`stoker: ScheduledHyperParamSetter(learning_rate): at global step 300, learning_rate changes
 //! from 0.1 to 0.01`), at most once per epoch each.
@@ -30,6 +34,7 @@ mod human;
 mod lr_scheduler;
 mod plateau;
 mod scheduled;
+mod setter;
 mod stat;
 
 use std::borrow::Cow;
@@ -44,6 +49,7 @@ pub use human::HumanHyperParamSetter;
 pub use lr_scheduler::LrSchedulerSetter;
 pub use plateau::{PlateauMode, ReduceLrOnPlateau};
 pub use scheduled::ScheduledHyperParamSetter;
+pub use setter::{HyperParamSetter, SetterCallback};
 pub use stat::StatMonitorParamSetter;
 
 /// The hyper-parameter a setter drives: checks it exists, sets it, and announces changes on

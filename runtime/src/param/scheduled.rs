@@ -2,7 +2,8 @@
 
 use std::borrow::Cow;
 
-use super::Target;
+use super::setter::set_value;
+use super::{HyperParamSetter, Target};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
 
@@ -123,12 +124,20 @@ impl ScheduledHyperParamSetter {
     fn point<M>(&self, ctx: &Context<'_, M>) -> u64 {
         if self.step_based { ctx.global_step() } else { ctx.epoch_num() }
     }
+}
 
-    fn apply<M>(&mut self, ctx: &mut Context<'_, M>, exact_only: bool) -> Result<()> {
-        if let Some(value) = self.value_at(self.point(ctx), exact_only) {
-            self.target.set(ctx, value)?;
-        }
-        Ok(())
+/// Its value at the current point (epoch or step): exact points (or interpolated) in `trigger`,
+/// and in `before_train` the value reached so far unless `set_at_beginning(false)`.
+impl HyperParamSetter for ScheduledHyperParamSetter {
+    const NAME: &'static str = "ScheduledHyperParamSetter";
+    fn param(&self) -> &str {
+        &self.target.param
+    }
+    fn value_to_set<M>(&mut self, ctx: &Context<'_, M>) -> Result<Option<f64>> {
+        Ok(self.value_at(self.point(ctx), true))
+    }
+    fn value_at_beginning<M>(&mut self, ctx: &Context<'_, M>) -> Result<Option<f64>> {
+        Ok(self.value_at(self.point(ctx), !self.set_at_beginning))
     }
 }
 
@@ -156,7 +165,8 @@ impl<M> Callback<M> for ScheduledHyperParamSetter {
         self.target.check(ctx)
     }
     fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        self.apply(ctx, !self.set_at_beginning)
+        let value = self.value_at_beginning(ctx)?;
+        set_value(&mut self.target, ctx, value)
     }
     fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         if self.step_based { Callback::<M>::trigger(self, ctx) } else { Ok(()) }
@@ -165,6 +175,7 @@ impl<M> Callback<M> for ScheduledHyperParamSetter {
         if self.step_based { Ok(()) } else { Callback::<M>::trigger(self, ctx) }
     }
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        self.apply(ctx, true)
+        let value = self.value_to_set(ctx)?;
+        set_value(&mut self.target, ctx, value)
     }
 }

@@ -1,0 +1,130 @@
+//! tensorpack's `HyperParamSetter` base: the [`HyperParamSetter`] trait a user implements, and
+//! [`SetterCallback`], the callback that runs one.
+
+use std::borrow::Cow;
+
+use super::Target;
+use crate::callback::{Callback, Context};
+use crate::error::Result;
+
+/// What a hyper-parameter setter computes: tensorpack's abstract `HyperParamSetter`, whose
+/// users subclass it and write `_get_value_to_set`. Here a type implements this trait and
+/// [`into_callback`](Self::into_callback) makes it a callback ([`SetterCallback`]), which:
+///
+/// - checks at `setup` that [`param`](Self::param) is a hyper-parameter of the trainer (an
+///   error naming the known ones otherwise);
+/// - sets [`value_at_beginning`](Self::value_at_beginning) in `before_train` (tensorpack's
+///   `_enable_before_train`, on by default), and [`value_to_set`](Self::value_to_set) in
+///   `trigger`: every epoch by default, at another period under
+///   [`PeriodicTrigger`](crate::trigger::PeriodicTrigger);
+/// - leaves the value alone when they return `None`, and announces a change on stderr at most
+///   once per epoch, as tensorpack logs it;
+/// - runs on every rank in data-parallel training (tensorpack's `_chief_only = False`): the
+///   value should depend on what every rank sees alike (the counters), so the replicas agree.
+///
+/// The built-in [`ScheduledHyperParamSetter`](super::ScheduledHyperParamSetter) and
+/// [`HyperParamSetterWithFunc`](super::HyperParamSetterWithFunc) implement it too (their own
+/// callbacks decide when they run, step by step when step-based).
+///
+/// ```
+/// use burn_stoker::prelude::*;
+/// use burn_stoker::param::HyperParamSetter;
+///
+/// /// Linear warm-up of the learning rate over the first `epochs` epochs, then leave it.
+/// struct WarmUp {
+///     target: f64,
+///     epochs: u64,
+/// }
+///
+/// impl HyperParamSetter for WarmUp {
+///     const NAME: &'static str = "WarmUp";
+///     fn param(&self) -> &str {
+///         "learning_rate"
+///     }
+///     fn value_to_set<M>(&mut self, ctx: &Context<'_, M>) -> burn_stoker::Result<Option<f64>> {
+///         // In before_train epoch_num is 0; in trigger, the epoch that just finished.
+///         let epoch = ctx.epoch_num();
+///         Ok((epoch < self.epochs).then(|| self.target * (epoch + 1) as f64 / self.epochs as f64))
+///     }
+/// }
+///
+/// let callback = WarmUp { target: 0.1, epochs: 4 }.into_callback();
+/// # let _ = callback;
+/// ```
+pub trait HyperParamSetter {
+    /// The setter's name: its callback is named `NAME(param)` and ordered by `NAME`
+    /// (`#[order(after = SetterCallback<WarmUp>)]`).
+    const NAME: &'static str;
+
+    /// The hyper-parameter it sets: `"learning_rate"` or a name registered with the trainer.
+    fn param(&self) -> &str;
+
+    /// tensorpack's `_get_value_to_set`: the value to set now, or `None` to leave the current
+    /// one. Called in `trigger` (every epoch by default); `ctx` gives the counters, the monitors'
+    /// history and the current value (`ctx.hyper().get(param)`).
+    fn value_to_set<M>(&mut self, ctx: &Context<'_, M>) -> Result<Option<f64>>;
+
+    /// The value to set in `before_train`; by default [`value_to_set`](Self::value_to_set).
+    /// Return `None` to set nothing at the beginning (tensorpack's `_enable_before_train =
+    /// False`).
+    fn value_at_beginning<M>(&mut self, ctx: &Context<'_, M>) -> Result<Option<f64>> {
+        self.value_to_set(ctx)
+    }
+
+    /// This setter as a callback.
+    fn into_callback(self) -> SetterCallback<Self>
+    where
+        Self: Sized,
+    {
+        SetterCallback::new(self)
+    }
+}
+
+/// Runs a [`HyperParamSetter`]: the callback of a user-written setter (see the trait for when
+/// it sets the value).
+#[derive(Debug, Clone)]
+pub struct SetterCallback<S> {
+    setter: S,
+    target: Target,
+}
+
+impl<S: HyperParamSetter> SetterCallback<S> {
+    /// The callback of `setter` (also [`HyperParamSetter::into_callback`]).
+    pub fn new(setter: S) -> Self {
+        let target = Target::new(S::NAME, Cow::Owned(setter.param().to_string()));
+        SetterCallback { setter, target }
+    }
+    /// The setter.
+    pub fn setter(&self) -> &S {
+        &self.setter
+    }
+}
+
+/// Sets `value` through `target` when there is one.
+pub(crate) fn set_value<M>(target: &mut Target, ctx: &mut Context<'_, M>, value: Option<f64>) -> Result<()> {
+    match value {
+        Some(value) => target.set(ctx, value),
+        None => Ok(()),
+    }
+}
+
+impl<M, S: HyperParamSetter> Callback<M> for SetterCallback<S> {
+    /// Every rank (tensorpack's `HyperParamSetter`): each replica sets the value it trains with.
+    fn chief_only(&self) -> bool {
+        false
+    }
+    fn name(&self) -> Cow<'static, str> {
+        self.target.name()
+    }
+    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.target.check(ctx)
+    }
+    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let value = self.setter.value_at_beginning(ctx)?;
+        set_value(&mut self.target, ctx, value)
+    }
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let value = self.setter.value_to_set(ctx)?;
+        set_value(&mut self.target, ctx, value)
+    }
+}

@@ -1,0 +1,157 @@
+//! tensorpack's `ProxyCallback`: a callback that forwards every event to another one, as a base
+//! for callbacks that decorate another.
+
+use std::borrow::Cow;
+
+use crate::callback::{
+    Callback, Context, Counters, Order, StepGradients, StepHooks, StepLoss, for_each_event,
+};
+use crate::error::Result;
+use crate::fetch::{Fetch, Fetched};
+
+macro_rules! define_proxy {
+    ($(;)? $(
+        $(#[$doc:meta])*
+        $method:ident $variant:ident ($($arg:ident : $ty:ty = $pass:expr; $payload:ty)?) $phase:ident $(-> $default:ident)?;
+    )*) => {
+        /// What a decorator of a callback changes: tensorpack's `ProxyCallback` subclassed.
+        ///
+        /// Every method receives the wrapped callback (`inner`) beside the usual arguments, and
+        /// has a default that forwards to it: its name, order, fetches, `chief_only`, state,
+        /// step hooks, and every event. Implement the methods the decorator changes and
+        /// register [`ProxyCallback::decorated`]`(inner, decorator)`. As in tensorpack,
+        /// `trigger_epoch` forwards to the wrapped callback's `trigger_epoch`, which calls *its*
+        /// `trigger`: a decorator that changes `trigger` changes the epoch's trigger only if
+        /// it overrides `trigger_epoch` too.
+        ///
+        /// ```
+        /// use burn_stoker::prelude::*;
+        /// use burn_stoker::trigger::{Proxy, ProxyCallback};
+        ///
+        /// /// Counts the epochs' triggers of the callback it wraps; forwards everything.
+        /// struct CountTriggers(u64);
+        ///
+        /// impl<M, C: Callback<M>> Proxy<M, C> for CountTriggers {
+        ///     fn trigger_epoch(&mut self, inner: &mut C, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        ///         self.0 += 1;
+        ///         inner.trigger_epoch(ctx)
+        ///     }
+        /// }
+        ///
+        /// let counted = ProxyCallback::decorated(ModelSaver::new(3), CountTriggers(0));
+        /// # let _ = counted;
+        /// ```
+        pub trait Proxy<M, C: Callback<M>> {
+            /// The name: the wrapped callback's.
+            fn name(&self, inner: &C) -> Cow<'static, str> {
+                inner.name()
+            }
+            /// The order: the wrapped callback's.
+            fn order(&self, inner: &C) -> Order {
+                inner.order()
+            }
+            /// The fetches: the wrapped callback's.
+            fn fetches<'a>(&'a self, inner: &'a C) -> &'a [Fetch] {
+                inner.fetches()
+            }
+            /// Whether it runs only on the chief: as the wrapped callback.
+            fn chief_only(&self, inner: &C) -> bool {
+                inner.chief_only()
+            }
+            /// The state saved in checkpoints: the wrapped callback's.
+            fn save_state(&self, inner: &C) -> Result<Option<serde_json::Value>> {
+                inner.save_state()
+            }
+            /// Restore the state: the wrapped callback's.
+            fn load_state(&mut self, inner: &mut C, state: serde_json::Value) -> Result<()> {
+                inner.load_state(state)
+            }
+            /// The step hooks: the wrapped callback's.
+            fn step_hooks(&self, inner: &C) -> StepHooks {
+                inner.step_hooks()
+            }
+            /// Whether the next step's fetches are wanted: as the wrapped callback.
+            fn wants_fetch(&self, inner: &C, counters: &Counters) -> bool {
+                inner.wants_fetch(counters)
+            }
+            $(
+                $(#[$doc])*
+                fn $method(&mut self, inner: &mut C, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {
+                    inner.$method(ctx $(, $arg)?)
+                }
+            )*
+        }
+
+        impl<M, C: Callback<M>, D: Proxy<M, C>> Callback<M> for ProxyCallback<C, D> {
+            fn name(&self) -> Cow<'static, str> {
+                self.decorator.name(&self.inner)
+            }
+            fn order(&self) -> Order {
+                self.decorator.order(&self.inner)
+            }
+            fn fetches(&self) -> &[Fetch] {
+                self.decorator.fetches(&self.inner)
+            }
+            fn chief_only(&self) -> bool {
+                self.decorator.chief_only(&self.inner)
+            }
+            fn save_state(&self) -> Result<Option<serde_json::Value>> {
+                self.decorator.save_state(&self.inner)
+            }
+            fn load_state(&mut self, state: serde_json::Value) -> Result<()> {
+                self.decorator.load_state(&mut self.inner, state)
+            }
+            fn step_hooks(&self) -> StepHooks {
+                self.decorator.step_hooks(&self.inner)
+            }
+            fn wants_fetch(&self, counters: &Counters) -> bool {
+                self.decorator.wants_fetch(&self.inner, counters)
+            }
+            $(
+                #[inline]
+                fn $method(&mut self, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {
+                    Proxy::<M, C>::$method(&mut self.decorator, &mut self.inner, ctx $(, $arg)?)
+                }
+            )*
+        }
+    };
+}
+
+for_each_event!(define_proxy);
+
+/// The decorator of [`ProxyCallback::new`]: changes nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Forward;
+
+impl<M, C: Callback<M>> Proxy<M, C> for Forward {}
+
+/// A callback that forwards every method to the callback it wraps (tensorpack's
+/// `ProxyCallback`), through a decorator ([`Proxy`]) that may change any of them. Named and
+/// ordered as the decorator says: as the wrapped callback by default.
+#[derive(Debug, Clone, Default)]
+pub struct ProxyCallback<C, D = Forward> {
+    inner: C,
+    decorator: D,
+}
+
+impl<C> ProxyCallback<C, Forward> {
+    /// Forward everything to `inner`, unchanged.
+    pub fn new(inner: C) -> Self {
+        ProxyCallback { inner, decorator: Forward }
+    }
+}
+
+impl<C, D> ProxyCallback<C, D> {
+    /// Forward to `inner` through `decorator`, which changes what it overrides.
+    pub fn decorated(inner: C, decorator: D) -> Self {
+        ProxyCallback { inner, decorator }
+    }
+    /// The wrapped callback.
+    pub fn inner(&self) -> &C {
+        &self.inner
+    }
+    /// The decorator.
+    pub fn decorator(&self) -> &D {
+        &self.decorator
+    }
+}
