@@ -16,6 +16,7 @@ mod set;
 pub(crate) mod state;
 mod step;
 
+pub use crate::error::Cancel;
 pub use base::{Callback, CallbackReturn, Flow, deliver};
 pub use context::Context;
 pub(crate) use context::{Control, TrainState};

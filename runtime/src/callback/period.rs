@@ -114,7 +114,7 @@ impl Period {
         let periodic = self.is_periodic();
         let holds = |c: &Counters| predicate.is_none_or(|p| p(c));
         match event.phase() {
-            Phase::Once | Phase::InStep => true,
+            Phase::Once | Phase::InStep | Phase::Around => true,
             Phase::BeforeStep => self.wants(predicate, counters),
             Phase::AfterStep | Phase::TriggerStep => {
                 (!periodic || self.step_due(counters.global_step, counters)) && holds(&counters.before_step())
