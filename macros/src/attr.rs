@@ -530,6 +530,10 @@ pub fn parse_order(attr: &Attribute, errors: &Ctxt) -> OrderAttr {
                 if key == VALUE {
                     let (value, span) = signed_int(input)?;
                     entries.push(OrderEntry::Value(value, span));
+                } else if key != AFTER && key != BEFORE && (input.peek(Token![-]) || input.peek(syn::Lit)) {
+                    // A misspelt `value = -9`: reported as an unknown key, not as a bad path.
+                    signed_int(input)?;
+                    entries.push(OrderEntry::Paths(key, Vec::new()));
                 } else {
                     let mut paths = Vec::new();
                     if input.peek(syn::token::Bracket) {

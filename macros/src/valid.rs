@@ -79,7 +79,10 @@ pub fn hook(hook: &Hook, errors: &Ctxt, callback_span: proc_macro2::Span) {
             if let Some(extra) = values.get(1) {
                 errors.push_spanned(
                     extra,
-                    format!("a `{event}` callback takes `ctx: &mut Context<'_, M>` and `{name}: &{ty}` (in any order), nothing else"),
+                    format!(
+                        "{} `{event}` callback takes `ctx: &mut Context<'_, M>` and `{name}: &{ty}` (in any order), nothing else",
+                        if event.starts_with('a') { "an" } else { "a" }
+                    ),
                 );
             }
         }

@@ -57,20 +57,12 @@ impl Rnn {
 #[derive(Debug, Default)]
 struct ModelResetter;
 
+#[rustfmt::skip]
 #[callback]
 impl ModelResetter {
-    #[on(before_epoch)]
-    fn before_train(&mut self, ctx: &mut Context<'_, Rnn>) {
-        ctx.model_mut().reset()
-    }
-    #[on(before_validate)]
-    fn before_validate(&mut self, ctx: &mut Context<'_, Rnn>) {
-        ctx.model_mut().reset()
-    }
-    #[on(after_train)]
-    fn after_fit(&mut self, ctx: &mut Context<'_, Rnn>) {
-        ctx.model_mut().reset()
-    }
+    #[on(before_epoch)]    fn before_train(&mut self, ctx: &mut Context<'_, Rnn>)    { ctx.model_mut().reset() }
+    #[on(before_validate)] fn before_validate(&mut self, ctx: &mut Context<'_, Rnn>) { ctx.model_mut().reset() }
+    #[on(after_train)]     fn after_fit(&mut self, ctx: &mut Context<'_, Rnn>)       { ctx.model_mut().reset() }
 }
 
 /// Logs the events around validation with `Context::training`.
