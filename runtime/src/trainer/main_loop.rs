@@ -432,8 +432,14 @@ fn interrupted<M, K, C: Callbacks<M, K>>(
         Error::Cancel(cancel) => Err(cancelled(state, names, i, event.name(), cancel)),
         Error::ValidationRequested if !state.control.validating => {
             state.control.validating = true;
-            let pass =
-                validation_pass(callbacks, (order, in_order), state, (&mut *phase, &mut *cursor), names, i);
+            let pass = validation_pass(
+                callbacks,
+                (order, in_order),
+                state,
+                (&mut *phase, &mut *cursor),
+                names,
+                (i, event),
+            );
             state.control.validating = false;
             pass?;
             let next = order.iter().position(|&j| j == i).map_or(order.len(), |position| position + 1);
@@ -463,14 +469,16 @@ fn interrupted<M, K, C: Callbacks<M, K>>(
     }
 }
 
-/// The validation pass callback `i` asked for, with fastai's events around it.
+/// The validation pass callback `i` asked for during `event`, with fastai's events around it.
+/// An error or a panic of the pass itself is reported in `event` (the one the callback was
+/// triggered by: `trigger_epoch`, `trigger_step`...), where the pass runs for the user.
 fn validation_pass<M, K, C: Callbacks<M, K>>(
     callbacks: &mut C,
     (order, in_order): (&[usize], bool),
     state: &mut TrainState<M>,
     (phase, cursor): (&mut Phase, &mut usize),
     names: &[Cow<'static, str>],
-    i: usize,
+    (i, event): (usize, Event<'_>),
 ) -> Result<()> {
     deliver_in_order(
         callbacks,
@@ -481,12 +489,12 @@ fn validation_pass<M, K, C: Callbacks<M, K>>(
         names,
         Event::BeforeValidate,
     )?;
-    *phase = Phase::Callback(i, "validate");
+    *phase = Phase::Callback(i, event.name());
     let mut ctx = Context { state };
     if let Err(e) = callbacks.dispatch(i, Event::Validate, &mut ctx) {
         return Err(match e {
-            Error::Cancel(cancel) => cancelled(ctx.state, names, i, "validate", cancel),
-            e => wrap(&names[i], "validate", e),
+            Error::Cancel(cancel) => cancelled(ctx.state, names, i, event.name(), cancel),
+            e => wrap(&names[i], event.name(), e),
         });
     }
     deliver_in_order(callbacks, order, in_order, ctx.state, (phase, cursor), names, Event::AfterValidate)
