@@ -532,7 +532,7 @@ pub fn parse_order(attr: &Attribute, errors: &Ctxt) -> OrderAttr {
                     entries.push(OrderEntry::Value(value, span));
                 } else if key != AFTER && key != BEFORE && (input.peek(Token![-]) || input.peek(syn::Lit)) {
                     // A misspelt `value = -9`: reported as an unknown key, not as a bad path.
-                    signed_int(input)?;
+                    let _ = signed_int(input)?;
                     entries.push(OrderEntry::Paths(key, Vec::new()));
                 } else {
                     let mut paths = Vec::new();

@@ -550,3 +550,45 @@ fn fastai_dsl_after_backward_takes_the_gradients() {
     assert_eq!(weights(&report.model), before, "no step had gradients left for the optimizer");
     assert_eq!(report.counters.global_step(), 3);
 }
+
+// ---------------------------------------------------------------------------------------------
+// A cancelled epoch and checkpoints.
+
+/// Epochs of 3 steps, epoch 1 cancelled at its second step, a checkpoint at every epoch's end.
+fn cancelled_epoch_run(
+    model: Linear,
+    dir: &std::path::Path,
+    epochs: u64,
+    resume: bool,
+) -> TrainReport<Linear> {
+    let device = burn_stoker::device::cpu();
+    Trainer::new(model, burn::optim::SgdConfig::new().init(), tiny_data(3, &device))
+        .max_epoch(epochs)
+        .log_dir(dir)
+        .handle_signals(false)
+        .auto_resume(resume)
+        .default_callbacks(DefaultCallbacks::none())
+        .callbacks((CancelEpochOne, burn_stoker::saver::ModelSaver::new(100)))
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .unwrap()
+}
+
+#[test]
+fn fastai_cancel_epoch_checkpoint_resumes_at_the_next_epoch_as_a_straight_run() {
+    let device = burn_stoker::device::cpu();
+    let start = tiny_model(&device);
+    // Straight: epoch 1 counts 1 step (the second was cancelled before its optimizer), 2 and 3
+    // count 3 each.
+    let straight = cancelled_epoch_run(start.clone(), &scratch_dir("fastai-cancel-straight"), 3, false);
+    assert_eq!(straight.counters.global_step(), 7);
+    // Split after the cancelled epoch: its checkpoint resumes at epoch 2, the data after the two
+    // batches epoch 1 took (the cancelled one included).
+    let dir = scratch_dir("fastai-cancel-split");
+    let first = cancelled_epoch_run(start.clone(), &dir, 1, false);
+    assert_eq!((first.counters.epoch_num(), first.counters.global_step()), (1, 1));
+    let latest = burn_stoker::saver::Checkpoint::latest(&dir).unwrap().expect("the epoch's checkpoint");
+    assert_eq!(latest.global_step(), 1);
+    let resumed = cancelled_epoch_run(tiny_model(&device), &dir, 3, true);
+    assert_eq!(resumed.counters.global_step(), 7);
+    assert_eq!(weights(&resumed.model), weights(&straight.model), "bit for bit");
+}
