@@ -592,3 +592,52 @@ fn fastai_cancel_epoch_checkpoint_resumes_at_the_next_epoch_as_a_straight_run() 
     assert_eq!(resumed.counters.global_step(), 7);
     assert_eq!(weights(&resumed.model), weights(&straight.model), "bit for bit");
 }
+
+/// A validating callback of its own: its trigger asks for a pass, the pass is logged.
+struct Validator(&'static str, Log);
+
+impl<M> Callback<M> for Validator {
+    fn name(&self) -> std::borrow::Cow<'static, str> {
+        self.0.into()
+    }
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        ctx.request_validation()
+    }
+    fn validate(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        self.1.lock().unwrap().push(format!(
+            "{}:validate e{} training={}",
+            self.0,
+            ctx.epoch_num(),
+            ctx.training()
+        ));
+        Ok(())
+    }
+}
+
+#[test]
+fn fastai_validate_events_surround_each_pass_that_a_trigger_runs() {
+    let log: Log = Arc::default();
+    // `every_two` validates at epochs 2 and 4 only (its wrapper's period), `every` at every epoch;
+    // Watch, last, sees each pass's events and then its own trigger_epoch.
+    let every_two =
+        burn_stoker::trigger::PeriodicTrigger::new(Validator("EveryTwo", log.clone())).every_k_epochs(2);
+    let callbacks = (every_two, Validator("Every", log.clone()), Watch(log.clone()));
+    run_linear(callbacks, 3, 1).unwrap();
+    let pass = |who: &str, e: u32| {
+        vec![
+            format!("before_validate e{e} training=false"),
+            format!("{who}:validate e{e} training=false"),
+            format!("after_validate e{e} training=false"),
+        ]
+    };
+    let mut expected = Vec::new();
+    for e in 1..=3 {
+        expected.push(format!("before_epoch e{e} training=true"));
+        if e == 2 {
+            expected.extend(pass("EveryTwo", e));
+        }
+        expected.extend(pass("Every", e));
+        expected.push(format!("trigger_epoch (validation_cost put: false) e{e} training=true"));
+    }
+    assert_eq!(take(&log), expected);
+}
