@@ -641,3 +641,40 @@ fn fastai_validate_events_surround_each_pass_that_a_trigger_runs() {
     }
     assert_eq!(take(&log), expected);
 }
+
+/// Cancels the batch of global step 1 on every rank.
+struct CancelOnEveryRank;
+
+impl<M> Callback<M> for CancelOnEveryRank {
+    fn chief_only(&self) -> bool {
+        false
+    }
+    fn before_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        if ctx.global_step() == 1 { Err(Error::Cancel(Cancel::Batch)) } else { Ok(()) }
+    }
+}
+
+#[test]
+fn fastai_cancel_in_data_parallel_training_is_an_error_saying_what_to_return_instead() {
+    let dir = scratch_dir("fastai-world-cancel");
+    let result = burn_stoker::world::Threads::new([burn_stoker::device::cpu(), burn_stoker::device::cpu()])
+        .run(|world: burn_stoker::world::World| {
+            let device = world.device().clone();
+            let data = world.shard(tiny_data(8, &device));
+            Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), data)
+                .handle_signals(false)
+                .max_epoch(1)
+                .log_dir(&dir)
+                .world(world)
+                .default_callbacks(DefaultCallbacks::none())
+                .callbacks(CancelOnEveryRank)
+                .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+                .map(|_| ())
+                .map_err(Error::from)
+        });
+    let text = result.expect_err("a cancel in a world fails").to_string();
+    assert!(
+        text.contains("callback `CancelOnEveryRank` failed in before_step: Flow::CancelBatch is not supported in data-parallel training, where every rank must agree on the steps it runs: return Flow::Stop or Flow::SkipEpoch"),
+        "{text}"
+    );
+}
