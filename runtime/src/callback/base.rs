@@ -179,7 +179,9 @@ pub enum Flow {
     /// the weights do not change, and the step does not count) and of the epoch do not run, then
     /// every callback receives `after_cancel_epoch`, then `after_epoch` and `trigger_epoch`, and
     /// the next epoch starts. Returned from `after_epoch` or later in the epoch it is an error:
-    /// the epoch is over.
+    /// the epoch is over. (fastai's epoch also skips its validation; here an
+    /// [`InferenceRunner`](crate::inference::InferenceRunner) validates from `trigger_epoch`,
+    /// which runs, so the cancelled epoch is still validated.)
     CancelEpoch,
     /// Stop training at once (fastai's `CancelFitException`): returned from any event from
     /// `before_train` to `trigger_epoch`, the rest of training does not run (nor the epoch's
