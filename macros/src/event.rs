@@ -24,11 +24,27 @@ pub enum EventKind {
     Trigger,
     /// Once, at the end, whatever happened.
     AfterTrain,
+    /// Inside the step, before backward: the loss (`&StepLoss`).
+    BeforeBackward,
+    /// Inside the step, after backward: the gradients (`&StepGradients`).
+    AfterBackward,
+    /// Before a validation pass, to every callback.
+    BeforeValidate,
+    /// The validation pass, to the callback that asked for it.
+    Validate,
+    /// After a validation pass, to every callback.
+    AfterValidate,
+    /// After a `Flow::CancelBatch`.
+    AfterCancelBatch,
+    /// After a `Flow::CancelEpoch`.
+    AfterCancelEpoch,
+    /// After a `Flow::CancelFit`.
+    AfterCancelFit,
 }
 
 impl EventKind {
     /// Every event, in the order of the training loop.
-    pub const ALL: [EventKind; 10] = [
+    pub const ALL: [EventKind; 18] = [
         EventKind::Setup,
         EventKind::BeforeTrain,
         EventKind::BeforeEpoch,
@@ -39,6 +55,14 @@ impl EventKind {
         EventKind::TriggerEpoch,
         EventKind::Trigger,
         EventKind::AfterTrain,
+        EventKind::BeforeBackward,
+        EventKind::AfterBackward,
+        EventKind::BeforeValidate,
+        EventKind::Validate,
+        EventKind::AfterValidate,
+        EventKind::AfterCancelBatch,
+        EventKind::AfterCancelEpoch,
+        EventKind::AfterCancelFit,
     ];
 
     /// The name a user writes, which is also the `Callback` method's name.
@@ -54,6 +78,14 @@ impl EventKind {
             EventKind::TriggerEpoch => "trigger_epoch",
             EventKind::Trigger => "trigger",
             EventKind::AfterTrain => "after_train",
+            EventKind::BeforeBackward => "before_backward",
+            EventKind::AfterBackward => "after_backward",
+            EventKind::BeforeValidate => "before_validate",
+            EventKind::Validate => "validate",
+            EventKind::AfterValidate => "after_validate",
+            EventKind::AfterCancelBatch => "after_cancel_batch",
+            EventKind::AfterCancelEpoch => "after_cancel_epoch",
+            EventKind::AfterCancelFit => "after_cancel_fit",
         }
     }
 
@@ -70,6 +102,40 @@ impl EventKind {
     /// Whether the event runs once per training (periods and predicates make no sense there).
     pub fn runs_once(self) -> bool {
         matches!(self, EventKind::Setup | EventKind::BeforeTrain | EventKind::AfterTrain)
+    }
+
+    /// Whether the event is never gated (a period or a predicate is an error there): the events
+    /// that run once, inside a step, around a validation pass or after a cancellation.
+    pub fn ungated(self) -> bool {
+        self.runs_once() || self.in_step() || self.around()
+    }
+
+    /// Whether the event runs inside the step, with its payload (the loss, the gradients).
+    pub fn in_step(self) -> bool {
+        matches!(self, EventKind::BeforeBackward | EventKind::AfterBackward)
+    }
+
+    /// Whether the event surrounds a validation pass or follows a cancellation.
+    pub fn around(self) -> bool {
+        matches!(
+            self,
+            EventKind::BeforeValidate
+                | EventKind::Validate
+                | EventKind::AfterValidate
+                | EventKind::AfterCancelBatch
+                | EventKind::AfterCancelEpoch
+                | EventKind::AfterCancelFit
+        )
+    }
+
+    /// The payload parameter an in-step event's method takes, as the runtime's trait writes it:
+    /// its name and its type's name in `__private`.
+    pub fn payload(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            EventKind::BeforeBackward => Some(("loss", "StepLoss")),
+            EventKind::AfterBackward => Some(("grads", "StepGradients")),
+            _ => None,
+        }
     }
 
     /// Whether the event runs at every step (`PeriodicCallback`'s step gating applies).

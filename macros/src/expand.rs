@@ -86,9 +86,15 @@ fn invocation(
     let mut args = Vec::new();
     let names = hook.fetch.as_ref().map(|f| f.names.clone()).unwrap_or_default();
     let mut value_index = 0;
+    let payload = hook.event.and_then(EventKind::payload);
     for param in &hook.params {
         match param {
             Param::Context { .. } => args.push(quote!(&mut *ctx)),
+            // An in-step event's payload: the loss or the gradients the trait method received.
+            Param::Value { .. } if payload.is_some() => {
+                let name = Ident::new(payload.map_or("loss", |(name, _)| name), Span::call_site());
+                args.push(quote!(#name));
+            }
             Param::Value { ty } => {
                 let var = format_ident!("__stoker_value_{}", value_index);
                 if with_values && let Some(name) = names.get(value_index) {
@@ -223,7 +229,8 @@ fn order_value(rt: &Runtime, order: &OrderAttr) -> TokenStream {
     };
     let after = order.after.iter().map(name);
     let before = order.before.iter().map(name);
-    quote!(#p::Order::none() #(.after(#after))* #(.before(#before))*)
+    let value = order.value.map(|(value, _)| quote!(.value(#value)));
+    quote!(#p::Order::none() #(.after(#after))* #(.before(#before))* #value)
 }
 
 fn order_method(rt: &Runtime, order: &Option<OrderAttr>) -> TokenStream {
@@ -260,12 +267,30 @@ fn trait_methods(rt: &Runtime, methods: Methods, model: &TokenStream) -> TokenSt
             continue;
         }
         let ident = Ident::new(event.name(), Span::call_site());
-        let values = event.has_values().then(|| quote!(values: &#p::Fetched<'_>,));
+        let values = match event.payload() {
+            Some((name, ty)) => {
+                let (name, ty) = (Ident::new(name, Span::call_site()), Ident::new(ty, Span::call_site()));
+                // `StepLoss` borrows the step's outputs; `StepGradients` borrows nothing.
+                let lifetime = (event == EventKind::BeforeBackward).then(|| quote!(<'_>));
+                Some(quote!(#name: &#p::#ty #lifetime,))
+            }
+            None => event.has_values().then(|| quote!(values: &#p::Fetched<'_>,)),
+        };
         out.extend(quote! {
             #[allow(unused_variables, unreachable_code, clippy::needless_return)]
             fn #ident(&mut self, ctx: &mut #p::Context<'_, #model>, #values) -> #p::Result<()> {
                 #(#parts)*
                 #p::Ok(())
+            }
+        });
+    }
+    // The events inside a step reach only the callbacks that ask for them.
+    let loss = !methods.events[EventKind::BeforeBackward.index()].is_empty();
+    let gradients = !methods.events[EventKind::AfterBackward.index()].is_empty();
+    if loss || gradients {
+        out.extend(quote! {
+            fn step_hooks(&self) -> #p::StepHooks {
+                #p::StepHooks { loss: #loss, gradients: #gradients }
             }
         });
     }

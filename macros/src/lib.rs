@@ -107,6 +107,11 @@ pub fn fetch(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 /// `burn_stoker::kind::CallbackKind` (one line). The trainer sorts the callbacks topologically by the
 /// targets' `CallbackKind::NAME` and reports cycles and missing targets by name.
 ///
+/// A numeric order, fastai's `order` (lower runs first, default 0), goes beside them:
+/// `#[order(-9)]`, `#[order(value = -9)]`, `#[order(after = A, value = 1)]`. The constraints come
+/// first; among the callbacks they leave free, the lowest value runs first, then the earliest
+/// registered.
+///
 /// ```
 /// use burn_stoker::prelude::*;
 ///
@@ -114,6 +119,14 @@ pub fn fetch(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 /// #[order(after = InferenceRunner)]
 /// fn after_validation<M>(ctx: &mut Context<'_, M>) {
 ///     let _ = ctx.monitors_ref().latest("validation_error");
+/// }
+///
+/// /// Checks the loss before the callbacks at the default order 0 see it.
+/// #[callback(on = after_step)]
+/// #[order(-9)]
+/// #[fetch("loss")]
+/// fn check_loss(loss: f32) -> Flow {
+///     if loss.is_finite() { Flow::Continue } else { Flow::CancelFit }
 /// }
 /// ```
 #[proc_macro_attribute]

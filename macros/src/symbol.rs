@@ -21,6 +21,7 @@ pub const ORDER: Symbol = Symbol("order");
 pub const AFTER: Symbol = Symbol("after");
 /// `before = X` in `#[order]`.
 pub const BEFORE: Symbol = Symbol("before");
+pub const VALUE: Symbol = Symbol("value");
 /// `#[on(EVENT)]` on a method, `on = EVENT` on a function.
 pub const ON: Symbol = Symbol("on");
 /// `every_k_steps = N`.

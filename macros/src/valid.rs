@@ -13,20 +13,31 @@ pub fn hook(hook: &Hook, errors: &Ctxt, callback_span: proc_macro2::Span) {
     if hook.event.is_none() && !hook.args.incomplete {
         errors.push(callback_span, "name the event this callback runs on: `#[callback(on = trigger)]`");
     }
-    let once = hook.event.is_some_and(EventKind::runs_once);
+    let ungated = hook.event.filter(|event| event.ungated());
+    // Why a period or a predicate cannot apply to the event.
+    let why = match ungated {
+        Some(event) if event.runs_once() => "which runs once",
+        Some(event) if event.in_step() => "which runs inside every step and is never gated",
+        _ => "which follows what the loop did (a validation pass, a cancellation) and is never gated",
+    };
     for (key, period) in
         [("every_k_steps", hook.args.every_k_steps), ("every_k_epochs", hook.args.every_k_epochs)]
     {
-        if let (true, Some(period)) = (once, period) {
-            errors.push(period.span, format!("`{key}` on `{event}`, which runs once: remove it, or bind the callback to a step or epoch event"));
+        if let (Some(_), Some(period)) = (ungated, period) {
+            errors.push(
+                period.span,
+                format!(
+                    "`{key}` on `{event}`, {why}: remove it, or bind the callback to a step or epoch event"
+                ),
+            );
         }
     }
     if let Some(path) = &hook.args.enable_if
-        && once
+        && ungated.is_some()
     {
         errors.push(
             path.span(),
-            format!("`enable_if` on `{event}`, which runs once: test the condition inside the function"),
+            format!("`enable_if` on `{event}`, {why}: test the condition inside the function"),
         );
     }
     // On `trigger`, `true` also runs it before training and `false` is the default: both fine.
@@ -61,6 +72,18 @@ pub fn hook(hook: &Hook, errors: &Ctxt, callback_span: proc_macro2::Span) {
                 } else {
                     errors.push_spanned(&fetch.tokens, message);
                 }
+            }
+        }
+        None if hook.event.is_some_and(|event| event.in_step()) => {
+            let (name, ty) = hook.event.and_then(EventKind::payload).unwrap_or(("loss", "StepLoss"));
+            if let Some(extra) = values.get(1) {
+                errors.push_spanned(
+                    extra,
+                    format!(
+                        "{} `{event}` callback takes `ctx: &mut Context<'_, M>` and `{name}: &{ty}` (in any order), nothing else",
+                        if event.starts_with('a') { "an" } else { "a" }
+                    ),
+                );
             }
         }
         None => {

@@ -96,6 +96,20 @@ pub enum Error {
         /// The rank that failed first (the lowest one when several failed at the same step).
         rank: usize,
     },
+    /// Not a failure: a callback cancelled a batch, an epoch or the whole fit (fastai's
+    /// `CancelBatchException`, `CancelEpochException`, `CancelFitException`). What a `#[callback]`
+    /// function's [`Flow::CancelBatch`](crate::callback::Flow::CancelBatch) (and `CancelEpoch`,
+    /// `CancelFit`) turns into; a hand-written callback returns `Err(Error::Cancel(Cancel::Batch))`.
+    /// The trainer acts on it (see [`Flow`](crate::callback::Flow)); `train` returns it only
+    /// wrapped in [`Error::Callback`] when it came from an event where it cannot apply
+    /// (`CancelBatch` from `after_step`, say), or from outside a trainer.
+    Cancel(Cancel),
+    /// Not a failure: what [`Context::request_validation`](crate::callback::Context::request_validation)
+    /// returns for the callback to pass on with `?`, so that the trainer can deliver
+    /// `before_validate` to every callback first. Seen only when the request came from where the
+    /// trainer cannot run a pass.
+    #[doc(hidden)]
+    ValidationRequested,
     /// Any other failure, with its message.
     Message(String),
     /// Another library's error (or a callback's own), kept as the source: built by
@@ -150,6 +164,60 @@ impl Error {
     }
 }
 
+/// What a callback cancelled, as fastai's exceptions name it: the value of [`Error::Cancel`],
+/// which [`Flow::CancelBatch`](crate::callback::Flow::CancelBatch),
+/// [`Flow::CancelEpoch`](crate::callback::Flow::CancelEpoch) and
+/// [`Flow::CancelFit`](crate::callback::Flow::CancelFit) turn into.
+///
+/// ```
+/// use burn_stoker::callback::{Callback, Cancel, Context};
+/// use burn_stoker::Error;
+///
+/// /// Skips every batch of the first step of each epoch, by hand (the DSL returns `Flow::CancelBatch`).
+/// struct SkipFirst;
+///
+/// impl<M> Callback<M> for SkipFirst {
+///     fn before_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+///         if ctx.local_step() == 0 { Err(Error::Cancel(Cancel::Batch)) } else { Ok(()) }
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancel {
+    /// fastai's `CancelBatchException`.
+    Batch,
+    /// fastai's `CancelEpochException`.
+    Epoch,
+    /// fastai's `CancelFitException`.
+    Fit,
+}
+
+impl Cancel {
+    /// The [`Flow`](crate::callback::Flow) value's name.
+    pub fn flow_name(self) -> &'static str {
+        match self {
+            Cancel::Batch => "Flow::CancelBatch",
+            Cancel::Epoch => "Flow::CancelEpoch",
+            Cancel::Fit => "Flow::CancelFit",
+        }
+    }
+
+    /// Where it applies, for error messages.
+    pub(crate) fn applies(self) -> &'static str {
+        match self {
+            Cancel::Batch => {
+                "CancelBatch applies in before_step, before_backward and after_backward, while the batch runs; to end the epoch use CancelEpoch, to stop training CancelFit"
+            }
+            Cancel::Epoch => {
+                "CancelEpoch applies from before_epoch to the last trigger_step of the epoch; after_epoch and later, the epoch is over: use CancelFit to stop training"
+            }
+            Cancel::Fit => {
+                "CancelFit applies from before_train to trigger_epoch, not in setup, after_cancel_fit or after_train"
+            }
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -171,6 +239,15 @@ impl fmt::Display for Error {
             Error::RankFailed { rank } => {
                 write!(f, "rank {rank} of the data-parallel world failed, so every rank stopped")
             }
+            Error::Cancel(cancel) => write!(
+                f,
+                "{} was returned where the training loop cannot act on it ({})",
+                cancel.flow_name(),
+                cancel.applies()
+            ),
+            Error::ValidationRequested => f.write_str(
+                "a validation pass was requested (Context::request_validation) where the trainer cannot run one: ask from an event between steps (trigger, trigger_step, trigger_epoch, before_train...), not from setup, after_train, inside a step or during another validation pass",
+            ),
         }
     }
 }
@@ -192,6 +269,8 @@ impl std::error::Error for Error {
             | Error::HyperParam(_)
             | Error::NonFinite(_)
             | Error::RankFailed { .. }
+            | Error::Cancel(_)
+            | Error::ValidationRequested
             | Error::Message(_) => None,
         }
     }

@@ -70,6 +70,7 @@ macro_rules! on_setup {
 macro_rules! phase_gate {
     (Once; $gates:tt) => { true };
     (InStep; $gates:tt) => { true };
+    (Around; $gates:tt) => { true };
     (Epoch; { $($gates:tt)* }) => { phase_gate!(@find epoch; $($gates)*) };
     (BeforeStep; { $($gates:tt)* }) => { phase_gate!(@find before_step; $($gates)*) };
     (AfterStep; { $($gates:tt)* }) => { phase_gate!(@find after_step; $($gates)*) };
@@ -194,6 +195,24 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
     }
     fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         self.inner.after_train(ctx)
+    }
+    fn before_validate(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.inner.before_validate(ctx)
+    }
+    fn validate(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.inner.validate(ctx)
+    }
+    fn after_validate(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.inner.after_validate(ctx)
+    }
+    fn after_cancel_batch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.inner.after_cancel_batch(ctx)
+    }
+    fn after_cancel_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.inner.after_cancel_epoch(ctx)
+    }
+    fn after_cancel_fit(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.inner.after_cancel_fit(ctx)
     }
 }
 

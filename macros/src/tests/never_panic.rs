@@ -125,6 +125,21 @@ const SEEDS: &[(Kind, &str, &str)] = &[
     (Derive, "", "struct Tuple(pub A, #[chief_only] #[every_k_steps(2)] B);"),
     (Derive, "", "struct Empty {}"),
     (Derive, "", "struct Unit;"),
+    // fastai's loop: the events inside a step, around validation and after a cancel; numeric order.
+    (Callback, "on = before_backward", "fn double(loss: &StepLoss<'_>) { loss.update(|l| l * 2.0); }"),
+    (Callback, "on = after_backward", "fn clip<M>(grads: &StepGradients, ctx: &mut Context<'_, M>) {}"),
+    (Callback, "on = before_validate", "fn reset(ctx: &mut Context<'_, Rnn>) { ctx.model_mut().reset() }"),
+    (Callback, "on = after_cancel_fit", "fn note<M>(ctx: &mut Context<'_, M>) -> Flow { Flow::Continue }"),
+    (
+        Order,
+        "-9",
+        "#[callback(on = after_step)] #[fetch(\"loss\")] fn nan(loss: f32) -> Flow { Flow::CancelFit }",
+    ),
+    (
+        Order,
+        "after = A, value = 3, before = [B]",
+        "#[callback(on = trigger)] fn t<M>(ctx: &mut Context<'_, M>) {}",
+    ),
 ];
 
 /// Known mistakes: each must give a `compile_error!`.
@@ -176,6 +191,16 @@ const INVALID: &[(Kind, &str, &str)] = &[
     (Callback, "on = trigger, every_k_epochs", "fn f() {}"),
     (Callback, "on = setup, every_k_steps = 2", "fn f() {}"),
     (Callback, "on = after_train, enable_if = p", "fn f() {}"),
+    (Callback, "on = before_backward, every_k_steps = 2", "fn f() {}"),
+    (Callback, "on = after_cancel_batch, enable_if = p", "fn f() {}"),
+    (Callback, "on = after_backward", "fn f(a: &StepGradients, b: &StepGradients) {}"),
+    (Order, "value = 1.5", "#[callback(on = trigger)] fn f() {}"),
+    (Order, "-9, value = 3", "#[callback(on = trigger)] fn f() {}"),
+    (Order, "4294967296", "#[callback(on = trigger)] fn f() {}"),
+    (Order, "value = \"x\"", "#[callback(on = trigger)] fn f() {}"),
+    (Order, "valeu = 3", "#[callback(on = trigger)] fn f() {}"),
+    (Order, "- - 3", "#[callback(on = trigger)] fn f() {}"),
+    (Order, "value =", "#[callback(on = trigger)] fn f() {}"),
     (Callback, "on = before_train, before_train = true", "fn f() {}"),
     (Callback, "on = after_epoch, before_train = true", "fn f() {}"),
     (Callback, "on = trigger, before_train = 1", "fn f() {}"),

@@ -8,6 +8,7 @@ use super::event::{Event, for_each_event};
 use super::order::{Order, short_type_name};
 use super::step::{StepGradients, StepHooks, StepLoss};
 use crate::Result;
+use crate::error::{Cancel, Error};
 use crate::fetch::{Fetch, Fetched};
 
 macro_rules! define_callback_trait {
@@ -120,7 +121,7 @@ macro_rules! event_default {
 #[diagnostic::on_unimplemented(
     message = "a callback cannot return `{Self}`",
     label = "return `()`, `burn_stoker::Result<()>` or `burn_stoker::callback::Flow` instead",
-    note = "a callback returns `()`, `burn_stoker::Result<()>`, `burn_stoker::callback::Flow` (to stop training or skip the rest of an epoch) or `burn_stoker::Result<burn_stoker::callback::Flow>`"
+    note = "a callback returns `()`, `burn_stoker::Result<()>`, `burn_stoker::callback::Flow` (to stop training, skip the rest of an epoch, or cancel a batch, an epoch or the fit) or `burn_stoker::Result<burn_stoker::callback::Flow>`"
 )]
 pub trait CallbackReturn {
     /// Apply the returned value to the run.
@@ -142,6 +143,21 @@ impl<T: CallbackReturn> CallbackReturn for Result<T> {
 }
 
 /// What a callback function can ask of the loop by returning it.
+///
+/// Two families, as the two libraries stoker follows have them:
+///
+/// - **tensorpack's**, at the next step boundary: [`Stop`](Flow::Stop) and
+///   [`SkipEpoch`](Flow::SkipEpoch) let the rest of the event (every other callback) and the rest
+///   of the step run, then act.
+/// - **fastai's**, at once: [`CancelBatch`](Flow::CancelBatch), [`CancelEpoch`](Flow::CancelEpoch)
+///   and [`CancelFit`](Flow::CancelFit) are fastai's `CancelBatchException`,
+///   `CancelEpochException` and `CancelFitException`: the callbacks after this one do not receive
+///   the event, the rest of the batch, epoch or training does not run, and the loop delivers
+///   `after_cancel_batch` / `after_cancel_epoch` / `after_cancel_fit` to every callback before going
+///   on. A hand-written callback returns `Err(Error::Cancel(Cancel::Batch))` for the same effect
+///   (what these values turn into: see [`Cancel`](crate::callback::Cancel)).
+///
+/// None of them costs the loop anything while no callback returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Flow {
     /// Go on.
@@ -153,6 +169,28 @@ pub enum Flow {
     Stop(String),
     /// End the current epoch after this step (see [`Context::skip_rest_of_epoch`]).
     SkipEpoch,
+    /// Skip the rest of this batch (fastai's `CancelBatchException`): returned from
+    /// `before_step`, `before_backward` or `after_backward`, the step stops there (no backward
+    /// or no optimizer step: the weights do not change), then every callback receives
+    /// `after_cancel_batch`, and the step ends as any other: `after_step` (to the callbacks that
+    /// fetch nothing: the step has no values), `trigger_step`. The step counts in `global_step`,
+    /// as fastai's `after_batch` counts it. Returned from another event it is an error saying so.
+    CancelBatch,
+    /// Skip the rest of this epoch (fastai's `CancelEpochException`): returned from
+    /// `before_epoch` or any event of a step, the rest of the step (if its optimizer has not run,
+    /// the weights do not change, and the step does not count) and of the epoch do not run, then
+    /// every callback receives `after_cancel_epoch`, then `after_epoch` and `trigger_epoch`, and
+    /// the next epoch starts. Returned from `after_epoch` or later in the epoch it is an error:
+    /// the epoch is over. (fastai's epoch also skips its validation; here an
+    /// [`InferenceRunner`](crate::inference::InferenceRunner) validates from `trigger_epoch`,
+    /// which runs, so the cancelled epoch is still validated.)
+    CancelEpoch,
+    /// Stop training at once (fastai's `CancelFitException`): returned from any event from
+    /// `before_train` to `trigger_epoch`, the rest of training does not run (nor the epoch's
+    /// `after_epoch`), every callback receives `after_cancel_fit`, then `after_train`; the run
+    /// ends [`Stopped`](crate::trainer::Outcome::Stopped) with a reason naming the callback and the
+    /// event. No checkpoint is written for it.
+    CancelFit,
 }
 
 impl CallbackReturn for Flow {
@@ -162,6 +200,9 @@ impl CallbackReturn for Flow {
             Flow::Continue => {}
             Flow::Stop(reason) => ctx.request_stop(reason),
             Flow::SkipEpoch => ctx.skip_rest_of_epoch(),
+            Flow::CancelBatch => return Err(Error::Cancel(Cancel::Batch)),
+            Flow::CancelEpoch => return Err(Error::Cancel(Cancel::Epoch)),
+            Flow::CancelFit => return Err(Error::Cancel(Cancel::Fit)),
         }
         Ok(())
     }

@@ -29,6 +29,11 @@ pub(crate) struct Control {
     pub(crate) outcome: Option<Outcome>,
     /// The error that ended training, as text, with [`Outcome::Failed`].
     pub(crate) failure: Option<String>,
+    /// Where the last [`Cancel`](crate::callback::Cancel) came from: the callback's flat index
+    /// and the event (set only when a callback cancels).
+    pub(crate) cancelled_at: Option<(usize, &'static str)>,
+    /// Between `before_validate` and `after_validate`: [`Context::training`] is `false`.
+    pub(crate) validating: bool,
 }
 
 /// A checkpoint to write: into which folder of checkpoints, keeping what, written when.
@@ -260,6 +265,40 @@ impl<M> Context<'_, M> {
     /// End the current epoch after this step: its `after_epoch` and `trigger_epoch` still run.
     pub fn skip_rest_of_epoch(&mut self) {
         self.state.control.skip_epoch = true;
+    }
+    /// Whether the model is being trained (fastai's `training`): `true`, except from
+    /// `before_validate` to `after_validate` (both included), around a validation pass.
+    pub fn training(&self) -> bool {
+        !self.state.control.validating
+    }
+    /// Ask for a validation pass, from a callback's trigger (or any event between steps): returns
+    /// an error for the callback to pass on with `?` at once. The trainer then delivers
+    /// `before_validate` to every callback, `validate` to this one (which runs the pass there),
+    /// `after_validate` to every callback, and goes on delivering the interrupted event to the
+    /// callbacks after this one. [`InferenceRunner`](crate::inference::InferenceRunner) does this
+    /// in its `trigger`, so that fastai's `before_validate` / `after_validate` surround every pass.
+    ///
+    /// Asked from where no pass can run (`setup`, `after_train`, inside a step, during another
+    /// pass), the error ends training and says so.
+    ///
+    /// ```
+    /// use burn_stoker::callback::{Callback, Context};
+    ///
+    /// struct Validator { passes: u32 }
+    ///
+    /// impl<M> Callback<M> for Validator {
+    ///     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+    ///         ctx.request_validation()
+    ///     }
+    ///     fn validate(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+    ///         assert!(!ctx.training());
+    ///         self.passes += 1; // run the model over the validation data here
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    pub fn request_validation(&mut self) -> Result<()> {
+        Err(Error::ValidationRequested)
     }
 }
 

@@ -61,6 +61,27 @@ macro_rules! for_each_event {
             /// gradients (gradient clipping, accumulation). Delivered only to callbacks whose
             /// [`step_hooks`](crate::callback::Callback::step_hooks) have `gradients`.
             after_backward AfterBackward (grads: &StepGradients = grads; &'v StepGradients) InStep;
+            /// Before a validation pass (fastai's `before_validate`): delivered to every callback when
+            /// a callback's trigger asks for a pass with
+            /// [`Context::request_validation`](crate::callback::Context::request_validation)
+            /// ([`InferenceRunner`](crate::inference::InferenceRunner) does). From here to
+            /// `after_validate`, [`Context::training`](crate::callback::Context::training) is `false`.
+            before_validate BeforeValidate () Around;
+            /// The validation pass itself: delivered only to the callback that asked for it, after
+            /// every callback's `before_validate`.
+            validate Validate () Around;
+            /// After a validation pass (fastai's `after_validate`): delivered to every callback; the
+            /// event that triggered the pass then goes on with the callbacks after the one that asked.
+            after_validate AfterValidate () Around;
+            /// After a callback returned [`Flow::CancelBatch`](crate::callback::Flow::CancelBatch):
+            /// the rest of the batch did not run (no optimizer step); `after_step` follows.
+            after_cancel_batch AfterCancelBatch () Around;
+            /// After a callback returned [`Flow::CancelEpoch`](crate::callback::Flow::CancelEpoch):
+            /// the rest of the epoch did not run; `after_epoch` and `trigger_epoch` follow.
+            after_cancel_epoch AfterCancelEpoch () Around;
+            /// After a callback returned [`Flow::CancelFit`](crate::callback::Flow::CancelFit): the
+            /// rest of training did not run (nor the epoch's `after_epoch`); `after_train` follows.
+            after_cancel_fit AfterCancelFit () Around;
         }
     };
 }
@@ -84,6 +105,10 @@ pub enum Phase {
     /// Inside the step (`before_backward`, `after_backward`): never gated, since a loss or
     /// gradient change that applied only at some steps would be a surprise.
     InStep,
+    /// Around a validation pass or a cancellation (`before_validate`, `validate`, `after_validate`,
+    /// `after_cancel_batch`, `after_cancel_epoch`, `after_cancel_fit`): never gated, since they
+    /// follow what the loop did, not a period.
+    Around,
 }
 
 macro_rules! define_event {
@@ -101,6 +126,11 @@ macro_rules! define_event {
         ///     after_epoch, trigger_epoch (which calls trigger by default)
         /// after_train (always: after success, a stop, an error or a panic)
         /// ```
+        ///
+        /// and, where something happens: `before_validate`, `validate` (to the callback that asked),
+        /// `after_validate` around a validation pass asked for from a trigger; `after_cancel_batch`,
+        /// `after_cancel_epoch`, `after_cancel_fit` after a [`Flow`](crate::callback::Flow) cancelled
+        /// part of the run (fastai's events).
         #[derive(Debug, Clone, Copy)]
         pub enum Event<'v> {
             $($(#[$doc])* $variant $(($payload))?,)*

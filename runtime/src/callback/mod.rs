@@ -18,6 +18,7 @@ mod set;
 pub(crate) mod state;
 mod step;
 
+pub use crate::error::Cancel;
 pub use base::{Callback, CallbackReturn, Flow, deliver};
 pub use context::Context;
 pub(crate) use context::{CheckpointRequest, Control, TrainState};

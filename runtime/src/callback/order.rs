@@ -4,14 +4,29 @@ use std::borrow::Cow;
 
 use crate::error::{Error, Result};
 
-/// Ordering constraints of one callback: the names of callbacks it must run after and before,
-/// within every event.
+/// Where one callback runs among the others, within every event: the names of callbacks it
+/// must run after and before, and fastai's numeric `order` (lower runs first, default 0).
+///
+/// The constraints come first; among the callbacks they leave free to go next, the lowest
+/// [`value`](Self::value) goes first, then the earliest registered. A value never overrides a
+/// constraint: a callback at -9 ordered after one at 0 still runs after it.
+///
+/// ```
+/// use burn_stoker::callback::Order;
+///
+/// // fastai's TerminateOnNaNCallback: `order = -9`, before the callbacks at the default 0.
+/// let order = Order::none().value(-9);
+/// assert_eq!(order.value, -9);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Order {
     /// Run after these.
     pub after: Vec<Cow<'static, str>>,
     /// Run before these.
     pub before: Vec<Cow<'static, str>>,
+    /// fastai's `order`: among the callbacks the constraints leave free, lower runs first.
+    /// Default 0.
+    pub value: i32,
 }
 
 impl Order {
@@ -29,10 +44,19 @@ impl Order {
         self.before.push(name.into());
         self
     }
-    /// Both sets of constraints.
+    /// Set the numeric order (fastai's `order`): lower runs first among the callbacks the
+    /// constraints leave free.
+    pub fn value(mut self, value: i32) -> Self {
+        self.value = value;
+        self
+    }
+    /// Both sets of constraints; the numeric order is `other`'s when it is not 0, else this one's.
     pub fn merge(mut self, other: Order) -> Self {
         self.after.extend(other.after);
         self.before.extend(other.before);
+        if other.value != 0 {
+            self.value = other.value;
+        }
         self
     }
 }
@@ -45,7 +69,8 @@ pub fn short_type_name<T: ?Sized>() -> &'static str {
 }
 
 /// Resolve the order of a set's callbacks: `after` / `before` constraints sorted topologically,
-/// ties kept in registration order. A constraint on `Name` designates the callback named `Name`
+/// ties broken by the numeric order ([`Order::value`], lower first), then kept in registration
+/// order. A constraint on `Name` designates the callback named `Name`
 /// and every callback named `Name(...)`. A cycle is an error naming every callback in it; a constraint
 /// naming a callback that is not registered is an error.
 #[doc(hidden)]
@@ -91,8 +116,11 @@ pub fn resolve_order(names: &[Cow<'static, str>], orders: &[Order]) -> Result<Ve
     let mut done = vec![false; n];
     let mut result = Vec::with_capacity(n);
     while result.len() < n {
-        // The first ready callback in registration order keeps ties stable.
-        let Some(next) = (0..n).find(|&i| !done[i] && indegree[i] == 0) else {
+        // The ready callback of lowest numeric order, the first registered among equals: ties
+        // stay stable.
+        let Some(next) =
+            (0..n).filter(|&i| !done[i] && indegree[i] == 0).min_by_key(|&i| (orders[i].value, i))
+        else {
             let cycle = find_cycle(&edges, &done);
             let names: Vec<String> = cycle.iter().map(|&i| format!("`{}`", names[i])).collect();
             return Err(Error::Order(format!(

@@ -122,7 +122,7 @@ impl Period {
         let holds = |c: &Counters| predicate.is_none_or(|p| p(c));
         let due = || !periodic || self.step_due(counters.global_step, counters);
         match event.phase() {
-            Phase::Once | Phase::InStep => true,
+            Phase::Once | Phase::InStep | Phase::Around => true,
             Phase::BeforeStep => self.wants(predicate, counters),
             Phase::AfterStep => due() && holds(&counters.before_step()),
             Phase::TriggerStep => due() && holds(counters),

@@ -29,7 +29,7 @@ pub use timeout::{StepTimeout, TimeoutAction};
 
 use std::num::NonZeroU64;
 
-use crate::callback::{Callback, Context, Period};
+use crate::callback::{Callback, Context, Order, Period};
 use crate::error::Result;
 use crate::fetch::{Fetch, Fetched};
 
@@ -44,6 +44,13 @@ use crate::fetch::{Fetch, Fetched};
 ///
 /// The other callbacks still see the rest of that step (its `after_step` and `trigger_step`), as
 /// after any stop. Before, stoker ended such a run with an error; Keras and fastai stop it.
+///
+/// Its numeric order is fastai's `TerminateOnNaNCallback`'s, -9 ([`Order::value`]): unless a
+/// constraint says otherwise, it checks the loss before the callbacks at the default 0 record it.
+/// (fastai's raises `CancelFitException`, so the callbacks after it miss that `after_batch`; this
+/// one stops at the step's boundary, so that the stop is reported as
+/// [`Outcome::NonFinite`](crate::trainer::Outcome::NonFinite). A callback returning
+/// [`Flow::CancelFit`](crate::callback::Flow::CancelFit) has fastai's behaviour.)
 ///
 /// Without it, the trainer still refuses to write a checkpoint of a non-finite loss or
 /// non-finite weights (it checks them when a checkpoint is due) and stops the same way there, so
@@ -89,6 +96,10 @@ impl<M> Callback<M> for TerminateOnNaN {
     }
     fn fetches(&self) -> &[Fetch] {
         &LOSS
+    }
+    /// fastai's `order = -9`.
+    fn order(&self) -> Order {
+        Order::none().value(-9)
     }
     fn wants_fetch(&self, counters: &crate::callback::Counters) -> bool {
         self.period.steps_divide(counters.next_step())

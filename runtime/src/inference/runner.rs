@@ -327,7 +327,14 @@ where
         Ok(())
     }
 
+    /// Asks the trainer for a validation pass: every callback receives `before_validate`, this
+    /// runner runs the pass in [`validate`](Callback::validate), then every callback receives
+    /// `after_validate`.
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        ctx.request_validation()
+    }
+
+    fn validate(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let model = ctx.model().valid();
         self.inferencers.iter_mut().for_each(|i| i.before_inference());
         let transfers = self.plan.transfers();

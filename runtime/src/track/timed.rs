@@ -193,7 +193,13 @@ impl<C, T: Clock> Timed<C, T> {
             | Event::AfterEpoch
             | Event::Trigger
             | Event::BeforeBackward(_)
-            | Event::AfterBackward(_) => {
+            | Event::AfterBackward(_)
+            | Event::BeforeValidate
+            | Event::Validate
+            | Event::AfterValidate
+            | Event::AfterCancelBatch
+            | Event::AfterCancelEpoch
+            | Event::AfterCancelFit => {
                 member.epoch += spent;
             }
         }

@@ -10,7 +10,7 @@ use super::resume::{Boundary, DataPosition};
 use super::run::{Phase, Run, wrap};
 use super::{BatchIter, TrainData, TrainingStep};
 use crate::callback::{Callbacks, CheckpointRequest, Context, Event, TrainState};
-use crate::error::{Error, Result};
+use crate::error::{Cancel, Error, Result};
 use crate::state::KeepPolicy;
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
@@ -105,6 +105,26 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         }
         self.phase = Phase::Trainer;
 
+        // fastai's `fit` level: a CancelFit from any event below ends up here.
+        match self.epochs(data, step, pass, first) {
+            Err(Error::Cancel(Cancel::Fit)) => self.cancelled_fit(),
+            Err(Error::Cancel(cancel)) => Err(self.misplaced_cancel(cancel)),
+            other => other,
+        }
+    }
+
+    /// `before_train`, then the epochs and their steps.
+    fn epochs<'d, D, S>(
+        &mut self,
+        data: &'d D,
+        step: &mut S,
+        mut pass: D::Iter<'d>,
+        mut first: Option<D::Batch>,
+    ) -> Result<()>
+    where
+        D: TrainData,
+        S: TrainingStep<M, D::Batch>,
+    {
         // What setup and before_train put is one row of stats.json at the epoch before the
         // first (tensorpack's JSONWriter writes it in its before_train).
         self.state.monitors.epoch_num = self.state.counters.epoch_num;
@@ -120,75 +140,11 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             counters.epoch_num = epoch;
             counters.local_step = std::mem::take(&mut local_step);
             self.state.monitors.epoch_num = epoch;
-            self.deliver(Event::BeforeEpoch)?;
-            let steps = self.state.counters.steps_per_epoch;
-            while self.state.counters.local_step < steps && !self.stopping() && !self.skipping() {
-                self.phase = Phase::Data;
-                let batch = match first.take() {
-                    Some(batch) => batch,
-                    None => {
-                        let next = match pass.next_batch() {
-                            Some(batch) => batch?,
-                            None => {
-                                pass = data.pass();
-                                self.data_position =
-                                    DataPosition { passes: self.data_position.passes + 1, batches: 0 };
-                                pass.next_batch().ok_or_else(|| {
-                                    Error::data("the training data produced no batch in a new pass")
-                                })??
-                            }
-                        };
-                        self.data_position.batches += 1;
-                        next
-                    }
-                };
-                self.phase = Phase::Trainer;
-                let mut mask = 0;
-                for &(i, slots) in &self.fetchers {
-                    if self.callbacks.wants_fetch(i, &self.state.counters) {
-                        mask |= slots;
-                    }
-                }
-                if !self.mean_fetchers.is_empty() {
-                    self.mean_mask = 0;
-                    for &(i, slots) in &self.mean_fetchers {
-                        if self.callbacks.wants_fetch(i, &self.state.counters) {
-                            self.mean_mask |= slots;
-                        }
-                    }
-                    self.fetch_mask = mask;
-                }
-                self.deliver(Event::BeforeStep)?;
-                self.run_step(batch, step)?;
-                if !names_checked && !self.fetchers.is_empty() {
-                    let owners: Vec<(String, u64)> =
-                        self.fetchers.iter().map(|&(i, m)| (self.names[i].to_string(), m)).collect();
-                    self.plan.check_names(&self.outputs, &owners, "the training step")?;
-                    names_checked = true;
-                }
-                if !std::mem::take(&mut self.prefilled) {
-                    self.plan.fill(&self.outputs, mask)?;
-                }
-                let values = if mask == 0 { crate::fetch::Fetched::none() } else { self.plan.view() };
-                deliver_in_order(
-                    &mut self.callbacks,
-                    &self.order,
-                    self.in_order,
-                    &mut self.state,
-                    (&mut self.phase, &mut self.cursor),
-                    &self.names,
-                    Event::AfterStep(values),
-                )?;
-                self.deliver(Event::TriggerStep)?;
-                // A row of stats.json at every step where scalars were put; the last step's
-                // scalars join the epoch's row (tensorpack's JSONWriter). The event's records
-                // go with it, in one batch.
-                if self.state.monitors.has_row() && self.state.counters.local_step != steps {
-                    self.state.monitors.end_row();
-                } else if self.state.monitors.has_pending() {
-                    self.state.monitors.publish();
-                }
-                self.boundary(Boundary::Step)?;
+            // fastai's epoch level: a CancelEpoch from before_epoch or a step ends up here.
+            match self.epoch_steps(data, step, &mut pass, &mut first, &mut names_checked) {
+                Ok(()) => {}
+                Err(Error::Cancel(Cancel::Epoch)) => self.cancelled_epoch()?,
+                Err(error) => return Err(error),
             }
             self.state.control.skip_epoch = false;
             if let Some(agreement) = self.state.world.as_mut() {
@@ -208,6 +164,162 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             epoch += 1;
         }
         Ok(())
+    }
+
+    /// One epoch's `before_epoch` and steps.
+    #[inline]
+    fn epoch_steps<'d, D, S>(
+        &mut self,
+        data: &'d D,
+        step: &mut S,
+        pass: &mut D::Iter<'d>,
+        first: &mut Option<D::Batch>,
+        names_checked: &mut bool,
+    ) -> Result<()>
+    where
+        D: TrainData,
+        S: TrainingStep<M, D::Batch>,
+    {
+        self.deliver(Event::BeforeEpoch)?;
+        let steps = self.state.counters.steps_per_epoch;
+        while self.state.counters.local_step < steps && !self.stopping() && !self.skipping() {
+            self.phase = Phase::Data;
+            let batch = match first.take() {
+                Some(batch) => batch,
+                None => {
+                    let next = match pass.next_batch() {
+                        Some(batch) => batch?,
+                        None => {
+                            *pass = data.pass();
+                            self.data_position =
+                                DataPosition { passes: self.data_position.passes + 1, batches: 0 };
+                            pass.next_batch().ok_or_else(|| {
+                                Error::data("the training data produced no batch in a new pass")
+                            })??
+                        }
+                    };
+                    self.data_position.batches += 1;
+                    next
+                }
+            };
+            self.phase = Phase::Trainer;
+            let mut mask = 0;
+            for &(i, slots) in &self.fetchers {
+                if self.callbacks.wants_fetch(i, &self.state.counters) {
+                    mask |= slots;
+                }
+            }
+            if !self.mean_fetchers.is_empty() {
+                self.mean_mask = 0;
+                for &(i, slots) in &self.mean_fetchers {
+                    if self.callbacks.wants_fetch(i, &self.state.counters) {
+                        self.mean_mask |= slots;
+                    }
+                }
+                self.fetch_mask = mask;
+            }
+            // fastai's batch level: a CancelBatch from before_step or inside the step.
+            let ran = match self.deliver(Event::BeforeStep) {
+                Ok(()) => self.run_step(batch, step),
+                Err(error) => Err(error),
+            };
+            match ran {
+                Ok(()) => {
+                    if !*names_checked && !self.fetchers.is_empty() {
+                        let owners: Vec<(String, u64)> =
+                            self.fetchers.iter().map(|&(i, m)| (self.names[i].to_string(), m)).collect();
+                        self.plan.check_names(&self.outputs, &owners, "the training step")?;
+                        *names_checked = true;
+                    }
+                    if !std::mem::take(&mut self.prefilled) {
+                        self.plan.fill(&self.outputs, mask)?;
+                    }
+                    let values = if mask == 0 { crate::fetch::Fetched::none() } else { self.plan.view() };
+                    deliver_in_order(
+                        &mut self.callbacks,
+                        &self.order,
+                        self.in_order,
+                        &mut self.state,
+                        (&mut self.phase, &mut self.cursor),
+                        &self.names,
+                        Event::AfterStep(values),
+                    )?;
+                }
+                Err(Error::Cancel(Cancel::Batch)) => self.cancelled_batch()?,
+                Err(error) => return Err(error),
+            }
+            self.deliver(Event::TriggerStep)?;
+            // A row of stats.json at every step where scalars were put; the last step's
+            // scalars join the epoch's row (tensorpack's JSONWriter). The event's records
+            // go with it, in one batch.
+            if self.state.monitors.has_row() && self.state.counters.local_step != steps {
+                self.state.monitors.end_row();
+            } else if self.state.monitors.has_pending() {
+                self.state.monitors.publish();
+            }
+            self.boundary(Boundary::Step)?;
+        }
+        Ok(())
+    }
+
+    /// A callback returned `Flow::CancelBatch` while the batch ran: the step counts, every
+    /// callback receives `after_cancel_batch`, then the callbacks that fetch nothing receive
+    /// `after_step` (the step has no values); `trigger_step` follows as at any step.
+    #[cold]
+    fn cancelled_batch(&mut self) -> Result<()> {
+        self.phase = Phase::Trainer;
+        let counters = &mut self.state.counters;
+        counters.global_step += 1;
+        counters.local_step += 1;
+        self.state.monitors.global_step = counters.global_step;
+        self.deliver(Event::AfterCancelBatch)?;
+        let fetching: Vec<usize> = self.all_fetchers.iter().map(|&(i, _)| i).collect();
+        let order: Vec<usize> = self.order.iter().copied().filter(|i| !fetching.contains(i)).collect();
+        deliver_in_order(
+            &mut self.callbacks,
+            &order,
+            false,
+            &mut self.state,
+            (&mut self.phase, &mut self.cursor),
+            &self.names,
+            Event::AfterStep(crate::fetch::Fetched::none()),
+        )
+    }
+
+    /// A callback returned `Flow::CancelEpoch` from `before_epoch` or a step: every callback
+    /// receives `after_cancel_epoch`; the epoch then ends as any other.
+    #[cold]
+    fn cancelled_epoch(&mut self) -> Result<()> {
+        self.phase = Phase::Trainer;
+        self.deliver(Event::AfterCancelEpoch)
+    }
+
+    /// A callback returned `Flow::CancelFit`: training stops (the reason names the callback and
+    /// the event), every callback receives `after_cancel_fit`, then (in `train`) `after_train`.
+    #[cold]
+    fn cancelled_fit(&mut self) -> Result<()> {
+        self.phase = Phase::Trainer;
+        if self.state.control.stop.is_none() {
+            let reason = match self.state.control.cancelled_at {
+                Some((i, event)) => format!("cancelled by `{}` in {event} (Flow::CancelFit)", self.names[i]),
+                None => "cancelled (Flow::CancelFit)".to_string(),
+            };
+            self.state.control.stop = Some(reason);
+        }
+        match self.deliver(Event::AfterCancelFit) {
+            Err(Error::Cancel(cancel)) => Err(self.misplaced_cancel(cancel)),
+            other => other,
+        }
+    }
+
+    /// A cancel returned where it does not apply (`CancelBatch` from `after_step`, ...): the
+    /// error names the callback and the event, and says where it applies.
+    #[cold]
+    fn misplaced_cancel(&self, cancel: Cancel) -> Error {
+        match self.state.control.cancelled_at {
+            Some((i, event)) => wrap(&self.names[i], event, Error::Cancel(cancel)),
+            None => Error::Cancel(cancel),
+        }
     }
 
     /// Between steps: notice a signal, and write the checkpoint some callback asked for. Costs a
@@ -288,22 +400,160 @@ fn deliver_in_order<M, K, C: Callbacks<M, K>>(
     if in_order {
         *phase = Phase::Delivering(event.name());
         if let Err(e) = callbacks.dispatch_all(0, event, &mut ctx, cursor) {
-            return Err(wrap(&names[*cursor], event.name(), e));
+            let at = *cursor;
+            return interrupted(
+                callbacks,
+                (order, in_order),
+                ctx.state,
+                (phase, cursor),
+                names,
+                event,
+                at,
+                e,
+            );
         }
     } else {
         for &i in order {
             *phase = Phase::Callback(i, event.name());
             if let Err(e) = callbacks.dispatch(i, event.for_callback(i), &mut ctx) {
-                return Err(wrap(&names[i], event.name(), e));
+                return interrupted(
+                    callbacks,
+                    (order, in_order),
+                    ctx.state,
+                    (phase, cursor),
+                    names,
+                    event,
+                    i,
+                    e,
+                );
             }
         }
     }
     *phase = Phase::Trainer;
     // After these three the trainer may make a row of stats.json, sent with the event's records
     // in one batch (`Monitors::end_row`); after the others the records go now.
-    let row_may_follow = matches!(event, Event::BeforeTrain | Event::TriggerStep | Event::TriggerEpoch);
-    if !row_may_follow && ctx.state.monitors.has_pending() {
+    if !row_may_follow(&event) && ctx.state.monitors.has_pending() {
         ctx.state.monitors.publish();
     }
     Ok(())
+}
+
+/// Whether the trainer may make a row of stats.json after `event` (then the event's records
+/// wait to go with the row, in one batch).
+fn row_may_follow(event: &Event<'_>) -> bool {
+    matches!(event, Event::BeforeTrain | Event::TriggerStep | Event::TriggerEpoch)
+}
+
+/// Callback `i` returned `error` from `event`: a cancel goes up to the level of the loop that
+/// acts on it (remembering who cancelled, and where); a request for a validation pass is
+/// served (`before_validate` to every callback, `validate` to `i`, `after_validate` to every
+/// callback), then the event goes on with the callbacks after `i`; any other error is wrapped
+/// with the callback's name and the event.
+#[cold]
+#[allow(clippy::too_many_arguments)]
+fn interrupted<M, K, C: Callbacks<M, K>>(
+    callbacks: &mut C,
+    (order, in_order): (&[usize], bool),
+    state: &mut TrainState<M>,
+    (phase, cursor): (&mut Phase, &mut usize),
+    names: &[Cow<'static, str>],
+    event: Event<'_>,
+    i: usize,
+    error: Error,
+) -> Result<()> {
+    match error {
+        Error::Cancel(cancel) => Err(cancelled(state, names, i, event.name(), cancel)),
+        Error::ValidationRequested if !state.control.validating => {
+            state.control.validating = true;
+            let pass = validation_pass(
+                callbacks,
+                (order, in_order),
+                state,
+                (&mut *phase, &mut *cursor),
+                names,
+                (i, event),
+            );
+            state.control.validating = false;
+            pass?;
+            let next = order.iter().position(|&j| j == i).map_or(order.len(), |position| position + 1);
+            let mut ctx = Context { state };
+            for &j in &order[next..] {
+                *phase = Phase::Callback(j, event.name());
+                if let Err(e) = callbacks.dispatch(j, event.for_callback(j), &mut ctx) {
+                    return interrupted(
+                        callbacks,
+                        (order, in_order),
+                        ctx.state,
+                        (phase, cursor),
+                        names,
+                        event,
+                        j,
+                        e,
+                    );
+                }
+            }
+            *phase = Phase::Trainer;
+            if !row_may_follow(&event) && ctx.state.monitors.has_pending() {
+                ctx.state.monitors.publish();
+            }
+            Ok(())
+        }
+        error => Err(wrap(&names[i], event.name(), error)),
+    }
+}
+
+/// The validation pass callback `i` asked for during `event`, with fastai's events around it.
+/// An error or a panic of the pass itself is reported in `event` (the one the callback was
+/// triggered by: `trigger_epoch`, `trigger_step`...), where the pass runs for the user.
+fn validation_pass<M, K, C: Callbacks<M, K>>(
+    callbacks: &mut C,
+    (order, in_order): (&[usize], bool),
+    state: &mut TrainState<M>,
+    (phase, cursor): (&mut Phase, &mut usize),
+    names: &[Cow<'static, str>],
+    (i, event): (usize, Event<'_>),
+) -> Result<()> {
+    deliver_in_order(
+        callbacks,
+        order,
+        in_order,
+        state,
+        (&mut *phase, &mut *cursor),
+        names,
+        Event::BeforeValidate,
+    )?;
+    *phase = Phase::Callback(i, event.name());
+    let mut ctx = Context { state };
+    if let Err(e) = callbacks.dispatch(i, Event::Validate, &mut ctx) {
+        return Err(match e {
+            Error::Cancel(cancel) => cancelled(ctx.state, names, i, event.name(), cancel),
+            e => wrap(&names[i], event.name(), e),
+        });
+    }
+    deliver_in_order(callbacks, order, in_order, ctx.state, (phase, cursor), names, Event::AfterValidate)
+}
+
+/// The error a cancel travels up as: the cancel itself, with who returned it and where
+/// remembered; in a data-parallel world (where every rank would have to agree), an error
+/// saying so.
+#[cold]
+pub(super) fn cancelled<M>(
+    state: &mut TrainState<M>,
+    names: &[Cow<'static, str>],
+    i: usize,
+    event: &'static str,
+    cancel: Cancel,
+) -> Error {
+    if state.world.is_some() {
+        return wrap(
+            &names[i],
+            event,
+            Error::msg(format!(
+                "{} is not supported in data-parallel training, where every rank must agree on the steps it runs: return Flow::Stop or Flow::SkipEpoch, which the ranks agree on at the next step boundary",
+                cancel.flow_name()
+            )),
+        );
+    }
+    state.control.cancelled_at = Some((i, event));
+    Error::Cancel(cancel)
 }

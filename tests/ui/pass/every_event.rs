@@ -1,3 +1,4 @@
+use burn_stoker::callback::{StepGradients, StepHooks, StepLoss};
 use burn_stoker::prelude::*;
 
 #[callback(on = setup)]
@@ -69,6 +70,47 @@ fn when_warm_by_path<M>(ctx: &mut Context<'_, M>) {
     let _ = ctx;
 }
 
+#[callback(on = before_backward)]
+fn on_before_backward(loss: &StepLoss<'_>) {
+    loss.update(|loss| loss * 2.0);
+}
+
+#[callback(on = after_backward)]
+fn on_after_backward<M>(grads: &StepGradients, ctx: &mut Context<'_, M>) {
+    let _ = (grads.is_present(), ctx.global_step());
+}
+
+#[callback(on = before_validate)]
+fn on_before_validate<M>(ctx: &mut Context<'_, M>) {
+    assert!(!ctx.training());
+}
+
+#[callback(on = validate)]
+fn on_validate<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx.training();
+}
+
+#[callback(on = after_validate)]
+fn on_after_validate<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx.training();
+}
+
+#[callback(on = after_cancel_batch)]
+fn on_after_cancel_batch<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx.global_step();
+}
+
+#[callback(on = after_cancel_epoch)]
+fn on_after_cancel_epoch<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx.epoch_num();
+}
+
+#[callback(on = after_cancel_fit)]
+fn on_after_cancel_fit<M>(ctx: &mut Context<'_, M>) -> Flow {
+    let _ = ctx.stop_requested();
+    Flow::Continue
+}
+
 fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}
 
 fn main() {
@@ -88,4 +130,18 @@ fn main() {
         WhenWarmByPath,
     );
     assert_set::<(), _, _>(&set);
+    let fastai = (
+        OnBeforeBackward,
+        OnAfterBackward,
+        OnBeforeValidate,
+        OnValidate,
+        OnAfterValidate,
+        OnAfterCancelBatch,
+        OnAfterCancelEpoch,
+        OnAfterCancelFit,
+    );
+    assert_set::<(), _, _>(&fastai);
+    assert_eq!(Callback::<()>::step_hooks(&OnBeforeBackward), StepHooks::LOSS);
+    assert_eq!(Callback::<()>::step_hooks(&OnAfterBackward), StepHooks::GRADIENTS);
+    assert_eq!(Callback::<()>::step_hooks(&OnBeforeValidate), StepHooks::NONE);
 }

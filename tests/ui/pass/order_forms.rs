@@ -60,11 +60,34 @@ fn qualified<M>(ctx: &mut Context<'_, M>) {
     let _ = ctx;
 }
 
+// fastai's numeric order: bare, by key, beside constraints.
+#[callback(on = trigger)]
+#[order(-9)]
+fn minus_nine<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+#[callback(on = trigger)]
+#[order(value = 5)]
+fn five<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
+#[callback(on = trigger)]
+#[order(after = First, value = -1, before = Five)]
+fn mixed<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx;
+}
+
 fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}
 
 fn main() {
     let set = (First, Second, FetchAbove, Third, TrailingComma, nested::Inner, Counter::default(), Qualified);
     assert_set::<(), _, _>(&set);
+    assert_set::<(), _, _>(&(MinusNine, Five, Mixed));
     let order = Callback::<()>::order(&Third);
     assert_eq!(order, Order::none().after("First").after("Second").before("ModelSaver"));
+    assert_eq!(Callback::<()>::order(&MinusNine), Order::none().value(-9));
+    assert_eq!(Callback::<()>::order(&Five), Order::none().value(5));
+    assert_eq!(Callback::<()>::order(&Mixed), Order::none().after("First").before("Five").value(-1));
 }
