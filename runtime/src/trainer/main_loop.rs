@@ -413,29 +413,44 @@ fn deliver_in_order<M, K, C: Callbacks<M, K>>(
             );
         }
     } else {
-        for &i in order {
-            *phase = Phase::Callback(i, event.name());
-            if let Err(e) = callbacks.dispatch(i, event.for_callback(i), &mut ctx) {
-                return interrupted(
-                    callbacks,
-                    (order, in_order),
-                    ctx.state,
-                    (phase, cursor),
-                    names,
-                    event,
-                    i,
-                    e,
-                );
-            }
+        return deliver_each(callbacks, (order, in_order), ctx.state, (phase, cursor), names, event, 0);
+    }
+    delivered(&mut ctx, phase, &event);
+    Ok(())
+}
+
+/// Deliver `event` to the callbacks of `order` from position `from` on, one by one (an error
+/// goes to [`interrupted`]), then end the event as [`delivered`] does.
+#[inline]
+fn deliver_each<M, K, C: Callbacks<M, K>>(
+    callbacks: &mut C,
+    (order, in_order): (&[usize], bool),
+    state: &mut TrainState<M>,
+    (phase, cursor): (&mut Phase, &mut usize),
+    names: &[Cow<'static, str>],
+    event: Event<'_>,
+    from: usize,
+) -> Result<()> {
+    let mut ctx = Context { state };
+    for &i in &order[from..] {
+        *phase = Phase::Callback(i, event.name());
+        if let Err(e) = callbacks.dispatch(i, event.for_callback(i), &mut ctx) {
+            return interrupted(callbacks, (order, in_order), ctx.state, (phase, cursor), names, event, i, e);
         }
     }
+    delivered(&mut ctx, phase, &event);
+    Ok(())
+}
+
+/// Every callback received `event`: back to the trainer, and the event's records go to the
+/// writers, except after the three events that the trainer may follow with a row of stats.json,
+/// sent with the event's records in one batch (`Monitors::end_row`).
+#[inline]
+fn delivered<M>(ctx: &mut Context<'_, M>, phase: &mut Phase, event: &Event<'_>) {
     *phase = Phase::Trainer;
-    // After these three the trainer may make a row of stats.json, sent with the event's records
-    // in one batch (`Monitors::end_row`); after the others the records go now.
-    if !row_may_follow(&event) && ctx.state.monitors.has_pending() {
+    if !row_may_follow(event) && ctx.state.monitors.has_pending() {
         ctx.state.monitors.publish();
     }
-    Ok(())
 }
 
 /// Whether the trainer may make a row of stats.json after `event` (then the event's records
@@ -476,27 +491,7 @@ fn interrupted<M, K, C: Callbacks<M, K>>(
             state.control.validating = false;
             pass?;
             let next = order.iter().position(|&j| j == i).map_or(order.len(), |position| position + 1);
-            let mut ctx = Context { state };
-            for &j in &order[next..] {
-                *phase = Phase::Callback(j, event.name());
-                if let Err(e) = callbacks.dispatch(j, event.for_callback(j), &mut ctx) {
-                    return interrupted(
-                        callbacks,
-                        (order, in_order),
-                        ctx.state,
-                        (phase, cursor),
-                        names,
-                        event,
-                        j,
-                        e,
-                    );
-                }
-            }
-            *phase = Phase::Trainer;
-            if !row_may_follow(&event) && ctx.state.monitors.has_pending() {
-                ctx.state.monitors.publish();
-            }
-            Ok(())
+            deliver_each(callbacks, (order, in_order), state, (phase, cursor), names, event, next)
         }
         error => Err(wrap(&names[i], event.name(), error)),
     }
