@@ -34,6 +34,23 @@ pub const STATS_FILE: &str = "stats.json";
 /// precedes the resumed epoch, and moves it aside otherwise). Otherwise an existing `stats.json` whose last `epoch_num` is the
 /// epoch before the run's starting epoch is appended to, and any other existing file is moved
 /// aside to `stats.json.bak-<unix seconds>` with a warning, as tensorpack does.
+///
+/// Reading the file back, in Python:
+///
+/// ```text
+/// import json
+/// rows = json.load(open("train_log/stats.json"))
+/// costs = [(r["global_step"], r["cost"]) for r in rows if "cost" in r]
+/// ```
+///
+/// It is one of the defaults; to turn it off (and keep the others):
+///
+/// ```
+/// use burn_stoker::trainer::DefaultCallbacks;
+///
+/// let defaults = DefaultCallbacks { json: None, ..DefaultCallbacks::default() };
+/// # let _ = defaults;
+/// ```
 #[derive(Debug, Default)]
 pub struct JsonWriter;
 

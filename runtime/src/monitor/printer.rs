@@ -14,6 +14,20 @@ use crate::error::{Error, Result};
 /// `whitelist` / `blacklist` are regular expressions searched in each name (anchor them with `^`
 /// and `$` for a whole-name match): a name is printed when it matches some whitelist pattern (all
 /// names, without a whitelist) and no blacklist pattern.
+///
+/// ```
+/// use burn_stoker::monitor::ScalarPrinter;
+/// use burn_stoker::trainer::DefaultCallbacks;
+///
+/// // The default printer, but only the validation scalars, and none of the profile's times.
+/// let defaults = DefaultCallbacks {
+///     printer: Some(
+///         ScalarPrinter::new().whitelist(["^validation", "^val-"]).blacklist(["^profile/"]),
+///     ),
+///     ..DefaultCallbacks::default()
+/// };
+/// # let _ = defaults;
+/// ```
 #[derive(Debug, Default, Clone)]
 pub struct ScalarPrinter {
     enable_step: bool,
