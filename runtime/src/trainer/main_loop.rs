@@ -477,7 +477,6 @@ fn interrupted<M, K, C: Callbacks<M, K>>(
     error: Error,
 ) -> Result<()> {
     match error {
-        Error::Cancel(cancel) => Err(cancelled(state, names, i, event.name(), cancel)),
         Error::ValidationRequested if !state.control.validating => {
             state.control.validating = true;
             let pass = validation_pass(
@@ -493,7 +492,7 @@ fn interrupted<M, K, C: Callbacks<M, K>>(
             let next = order.iter().position(|&j| j == i).map_or(order.len(), |position| position + 1);
             deliver_each(callbacks, (order, in_order), state, (phase, cursor), names, event, next)
         }
-        error => Err(wrap(&names[i], event.name(), error)),
+        error => Err(callback_error(state, names, i, event.name(), error)),
     }
 }
 
@@ -520,25 +519,26 @@ fn validation_pass<M, K, C: Callbacks<M, K>>(
     *phase = Phase::Callback(i, event.name());
     let mut ctx = Context { state };
     if let Err(e) = callbacks.dispatch(i, Event::Validate, &mut ctx) {
-        return Err(match e {
-            Error::Cancel(cancel) => cancelled(ctx.state, names, i, event.name(), cancel),
-            e => wrap(&names[i], event.name(), e),
-        });
+        return Err(callback_error(ctx.state, names, i, event.name(), e));
     }
     deliver_in_order(callbacks, order, in_order, ctx.state, (phase, cursor), names, Event::AfterValidate)
 }
 
-/// The error a cancel travels up as: the cancel itself, with who returned it and where
-/// remembered; in a data-parallel world (where every rank would have to agree), an error
-/// saying so.
+/// The error callback `i`'s `error` from `event` travels up as. A cancel: the cancel itself,
+/// with who returned it and where remembered; in a data-parallel world (where every rank would
+/// have to agree), an error saying so. Any other error: wrapped with the callback's name and the
+/// event.
 #[cold]
-pub(super) fn cancelled<M>(
+pub(super) fn callback_error<M>(
     state: &mut TrainState<M>,
     names: &[Cow<'static, str>],
     i: usize,
     event: &'static str,
-    cancel: Cancel,
+    error: Error,
 ) -> Error {
+    let Error::Cancel(cancel) = error else {
+        return wrap(&names[i], event, error);
+    };
     if state.world.is_some() {
         return wrap(
             &names[i],

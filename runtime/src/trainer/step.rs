@@ -7,8 +7,8 @@ use burn::module::Module;
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::Tensor;
 
-use super::main_loop::cancelled;
-use super::run::{Phase, Run, wrap};
+use super::main_loop::callback_error;
+use super::run::{Phase, Run};
 use crate::callback::{Callbacks, Context, Counters, Event, StepGradients, StepLoss};
 use crate::error::{Error, Result};
 use crate::fetch::{OutputTensor, Outputs};
@@ -191,12 +191,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         for &i in &self.loss_hooks {
             self.phase = Phase::Callback(i, "before_backward");
             let mut ctx = Context { state: &mut self.state };
-            self.callbacks.dispatch(i, Event::BeforeBackward(&slot), &mut ctx).map_err(|e| match e {
-                Error::Cancel(cancel) => {
-                    cancelled(&mut self.state, &self.names, i, "before_backward", cancel)
-                }
-                e => wrap(&self.names[i], "before_backward", e),
-            })?;
+            self.callbacks
+                .dispatch(i, Event::BeforeBackward(&slot), &mut ctx)
+                .map_err(|e| callback_error(&mut self.state, &self.names, i, "before_backward", e))?;
         }
         self.phase = Phase::Step;
         slot.loss.into_inner().ok_or_else(|| Error::msg("a before_backward callback removed the loss"))
@@ -209,10 +206,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         for &i in &self.grad_hooks {
             self.phase = Phase::Callback(i, "after_backward");
             let mut ctx = Context { state: &mut self.state };
-            self.callbacks.dispatch(i, Event::AfterBackward(&slot), &mut ctx).map_err(|e| match e {
-                Error::Cancel(cancel) => cancelled(&mut self.state, &self.names, i, "after_backward", cancel),
-                e => wrap(&self.names[i], "after_backward", e),
-            })?;
+            self.callbacks
+                .dispatch(i, Event::AfterBackward(&slot), &mut ctx)
+                .map_err(|e| callback_error(&mut self.state, &self.names, i, "after_backward", e))?;
         }
         self.phase = Phase::Step;
         Ok(slot.grads.into_inner())
