@@ -400,8 +400,11 @@ fn boolean(value: &Expr, key: Symbol, errors: &Ctxt) -> Option<(bool, Span)> {
     }
 }
 
-/// `#[fetch("a", "b")]`: the names, in order.
+/// `#[fetch("a", "b")]`: the names, in order; `#[fetch("a", deferred)]` reads them back without
+/// stopping the step.
 pub struct FetchAttr {
+    /// The `deferred` word, when listed.
+    pub deferred: Option<Span>,
     /// Every string literal listed, in order (empty and repeated ones too: they are reported, and
     /// still count when matching names to parameters).
     pub names: Vec<LitStr>,
@@ -412,7 +415,7 @@ pub struct FetchAttr {
 }
 
 pub fn parse_fetch(attr: &Attribute, errors: &Ctxt) -> FetchAttr {
-    let mut fetch = FetchAttr { names: Vec::new(), count: 0, tokens: attr.to_token_stream() };
+    let mut fetch = FetchAttr { deferred: None, names: Vec::new(), count: 0, tokens: attr.to_token_stream() };
     let tokens = match &attr.meta {
         Meta::List(list) => list.tokens.clone(),
         _ => {
@@ -430,6 +433,15 @@ pub fn parse_fetch(attr: &Attribute, errors: &Ctxt) -> FetchAttr {
                 errors.push_spanned(attr, "`#[fetch()]` names nothing: list the outputs, `#[fetch(\"cost\")]`");
             }
             for expr in list {
+                if let Expr::Path(path) = unwrap_group(&expr)
+                    && path.path.is_ident("deferred")
+                {
+                    if fetch.deferred.is_some() {
+                        errors.push_spanned(path, "`deferred` is listed twice: once makes every fetch of the hook deferred");
+                    }
+                    fetch.deferred = Some(path.span());
+                    continue;
+                }
                 fetch.count += 1;
                 match unwrap_group(&expr) {
                     Expr::Lit(ExprLit { lit: Lit::Str(name), .. }) => {

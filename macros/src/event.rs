@@ -14,6 +14,9 @@ pub enum EventKind {
     BeforeStep,
     /// After each step, with the fetched values.
     AfterStep,
+    /// Deferred values arrived (`#[fetch(..., deferred)]` on an `after_step` hook): not written
+    /// by users, the hook's call is generated into it.
+    Fetched,
     /// After each step, `global_step` counting it.
     TriggerStep,
     /// At the end of each epoch.
@@ -44,12 +47,13 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every event, in the order of the training loop.
-    pub const ALL: [EventKind; 18] = [
+    pub const ALL: [EventKind; 19] = [
         EventKind::Setup,
         EventKind::BeforeTrain,
         EventKind::BeforeEpoch,
         EventKind::BeforeStep,
         EventKind::AfterStep,
+        EventKind::Fetched,
         EventKind::TriggerStep,
         EventKind::AfterEpoch,
         EventKind::TriggerEpoch,
@@ -73,6 +77,7 @@ impl EventKind {
             EventKind::BeforeEpoch => "before_epoch",
             EventKind::BeforeStep => "before_step",
             EventKind::AfterStep => "after_step",
+            EventKind::Fetched => "fetched",
             EventKind::TriggerStep => "trigger_step",
             EventKind::AfterEpoch => "after_epoch",
             EventKind::TriggerEpoch => "trigger_epoch",
@@ -89,14 +94,19 @@ impl EventKind {
         }
     }
 
-    /// Every event's name, in order (for messages listing the valid names).
+    /// Every event's name a user writes, in order (for messages listing the valid names).
     pub fn names() -> Vec<&'static str> {
-        EventKind::ALL.iter().map(|event| event.name()).collect()
+        EventKind::ALL.iter().filter(|event| event.written()).map(|event| event.name()).collect()
     }
 
-    /// The event named `name`.
+    /// The event named `name`, among those a user writes.
     pub fn from_name(name: &str) -> Option<EventKind> {
-        EventKind::ALL.into_iter().find(|event| event.name() == name)
+        EventKind::ALL.into_iter().find(|event| event.written() && event.name() == name)
+    }
+
+    /// Whether users bind hooks to the event by name (`fetched` is reached through `deferred`).
+    fn written(self) -> bool {
+        self != EventKind::Fetched
     }
 
     /// Whether the event runs once per training (periods and predicates make no sense there).
@@ -150,7 +160,7 @@ impl EventKind {
 
     /// Whether the event receives fetched values.
     pub fn has_values(self) -> bool {
-        self == EventKind::AfterStep
+        matches!(self, EventKind::AfterStep | EventKind::Fetched)
     }
 
     /// The position in [`EventKind::ALL`].

@@ -183,7 +183,16 @@ fn add_hook(
         if periodic {
             condition = quote!(#p::step_due(#ks, #ke, #step, ctx.counters()) && #condition);
         }
-        methods.push(event, guarded(condition));
+        let deferred = hook.fetch.as_ref().and_then(|fetch| fetch.deferred);
+        match deferred {
+            // Deferred values arrive in `fetched` at a later step, for the steps the period and
+            // the predicate let the hook ask at: the call waits for its own values.
+            Some(_) if event == EventKind::AfterStep => {
+                let first = methods.fetches.len();
+                methods.push(EventKind::Fetched, guarded(quote!(values.holds(#first))));
+            }
+            _ => methods.push(event, guarded(condition)),
+        }
         if event.has_values()
             && let Some(fetch) = &hook.fetch
         {
@@ -192,10 +201,19 @@ fn add_hook(
                 // The same obligation, at the same span, as the extraction in
                 // `invocation`: a type that cannot be fetched gets one error, not two.
                 let p = rt.private_at(at(ty));
+                let kind = match deferred {
+                    // A device tensor cannot be deferred: `FetchKind::deferred` panics in the
+                    // static's evaluation, a compile error naming the fix.
+                    Some(span) => {
+                        let word = quote_spanned!(span=> deferred);
+                        quote_spanned!(at(ty)=> <#ty as #p::FetchValue>::KIND.#word())
+                    }
+                    None => quote_spanned!(at(ty)=> <#ty as #p::FetchValue>::KIND),
+                };
                 methods.fetches.push(quote_spanned! {at(ty)=>
                     #p::Fetch {
                         name: #p::Cow::Borrowed(#name),
-                        kind: <#ty as #p::FetchValue>::KIND,
+                        kind: #kind,
                     }
                 });
             }

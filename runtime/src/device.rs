@@ -1,5 +1,6 @@
-//! Which device trains: the CPU backend by default (burn-flex), a GPU through wgpu with the
-//! `wgpu` feature. Devices come with autodiff on, ready for training.
+//! Which device trains: the CPU backend by default (burn-flex), a GPU with one of the GPU
+//! features (`wgpu`, `vulkan`, `metal`, `cuda`, `rocm`). Devices come with autodiff on, ready
+//! for training; [`by_name`] turns a command-line word (`cpu`, `wgpu`, `cuda:1`) into one.
 
 use burn::tensor::Device;
 
@@ -24,25 +25,141 @@ pub fn wgpu() -> Device {
     Device::wgpu(burn::tensor::DeviceKind::DefaultDevice).autodiff()
 }
 
-/// The device named `name`: `"cpu"`, or `"wgpu"` when built with the `wgpu` feature.
+/// The best GPU wgpu finds through Vulkan only (SPIR-V kernels where the driver allows), with
+/// autodiff.
+#[cfg(feature = "vulkan")]
+pub fn vulkan() -> Device {
+    Device::vulkan(burn::tensor::DeviceKind::DefaultDevice).autodiff()
+}
+
+/// The best GPU wgpu finds through Metal only (native MSL kernels), with autodiff.
+#[cfg(feature = "metal")]
+pub fn metal() -> Device {
+    Device::metal(burn::tensor::DeviceKind::DefaultDevice).autodiff()
+}
+
+/// CUDA device `index`, with autodiff.
+#[cfg(feature = "cuda")]
+pub fn cuda(index: usize) -> Device {
+    Device::cuda(index).autodiff()
+}
+
+/// ROCm (HIP) device `index`, with autodiff.
+#[cfg(feature = "rocm")]
+pub fn rocm(index: usize) -> Device {
+    Device::rocm(index).autodiff()
+}
+
+/// Every device name, with the feature that builds it: what [`by_name`] understands.
+const NAMES: [(&str, &str); 7] = [
+    ("cpu", "flex"),
+    ("wgpu", "wgpu"),
+    ("vulkan", "vulkan"),
+    ("metal", "metal"),
+    ("cuda", "cuda"),
+    ("cuda:N", "cuda"),
+    ("rocm", "rocm"),
+];
+
+/// The device named `name`: `"cpu"`; `"wgpu"`, `"vulkan"`, `"metal"`; `"cuda"` or `"cuda:N"`
+/// (device N, 0 by default); `"rocm"` or `"rocm:N"`. Each GPU name needs the feature of the same
+/// name; a name this build lacks is an error that says which feature builds it and what this
+/// build has.
 pub fn by_name(name: &str) -> Result<Device> {
-    match name {
+    let (backend, index) = match name.split_once(':') {
+        Some((backend, index)) => {
+            let index = index.parse::<usize>().map_err(|_| {
+                Error::msg(format!(
+                    "device `{name}`: `{index}` is not a device number; write `{backend}:0`, `{backend}:1`, ..."
+                ))
+            })?;
+            if !matches!(backend, "cuda" | "rocm") {
+                return Err(Error::msg(format!(
+                    "device `{name}`: only `cuda` and `rocm` take a device number; write `{backend}`"
+                )));
+            }
+            (backend, Some(index))
+        }
+        None => (name, None),
+    };
+    let _ = index;
+    match backend {
         #[cfg(any(feature = "flex", feature = "ndarray"))]
         "cpu" => Ok(cpu()),
         #[cfg(feature = "wgpu")]
         "wgpu" => Ok(wgpu()),
-        _ => Err(Error::msg(format!("unknown device `{name}`; this build has: {}", available().join(", ")))),
+        #[cfg(feature = "vulkan")]
+        "vulkan" => Ok(vulkan()),
+        #[cfg(feature = "metal")]
+        "metal" => Ok(metal()),
+        #[cfg(feature = "cuda")]
+        "cuda" => Ok(cuda(index.unwrap_or(0))),
+        #[cfg(feature = "rocm")]
+        "rocm" => Ok(rocm(index.unwrap_or(0))),
+        _ => {
+            let has = available().join(", ");
+            match NAMES.iter().find(|(known, _)| known.split(':').next() == Some(backend)) {
+                Some((_, feature)) => Err(Error::msg(format!(
+                    "device `{name}` needs burn-stoker's `{feature}` feature, which this build lacks; this build has: {has}"
+                ))),
+                None => Err(Error::msg(format!(
+                    "unknown device `{name}`; the names are cpu, wgpu, vulkan, metal, cuda[:N], rocm[:N]; this build has: {has}"
+                ))),
+            }
+        }
     }
 }
 
-/// The device names this build supports.
+/// The device names this build supports (`cuda:N` standing for every CUDA device).
 pub fn available() -> Vec<&'static str> {
-    let mut names = Vec::new();
-    if cfg!(any(feature = "flex", feature = "ndarray")) {
-        names.push("cpu");
-    }
-    if cfg!(feature = "wgpu") {
-        names.push("wgpu");
+    let built = [
+        cfg!(any(feature = "flex", feature = "ndarray")),
+        cfg!(feature = "wgpu"),
+        cfg!(feature = "vulkan"),
+        cfg!(feature = "metal"),
+        cfg!(feature = "cuda"),
+        cfg!(feature = "cuda"),
+        cfg!(feature = "rocm"),
+    ];
+    let mut names: Vec<&'static str> =
+        NAMES.iter().zip(built).filter(|(_, built)| *built).map(|((name, _), _)| *name).collect();
+    if cfg!(feature = "rocm") {
+        names.push("rocm:N");
     }
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_this_build_lacks_says_which_feature_builds_it() {
+        #[cfg(not(feature = "cuda"))]
+        {
+            let error = by_name("cuda:1").unwrap_err().to_string();
+            assert!(error.contains("`cuda` feature"), "{error}");
+        }
+        #[cfg(not(feature = "metal"))]
+        {
+            let error = by_name("metal").unwrap_err().to_string();
+            assert!(error.contains("`metal` feature"), "{error}");
+        }
+        let error = by_name("tpu").unwrap_err().to_string();
+        assert!(error.contains("unknown device `tpu`") && error.contains("cpu"), "{error}");
+    }
+
+    #[test]
+    fn a_device_number_is_checked() {
+        let error = by_name("cuda:x").unwrap_err().to_string();
+        assert!(error.contains("`x` is not a device number"), "{error}");
+        let error = by_name("wgpu:1").unwrap_err().to_string();
+        assert!(error.contains("only `cuda` and `rocm` take a device number"), "{error}");
+    }
+
+    #[test]
+    fn the_cpu_is_always_there() {
+        assert!(available().contains(&"cpu"));
+        assert!(by_name("cpu").is_ok());
+    }
 }

@@ -6,8 +6,23 @@
 //! [`Callback::wants_fetch`](crate::callback::Callback::wants_fetch). After the step the trainer copies the
 //! host values every interested callback asked for to the host in **one** transfer, hands device
 //! tensors over as they are, and on a step where nobody asked it transfers nothing.
+//!
+//! A **deferred** fetch ([`Fetch::deferred`], `#[fetch("cost", deferred)]`) is a host value read
+//! back without making the step wait for the device: the trainer starts the read (burn's
+//! `Tensor::into_data_async`, one read per step for every deferred value asked for) and goes on
+//! with the next step; the values reach the callbacks that asked in the
+//! [`fetched`](crate::callback::Callback::fetched) event of a later step, with the step they
+//! belong to ([`Fetched::step`]). At most two reads are in flight: a third waits for the oldest.
+//! Before each epoch's `after_epoch`, before a checkpoint and before `after_train` the trainer
+//! waits for every read in flight and delivers it, so an epoch's values stay in that epoch, a
+//! checkpoint holds what its callbacks received and a resumed run receives none twice.
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll, Wake, Waker};
 
 use burn::tensor::{Tensor, TensorData};
 
@@ -126,10 +141,29 @@ impl Outputs {
 /// Where a fetched value is handed over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FetchKind {
-    /// Copied to the host (f32, f64, `Vec<f32>`, `TensorData`), one transfer per step for all.
+    /// Copied to the host (f32, f64, `Vec<f32>`, `TensorData`), one transfer per step for all,
+    /// handed to `after_step` of the same step.
     Host,
     /// Handed over as a device tensor, no transfer.
     Device,
+    /// Copied to the host without stopping the step: handed to the
+    /// [`fetched`](crate::callback::Callback::fetched) event of a later step (see the
+    /// [module](crate::fetch)).
+    Deferred,
+}
+
+impl FetchKind {
+    /// The deferred form of a host value's kind: what `#[fetch(..., deferred)]` declares. A
+    /// device tensor is never read back, so it cannot be deferred: a `static` of fetches that
+    /// asks for one fails to compile with this message.
+    pub const fn deferred(self) -> FetchKind {
+        match self {
+            FetchKind::Host | FetchKind::Deferred => FetchKind::Deferred,
+            FetchKind::Device => panic!(
+                "a device tensor (`Tensor<N>`) cannot be a deferred fetch: it is never read back; fetch it as f32, f64, Vec<f32> or TensorData, or drop `deferred`"
+            ),
+        }
+    }
 }
 
 /// One value a callback may ask for: a step output's name and where it wants it.
@@ -150,6 +184,13 @@ impl Fetch {
     /// A tensor that stays on the device.
     pub const fn device(name: &'static str) -> Self {
         Fetch { name: Cow::Borrowed(name), kind: FetchKind::Device }
+    }
+
+    /// A value copied to the host without stopping the step: delivered to the callback's
+    /// [`fetched`](crate::callback::Callback::fetched) event at a later step, with
+    /// [`Fetched::step`] saying which step it belongs to.
+    pub const fn deferred(name: &'static str) -> Self {
+        Fetch { name: Cow::Borrowed(name), kind: FetchKind::Deferred }
     }
 
     /// A fetch of the kind `T` is handed over as: `Fetch::of::<f32>("cost")`.
@@ -223,6 +264,82 @@ struct Slot {
     dims: Vec<usize>,
     /// Device value handed over this step.
     device: Option<OutputTensor>,
+    /// Deferred values being delivered: range in `FetchPlan::deferred` and the shape.
+    deferred_range: (usize, usize),
+    deferred_dims: Vec<usize>,
+}
+
+/// The boxed read of one step's deferred values (burn's `into_data_async`, errors as text).
+type ReadFuture = Pin<Box<dyn Future<Output = std::result::Result<TensorData, String>> + Send>>;
+
+/// A read in flight, or done.
+enum Read {
+    Pending(ReadFuture),
+    Done(std::result::Result<TensorData, String>),
+}
+
+/// One step's deferred read: what it holds and who asked.
+struct PendingRead {
+    /// The global step the values belong to.
+    step: u64,
+    read: Read,
+    /// Per slot: its index, the number of values and the shape.
+    slots: Vec<(u8, usize, Vec<usize>)>,
+    /// The callbacks (flat indices) that asked at that step.
+    receivers: Vec<usize>,
+}
+
+impl std::fmt::Debug for PendingRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingRead")
+            .field("step", &self.step)
+            .field("done", &matches!(self.read, Read::Done(_)))
+            .field("receivers", &self.receivers)
+            .finish()
+    }
+}
+
+/// Wakes the thread that waits for a read.
+struct ThreadWaker(std::thread::Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+impl Read {
+    /// One poll that never blocks: starts the read on its first call (an `async fn` does
+    /// nothing before it is polled). Returns whether the values are here.
+    fn poll_now(&mut self) -> bool {
+        if let Read::Pending(future) = self {
+            let mut cx = TaskContext::from_waker(Waker::noop());
+            if let Poll::Ready(result) = future.as_mut().poll(&mut cx) {
+                *self = Read::Done(result);
+            }
+        }
+        matches!(self, Read::Done(_))
+    }
+
+    /// Wait until the values are here (parking the thread between polls); returns whether it
+    /// had to wait.
+    fn wait(&mut self) -> bool {
+        if self.poll_now() {
+            return false;
+        }
+        let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+        let mut cx = TaskContext::from_waker(&waker);
+        loop {
+            if let Read::Pending(future) = self {
+                match future.as_mut().poll(&mut cx) {
+                    Poll::Ready(result) => *self = Read::Done(result),
+                    Poll::Pending => std::thread::park_timeout(std::time::Duration::from_millis(1)),
+                }
+            } else {
+                return true;
+            }
+        }
+    }
 }
 
 /// The table of every declared fetch, and the values of the current step.
@@ -236,6 +353,18 @@ pub(crate) struct FetchPlan {
     transfers: u64,
     /// Each callback's slots (by flat index), in the order of its fetches.
     owned: Vec<Box<[u8]>>,
+    /// The global step the synchronous values belong to.
+    step: u64,
+    /// Deferred reads in flight (at most [`FetchPlan::IN_FLIGHT`] once a step's reads are
+    /// delivered), oldest first.
+    pending: VecDeque<PendingRead>,
+    /// The deferred values being delivered: the slots, the values, their step.
+    deferred_filled: u64,
+    deferred: Vec<f32>,
+    deferred_step: u64,
+    /// Deferred reads started, and how many of them the training thread had to wait for.
+    deferred_reads: u64,
+    deferred_waits: u64,
 }
 
 impl FetchPlan {
@@ -259,6 +388,8 @@ impl FetchPlan {
                     range: (0, 0),
                     dims: Vec::new(),
                     device: None,
+                    deferred_range: (0, 0),
+                    deferred_dims: Vec::new(),
                 });
                 self.slots.len() - 1
             }
@@ -297,9 +428,11 @@ impl FetchPlan {
         self.transfers
     }
 
-    /// Fill the slots in `mask` from `outputs`: all host values in one transfer.
-    pub(crate) fn fill(&mut self, outputs: &Outputs, mask: u64) -> Result<()> {
+    /// Fill the slots in `mask` from `outputs` at global step `step`: all host values in one
+    /// transfer. Deferred slots are left to [`FetchPlan::start_deferred`].
+    pub(crate) fn fill(&mut self, outputs: &Outputs, mask: u64, step: u64) -> Result<()> {
         self.filled = mask;
+        self.step = step;
         if mask == 0 {
             return Ok(());
         }
@@ -309,24 +442,9 @@ impl FetchPlan {
             if mask & (1 << i) == 0 {
                 continue;
             }
-            let found = match outputs.entries.get(slot.output) {
-                Some((name, tensor)) if *name == slot.fetch.name => Some(tensor),
-                _ => match outputs.entries.iter().position(|(n, _)| *n == slot.fetch.name) {
-                    Some(index) => {
-                        slot.output = index;
-                        Some(&outputs.entries[index].1)
-                    }
-                    None => None,
-                },
-            };
-            let Some(tensor) = found else {
-                return Err(Error::Fetch(format!(
-                    "`{}` was asked for, but this step did not produce it; it produced {}",
-                    slot.fetch.name,
-                    outputs.names_list()
-                )));
-            };
+            let tensor = slot.find(outputs)?;
             match slot.fetch.kind {
+                FetchKind::Deferred => {}
                 FetchKind::Device => slot.device = Some(tensor.clone()),
                 FetchKind::Host => {
                     let n = tensor.num_elements();
@@ -340,12 +458,7 @@ impl FetchPlan {
         if host_tensors.is_empty() {
             return Ok(());
         }
-        let joined = if host_tensors.len() == 1 {
-            host_tensors.pop().expect("one tensor")
-        } else {
-            Tensor::cat(host_tensors, 0)
-        };
-        let data = joined.into_data();
+        let data = joined(host_tensors).into_data();
         self.transfers += 1;
         self.host.clear();
         match data.as_slice::<f32>() {
@@ -353,6 +466,112 @@ impl FetchPlan {
             Err(_) => self.host.extend(data.iter::<f32>()),
         }
         Ok(())
+    }
+
+    /// The slots of `mask` that are deferred.
+    pub(crate) fn deferred_bits(&self) -> u64 {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.fetch.kind == FetchKind::Deferred)
+            .fold(0, |bits, (i, _)| bits | 1 << i)
+    }
+
+    /// How many reads may be in flight once a step's arrived values are delivered.
+    pub(crate) const IN_FLIGHT: usize = 2;
+
+    /// Start the read of the deferred slots in `mask` from `outputs` (global step `step`), for
+    /// the callbacks `receivers`: one read for all, started now and never waited for here.
+    pub(crate) fn start_deferred(
+        &mut self,
+        outputs: &Outputs,
+        mask: u64,
+        step: u64,
+        receivers: Vec<usize>,
+    ) -> Result<()> {
+        let mut tensors: Vec<Tensor<1>> = Vec::new();
+        let mut slots = Vec::new();
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            if mask & (1 << i) == 0 || slot.fetch.kind != FetchKind::Deferred {
+                continue;
+            }
+            let tensor = slot.find(outputs)?;
+            slots.push((i as u8, tensor.num_elements(), tensor.dims()));
+            tensors.push(tensor.flat());
+        }
+        if tensors.is_empty() {
+            return Ok(());
+        }
+        let future = joined(tensors).into_data_async();
+        let mut read = Read::Pending(Box::pin(async move { future.await.map_err(|e| e.to_string()) }));
+        // The first poll starts the read (queues the copy behind the step's work) and returns
+        // at once; on a CPU backend the values are already here.
+        read.poll_now();
+        self.deferred_reads += 1;
+        self.pending.push_back(PendingRead { step, read, slots, receivers });
+        Ok(())
+    }
+
+    /// The oldest read started before step `before` that is ready, or that must be waited for
+    /// because more than `in_flight` reads are pending: its values become the deferred values
+    /// that [`FetchPlan::deferred_view`] shows, and its receivers are returned. `in_flight` 0
+    /// waits for every read (the flush before an epoch's end, a checkpoint, the end).
+    pub(crate) fn next_arrived(&mut self, before: u64, in_flight: usize) -> Result<Option<Vec<usize>>> {
+        let must = self.pending.len() > in_flight;
+        let Some(front) = self.pending.front_mut() else { return Ok(None) };
+        if front.step >= before {
+            return Ok(None);
+        }
+        if !front.read.poll_now() {
+            if !must {
+                return Ok(None);
+            }
+            if front.read.wait() {
+                self.deferred_waits += 1;
+            }
+        }
+        let entry = self.pending.pop_front().expect("a pending read");
+        let Read::Done(result) = entry.read else { unreachable!("the read is done") };
+        let data = result.map_err(|e| {
+            Error::Fetch(format!("reading the deferred values of step {} from the device failed: {e}", entry.step))
+        })?;
+        self.deferred.clear();
+        match data.as_slice::<f32>() {
+            Ok(values) => self.deferred.extend_from_slice(values),
+            Err(_) => self.deferred.extend(data.iter::<f32>()),
+        }
+        self.deferred_filled = 0;
+        let mut offset = 0;
+        for (i, n, dims) in entry.slots {
+            let slot = &mut self.slots[usize::from(i)];
+            slot.deferred_range = (offset, offset + n);
+            slot.deferred_dims = dims;
+            offset += n;
+            self.deferred_filled |= 1 << i;
+        }
+        self.deferred_step = entry.step;
+        Ok(Some(entry.receivers))
+    }
+
+    /// Whether a deferred read is in flight.
+    #[inline]
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Drop the reads in flight (training ended by an error: nobody will receive them).
+    pub(crate) fn drop_pending(&mut self) {
+        self.pending.clear();
+    }
+
+    /// Deferred reads started, and how many of them the training thread waited for.
+    pub(crate) fn deferred_counts(&self) -> (u64, u64) {
+        (self.deferred_reads, self.deferred_waits)
+    }
+
+    /// A view of the deferred values being delivered.
+    pub(crate) fn deferred_view(&self) -> Fetched<'_> {
+        Fetched { plan: Some(self), own: &[], pinned: None, deferred: true }
     }
 
     /// The bit of the host fetch named `name`, when some callback declared one.
@@ -389,7 +608,7 @@ impl FetchPlan {
 
     /// A view of the current step's values.
     pub(crate) fn view(&self) -> Fetched<'_> {
-        Fetched { plan: Some(self), own: &[], pinned: None }
+        Fetched { plan: Some(self), own: &[], pinned: None, deferred: false }
     }
 
     /// Record the slots of callback `callback` (its flat index), in the order of its fetches.
@@ -411,14 +630,43 @@ impl FetchPlan {
                 match kind {
                     FetchKind::Host => "host",
                     FetchKind::Device => "device",
+                    FetchKind::Deferred => "deferred",
                 }
             ))
         })?;
-        if self.filled & (1 << i) == 0 {
+        let filled = if kind == FetchKind::Deferred { self.deferred_filled } else { self.filled };
+        if filled & (1 << i) == 0 {
             return Err(Error::Fetch(format!("`{name}` was not fetched at this step")));
         }
         Ok(slot)
     }
+}
+
+impl Slot {
+    /// This slot's tensor among `outputs` (where it was last found, or by its name).
+    fn find<'o>(&mut self, outputs: &'o Outputs) -> Result<&'o OutputTensor> {
+        if let Some((name, tensor)) = outputs.entries.get(self.output)
+            && *name == self.fetch.name
+        {
+            return Ok(tensor);
+        }
+        match outputs.entries.iter().position(|(n, _)| *n == self.fetch.name) {
+            Some(index) => {
+                self.output = index;
+                Ok(&outputs.entries[index].1)
+            }
+            None => Err(Error::Fetch(format!(
+                "`{}` was asked for, but this step did not produce it; it produced {}",
+                self.fetch.name,
+                outputs.names_list()
+            ))),
+        }
+    }
+}
+
+/// The host values of several slots as one tensor, for one transfer.
+fn joined(mut tensors: Vec<Tensor<1>>) -> Tensor<1> {
+    if tensors.len() == 1 { tensors.pop().expect("one tensor") } else { Tensor::cat(tensors, 0) }
 }
 
 /// The values fetched at one step, as handed to `after_step`.
@@ -430,12 +678,29 @@ pub struct Fetched<'a> {
     own: &'a [u8],
     /// The slot that `host` / `device` read without a search (set by [`Fetched::nth`]).
     pinned: Option<u8>,
+    /// Whether these are deferred values (the `fetched` event) rather than the step's own.
+    deferred: bool,
 }
 
 impl<'a> Fetched<'a> {
     /// No values (a step at which nobody asked for anything).
     pub const fn none() -> Self {
-        Fetched { plan: None, own: &[], pinned: None }
+        Fetched { plan: None, own: &[], pinned: None, deferred: false }
+    }
+
+    /// The global step these values belong to (`global_step` after it): the current step in
+    /// `after_step`, an earlier one for deferred values in `fetched`; 0 when nothing was fetched.
+    pub fn step(&self) -> u64 {
+        match self.plan {
+            Some(plan) if self.deferred => plan.deferred_step,
+            Some(plan) => plan.step,
+            None => 0,
+        }
+    }
+
+    /// Whether these are deferred values, delivered in the `fetched` event.
+    pub fn is_deferred(&self) -> bool {
+        self.deferred
     }
 
     /// The same values, as handed to the callback of flat index `callback`: its fetches are then
@@ -469,14 +734,34 @@ impl<'a> Fetched<'a> {
         }
     }
 
+    /// Whether the receiver's fetch number `k` (its position in the callback's `fetches()`) has
+    /// a value here: what a generated deferred hook checks before its call, since one `fetched`
+    /// delivery holds only what was asked for at that step.
+    #[doc(hidden)]
+    #[inline]
+    pub fn holds(&self, k: usize) -> bool {
+        match (self.plan, self.own.get(k)) {
+            (Some(plan), Some(&slot)) => {
+                let filled = if self.deferred { plan.deferred_filled } else { plan.filled };
+                filled & (1 << slot) != 0
+            }
+            _ => false,
+        }
+    }
+
     /// The value `name`, handed over as `T`: `values.get::<f32>("cost")?`.
     pub fn get<T: FetchValue>(&self, name: &str) -> Result<T> {
         T::from_fetched(self, name)
     }
 
-    /// The host copy of `name`: its values, flattened, and its shape.
+    /// The host copy of `name`: its values, flattened, and its shape (in `fetched`, the
+    /// deferred copy).
     pub fn host(&self, name: &str) -> Result<(&'a [f32], &'a [usize])> {
         let plan = self.plan.ok_or_else(|| Self::nothing(name))?;
+        if self.deferred {
+            let slot = plan.slot(self.pinned, name, FetchKind::Deferred)?;
+            return Ok((&plan.deferred[slot.deferred_range.0..slot.deferred_range.1], &slot.deferred_dims));
+        }
         let slot = plan.slot(self.pinned, name, FetchKind::Host)?;
         Ok((&plan.host[slot.range.0..slot.range.1], &slot.dims))
     }

@@ -180,6 +180,9 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
     fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
         self.inner.after_step(ctx, values)
     }
+    fn fetched(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
+        self.inner.fetched(ctx, values)
+    }
     fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         self.inner.trigger_step(ctx)?;
         if self.period.period().steps_divide(ctx.global_step()) { self.inner.trigger(ctx) } else { Ok(()) }

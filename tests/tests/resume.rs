@@ -72,6 +72,37 @@ impl LossTracker {
     }
 }
 
+/// LossTracker's losses as a deferred fetch: each arrives at a later step with the step it belongs
+/// to, and the list of those steps is saved in checkpoints. A resumed run must receive every step
+/// once: none twice (a read delivered before the checkpoint and again after the resume), none
+/// lost (a read in flight when the checkpoint was written).
+#[derive(Debug, Default)]
+struct DeferredSteps {
+    steps: Vec<u64>,
+    sum: f64,
+}
+
+static DEFERRED_LOSS: [Fetch; 1] = [Fetch::deferred("loss")];
+
+impl Callback<Linear> for DeferredSteps {
+    fn fetches(&self) -> &[Fetch] {
+        &DEFERRED_LOSS
+    }
+    fn fetched(&mut self, _ctx: &mut Context<'_, Linear>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
+        self.steps.push(values.step());
+        self.sum += f64::from(values.get::<f32>("loss")?);
+        Ok(())
+    }
+    fn save_state(&self) -> burn_stoker::Result<Option<serde_json::Value>> {
+        Ok(Some(serde_json::json!({ "steps": self.steps, "sum": self.sum })))
+    }
+    fn load_state(&mut self, state: serde_json::Value) -> burn_stoker::Result<()> {
+        self.steps = serde_json::from_value(state["steps"].clone()).map_err(Error::other)?;
+        self.sum = state["sum"].as_f64().ok_or_else(|| Error::msg("DeferredSteps: no sum"))?;
+        Ok(())
+    }
+}
+
 /// Puts the learning rate every 4 steps: rows of `stats.json` in the middle of epochs (6 steps
 /// each), which a resumed run must continue exactly.
 struct EveryFourSteps;
@@ -126,6 +157,7 @@ fn run(
         burn_stoker::monitor::HistoryWriter::new(),
         burn_stoker::track::Recorder::new().valid_loss("mean_loss"),
         stop_at.map(StopAt),
+        DeferredSteps::default(),
     );
     Trainer::new(model, AdamConfig::new().init(), shuffled_data(&device))
         .default_callbacks(DefaultCallbacks { progress: None, printer: None, ..DefaultCallbacks::default() })
@@ -223,6 +255,14 @@ fn straight_and_resumed(every_step: bool, stop: u64) {
     assert_eq!(a.hyper_param("momentum_like"), Some(0.0));
     let tracker = a.callback_state("LossTracker").expect("the tracker's state is saved");
     assert_eq!(tracker["steps"], EPOCHS * 6);
+    // The deferred losses: every step once, in order, the very values the synchronous fetch read
+    // (the same f64 sum, bit for bit), after a resume as in the straight run.
+    for checkpoint in [&a, &b] {
+        let deferred = checkpoint.callback_state("DeferredSteps").expect("the deferred tracker's state");
+        let steps: Vec<u64> = serde_json::from_value(deferred["steps"].clone()).unwrap();
+        assert_eq!(steps, (1..=EPOCHS * 6).collect::<Vec<u64>>());
+        assert_eq!(deferred["sum"].as_f64().map(f64::to_bits), tracker["sum"].as_f64().map(f64::to_bits));
+    }
     assert!(a.callback_state("MinSaver(mean_loss)").is_some_and(|s| s["best"].is_number()));
     // The monitors' history and stats.json.
     assert_eq!(a.monitors_state(), b.monitors_state());

@@ -34,7 +34,8 @@ struct Cli {
     /// Epochs to train (default: the README's 30).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     epochs: Option<u64>,
-    /// The device: cpu, or wgpu (built with `--features stoker-examples/wgpu`).
+    /// The device: cpu, wgpu (on by default), or vulkan, metal, cuda[:N], rocm[:N] (built with the
+    /// feature of that name: `--features stoker-examples/cuda`).
     #[arg(long, default_value = "cpu")]
     device: String,
     /// Continue from the log directory's latest complete checkpoint.

@@ -40,6 +40,14 @@ macro_rules! for_each_event {
             /// After each step, with the values fetched at it: what this callback (and any other)
             /// asked for.
             after_step AfterStep (values: &Fetched<'_> = &values; Fetched<'v>) AfterStep;
+            /// The values of this callback's deferred fetches
+            /// ([`Fetch::deferred`](crate::fetch::Fetch::deferred)), read back from the device
+            /// without stopping the step that made them: delivered after a later step's `after_step`
+            /// (the next one, or the next where the read is done) and, at the latest, before the
+            /// epoch's `after_epoch`, before a checkpoint is written and before `after_train`.
+            /// [`Fetched::step`](crate::fetch::Fetched::step) is the step they belong to. Only the
+            /// callbacks that asked at that step receive it, once per step they asked at, in order.
+            fetched Fetched (values: &Fetched<'_> = &values; Fetched<'v>) Around;
             /// After each step's `after_step`; `global_step` already counts the step.
             trigger_step TriggerStep () TriggerStep;
             /// At the end of each epoch. Keep it cheap.
@@ -106,8 +114,9 @@ pub enum Phase {
     /// gradient change that applied only at some steps would be a surprise.
     InStep,
     /// Around a validation pass or a cancellation (`before_validate`, `validate`, `after_validate`,
-    /// `after_cancel_batch`, `after_cancel_epoch`, `after_cancel_fit`): never gated, since they
-    /// follow what the loop did, not a period.
+    /// `after_cancel_batch`, `after_cancel_epoch`, `after_cancel_fit`), or a deferred read's
+    /// arrival (`fetched`): never gated, since they follow what the loop did, not a period (a
+    /// deferred read was asked for at a step the gate let through).
     Around,
 }
 
@@ -122,7 +131,8 @@ macro_rules! define_event {
         /// setup, before_train,
         /// for each epoch: before_epoch,
         ///     for each step: before_step, <step: forward, before_backward, backward,
-        ///                                  after_backward, optimizer>, after_step(values), trigger_step
+        ///                                  after_backward, optimizer>, after_step(values),
+        ///         fetched(deferred values of an earlier step, when they arrived), trigger_step
         ///     after_epoch, trigger_epoch (which calls trigger by default)
         /// after_train (always: after success, a stop, an error or a panic)
         /// ```
@@ -167,6 +177,7 @@ impl Event<'_> {
     pub fn for_callback(self, callback: usize) -> Self {
         match self {
             Event::AfterStep(values) => Event::AfterStep(values.for_callback(callback)),
+            Event::Fetched(values) => Event::Fetched(values.for_callback(callback)),
             other => other,
         }
     }

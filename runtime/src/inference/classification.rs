@@ -3,7 +3,9 @@
 
 use super::{Inferencer, bit, merged_len, prefixed, ratio_or_zero};
 use crate::error::{Error, Result};
-use crate::fetch::{Fetch, Fetched};
+use burn::tensor::Tensor;
+
+use crate::fetch::{Fetch, Fetched, Outputs};
 
 /// The true classification error of a pass, from an output holding one value per sample (1 if
 /// the sample is misclassified, 0 if not): the sum over all samples divided by their number,
@@ -62,6 +64,22 @@ impl Inferencer for ClassificationError {
         Ok(())
     }
     /// The misclassified samples and the samples.
+    fn sums_on_device(&self) -> bool {
+        true
+    }
+    fn batch_sums(&mut self, outputs: &Outputs) -> Result<Tensor<1>> {
+        let name = &self.fetches[0].name;
+        let wrong = outputs.get(name).ok_or_else(|| {
+            Error::Fetch(format!("ClassificationError: `{name}` was not produced by this batch"))
+        })?;
+        self.total += wrong.num_elements() as u64;
+        Ok(wrong.flat().sum())
+    }
+    fn device_sums(&mut self, sums: &[f64]) -> Result<()> {
+        merged_len("ClassificationError", sums, 1)?;
+        self.wrong = sums[0];
+        Ok(())
+    }
     fn partial(&self) -> Option<Vec<f64>> {
         Some(vec![self.wrong, self.total as f64])
     }

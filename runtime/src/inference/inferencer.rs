@@ -6,7 +6,9 @@ use std::borrow::Cow;
 use super::{InferenceRunner, ScalarStats};
 use crate::Result;
 use crate::callback::short_type_name;
-use crate::fetch::{Fetch, Fetched};
+use burn::tensor::Tensor;
+
+use crate::fetch::{Fetch, Fetched, Outputs};
 
 /// Computes statistics over a whole pass of inference from the values of each batch.
 ///
@@ -96,6 +98,40 @@ pub trait Inferencer {
     /// whole set.
     fn partial(&self) -> Option<Vec<f64>> {
         None
+    }
+    /// Whether this inferencer adds its batches up on the device: the runner then calls
+    /// [`batch_sums`](Self::batch_sums) instead of [`on_batch`](Self::on_batch), never copies
+    /// this inferencer's fetches to the host batch by batch, adds the batches' sums on the
+    /// device and hands the pass's totals to [`device_sums`](Self::device_sums) after one
+    /// transfer for every such inferencer together. False by default (values per batch on the
+    /// host, one transfer per batch for all host inferencers). [`ScalarStats`] and
+    /// [`ClassificationError`](super::ClassificationError) do; an inferencer that must look at
+    /// every value (a check that labels are 0 or 1, a maximum) does not.
+    fn sums_on_device(&self) -> bool {
+        false
+    }
+    /// One batch's sums, computed on the device from the forward function's outputs as a rank-1
+    /// tensor with the same number of values at every batch (no transfer: the runner adds it to
+    /// the pass's total on the device). Called only when
+    /// [`sums_on_device`](Self::sums_on_device) says so, after
+    /// [`set_batch_size`](Self::set_batch_size); count on the host what the host knows (the
+    /// batch size, a tensor's shape). The default fails naming the inferencer.
+    fn batch_sums(&mut self, outputs: &Outputs) -> Result<Tensor<1>> {
+        let _ = outputs;
+        Err(crate::Error::msg(format!(
+            "{}: says its sums are on the device (Inferencer::sums_on_device) but does not implement Inferencer::batch_sums",
+            self.name()
+        )))
+    }
+    /// The pass's totals of [`batch_sums`](Self::batch_sums), read back once, after the last
+    /// batch and before [`partial`](Self::partial) and [`after_inference`](Self::after_inference).
+    /// The default fails naming the inferencer.
+    fn device_sums(&mut self, sums: &[f64]) -> Result<()> {
+        let _ = sums;
+        Err(crate::Error::msg(format!(
+            "{}: says its sums are on the device (Inferencer::sums_on_device) but does not implement Inferencer::device_sums",
+            self.name()
+        )))
     }
     /// Replace this pass's state by `summed`, the element-wise sum over the ranks of what
     /// [`partial`](Self::partial) gave (the same length); [`after_inference`](Self::after_inference)

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use burn::module::Module;
+use burn::tensor::Tensor;
 
 use super::Inferencer;
 #[cfg(doc)]
@@ -135,6 +136,11 @@ pub struct InferenceRunner<D = (), F = ()> {
     inferencers: Vec<Box<dyn Inferencer>>,
     plan: FetchPlan,
     mask: u64,
+    /// The slots of the inferencers that read each batch on the host.
+    host_mask: u64,
+    /// Per inferencer: whether it adds its batches up on the device, and its running total.
+    on_device: Vec<bool>,
+    totals: Vec<Option<Tensor<1>>>,
     outputs: Outputs,
     needs_batch_size: bool,
     /// The outputs whose first dimension is the batch size, learnt on the first batch.
@@ -153,6 +159,9 @@ impl<D, F> InferenceRunner<D, F> {
             inferencers: Vec::new(),
             plan: FetchPlan::default(),
             mask: 0,
+            host_mask: 0,
+            on_device: Vec::new(),
+            totals: Vec::new(),
             outputs: Outputs::new(),
             needs_batch_size: false,
             per_sample: Vec::new(),
@@ -318,9 +327,15 @@ where
                 )));
             }
         }
-        for inferencer in &self.inferencers {
+        self.on_device = self.inferencers.iter().map(|i| i.sums_on_device()).collect();
+        self.totals = self.inferencers.iter().map(|_| None).collect();
+        for (inferencer, &on_device) in self.inferencers.iter().zip(&self.on_device) {
             for fetch in inferencer.fetches() {
-                self.mask |= self.plan.declare(fetch, "InferenceRunner")?;
+                let bit = self.plan.declare(fetch, "InferenceRunner")?;
+                self.mask |= bit;
+                if !on_device {
+                    self.host_mask |= bit;
+                }
             }
         }
         self.needs_batch_size = self.inferencers.iter().any(|i| i.needs_batch_size());
@@ -337,6 +352,7 @@ where
     fn validate(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let model = ctx.model().valid();
         self.inferencers.iter_mut().for_each(|i| i.before_inference());
+        self.totals.iter_mut().for_each(|total| *total = None);
         let transfers = self.plan.transfers();
         let mut pass = self.data.pass();
         let mut batches = 0u64;
@@ -364,23 +380,38 @@ where
                 }
                 None => None,
             };
-            self.plan.fill(&self.outputs, self.mask)?;
+            // The host inferencers' values in one transfer; nothing when every inferencer sums on
+            // the device.
+            if self.host_mask != 0 {
+                self.plan.fill(&self.outputs, self.host_mask, batches)?;
+            }
             let values = self.plan.view();
-            for inferencer in &mut self.inferencers {
+            for ((inferencer, &on_device), total) in
+                self.inferencers.iter_mut().zip(&self.on_device).zip(&mut self.totals)
+            {
                 if let Some(size) = batch_size {
                     inferencer.set_batch_size(size);
                 }
-                inferencer.on_batch(&values)?;
+                if on_device {
+                    let sums = inferencer.batch_sums(&self.outputs)?;
+                    *total = Some(match total.take() {
+                        Some(running) => running + sums,
+                        None => sums,
+                    });
+                } else {
+                    inferencer.on_batch(&values)?;
+                }
             }
             batches += 1;
         }
         drop(pass);
+        let device_reads = self.read_totals()?;
         let counts = &self.counts.0;
         if cut_short.is_none() {
             counts.passes.fetch_add(1, Ordering::Relaxed);
         }
         counts.batches.fetch_add(batches, Ordering::Relaxed);
-        counts.transfers.fetch_add(self.plan.transfers() - transfers, Ordering::Relaxed);
+        counts.transfers.fetch_add(self.plan.transfers() - transfers + device_reads, Ordering::Relaxed);
         if self.data_parallel {
             return self.combine(ctx, batches, cut_short);
         }
@@ -401,6 +432,32 @@ where
 }
 
 impl<D, F> InferenceRunner<D, F> {
+    /// The pass's device totals, every inferencer's in one transfer, handed to each; returns the
+    /// number of transfers (0 when no inferencer sums on the device or the pass had no batch).
+    fn read_totals(&mut self) -> Result<u64> {
+        let mut lengths = Vec::new();
+        let mut parts = Vec::new();
+        for (k, total) in self.totals.iter_mut().enumerate() {
+            if let Some(total) = total.take() {
+                lengths.push((k, total.dims()[0]));
+                parts.push(total);
+            }
+        }
+        if parts.is_empty() {
+            return Ok(0);
+        }
+        let joined = if parts.len() == 1 { parts.pop().expect("one part") } else { Tensor::cat(parts, 0) };
+        let data = joined.into_data();
+        let values: Vec<f64> = data.iter::<f32>().map(f64::from).collect();
+        let mut rest = &values[..];
+        for (k, n) in lengths {
+            let (sums, tail) = rest.split_at(n);
+            self.inferencers[k].device_sums(sums)?;
+            rest = tail;
+        }
+        Ok(1)
+    }
+
     /// A pass cut short by a signal: its partial results are dropped (the inferencers' state is
     /// reset at the next pass), and the log says so.
     #[cold]

@@ -4,7 +4,9 @@
 use super::{ClassificationError, InferenceRunner};
 use super::{Inferencer, merged_len, prefixed};
 use crate::error::{Error, Result};
-use crate::fetch::{Fetch, Fetched};
+use burn::tensor::Tensor;
+
+use crate::fetch::{Fetch, Fetched, Outputs};
 
 /// The mean of scalar outputs over the datapoints of a pass, put as `<prefix>_<name>`
 /// (tensorpack's `ScalarStats`, prefix `validation` by default).
@@ -81,6 +83,38 @@ impl Inferencer for ScalarStats {
         Ok(())
     }
     /// Each output's sum of batch value × batch size, then the number of datapoints.
+    fn sums_on_device(&self) -> bool {
+        true
+    }
+    fn batch_sums(&mut self, outputs: &Outputs) -> Result<Tensor<1>> {
+        let n = self.batch_size.take().ok_or_else(|| {
+            Error::msg(
+                "ScalarStats: the batch's number of datapoints is unknown: InferenceRunner tells it \
+                 (call set_batch_size before batch_sums)",
+            )
+        })?;
+        let mut parts = Vec::with_capacity(self.fetches.len());
+        for fetch in &self.fetches {
+            let tensor = outputs.get(&fetch.name).ok_or_else(|| {
+                Error::Fetch(format!("ScalarStats: `{}` was not produced by this batch", fetch.name))
+            })?;
+            if tensor.num_elements() != 1 {
+                return Err(Error::Fetch(format!(
+                    "`{}` has shape {:?}, not a scalar: ScalarStats averages one value per batch",
+                    fetch.name,
+                    tensor.dims()
+                )));
+            }
+            parts.push(tensor.flat() * n as f32);
+        }
+        self.datapoints += n as u64;
+        Ok(if parts.len() == 1 { parts.pop().expect("one part") } else { Tensor::cat(parts, 0) })
+    }
+    fn device_sums(&mut self, sums: &[f64]) -> Result<()> {
+        merged_len("ScalarStats", sums, self.sums.len())?;
+        self.sums.copy_from_slice(sums);
+        Ok(())
+    }
     fn partial(&self) -> Option<Vec<f64>> {
         Some(self.sums.iter().copied().chain([self.datapoints as f64]).collect())
     }

@@ -11,7 +11,9 @@ use crate::monitor::printer::format_scalar;
 /// quiet when stderr is not a terminal. On by default.
 ///
 /// With [`show`](Self::show), it also shows the latest values of some fetched scalars, fetched
-/// every `refresh_every` steps (20 by default) so that the bar does not cost a device sync per step.
+/// every `refresh_every` steps (20 by default) as **deferred** fetches
+/// ([`Fetch::deferred`]): the read never makes the step wait for the device, and the values
+/// show one step later, which a progress bar does not notice.
 #[derive(Debug)]
 pub struct ProgressBar {
     fetches: Vec<Fetch>,
@@ -33,7 +35,7 @@ impl ProgressBar {
     }
     /// Show these scalar outputs of the step.
     pub fn show(mut self, names: impl IntoIterator<Item = &'static str>) -> Self {
-        self.fetches = names.into_iter().map(Fetch::host).collect();
+        self.fetches = names.into_iter().map(Fetch::deferred).collect();
         self
     }
     /// Fetch the shown values every `k` steps (at least 1).
@@ -67,15 +69,10 @@ impl<M> Callback<M> for ProgressBar {
         self.bar = Some(bar);
         Ok(())
     }
-    fn after_step(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
-        if self.fetches.is_empty() {
-            return Ok(());
-        }
-        // Values exist only at the steps this bar asked for them.
-        let Ok(first) = values.get::<f32>(&self.fetches[0].name) else { return Ok(()) };
+    fn fetched(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
         self.message.clear();
-        for (i, fetch) in self.fetches.iter().enumerate() {
-            let value = if i == 0 { first } else { values.get::<f32>(&fetch.name)? };
+        for fetch in &self.fetches {
+            let value = values.get::<f32>(&fetch.name)?;
             let _ = write!(self.message, "{}={} ", fetch.name, format_scalar(f64::from(value)));
         }
         if let Some(bar) = &self.bar {

@@ -26,7 +26,7 @@ pub const TRAIN_COLOR: [u8; 3] = [31, 119, 180];
 /// The colour of the validation loss (RGB).
 pub const VALID_COLOR: [u8; 3] = [255, 127, 14];
 
-static LOSS: [Fetch; 1] = [Fetch::host("loss")];
+static LOSS: [Fetch; 1] = [Fetch::deferred("loss")];
 
 /// One epoch as the [`Recorder`] saw it (fastai's `Recorder.values`).
 #[derive(Debug, Clone, PartialEq)]
@@ -48,9 +48,12 @@ pub struct EpochValues {
 /// validation loss and the metrics of every epoch, then plots them: fastai's `Recorder`, with
 /// `plot_loss` and `plot_lr` (fastai v1's name; v2's is `plot_sched`).
 ///
-/// - The loss of every step is the step's `"loss"` output, fetched at every step: one transfer
-///   per step, as fastai reads `loss.item()` at every batch. fastai plots a smoothed loss; this
-///   records the raw one (its mean per epoch is `train_loss`).
+/// - The loss of every step is the step's `"loss"` output, a deferred fetch at every step
+///   ([`Fetch::deferred`](crate::fetch::Fetch::deferred)): read back at every step, as fastai reads
+///   `loss.item()` at every batch, but without making the step wait for the device; each loss
+///   arrives a step later, with the step it belongs to, and every loss of an epoch has arrived
+///   before the epoch's end. fastai plots a smoothed loss; this records the raw one (its mean per
+///   epoch is `train_loss`).
 /// - The learning rate of every step is the `learning_rate` hyper-parameter the step used.
 /// - At each epoch's end (`trigger_epoch`, ordered after the callbacks that put the validation
 ///   loss and the metrics: register it after them), the validation loss and each metric are the
@@ -149,11 +152,14 @@ impl<M> Callback<M> for Recorder {
         &LOSS
     }
 
-    fn after_step(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
+    fn after_step(&mut self, ctx: &mut Context<'_, M>, _values: &Fetched<'_>) -> Result<()> {
+        self.lrs.push((ctx.global_step(), ctx.learning_rate()));
+        Ok(())
+    }
+
+    fn fetched(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
         let loss: f32 = values.get("loss")?;
-        let step = ctx.global_step();
-        self.losses.push((step, f64::from(loss)));
-        self.lrs.push((step, ctx.learning_rate()));
+        self.losses.push((values.step(), f64::from(loss)));
         Ok(())
     }
 

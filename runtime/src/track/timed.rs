@@ -189,6 +189,7 @@ impl<C, T: Clock> Timed<C, T> {
             }
             Event::BeforeStep
             | Event::AfterStep(_)
+            | Event::Fetched(_)
             | Event::TriggerStep
             | Event::AfterEpoch
             | Event::Trigger

@@ -153,6 +153,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             if self.stopping() {
                 break;
             }
+            if self.plan.has_pending() {
+                self.deliver_deferred(u64::MAX, 0)?;
+            }
             self.deliver(Event::AfterEpoch)?;
             self.deliver(Event::TriggerEpoch)?;
             self.state.monitors.end_row();
@@ -204,9 +207,13 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             };
             self.phase = Phase::Trainer;
             let mut mask = 0;
+            let mut receivers = Vec::new();
             for &(i, slots) in &self.fetchers {
                 if self.callbacks.wants_fetch(i, &self.state.counters) {
                     mask |= slots;
+                    if slots & self.deferred_bits != 0 {
+                        receivers.push(i);
+                    }
                 }
             }
             if !self.mean_fetchers.is_empty() {
@@ -231,8 +238,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                         self.plan.check_names(&self.outputs, &owners, "the training step")?;
                         *names_checked = true;
                     }
+                    let global_step = self.state.counters.global_step;
                     if !std::mem::take(&mut self.prefilled) {
-                        self.plan.fill(&self.outputs, mask)?;
+                        self.plan.fill(&self.outputs, mask, global_step)?;
                     }
                     let values = if mask == 0 { crate::fetch::Fetched::none() } else { self.plan.view() };
                     deliver_in_order(
@@ -244,6 +252,14 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                         &self.names,
                         Event::AfterStep(values),
                     )?;
+                    // This step's deferred read starts behind its work; the reads of earlier
+                    // steps that arrived are delivered (a third in flight waits for the oldest).
+                    if mask & self.deferred_bits != 0 {
+                        self.plan.start_deferred(&self.outputs, mask, global_step, receivers)?;
+                    }
+                    if self.plan.has_pending() {
+                        self.deliver_deferred(global_step, crate::fetch::FetchPlan::IN_FLIGHT)?;
+                    }
                 }
                 Err(Error::Cancel(Cancel::Batch)) => self.cancelled_batch()?,
                 Err(error) => return Err(error),
@@ -338,8 +354,36 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             }
         }
         if !self.state.control.checkpoints.is_empty() || !self.state.control.copies.is_empty() {
+            // What the checkpoint's callbacks save includes every deferred value read so far:
+            // a resumed run receives none of them twice and loses none.
+            if self.plan.has_pending() {
+                self.deliver_deferred(u64::MAX, 0)?;
+            }
             self.write_checkpoint(at)?;
         }
+        Ok(())
+    }
+
+    /// Deliver `fetched` for the deferred reads started before step `before` that arrived,
+    /// waiting for the oldest while more than `in_flight` are pending (0: wait for all), each
+    /// to the callbacks that asked at its step, in run order.
+    #[cold]
+    pub(super) fn deliver_deferred(&mut self, before: u64, in_flight: usize) -> Result<()> {
+        let phase = self.phase;
+        self.phase = Phase::Trainer;
+        while let Some(receivers) = self.plan.next_arrived(before, in_flight)? {
+            let order: Vec<usize> = self.order.iter().copied().filter(|i| receivers.contains(i)).collect();
+            deliver_in_order(
+                &mut self.callbacks,
+                &order,
+                false,
+                &mut self.state,
+                (&mut self.phase, &mut self.cursor),
+                &self.names,
+                Event::Fetched(self.plan.deferred_view()),
+            )?;
+        }
+        self.phase = phase;
         Ok(())
     }
 

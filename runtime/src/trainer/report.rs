@@ -57,8 +57,15 @@ pub struct TrainReport<M> {
     pub outcome: Outcome,
     /// The counters at the end.
     pub counters: Counters,
-    /// Device-to-host transfers made for fetches during the run.
+    /// Device-to-host transfers made for fetches during the run (the blocking ones: deferred
+    /// reads are counted apart).
     pub fetch_transfers: u64,
+    /// Deferred reads started (one per step at which some callback asked for a deferred fetch).
+    pub deferred_reads: u64,
+    /// Of those, the reads the training thread had to wait for: the device had not finished them
+    /// when a third read was started, at an epoch's end, before a checkpoint or at the end. 0 on
+    /// the CPU backends, where a read is done when it starts.
+    pub deferred_waits: u64,
     /// The monitor writers that failed during the run, in the order they were added: each was
     /// disabled at its first error (reported once on stderr) while training went on. Empty when
     /// every writer wrote everything.

@@ -212,6 +212,17 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             Ok(result) => result,
             Err(payload) => Err(Error::Panic { location: run.location(), message: panic_message(&*payload) }),
         };
+        // The deferred reads still in flight (a stop between epochs' ends): delivered before
+        // `after_train`; after an error, nobody waits for them.
+        let result = match result {
+            Ok(()) if run.plan.has_pending() => {
+                catch_unwind(AssertUnwindSafe(|| run.deliver_deferred(u64::MAX, 0))).unwrap_or_else(|payload| {
+                    Err(Error::Panic { location: run.location(), message: panic_message(&*payload) })
+                })
+            }
+            other => other,
+        };
+        run.plan.drop_pending();
         let result = run.agree_end(result);
         // How the training loop ended; an error after it (in after_train) keeps that outcome.
         let outcome = match (&result, run.state.control.non_finite.take(), run.interrupted.take()) {
@@ -269,6 +280,8 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             outcome,
             counters: run.state.counters,
             fetch_transfers: run.plan.transfers(),
+            deferred_reads: run.plan.deferred_counts().0,
+            deferred_waits: run.plan.deferred_counts().1,
             writer_failures: run.state.monitors.writer_failures(),
             dropped: run.state.monitors.dropped(),
             late_signal,
@@ -319,6 +332,8 @@ pub(crate) struct Run<M, C, K> {
     pub(super) loss_hooks: Vec<usize>,
     pub(super) grad_hooks: Vec<usize>,
     pub(super) plan: FetchPlan,
+    /// The slots of deferred fetches (0 when no callback defers).
+    pub(super) deferred_bits: u64,
     pub(super) outputs: Outputs,
     pub(super) phase: Phase,
     /// Whether the resolved order is the registration order (events then go in one pass).
@@ -405,6 +420,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             mean_mask: 0,
             fetch_mask: 0,
             prefilled: false,
+            deferred_bits: plan.deferred_bits(),
             plan,
             outputs: Outputs::new(),
             phase: Phase::Trainer,

@@ -37,7 +37,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         for name in &agreement.world.means {
             if self.plan.host_bit(name).is_none() && self.plan.declares(name) {
                 return Err(Error::Fetch(format!(
-                    "World::mean_of(\"{name}\"): the callbacks fetch `{name}` only as a device tensor, and only host values are averaged over the ranks; fetch it as a host value (f32, f64), or leave it out of mean_of"
+                    "World::mean_of(\"{name}\"): the callbacks fetch `{name}` only as a device tensor or a deferred value, and only the step's own host values are averaged over the ranks; fetch it as a host value (f32, f64) without `deferred`, or leave it out of mean_of"
                 )));
             }
         }
@@ -55,7 +55,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         if self.mean_mask != 0 {
             // The averaged values are read before the exchange (with this step's other fetches,
             // in the same transfer) and travel in it.
-            self.plan.fill(&self.outputs, self.fetch_mask | self.mean_mask)?;
+            self.plan.fill(&self.outputs, self.fetch_mask | self.mean_mask, self.state.counters.global_step)?;
             self.prefilled = true;
             let agreement = self.state.world.as_mut().expect("in a world");
             for (k, &bit) in self.mean_slots.iter().enumerate() {

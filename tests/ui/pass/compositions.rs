@@ -67,7 +67,7 @@ where
 
 fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}
 
-fn main() {
+pub fn main() {
     let training = Training {
         inner: Inner { saver: ModelSaver::new(3), watch: Watch },
         dump: DumpWeights,

@@ -63,7 +63,7 @@ pub fn public<M>(ctx: &mut Context<'_, M>) {
 
 fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}
 
-fn main() {
+pub fn main() {
     assert_set::<Linear, _, _>(&(Generic, GenericWhere, AnyModule, Concrete, ByPath, NoContext, Public));
     assert_set::<Linear, _, _>(&WithExtra::<String>::default());
     assert_set::<Linear, _, _>(&(WithExtraAndImpl::<u32>::default(), WithLifetime));

@@ -113,7 +113,7 @@ fn on_after_cancel_fit<M>(ctx: &mut Context<'_, M>) -> Flow {
 
 fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}
 
-fn main() {
+pub fn main() {
     let set = (
         OnSetup,
         OnBeforeTrain,

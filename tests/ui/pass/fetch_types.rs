@@ -52,7 +52,7 @@ fn full_path(cost: ::core::primitive::f32) {
 
 fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}
 
-fn main() {
+pub fn main() {
     assert_set::<(), _, _>(&(ScalarF32, ScalarF64, Vector, Data, DeviceTensors, MutableBinding, FullPath));
     assert_set::<burn::nn::Linear, _, _>(&Mixed);
 }

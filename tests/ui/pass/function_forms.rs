@@ -13,6 +13,6 @@ fn watch<M>(cost: f32, accuracy: f64, ctx: &mut Context<'_, M>) {
     let _ = (cost, accuracy, ctx.global_step());
 }
 
-fn main() {
+pub fn main() {
     let _ = (DumpWeights, Watch);
 }

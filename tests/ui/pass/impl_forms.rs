@@ -84,7 +84,7 @@ fn warm(counters: &Counters) -> bool {
 
 fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}
 
-fn main() {
+pub fn main() {
     let best = BestCost::default();
     let _ = best.best();
     assert_set::<burn::nn::Linear, _, _>(&(best, Everywhere, Tagged { tag: "x" }, LinearOnly));

@@ -27,6 +27,6 @@ fetching!(watch_logits, "logits", Vec<f32>);
 
 fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}
 
-fn main() {
+pub fn main() {
     assert_set::<(), _, _>(&(EveryTen, EveryTwenty, WatchCost, WatchLogits));
 }

@@ -81,7 +81,7 @@ fn mixed<M>(ctx: &mut Context<'_, M>) {
 
 fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}
 
-fn main() {
+pub fn main() {
     let set = (First, Second, FetchAbove, Third, TrailingComma, nested::Inner, Counter::default(), Qualified);
     assert_set::<(), _, _>(&set);
     assert_set::<(), _, _>(&(MinusNine, Five, Mixed));

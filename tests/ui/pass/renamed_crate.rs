@@ -40,7 +40,7 @@ struct Training {
 
 fn assert_set<M, K, C: renamed::callback::Callbacks<M, K>>(_: &C) {}
 
-fn main() {
+pub fn main() {
     assert_set::<(), _, _>(&Training { report: Report, watch: Watch, count: Count::default() });
     let order = renamed::callback::Callback::<()>::order(&Watch);
     assert_eq!(order, Order::none().after("Report"));

@@ -35,6 +35,6 @@ fn full_paths() -> ::burn_stoker::Result<::burn_stoker::callback::Flow> {
 
 fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}
 
-fn main() {
+pub fn main() {
     assert_set::<(), _, _>(&(Unit, ExplicitUnit, MayFail, StopAfterTen, ResultFlow, FullPaths));
 }

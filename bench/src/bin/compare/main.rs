@@ -22,9 +22,19 @@
 //! `compare --chunks <runs> <steps> <chunk> [--denormals]` prints the hand loop's rate over
 //! each `chunk` steps of a few MLP runs: where subnormals slow the steps down.
 //!
-//! `compare --one <a|b|c|d|e|f> <mlp|conv> <steps>` runs one case once and prints nothing: for
+//! `compare --one <a|b|c|d|e|f|g|h> <mlp|conv> <steps>` runs one case once and prints nothing: for
 //! counting instructions under valgrind (`bench/tools/instructions.py`), which does not depend on
-//! what else the machine is doing.
+//! what else the machine is doing, and for timing whole processes of different builds.
+//!
+//! `--device NAME` (anywhere; `cpu` by default) runs every case on that device (`wgpu`:
+//! Mesa's llvmpipe where there is no GPU). `--every-step` adds two cases: (g) (d) plus a
+//! synchronous fetch of two scalars at every step, and (h) the same fetch deferred
+//! (`Fetch::deferred`), which never makes a step wait for the device.
+//!
+//! `compare --validation <rounds> <passes>` times a validation pass over the digits' validation
+//! split (batch 64, the last one short): an `InferenceRunner` with `ScalarStats` and
+//! `ClassificationError` against a hand-written loop that adds the same sums on the device and
+//! reads them once per pass.
 
 use std::time::{Duration, Instant};
 
@@ -113,13 +123,48 @@ enum Case {
     Defaults,
     Users,
     UsersFetch,
+    /// (d) and a synchronous fetch of two scalars at every step.
+    UsersEveryStep,
+    /// (d) and a deferred fetch of two scalars at every step.
+    UsersDeferred,
+}
+
+static TWO: [Fetch; 2] = [Fetch::host("cost"), Fetch::host("accuracy")];
+static TWO_DEFERRED: [Fetch; 2] = [Fetch::deferred("cost"), Fetch::deferred("accuracy")];
+
+/// Fetches the cost and the accuracy at every step, synchronously or deferred, and adds them up.
+#[derive(Debug, Default)]
+struct EveryStep {
+    deferred: bool,
+    sum: f64,
+}
+
+impl EveryStep {
+    fn add(&mut self, values: &Fetched<'_>) -> burn_stoker::Result<()> {
+        self.sum += f64::from(values.get::<f32>("cost")?) + f64::from(values.get::<f32>("accuracy")?);
+        Ok(())
+    }
+}
+
+impl<M> Callback<M> for EveryStep {
+    fn fetches(&self) -> &[Fetch] {
+        if self.deferred { &TWO_DEFERRED } else { &TWO }
+    }
+    fn after_step(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
+        if self.deferred { Ok(()) } else { self.add(values) }
+    }
+    fn fetched(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
+        self.add(values)
+    }
 }
 
 fn stoker_loop<M: Classifier>(data: &[DigitBatch], steps: u64, case: Case, device: &Device) -> f64 {
     let dir = std::env::temp_dir().join(format!("stoker-bench-{}", std::process::id()));
     let defaults = if case == Case::Bare { DefaultCallbacks::none() } else { DefaultCallbacks::default() };
-    let users = matches!(case, Case::Users | Case::UsersFetch).then(Users20::default);
+    let users = (case != Case::Bare && case != Case::Defaults).then(Users20::default);
     let watch = (case == Case::UsersFetch).then(Watch::default);
+    let every = matches!(case, Case::UsersEveryStep | Case::UsersDeferred)
+        .then(|| EveryStep { deferred: case == Case::UsersDeferred, sum: 0.0 });
     let mut clock = Clock { steps, data, start: None, elapsed: Duration::ZERO };
     let report = Trainer::new(fresh::<M>(device), AdamConfig::new().init(), data.to_vec())
         .max_epoch(1)
@@ -128,13 +173,19 @@ fn stoker_loop<M: Classifier>(data: &[DigitBatch], steps: u64, case: Case, devic
         // One scratch directory for every measured run of this process: each starts afresh.
         .log_dir_policy(burn_stoker::trainer::LogDirPolicy::Delete)
         .default_callbacks(defaults)
-        .callbacks((users, watch, &mut clock))
+        .callbacks((users, watch, every, &mut clock))
         .train(|model: &M, batch: DigitBatch, s: &mut Step<'_>| step(model, batch, s.outputs()))
         .expect("training succeeds");
-    if case == Case::UsersFetch {
-        assert_eq!(report.fetch_transfers, (WARMUP + steps) / 10, "one transfer every 10 steps");
-    } else {
-        assert_eq!(report.fetch_transfers, 0, "no transfer when nobody fetches");
+    match case {
+        Case::UsersFetch => {
+            assert_eq!(report.fetch_transfers, (WARMUP + steps) / 10, "one transfer every 10 steps")
+        }
+        Case::UsersEveryStep => assert_eq!(report.fetch_transfers, WARMUP + steps, "one transfer every step"),
+        Case::UsersDeferred => {
+            assert_eq!(report.fetch_transfers, 0, "no blocking transfer with deferred fetches");
+            assert_eq!(report.deferred_reads, WARMUP + steps, "one deferred read every step");
+        }
+        _ => assert_eq!(report.fetch_transfers, 0, "no transfer when nobody fetches"),
     }
     let _ = std::fs::remove_dir_all(&dir);
     steps as f64 / clock.elapsed.as_secs_f64()
@@ -142,8 +193,14 @@ fn stoker_loop<M: Classifier>(data: &[DigitBatch], steps: u64, case: Case, devic
 
 #[cfg(feature = "learner")]
 mod learner;
+mod validation;
 
-fn run_model<M: Classifier>(rounds: usize, steps: u64, device: &Device) -> Vec<(&'static str, Rates)> {
+fn run_model<M: Classifier>(
+    rounds: usize,
+    steps: u64,
+    every_step: bool,
+    device: &Device,
+) -> Vec<(&'static str, Rates)> {
     let data = batches(device);
     let names = [
         "(a) hand-written burn loop",
@@ -153,11 +210,17 @@ fn run_model<M: Classifier>(rounds: usize, steps: u64, device: &Device) -> Vec<(
         "(e) (d) + fetch of 2 scalars every 10 steps",
         "(f) burn-train Learner, default metrics, no renderer",
         "control: (a) again, the bench's own spread",
+        "(g) (d) + fetch of 2 scalars every step",
+        "(h) (d) + deferred fetch of 2 scalars every step",
     ];
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     // The control, a second hand loop, is the last case.
-    let order: Vec<usize> =
-        if cfg!(feature = "learner") { vec![0, 1, 2, 3, 4, 5, 6] } else { vec![0, 1, 2, 3, 4, 6] };
+    let mut order: Vec<usize> =
+        if cfg!(feature = "learner") { vec![0, 1, 2, 3, 4, 5] } else { vec![0, 1, 2, 3, 4] };
+    if every_step {
+        order.extend([7, 8]);
+    }
+    order.push(6);
     let cases = order.len();
     let measure = |case: usize| -> f64 {
         match case {
@@ -166,6 +229,8 @@ fn run_model<M: Classifier>(rounds: usize, steps: u64, device: &Device) -> Vec<(
             2 => stoker_loop::<M>(&data, steps, Case::Defaults, device),
             3 => stoker_loop::<M>(&data, steps, Case::Users, device),
             4 => stoker_loop::<M>(&data, steps, Case::UsersFetch, device),
+            7 => stoker_loop::<M>(&data, steps, Case::UsersEveryStep, device),
+            8 => stoker_loop::<M>(&data, steps, Case::UsersDeferred, device),
             #[cfg(feature = "learner")]
             5 => learner::rate::<M>(&data, steps, device),
             _ => unreachable!(),
@@ -222,8 +287,8 @@ fn quantile(values: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
-fn report(model: &str, floats: &str, steps: u64, rounds: usize, rates: &[(&str, Rates)]) {
-    println!("\n{model}, batch 64, Adam, flex CPU backend, {floats}; {steps} steps x {rounds} rounds:");
+fn report(model: &str, floats: &str, device: &str, steps: u64, rounds: usize, rates: &[(&str, Rates)]) {
+    println!("\n{model}, batch 64, Adam, device {device}, {floats}; {steps} steps x {rounds} rounds:");
     println!("  {:<52} {:>9}  {:>8}  {:>13}", "case", "steps/s", "/ (a)", "quartiles");
     for (name, r) in rates {
         println!("  {name:<52} {:9.0}  {:8.3}  {:>6.3}-{:<6.3}", r.median, r.ratio, r.low, r.high);
@@ -237,12 +302,11 @@ fn report(model: &str, floats: &str, steps: u64, rounds: usize, rates: &[(&str, 
 }
 
 /// Run one case once (`--one case model steps`).
-fn one(mut args: impl Iterator<Item = String>) {
-    let usage = "usage: compare --one <a|b|c|d|e|f> <mlp|conv> <steps>";
+fn one(mut args: impl Iterator<Item = String>, device: &Device) {
+    let usage = "usage: compare --one <a|b|c|d|e|f|g|h> <mlp|conv> <steps>";
     let case = args.next().expect(usage);
     let model = args.next().expect(usage);
     let steps: u64 = args.next().and_then(|a| a.parse().ok()).expect(usage);
-    let device = burn_stoker::device::cpu();
     fn run<M: Classifier>(case: &str, steps: u64, device: &Device) {
         let data = batches(device);
         match case {
@@ -251,20 +315,32 @@ fn one(mut args: impl Iterator<Item = String>) {
             "c" => drop(stoker_loop::<M>(&data, steps, Case::Defaults, device)),
             "d" => drop(stoker_loop::<M>(&data, steps, Case::Users, device)),
             "e" => drop(stoker_loop::<M>(&data, steps, Case::UsersFetch, device)),
+            "g" => drop(stoker_loop::<M>(&data, steps, Case::UsersEveryStep, device)),
+            "h" => drop(stoker_loop::<M>(&data, steps, Case::UsersDeferred, device)),
             #[cfg(feature = "learner")]
             "f" => drop(learner::run::<M>(&data, steps, device)),
             other => panic!("unknown case `{other}` (f needs --features learner)"),
         }
     }
     match model.as_str() {
-        "mlp" => run::<Mlp>(&case, steps, &device),
-        "conv" => run::<ConvNet>(&case, steps, &device),
+        "mlp" => run::<Mlp>(&case, steps, device),
+        "conv" => run::<ConvNet>(&case, steps, device),
         other => panic!("unknown model `{other}`: mlp or conv"),
     }
 }
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let device_name = match args.iter().position(|a| a == "--device") {
+        Some(i) => {
+            args.remove(i);
+            args.remove(i)
+        }
+        None => "cpu".to_string(),
+    };
+    let device = burn_stoker::device::by_name(&device_name).unwrap_or_else(|e| panic!("{e}"));
+    let every_step = args.iter().any(|a| a == "--every-step");
+    args.retain(|a| a != "--every-step");
     // Subnormals flushed unless `--denormals` (see `stoker_bench::flush_denormals`).
     let denormals = args.iter().any(|a| a == "--denormals");
     args.retain(|a| a != "--denormals");
@@ -274,7 +350,11 @@ fn main() {
     let mut args = args.into_iter().peekable();
     if args.peek().map(String::as_str) == Some("--one") {
         args.next();
-        return one(args);
+        return one(args, &device);
+    }
+    if args.peek().map(String::as_str) == Some("--validation") {
+        args.next();
+        return validation::compare(args, &device, &device_name);
     }
     if args.peek().map(String::as_str) == Some("--chunks") {
         args.next();
@@ -283,14 +363,13 @@ fn main() {
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(7);
     let mlp_steps: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(3000);
     let conv_steps: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(300);
-    let device = burn_stoker::device::cpu();
     let floats = if denormals { "subnormals kept" } else { "subnormals flushed" };
     if mlp_steps > 0 {
-        let mlp = run_model::<Mlp>(rounds, mlp_steps, &device);
-        report(Mlp::NAME, floats, mlp_steps, rounds, &mlp);
+        let mlp = run_model::<Mlp>(rounds, mlp_steps, every_step, &device);
+        report(Mlp::NAME, floats, &device_name, mlp_steps, rounds, &mlp);
     }
     if conv_steps > 0 {
-        let conv = run_model::<ConvNet>(rounds, conv_steps, &device);
-        report(ConvNet::NAME, floats, conv_steps, rounds, &conv);
+        let conv = run_model::<ConvNet>(rounds, conv_steps, every_step, &device);
+        report(ConvNet::NAME, floats, &device_name, conv_steps, rounds, &conv);
     }
 }
