@@ -117,18 +117,21 @@ pub fn flush_denormals() -> bool {
     }
 }
 
-/// Flush subnormals on this thread and on every thread of rayon's global pool, where burn's CPU
-/// kernels run: starts that pool, so call it before any tensor work.
+/// Flush subnormals on this thread and, with the feature `rayon` (burn's CPU kernels on rayon's
+/// global pool; `learner` turns it on, as burn-train does), on every thread of that pool: starts
+/// the pool, so call it before any tensor work.
 pub fn flush_denormals_everywhere() -> Result<(), String> {
     if !flush_denormals() {
         return Err("flushing subnormals is not implemented on this architecture".into());
     }
+    #[cfg(feature = "rayon")]
     rayon::ThreadPoolBuilder::new()
         .start_handler(|_| {
             flush_denormals();
         })
         .build_global()
-        .map_err(|e| format!("rayon's global pool was already started: {e}"))
+        .map_err(|e| format!("rayon's global pool was already started: {e}"))?;
+    Ok(())
 }
 
 /// One step of the hand-written loop, case (a): forward and loss, backward, the optimizer's step

@@ -43,41 +43,11 @@ use symbol::{CALLBACK, FETCH, ORDER, Symbol};
 /// where it is with `crate = "path"` (serde's `#[serde(crate = "...")]`), on a function or an
 /// impl block: `#[callback(on = trigger, crate = "stoker")]`.
 ///
-/// ```
-/// use burn_stoker::prelude::*;
-///
-/// #[callback(on = trigger, every_k_epochs = 2)]
-/// fn report_lr<M>(ctx: &mut Context<'_, M>) {
-///     let lr = ctx.learning_rate();
-///     ctx.monitors().put_scalar("lr", lr);
-/// }
-///
-/// let _callback: ReportLr = ReportLr;
-/// ```
-///
 /// On an inherent impl block (`#[callback]`, `#[callback(state)]` to save the value in
 /// checkpoints with serde, `name`, `chief_only`), methods marked `#[on(EVENT, every_k_steps =
 /// N, ...)]` are bound to events; the other methods stay plain.
 ///
-/// ```
-/// use burn_stoker::prelude::*;
-///
-/// #[derive(Default, serde::Serialize, serde::Deserialize)]
-/// struct StepCount(u64);
-///
-/// #[callback(state)]
-/// impl StepCount {
-///     #[on(trigger_step)]
-///     fn count(&mut self) {
-///         self.0 += 1;
-///     }
-///
-///     #[on(trigger)]
-///     fn report<M>(&mut self, ctx: &mut Context<'_, M>) {
-///         ctx.monitors().put_scalar("steps", self.0 as f64);
-///     }
-/// }
-/// ```
+/// Examples (compiled as doc tests of `burn-stoker`, which re-exports this macro): `burn_stoker::callback`.
 #[proc_macro_attribute]
 pub fn callback(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> proc_macro::TokenStream {
     expand_callback(args.into(), item.into()).into()
@@ -85,17 +55,12 @@ pub fn callback(args: proc_macro::TokenStream, item: proc_macro::TokenStream) ->
 
 /// Values fetched along with a step, bound in order to the value parameters of an `after_step`
 /// callback. All host values asked for at a step leave the device in one transfer; a `Tensor`
-/// parameter gets the device tensor without any.
+/// parameter gets the device tensor without any. With the word `deferred` in the list
+/// (`#[fetch("loss", deferred)]`) the host values are read back without the step waiting for
+/// them, and the function runs when they arrive, after a later step (the `fetched` event); a
+/// `Tensor` parameter cannot be deferred.
 ///
-/// ```
-/// use burn_stoker::prelude::*;
-///
-/// #[callback(on = after_step, every_k_steps = 50)]
-/// #[fetch("loss", "accuracy")]
-/// fn watch(loss: f32, accuracy: f64) -> Flow {
-///     if loss.is_finite() && accuracy >= 0.0 { Flow::Continue } else { Flow::Stop("diverged".into()) }
-/// }
-/// ```
+/// Examples (compiled as doc tests of `burn-stoker`, which re-exports this macro): `burn_stoker::fetch`.
 #[proc_macro_attribute]
 pub fn fetch(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> proc_macro::TokenStream {
     relocate(FETCH, args.into(), item.into()).into()
@@ -112,23 +77,7 @@ pub fn fetch(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 /// first; among the callbacks they leave free, the lowest value runs first, then the earliest
 /// registered.
 ///
-/// ```
-/// use burn_stoker::prelude::*;
-///
-/// #[callback(on = trigger)]
-/// #[order(after = InferenceRunner)]
-/// fn after_validation<M>(ctx: &mut Context<'_, M>) {
-///     let _ = ctx.monitors_ref().latest("validation_error");
-/// }
-///
-/// /// Checks the loss before the callbacks at the default order 0 see it.
-/// #[callback(on = after_step)]
-/// #[order(-9)]
-/// #[fetch("loss")]
-/// fn check_loss(loss: f32) -> Flow {
-///     if loss.is_finite() { Flow::Continue } else { Flow::CancelFit }
-/// }
-/// ```
+/// Examples (compiled as doc tests of `burn-stoker`, which re-exports this macro): `burn_stoker::order`.
 #[proc_macro_attribute]
 pub fn order(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> proc_macro::TokenStream {
     relocate(ORDER, args.into(), item.into()).into()
@@ -141,24 +90,7 @@ pub fn order(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 /// (`burn_stoker::kind::CallbackSet`), checked on the field. On the struct,
 /// `#[callbacks(crate = "path")]` names a renamed runtime.
 ///
-/// ```
-/// use burn_stoker::prelude::*;
-///
-/// #[callback(on = trigger)]
-/// fn checkpoint_note<M>(ctx: &mut Context<'_, M>) {
-///     ctx.monitors().put_text("note", "epoch done");
-/// }
-///
-/// #[derive(Callbacks)]
-/// struct Training {
-///     saver: ModelSaver,
-///     #[every_k_epochs(5)]
-///     #[order(after = ModelSaver)]
-///     note: CheckpointNote,
-/// }
-///
-/// let _set = Training { saver: ModelSaver::new(3), note: CheckpointNote };
-/// ```
+/// Examples (compiled as doc tests of `burn-stoker`, which re-exports this macro): `burn_stoker::Callbacks`.
 #[proc_macro_derive(
     Callbacks,
     attributes(callbacks, order, every_k_steps, every_k_epochs, enable_if, chief_only)

@@ -60,7 +60,107 @@ pub mod world;
 
 pub use error::{BoxError, Error, Result};
 
-pub use burn_stoker_macros::{Callbacks, callback, fetch, order};
+/// Examples of [`macro@callback`], run as this crate's doc tests (the macro's own documentation is
+/// its reference):
+///
+/// ```
+/// use burn_stoker::prelude::*;
+///
+/// #[callback(on = trigger, every_k_epochs = 2)]
+/// fn report_lr<M>(ctx: &mut Context<'_, M>) {
+///     let lr = ctx.learning_rate();
+///     ctx.monitors().put_scalar("lr", lr);
+/// }
+///
+/// let _callback: ReportLr = ReportLr;
+/// ```
+///
+/// ```
+/// use burn_stoker::prelude::*;
+///
+/// #[derive(Default, serde::Serialize, serde::Deserialize)]
+/// struct StepCount(u64);
+///
+/// #[callback(state)]
+/// impl StepCount {
+///     #[on(trigger_step)]
+///     fn count(&mut self) {
+///         self.0 += 1;
+///     }
+///
+///     #[on(trigger)]
+///     fn report<M>(&mut self, ctx: &mut Context<'_, M>) {
+///         ctx.monitors().put_scalar("steps", self.0 as f64);
+///     }
+/// }
+/// ```
+pub use burn_stoker_macros::callback;
+/// Examples of [`macro@fetch`]:
+///
+/// ```
+/// use burn_stoker::prelude::*;
+///
+/// #[callback(on = after_step, every_k_steps = 50)]
+/// #[fetch("loss", "accuracy")]
+/// fn watch(loss: f32, accuracy: f64) -> Flow {
+///     if loss.is_finite() && accuracy >= 0.0 { Flow::Continue } else { Flow::Stop("diverged".into()) }
+/// }
+/// ```
+///
+/// A deferred fetch (`deferred` in the list) is read back without the step waiting for it; the
+/// function runs when the values arrive, after a later step:
+///
+/// ```
+/// use burn_stoker::prelude::*;
+///
+/// #[callback(on = after_step, every_k_steps = 10)]
+/// #[fetch("loss", deferred)]
+/// fn log_loss<M>(loss: f32, ctx: &mut Context<'_, M>) {
+///     ctx.monitors().put_scalar("loss_every_10", f64::from(loss));
+/// }
+/// ```
+pub use burn_stoker_macros::fetch;
+/// Examples of [`macro@order`]:
+///
+/// ```
+/// use burn_stoker::prelude::*;
+///
+/// #[callback(on = trigger)]
+/// #[order(after = InferenceRunner)]
+/// fn after_validation<M>(ctx: &mut Context<'_, M>) {
+///     let _ = ctx.monitors_ref().latest("validation_error");
+/// }
+///
+/// /// Checks the loss before the callbacks at the default order 0 see it.
+/// #[callback(on = after_step)]
+/// #[order(-9)]
+/// #[fetch("loss")]
+/// fn check_loss(loss: f32) -> Flow {
+///     if loss.is_finite() { Flow::Continue } else { Flow::CancelFit }
+/// }
+/// ```
+pub use burn_stoker_macros::order;
+/// Examples of [`derive@Callbacks`]:
+///
+/// ```
+/// use burn_stoker::prelude::*;
+///
+/// #[callback(on = trigger)]
+/// fn checkpoint_note<M>(ctx: &mut Context<'_, M>) {
+///     ctx.monitors().put_text("note", "epoch done");
+/// }
+///
+/// #[derive(Callbacks)]
+/// struct Training {
+///     saver: ModelSaver,
+///     #[every_k_epochs(5)]
+///     #[order(after = ModelSaver)]
+///     note: CheckpointNote,
+/// }
+///
+/// let _set = Training { saver: ModelSaver::new(3), note: CheckpointNote };
+/// ```
+pub use burn_stoker_macros::Callbacks;
 
 /// What a training program usually needs, for `use burn_stoker::prelude::*;`.
 ///

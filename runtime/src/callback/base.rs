@@ -46,7 +46,10 @@ macro_rules! define_callback_trait {
             fn order(&self) -> Order {
                 Order::none()
             }
-            /// The step outputs this callback may ask for.
+            /// The step outputs this callback may ask for: host copies ([`Fetch::host`], handed to
+            /// `after_step` of the same step, one transfer for every callback), device tensors
+            /// ([`Fetch::device`]) and deferred host copies ([`Fetch::deferred`], handed to
+            /// [`fetched`](Self::fetched) at a later step, without the step waiting for them).
             fn fetches(&self) -> &[Fetch] {
                 &[]
             }

@@ -367,7 +367,6 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// Deliver `fetched` for the deferred reads started before step `before` that arrived,
     /// waiting for the oldest while more than `in_flight` are pending (0: wait for all), each
     /// to the callbacks that asked at its step, in run order.
-    #[cold]
     pub(super) fn deliver_deferred(&mut self, before: u64, in_flight: usize) -> Result<()> {
         let phase = self.phase;
         self.phase = Phase::Trainer;
