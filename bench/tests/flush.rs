@@ -1,5 +1,6 @@
-//! `compare` flushes subnormals on the main thread and on every thread of rayon's global pool,
-//! where burn's CPU kernels run (a test binary of its own: it starts the global pool).
+//! `compare` flushes subnormals on the main thread and, with the `rayon` feature, on every thread
+//! of rayon's global pool, where burn's CPU kernels then run (a test binary of its own: it starts
+//! the global pool).
 
 use std::hint::black_box;
 
@@ -22,6 +23,20 @@ fn subnormals_become_zero_once_flushed() {
     assert_eq!(flushed, 0.0, "flushed, a subnormal operand reads as zero");
 }
 
+/// Without the `rayon` feature burn's CPU kernels run on the calling thread, which is flushed.
+#[cfg(not(feature = "rayon"))]
+#[test]
+fn the_calling_thread_flushes_subnormals() {
+    std::thread::spawn(|| {
+        flush_denormals_everywhere().expect("this architecture can flush subnormals");
+        assert_eq!(black_box(TINY) * black_box(1.0_f32), 0.0, "the calling thread flushes");
+    })
+    .join()
+    .unwrap();
+}
+
+/// With the `rayon` feature (`cargo test -p stoker-bench --features rayon --test flush`).
+#[cfg(feature = "rayon")]
 #[test]
 fn every_thread_of_the_pool_flushes_subnormals() {
     std::thread::spawn(|| {

@@ -30,3 +30,91 @@ fn two_ranks_on_one_wgpu_device_train_identical_replicas() {
     let diff = max_diff(&single, &chief);
     assert!(diff < 1e-5, "2 ranks x batch 4 vs 1 rank x batch 8 on wgpu: max difference {diff}");
 }
+
+/// What blocks on wgpu, measured where burn blocks (cubecl's `block_on`, counted by
+/// `stoker_tests::reads`): a deferred fetch at every step makes no blocking read at all (the
+/// trainer polls burn's `into_data_async` and never waits while fewer than three reads are in
+/// flight, nor at the epoch's end once they are done), and a validation pass whose inferencers add
+/// their sums on the device reads once.
+#[test]
+fn on_wgpu_a_deferred_fetch_blocks_no_step_and_a_validation_pass_reads_once() {
+    use std::sync::{Arc, Mutex};
+
+    use burn::nn::Linear;
+    use burn::tensor::Tensor;
+    use burn_stoker::inference::{ClassificationError, InferenceRunner, ScalarStats};
+    use burn_stoker::prelude::*;
+    use stoker_tests::{mse, tiny_data, tiny_model};
+
+    static DEFERRED: [Fetch; 1] = [Fetch::deferred("loss")];
+    static SYNC: [Fetch; 1] = [Fetch::host("loss")];
+    #[derive(Clone, Default)]
+    struct Losses(Arc<Mutex<Vec<(u64, u32)>>>, bool);
+    impl Callback<Linear> for Losses {
+        fn fetches(&self) -> &[Fetch] {
+            if self.1 { &DEFERRED } else { &SYNC }
+        }
+        fn after_step(&mut self, ctx: &mut Context<'_, Linear>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
+            if !self.1 {
+                self.0.lock().unwrap().push((ctx.global_step(), values.get::<f32>("loss")?.to_bits()));
+            }
+            Ok(())
+        }
+        fn fetched(&mut self, _ctx: &mut Context<'_, Linear>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
+            self.0.lock().unwrap().push((values.step(), values.get::<f32>("loss")?.to_bits()));
+            Ok(())
+        }
+    }
+    let device = burn_stoker::device::wgpu();
+    let train = |deferred: bool, name: &str| {
+        let losses = Losses(Arc::default(), deferred);
+        let seen = losses.0.clone();
+        let (report, reads) = stoker_tests::reads::count_reads(|| {
+            Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(5, &device))
+                .max_epoch(2)
+                .log_dir(scratch_dir(name))
+                .handle_signals(false)
+                .default_callbacks(DefaultCallbacks::none())
+                .callbacks(losses)
+                .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+                .unwrap()
+        });
+        let seen = seen.lock().unwrap().clone();
+        (report, reads, seen)
+    };
+    let (sync, sync_reads, sync_seen) = train(false, "wgpu-sync");
+    let (deferred, deferred_reads, deferred_seen) = train(true, "wgpu-deferred");
+    assert_eq!((sync.fetch_transfers, sync_reads), (10, 10), "a synchronous fetch blocks at every step");
+    assert_eq!(deferred_reads, 0, "a deferred fetch at every step makes no blocking read on wgpu");
+    assert_eq!((deferred.fetch_transfers, deferred.deferred_reads), (0, 10));
+    assert_eq!(deferred_seen, sync_seen, "the same losses, each with its step, in order");
+    eprintln!("wgpu: {} of 10 deferred reads were waited for", deferred.deferred_waits);
+
+    // A validation pass over two batches: one read.
+    let valid: Vec<(Tensor<1>, Tensor<1>)> = (0..2)
+        .map(|i| {
+            let wrong = Tensor::from_data(burn::tensor::TensorData::new(vec![i as f32, 1.0, 0.0], [3]), &device);
+            let cost = Tensor::from_data(burn::tensor::TensorData::new(vec![0.5 + i as f32], [1]), &device);
+            (wrong, cost)
+        })
+        .collect();
+    let runner = InferenceRunner::new(valid, |_model: &Linear, (wrong, cost): (Tensor<1>, Tensor<1>), out: &mut Outputs| {
+        out.put("wrong", wrong);
+        out.put("cost", cost);
+        3usize
+    })
+    .with(ClassificationError::new("wrong", "validation_error"))
+    .with(ScalarStats::new(["cost"]));
+    let counts = runner.counts();
+    let (_, reads) = stoker_tests::reads::count_reads(|| {
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(1, &device))
+            .max_epoch(1)
+            .log_dir(scratch_dir("wgpu-validation"))
+            .handle_signals(false)
+            .default_callbacks(DefaultCallbacks::none())
+            .callbacks(runner)
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .unwrap()
+    });
+    assert_eq!((counts.passes(), counts.transfers(), reads), (1, 1, 1), "one read per validation pass on wgpu");
+}

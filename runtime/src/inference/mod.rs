@@ -98,10 +98,46 @@ mod tests {
         inferencer.before_inference();
         for &i in batches {
             let (outputs, n) = batch(i);
-            plan.fill(&outputs, mask).unwrap();
+            plan.fill(&outputs, mask, 0).unwrap();
             inferencer.set_batch_size(n);
             inferencer.on_batch(&plan.view()).unwrap();
         }
+    }
+
+    /// One pass adding the batches' sums up on the device, as the runner does for the
+    /// inferencers whose `sums_on_device` says so, with one read at the end.
+    fn device_pass(inferencer: &mut dyn Inferencer, batches: &[usize]) {
+        assert!(inferencer.sums_on_device());
+        inferencer.before_inference();
+        let mut total: Option<Tensor<1>> = None;
+        for &i in batches {
+            let (outputs, n) = batch(i);
+            inferencer.set_batch_size(n);
+            let sums = inferencer.batch_sums(&outputs).unwrap();
+            total = Some(match total {
+                Some(total) => total + sums,
+                None => sums,
+            });
+        }
+        let sums: Vec<f64> = total.unwrap().into_data().iter::<f32>().map(f64::from).collect();
+        inferencer.device_sums(&sums).unwrap();
+    }
+
+    fn device_equals_host<I: Inferencer + Clone>(inferencer: I) {
+        let (mut host, mut device) = (inferencer.clone(), inferencer);
+        pass(&mut host, &[0, 1, 2, 3]);
+        device_pass(&mut device, &[0, 1, 2, 3]);
+        assert_eq!(device.partial().map(|p| p.len()), host.partial().map(|p| p.len()));
+        for ((name, on_device), (_, on_host)) in device.after_inference().iter().zip(host.after_inference()) {
+            assert!((on_device - on_host).abs() < 1e-6, "{name}: {on_device} on the device, {on_host} on the host");
+        }
+    }
+
+    #[test]
+    fn the_sums_added_on_the_device_give_what_the_host_path_gives() {
+        device_equals_host(ScalarStats::new(["cost"]));
+        device_equals_host(ClassificationError::new("wrong", "validation_error"));
+        assert!(!BinaryClassificationStats::new("pred", "label").sums_on_device());
     }
 
     /// The pass over every batch, and the passes over two parts merged, give the same results.

@@ -32,8 +32,8 @@ impl Both {
 fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}
 
 pub fn main() {
-    assert_set::<(), _, _>(&(Watch, Both::default()));
-    let fetches = Callback::<()>::fetches(&Both::default());
-    assert_eq!(fetches, &[Fetch::deferred("cost"), Fetch::host("cost")]);
-    assert_eq!(Callback::<()>::fetches(&Watch), &[Fetch::deferred("cost"), Fetch::deferred("accuracy")]);
+    assert_set::<burn::nn::Linear, _, _>(&(Watch, Both::default()));
+    let both = Both::default();
+    assert_eq!(Callback::<()>::fetches(&both), &[Fetch::deferred("cost"), Fetch::host("cost")]);
+    assert_eq!(Callback::<burn::nn::Linear>::fetches(&Watch), &[Fetch::deferred("cost"), Fetch::deferred("accuracy")]);
 }

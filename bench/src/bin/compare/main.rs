@@ -26,6 +26,9 @@
 //! counting instructions under valgrind (`bench/tools/instructions.py`), which does not depend on
 //! what else the machine is doing, and for timing whole processes of different builds.
 //!
+//! `compare --hand <mlp|conv> <steps> <rounds>` prints the median steps/s of the hand loop alone:
+//! for comparing builds (burn's `simd` and `rayon` features) process against process.
+//!
 //! `--device NAME` (anywhere; `cpu` by default) runs every case on that device (`wgpu`:
 //! Mesa's llvmpipe where there is no GPU). `--every-step` adds two cases: (g) (d) plus a
 //! synchronous fetch of two scalars at every step, and (h) the same fetch deferred
@@ -355,6 +358,23 @@ fn main() {
     if args.peek().map(String::as_str) == Some("--validation") {
         args.next();
         return validation::compare(args, &device, &device_name);
+    }
+    if args.peek().map(String::as_str) == Some("--hand") {
+        args.next();
+        let usage = "usage: compare --hand <mlp|conv> <steps> <rounds>";
+        let model = args.next().expect(usage);
+        let steps: u64 = args.next().and_then(|a| a.parse().ok()).expect(usage);
+        let rounds: usize = args.next().and_then(|a| a.parse().ok()).expect(usage);
+        let data = batches(&device);
+        let rates: Vec<f64> = (0..rounds)
+            .map(|_| match model.as_str() {
+                "mlp" => hand_loop::<Mlp>(&data, steps, &device),
+                "conv" => hand_loop::<ConvNet>(&data, steps, &device),
+                other => panic!("unknown model `{other}`: mlp or conv"),
+            })
+            .collect();
+        println!("{model} hand loop on {device_name}: {:.1} steps/s (median of {rounds})", median(rates));
+        return;
     }
     if args.peek().map(String::as_str) == Some("--chunks") {
         args.next();

@@ -45,7 +45,7 @@ fn hand_pass(model: &Mlp, data: &[DigitBatch]) -> (f64, f64) {
         });
         datapoints += n;
     }
-    let sums: Vec<f32> = sums.expect("a batch").into_data().to_vec().expect("f32 sums");
+    let sums: Vec<f32> = sums.expect("a batch").into_data().iter::<f32>().collect();
     (f64::from(sums[0]) / datapoints as f64, f64::from(sums[1]) / datapoints as f64)
 }
 
