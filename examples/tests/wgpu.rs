@@ -66,7 +66,8 @@ fn on_wgpu_a_deferred_fetch_blocks_no_step_and_a_validation_pass_reads_once() {
         }
     }
     let device = burn_stoker::device::wgpu();
-    let train = |deferred: bool, name: &str| {
+    // `with` fetches synchronously beside `losses` (to compare the values in one run).
+    let train = |deferred: bool, with: Option<Losses>, name: &str| {
         let losses = Losses(Arc::default(), deferred);
         let seen = losses.0.clone();
         let (report, reads) = stoker_tests::reads::count_reads(|| {
@@ -75,16 +76,34 @@ fn on_wgpu_a_deferred_fetch_blocks_no_step_and_a_validation_pass_reads_once() {
                 .log_dir(scratch_dir(name))
                 .handle_signals(false)
                 .default_callbacks(DefaultCallbacks::none())
-                .callbacks(losses)
+                .callbacks((losses, with.map(|w| w.named("sync"))))
                 .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
                 .unwrap()
         });
         let seen = seen.lock().unwrap().clone();
         (report, reads, seen)
     };
-    let (sync, sync_reads, sync_seen) = train(false, "wgpu-sync");
-    let (deferred, deferred_reads, deferred_seen) = train(true, "wgpu-deferred");
-    assert_eq!((sync.fetch_transfers, sync_reads), (10, 10), "a synchronous fetch blocks at every step");
+    let (none, none_reads, _) = {
+        let (report, reads) = stoker_tests::reads::count_reads(|| {
+            Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(5, &device))
+                .max_epoch(2)
+                .log_dir(scratch_dir("wgpu-none"))
+                .handle_signals(false)
+                .default_callbacks(DefaultCallbacks::none())
+                .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+                .unwrap()
+        });
+        (report, reads, ())
+    };
+    eprintln!("wgpu: {none_reads} blocking calls without any fetch ({} transfers)", none.fetch_transfers);
+    let (sync, sync_reads, _) = train(false, None, "wgpu-sync");
+    let (deferred, deferred_reads, _) = train(true, None, "wgpu-deferred");
+    let beside = Losses(Arc::default(), false);
+    let (_, _, deferred_seen) = train(true, Some(beside.clone()), "wgpu-both");
+    let sync_seen = beside.0.lock().unwrap().clone();
+    assert_eq!((sync.fetch_transfers, sync_reads), (10, 10), "a synchronous fetch blocks once at every step");
+    eprintln!("wgpu: {sync_reads} blocking reads for 10 synchronous fetches");
+    eprintln!("wgpu: {deferred_reads} blocking calls with a deferred fetch at every step");
     assert_eq!(deferred_reads, 0, "a deferred fetch at every step makes no blocking read on wgpu");
     assert_eq!((deferred.fetch_transfers, deferred.deferred_reads), (0, 10));
     assert_eq!(deferred_seen, sync_seen, "the same losses, each with its step, in order");
@@ -116,5 +135,6 @@ fn on_wgpu_a_deferred_fetch_blocks_no_step_and_a_validation_pass_reads_once() {
             .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
             .unwrap()
     });
+    eprintln!("wgpu: {reads} blocking calls in a run with one validation pass");
     assert_eq!((counts.passes(), counts.transfers(), reads), (1, 1, 1), "one read per validation pass on wgpu");
 }

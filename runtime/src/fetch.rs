@@ -8,8 +8,8 @@
 //! tensors over as they are, and on a step where nobody asked it transfers nothing.
 //!
 //! A **deferred** fetch ([`Fetch::deferred`], `#[fetch("cost", deferred)]`) is a host value read
-//! back without making the step wait for the device: the trainer starts the read (burn's
-//! `Tensor::into_data_async`, one read per step for every deferred value asked for) and goes on
+//! back without making the step wait for the device: the trainer starts the read (a burn
+//! `Transaction` executed asynchronously, one per step for every deferred value asked for) and goes on
 //! with the next step; the values reach the callbacks that asked in the
 //! [`fetched`](crate::callback::Callback::fetched) event of a later step, with the step they
 //! belong to ([`Fetched::step`]). At most two reads are in flight: a third waits for the oldest.
@@ -24,7 +24,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{Tensor, TensorData, Transaction};
 
 use crate::error::{Error, Result};
 
@@ -269,13 +269,16 @@ struct Slot {
     deferred_dims: Vec<usize>,
 }
 
-/// The boxed read of one step's deferred values (burn's `into_data_async`, errors as text).
-type ReadFuture = Pin<Box<dyn Future<Output = std::result::Result<TensorData, String>> + Send>>;
+/// The result of one step's deferred read: one `TensorData` per slot, or the error as text.
+type ReadResult = std::result::Result<Vec<TensorData>, String>;
+
+/// The boxed read of one step's deferred values (a burn `Transaction`, executed asynchronously).
+type ReadFuture = Pin<Box<dyn Future<Output = ReadResult> + Send>>;
 
 /// A read in flight, or done.
 enum Read {
     Pending(ReadFuture),
-    Done(std::result::Result<TensorData, String>),
+    Done(ReadResult),
 }
 
 /// One step's deferred read: what it holds and who asked.
@@ -283,8 +286,8 @@ struct PendingRead {
     /// The global step the values belong to.
     step: u64,
     read: Read,
-    /// Per slot: its index, the number of values and the shape.
-    slots: Vec<(u8, usize, Vec<usize>)>,
+    /// Per slot: its index and the shape.
+    slots: Vec<(u8, Vec<usize>)>,
     /// The callbacks (flat indices) that asked at that step.
     receivers: Vec<usize>,
 }
@@ -458,7 +461,7 @@ impl FetchPlan {
         if host_tensors.is_empty() {
             return Ok(());
         }
-        let data = joined(host_tensors).into_data();
+        let data = read_now(joined(host_tensors));
         self.transfers += 1;
         self.host.clear();
         match data.as_slice::<f32>() {
@@ -489,20 +492,24 @@ impl FetchPlan {
         step: u64,
         receivers: Vec<usize>,
     ) -> Result<()> {
-        let mut tensors: Vec<Tensor<1>> = Vec::new();
+        // A transaction, not `into_data_async`: with burn's default (synchronous) runtime kind,
+        // `into_data_async` on a GPU backend returns at once with bytes that copy themselves off
+        // the device, blocking, when first read; a transaction's asynchronous execution queues
+        // the copy now and completes when the bytes are on the host.
+        let mut transaction = Transaction::default();
         let mut slots = Vec::new();
         for (i, slot) in self.slots.iter_mut().enumerate() {
             if mask & (1 << i) == 0 || slot.fetch.kind != FetchKind::Deferred {
                 continue;
             }
             let tensor = slot.find(outputs)?;
-            slots.push((i as u8, tensor.num_elements(), tensor.dims()));
-            tensors.push(tensor.flat());
+            slots.push((i as u8, tensor.dims()));
+            transaction = transaction.register(tensor.flat());
         }
-        if tensors.is_empty() {
+        if slots.is_empty() {
             return Ok(());
         }
-        let future = joined(tensors).into_data_async();
+        let future = transaction.execute_async();
         let mut read = Read::Pending(Box::pin(async move { future.await.map_err(|e| e.to_string()) }));
         // The first poll starts the read (queues the copy behind the step's work) and returns
         // at once; on a CPU backend the values are already here.
@@ -532,21 +539,20 @@ impl FetchPlan {
         }
         let entry = self.pending.pop_front().expect("a pending read");
         let Read::Done(result) = entry.read else { unreachable!("the read is done") };
-        let data = result.map_err(|e| {
+        let datas = result.map_err(|e| {
             Error::Fetch(format!("reading the deferred values of step {} from the device failed: {e}", entry.step))
         })?;
         self.deferred.clear();
-        match data.as_slice::<f32>() {
-            Ok(values) => self.deferred.extend_from_slice(values),
-            Err(_) => self.deferred.extend(data.iter::<f32>()),
-        }
         self.deferred_filled = 0;
-        let mut offset = 0;
-        for (i, n, dims) in entry.slots {
+        for ((i, dims), data) in entry.slots.into_iter().zip(datas) {
+            let start = self.deferred.len();
+            match data.as_slice::<f32>() {
+                Ok(values) => self.deferred.extend_from_slice(values),
+                Err(_) => self.deferred.extend(data.iter::<f32>()),
+            }
             let slot = &mut self.slots[usize::from(i)];
-            slot.deferred_range = (offset, offset + n);
+            slot.deferred_range = (start, self.deferred.len());
             slot.deferred_dims = dims;
-            offset += n;
             self.deferred_filled |= 1 << i;
         }
         self.deferred_step = entry.step;
@@ -662,6 +668,13 @@ impl Slot {
             ))),
         }
     }
+}
+
+/// `tensor`'s values on the host, read at once: through a burn `Transaction`, which copies them
+/// off the device eagerly, where `into_data` on a GPU backend first hands back bytes that copy
+/// themselves when read (two blocking calls instead of one).
+pub(crate) fn read_now(tensor: Tensor<1>) -> TensorData {
+    Transaction::default().register(tensor).execute().pop().expect("one tensor registered, one read")
 }
 
 /// The host values of several slots as one tensor, for one transfer.

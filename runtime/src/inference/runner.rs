@@ -447,7 +447,7 @@ impl<D, F> InferenceRunner<D, F> {
             return Ok(0);
         }
         let joined = if parts.len() == 1 { parts.pop().expect("one part") } else { Tensor::cat(parts, 0) };
-        let data = joined.into_data();
+        let data = crate::fetch::read_now(joined);
         let values: Vec<f64> = data.iter::<f32>().map(f64::from).collect();
         let mut rest = &values[..];
         for (k, n) in lengths {
