@@ -54,13 +54,21 @@ fn on_wgpu_a_deferred_fetch_blocks_no_step_and_a_validation_pass_reads_once() {
         fn fetches(&self) -> &[Fetch] {
             if self.1 { &DEFERRED } else { &SYNC }
         }
-        fn after_step(&mut self, ctx: &mut Context<'_, Linear>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
+        fn after_step(
+            &mut self,
+            ctx: &mut Context<'_, Linear>,
+            values: &Fetched<'_>,
+        ) -> burn_stoker::Result<()> {
             if !self.1 {
                 self.0.lock().unwrap().push((ctx.global_step(), values.get::<f32>("loss")?.to_bits()));
             }
             Ok(())
         }
-        fn fetched(&mut self, _ctx: &mut Context<'_, Linear>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
+        fn fetched(
+            &mut self,
+            _ctx: &mut Context<'_, Linear>,
+            values: &Fetched<'_>,
+        ) -> burn_stoker::Result<()> {
             self.0.lock().unwrap().push((values.step(), values.get::<f32>("loss")?.to_bits()));
             Ok(())
         }
@@ -112,16 +120,20 @@ fn on_wgpu_a_deferred_fetch_blocks_no_step_and_a_validation_pass_reads_once() {
     // A validation pass over two batches: one read.
     let valid: Vec<(Tensor<1>, Tensor<1>)> = (0..2)
         .map(|i| {
-            let wrong = Tensor::from_data(burn::tensor::TensorData::new(vec![i as f32, 1.0, 0.0], [3]), &device);
+            let wrong =
+                Tensor::from_data(burn::tensor::TensorData::new(vec![i as f32, 1.0, 0.0], [3]), &device);
             let cost = Tensor::from_data(burn::tensor::TensorData::new(vec![0.5 + i as f32], [1]), &device);
             (wrong, cost)
         })
         .collect();
-    let runner = InferenceRunner::new(valid, |_model: &Linear, (wrong, cost): (Tensor<1>, Tensor<1>), out: &mut Outputs| {
-        out.put("wrong", wrong);
-        out.put("cost", cost);
-        3usize
-    })
+    let runner = InferenceRunner::new(
+        valid,
+        |_model: &Linear, (wrong, cost): (Tensor<1>, Tensor<1>), out: &mut Outputs| {
+            out.put("wrong", wrong);
+            out.put("cost", cost);
+            3usize
+        },
+    )
     .with(ClassificationError::new("wrong", "validation_error"))
     .with(ScalarStats::new(["cost"]));
     let counts = runner.counts();
@@ -136,5 +148,9 @@ fn on_wgpu_a_deferred_fetch_blocks_no_step_and_a_validation_pass_reads_once() {
             .unwrap()
     });
     eprintln!("wgpu: {reads} blocking calls in a run with one validation pass");
-    assert_eq!((counts.passes(), counts.transfers(), reads), (1, 1, 1), "one read per validation pass on wgpu");
+    assert_eq!(
+        (counts.passes(), counts.transfers(), reads),
+        (1, 1, 1),
+        "one read per validation pass on wgpu"
+    );
 }

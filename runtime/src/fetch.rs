@@ -540,7 +540,10 @@ impl FetchPlan {
         let entry = self.pending.pop_front().expect("a pending read");
         let Read::Done(result) = entry.read else { unreachable!("the read is done") };
         let datas = result.map_err(|e| {
-            Error::Fetch(format!("reading the deferred values of step {} from the device failed: {e}", entry.step))
+            Error::Fetch(format!(
+                "reading the deferred values of step {} from the device failed: {e}",
+                entry.step
+            ))
         })?;
         self.deferred.clear();
         self.deferred_filled = 0;

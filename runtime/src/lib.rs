@@ -60,6 +60,27 @@ pub mod world;
 
 pub use error::{BoxError, Error, Result};
 
+/// Examples of [`derive@Callbacks`]:
+///
+/// ```
+/// use burn_stoker::prelude::*;
+///
+/// #[callback(on = trigger)]
+/// fn checkpoint_note<M>(ctx: &mut Context<'_, M>) {
+///     ctx.monitors().put_text("note", "epoch done");
+/// }
+///
+/// #[derive(Callbacks)]
+/// struct Training {
+///     saver: ModelSaver,
+///     #[every_k_epochs(5)]
+///     #[order(after = ModelSaver)]
+///     note: CheckpointNote,
+/// }
+///
+/// let _set = Training { saver: ModelSaver::new(3), note: CheckpointNote };
+/// ```
+pub use burn_stoker_macros::Callbacks;
 /// Examples of [`macro@callback`], run as this crate's doc tests (the macro's own documentation is
 /// its reference):
 ///
@@ -140,27 +161,6 @@ pub use burn_stoker_macros::fetch;
 /// }
 /// ```
 pub use burn_stoker_macros::order;
-/// Examples of [`derive@Callbacks`]:
-///
-/// ```
-/// use burn_stoker::prelude::*;
-///
-/// #[callback(on = trigger)]
-/// fn checkpoint_note<M>(ctx: &mut Context<'_, M>) {
-///     ctx.monitors().put_text("note", "epoch done");
-/// }
-///
-/// #[derive(Callbacks)]
-/// struct Training {
-///     saver: ModelSaver,
-///     #[every_k_epochs(5)]
-///     #[order(after = ModelSaver)]
-///     note: CheckpointNote,
-/// }
-///
-/// let _set = Training { saver: ModelSaver::new(3), note: CheckpointNote };
-/// ```
-pub use burn_stoker_macros::Callbacks;
 
 /// What a training program usually needs, for `use burn_stoker::prelude::*;`.
 ///

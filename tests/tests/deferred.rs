@@ -14,10 +14,19 @@ use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 #[derive(Debug, Clone, PartialEq)]
 enum Seen {
     /// `after_step` of a synchronous fetch: the step and the loss.
-    Sync { step: u64, loss: f32 },
+    Sync {
+        step: u64,
+        loss: f32,
+    },
     /// `fetched`: the step the values belong to, the global step when they arrived, the loss.
-    Deferred { of: u64, at: u64, loss: f32 },
-    AfterEpoch { at: u64 },
+    Deferred {
+        of: u64,
+        at: u64,
+        loss: f32,
+    },
+    AfterEpoch {
+        at: u64,
+    },
 }
 
 type Log = Arc<Mutex<Vec<Seen>>>;
@@ -77,8 +86,10 @@ fn deferred_values_arrive_after_the_next_step_with_their_step_and_equal_the_sync
     let log = Log::default();
     let report = train("deferred-order", (SyncLoss(log.clone()), DeferredLoss(log.clone())));
     let log = log.lock().unwrap().clone();
-    let sync: Vec<(u64, f32)> =
-        log.iter().filter_map(|s| if let Seen::Sync { step, loss } = s { Some((*step, *loss)) } else { None }).collect();
+    let sync: Vec<(u64, f32)> = log
+        .iter()
+        .filter_map(|s| if let Seen::Sync { step, loss } = s { Some((*step, *loss)) } else { None })
+        .collect();
     let deferred: Vec<(u64, u64, f32)> = log
         .iter()
         .filter_map(|s| if let Seen::Deferred { of, at, loss } = s { Some((*of, *at, *loss)) } else { None })
@@ -111,7 +122,8 @@ fn deferred_values_arrive_after_the_next_step_with_their_step_and_equal_the_sync
 #[test]
 fn a_deferred_fetch_every_step_makes_no_blocking_read() {
     let log = Log::default();
-    let (report, reads) = stoker_tests::reads::count_reads(|| train("deferred-reads", DeferredLoss(log.clone())));
+    let (report, reads) =
+        stoker_tests::reads::count_reads(|| train("deferred-reads", DeferredLoss(log.clone())));
     // Measured where burn blocks (cubecl's block_on), not where the trainer says it reads.
     assert_eq!(reads, 0, "blocking device-to-host reads with a deferred fetch at every step");
     assert_eq!((report.fetch_transfers, report.deferred_reads, report.deferred_waits), (0, 10, 0));

@@ -129,7 +129,10 @@ mod tests {
         device_pass(&mut device, &[0, 1, 2, 3]);
         assert_eq!(device.partial().map(|p| p.len()), host.partial().map(|p| p.len()));
         for ((name, on_device), (_, on_host)) in device.after_inference().iter().zip(host.after_inference()) {
-            assert!((on_device - on_host).abs() < 1e-6, "{name}: {on_device} on the device, {on_host} on the host");
+            assert!(
+                (on_device - on_host).abs() < 1e-6,
+                "{name}: {on_device} on the device, {on_host} on the host"
+            );
         }
     }
 

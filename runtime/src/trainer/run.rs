@@ -216,9 +216,11 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         // `after_train`; after an error, nobody waits for them.
         let result = match result {
             Ok(()) if run.plan.has_pending() => {
-                catch_unwind(AssertUnwindSafe(|| run.deliver_deferred(u64::MAX, 0))).unwrap_or_else(|payload| {
-                    Err(Error::Panic { location: run.location(), message: panic_message(&*payload) })
-                })
+                catch_unwind(AssertUnwindSafe(|| run.deliver_deferred(u64::MAX, 0))).unwrap_or_else(
+                    |payload| {
+                        Err(Error::Panic { location: run.location(), message: panic_message(&*payload) })
+                    },
+                )
             }
             other => other,
         };

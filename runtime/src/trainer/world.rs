@@ -55,7 +55,11 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         if self.mean_mask != 0 {
             // The averaged values are read before the exchange (with this step's other fetches,
             // in the same transfer) and travel in it.
-            self.plan.fill(&self.outputs, self.fetch_mask | self.mean_mask, self.state.counters.global_step)?;
+            self.plan.fill(
+                &self.outputs,
+                self.fetch_mask | self.mean_mask,
+                self.state.counters.global_step,
+            )?;
             self.prefilled = true;
             let agreement = self.state.world.as_mut().expect("in a world");
             for (k, &bit) in self.mean_slots.iter().enumerate() {

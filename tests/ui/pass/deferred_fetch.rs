@@ -35,5 +35,8 @@ pub fn main() {
     assert_set::<burn::nn::Linear, _, _>(&(Watch, Both::default()));
     let both = Both::default();
     assert_eq!(Callback::<()>::fetches(&both), &[Fetch::deferred("cost"), Fetch::host("cost")]);
-    assert_eq!(Callback::<burn::nn::Linear>::fetches(&Watch), &[Fetch::deferred("cost"), Fetch::deferred("accuracy")]);
+    assert_eq!(
+        Callback::<burn::nn::Linear>::fetches(&Watch),
+        &[Fetch::deferred("cost"), Fetch::deferred("accuracy")]
+    );
 }
