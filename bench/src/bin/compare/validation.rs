@@ -49,12 +49,14 @@ fn hand_pass(model: &Mlp, data: &[DigitBatch]) -> (f64, f64) {
     (f64::from(sums[0]) / datapoints as f64, f64::from(sums[1]) / datapoints as f64)
 }
 
-/// Times each pass between `before_validate` and `after_validate`.
-#[derive(Clone, Default)]
-struct PassClock(Arc<Mutex<(Option<Instant>, Vec<Duration>)>>);
+/// Times each pass between `before_validate` and `after_validate`, the device synchronized first
+/// (the training step before the pass may still be queued on an asynchronous device).
+#[derive(Clone)]
+struct PassClock(Arc<Mutex<(Option<Instant>, Vec<Duration>)>>, Device);
 
 impl<M> Callback<M> for PassClock {
     fn before_validate(&mut self, _ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        self.1.sync().map_err(|e| burn_stoker::Error::msg(e.to_string()))?;
         self.0.lock().unwrap().0 = Some(Instant::now());
         Ok(())
     }
@@ -69,7 +71,13 @@ impl<M> Callback<M> for PassClock {
 
 /// `passes` passes of the runner (one training step before each); the median pass, and the
 /// transfers the runner counted per pass.
-fn runner_passes(model: &Mlp, valid: &[DigitBatch], train: &[DigitBatch], passes: u64) -> (Duration, f64) {
+fn runner_passes(
+    model: &Mlp,
+    valid: &[DigitBatch],
+    train: &[DigitBatch],
+    passes: u64,
+    device: &Device,
+) -> (Duration, f64) {
     let dir = std::env::temp_dir().join(format!("stoker-bench-validation-{}", std::process::id()));
     let runner = InferenceRunner::new(valid.to_vec(), |model: &Mlp, batch: DigitBatch, out: &mut Outputs| {
         let n = batch.images.dims()[0];
@@ -79,7 +87,7 @@ fn runner_passes(model: &Mlp, valid: &[DigitBatch], train: &[DigitBatch], passes
     .with(ScalarStats::new(["cost"]))
     .with(ClassificationError::new("wrong", "validation_error"));
     let counts = runner.counts();
-    let clock = PassClock::default();
+    let clock = PassClock(Arc::default(), device.clone());
     Trainer::new(model.clone(), AdamConfig::new().init(), train.to_vec())
         .max_epoch(1)
         .steps_per_epoch(passes)
@@ -106,7 +114,7 @@ pub fn compare(mut args: impl Iterator<Item = String>, device: &Device, device_n
     let model: Mlp = fresh(device);
     // Warm-up of both (kernels compiled, autotuned, caches filled).
     let _ = hand_pass(&model, &valid);
-    let _ = runner_passes(&model, &valid, &train, 3);
+    let _ = runner_passes(&model, &valid, &train, 3, device);
     let (mut hand, mut runner, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     let mut transfers = 0.0;
     for round in 0..rounds {
@@ -123,9 +131,9 @@ pub fn compare(mut args: impl Iterator<Item = String>, device: &Device, device_n
         };
         let (h, (r, t)) = if round % 2 == 0 {
             let h = time_hand();
-            (h, runner_passes(&model, &valid, &train, passes))
+            (h, runner_passes(&model, &valid, &train, passes, device))
         } else {
-            let r = runner_passes(&model, &valid, &train, passes);
+            let r = runner_passes(&model, &valid, &train, passes, device);
             (time_hand(), r)
         };
         transfers = t;
