@@ -680,8 +680,8 @@ pub(crate) fn read_now(tensor: Tensor<1>) -> TensorData {
     Transaction::default().register(tensor).execute().pop().expect("one tensor registered, one read")
 }
 
-/// The host values of several slots as one tensor, for one transfer.
-fn joined(mut tensors: Vec<Tensor<1>>) -> Tensor<1> {
+/// Several rank-1 tensors as one, for one transfer (the tensor itself when there is one).
+pub(crate) fn joined(mut tensors: Vec<Tensor<1>>) -> Tensor<1> {
     if tensors.len() == 1 { tensors.pop().expect("one tensor") } else { Tensor::cat(tensors, 0) }
 }
 

@@ -446,8 +446,7 @@ impl<D, F> InferenceRunner<D, F> {
         if parts.is_empty() {
             return Ok(0);
         }
-        let joined = if parts.len() == 1 { parts.pop().expect("one part") } else { Tensor::cat(parts, 0) };
-        let data = crate::fetch::read_now(joined);
+        let data = crate::fetch::read_now(crate::fetch::joined(parts));
         let values: Vec<f64> = data.iter::<f32>().map(f64::from).collect();
         let mut rest = &values[..];
         for (k, n) in lengths {

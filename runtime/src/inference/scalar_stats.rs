@@ -108,7 +108,7 @@ impl Inferencer for ScalarStats {
             parts.push(tensor.flat() * n as f32);
         }
         self.datapoints += n as u64;
-        Ok(if parts.len() == 1 { parts.pop().expect("one part") } else { Tensor::cat(parts, 0) })
+        Ok(crate::fetch::joined(parts))
     }
     fn device_sums(&mut self, sums: &[f64]) -> Result<()> {
         merged_len("ScalarStats", sums, self.sums.len())?;
