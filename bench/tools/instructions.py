@@ -12,7 +12,8 @@ Each case is measured `repeats` times (default 3); the table gives the median an
 Memory allocation paths in glibc vary a little from run to run (a few thousand instructions per
 step), which is what the range shows.
 
-Usage (after `cargo build --release -p stoker-bench --bin compare [--features learner]`):
+Usage (after `cargo build --release -p stoker-bench --bin compare [--features learner]`; the environment
+variable COMPARE names another `compare` binary):
     python3 bench/tools/instructions.py [mlp_steps] [conv_steps] [cases] [repeats]
 e.g. `python3 bench/tools/instructions.py 400 0 abcde 3`; 0 steps skips a model.
 """
@@ -30,10 +31,14 @@ CASES = {
     "d": "(d) (c) + 20 DSL callbacks",
     "e": "(e) (d) + fetch of 2 scalars every 10 steps",
     "f": "(f) burn-train Learner, default metrics, no renderer",
+    "g": "(g) (d) + synchronous fetch of 2 scalars every step",
+    "h": "(h) (d) + deferred fetch of 2 scalars every step",
 }
 
 
 def binary():
+    if os.environ.get("COMPARE"):
+        return os.environ["COMPARE"]
     target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(os.path.dirname(__file__), "..", "..", "target")
     path = os.path.join(target, "release", "compare")
     if not os.path.exists(path):
