@@ -3,6 +3,9 @@
 //! a trybuild `pass` case, which would make trybuild build burn once more, in debug, with codegen.
 //! The misuse rules stay trybuild `compile_fail` cases (`ui.rs`), which trybuild only checks.
 #![allow(dead_code, unused_imports)]
+// The cases spell out forms on purpose: `-> ()` on a hook (return_types.rs), `.clone()` on a
+// context type that derives both Clone and Copy (context_forms.rs).
+#![allow(clippy::unused_unit, clippy::clone_on_copy)]
 
 // For `renamed_crate.rs`, whose `crate = "::renamed"` names the runtime from the crate root, as a
 // `[dependencies] renamed = { package = "burn-stoker" }` would.
