@@ -1,13 +1,16 @@
 //! The trainer adds no allocation to a step: allocations per step, counted by a counting global
 //! allocator (every thread), are the same for a hand-written burn loop and for stoker with no
 //! callbacks, with the default callbacks, and with twenty DSL callbacks — burn's own allocations
-//! (tensors, autodiff graph) are all there is.
+//! (tensors, autodiff graph) are all there is. The same holds for a step that fetches two scalars,
+//! synchronously or deferred, against a hand loop that reads them with the same burn calls.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context as TaskContext, Poll, Waker};
 
 use burn::optim::{AdamConfig, GradientsParams};
-use burn::tensor::Device;
+use burn::tensor::{Device, Tensor, Transaction};
 use burn_stoker::prelude::*;
 use stoker_bench::generated::Users20;
 use stoker_examples::{DigitBatch, DigitBatcher, Mlp, digit_outputs, load_digits};
@@ -38,6 +41,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// The counter sees every thread: the tests of this file run one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Steps before measuring (caches, pools and the autodiff graph warm up), and steps measured.
 const WARMUP: u64 = 100;
 const MEASURED: u64 = 400;
@@ -48,11 +54,25 @@ fn batches(device: &Device) -> Vec<DigitBatch> {
     split.train.chunks(64).filter(|c| c.len() == 64).map(|c| DigitBatcher.batch(c.to_vec(), device)).collect()
 }
 
-/// Allocations per step of the hand-written loop: forward, loss, backward, optimizer step.
-fn hand_loop(data: &[DigitBatch], device: &Device) -> f64 {
+/// What the hand loop reads back at each step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Read {
+    Nothing,
+    /// The cost and the accuracy, joined and read in one blocking transfer.
+    Now,
+    /// The cost and the accuracy, read by a transaction executed asynchronously (on the CPU
+    /// backend its first poll has the values).
+    Async,
+}
+
+/// Allocations per step of the hand-written loop: forward, loss, backward, optimizer step, and
+/// the values `read` asks for, copied into a buffer kept from step to step.
+fn hand_loop(data: &[DigitBatch], device: &Device, read: Read) -> f64 {
     let mut model = Mlp::new(128, device);
     let mut optimizer = AdamConfig::new().init();
     let mut outputs = Outputs::new();
+    let mut host: Vec<f32> = Vec::new();
+    let mut sum = 0.0;
     let mut start = 0;
     for i in 0..WARMUP + MEASURED {
         if i == WARMUP {
@@ -62,8 +82,66 @@ fn hand_loop(data: &[DigitBatch], device: &Device) -> f64 {
         let loss = digit_outputs(&model, data[i as usize % data.len()].clone(), &mut outputs);
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         model = optimizer.step(1e-3, model, grads);
+        let flat = |name: &str| outputs.get(name).expect("the step puts it").flat();
+        host.clear();
+        match read {
+            Read::Nothing => {}
+            Read::Now => {
+                let joined = Tensor::cat(vec![flat("cost"), flat("accuracy")], 0);
+                let data = Transaction::default().register(joined).execute().pop().expect("one read");
+                host.extend_from_slice(data.as_slice::<f32>().expect("f32 values"));
+            }
+            Read::Async => {
+                let transaction = Transaction::default().register(flat("cost")).register(flat("accuracy"));
+                let future = std::pin::pin!(transaction.execute_async());
+                let Poll::Ready(Ok(datas)) = future.poll(&mut TaskContext::from_waker(Waker::noop())) else {
+                    panic!("the CPU backend has the values at the first poll")
+                };
+                for data in &datas {
+                    host.extend_from_slice(data.as_slice::<f32>().expect("f32 values"));
+                }
+            }
+        }
+        sum += host.iter().sum::<f32>();
     }
+    assert!(read == Read::Nothing || sum > 0.0, "the values were read");
     (ALLOCATIONS.load(Ordering::SeqCst) - start) as f64 / MEASURED as f64
+}
+
+static TWO: [Fetch; 2] = [Fetch::host("cost"), Fetch::host("accuracy")];
+static TWO_DEFERRED: [Fetch; 2] = [Fetch::deferred("cost"), Fetch::deferred("accuracy")];
+
+/// Fetches the cost and the accuracy at every step, synchronously or deferred, and adds them up.
+#[derive(Debug, Default)]
+struct EveryStep {
+    deferred: bool,
+    sum: f64,
+    received: u64,
+}
+
+impl EveryStep {
+    fn add(&mut self, values: &Fetched<'_>) -> burn_stoker::Result<()> {
+        self.sum += f64::from(values.get::<f32>("cost")?) + f64::from(values.get::<f32>("accuracy")?);
+        self.received += 1;
+        Ok(())
+    }
+}
+
+impl<M> Callback<M> for EveryStep {
+    fn fetches(&self) -> &[Fetch] {
+        if self.deferred { &TWO_DEFERRED } else { &TWO }
+    }
+    fn after_step(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
+        if self.deferred { Ok(()) } else { self.add(values) }
+    }
+    fn fetched(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
+        self.add(values)
+    }
+    fn after_train(&mut self, _ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        assert_eq!(self.received, WARMUP + MEASURED + 1, "every step's values arrived");
+        assert!(self.sum > 0.0, "the values were read");
+        Ok(())
+    }
 }
 
 /// Reads the allocation counter after steps `WARMUP` and `WARMUP + MEASURED` (no allocation of
@@ -119,6 +197,7 @@ fn stoker_loop<K, C: Callbacks<Mlp, K>>(
 
 #[test]
 fn the_trainer_allocates_nothing_per_step_beyond_burn() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let device = burn_stoker::device::cpu();
     let data = batches(&device);
     // Twice each, interleaved: the smaller of two counts filters a one-off allocation of the
@@ -128,7 +207,7 @@ fn the_trainer_allocates_nothing_per_step_beyond_burn() {
     let mut defaults = f64::INFINITY;
     let mut users = f64::INFINITY;
     for _ in 0..2 {
-        hand = hand.min(hand_loop(&data, &device));
+        hand = hand.min(hand_loop(&data, &device, Read::Nothing));
         bare = bare.min(stoker_loop(&data, &device, DefaultCallbacks::none(), ()));
         let quiet = DefaultCallbacks { printer: None, ..DefaultCallbacks::default() };
         defaults = defaults.min(stoker_loop(&data, &device, quiet, ()));
@@ -149,5 +228,37 @@ fn the_trainer_allocates_nothing_per_step_beyond_burn() {
     assert_eq!(
         users, hand,
         "the trainer with 20 DSL callbacks allocates {users} per step, the hand loop {hand}"
+    );
+}
+
+#[test]
+fn a_fetching_step_allocates_what_burn_does_to_read_the_values() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let device = burn_stoker::device::cpu();
+    let data = batches(&device);
+    let (mut hand_now, mut hand_async, mut now, mut deferred) = [f64::INFINITY; 4].into();
+    for _ in 0..2 {
+        hand_now = hand_now.min(hand_loop(&data, &device, Read::Now));
+        hand_async = hand_async.min(hand_loop(&data, &device, Read::Async));
+        let sync = EveryStep { deferred: false, ..EveryStep::default() };
+        now = now.min(stoker_loop(&data, &device, DefaultCallbacks::none(), sync));
+        let later = EveryStep { deferred: true, ..EveryStep::default() };
+        deferred = deferred.min(stoker_loop(&data, &device, DefaultCallbacks::none(), later));
+    }
+    let nothing = hand_loop(&data, &device, Read::Nothing);
+    eprintln!(
+        "allocations per step reading two scalars: hand loop, one transfer {hand_now:.2}, stoker's synchronous fetch {now:.2}; hand loop, asynchronous transaction {hand_async:.2}, stoker's deferred fetch {deferred:.2} (reading nothing: {nothing:.2})"
+    );
+    assert!(
+        hand_now > nothing && hand_async > nothing,
+        "reading the values allocates in burn: the counter sees it"
+    );
+    assert_eq!(
+        now, hand_now,
+        "a synchronous fetch allocates {now} per step, the hand loop's read {hand_now}"
+    );
+    assert_eq!(
+        deferred, hand_async,
+        "a deferred fetch allocates {deferred} per step, the hand loop's asynchronous read {hand_async}"
     );
 }

@@ -77,6 +77,11 @@ macro_rules! output_tensor_ranks {
                 match self { $(OutputTensor::$variant(tensor) => tensor.dims().to_vec(),)* }
             }
 
+            /// Append the tensor's shape to `dims` (no allocation once `dims` has room).
+            pub(crate) fn extend_dims(&self, dims: &mut Vec<usize>) {
+                match self { $(OutputTensor::$variant(tensor) => dims.extend_from_slice(&tensor.dims()),)* }
+            }
+
             /// The number of elements.
             pub fn num_elements(&self) -> usize {
                 match self { $(OutputTensor::$variant(tensor) => tensor.dims().iter().product(),)* }
@@ -272,22 +277,61 @@ struct Slot {
 /// The result of one step's deferred read: one `TensorData` per slot, or the error as text.
 type ReadResult = std::result::Result<Vec<TensorData>, String>;
 
-/// The boxed read of one step's deferred values (a burn `Transaction`, executed asynchronously).
-type ReadFuture = Pin<Box<dyn Future<Output = ReadResult> + Send>>;
-
-/// A read in flight, or done.
-enum Read {
-    Pending(ReadFuture),
-    Done(ReadResult),
+/// One step's deferred read: a burn `Transaction` executed asynchronously, turned into the
+/// crate's result type.
+async fn read_async(transaction: Transaction) -> ReadResult {
+    transaction.execute_async().await.map_err(|e| e.to_string())
 }
 
-/// One step's deferred read: what it holds and who asked.
+pin_project_lite::pin_project! {
+    /// The future of a deferred read in a box that outlives it: allocated for the first reads
+    /// of a run and then reused, read after read, so that a step with a deferred fetch allocates
+    /// nothing that burn's own `Transaction` does not.
+    struct ReadSlot<F> {
+        start: fn(Transaction) -> F,
+        #[pin]
+        future: Option<F>,
+    }
+}
+
+/// A [`ReadSlot`] with its future's type erased (the future of an `async fn` has no name).
+trait Read: Send {
+    /// Put the read of `transaction` in the slot (the slot is empty).
+    fn start(self: Pin<&mut Self>, transaction: Transaction);
+    /// Poll the read; once it is ready the slot is empty again.
+    fn poll_read(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<ReadResult>;
+}
+
+impl<F: Future<Output = ReadResult> + Send> Read for ReadSlot<F> {
+    fn start(self: Pin<&mut Self>, transaction: Transaction) {
+        let mut this = self.project();
+        let future = (this.start)(transaction);
+        this.future.set(Some(future));
+    }
+
+    fn poll_read(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<ReadResult> {
+        let mut this = self.project();
+        let Some(future) = this.future.as_mut().as_pin_mut() else {
+            return Poll::Ready(Err("no read was started in this slot".into()));
+        };
+        let result = std::task::ready!(future.poll(cx));
+        this.future.set(None);
+        Poll::Ready(result)
+    }
+}
+
+/// One step's deferred read: what it holds and who asked. Recycled, buffers and all, once its
+/// values are delivered.
 struct PendingRead {
     /// The global step the values belong to.
     step: u64,
-    read: Read,
-    /// Per slot: its index and the shape.
-    slots: Vec<(u8, Vec<usize>)>,
+    /// The read in flight (its slot empty once it is done).
+    read: Pin<Box<dyn Read>>,
+    /// The read's values once they are here.
+    done: Option<ReadResult>,
+    /// Per slot: its index and the range of its shape in `dims`.
+    slots: Vec<(u8, (usize, usize))>,
+    dims: Vec<usize>,
     /// The callbacks (flat indices) that asked at that step.
     receivers: Vec<usize>,
 }
@@ -296,7 +340,7 @@ impl std::fmt::Debug for PendingRead {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PendingRead")
             .field("step", &self.step)
-            .field("done", &matches!(self.read, Read::Done(_)))
+            .field("done", &self.done.is_some())
             .field("receivers", &self.receivers)
             .finish()
     }
@@ -311,17 +355,29 @@ impl Wake for ThreadWaker {
     }
 }
 
-impl Read {
+impl PendingRead {
+    /// An empty entry, its read's box allocated once for the run.
+    fn new() -> Self {
+        PendingRead {
+            step: 0,
+            read: Box::pin(ReadSlot { start: read_async, future: None }),
+            done: None,
+            slots: Vec::new(),
+            dims: Vec::new(),
+            receivers: Vec::new(),
+        }
+    }
+
     /// One poll that never blocks: starts the read on its first call (an `async fn` does
     /// nothing before it is polled). Returns whether the values are here.
     fn poll_now(&mut self) -> bool {
-        if let Read::Pending(future) = self {
+        if self.done.is_none() {
             let mut cx = TaskContext::from_waker(Waker::noop());
-            if let Poll::Ready(result) = future.as_mut().poll(&mut cx) {
-                *self = Read::Done(result);
+            if let Poll::Ready(result) = self.read.as_mut().poll_read(&mut cx) {
+                self.done = Some(result);
             }
         }
-        matches!(self, Read::Done(_))
+        self.done.is_some()
     }
 
     /// Wait until the values are here (parking the thread between polls); returns whether it
@@ -333,13 +389,12 @@ impl Read {
         let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
         let mut cx = TaskContext::from_waker(&waker);
         loop {
-            if let Read::Pending(future) = self {
-                match future.as_mut().poll(&mut cx) {
-                    Poll::Ready(result) => *self = Read::Done(result),
-                    Poll::Pending => std::thread::park_timeout(std::time::Duration::from_millis(1)),
+            match self.read.as_mut().poll_read(&mut cx) {
+                Poll::Ready(result) => {
+                    self.done = Some(result);
+                    return true;
                 }
-            } else {
-                return true;
+                Poll::Pending => std::thread::park_timeout(std::time::Duration::from_millis(1)),
             }
         }
     }
@@ -361,6 +416,13 @@ pub(crate) struct FetchPlan {
     /// Deferred reads in flight (at most [`FetchPlan::IN_FLIGHT`] once a step's reads are
     /// delivered), oldest first.
     pending: VecDeque<PendingRead>,
+    /// Reads delivered, kept for the next ones with their buffers (at most
+    /// [`FetchPlan::IN_FLIGHT`] + 1 entries exist in a run).
+    spare: Vec<PendingRead>,
+    /// The callbacks the deferred values being delivered go to (flat indices).
+    deferred_receivers: Vec<usize>,
+    /// The host values' tensors of a step, before they are joined for one transfer.
+    host_tensors: Vec<Tensor<1>>,
     /// The deferred values being delivered: the slots, the values, their step.
     deferred_filled: u64,
     deferred: Vec<f32>,
@@ -439,7 +501,7 @@ impl FetchPlan {
         if mask == 0 {
             return Ok(());
         }
-        let mut host_tensors: Vec<Tensor<1>> = Vec::new();
+        let mut host_tensors = std::mem::take(&mut self.host_tensors);
         let mut offset = 0;
         for (i, slot) in self.slots.iter_mut().enumerate() {
             if mask & (1 << i) == 0 {
@@ -452,16 +514,27 @@ impl FetchPlan {
                 FetchKind::Host => {
                     let n = tensor.num_elements();
                     slot.range = (offset, offset + n);
-                    slot.dims = tensor.dims();
+                    slot.dims.clear();
+                    tensor.extend_dims(&mut slot.dims);
                     offset += n;
                     host_tensors.push(tensor.flat());
                 }
             }
         }
         if host_tensors.is_empty() {
+            self.host_tensors = host_tensors;
             return Ok(());
         }
-        let data = read_now(joined(host_tensors));
+        // One tensor is read as it is and the list kept for the next step; several are joined
+        // by burn's `cat`, which takes the list.
+        let tensor = if host_tensors.len() == 1 {
+            let tensor = host_tensors.pop().expect("one tensor");
+            self.host_tensors = host_tensors;
+            tensor
+        } else {
+            joined(host_tensors)
+        };
+        let data = read_now(tensor);
         self.transfers += 1;
         self.host.clear();
         match data.as_slice::<f32>() {
@@ -490,76 +563,103 @@ impl FetchPlan {
         outputs: &Outputs,
         mask: u64,
         step: u64,
-        receivers: Vec<usize>,
+        receivers: &[usize],
     ) -> Result<()> {
         // A transaction, not `into_data_async`: with burn's default (synchronous) runtime kind,
         // `into_data_async` on a GPU backend returns at once with bytes that copy themselves off
         // the device, blocking, when first read; a transaction's asynchronous execution queues
         // the copy now and completes when the bytes are on the host.
         let mut transaction = Transaction::default();
-        let mut slots = Vec::new();
+        let mut entry = self.spare.pop().unwrap_or_else(PendingRead::new);
+        entry.slots.clear();
+        entry.dims.clear();
         for (i, slot) in self.slots.iter_mut().enumerate() {
             if mask & (1 << i) == 0 || slot.fetch.kind != FetchKind::Deferred {
                 continue;
             }
-            let tensor = slot.find(outputs)?;
-            slots.push((i as u8, tensor.dims()));
+            let tensor = match slot.find(outputs) {
+                Ok(tensor) => tensor,
+                Err(error) => {
+                    self.spare.push(entry);
+                    return Err(error);
+                }
+            };
+            let start = entry.dims.len();
+            tensor.extend_dims(&mut entry.dims);
+            entry.slots.push((i as u8, (start, entry.dims.len())));
             transaction = transaction.register(tensor.flat());
         }
-        if slots.is_empty() {
+        if entry.slots.is_empty() {
+            self.spare.push(entry);
             return Ok(());
         }
-        let future = transaction.execute_async();
-        let mut read = Read::Pending(Box::pin(async move { future.await.map_err(|e| e.to_string()) }));
+        entry.step = step;
+        entry.done = None;
+        entry.receivers.clear();
+        entry.receivers.extend_from_slice(receivers);
+        entry.read.as_mut().start(transaction);
         // The first poll starts the read (queues the copy behind the step's work) and returns
         // at once; on a CPU backend the values are already here.
-        read.poll_now();
+        entry.poll_now();
         self.deferred_reads += 1;
-        self.pending.push_back(PendingRead { step, read, slots, receivers });
+        self.pending.push_back(entry);
         Ok(())
     }
 
     /// The oldest read started before step `before` that is ready, or that must be waited for
     /// because more than `in_flight` reads are pending: its values become the deferred values
-    /// that [`FetchPlan::deferred_view`] shows, and its receivers are returned. `in_flight` 0
-    /// waits for every read (the flush before an epoch's end, a checkpoint, the end).
-    pub(crate) fn next_arrived(&mut self, before: u64, in_flight: usize) -> Result<Option<Vec<usize>>> {
+    /// that [`FetchPlan::deferred_view`] shows and its callbacks
+    /// [`FetchPlan::deferred_receivers`]; returns whether there was one. `in_flight` 0 waits for
+    /// every read (the flush before an epoch's end, a checkpoint, the end).
+    pub(crate) fn next_arrived(&mut self, before: u64, in_flight: usize) -> Result<bool> {
         let must = self.pending.len() > in_flight;
-        let Some(front) = self.pending.front_mut() else { return Ok(None) };
+        let Some(front) = self.pending.front_mut() else { return Ok(false) };
         if front.step >= before {
-            return Ok(None);
+            return Ok(false);
         }
-        if !front.read.poll_now() {
+        if !front.poll_now() {
             if !must {
-                return Ok(None);
+                return Ok(false);
             }
-            if front.read.wait() {
+            if front.wait() {
                 self.deferred_waits += 1;
             }
         }
-        let entry = self.pending.pop_front().expect("a pending read");
-        let Read::Done(result) = entry.read else { unreachable!("the read is done") };
-        let datas = result.map_err(|e| {
-            Error::Fetch(format!(
-                "reading the deferred values of step {} from the device failed: {e}",
-                entry.step
-            ))
-        })?;
+        let mut entry = self.pending.pop_front().expect("a pending read");
+        let result = entry.done.take().expect("the read is done");
+        let datas = match result {
+            Ok(datas) => datas,
+            Err(e) => {
+                let step = entry.step;
+                self.spare.push(entry);
+                return Err(Error::Fetch(format!(
+                    "reading the deferred values of step {step} from the device failed: {e}"
+                )));
+            }
+        };
         self.deferred.clear();
         self.deferred_filled = 0;
-        for ((i, dims), data) in entry.slots.into_iter().zip(datas) {
-            let start = self.deferred.len();
+        for (&(i, (start, end)), data) in entry.slots.iter().zip(&datas) {
+            let first = self.deferred.len();
             match data.as_slice::<f32>() {
                 Ok(values) => self.deferred.extend_from_slice(values),
                 Err(_) => self.deferred.extend(data.iter::<f32>()),
             }
             let slot = &mut self.slots[usize::from(i)];
-            slot.deferred_range = (start, self.deferred.len());
-            slot.deferred_dims = dims;
+            slot.deferred_range = (first, self.deferred.len());
+            slot.deferred_dims.clear();
+            slot.deferred_dims.extend_from_slice(&entry.dims[start..end]);
             self.deferred_filled |= 1 << i;
         }
         self.deferred_step = entry.step;
-        Ok(Some(entry.receivers))
+        std::mem::swap(&mut self.deferred_receivers, &mut entry.receivers);
+        self.spare.push(entry);
+        Ok(true)
+    }
+
+    /// The callbacks (flat indices) that asked for the deferred values being delivered.
+    pub(crate) fn deferred_receivers(&self) -> &[usize] {
+        &self.deferred_receivers
     }
 
     /// Whether a deferred read is in flight.

@@ -207,12 +207,12 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             };
             self.phase = Phase::Trainer;
             let mut mask = 0;
-            let mut receivers = Vec::new();
+            self.deferred_askers.clear();
             for &(i, slots) in &self.fetchers {
                 if self.callbacks.wants_fetch(i, &self.state.counters) {
                     mask |= slots;
                     if slots & self.deferred_bits != 0 {
-                        receivers.push(i);
+                        self.deferred_askers.push(i);
                     }
                 }
             }
@@ -255,7 +255,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                     // This step's deferred read starts behind its work; the reads of earlier
                     // steps that arrived are delivered (a third in flight waits for the oldest).
                     if mask & self.deferred_bits != 0 {
-                        self.plan.start_deferred(&self.outputs, mask, global_step, receivers)?;
+                        self.plan.start_deferred(&self.outputs, mask, global_step, &self.deferred_askers)?;
                     }
                     if self.plan.has_pending() {
                         self.deliver_deferred(global_step, crate::fetch::FetchPlan::IN_FLIGHT)?;
@@ -370,11 +370,13 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     pub(super) fn deliver_deferred(&mut self, before: u64, in_flight: usize) -> Result<()> {
         let phase = self.phase;
         self.phase = Phase::Trainer;
-        while let Some(receivers) = self.plan.next_arrived(before, in_flight)? {
-            let order: Vec<usize> = self.order.iter().copied().filter(|i| receivers.contains(i)).collect();
+        while self.plan.next_arrived(before, in_flight)? {
+            let receivers = self.plan.deferred_receivers();
+            self.deferred_order.clear();
+            self.deferred_order.extend(self.order.iter().copied().filter(|i| receivers.contains(i)));
             deliver_in_order(
                 &mut self.callbacks,
-                &order,
+                &self.deferred_order,
                 false,
                 &mut self.state,
                 (&mut self.phase, &mut self.cursor),

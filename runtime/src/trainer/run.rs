@@ -336,6 +336,10 @@ pub(crate) struct Run<M, C, K> {
     pub(super) plan: FetchPlan,
     /// The slots of deferred fetches (0 when no callback defers).
     pub(super) deferred_bits: u64,
+    /// The callbacks that asked for this step's deferred values, and those that receive the
+    /// values being delivered in run order: buffers kept from step to step.
+    pub(super) deferred_askers: Vec<usize>,
+    pub(super) deferred_order: Vec<usize>,
     pub(super) outputs: Outputs,
     pub(super) phase: Phase,
     /// Whether the resolved order is the registration order (events then go in one pass).
@@ -423,6 +427,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             fetch_mask: 0,
             prefilled: false,
             deferred_bits: plan.deferred_bits(),
+            deferred_askers: Vec::new(),
+            deferred_order: Vec::new(),
             plan,
             outputs: Outputs::new(),
             phase: Phase::Trainer,

@@ -34,6 +34,9 @@
 //! synchronous fetch of two scalars at every step, and (h) the same fetch deferred
 //! (`Fetch::deferred`), which never makes a step wait for the device.
 //!
+//! `--cases LETTERS` (e.g. `--cases c`) runs only those cases, with (a) and the control: with
+//! fewer cases a round is shorter and each ratio pairs runs closer in time.
+//!
 //! `compare --validation <rounds> <passes>` times a validation pass over the digits' validation
 //! split (batch 64, the last one short): an `InferenceRunner` with `ScalarStats` and
 //! `ClassificationError` against a hand-written loop that adds the same sums on the device and
@@ -198,10 +201,14 @@ fn stoker_loop<M: Classifier>(data: &[DigitBatch], steps: u64, case: Case, devic
 mod learner;
 mod validation;
 
+/// Each case's letter, in the order of `run_model`'s names.
+const LETTERS: [char; 9] = ['a', 'b', 'c', 'd', 'e', 'f', 'a', 'g', 'h'];
+
 fn run_model<M: Classifier>(
     rounds: usize,
     steps: u64,
     every_step: bool,
+    only: Option<&str>,
     device: &Device,
 ) -> Vec<(&'static str, Rates)> {
     let data = batches(device);
@@ -222,6 +229,12 @@ fn run_model<M: Classifier>(
         if cfg!(feature = "learner") { vec![0, 1, 2, 3, 4, 5] } else { vec![0, 1, 2, 3, 4] };
     if every_step {
         order.extend([7, 8]);
+    }
+    if let Some(only) = only {
+        if only.contains(['g', 'h']) && !every_step {
+            order.extend([7, 8]);
+        }
+        order.retain(|&case| case == 0 || only.contains(LETTERS[case]));
     }
     order.push(6);
     let cases = order.len();
@@ -263,7 +276,8 @@ fn run_model<M: Classifier>(
                 ratio: median(ratios.clone()),
                 low: quantile(&ratios, 0.25),
                 high: quantile(&ratios, 0.75),
-                defaults_over: median(over_learner),
+                // NaN when (c) did not run (`--cases` without c).
+                defaults_over: if over_learner.is_empty() { f64::NAN } else { median(over_learner) },
             };
             (n, rates)
         })
@@ -344,6 +358,13 @@ fn main() {
     let device = burn_stoker::device::by_name(&device_name).unwrap_or_else(|e| panic!("{e}"));
     let every_step = args.iter().any(|a| a == "--every-step");
     args.retain(|a| a != "--every-step");
+    let only = match args.iter().position(|a| a == "--cases") {
+        Some(i) => {
+            args.remove(i);
+            Some(args.remove(i))
+        }
+        None => None,
+    };
     // Subnormals flushed unless `--denormals` (see `stoker_bench::flush_denormals`).
     let denormals = args.iter().any(|a| a == "--denormals");
     args.retain(|a| a != "--denormals");
@@ -385,11 +406,11 @@ fn main() {
     let conv_steps: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(300);
     let floats = if denormals { "subnormals kept" } else { "subnormals flushed" };
     if mlp_steps > 0 {
-        let mlp = run_model::<Mlp>(rounds, mlp_steps, every_step, &device);
+        let mlp = run_model::<Mlp>(rounds, mlp_steps, every_step, only.as_deref(), &device);
         report(Mlp::NAME, floats, &device_name, mlp_steps, rounds, &mlp);
     }
     if conv_steps > 0 {
-        let conv = run_model::<ConvNet>(rounds, conv_steps, every_step, &device);
+        let conv = run_model::<ConvNet>(rounds, conv_steps, every_step, only.as_deref(), &device);
         report(ConvNet::NAME, floats, &device_name, conv_steps, rounds, &conv);
     }
 }
