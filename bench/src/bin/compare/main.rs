@@ -32,7 +32,8 @@
 //! `--device NAME` (anywhere; `cpu` by default) runs every case on that device (`wgpu`:
 //! Mesa's llvmpipe where there is no GPU). `--every-step` adds two cases: (g) (d) plus a
 //! synchronous fetch of two scalars at every step, and (h) the same fetch deferred
-//! (`Fetch::deferred`), which never makes a step wait for the device.
+//! (`Fetch::deferred`), which never makes a step wait for the device; each (h) run prints on stderr
+//! how many of its reads the training thread had to wait for.
 //!
 //! `--cases LETTERS` (e.g. `--cases c`) runs only those cases, with (a) and the control: with
 //! fewer cases a round is shorter and each ratio pairs runs closer in time.
@@ -190,6 +191,10 @@ fn stoker_loop<M: Classifier>(data: &[DigitBatch], steps: u64, case: Case, devic
         Case::UsersDeferred => {
             assert_eq!(report.fetch_transfers, 0, "no blocking transfer with deferred fetches");
             assert_eq!(report.deferred_reads, WARMUP + steps, "one deferred read every step");
+            eprintln!(
+                "compare: (h) {} deferred reads, the training thread waited for {} of them",
+                report.deferred_reads, report.deferred_waits
+            );
         }
         _ => assert_eq!(report.fetch_transfers, 0, "no transfer when nobody fetches"),
     }
