@@ -38,11 +38,17 @@
 //! `--cases LETTERS` (e.g. `--cases c`) runs only those cases, with (a) and the control: with
 //! fewer cases a round is shorter and each ratio pairs runs closer in time.
 //!
+//! `--cpu-time` times (a)-(e), (g) and (h) by the training thread's CPU time instead of the wall
+//! clock (`CLOCK_THREAD_CPUTIME_ID`): time the thread spent descheduled is left out. Meaningful on
+//! the CPU backend without `rayon`, where the training thread does all the arithmetic.
+//!
 //! `compare --validation <rounds> <passes>` times a validation pass over the digits' validation
 //! split (batch 64, the last one short): an `InferenceRunner` with `ScalarStats` and
 //! `ClassificationError` against a hand-written loop that adds the same sums on the device and
 //! reads them once per pass.
 
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use burn::optim::AdamConfig;
@@ -54,6 +60,34 @@ use stoker_examples::{DigitBatch, Mlp};
 
 /// Steps run before the clock starts.
 const WARMUP: u64 = 100;
+
+/// Whether the clock is the training thread's CPU time (`--cpu-time`) rather than the wall's.
+static CPU_TIME: AtomicBool = AtomicBool::new(false);
+
+/// The time now, by the clock `--cpu-time` chose: a duration from an arbitrary origin, to subtract.
+fn now() -> Duration {
+    if CPU_TIME.load(Ordering::Relaxed) {
+        thread_cpu_time()
+    } else {
+        static ORIGIN: OnceLock<Instant> = OnceLock::new();
+        ORIGIN.get_or_init(Instant::now).elapsed()
+    }
+}
+
+/// The calling thread's CPU time.
+#[cfg(unix)]
+fn thread_cpu_time() -> Duration {
+    let mut time = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `time` is a valid timespec for the call to write.
+    let done = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut time) };
+    assert_eq!(done, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID): {}", std::io::Error::last_os_error());
+    Duration::new(time.tv_sec as u64, time.tv_nsec as u32)
+}
+
+#[cfg(not(unix))]
+fn thread_cpu_time() -> Duration {
+    panic!("--cpu-time needs a Unix thread clock")
+}
 
 /// Wait until the device has finished what was queued for `model`.
 fn sync<M: Classifier>(model: &M, data: &[DigitBatch]) {
@@ -71,14 +105,14 @@ fn hand_rates<M: Classifier>(data: &[DigitBatch], steps: u64, chunk: u64, device
     let mut optimizer = AdamConfig::new().init();
     let mut outputs = Outputs::new();
     let mut rates = Vec::new();
-    let mut start = Instant::now();
+    let mut start = now();
     for i in 0..=WARMUP + steps {
         if i >= WARMUP && (i - WARMUP).is_multiple_of(chunk) {
             sync(&model, data);
             if i > WARMUP {
-                rates.push(chunk as f64 / start.elapsed().as_secs_f64());
+                rates.push(chunk as f64 / (now() - start).as_secs_f64());
             }
-            start = Instant::now();
+            start = now();
         }
         if i == WARMUP + steps {
             break;
@@ -107,7 +141,7 @@ fn chunks(mut args: impl Iterator<Item = String>) {
 struct Clock<'d> {
     steps: u64,
     data: &'d [DigitBatch],
-    start: Option<Instant>,
+    start: Option<Duration>,
     elapsed: Duration,
 }
 
@@ -115,10 +149,10 @@ impl<M: Classifier> Callback<M> for Clock<'_> {
     fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         if ctx.global_step() == WARMUP {
             sync(ctx.model(), self.data);
-            self.start = Some(Instant::now());
+            self.start = Some(now());
         } else if ctx.global_step() == WARMUP + self.steps {
             sync(ctx.model(), self.data);
-            self.elapsed = self.start.map_or(Duration::ZERO, |s| s.elapsed());
+            self.elapsed = self.start.map_or(Duration::ZERO, |s| now() - s);
         }
         Ok(())
     }
@@ -361,6 +395,10 @@ fn main() {
         None => "cpu".to_string(),
     };
     let device = burn_stoker::device::by_name(&device_name).unwrap_or_else(|e| panic!("{e}"));
+    if args.iter().any(|a| a == "--cpu-time") {
+        CPU_TIME.store(true, Ordering::Relaxed);
+    }
+    args.retain(|a| a != "--cpu-time");
     let every_step = args.iter().any(|a| a == "--every-step");
     args.retain(|a| a != "--every-step");
     let only = match args.iter().position(|a| a == "--cases") {
