@@ -9,7 +9,8 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig, PaddingConfig2d, Relu};
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Tensor};
-use burn_stoker::fetch::Outputs;
+use burn_stoker::callback::{Callback, Context};
+use burn_stoker::fetch::{Fetch, Fetched, Outputs};
 use stoker_examples::{DigitBatch, DigitBatcher, Mlp, load_digits};
 
 /// A model that classifies the 8x8 digits.
@@ -158,6 +159,45 @@ pub fn step<M: Classifier>(model: &M, batch: DigitBatch, out: &mut Outputs) -> T
     out.put("accuracy", Tensor::<1>::ones([1], &wrong.device()) - wrong.mean());
     out.put("cost", loss.clone());
     loss
+}
+
+static TWO: [Fetch; 2] = [Fetch::host("cost"), Fetch::host("accuracy")];
+static TWO_DEFERRED: [Fetch; 2] = [Fetch::deferred("cost"), Fetch::deferred("accuracy")];
+
+/// Fetches the cost and the accuracy at every step, synchronously or deferred, and adds them up.
+#[derive(Debug, Default)]
+pub struct EveryStep {
+    /// Whether the fetch is deferred (the values arrive in `fetched`, a step later).
+    pub deferred: bool,
+    /// The sum of every value received.
+    pub sum: f64,
+    /// How many steps' values were received.
+    pub received: u64,
+}
+
+impl EveryStep {
+    /// A fetch of both at every step, deferred or not.
+    pub fn new(deferred: bool) -> Self {
+        EveryStep { deferred, ..EveryStep::default() }
+    }
+
+    fn add(&mut self, values: &Fetched<'_>) -> burn_stoker::Result<()> {
+        self.sum += f64::from(values.get::<f32>("cost")?) + f64::from(values.get::<f32>("accuracy")?);
+        self.received += 1;
+        Ok(())
+    }
+}
+
+impl<M> Callback<M> for EveryStep {
+    fn fetches(&self) -> &[Fetch] {
+        if self.deferred { &TWO_DEFERRED } else { &TWO }
+    }
+    fn after_step(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
+        if self.deferred { Ok(()) } else { self.add(values) }
+    }
+    fn fetched(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
+        self.add(values)
+    }
 }
 
 /// The training digits in batches of 64 (the last partial batch dropped).

@@ -12,6 +12,7 @@ use std::task::{Context as TaskContext, Poll, Waker};
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::{Device, Tensor, Transaction};
 use burn_stoker::prelude::*;
+use stoker_bench::EveryStep;
 use stoker_bench::generated::Users20;
 use stoker_examples::{DigitBatch, DigitBatcher, Mlp, digit_outputs, load_digits};
 
@@ -106,42 +107,6 @@ fn hand_loop(data: &[DigitBatch], device: &Device, read: Read) -> f64 {
     }
     assert!(read == Read::Nothing || sum > 0.0, "the values were read");
     (ALLOCATIONS.load(Ordering::SeqCst) - start) as f64 / MEASURED as f64
-}
-
-static TWO: [Fetch; 2] = [Fetch::host("cost"), Fetch::host("accuracy")];
-static TWO_DEFERRED: [Fetch; 2] = [Fetch::deferred("cost"), Fetch::deferred("accuracy")];
-
-/// Fetches the cost and the accuracy at every step, synchronously or deferred, and adds them up.
-#[derive(Debug, Default)]
-struct EveryStep {
-    deferred: bool,
-    sum: f64,
-    received: u64,
-}
-
-impl EveryStep {
-    fn add(&mut self, values: &Fetched<'_>) -> burn_stoker::Result<()> {
-        self.sum += f64::from(values.get::<f32>("cost")?) + f64::from(values.get::<f32>("accuracy")?);
-        self.received += 1;
-        Ok(())
-    }
-}
-
-impl<M> Callback<M> for EveryStep {
-    fn fetches(&self) -> &[Fetch] {
-        if self.deferred { &TWO_DEFERRED } else { &TWO }
-    }
-    fn after_step(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
-        if self.deferred { Ok(()) } else { self.add(values) }
-    }
-    fn fetched(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
-        self.add(values)
-    }
-    fn after_train(&mut self, _ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
-        assert_eq!(self.received, WARMUP + MEASURED + 1, "every step's values arrived");
-        assert!(self.sum > 0.0, "the values were read");
-        Ok(())
-    }
 }
 
 /// Reads the allocation counter after steps `WARMUP` and `WARMUP + MEASURED` (no allocation of
@@ -240,10 +205,14 @@ fn a_fetching_step_allocates_what_burn_does_to_read_the_values() {
     for _ in 0..2 {
         hand_now = hand_now.min(hand_loop(&data, &device, Read::Now));
         hand_async = hand_async.min(hand_loop(&data, &device, Read::Async));
-        let sync = EveryStep { deferred: false, ..EveryStep::default() };
-        now = now.min(stoker_loop(&data, &device, DefaultCallbacks::none(), sync));
-        let later = EveryStep { deferred: true, ..EveryStep::default() };
-        deferred = deferred.min(stoker_loop(&data, &device, DefaultCallbacks::none(), later));
+        let mut sync = EveryStep::new(false);
+        now = now.min(stoker_loop(&data, &device, DefaultCallbacks::none(), &mut sync));
+        let mut later = EveryStep::new(true);
+        deferred = deferred.min(stoker_loop(&data, &device, DefaultCallbacks::none(), &mut later));
+        for every in [sync, later] {
+            assert_eq!(every.received, WARMUP + MEASURED + 1, "every step's values arrived");
+            assert!(every.sum > 0.0, "the values were read");
+        }
     }
     let nothing = hand_loop(&data, &device, Read::Nothing);
     eprintln!(

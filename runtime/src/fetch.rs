@@ -421,7 +421,8 @@ pub(crate) struct FetchPlan {
     spare: Vec<PendingRead>,
     /// The callbacks the deferred values being delivered go to (flat indices).
     deferred_receivers: Vec<usize>,
-    /// The host values' tensors of a step, before they are joined for one transfer.
+    /// The host values' tensors of a step, before they are joined for one transfer (the list
+    /// is kept from step to step).
     host_tensors: Vec<Tensor<1>>,
     /// The deferred values being delivered: the slots, the values, their step.
     deferred_filled: u64,
@@ -501,7 +502,6 @@ impl FetchPlan {
         if mask == 0 {
             return Ok(());
         }
-        let mut host_tensors = std::mem::take(&mut self.host_tensors);
         let mut offset = 0;
         for (i, slot) in self.slots.iter_mut().enumerate() {
             if mask & (1 << i) == 0 {
@@ -517,24 +517,14 @@ impl FetchPlan {
                     slot.dims.clear();
                     tensor.extend_dims(&mut slot.dims);
                     offset += n;
-                    host_tensors.push(tensor.flat());
+                    self.host_tensors.push(tensor.flat());
                 }
             }
         }
-        if host_tensors.is_empty() {
-            self.host_tensors = host_tensors;
+        if self.host_tensors.is_empty() {
             return Ok(());
         }
-        // One tensor is read as it is and the list kept for the next step; several are joined
-        // by burn's `cat`, which takes the list.
-        let tensor = if host_tensors.len() == 1 {
-            let tensor = host_tensors.pop().expect("one tensor");
-            self.host_tensors = host_tensors;
-            tensor
-        } else {
-            joined(host_tensors)
-        };
-        let data = read_now(tensor);
+        let data = read_now(joined(&mut self.host_tensors));
         self.transfers += 1;
         self.host.clear();
         match data.as_slice::<f32>() {
@@ -780,9 +770,15 @@ pub(crate) fn read_now(tensor: Tensor<1>) -> TensorData {
     Transaction::default().register(tensor).execute().pop().expect("one tensor registered, one read")
 }
 
-/// Several rank-1 tensors as one, for one transfer (the tensor itself when there is one).
-pub(crate) fn joined(mut tensors: Vec<Tensor<1>>) -> Tensor<1> {
-    if tensors.len() == 1 { tensors.pop().expect("one tensor") } else { Tensor::cat(tensors, 0) }
+/// Several rank-1 tensors as one, for one transfer (the tensor itself when there is one), leaving
+/// `tensors` empty: a single tensor leaves the list's storage for the next use; several go to
+/// burn's `cat`, which takes the list.
+pub(crate) fn joined(tensors: &mut Vec<Tensor<1>>) -> Tensor<1> {
+    if tensors.len() == 1 {
+        tensors.pop().expect("one tensor")
+    } else {
+        Tensor::cat(std::mem::take(tensors), 0)
+    }
 }
 
 /// The values fetched at one step, as handed to `after_step`.

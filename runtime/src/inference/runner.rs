@@ -446,7 +446,7 @@ impl<D, F> InferenceRunner<D, F> {
         if parts.is_empty() {
             return Ok(0);
         }
-        let data = crate::fetch::read_now(crate::fetch::joined(parts));
+        let data = crate::fetch::read_now(crate::fetch::joined(&mut parts));
         let values: Vec<f64> = data.iter::<f32>().map(f64::from).collect();
         let mut rest = &values[..];
         for (k, n) in lengths {

@@ -108,7 +108,7 @@ impl Inferencer for ScalarStats {
             parts.push(tensor.flat() * n as f32);
         }
         self.datapoints += n as u64;
-        Ok(crate::fetch::joined(parts))
+        Ok(crate::fetch::joined(&mut parts))
     }
     fn device_sums(&mut self, sums: &[f64]) -> Result<()> {
         merged_len("ScalarStats", sums, self.sums.len())?;

@@ -55,7 +55,7 @@ use burn::optim::AdamConfig;
 use burn::tensor::Device;
 use burn_stoker::prelude::*;
 use stoker_bench::generated::{Users20, Watch};
-use stoker_bench::{Classifier, ConvNet, batches, fresh, hand_step, median, step};
+use stoker_bench::{Classifier, ConvNet, EveryStep, batches, fresh, hand_step, median, step};
 use stoker_examples::{DigitBatch, Mlp};
 
 /// Steps run before the clock starts.
@@ -170,42 +170,13 @@ enum Case {
     UsersDeferred,
 }
 
-static TWO: [Fetch; 2] = [Fetch::host("cost"), Fetch::host("accuracy")];
-static TWO_DEFERRED: [Fetch; 2] = [Fetch::deferred("cost"), Fetch::deferred("accuracy")];
-
-/// Fetches the cost and the accuracy at every step, synchronously or deferred, and adds them up.
-#[derive(Debug, Default)]
-struct EveryStep {
-    deferred: bool,
-    sum: f64,
-}
-
-impl EveryStep {
-    fn add(&mut self, values: &Fetched<'_>) -> burn_stoker::Result<()> {
-        self.sum += f64::from(values.get::<f32>("cost")?) + f64::from(values.get::<f32>("accuracy")?);
-        Ok(())
-    }
-}
-
-impl<M> Callback<M> for EveryStep {
-    fn fetches(&self) -> &[Fetch] {
-        if self.deferred { &TWO_DEFERRED } else { &TWO }
-    }
-    fn after_step(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
-        if self.deferred { Ok(()) } else { self.add(values) }
-    }
-    fn fetched(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> burn_stoker::Result<()> {
-        self.add(values)
-    }
-}
-
 fn stoker_loop<M: Classifier>(data: &[DigitBatch], steps: u64, case: Case, device: &Device) -> f64 {
     let dir = std::env::temp_dir().join(format!("stoker-bench-{}", std::process::id()));
     let defaults = if case == Case::Bare { DefaultCallbacks::none() } else { DefaultCallbacks::default() };
     let users = (case != Case::Bare && case != Case::Defaults).then(Users20::default);
     let watch = (case == Case::UsersFetch).then(Watch::default);
     let every = matches!(case, Case::UsersEveryStep | Case::UsersDeferred)
-        .then(|| EveryStep { deferred: case == Case::UsersDeferred, sum: 0.0 });
+        .then(|| EveryStep::new(case == Case::UsersDeferred));
     let mut clock = Clock { steps, data, start: None, elapsed: Duration::ZERO };
     let report = Trainer::new(fresh::<M>(device), AdamConfig::new().init(), data.to_vec())
         .max_epoch(1)
