@@ -50,6 +50,29 @@ pub fn rocm(index: usize) -> Device {
     Device::rocm(index).autodiff()
 }
 
+/// Whether reading a tensor of `device` back waits for the device inside the read future's
+/// first poll: cubecl's CUDA and HIP runtimes wait on the copy's fence there, so a deferred
+/// read on them that is done at its first poll was not free (the trainer spaces such reads
+/// out; see [`Trainer::deferred_read_interval`](crate::trainer::Trainer::deferred_read_interval)).
+pub(crate) fn reads_wait_in_poll(device: &Device) -> bool {
+    #[cfg(any(feature = "cuda", feature = "rocm"))]
+    {
+        use burn_dispatch::DispatchDevice;
+        use burn_dispatch::devices::CubeDevice;
+        let raw = device.clone().without_autodiff();
+        #[cfg(feature = "cuda")]
+        if matches!(raw.as_dispatch(), DispatchDevice::Cube(CubeDevice::Cuda(_))) {
+            return true;
+        }
+        #[cfg(feature = "rocm")]
+        if matches!(raw.as_dispatch(), DispatchDevice::Cube(CubeDevice::Hip(_))) {
+            return true;
+        }
+    }
+    let _ = device;
+    false
+}
+
 /// Every device name, with the feature that builds it: what [`by_name`] understands.
 const NAMES: [(&str, &str); 7] = [
     ("cpu", "flex"),

@@ -8,14 +8,17 @@
 //! tensors over as they are, and on a step where nobody asked it transfers nothing.
 //!
 //! A **deferred** fetch ([`Fetch::deferred`], `#[fetch("cost", deferred)]`) is a host value read
-//! back without making the step wait for the device: the trainer starts the read (a burn
-//! `Transaction` executed asynchronously, one per step for every deferred value asked for) and goes on
-//! with the next step; the values reach the callbacks that asked in the
-//! [`fetched`](crate::callback::Callback::fetched) event of a later step, with the step they
-//! belong to ([`Fetched::step`]). At most two reads are in flight: a third waits for the oldest.
-//! Before each epoch's `after_epoch`, before a checkpoint and before `after_train` the trainer
-//! waits for every read in flight and delivers it, so an epoch's values stay in that epoch, a
-//! checkpoint holds what its callbacks received and a resumed run receives none twice.
+//! back without making the step wait for the device: the trainer keeps the step's tensors, reads
+//! them back with a burn `Transaction` executed asynchronously, and goes on with the next step;
+//! the values reach the callbacks that asked in the [`fetched`](crate::callback::Callback::fetched)
+//! event of a later step, each step's with the step it belongs to ([`Fetched::step`]). At most
+//! one read is in flight; the steps that ask meanwhile, or sooner than
+//! [`Trainer::deferred_read_interval`](crate::trainer::Trainer::deferred_read_interval) after
+//! the last read started, join the next read (on a CPU backend, where a read costs nothing, each
+//! step's values arrive at the next step). Before each epoch's `after_epoch`, before a checkpoint
+//! and before `after_train` the trainer reads and waits for every step's values and delivers
+//! them, so an epoch's values stay in that epoch, a checkpoint holds what its callbacks received
+//! and a resumed run receives none twice.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -23,6 +26,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
 
 use burn::tensor::{Tensor, TensorData, Transaction};
 
@@ -320,28 +324,42 @@ impl<F: Future<Output = ReadResult> + Send> Read for ReadSlot<F> {
     }
 }
 
-/// One step's deferred read: what it holds and who asked. Recycled, buffers and all, once its
-/// values are delivered.
-struct PendingRead {
-    /// The global step the values belong to.
+/// One step in a deferred read: its global step and its ranges in the read's lists.
+#[derive(Debug, Clone, Copy)]
+struct ReadStep {
     step: u64,
+    /// Its slots: a range of `PendingRead::slots` (and of the read's values, one per slot).
+    slots: (usize, usize),
+    /// The callbacks that asked at that step: a range of `PendingRead::receivers`.
+    receivers: (usize, usize),
+}
+
+/// One deferred read: the values of one or more steps, every step's tensors registered in one
+/// burn `Transaction`, and who asked at each step. Recycled, buffers and all, once its values
+/// are delivered.
+struct PendingRead {
+    /// The steps it reads, in order.
+    steps: Vec<ReadStep>,
+    /// Per step and slot: the slot's index and the range of its shape in `dims`.
+    slots: Vec<(u8, (usize, usize))>,
+    dims: Vec<usize>,
+    receivers: Vec<usize>,
+    /// The steps' tensors, one per entry of `slots`, until the read starts.
+    tensors: Vec<Tensor<1>>,
     /// The read in flight (its slot empty once it is done).
     read: Pin<Box<dyn Read>>,
     /// The read's values once they are here.
     done: Option<ReadResult>,
-    /// Per slot: its index and the range of its shape in `dims`.
-    slots: Vec<(u8, (usize, usize))>,
-    dims: Vec<usize>,
-    /// The callbacks (flat indices) that asked at that step.
-    receivers: Vec<usize>,
+    /// How many of `steps` were delivered.
+    delivered: usize,
 }
 
 impl std::fmt::Debug for PendingRead {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PendingRead")
-            .field("step", &self.step)
+            .field("steps", &self.steps)
             .field("done", &self.done.is_some())
-            .field("receivers", &self.receivers)
+            .field("delivered", &self.delivered)
             .finish()
     }
 }
@@ -356,16 +374,29 @@ impl Wake for ThreadWaker {
 }
 
 impl PendingRead {
-    /// An empty entry, its read's box allocated once for the run.
+    /// An empty read, its box allocated once for the run.
     fn new() -> Self {
         PendingRead {
-            step: 0,
-            read: Box::pin(ReadSlot { start: read_async, future: None }),
-            done: None,
+            steps: Vec::new(),
             slots: Vec::new(),
             dims: Vec::new(),
             receivers: Vec::new(),
+            tensors: Vec::new(),
+            read: Box::pin(ReadSlot { start: read_async, future: None }),
+            done: None,
+            delivered: 0,
         }
+    }
+
+    /// Empty it for reuse, keeping its buffers.
+    fn clear(&mut self) {
+        self.steps.clear();
+        self.slots.clear();
+        self.dims.clear();
+        self.receivers.clear();
+        self.tensors.clear();
+        self.done = None;
+        self.delivered = 0;
     }
 
     /// One poll that never blocks: starts the read on its first call (an `async fn` does
@@ -413,12 +444,23 @@ pub(crate) struct FetchPlan {
     owned: Vec<Box<[u8]>>,
     /// The global step the synchronous values belong to.
     step: u64,
-    /// Deferred reads in flight (at most [`FetchPlan::IN_FLIGHT`] once a step's reads are
-    /// delivered), oldest first.
+    /// Deferred reads started and not yet delivered, oldest first (the front may be partly
+    /// delivered). At most one is in flight, except at a flush.
     pending: VecDeque<PendingRead>,
-    /// Reads delivered, kept for the next ones with their buffers (at most
-    /// [`FetchPlan::IN_FLIGHT`] + 1 entries exist in a run).
+    /// The steps whose deferred values wait for the next read.
+    open: Option<PendingRead>,
+    /// Reads delivered, kept for the next ones with their buffers (a few exist in a run).
     spare: Vec<PendingRead>,
+    /// The least time between the starts of two reads that are not free
+    /// ([`Trainer::deferred_read_interval`](crate::trainer::Trainer::deferred_read_interval)).
+    read_interval: Duration,
+    /// When the last read started, and whether it was free: done at its first poll, on a
+    /// runtime that does not wait for the device in that poll.
+    last_start: Option<Instant>,
+    free_reads: bool,
+    /// Whether the deferred values' device waits for the device in a read's first poll
+    /// ([`crate::device::reads_wait_in_poll`]), found at the first deferred step.
+    reads_wait: Option<bool>,
     /// The callbacks the deferred values being delivered go to (flat indices).
     deferred_receivers: Vec<usize>,
     /// The host values' tensors of a step, before they are joined for one transfer (the list
@@ -543,11 +585,19 @@ impl FetchPlan {
             .fold(0, |bits, (i, _)| bits | 1 << i)
     }
 
-    /// How many reads may be in flight once a step's arrived values are delivered.
-    pub(crate) const IN_FLIGHT: usize = 2;
+    /// The most steps one read gathers: with a read still in flight when the steps waiting for
+    /// the next reach this many, the training thread waits for it (the host never runs more
+    /// than this many fetching steps ahead of the device's reads).
+    pub(crate) const MAX_STEPS_PER_READ: usize = 1024;
 
-    /// Start the read of the deferred slots in `mask` from `outputs` (global step `step`), for
-    /// the callbacks `receivers`: one read for all, started now and never waited for here.
+    /// The least time between the starts of two reads that are not free.
+    pub(crate) fn set_read_interval(&mut self, interval: Duration) {
+        self.read_interval = interval;
+    }
+
+    /// Add the deferred slots in `mask` from `outputs` (global step `step`), for the callbacks
+    /// `receivers`, to the next read, and start that read if it is due: no read is in flight,
+    /// and the last one was free or started `read_interval` ago. Never waits for the device.
     pub(crate) fn start_deferred(
         &mut self,
         outputs: &Outputs,
@@ -555,14 +605,11 @@ impl FetchPlan {
         step: u64,
         receivers: &[usize],
     ) -> Result<()> {
-        // A transaction, not `into_data_async`: with burn's default (synchronous) runtime kind,
-        // `into_data_async` on a GPU backend returns at once with bytes that copy themselves off
-        // the device, blocking, when first read; a transaction's asynchronous execution queues
-        // the copy now and completes when the bytes are on the host.
-        let mut transaction = Transaction::default();
-        let mut entry = self.spare.pop().unwrap_or_else(PendingRead::new);
-        entry.slots.clear();
-        entry.dims.clear();
+        let mut open = match self.open.take() {
+            Some(open) => open,
+            None => self.spare.pop().unwrap_or_else(PendingRead::new),
+        };
+        let (first_slot, first_dim) = (open.slots.len(), open.dims.len());
         for (i, slot) in self.slots.iter_mut().enumerate() {
             if mask & (1 << i) == 0 || slot.fetch.kind != FetchKind::Deferred {
                 continue;
@@ -570,81 +617,146 @@ impl FetchPlan {
             let tensor = match slot.find(outputs) {
                 Ok(tensor) => tensor,
                 Err(error) => {
-                    self.spare.push(entry);
+                    open.slots.truncate(first_slot);
+                    open.tensors.truncate(first_slot);
+                    open.dims.truncate(first_dim);
+                    self.open = Some(open);
                     return Err(error);
                 }
             };
-            let start = entry.dims.len();
-            tensor.extend_dims(&mut entry.dims);
-            entry.slots.push((i as u8, (start, entry.dims.len())));
-            transaction = transaction.register(tensor.flat());
+            let start = open.dims.len();
+            tensor.extend_dims(&mut open.dims);
+            open.slots.push((i as u8, (start, open.dims.len())));
+            let flat = tensor.flat();
+            if self.reads_wait.is_none() {
+                self.reads_wait = Some(crate::device::reads_wait_in_poll(&flat.device()));
+            }
+            open.tensors.push(flat);
         }
-        if entry.slots.is_empty() {
-            self.spare.push(entry);
-            return Ok(());
+        if open.slots.len() > first_slot {
+            let first_receiver = open.receivers.len();
+            open.receivers.extend_from_slice(receivers);
+            open.steps.push(ReadStep {
+                step,
+                slots: (first_slot, open.slots.len()),
+                receivers: (first_receiver, open.receivers.len()),
+            });
         }
-        entry.step = step;
-        entry.done = None;
-        entry.receivers.clear();
-        entry.receivers.extend_from_slice(receivers);
-        entry.read.as_mut().start(transaction);
-        // The first poll starts the read (queues the copy behind the step's work) and returns
-        // at once; on a CPU backend the values are already here.
-        entry.poll_now();
-        self.deferred_reads += 1;
-        self.pending.push_back(entry);
+        self.open = Some(open);
+        self.start_if_due(false);
         Ok(())
     }
 
-    /// The oldest read started before step `before` that is ready, or that must be waited for
-    /// because more than `in_flight` reads are pending: its values become the deferred values
-    /// that [`FetchPlan::deferred_view`] shows and its callbacks
-    /// [`FetchPlan::deferred_receivers`]; returns whether there was one. `in_flight` 0 waits for
-    /// every read (the flush before an epoch's end, a checkpoint, the end).
-    pub(crate) fn next_arrived(&mut self, before: u64, in_flight: usize) -> Result<bool> {
-        let must = self.pending.len() > in_flight;
-        let Some(front) = self.pending.front_mut() else { return Ok(false) };
-        if front.step >= before {
-            return Ok(false);
+    /// Start the read of the steps waiting for one, if there are any and it is due (or at
+    /// once with `now`).
+    fn start_if_due(&mut self, now: bool) {
+        let Some(open) = &self.open else { return };
+        if open.steps.is_empty() {
+            return;
         }
-        if !front.poll_now() {
-            if !must {
+        if !now {
+            if self.pending.back().is_some_and(|read| read.done.is_none()) {
+                return;
+            }
+            if !self.free_reads
+                && let Some(last) = self.last_start
+                && last.elapsed() < self.read_interval
+            {
+                return;
+            }
+        }
+        let mut read = self.open.take().expect("steps waiting for a read");
+        // A transaction, not `into_data_async`: with burn's default (synchronous) runtime kind,
+        // `into_data_async` on a GPU backend returns at once with bytes that copy themselves off
+        // the device, blocking, when first read; a transaction's asynchronous execution queues
+        // the copies now and completes when the bytes are on the host.
+        let mut transaction = Transaction::default();
+        for tensor in read.tensors.drain(..) {
+            transaction = transaction.register(tensor);
+        }
+        self.last_start = Some(Instant::now());
+        read.read.as_mut().start(transaction);
+        // The first poll starts the read (queues the copies behind the steps' work); on a CPU
+        // backend the values are already here, for free.
+        let ready = read.poll_now();
+        self.free_reads = ready && self.reads_wait == Some(false);
+        self.deferred_reads += 1;
+        self.pending.push_back(read);
+    }
+
+    /// The next step's deferred values, of a step before `before`, once they are here: they
+    /// become the values that [`FetchPlan::deferred_view`] shows and their callbacks
+    /// [`FetchPlan::deferred_receivers`]; returns whether there was one. Waits for a read in
+    /// flight only with `flush` (before an epoch's end, a checkpoint, the end: every step waiting
+    /// is then read and delivered) or when [`FetchPlan::MAX_STEPS_PER_READ`] steps wait behind it.
+    pub(crate) fn next_arrived(&mut self, before: u64, flush: bool) -> Result<bool> {
+        loop {
+            if flush {
+                self.start_if_due(true);
+            }
+            let Some(mut read) = self.pending.pop_front() else {
+                self.start_if_due(false);
+                return Ok(false);
+            };
+            if !read.poll_now() {
+                let behind = self.open.as_ref().is_some_and(|o| o.steps.len() >= Self::MAX_STEPS_PER_READ);
+                if !flush && !behind {
+                    self.pending.push_front(read);
+                    return Ok(false);
+                }
+                if read.wait() {
+                    self.deferred_waits += 1;
+                }
+            }
+            let Some(&at) = read.steps.get(read.delivered) else {
+                read.clear();
+                self.spare.push(read);
+                continue;
+            };
+            if at.step >= before {
+                self.pending.push_front(read);
                 return Ok(false);
             }
-            if front.wait() {
-                self.deferred_waits += 1;
+            let datas = match read.done.as_ref().expect("the read is done") {
+                Ok(datas) => datas,
+                Err(e) => {
+                    let error = Error::Fetch(format!(
+                        "reading the deferred values of step {} from the device failed: {e}",
+                        at.step
+                    ));
+                    read.clear();
+                    self.spare.push(read);
+                    return Err(error);
+                }
+            };
+            self.deferred.clear();
+            self.deferred_filled = 0;
+            for (&(i, (start, end)), data) in
+                read.slots[at.slots.0..at.slots.1].iter().zip(&datas[at.slots.0..at.slots.1])
+            {
+                let first = self.deferred.len();
+                match data.as_slice::<f32>() {
+                    Ok(values) => self.deferred.extend_from_slice(values),
+                    Err(_) => self.deferred.extend(data.iter::<f32>()),
+                }
+                let slot = &mut self.slots[usize::from(i)];
+                slot.deferred_range = (first, self.deferred.len());
+                slot.deferred_dims.clear();
+                slot.deferred_dims.extend_from_slice(&read.dims[start..end]);
+                self.deferred_filled |= 1 << i;
             }
+            self.deferred_step = at.step;
+            self.deferred_receivers.clear();
+            self.deferred_receivers.extend_from_slice(&read.receivers[at.receivers.0..at.receivers.1]);
+            read.delivered += 1;
+            if read.delivered == read.steps.len() {
+                read.clear();
+                self.spare.push(read);
+            } else {
+                self.pending.push_front(read);
+            }
+            return Ok(true);
         }
-        let mut entry = self.pending.pop_front().expect("a pending read");
-        let result = entry.done.take().expect("the read is done");
-        let datas = match result {
-            Ok(datas) => datas,
-            Err(e) => {
-                let step = entry.step;
-                self.spare.push(entry);
-                return Err(Error::Fetch(format!(
-                    "reading the deferred values of step {step} from the device failed: {e}"
-                )));
-            }
-        };
-        self.deferred.clear();
-        self.deferred_filled = 0;
-        for (&(i, (start, end)), data) in entry.slots.iter().zip(&datas) {
-            let first = self.deferred.len();
-            match data.as_slice::<f32>() {
-                Ok(values) => self.deferred.extend_from_slice(values),
-                Err(_) => self.deferred.extend(data.iter::<f32>()),
-            }
-            let slot = &mut self.slots[usize::from(i)];
-            slot.deferred_range = (first, self.deferred.len());
-            slot.deferred_dims.clear();
-            slot.deferred_dims.extend_from_slice(&entry.dims[start..end]);
-            self.deferred_filled |= 1 << i;
-        }
-        self.deferred_step = entry.step;
-        std::mem::swap(&mut self.deferred_receivers, &mut entry.receivers);
-        self.spare.push(entry);
-        Ok(true)
     }
 
     /// The callbacks (flat indices) that asked for the deferred values being delivered.
@@ -652,15 +764,17 @@ impl FetchPlan {
         &self.deferred_receivers
     }
 
-    /// Whether a deferred read is in flight.
+    /// Whether deferred values are yet to be delivered: read, in flight or waiting for a read.
     #[inline]
     pub(crate) fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
+        !self.pending.is_empty() || self.open.as_ref().is_some_and(|open| !open.steps.is_empty())
     }
 
-    /// Drop the reads in flight (training ended by an error: nobody will receive them).
+    /// Drop the reads in flight and the steps waiting for one (training ended by an error:
+    /// nobody will receive them).
     pub(crate) fn drop_pending(&mut self) {
         self.pending.clear();
+        self.open = None;
     }
 
     /// Deferred reads started, and how many of them the training thread waited for.
@@ -926,5 +1040,61 @@ mod tests {
         assert_eq!(plan.view().for_callback(0).nth(0, "b").pinned, None);
         assert_eq!(plan.view().for_callback(7).nth(0, "a").pinned, None);
         assert_eq!(Fetched::none().for_callback(0).nth(0, "a").pinned, None);
+    }
+
+    /// Steps 1 to `steps` of a deferred fetch of `loss` (the step's number as its value), on the
+    /// CPU, read as a runtime that waits in a read's first poll would be (`reads_wait`), with
+    /// `interval` between reads; the steps' values delivered at each step's boundary, then at
+    /// a flush. Returns each delivery as (step delivered at, step of the values, value), and the
+    /// reads started.
+    fn deferred_run(steps: u64, reads_wait: bool, interval: Duration) -> (Vec<(u64, u64, f32)>, u64) {
+        let mut plan = FetchPlan::default();
+        let bit = plan.declare(&Fetch::deferred("loss"), "receiver").unwrap();
+        plan.own(0, &[bit]);
+        plan.set_read_interval(interval);
+        plan.reads_wait = Some(reads_wait);
+        let device = crate::device::cpu();
+        let mut delivered = Vec::new();
+        let mut outputs = Outputs::new();
+        for step in 1..=steps {
+            outputs.clear();
+            outputs.put("loss", Tensor::<1>::from_floats([step as f32], &device));
+            plan.start_deferred(&outputs, bit, step, &[0]).unwrap();
+            while plan.next_arrived(step, false).unwrap() {
+                assert_eq!(plan.deferred_receivers(), [0]);
+                let value = plan.deferred_view().for_callback(0).get::<f32>("loss").unwrap();
+                delivered.push((step, plan.deferred_view().step(), value));
+            }
+        }
+        while plan.next_arrived(u64::MAX, true).unwrap() {
+            let value = plan.deferred_view().for_callback(0).get::<f32>("loss").unwrap();
+            delivered.push((u64::MAX, plan.deferred_view().step(), value));
+        }
+        assert!(!plan.has_pending());
+        (delivered, plan.deferred_counts().0)
+    }
+
+    #[test]
+    fn free_reads_deliver_each_step_at_the_next() {
+        let (delivered, reads) = deferred_run(4, false, Duration::from_secs(3600));
+        assert_eq!(delivered, [(2, 1, 1.0), (3, 2, 2.0), (4, 3, 3.0), (u64::MAX, 4, 4.0)]);
+        assert_eq!(reads, 4);
+    }
+
+    #[test]
+    fn reads_that_cost_a_sync_are_spaced_and_carry_every_step_with_its_own_values() {
+        // The first read starts at once; the interval has not passed at the later steps, so
+        // their values wait on the device and one read at the flush brings them all, each
+        // delivered with its own step.
+        let (delivered, reads) = deferred_run(5, true, Duration::from_secs(3600));
+        assert_eq!(
+            delivered,
+            [(2, 1, 1.0), (u64::MAX, 2, 2.0), (u64::MAX, 3, 3.0), (u64::MAX, 4, 4.0), (u64::MAX, 5, 5.0)]
+        );
+        assert_eq!(reads, 2);
+        // No interval: a read starts whenever none is in flight.
+        let (delivered, reads) = deferred_run(3, true, Duration::ZERO);
+        assert_eq!(delivered, [(2, 1, 1.0), (3, 2, 2.0), (u64::MAX, 3, 3.0)]);
+        assert_eq!(reads, 3);
     }
 }

@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use burn::module::Module;
 use burn::optim::ModuleOptimizer;
@@ -57,6 +58,7 @@ pub(super) struct Settings {
     pub(super) handle_signals: bool,
     pub(super) world: Option<World>,
     pub(super) seed: Option<u64>,
+    pub(super) deferred_read_interval: Duration,
 }
 
 impl Default for Settings {
@@ -73,6 +75,7 @@ impl Default for Settings {
             handle_signals: true,
             world: None,
             seed: None,
+            deferred_read_interval: Duration::from_millis(100),
         }
     }
 }
@@ -115,6 +118,26 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// Replace the default callbacks (`DefaultCallbacks::none()` turns them all off).
     pub fn default_callbacks(mut self, defaults: DefaultCallbacks) -> Self {
         self.settings.defaults = defaults;
+        self
+    }
+    /// The least time between the starts of two deferred reads (100 ms by default): how often
+    /// the values of deferred fetches ([`Fetch::deferred`](crate::fetch::Fetch::deferred)) are
+    /// read back from a GPU.
+    ///
+    /// At most one deferred read is in flight. The steps that ask for deferred values while it
+    /// is, or sooner than this after it started, have their values (still on the device) read
+    /// together by the next one, each delivered with its own step. On a CPU backend a read is
+    /// done when it starts (the values are in host memory) and the next may start at once:
+    /// there, each step's values arrive at the next step.
+    ///
+    /// Why not read at every step on a GPU: while a read is in flight, cubecl's wgpu runtime
+    /// polls the device from a thread that waits for the latest submission, and the training
+    /// thread's next submissions wait for it; cubecl's CUDA runtime waits for the read's copy
+    /// inside its first poll. Each read therefore costs about one device synchronization, and
+    /// reading at every step costs nearly what a synchronous fetch costs (the README's
+    /// "Benchmarks" has the numbers). `Duration::ZERO` reads as soon as no read is in flight.
+    pub fn deferred_read_interval(mut self, interval: Duration) -> Self {
+        self.settings.deferred_read_interval = interval;
         self
     }
     /// Train up to and including epoch `max_epoch`.

@@ -154,7 +154,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 break;
             }
             if self.plan.has_pending() {
-                self.deliver_deferred(u64::MAX, 0)?;
+                self.deliver_deferred(u64::MAX, true)?;
             }
             self.deliver(Event::AfterEpoch)?;
             self.deliver(Event::TriggerEpoch)?;
@@ -252,13 +252,13 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                         &self.names,
                         Event::AfterStep(values),
                     )?;
-                    // This step's deferred read starts behind its work; the reads of earlier
-                    // steps that arrived are delivered (a third in flight waits for the oldest).
+                    // This step's deferred values join the next read, started behind its work
+                    // when due; the values of earlier steps that arrived are delivered.
                     if mask & self.deferred_bits != 0 {
                         self.plan.start_deferred(&self.outputs, mask, global_step, &self.deferred_askers)?;
                     }
                     if self.plan.has_pending() {
-                        self.deliver_deferred(global_step, crate::fetch::FetchPlan::IN_FLIGHT)?;
+                        self.deliver_deferred(global_step, false)?;
                     }
                 }
                 Err(Error::Cancel(Cancel::Batch)) => self.cancelled_batch()?,
@@ -357,20 +357,20 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             // What the checkpoint's callbacks save includes every deferred value read so far:
             // a resumed run receives none of them twice and loses none.
             if self.plan.has_pending() {
-                self.deliver_deferred(u64::MAX, 0)?;
+                self.deliver_deferred(u64::MAX, true)?;
             }
             self.write_checkpoint(at)?;
         }
         Ok(())
     }
 
-    /// Deliver `fetched` for the deferred reads started before step `before` that arrived,
-    /// waiting for the oldest while more than `in_flight` are pending (0: wait for all), each
-    /// to the callbacks that asked at its step, in run order.
-    pub(super) fn deliver_deferred(&mut self, before: u64, in_flight: usize) -> Result<()> {
+    /// Deliver `fetched` for the deferred values of the steps before `before` that arrived,
+    /// each step's to the callbacks that asked at that step, in run order; with `flush`, read
+    /// and wait for every step's.
+    pub(super) fn deliver_deferred(&mut self, before: u64, flush: bool) -> Result<()> {
         let phase = self.phase;
         self.phase = Phase::Trainer;
-        while self.plan.next_arrived(before, in_flight)? {
+        while self.plan.next_arrived(before, flush)? {
             let receivers = self.plan.deferred_receivers();
             self.deferred_order.clear();
             self.deferred_order.extend(self.order.iter().copied().filter(|i| receivers.contains(i)));

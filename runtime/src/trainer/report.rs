@@ -60,11 +60,14 @@ pub struct TrainReport<M> {
     /// Device-to-host transfers made for fetches during the run (the blocking ones: deferred
     /// reads are counted apart).
     pub fetch_transfers: u64,
-    /// Deferred reads started (one per step at which some callback asked for a deferred fetch).
+    /// Deferred reads started: one per step at which some callback asked for a deferred fetch on
+    /// a CPU backend; on a GPU, one for all the steps that asked while the last read was in
+    /// flight or within [`Trainer::deferred_read_interval`](crate::trainer::Trainer::deferred_read_interval)
+    /// of its start.
     pub deferred_reads: u64,
     /// Of those, the reads the training thread had to wait for: the device had not finished them
-    /// when a third read was started, at an epoch's end, before a checkpoint or at the end. 0 on
-    /// the CPU backends, where a read is done when it starts.
+    /// at an epoch's end, before a checkpoint, at the end, or when
+    /// 1024 steps waited behind them. 0 on the CPU backends, where a read is done when it starts.
     pub deferred_waits: u64,
     /// The monitor writers that failed during the run, in the order they were added: each was
     /// disabled at its first error (reported once on stderr) while training went on. Empty when

@@ -98,6 +98,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             handle_signals,
             world: _,
             seed,
+            deferred_read_interval,
         } = settings;
         // The chief holds the log directory for the whole run (other ranks never write there).
         let chief = world.as_ref().is_none_or(|a| a.rank() == 0);
@@ -176,6 +177,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         if S::OWN_BACKWARD && !run.loss_hooks.is_empty() {
             early!(Err(run.own_backward_refused()));
         }
+        run.plan.set_read_interval(deferred_read_interval);
         run.state.model = Some(model);
         run.signals = signals;
         run.lock = lock;
@@ -216,7 +218,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         // `after_train`; after an error, nobody waits for them.
         let result = match result {
             Ok(()) if run.plan.has_pending() => {
-                catch_unwind(AssertUnwindSafe(|| run.deliver_deferred(u64::MAX, 0))).unwrap_or_else(
+                catch_unwind(AssertUnwindSafe(|| run.deliver_deferred(u64::MAX, true))).unwrap_or_else(
                     |payload| {
                         Err(Error::Panic { location: run.location(), message: panic_message(&*payload) })
                     },

@@ -1,0 +1,78 @@
+#!/bin/bash
+# The GPU measurements of issue 17, in one call on a lent machine with an NVIDIA GPU (no network,
+# no Rust toolchain there): the binaries are built on the developer's machine and travel xz-compressed
+# in `.dev/` (ignored by git), with the Vulkan loader's Debian packages in `.gl/`.
+#
+#   .dev/compare.xz       `compare` as the workspace builds it (wgpu with fusion and autotune)
+#   .dev/wgpu-test.xz     the test binary of examples/tests/wgpu.rs (blocking reads counted)
+#   .dev/compare-cuda.xz  `compare` built with `stoker-examples/cuda` (optional)
+#
+# Writes every log under $OUT (or ./gpu-out) and prints a summary last. Each part has its own
+# time limit, so that one hang leaves the others' results.
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT" /tmp/bin
+exec > >(tee "$OUT/gpu.log") 2>&1
+start=$SECONDS
+stamp() { echo "== [$((SECONDS - start)) s] $*"; }
+
+stamp setup
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+if ! ls /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json >/dev/null 2>&1 &&
+    [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+for b in compare wgpu-test compare-cuda; do
+    [ -f ".dev/$b.xz" ] && python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" ".dev/$b.xz" "/tmp/bin/$b" && chmod +x "/tmp/bin/$b"
+done
+ls -la /tmp/bin
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+nproc; grep -m1 "model name" /proc/cpuinfo
+# The GPU's utilization every second, to tell the GPU from a software fallback.
+nvidia-smi dmon -s u -d 1 >"$OUT/dmon.log" 2>&1 &
+
+# CUDA: NVRTC and its headers, wherever this image keeps them.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib $(python3 -c "import nvidia,os; print(' '.join(os.path.join(p,'cu13','lib') for p in nvidia.__path__))" 2>/dev/null); do
+    ls "$d"/libnvrtc.so* >/dev/null 2>&1 && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
+done
+[ -d /usr/local/cuda ] && export CUDA_PATH=/usr/local/cuda CUDA_HOME=/usr/local/cuda
+echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+
+# The hand loop's steps/s on a device, to size the runs: `steps` such that one run takes ~`secs`.
+steps_for() { # device model secs binary min
+    local rate
+    rate=$(timeout 60 /tmp/bin/"$4" --device "$1" --hand "$2" "$5" 3 2>&1 | tee -a "$OUT/calibrate.log" |
+        sed -n 's/.*: \([0-9.]*\) steps\/s.*/\1/p')
+    python3 -c "import sys; r=float(sys.argv[1] or 0); print(max(int(sys.argv[3]), int(r*float(sys.argv[2]))))" "${rate:-0}" "$3" "$5"
+}
+
+measure() { # binary device tag
+    local bin=$1 dev=$2 tag=$3
+    [ -x "/tmp/bin/$bin" ] || { echo "no $bin"; return; }
+    stamp "$tag: calibrate"
+    local mlp conv
+    mlp=$(steps_for "$dev" mlp 0.6 "$bin" 300)
+    conv=$(steps_for "$dev" conv 0.6 "$bin" 50)
+    echo "$tag: mlp $mlp steps, conv $conv steps per run"
+    stamp "$tag: MLP (a)-(h)"
+    timeout 120 /tmp/bin/"$bin" --device "$dev" --every-step 9 "$mlp" 0 >"$OUT/$tag-mlp.log" 2>"$OUT/$tag-mlp.err"
+    echo "exit $?"; cat "$OUT/$tag-mlp.log"; sort "$OUT/$tag-mlp.err" | uniq -c | head -5
+    stamp "$tag: ConvNet (a)-(h)"
+    timeout 100 /tmp/bin/"$bin" --device "$dev" --every-step 7 0 "$conv" >"$OUT/$tag-conv.log" 2>"$OUT/$tag-conv.err"
+    echo "exit $?"; cat "$OUT/$tag-conv.log"; sort "$OUT/$tag-conv.err" | uniq -c | head -5
+    stamp "$tag: validation"
+    timeout 60 /tmp/bin/"$bin" --device "$dev" --validation 9 5 2>&1 | tee "$OUT/$tag-valid.log" | tail -8
+}
+
+if [ -x /tmp/bin/wgpu-test ]; then
+    stamp "wgpu test: blocking reads"
+    timeout 90 /tmp/bin/wgpu-test --test-threads 1 --nocapture 2>&1 | tee "$OUT/wgpu-test.log" | grep -v "^$" | tail -15
+fi
+measure compare wgpu wgpu
+measure compare-cuda cuda cuda
+stamp done
+kill %1 2>/dev/null
+echo "GPU utilization (dmon), percent of samples above 0:"
+awk '$1 !~ /#/ && $2+0 > 0 {n++} $1 !~ /#/ {t++} END {print n "/" t}' "$OUT/dmon.log"
