@@ -48,30 +48,40 @@ steps_for() { # device model secs binary min
     python3 -c "import sys; r=float(sys.argv[1] or 0); print(max(int(sys.argv[3]), int(r*float(sys.argv[2]))))" "${rate:-0}" "$3" "$5"
 }
 
-measure() { # binary device tag
-    local bin=$1 dev=$2 tag=$3
+measure() { # binary device tag; CASES_<tag>, ROUNDS_<tag>="mlp conv" (0 skips a model)
+    local bin=$1 dev=$2 tag=$3 cases_var="CASES_$3" rounds_var="ROUNDS_$3" mlp_rounds conv_rounds
+    local cases=${!cases_var:-cdeghi}
+    read -r mlp_rounds conv_rounds <<<"${!rounds_var:-9 7}"
     [ -x "/tmp/bin/$bin" ] || { echo "no $bin"; return; }
     stamp "$tag: calibrate"
     local mlp conv
-    mlp=$(steps_for "$dev" mlp 0.6 "$bin" 300)
-    conv=$(steps_for "$dev" conv 0.6 "$bin" 50)
+    # STEPS_<tag>="mlp conv" skips the calibration.
+    local given="STEPS_$tag"
+    read -r mlp conv <<<"${!given:-}"
+    [ -n "${mlp:-}" ] || mlp=$(steps_for "$dev" mlp 0.6 "$bin" 300)
+    [ -n "${conv:-}" ] || conv=$(steps_for "$dev" conv 0.6 "$bin" 50)
     echo "$tag: mlp $mlp steps, conv $conv steps per run"
-    stamp "$tag: MLP (a)-(h)"
-    timeout 120 /tmp/bin/"$bin" --device "$dev" --every-step 9 "$mlp" 0 >"$OUT/$tag-mlp.log" 2>"$OUT/$tag-mlp.err"
-    echo "exit $?"; cat "$OUT/$tag-mlp.log"; sort "$OUT/$tag-mlp.err" | uniq -c | head -5
-    stamp "$tag: ConvNet (a)-(h)"
-    timeout 100 /tmp/bin/"$bin" --device "$dev" --every-step 7 0 "$conv" >"$OUT/$tag-conv.log" 2>"$OUT/$tag-conv.err"
-    echo "exit $?"; cat "$OUT/$tag-conv.log"; sort "$OUT/$tag-conv.err" | uniq -c | head -5
+    stamp "$tag: MLP, cases $cases"
+    [ "$mlp_rounds" = 0 ] || timeout 120 /tmp/bin/"$bin" --device "$dev" --every-step --cases "$cases" "$mlp_rounds" "$mlp" 0 >"$OUT/$tag-mlp.log" 2>"$OUT/$tag-mlp.err"
+    echo "exit $?"; sed -n '/^MLP/,$p' "$OUT/$tag-mlp.log"; sort "$OUT/$tag-mlp.err" | uniq -c | head -24
+    stamp "$tag: ConvNet, cases $cases"
+    [ "$conv_rounds" = 0 ] || timeout 100 /tmp/bin/"$bin" --device "$dev" --every-step --cases "$cases" "$conv_rounds" 0 "$conv" >"$OUT/$tag-conv.log" 2>"$OUT/$tag-conv.err"
+    echo "exit $?"; sed -n '/^ConvNet/,$p' "$OUT/$tag-conv.log"; sort "$OUT/$tag-conv.err" | uniq -c | head -24
     stamp "$tag: validation"
     timeout 60 /tmp/bin/"$bin" --device "$dev" --validation 9 5 2>&1 | tee "$OUT/$tag-valid.log" | tail -8
 }
 
-if [ -x /tmp/bin/wgpu-test ]; then
+PARTS=${PARTS:-test wgpu cuda}
+if [[ $PARTS == *test* && -x /tmp/bin/wgpu-test ]]; then
     stamp "wgpu test: blocking reads"
-    timeout 90 /tmp/bin/wgpu-test --test-threads 1 --nocapture 2>&1 | tee "$OUT/wgpu-test.log" | grep -v "^$" | tail -15
+    timeout 90 /tmp/bin/wgpu-test --test-threads 1 --nocapture on_wgpu_a_deferred 2>&1 | tee "$OUT/wgpu-test.log" | grep -v "^$" | tail -15
 fi
-measure compare wgpu wgpu
-measure compare-cuda cuda cuda
+for part in $PARTS; do
+    case $part in
+        wgpu) measure compare wgpu wgpu ;;
+        cuda) measure compare-cuda cuda cuda ;;
+    esac
+done
 stamp done
 kill %1 2>/dev/null
 echo "GPU utilization (dmon), percent of samples above 0:"

@@ -287,6 +287,18 @@ async fn read_async(transaction: Transaction) -> ReadResult {
     transaction.execute_async().await.map_err(|e| e.to_string())
 }
 
+/// A read that a GPU would make: not done when polled without a waker to call (the trainer's
+/// polls at step boundaries), done when the trainer waits for it.
+#[cfg(test)]
+async fn read_when_waited_for(transaction: Transaction) -> ReadResult {
+    std::future::poll_fn(|cx| {
+        // `Waker::noop()` carries no data; the waiting thread's waker does.
+        if cx.waker().data().is_null() { Poll::Pending } else { Poll::Ready(()) }
+    })
+    .await;
+    read_async(transaction).await
+}
+
 pin_project_lite::pin_project! {
     /// The future of a deferred read in a box that outlives it: allocated for the first reads
     /// of a run and then reused, read after read, so that a step with a deferred fetch allocates
@@ -388,6 +400,12 @@ impl PendingRead {
         }
     }
 
+    /// An empty read whose reads are done only when waited for ([`read_when_waited_for`]).
+    #[cfg(test)]
+    fn waited_for() -> Self {
+        PendingRead { read: Box::pin(ReadSlot { start: read_when_waited_for, future: None }), ..Self::new() }
+    }
+
     /// Empty it for reuse, keeping its buffers.
     fn clear(&mut self) {
         self.steps.clear();
@@ -461,6 +479,9 @@ pub(crate) struct FetchPlan {
     /// Whether the deferred values' device waits for the device in a read's first poll
     /// ([`crate::device::reads_wait_in_poll`]), found at the first deferred step.
     reads_wait: Option<bool>,
+    /// Tests: reads done only when waited for, as a GPU's would be at a step boundary.
+    #[cfg(test)]
+    reads_when_waited_for: bool,
     /// The callbacks the deferred values being delivered go to (flat indices).
     deferred_receivers: Vec<usize>,
     /// The host values' tensors of a step, before they are joined for one transfer (the list
@@ -585,10 +606,19 @@ impl FetchPlan {
             .fold(0, |bits, (i, _)| bits | 1 << i)
     }
 
-    /// The most steps one read gathers: with a read still in flight when the steps waiting for
-    /// the next reach this many, the training thread waits for it (the host never runs more
-    /// than this many fetching steps ahead of the device's reads).
+    /// The most steps one read gathers: once this many wait, the next read starts without
+    /// waiting for the interval, and if a read is still in flight the training thread waits for
+    /// it (the host never runs more than this many fetching steps ahead of the device's reads).
     pub(crate) const MAX_STEPS_PER_READ: usize = 1024;
+
+    /// An empty read for the pool.
+    fn new_read(&self) -> PendingRead {
+        #[cfg(test)]
+        if self.reads_when_waited_for {
+            return PendingRead::waited_for();
+        }
+        PendingRead::new()
+    }
 
     /// The least time between the starts of two reads that are not free.
     pub(crate) fn set_read_interval(&mut self, interval: Duration) {
@@ -607,7 +637,7 @@ impl FetchPlan {
     ) -> Result<()> {
         let mut open = match self.open.take() {
             Some(open) => open,
-            None => self.spare.pop().unwrap_or_else(PendingRead::new),
+            None => self.spare.pop().unwrap_or_else(|| self.new_read()),
         };
         let (first_slot, first_dim) = (open.slots.len(), open.dims.len());
         for (i, slot) in self.slots.iter_mut().enumerate() {
@@ -648,7 +678,8 @@ impl FetchPlan {
     }
 
     /// Start the read of the steps waiting for one, if there are any and it is due (or at
-    /// once with `now`).
+    /// once with `now`): no read is in flight, and the last read was free, or started
+    /// `read_interval` ago, or [`FetchPlan::MAX_STEPS_PER_READ`] steps wait.
     fn start_if_due(&mut self, now: bool) {
         let Some(open) = &self.open else { return };
         if open.steps.is_empty() {
@@ -659,6 +690,7 @@ impl FetchPlan {
                 return;
             }
             if !self.free_reads
+                && open.steps.len() < Self::MAX_STEPS_PER_READ
                 && let Some(last) = self.last_start
                 && last.elapsed() < self.read_interval
             {
@@ -1042,17 +1074,28 @@ mod tests {
         assert_eq!(Fetched::none().for_callback(0).nth(0, "a").pinned, None);
     }
 
+    /// How the reads of [`deferred_run`] behave.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Reads {
+        /// Done at their first poll, free: a CPU backend's.
+        Free,
+        /// Done at their first poll, which waited for the device: CUDA's.
+        WaitInPoll,
+        /// Done only when waited for: a GPU that never catches up between two boundaries.
+        WhenWaitedFor,
+    }
+
     /// Steps 1 to `steps` of a deferred fetch of `loss` (the step's number as its value), on the
-    /// CPU, read as a runtime that waits in a read's first poll would be (`reads_wait`), with
-    /// `interval` between reads; the steps' values delivered at each step's boundary, then at
-    /// a flush. Returns each delivery as (step delivered at, step of the values, value), and the
-    /// reads started.
-    fn deferred_run(steps: u64, reads_wait: bool, interval: Duration) -> (Vec<(u64, u64, f32)>, u64) {
+    /// CPU, with reads that behave as `reads` says and `interval` between them; the steps'
+    /// values delivered at each step's boundary, then at a flush. Returns each delivery as
+    /// (step delivered at, step of the values, value), the reads started and those waited for.
+    fn deferred_run(steps: u64, reads: Reads, interval: Duration) -> (Vec<(u64, u64, f32)>, u64, u64) {
         let mut plan = FetchPlan::default();
         let bit = plan.declare(&Fetch::deferred("loss"), "receiver").unwrap();
         plan.own(0, &[bit]);
         plan.set_read_interval(interval);
-        plan.reads_wait = Some(reads_wait);
+        plan.reads_wait = Some(reads == Reads::WaitInPoll);
+        plan.reads_when_waited_for = reads == Reads::WhenWaitedFor;
         let device = crate::device::cpu();
         let mut delivered = Vec::new();
         let mut outputs = Outputs::new();
@@ -1071,14 +1114,15 @@ mod tests {
             delivered.push((u64::MAX, plan.deferred_view().step(), value));
         }
         assert!(!plan.has_pending());
-        (delivered, plan.deferred_counts().0)
+        let (reads, waits) = plan.deferred_counts();
+        (delivered, reads, waits)
     }
 
     #[test]
     fn free_reads_deliver_each_step_at_the_next() {
-        let (delivered, reads) = deferred_run(4, false, Duration::from_secs(3600));
+        let (delivered, reads, waits) = deferred_run(4, Reads::Free, Duration::from_secs(3600));
         assert_eq!(delivered, [(2, 1, 1.0), (3, 2, 2.0), (4, 3, 3.0), (u64::MAX, 4, 4.0)]);
-        assert_eq!(reads, 4);
+        assert_eq!((reads, waits), (4, 0));
     }
 
     #[test]
@@ -1086,15 +1130,34 @@ mod tests {
         // The first read starts at once; the interval has not passed at the later steps, so
         // their values wait on the device and one read at the flush brings them all, each
         // delivered with its own step.
-        let (delivered, reads) = deferred_run(5, true, Duration::from_secs(3600));
+        let (delivered, reads, waits) = deferred_run(5, Reads::WaitInPoll, Duration::from_secs(3600));
         assert_eq!(
             delivered,
             [(2, 1, 1.0), (u64::MAX, 2, 2.0), (u64::MAX, 3, 3.0), (u64::MAX, 4, 4.0), (u64::MAX, 5, 5.0)]
         );
-        assert_eq!(reads, 2);
+        assert_eq!((reads, waits), (2, 0));
         // No interval: a read starts whenever none is in flight.
-        let (delivered, reads) = deferred_run(3, true, Duration::ZERO);
+        let (delivered, reads, _) = deferred_run(3, Reads::WaitInPoll, Duration::ZERO);
         assert_eq!(delivered, [(2, 1, 1.0), (3, 2, 2.0), (u64::MAX, 3, 3.0)]);
         assert_eq!(reads, 3);
+    }
+
+    #[test]
+    fn a_device_that_falls_behind_is_waited_for_once_a_read_gathers_the_most_steps() {
+        const MAX: u64 = FetchPlan::MAX_STEPS_PER_READ as u64;
+        let steps = 2 * MAX + 52;
+        let (delivered, reads, waits) = deferred_run(steps, Reads::WhenWaitedFor, Duration::from_secs(3600));
+        // Every step once, in order, with its own value.
+        let of: Vec<u64> = delivered.iter().map(|d| d.1).collect();
+        assert_eq!(of, (1..=steps).collect::<Vec<u64>>());
+        assert!(delivered.iter().all(|&(_, step, value)| value == step as f32));
+        // Step 1's read is waited for when steps 2..=MAX+1 wait behind it; their read starts
+        // at once (the interval has not passed) and is waited for when the next MAX wait.
+        assert_eq!(delivered[0], (MAX + 1, 1, 1.0));
+        assert_eq!(delivered[1].0, 2 * MAX + 1);
+        assert_eq!(delivered[MAX as usize], (2 * MAX + 1, MAX + 1, (MAX + 1) as f32));
+        assert_eq!(delivered[MAX as usize + 1].0, u64::MAX);
+        // Four reads (1; 2..=MAX+1; MAX+2..=2 MAX+1; the rest at the flush), each waited for.
+        assert_eq!((reads, waits), (4, 4));
     }
 }
