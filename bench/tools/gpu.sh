@@ -7,6 +7,19 @@
 #   .dev/wgpu-test.xz     the test binary of examples/tests/wgpu.rs (blocking reads counted)
 #   .dev/compare-cuda.xz  `compare` built with `stoker-examples/cuda` (optional)
 #
+# Each: `strip` the binary, then `xz -6` it to .dev/NAME.xz (the tree that travels is limited to
+# 64 MiB). The CUDA one, on a machine that cannot download cubecl-cuda's LLVM bundle (burn 0.22.1
+# compiles CUDA kernels through LLVM by default): in a scratch worktree, add
+# `cubecl-cuda = { version = "0.11.3", default-features = false, features = ["cpp", "std"] }`
+# (kernels through NVRTC) to bench/Cargo.toml's dependencies; build with `DOCS_RS=1` (skips the
+# download) and `CUDARC_CUDA_VERSION=13000` (the device's CUDA; no nvcc here):
+#   cargo build --release -p stoker-bench --features stoker-examples/cuda --bin compare
+# The link fails on the LLVM functions, which the `cpp` path never calls: collect them with
+#   cargo rustc ... --bin compare -- -C link-arg=-Wl,--error-limit=0 2>&1 | grep -o "undefined symbol: [^ ]*"
+# compile a C file defining each as a function that aborts, and link it in with
+#   cargo rustc ... --bin compare -- -C link-arg=/path/llvm_stubs.o
+# A benchmark build: the README's "Benchmarks" says what was measured with it.
+#
 # Writes every log under $OUT (or ./gpu-out) and prints a summary last. Each part has its own
 # time limit, so that one hang leaves the others' results.
 set -u
