@@ -106,7 +106,7 @@ fn on_wgpu_a_deferred_fetch_blocks_no_step_and_a_validation_pass_reads_once() {
         (report, reads, ())
     };
     eprintln!("wgpu: {none_reads} blocking calls without any fetch ({} transfers)", none.fetch_transfers);
-    let default_interval = std::time::Duration::from_millis(100);
+    let default_interval = burn_stoker::trainer::DEFERRED_READ_INTERVAL;
     let (sync, sync_reads, _) = train(false, None, "wgpu-sync", default_interval);
     let (deferred, deferred_reads, _) = train(true, None, "wgpu-deferred", default_interval);
     // An hour between reads: after each epoch's first read, the steps' values wait on the

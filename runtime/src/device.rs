@@ -50,24 +50,32 @@ pub fn rocm(index: usize) -> Device {
     Device::rocm(index).autodiff()
 }
 
+/// Whether `device` is a CUDA device (with or without autodiff).
+#[cfg(feature = "cuda")]
+pub(crate) fn is_cuda(device: &Device) -> bool {
+    use burn_dispatch::{DispatchDevice, devices::CubeDevice};
+    matches!(device.clone().without_autodiff().as_dispatch(), DispatchDevice::Cube(CubeDevice::Cuda(_)))
+}
+
+/// Whether `device` is a ROCm (HIP) device (with or without autodiff).
+#[cfg(feature = "rocm")]
+fn is_rocm(device: &Device) -> bool {
+    use burn_dispatch::{DispatchDevice, devices::CubeDevice};
+    matches!(device.clone().without_autodiff().as_dispatch(), DispatchDevice::Cube(CubeDevice::Hip(_)))
+}
+
 /// Whether reading a tensor of `device` back waits for the device inside the read future's
 /// first poll: cubecl's CUDA and HIP runtimes wait on the copy's fence there, so a deferred
 /// read on them that is done at its first poll was not free (the trainer spaces such reads
 /// out; see [`Trainer::deferred_read_interval`](crate::trainer::Trainer::deferred_read_interval)).
 pub(crate) fn reads_wait_in_poll(device: &Device) -> bool {
-    #[cfg(any(feature = "cuda", feature = "rocm"))]
-    {
-        use burn_dispatch::DispatchDevice;
-        use burn_dispatch::devices::CubeDevice;
-        let raw = device.clone().without_autodiff();
-        #[cfg(feature = "cuda")]
-        if matches!(raw.as_dispatch(), DispatchDevice::Cube(CubeDevice::Cuda(_))) {
-            return true;
-        }
-        #[cfg(feature = "rocm")]
-        if matches!(raw.as_dispatch(), DispatchDevice::Cube(CubeDevice::Hip(_))) {
-            return true;
-        }
+    #[cfg(feature = "cuda")]
+    if is_cuda(device) {
+        return true;
+    }
+    #[cfg(feature = "rocm")]
+    if is_rocm(device) {
+        return true;
     }
     let _ = device;
     false

@@ -722,73 +722,68 @@ impl FetchPlan {
     /// flight only with `flush` (before an epoch's end, a checkpoint, the end: every step waiting
     /// is then read and delivered) or when [`FetchPlan::MAX_STEPS_PER_READ`] steps wait behind it.
     pub(crate) fn next_arrived(&mut self, before: u64, flush: bool) -> Result<bool> {
-        loop {
-            if flush {
-                self.start_if_due(true);
-            }
-            let Some(mut read) = self.pending.pop_front() else {
-                self.start_if_due(false);
-                return Ok(false);
-            };
-            if !read.poll_now() {
-                let behind = self.open.as_ref().is_some_and(|o| o.steps.len() >= Self::MAX_STEPS_PER_READ);
-                if !flush && !behind {
-                    self.pending.push_front(read);
-                    return Ok(false);
-                }
-                if read.wait() {
-                    self.deferred_waits += 1;
-                }
-            }
-            let Some(&at) = read.steps.get(read.delivered) else {
-                read.clear();
-                self.spare.push(read);
-                continue;
-            };
-            if at.step >= before {
-                self.pending.push_front(read);
-                return Ok(false);
-            }
-            let datas = match read.done.as_ref().expect("the read is done") {
-                Ok(datas) => datas,
-                Err(e) => {
-                    let error = Error::Fetch(format!(
-                        "reading the deferred values of step {} from the device failed: {e}",
-                        at.step
-                    ));
-                    read.clear();
-                    self.spare.push(read);
-                    return Err(error);
-                }
-            };
-            self.deferred.clear();
-            self.deferred_filled = 0;
-            for (&(i, (start, end)), data) in
-                read.slots[at.slots.0..at.slots.1].iter().zip(&datas[at.slots.0..at.slots.1])
-            {
-                let first = self.deferred.len();
-                match data.as_slice::<f32>() {
-                    Ok(values) => self.deferred.extend_from_slice(values),
-                    Err(_) => self.deferred.extend(data.iter::<f32>()),
-                }
-                let slot = &mut self.slots[usize::from(i)];
-                slot.deferred_range = (first, self.deferred.len());
-                slot.deferred_dims.clear();
-                slot.deferred_dims.extend_from_slice(&read.dims[start..end]);
-                self.deferred_filled |= 1 << i;
-            }
-            self.deferred_step = at.step;
-            self.deferred_receivers.clear();
-            self.deferred_receivers.extend_from_slice(&read.receivers[at.receivers.0..at.receivers.1]);
-            read.delivered += 1;
-            if read.delivered == read.steps.len() {
-                read.clear();
-                self.spare.push(read);
-            } else {
-                self.pending.push_front(read);
-            }
-            return Ok(true);
+        if flush {
+            self.start_if_due(true);
         }
+        let Some(mut read) = self.pending.pop_front() else {
+            self.start_if_due(false);
+            return Ok(false);
+        };
+        if !read.poll_now() {
+            let behind = self.open.as_ref().is_some_and(|o| o.steps.len() >= Self::MAX_STEPS_PER_READ);
+            if !flush && !behind {
+                self.pending.push_front(read);
+                return Ok(false);
+            }
+            if read.wait() {
+                self.deferred_waits += 1;
+            }
+        }
+        // A read holds at least one step and is recycled once its last is delivered.
+        let at = read.steps[read.delivered];
+        if at.step >= before {
+            self.pending.push_front(read);
+            return Ok(false);
+        }
+        let datas = match read.done.as_ref().expect("the read is done") {
+            Ok(datas) => datas,
+            Err(e) => {
+                let error = Error::Fetch(format!(
+                    "reading the deferred values of step {} from the device failed: {e}",
+                    at.step
+                ));
+                read.clear();
+                self.spare.push(read);
+                return Err(error);
+            }
+        };
+        self.deferred.clear();
+        self.deferred_filled = 0;
+        for (&(i, (start, end)), data) in
+            read.slots[at.slots.0..at.slots.1].iter().zip(&datas[at.slots.0..at.slots.1])
+        {
+            let first = self.deferred.len();
+            match data.as_slice::<f32>() {
+                Ok(values) => self.deferred.extend_from_slice(values),
+                Err(_) => self.deferred.extend(data.iter::<f32>()),
+            }
+            let slot = &mut self.slots[usize::from(i)];
+            slot.deferred_range = (first, self.deferred.len());
+            slot.deferred_dims.clear();
+            slot.deferred_dims.extend_from_slice(&read.dims[start..end]);
+            self.deferred_filled |= 1 << i;
+        }
+        self.deferred_step = at.step;
+        self.deferred_receivers.clear();
+        self.deferred_receivers.extend_from_slice(&read.receivers[at.receivers.0..at.receivers.1]);
+        read.delivered += 1;
+        if read.delivered == read.steps.len() {
+            read.clear();
+            self.spare.push(read);
+        } else {
+            self.pending.push_front(read);
+        }
+        Ok(true)
     }
 
     /// The callbacks (flat indices) that asked for the deferred values being delivered.

@@ -43,6 +43,10 @@ pub struct Trainer<M, D, C = (), K = ()> {
     pub(super) marker: PhantomData<fn() -> K>,
 }
 
+/// The least time between the starts of two deferred reads on a GPU unless
+/// [`Trainer::deferred_read_interval`] says otherwise: 100 ms.
+pub const DEFERRED_READ_INTERVAL: Duration = Duration::from_millis(100);
+
 /// Everything a trainer is told besides its model, optimizer, data and callbacks; the builder's
 /// methods set it, [`Trainer::train`] reads it.
 #[derive(Debug)]
@@ -75,7 +79,7 @@ impl Default for Settings {
             handle_signals: true,
             world: None,
             seed: None,
-            deferred_read_interval: Duration::from_millis(100),
+            deferred_read_interval: DEFERRED_READ_INTERVAL,
         }
     }
 }
@@ -120,9 +124,9 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         self.settings.defaults = defaults;
         self
     }
-    /// The least time between the starts of two deferred reads (100 ms by default): how often
-    /// the values of deferred fetches ([`Fetch::deferred`](crate::fetch::Fetch::deferred)) are
-    /// read back from a GPU.
+    /// The least time between the starts of two deferred reads ([`DEFERRED_READ_INTERVAL`],
+    /// 100 ms, by default): how often the values of deferred fetches
+    /// ([`Fetch::deferred`](crate::fetch::Fetch::deferred)) are read back from a GPU.
     ///
     /// At most one deferred read is in flight. The steps that ask for deferred values while it
     /// is, or sooner than this after it started, have their values (still on the device) read

@@ -30,7 +30,7 @@ mod step;
 mod summary;
 mod world;
 
-pub use builder::Trainer;
+pub use builder::{DEFERRED_READ_INTERVAL, Trainer};
 pub use data::{BatchIter, TrainData, VecBatches};
 pub use defaults::DefaultCallbacks;
 pub use log_dir::LogDirPolicy;

@@ -31,14 +31,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::distributed::{DistributedConfig, DistributedContext, ReduceOperation};
 use burn::tensor::{Device, Tensor};
-use burn_dispatch::DispatchDevice;
-use burn_dispatch::devices::CubeDevice;
 
-/// Whether `device` is a CUDA device (with or without autodiff).
-pub(crate) fn is_cuda(device: &Device) -> bool {
-    let raw = device.clone().without_autodiff();
-    matches!(raw.as_dispatch(), DispatchDevice::Cube(CubeDevice::Cuda(_)))
-}
+use crate::device::is_cuda;
 
 /// Whether a world on `devices` has its gradients reduced by burn (NCCL): two or more devices,
 /// every one CUDA with autodiff.

@@ -181,7 +181,11 @@ fn stoker_loop<M: Classifier>(data: &[DigitBatch], steps: u64, case: Case, devic
     let watch = (case == Case::UsersFetch).then(Watch::default);
     let deferred = matches!(case, Case::UsersDeferred | Case::UsersDeferredEager);
     let every = (case == Case::UsersEveryStep || deferred).then(|| EveryStep::new(deferred));
-    let interval = if case == Case::UsersDeferredEager { Duration::ZERO } else { Duration::from_millis(100) };
+    let interval = if case == Case::UsersDeferredEager {
+        Duration::ZERO
+    } else {
+        burn_stoker::trainer::DEFERRED_READ_INTERVAL
+    };
     let mut clock = Clock { steps, data, start: None, elapsed: Duration::ZERO };
     let report = Trainer::new(fresh::<M>(device), AdamConfig::new().init(), data.to_vec())
         .max_epoch(1)
