@@ -4,7 +4,7 @@
 # in `.dev/` (ignored by git), with the Vulkan loader's Debian packages in `.gl/`.
 #
 #   .dev/compare.xz       `compare` as the workspace builds it (wgpu with fusion and autotune)
-#   .dev/wgpu-test.xz     the test binary of examples/tests/wgpu.rs (blocking reads counted)
+#   .dev/wgpu-test.xz     the test binary of examples/tests/it/wgpu.rs (blocking reads counted)
 #   .dev/compare-cuda.xz  `compare` built with `stoker-examples/cuda` (optional)
 #
 # Each: `strip` the binary, then `xz -6` it to .dev/NAME.xz (the tree that travels is limited to

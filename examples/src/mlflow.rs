@@ -29,7 +29,7 @@
 //! `message`. The run it had created is then ended as `FAILED` (best effort), since its metrics
 //! are incomplete.
 //!
-//! Tested against a fake MLflow server in `examples/tests/sink.rs` (a thread of the test that
+//! Tested against a fake MLflow server in `examples/tests/it/sink.rs` (a thread of the test that
 //! answers as MLflow's REST API does and checks MLflow's limits); checked by hand against MLflow
 //! 3.17.2's server, which the ignored test `sink_mlflow_real_server_has_every_metric_param_and_the_status`
 //! does again for any server given in `STOKER_MLFLOW_URI`.

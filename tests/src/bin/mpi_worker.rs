@@ -1,4 +1,4 @@
-//! One rank of the MPI tests (`tests/tests/world_mpi.rs` starts it with `mpirun -n 2`): trains
+//! One rank of the MPI tests (`tests/tests/it/world_mpi.rs` starts it with `mpirun -n 2`): trains
 //! the fixtures' model on its shard and writes what the test checks into `OUT/rank-R.json`.
 //!
 //! `mpi_worker SCENARIO LOG_DIR OUT [--resume]`, scenarios:

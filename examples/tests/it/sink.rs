@@ -550,7 +550,7 @@ fn get(uri: &str, endpoint: &str) -> Json {
 /// Against a real MLflow tracking server, not run by default (CI has none: installing MLflow
 /// and starting its server take minutes). Checked by hand with MLflow 3.17.2
 /// (`pip install mlflow`, `mlflow server --host 127.0.0.1 --port 5077`), then
-/// `STOKER_MLFLOW_URI=http://127.0.0.1:5077 cargo test --release -p stoker-examples --test sink -- --ignored`.
+/// `STOKER_MLFLOW_URI=http://127.0.0.1:5077 cargo test --release -p stoker-examples --test it sink:: -- --ignored`.
 #[test]
 #[ignore = "needs a real MLflow server: set STOKER_MLFLOW_URI=http://HOST:PORT and pass --ignored"]
 fn sink_mlflow_real_server_has_every_metric_param_and_the_status() {

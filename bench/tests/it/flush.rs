@@ -35,7 +35,7 @@ fn the_calling_thread_flushes_subnormals() {
     .unwrap();
 }
 
-/// With the `rayon` feature (`cargo test -p stoker-bench --features rayon --test flush`).
+/// With the `rayon` feature (`cargo test -p stoker-bench --features rayon --test it flush::`).
 #[cfg(feature = "rayon")]
 #[test]
 fn every_thread_of_the_pool_flushes_subnormals() {

@@ -1,0 +1,12 @@
+//! The examples' integration tests, one binary (each file a module). `bridge.rs` stays apart: it
+//! needs the `burn-train` feature, built on its own (see CONTRIBUTING.md).
+
+mod callback_list;
+mod config;
+mod digits;
+mod digits_cli;
+mod fault;
+mod setup;
+mod sink;
+mod tour;
+mod wgpu;

@@ -1,0 +1,29 @@
+//! The integration tests of stoker, one binary (each file a module): fewer binaries to link, each
+//! linking burn. `signals.rs` stays a binary of its own: it raises signals in its own process, which
+//! would reach every trainer running in the same process.
+
+mod checkpoint;
+mod debug;
+mod deferred;
+mod dsl;
+mod errors;
+mod fastai_loop;
+mod inference;
+mod lifecycle;
+mod log_dir;
+mod modify;
+mod monitor_catalogue;
+mod monitors;
+mod param;
+mod resume;
+mod seed;
+mod stop;
+mod summary;
+mod tensorboard_format;
+mod track;
+mod ui;
+mod ui_pass;
+mod world;
+mod world_cuda;
+mod world_inference;
+mod world_mpi;
