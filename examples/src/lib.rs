@@ -241,12 +241,7 @@ impl SaveConfig {
             .map(|(name, a, b)| format!("{name} {a} there, {b} now"))
             .collect();
             if !differs.is_empty() {
-                return Err(burn_stoker::Error::msg(format!(
-                    "the run in {} was trained with another configuration ({}): resuming it with this one would not continue it; \
-                     resume with the saved configuration, or start afresh (--log-dir-policy backup, or another --log-dir)",
-                    path.display(),
-                    differs.join(", ")
-                )));
+                return Err(burn_stoker::Error::ConfigMismatch { path, differences: differs });
             }
             if old.epochs != new.epochs {
                 eprintln!(

@@ -110,6 +110,34 @@ pub enum Error {
     /// trainer cannot run a pass.
     #[doc(hidden)]
     ValidationRequested,
+    /// The log directory is in use: another run (in this process or another one, on this host or
+    /// another sharing the file system) holds its lock.
+    LogDirInUse {
+        /// The log directory.
+        dir: PathBuf,
+        /// The whole message: which run holds it, if known, and what to do.
+        message: String,
+    },
+    /// The log directory holds an earlier run, and the run's
+    /// [`LogDirPolicy`](crate::trainer::LogDirPolicy) is
+    /// [`Refuse`](crate::trainer::LogDirPolicy::Refuse): nothing was changed.
+    EarlierRun {
+        /// The log directory.
+        dir: PathBuf,
+        /// What marks the earlier run: `"checkpoints/ with 3 checkpoints, the newest step-90"`,
+        /// `"stats.json"`, event files.
+        found: Vec<String>,
+    },
+    /// A run resumed from a checkpoint with a configuration that does not match the one the
+    /// checkpoint was trained with: resuming would not continue that run. Returned by a
+    /// program's own check (the digits example's `SaveConfig`), so that callers branch on the
+    /// variant instead of the message.
+    ConfigMismatch {
+        /// The saved configuration (`config.json` in the log directory).
+        path: PathBuf,
+        /// Each difference: `"batch_size 32 there, 64 now"`.
+        differences: Vec<String>,
+    },
     /// Any other failure, with its message.
     Message(String),
     /// Another library's error (or a callback's own), kept as the source: built by
@@ -161,6 +189,27 @@ impl Error {
     /// A data error with no cause but stoker's own judgement (no batch, too few batches).
     pub fn data(message: impl Into<String>) -> Self {
         Error::Data { message: message.into(), source: None }
+    }
+
+    /// The error itself, once the layers that say where it happened are peeled off: the source
+    /// of an [`Error::Callback`] (a callback's error) or an [`Error::Rank`] (a rank's), down to
+    /// the first error that is neither. What to match on to branch on the kind of failure:
+    ///
+    /// ```
+    /// use burn_stoker::Error;
+    /// let error = Error::Callback {
+    ///     callback: "SaveConfig".into(),
+    ///     event: "before_train",
+    ///     source: Box::new(Error::ConfigMismatch { path: "config.json".into(), differences: vec![] }),
+    /// };
+    /// assert!(matches!(error.root(), Error::ConfigMismatch { .. }));
+    /// ```
+    pub fn root(&self) -> &Error {
+        let mut error = self;
+        while let Error::Callback { source, .. } | Error::Rank { source, .. } = error {
+            error = source;
+        }
+        error
     }
 }
 
@@ -235,6 +284,24 @@ impl fmt::Display for Error {
             | Error::Message(message)
             | Error::Other { message, .. } => f.write_str(message),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::LogDirInUse { message, .. } => f.write_str(message),
+            Error::EarlierRun { dir, found } => write!(
+                f,
+                "the log directory {} holds an earlier run ({}), and a fresh run into it would mix with it; nothing was changed. \
+                 To continue that run, resume it (Trainer::auto_resume(true), or resume_from one of its checkpoints). \
+                 To start afresh, choose what happens to it with Trainer::log_dir_policy: LogDirPolicy::NewVersion trains in a new \
+                 version_N folder inside it, LogDirPolicy::Backup moves it aside, LogDirPolicy::Delete deletes it, \
+                 LogDirPolicy::Keep writes beside it (the runs mix); or give this run another log_dir",
+                dir.display(),
+                found.join(", ")
+            ),
+            Error::ConfigMismatch { path, differences } => write!(
+                f,
+                "the run in {} was trained with another configuration ({}): resuming it with this one would not continue it; \
+                 resume with the saved configuration, or start afresh in another log directory",
+                path.display(),
+                differences.join(", ")
+            ),
             Error::Rank { rank, source } => write!(f, "rank {rank}: {source}"),
             Error::RankFailed { rank } => {
                 write!(f, "rank {rank} of the data-parallel world failed, so every rank stopped")
@@ -271,6 +338,9 @@ impl std::error::Error for Error {
             | Error::RankFailed { .. }
             | Error::Cancel(_)
             | Error::ValidationRequested
+            | Error::LogDirInUse { .. }
+            | Error::EarlierRun { .. }
+            | Error::ConfigMismatch { .. }
             | Error::Message(_) => None,
         }
     }

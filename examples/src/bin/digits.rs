@@ -3,12 +3,15 @@
 //!
 //! `cargo run --release` (from the workspace root), or with options:
 //! `cargo run --release -p stoker-examples --bin digits -- --log-dir DIR --epochs N --device cpu|wgpu
-//! [--resume] [--log-dir-policy refuse|backup|delete|keep] [--threads N] [--mlflow http://HOST:PORT]`. With `--resume`, a run
-//! continues from the log directory's latest complete checkpoint. Without it, a run into a log
-//! directory that holds an earlier run is refused (the default), or moves that run aside to
-//! `DIR.backup-YYYYMMDD-HHMMSS` (`--log-dir-policy backup`), deletes it (`delete`) or writes beside
-//! it (`keep`). Ctrl-C stops at the next step boundary after writing a checkpoint (exit status
-//! 130); a second Ctrl-C exits at once.
+//! [--resume] [--log-dir-policy version|refuse|backup|delete|keep] [--threads N] [--mlflow http://HOST:PORT]`.
+//! Each run trains in a new folder `DIR/version_N` (the default policy, `version`), and
+//! `--resume` continues the newest one from its latest complete checkpoint. The other policies
+//! train in `DIR` itself: a run into one that holds an earlier run is refused (`refuse`), or
+//! moves that run aside to `DIR.backup-YYYYMMDD-HHMMSS` (`backup`), deletes it (`delete`) or
+//! writes beside it (`keep`). Ctrl-C stops at the next step boundary after writing a checkpoint
+//! (exit status 130); a second Ctrl-C exits at once. `--device wgpu` (and the other GPU devices)
+//! need the example built with that feature: `cargo run --release --features stoker-examples/wgpu
+//! -- --device wgpu`.
 //!
 //! Data-parallel: `--threads N` trains N ranks in this process, one thread each, on the device
 //! given N times; built with the `mpi` feature, `mpirun -n N digits --mpi` trains one rank per
@@ -34,16 +37,18 @@ struct Cli {
     /// Epochs to train (default: the README's 30).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     epochs: Option<u64>,
-    /// The device: cpu, wgpu (on by default), or vulkan, metal, cuda[:N], rocm[:N] (built with the
-    /// feature of that name: `--features stoker-examples/cuda`).
+    /// The device: cpu, or wgpu, vulkan, metal, cuda[:N], rocm[:N] (each built with the feature of
+    /// that name: `--features stoker-examples/wgpu`).
     #[arg(long, default_value = "cpu")]
     device: String,
-    /// Continue from the log directory's latest complete checkpoint.
+    /// Continue the latest run (the newest DIR/version_N with the default policy) from its latest
+    /// complete checkpoint.
     #[arg(long)]
     resume: bool,
-    /// What a fresh run does when the log directory holds an earlier run: refuse, backup (move it
-    /// aside to DIR.backup-YYYYMMDD-HHMMSS), delete, or keep (write beside it).
-    #[arg(long, value_name = "refuse|backup|delete|keep", default_value = "refuse")]
+    /// Where a fresh run goes: version (a new DIR/version_N each run, the default); or DIR itself,
+    /// and when it holds an earlier run: refuse, backup (move it aside to
+    /// DIR.backup-YYYYMMDD-HHMMSS), delete, or keep (write beside it).
+    #[arg(long, value_name = "version|refuse|backup|delete|keep", default_value = "version")]
     log_dir_policy: LogDirPolicy,
     /// Train N data-parallel ranks in this process, one thread each, on the device given N times.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "mpi")]
@@ -66,7 +71,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let device = match burn_stoker::device::by_name(&cli.device) {
         Ok(device) => device,
-        Err(error) => usage(clap::error::ErrorKind::InvalidValue, &error.to_string()),
+        Err(error) => usage(
+            clap::error::ErrorKind::InvalidValue,
+            &format!(
+                "{error} (for this example: `cargo run --release --features stoker-examples/{} -- --device {}`)",
+                cli.device.split(':').next().unwrap_or_default(),
+                cli.device
+            ),
+        ),
     };
     let log_dir = cli.log_dir;
     let mut config = DigitsRun::new(&log_dir, device);
@@ -128,8 +140,9 @@ fn main() -> ExitCode {
                 start.elapsed().as_secs_f64(),
                 100.0 * (1.0 - error)
             );
+            let logs = report.summary.log_dir.display();
             println!(
-                "logs in {log_dir}: config.json, stats.json, TensorBoard events (tensorboard --logdir {log_dir}), checkpoints/"
+                "logs in {logs}: config.json, stats.json, TensorBoard events (tensorboard --logdir {log_dir}), checkpoints/"
             );
             let mlflow_failed = report.writer_failures.iter().any(|f| f.writer == MLFLOW_SINK_NAME);
             if let Some(uri) = &config.mlflow
@@ -146,10 +159,14 @@ fn main() -> ExitCode {
         }
         Err(error) => {
             eprintln!("training failed: {error}");
-            if error.to_string().contains("holds an earlier run") {
-                eprintln!(
-                    "digits: continue that run with --resume, or start afresh with --log-dir-policy backup (move it aside), delete or keep, or another --log-dir"
-                );
+            match error.root() {
+                burn_stoker::Error::EarlierRun { .. } => eprintln!(
+                    "digits: continue that run with --resume, or start afresh with --log-dir-policy version (a new folder inside it), backup (move it aside), delete or keep, or another --log-dir"
+                ),
+                burn_stoker::Error::ConfigMismatch { .. } => eprintln!(
+                    "digits: resume with the saved configuration, or start afresh without --resume (a new version folder)"
+                ),
+                _ => {}
             }
             ExitCode::FAILURE
         }

@@ -61,7 +61,13 @@ fn config_resume_checks_the_saved_configuration() {
     let mut other = short_run(&dir, 2);
     other.resume = true;
     other.config.epochs = 2;
-    let error = train_digits(&other).expect_err("a resume with another seed is refused").to_string();
+    let error = train_digits(&other).expect_err("a resume with another seed is refused");
+    let burn_stoker::Error::ConfigMismatch { path, differences } = error.root() else {
+        panic!("not a ConfigMismatch: {error}")
+    };
+    assert_eq!(path, &dir.join(CONFIG_FILE));
+    assert_eq!(differences, &["seed 1 there, 2 now"]);
+    let error = error.to_string();
     assert!(error.contains("seed 1 there, 2 now"), "{error}");
     assert!(error.contains(&dir.join(CONFIG_FILE).display().to_string()), "{error}");
     assert_eq!(DigitsConfig::load(dir.join(CONFIG_FILE)).unwrap().seed, 1, "config.json is left as it was");

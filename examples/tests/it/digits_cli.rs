@@ -33,7 +33,7 @@ fn cli_help_lists_every_flag_on_stdout() {
     ] {
         assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
     }
-    for policy in ["refuse", "backup", "delete", "keep"] {
+    for policy in ["version", "refuse", "backup", "delete", "keep"] {
         assert!(help.contains(policy), "--help lacks the policy {policy}:\n{help}");
     }
     assert_eq!(text(&digits(&["-h"]).stdout).lines().next(), help.lines().next(), "-h is --help");
@@ -59,4 +59,23 @@ fn cli_bad_arguments_exit_with_status_2_and_train_nothing() {
         assert!(stderr.contains(says), "digits {args:?}: stderr does not mention `{says}`:\n{stderr}");
         assert!(!log_dir.exists(), "digits {args:?} wrote {}", log_dir.display());
     }
+}
+
+/// The example run twice into one `--log-dir` just works: each run trains in a new
+/// `version_N` folder (the default policy), and `--resume` continues the newest.
+#[test]
+fn cli_runs_twice_into_new_version_folders_and_resume_continues_the_newest() {
+    let dir = scratch_dir("digits-versions");
+    let log = dir.to_str().unwrap();
+    for (run, version) in [(1, "version_0"), (2, "version_1")] {
+        let out = digits(&["--log-dir", log, "--epochs", "1"]);
+        assert!(out.status.success(), "run {run}: {}\n{}", out.status, text(&out.stderr));
+        assert!(dir.join(version).join("checkpoints").is_dir(), "run {run} trained in {version}");
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains(&format!("logs in {}", dir.join(version).display())), "{stdout}");
+    }
+    let out = digits(&["--log-dir", log, "--epochs", "2", "--resume"]);
+    assert!(out.status.success(), "resume: {}\n{}", out.status, text(&out.stderr));
+    assert!(text(&out.stdout).contains("trained 2 epochs"), "{}", text(&out.stdout));
+    assert!(!dir.join("version_2").exists(), "--resume continued version_1");
 }

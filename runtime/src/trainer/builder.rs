@@ -10,6 +10,7 @@ use burn::optim::ModuleOptimizer;
 
 #[cfg(doc)]
 use super::Outcome;
+use super::interrupt::StopHandle;
 use super::{DefaultCallbacks, LogDirPolicy, TrainData};
 use crate::callback::Callbacks;
 use crate::state::HyperParams;
@@ -63,6 +64,7 @@ pub(super) struct Settings {
     pub(super) world: Option<World>,
     pub(super) seed: Option<u64>,
     pub(super) deferred_read_interval: Duration,
+    pub(super) stop: StopHandle,
 }
 
 impl Default for Settings {
@@ -80,6 +82,7 @@ impl Default for Settings {
             world: None,
             seed: None,
             deferred_read_interval: DEFERRED_READ_INTERVAL,
+            stop: StopHandle::default(),
         }
     }
 }
@@ -293,5 +296,33 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     pub fn handle_signals(mut self, enable: bool) -> Self {
         self.settings.handle_signals = enable;
         self
+    }
+
+    /// A handle that stops this trainer's run from another thread: [`StopHandle::stop`] ends it
+    /// at the next step boundary with a checkpoint, as a Ctrl-C does (whether or not
+    /// [`handle_signals`](Self::handle_signals) is on). Take it before [`train`](Self::train):
+    ///
+    /// ```no_run
+    /// # use burn_stoker::prelude::*;
+    /// # use burn::nn::{Linear, LinearConfig};
+    /// # use burn::optim::SgdConfig;
+    /// # use burn::tensor::{Device, Tensor};
+    /// # let device = Device::default();
+    /// # let batches: Vec<(Tensor<2>, Tensor<2>)> = Vec::new();
+    /// let model: Linear = LinearConfig::new(4, 1).init(&device);
+    /// let trainer = Trainer::new(model, SgdConfig::new().init(), batches).max_epoch(1000);
+    /// let stop = trainer.stop_handle();
+    /// std::thread::spawn(move || {
+    ///     std::thread::sleep(std::time::Duration::from_secs(60)); // a GUI's button, say
+    ///     stop.stop();
+    /// });
+    /// let report = trainer.train(|model: &Linear, (x, y): (Tensor<2>, Tensor<2>), _: &mut Step<'_>| {
+    ///     (model.forward(x) - y).powi_scalar(2).mean()
+    /// })?;
+    /// assert!(matches!(report.outcome, Outcome::Interrupted { .. }));
+    /// # Ok::<(), burn_stoker::Error>(())
+    /// ```
+    pub fn stop_handle(&self) -> StopHandle {
+        self.settings.stop.clone()
     }
 }

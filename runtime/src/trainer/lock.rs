@@ -74,10 +74,13 @@ impl LogDirLock {
                 let holder = holder(&mut file);
                 let holder = holder.trim();
                 let holder = if holder.is_empty() { "a run that has not said who it is" } else { holder };
-                return Err(Error::msg(format!(
-                    "the log directory {} is in use by another run ({holder}): give this run another log_dir, or wait until that one ends",
-                    dir.display()
-                )));
+                return Err(Error::LogDirInUse {
+                    dir: dir.to_path_buf(),
+                    message: format!(
+                        "the log directory {} is in use by another run ({holder}): give this run another log_dir, or wait until that one ends",
+                        dir.display()
+                    ),
+                });
             }
             Err(TryLockError::Error(e)) => return Err(Error::io(&path, e)),
         }

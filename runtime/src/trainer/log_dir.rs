@@ -75,6 +75,16 @@ pub enum LogDirPolicy {
     /// you loaded yourself, without its checkpoints): `stats.json` and the CSV file are then
     /// appended to when they end just before `starting_epoch`.
     Keep,
+    /// Never refuse, never mix, never delete: each fresh run trains in a new folder
+    /// `LOG_DIR/version_N` (N one more than the highest there, from 0), as Lightning's
+    /// `version_N` and tensorpack's new timestamped directory do, and
+    /// [`Trainer::auto_resume`](crate::trainer::Trainer::auto_resume) continues the newest
+    /// `version_N` (or starts `version_0` when there is none). The folder is created before
+    /// anything is written, so two runs started at once never share one. The run's log directory
+    /// is then that folder: [`Context::log_dir`](crate::callback::Context::log_dir) and
+    /// [`TrainSummary::log_dir`](crate::trainer::TrainSummary::log_dir) name it. In a
+    /// data-parallel world the chief chooses it; the other ranks never write there.
+    NewVersion,
 }
 
 impl LogDirPolicy {
@@ -85,6 +95,7 @@ impl LogDirPolicy {
             LogDirPolicy::Backup => "backup",
             LogDirPolicy::Delete => "delete",
             LogDirPolicy::Keep => "keep",
+            LogDirPolicy::NewVersion => "version",
         }
     }
 }
@@ -92,16 +103,67 @@ impl LogDirPolicy {
 impl FromStr for LogDirPolicy {
     type Err = Error;
 
-    /// `refuse`, `backup`, `delete` or `keep` (any case); anything else is an error listing them.
+    /// `refuse`, `backup`, `delete`, `keep` or `version` (any case); anything else is an error
+    /// listing them.
     fn from_str(text: &str) -> Result<Self> {
         match text.to_ascii_lowercase().as_str() {
             "refuse" => Ok(LogDirPolicy::Refuse),
             "backup" => Ok(LogDirPolicy::Backup),
             "delete" => Ok(LogDirPolicy::Delete),
             "keep" => Ok(LogDirPolicy::Keep),
+            "version" => Ok(LogDirPolicy::NewVersion),
             _ => Err(Error::msg(format!(
-                "unknown log directory policy `{text}`: choose refuse, backup, delete or keep"
+                "unknown log directory policy `{text}`: choose refuse, backup, delete, keep or version"
             ))),
+        }
+    }
+}
+
+/// The prefix of [`LogDirPolicy::NewVersion`]'s folders.
+const VERSION_PREFIX: &str = "version_";
+
+/// The `version_N` folders in `base`, by N.
+fn versions(base: &Path) -> Result<Vec<u64>> {
+    let entries = match fs::read_dir(base) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(base, e)),
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(base, e))?;
+        let name = entry.file_name();
+        let number = name.to_str().and_then(|n| n.strip_prefix(VERSION_PREFIX)).and_then(|n| n.parse().ok());
+        if let Some(number) = number
+            && entry.path().is_dir()
+        {
+            found.push(number);
+        }
+    }
+    found.sort_unstable();
+    Ok(found)
+}
+
+/// The log directory a run under [`LogDirPolicy::NewVersion`] trains in: with `resume`, the
+/// newest `base/version_N` (`version_0`, created, when there is none); otherwise a new
+/// `base/version_N`, created here (`create_dir` fails on one that exists, so a run started at
+/// the same moment takes the next number).
+pub(super) fn versioned_dir(base: &Path, resume: bool) -> Result<PathBuf> {
+    crate::state::create_dir_all_synced(base).map_err(|e| Error::io(base, e))?;
+    let existing = versions(base)?;
+    if resume && let Some(newest) = existing.last() {
+        return Ok(base.join(format!("{VERSION_PREFIX}{newest}")));
+    }
+    let mut next = existing.last().map_or(0, |n| n + 1);
+    loop {
+        let dir = base.join(format!("{VERSION_PREFIX}{next}"));
+        match fs::create_dir(&dir) {
+            Ok(()) => {
+                sync_dir(base).map_err(|e| Error::io(base, e))?;
+                return Ok(dir);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => next += 1,
+            Err(e) => return Err(Error::io(&dir, e)),
         }
     }
 }
@@ -172,13 +234,9 @@ pub(super) fn prepare(dir: &Path, policy: LogDirPolicy, lock: LogDirLock) -> Res
     }
     let holds = found.join(", ");
     match policy {
-        LogDirPolicy::Refuse => Err(Error::msg(format!(
-            "the log directory {} holds an earlier run ({holds}), and a fresh run into it would mix with it; nothing was changed. \
-             To continue that run, resume it (Trainer::auto_resume(true), or resume_from one of its checkpoints). \
-             To start afresh, choose what happens to it with Trainer::log_dir_policy: LogDirPolicy::Backup moves it aside, \
-             LogDirPolicy::Delete deletes it, LogDirPolicy::Keep writes beside it (the runs mix); or give this run another log_dir",
-            dir.display()
-        ))),
+        LogDirPolicy::Refuse => Err(Error::EarlierRun { dir: dir.to_path_buf(), found }),
+        // Chosen before the lock was taken (`versioned_dir`): the version folder is new.
+        LogDirPolicy::NewVersion => Ok(lock),
         LogDirPolicy::Keep => {
             eprintln!(
                 "stoker: warning: the log directory {} holds an earlier run ({holds}); LogDirPolicy::Keep writes this fresh run beside it: its checkpoints count toward this run's keep-N, and a resume takes the newest checkpoint of either run",

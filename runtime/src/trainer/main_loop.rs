@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use burn::module::Module;
 
-use super::interrupt::{SignalGuard, signal_name};
+use super::interrupt::{STOP_REQUEST, SignalGuard, signal_name};
 use super::resume::{Boundary, DataPosition};
 use super::run::{Phase, Run, wrap};
 use super::{BatchIter, TrainData, TrainingStep};
@@ -62,7 +62,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             // and the signal is acted on together at the first boundary).
             let alone = self.state.world.is_none();
             for _ in 1..target.passes {
-                if alone && let Some(signal) = self.signals.as_ref().and_then(SignalGuard::received) {
+                if alone && let Some(signal) = self.stop_asked() {
                     self.interrupted_in_replay(signal, target);
                     return Ok(());
                 }
@@ -70,7 +70,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 self.data_position.passes += 1;
             }
             while self.data_position.batches < target.batches {
-                if alone && let Some(signal) = self.signals.as_ref().and_then(SignalGuard::received) {
+                if alone && let Some(signal) = self.stop_asked() {
                     self.interrupted_in_replay(signal, target);
                     return Ok(());
                 }
@@ -80,7 +80,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 }
                 self.data_position.batches += 1;
             }
-            if alone && let Some(signal) = self.signals.as_ref().and_then(SignalGuard::received) {
+            if alone && let Some(signal) = self.stop_asked() {
                 self.interrupted_in_replay(signal, target);
                 return Ok(());
             }
@@ -338,11 +338,22 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         }
     }
 
+    /// The signal received, or a stop asked through the trainer's `StopHandle` (as
+    /// [`STOP_REQUEST`]): two relaxed loads.
+    #[inline]
+    fn stop_asked(&self) -> Option<i32> {
+        match self.signals.as_ref().and_then(SignalGuard::received) {
+            Some(signal) => Some(signal),
+            None if self.stop.is_stopped() => Some(STOP_REQUEST),
+            None => None,
+        }
+    }
+
     /// Between steps: notice a signal, and write the checkpoint some callback asked for. Costs a
     /// relaxed atomic load and two tests when there is nothing to do.
     #[inline]
     fn boundary(&mut self, at: Boundary) -> Result<()> {
-        if let Some(signal) = self.signals.as_ref().and_then(SignalGuard::received)
+        if let Some(signal) = self.stop_asked()
             && self.interrupted.is_none()
         {
             match self.state.world.as_mut() {
@@ -408,9 +419,15 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     #[cold]
     pub(super) fn on_signal(&mut self, signal: i32) {
         let name = signal_name(signal);
-        eprintln!(
-            "stoker: {name} received: stopping at this step boundary after writing a checkpoint; {name} again exits at once"
-        );
+        if signal == STOP_REQUEST {
+            eprintln!(
+                "stoker: stop asked through the trainer's StopHandle: stopping at this step boundary after writing a checkpoint"
+            );
+        } else {
+            eprintln!(
+                "stoker: {name} received: stopping at this step boundary after writing a checkpoint; {name} again exits at once"
+            );
+        }
         // Into every saver's folder, as it keeps them (the default folder without a saver); a
         // request already made for a folder at this boundary stands.
         let control = &mut self.state.control;

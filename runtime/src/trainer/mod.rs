@@ -33,6 +33,7 @@ mod world;
 pub use builder::{DEFERRED_READ_INTERVAL, Trainer};
 pub use data::{BatchIter, TrainData, VecBatches};
 pub use defaults::DefaultCallbacks;
+pub use interrupt::StopHandle;
 pub use log_dir::LogDirPolicy;
 pub use report::{Outcome, TrainError, TrainReport};
 pub use step::{LossFn, Step, StepOutput, TrainingStep};

@@ -18,10 +18,10 @@ pub enum Outcome {
     Finished,
     /// A callback asked to stop (tensorpack's `StopTraining`), for this reason.
     Stopped(String),
-    /// SIGINT or SIGTERM stopped training at a step boundary; a checkpoint was written there
-    /// (resume from it with [`Trainer::auto_resume`]).
+    /// SIGINT or SIGTERM, or a [`StopHandle`](super::StopHandle), stopped training at a step
+    /// boundary; a checkpoint was written there (resume from it with [`Trainer::auto_resume`]).
     Interrupted {
-        /// `"SIGINT"` or `"SIGTERM"`.
+        /// `"SIGINT"`, `"SIGTERM"`, or `"StopHandle"`.
         signal: String,
         /// The checkpoint written when the signal was handled.
         checkpoint: Option<PathBuf>,
@@ -141,6 +141,35 @@ impl<M> TrainError<M> {
     /// The report, if the model is still there.
     pub fn into_report(self) -> Option<TrainReport<M>> {
         self.report.map(|report| *report)
+    }
+}
+
+impl<M> TrainReport<M> {
+    /// The last value put for the scalar `name` during the run (by a callback, validation or the
+    /// trainer), as the monitors hold it; `None` when nothing put one. Read from memory, not from
+    /// `stats.json`.
+    ///
+    /// ```no_run
+    /// # fn show<M>(report: &burn_stoker::trainer::TrainReport<M>) {
+    /// if let Some(error) = report.latest("validation_error") {
+    ///     println!("validation error at the end: {error}");
+    /// }
+    /// # }
+    /// ```
+    pub fn latest(&self, name: &str) -> Option<f64> {
+        self.scalar(name).map(|s| s.last)
+    }
+
+    /// The best value of the scalar `name` during the run, with the step and epoch it was put
+    /// at: the lowest for a loss, cost or error, the highest for an accuracy (see
+    /// [`TrainSummary`] for how the direction is told). `None` when nothing put one, or when
+    /// the direction is unknown (a learning rate, a time).
+    pub fn best(&self, name: &str) -> Option<&super::BestValue> {
+        self.scalar(name).and_then(|s| s.best.as_ref())
+    }
+
+    fn scalar(&self, name: &str) -> Option<&super::ScalarSummary> {
+        self.summary.scalars.iter().find(|s| s.name == name)
     }
 }
 

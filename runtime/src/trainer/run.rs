@@ -12,7 +12,7 @@ use burn::tensor::Tensor;
 use super::builder::{Resume, Settings};
 use super::interrupt::{SignalGuard, signal_name};
 use super::lock::LogDirLock;
-use super::log_dir::{self, is_within};
+use super::log_dir::{self, LogDirPolicy, is_within};
 use super::resume::{DataPosition, Restored};
 use super::{LossFn, Outcome, Step, TrainData, TrainError, TrainReport, TrainSummary, Trainer, TrainingStep};
 use crate::callback::{Callbacks, Context, Control, Counters, Event, TrainState, resolve_order};
@@ -99,9 +99,15 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             world: _,
             seed,
             deferred_read_interval,
+            stop,
         } = settings;
         // The chief holds the log directory for the whole run (other ranks never write there).
         let chief = world.as_ref().is_none_or(|a| a.rank() == 0);
+        let log_dir = if chief && log_dir_policy == LogDirPolicy::NewVersion {
+            early!(log_dir::versioned_dir(&log_dir, matches!(resume, Resume::Auto)))
+        } else {
+            log_dir
+        };
         let mut lock = if chief { Some(early!(LogDirLock::acquire(&log_dir))) } else { None };
         let checkpoint = early!(match &resume {
             Resume::Fresh => Ok(None),
@@ -180,6 +186,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         run.plan.set_read_interval(deferred_read_interval);
         run.state.model = Some(model);
         run.signals = signals;
+        run.stop = stop;
         run.lock = lock;
         if let Some(agreement) = &world {
             run.mean_slots =
@@ -357,6 +364,9 @@ pub(crate) struct Run<M, C, K> {
     /// The local step the first epoch starts at (a run resumed in the middle of an epoch).
     pub(super) first_local_step: u64,
     pub(super) signals: Option<SignalGuard>,
+    /// The trainer's [`StopHandle`](super::StopHandle): a stop asked through it is acted on as
+    /// a signal is.
+    pub(super) stop: super::StopHandle,
     /// The chief's hold on the log directory, released when the run ends.
     pub(super) lock: Option<LogDirLock>,
     /// The signal that stopped training.
@@ -441,6 +451,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             resumed: None,
             first_local_step: 0,
             signals: None,
+            stop: super::StopHandle::default(),
             lock: None,
             interrupted: None,
             last_checkpoint: None,

@@ -59,7 +59,9 @@ fn a_second_run_in_a_held_log_directory_is_refused_naming_the_first() {
             .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
     });
     started.recv().unwrap();
-    let error = train(&dir).expect_err("the directory is held").to_string();
+    let error = train(&dir).expect_err("the directory is held");
+    assert!(matches!(error.root(), burn_stoker::Error::LogDirInUse { dir: at, .. } if *at == dir), "{error}");
+    let error = error.to_string();
     assert!(error.contains("is in use by another run"), "{error}");
     assert!(error.contains(&format!("process {}", std::process::id())), "{error}");
     go_on.send(()).unwrap();
