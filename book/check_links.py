@@ -4,9 +4,12 @@
 1. Every relative `href` / `src` in book/book/**/*.html must name a file that exists, and a
    `#fragment` into a page of the book must name an `id` (or `name`) on that page. Links that
    leave the built book (to files of the repository) are checked by 2.
-2. Every relative link of the markdown sources (book/src/**/*.md) to a file outside book/src
-   (`../../ARCHITECTURE.md`, `../../examples/src/lib.rs`) must name a file or folder of the
-   repository.
+2. Every link of the markdown sources (book/src/**/*.md) to a file of the repository must name a
+   file or folder that exists: a relative link out of book/src (`../../examples/src/lib.rs`), or
+   the repository's own URL (book.toml's `git-repository-url` followed by `/blob/<branch>/PATH`
+   or `/tree/<branch>/PATH`), which works in the HTML wherever it is served. A relative link to
+   a `.md` file outside the book is checked too, with a warning: mdBook rewrites it to `.html`,
+   which the built book does not have; the repository's URL avoids that.
 
 Prints every broken link and exits with 1 if there is one; Python's standard library only.
 """
@@ -99,8 +102,26 @@ FENCE = re.compile(r"^(```|~~~).*?^\1", re.M | re.S)
 CODE_SPAN = re.compile(r"`[^`\n]*`")
 
 
-def check_markdown(broken):
+def repository_url():
+    """book.toml's `git-repository-url`, without a trailing slash, or None."""
+    with open(os.path.join(BOOK, "book.toml"), encoding="utf-8") as f:
+        match = re.search(r'^\s*git-repository-url\s*=\s*"([^"]+)"', f.read(), re.M)
+    return match.group(1).rstrip("/") if match else None
+
+
+def repository_path(url, repo_url):
+    """The repository path a URL of this repository names (`blob/<branch>/PATH`), or None."""
+    if not repo_url or not url.startswith(repo_url + "/"):
+        return None
+    parts = urllib.parse.urlsplit(url[len(repo_url) + 1 :]).path.split("/")
+    if len(parts) >= 2 and parts[0] in ("blob", "tree"):
+        return urllib.parse.unquote("/".join(parts[2:]))
+    return None
+
+
+def check_markdown(broken, warnings):
     checked = 0
+    repo_url = repository_url()
     for root, _dirs, files in os.walk(SRC):
         for name in sorted(files):
             if not name.endswith(".md"):
@@ -113,12 +134,18 @@ def check_markdown(broken):
             text = CODE_SPAN.sub(lambda m: " " * len(m.group(0)), text)
             for match in list(INLINE.finditer(text)) + list(REFERENCE.finditer(text)):
                 url = match.group(1)
+                line = text.count("\n", 0, match.start()) + 1
+                where = f"{os.path.relpath(path, REPO)}:{line}: ({url})"
+                in_repo = repository_path(url, repo_url)
+                if in_repo is not None:
+                    checked += 1
+                    if not os.path.exists(os.path.join(REPO, in_repo)):
+                        broken.append(f"{where}: no file {in_repo} in the repository")
+                    continue
                 if is_external(url) or url.startswith(("#", "mailto:")):
                     continue
                 target_path = urllib.parse.unquote(urllib.parse.urlsplit(url).path)
                 target = os.path.normpath(os.path.join(root, target_path))
-                line = text.count("\n", 0, match.start()) + 1
-                where = f"{os.path.relpath(path, REPO)}:{line}: ({url})"
                 if os.path.realpath(target).startswith(os.path.realpath(SRC) + os.sep):
                     # A chapter: mdBook's output is checked above; the source must exist too.
                     if not os.path.exists(target):
@@ -128,13 +155,20 @@ def check_markdown(broken):
                 checked += 1
                 if not os.path.exists(target):
                     broken.append(f"{where}: no file {os.path.relpath(target, REPO)} in the repository")
+                elif target.endswith(".md"):
+                    warnings.append(
+                        f"{where}: mdBook turns this link into .html, which the built book lacks; "
+                        f"link {repo_url or 'the repository'}/blob/main/{os.path.relpath(target, REPO)} instead"
+                    )
     return checked
 
 
 def main():
-    broken = []
+    broken, warnings = [], []
     html_links = check_html(broken)
-    md_links = check_markdown(broken)
+    md_links = check_markdown(broken, warnings)
+    for line in warnings:
+        print(f"warning: {line}")
     for line in broken:
         print(f"broken link: {line}")
     if broken:
