@@ -20,6 +20,62 @@ pub mod callback_list;
 pub mod learner;
 pub mod mlflow;
 
+// The guide (book/): every ```rust block of every chapter is compiled as a doc test of this crate,
+// which has burn, burn_stoker and the digits (`Mlp`, `DigitBatcher`, `load_digits`, `digit_outputs`)
+// at hand. `rust,no_run` blocks are compiled, not run.
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/introduction.md")]
+pub struct BookIntroduction;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/events-and-lifecycle.md")]
+pub struct BookEventsAndLifecycle;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/dsl.md")]
+pub struct BookDsl;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/fetches.md")]
+pub struct BookFetches;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/monitors-and-writers.md")]
+pub struct BookMonitorsAndWriters;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/schedules.md")]
+pub struct BookSchedules;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/checkpoints-and-resume.md")]
+pub struct BookCheckpointsAndResume;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/log-directory.md")]
+pub struct BookLogDirectory;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/logging.md")]
+pub struct BookLogging;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/embedding.md")]
+pub struct BookEmbedding;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/devices-and-worlds.md")]
+pub struct BookDevicesAndWorlds;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/trackers.md")]
+pub struct BookTrackers;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/coming-from.md")]
+pub struct BookComingFrom;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/first-run-and-build-times.md")]
+pub struct BookFirstRunAndBuildTimes;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/troubleshooting.md")]
+pub struct BookTroubleshooting;
+/// The chapter on burn-train needs its bridge: compiled in the build with the feature
+/// `burn-train` (the test command's `--doc burn_train`, which this module's name matches).
+#[cfg(all(doctest, feature = "burn-train"))]
+pub mod book_burn_train {
+    #[doc = include_str!("../../book/src/migrating-from-burn-train.md")]
+    pub struct BookMigratingFromBurnTrain;
+}
+
 /// Pixels per image.
 pub const FEATURES: usize = 64;
 /// Classes.
