@@ -23,6 +23,11 @@ pub mod mlflow;
 // The guide (book/): every ```rust block of every chapter is compiled as a doc test of this crate,
 // which has burn, burn_stoker and the digits (`Mlp`, `DigitBatcher`, `load_digits`, `digit_outputs`)
 // at hand. `rust,no_run` blocks are compiled, not run.
+/// The README's example, compiled as a doc test (the README is also burn-stoker's page on the
+/// registry).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct Readme;
 #[cfg(doctest)]
 #[doc = include_str!("../../book/src/introduction.md")]
 pub struct BookIntroduction;
