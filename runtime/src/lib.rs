@@ -24,12 +24,20 @@
 //! keep policy live in [`state`] alone. [`prelude`] is not a second home: it is a convenience for
 //! `use burn_stoker::prelude::*;`.
 //!
+//! ## Features
+//!
+//! Each item that needs a feature says so on docs.rs. The features, from `Cargo.toml`:
+//!
+#![doc = document_features::document_features!()]
+//!
 //! [`Callback`]: callback::Callback
 //! [`InferenceRunner`]: inference::InferenceRunner
 //! [`ModelSaver`]: saver::ModelSaver
 //! [`ScheduledHyperParamSetter`]: param::ScheduledHyperParamSetter
 //! [`Trainer`]: trainer::Trainer
 #![warn(missing_docs)]
+// On docs.rs (`--cfg docsrs`): every item behind a feature is labelled with it.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // The macros generate `::burn_stoker::...` paths; this lets the runtime use its own macros.
 extern crate self as burn_stoker;
