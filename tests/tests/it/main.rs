@@ -2,6 +2,10 @@
 //! linking burn. `signals.rs` stays a binary of its own: it raises signals in its own process, which
 //! would reach every trainer running in the same process.
 
+// `tests/ui/pass/renamed_crate.rs` names the runtime `::renamed`: an extern prelude name, which only
+// the crate root can give.
+extern crate burn_stoker as renamed;
+
 mod checkpoint;
 mod debug;
 mod deferred;
