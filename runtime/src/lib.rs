@@ -30,6 +30,8 @@
 //! [`ScheduledHyperParamSetter`]: param::ScheduledHyperParamSetter
 //! [`Trainer`]: trainer::Trainer
 #![warn(missing_docs)]
+// docs.rs (`--cfg docsrs`, a nightly rustdoc) labels each feature-gated item with its feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // The macros generate `::burn_stoker::...` paths; this lets the runtime use its own macros.
 extern crate self as burn_stoker;
