@@ -18,7 +18,6 @@ use burn_stoker::prelude::*;
 pub mod callback_list;
 #[cfg(feature = "burn-train")]
 pub mod learner;
-pub mod mlflow;
 
 // The guide (book/): every ```rust block of every chapter is compiled as a doc test of this crate,
 // which has burn, burn_stoker and the digits (`Mlp`, `DigitBatcher`, `load_digits`, `digit_outputs`)
@@ -250,7 +249,7 @@ pub struct DigitsRun {
     pub log_dir_policy: LogDirPolicy,
     /// An MLflow tracking server (`http://host:port`) to send the scalars to, with the
     /// configuration as params, as a run named `digits` in the default experiment (see
-    /// [`mlflow::MlflowLogger`]); `None` by default.
+    /// [`MlflowLogger`](burn_stoker::monitor::MlflowLogger)); `None` by default.
     pub mlflow: Option<String>,
 }
 
@@ -375,7 +374,9 @@ pub fn train_digits_in(
         TrainingScalars::default(),
         SaveConfig { config: config.clone() },
         match &run.mlflow {
-            Some(uri) => Some(mlflow::MlflowLogger::new(uri)?.run_name("digits").params_of(config)?),
+            Some(uri) => {
+                Some(burn_stoker::monitor::MlflowLogger::new(uri)?.run_name("digits").params_of(config)?)
+            }
             None => None,
         },
     );

@@ -157,7 +157,7 @@ pub enum FetchKind {
     Device,
     /// Copied to the host without stopping the step: handed to the
     /// [`fetched`](crate::callback::Callback::fetched) event of a later step (see the
-    /// [module](crate::fetch)).
+    /// [module](mod@crate::fetch)).
     Deferred,
 }
 

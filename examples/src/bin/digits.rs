@@ -20,10 +20,10 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
+use burn_stoker::monitor::{MLFLOW_SINK_NAME, MlflowLogger};
 use burn_stoker::trainer::{LogDirPolicy, Outcome};
 use burn_stoker::world::Threads;
 use clap::{CommandFactory, Parser};
-use stoker_examples::mlflow::MLFLOW_SINK_NAME;
 use stoker_examples::{DigitsRun, train_digits, train_digits_in};
 
 /// Train an MLP on the 8x8 handwritten digits with stoker's default callbacks, validation every
@@ -62,9 +62,9 @@ struct Cli {
     mlflow: Option<String>,
 }
 
-/// `--mlflow`'s check, before anything is trained: a URI the MLflow example can use.
+/// `--mlflow`'s check, before anything is trained: a URI burn-stoker's MLflow writer can use.
 fn mlflow_uri(uri: &str) -> Result<String, String> {
-    stoker_examples::mlflow::MlflowLogger::new(uri).map(|_| uri.to_string()).map_err(|e| e.to_string())
+    MlflowLogger::new(uri).map(|_| uri.to_string()).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {

@@ -3,7 +3,8 @@
 //!
 //! A writer is a [`MonitorSink`] running on a thread of its own; its callback
 //! ([`TensorBoardWriter`], [`JsonWriter`], [`ScalarPrinter`], [`CsvWriter`], [`HistoryWriter`],
-//! [`SendMonitorData`]) registers it at setup. Records put
+//! [`SendMonitorData`]; with the feature `mlflow`, `MlflowLogger` for an MLflow tracking server)
+//! registers it at setup. Records put
 //! during an event reach the writers in one batch when the event ends; the end of every epoch
 //! (after every callback's `trigger_epoch`) reaches them as [`MonitorSink::end_epoch`] with the
 //! epoch's [`EpochStats`]; each row of `stats.json` (tensorpack's layout: a row at every step
@@ -24,6 +25,8 @@ mod csv;
 mod hist;
 mod history;
 mod json;
+#[cfg(feature = "mlflow")]
+mod mlflow;
 mod png;
 pub(crate) mod printer;
 mod send;
@@ -38,6 +41,8 @@ pub use hist::Hist;
 pub use history::{HISTORY_FILE, HistorySink, HistoryWriter};
 pub(crate) use json::STATS_FILE;
 pub use json::{JsonSink, JsonWriter};
+#[cfg(feature = "mlflow")]
+pub use mlflow::{MLFLOW_MAX_METRICS_PER_BATCH, MLFLOW_SINK_NAME, MlflowLogger};
 pub use png::encode_png;
 pub use printer::{PrinterSink, ScalarPrinter};
 pub use send::{COMMAND_QUEUE_CAPACITY, SendMonitorData, SendStat};

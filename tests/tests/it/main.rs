@@ -16,6 +16,7 @@ mod fastai_loop;
 mod inference;
 mod lifecycle;
 mod log_dir;
+mod mlflow;
 mod modify;
 mod monitor_catalogue;
 mod monitors;

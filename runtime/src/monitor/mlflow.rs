@@ -1,63 +1,20 @@
-//! Sending the monitored scalars to an experiment tracker: an MLflow tracking server, through
-//! MLflow's REST API 2.0. An example to copy and adapt: any other tracker (Weights & Biases, a
-//! database, a message queue) plugs in the same way, as a [`MonitorSink`] that a callback
-//! registers at `setup` with [`Monitors::add_sink`].
-//!
-//! [`MlflowLogger`] is the callback: add it to the trainer's callbacks and every scalar the
-//! callbacks put (the validation error, the training cost, the learning rate...) reaches the
-//! tracker. What it does, on the sink's writer thread, never on the step's path:
-//!
-//! 1. the first time records arrive, `POST {tracking_uri}/api/2.0/mlflow/runs/create`
-//!    (`experiment_id`, `start_time`, `run_name`) creates a run, then the parameters given with
-//!    [`param`](MlflowLogger::param) / [`params_of`](MlflowLogger::params_of) are logged with
-//!    `POST /api/2.0/mlflow/runs/log-batch` (up to 100 a request, MLflow's limit);
-//! 2. scalars are collected and sent with `runs/log-batch` (key, value, timestamp in ms, step =
-//!    the global step they were put at) at the end of every epoch, when a batch is full
-//!    ([`max_batch`](MlflowLogger::max_batch), [`MLFLOW_MAX_METRICS_PER_BATCH`] by default:
-//!    MLflow's limit) and when training ends; never one request per scalar;
-//! 3. when training ends, `POST /api/2.0/mlflow/runs/update` ends the run with the status
-//!    [`RunStatus`] says (`FINISHED`, `FAILED` or `KILLED`).
-//!
-//! MLflow accepts keys made of letters, digits and `_ - . space /`: any other character of a
-//! scalar's name is replaced by `_` (`top-1[val]` is logged as `top-1_val_`). Non-finite values
-//! are sent as MLflow's own client sends them (`"NaN"`, `"Infinity"`, `"-Infinity"`).
-//!
-//! A tracker that fails (down, refusing a request) never stops training: as with every monitor
-//! writer, the first error is reported once on stderr, the sink is disabled for the rest of the
-//! run, and [`TrainReport::writer_failures`](burn_stoker::trainer::TrainReport::writer_failures)
-//! names it (`"MLflow"`) with the error: the URL, the HTTP status and MLflow's `error_code` and
-//! `message`. The run it had created is then ended as `FAILED` (best effort), since its metrics
-//! are incomplete.
-//!
-//! Tested against a fake MLflow server in `examples/tests/it/sink.rs` (a thread of the test that
-//! answers as MLflow's REST API does and checks MLflow's limits); checked by hand against MLflow
-//! 3.17.2's server, which the ignored test `sink_mlflow_real_server_has_every_metric_param_and_the_status`
-//! does again for any server given in `STOKER_MLFLOW_URI`.
-//!
-//! ```no_run
-//! use burn_stoker::prelude::*;
-//! use stoker_examples::mlflow::MlflowLogger;
-//! # fn callbacks() -> burn_stoker::Result<()> {
-//! let mlflow = MlflowLogger::new("http://127.0.0.1:5000")?
-//!     .experiment_id("0")
-//!     .run_name("digits")
-//!     .param("optimizer", "adam");
-//! // Trainer::new(..).callbacks((InferenceRunner::new(..), mlflow)).train(..)
-//! # let _ = mlflow;
-//! # Ok(())
-//! # }
-//! ```
+//! The MLflow tracking-server writer (feature `mlflow`): [`MlflowLogger`] and the sink it
+//! registers, which speaks MLflow's REST API 2.0 over plain HTTP/1.1.
 
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use burn_stoker::callback::Context;
-use burn_stoker::state::{EpochStats, MonitorSink, Record, Value};
-use burn_stoker::trainer::Outcome;
 use serde_json::{Value as Json, json};
 
-/// The most metrics MLflow takes in one `runs/log-batch` request.
+use crate::callback::Context;
+use crate::error::{Error, Result};
+use crate::state::{EpochStats, MonitorSink, Record, Value};
+use crate::trainer::Outcome;
+
+/// The most metrics MLflow takes in one `runs/log-batch` request: [`MlflowLogger`]'s largest and
+/// default [`max_batch`](MlflowLogger::max_batch).
+#[cfg_attr(docsrs, doc(cfg(feature = "mlflow")))]
 pub const MLFLOW_MAX_METRICS_PER_BATCH: usize = 1000;
 
 /// The most params MLflow takes in one `runs/log-batch` request.
@@ -69,7 +26,11 @@ const MLFLOW_MAX_KEY_LENGTH: usize = 250;
 /// The longest param value MLflow takes (MLflow 2.x; 1.x took 500).
 const MLFLOW_MAX_PARAM_VALUE_LENGTH: usize = 6000;
 
-/// The sink's name: its thread's, and the writer's in `TrainReport::writer_failures`.
+/// The name of [`MlflowLogger`]'s sink, `"MLflow"`: its thread's, and the
+/// [`writer`](crate::state::WriterFailure::writer) of its entry in
+/// [`TrainReport::writer_failures`](crate::trainer::TrainReport::writer_failures) when the
+/// tracking server failed.
+#[cfg_attr(docsrs, doc(cfg(feature = "mlflow")))]
 pub const MLFLOW_SINK_NAME: &str = "MLflow";
 
 /// How long one request may take by default, connecting included.
@@ -77,7 +38,7 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How an MLflow run ended: the `status` of `runs/update`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunStatus {
+enum RunStatus {
     /// Every epoch ran, or a callback asked to stop (as `EarlyStopping` does).
     Finished,
     /// An error or a panic ended training early, or the sink itself failed (its metrics are
@@ -89,7 +50,7 @@ pub enum RunStatus {
 
 impl RunStatus {
     /// MLflow's name for it: `"FINISHED"`, `"FAILED"`, `"KILLED"`.
-    pub fn as_str(self) -> &'static str {
+    fn as_str(self) -> &'static str {
         match self {
             RunStatus::Finished => "FINISHED",
             RunStatus::Failed => "FAILED",
@@ -111,15 +72,69 @@ struct Settings {
     timeout: Duration,
 }
 
-/// Sends every monitored scalar to an MLflow tracking server (see [the module](self) for the
-/// requests it makes, when, and what happens when the server fails). Runs on the chief only in
-/// data-parallel training, as every monitor writer does.
+/// Sends every monitored scalar to an [MLflow](https://mlflow.org) tracking server, through
+/// MLflow's REST API 2.0. Feature `mlflow` (off by default).
 ///
-/// The status the run ends with is decided in `after_train` from how training ended
-/// ([`Context::outcome`](burn_stoker::callback::Context::outcome)): [`RunStatus::Killed`] after a
-/// signal, [`RunStatus::Finished`] when the last epoch ended or a callback asked to stop,
-/// [`RunStatus::Failed`] when an error or a panic ended training or the loss or weights stopped
-/// being finite.
+/// Add it to the trainer's callbacks and every scalar the callbacks put (the validation error,
+/// the training cost, the learning rate...) reaches the tracker. It registers a
+/// [`MonitorSink`] at `setup`, which does its work on the monitors' writer thread, never on the
+/// step's path:
+///
+/// 1. the first time records arrive, `POST {tracking_uri}/api/2.0/mlflow/runs/create`
+///    (`experiment_id`, `start_time`, `run_name`) creates a run, then the parameters given with
+///    [`param`](MlflowLogger::param) / [`params_of`](MlflowLogger::params_of) are logged with
+///    `POST /api/2.0/mlflow/runs/log-batch` (up to 100 a request, MLflow's limit);
+/// 2. scalars are collected and sent with `runs/log-batch` (key, value, timestamp in ms, step =
+///    the global step they were put at) at the end of every epoch, when a batch is full
+///    ([`max_batch`](MlflowLogger::max_batch), [`MLFLOW_MAX_METRICS_PER_BATCH`] by default:
+///    MLflow's limit) and when training ends; never one request per scalar;
+/// 3. when training ends, `POST /api/2.0/mlflow/runs/update` ends the run with a status decided
+///    in `after_train` from how training ended ([`Context::outcome`]): `KILLED` after a signal,
+///    `FINISHED` when the last epoch ended or a callback asked to stop, `FAILED` when an error
+///    or a panic ended training or the loss or weights stopped being finite.
+///
+/// MLflow accepts keys made of letters, digits and `_ - . space /`: any other character of a
+/// scalar's name is replaced by `_` (`top-1[val]` is logged as `top-1_val_`). Non-finite values
+/// are sent as MLflow's own client sends them (`"NaN"`, `"Infinity"`, `"-Infinity"`). Runs on
+/// the chief only in data-parallel training, as every monitor writer does.
+///
+/// A tracker that fails (down, refusing a request) never stops training: as with every monitor
+/// writer, the first error is reported once on stderr, the sink is disabled for the rest of the
+/// run, and [`TrainReport::writer_failures`](crate::trainer::TrainReport::writer_failures)
+/// names it ([`MLFLOW_SINK_NAME`]) with the error: the URL, the HTTP status and MLflow's
+/// `error_code` and `message`. The run it had created is then ended as `FAILED` (best effort),
+/// since its metrics are incomplete.
+///
+/// # Plain HTTP only
+///
+/// The sink speaks plain HTTP/1.1 (through `ureq`, built without TLS) and sends no credentials:
+/// TLS would bring a C-compiled cryptography crate (`ring`) into the build. To reach a server
+/// behind `https://`, either
+///
+/// - run a local forwarder that adds the TLS and give its `http://` address: an SSH tunnel to the
+///   server's own plain-HTTP port (`ssh -N -L 5000:127.0.0.1:5000 tracking-host`, then
+///   `http://127.0.0.1:5000`), or a TLS client proxy such as stunnel (client mode) or a local
+///   nginx whose `proxy_pass` is the `https://` URL (it can add an `Authorization` header too);
+/// - or send the records yourself: implement [`MonitorSink`] with the HTTP client of your choice
+///   and register it from a callback's `setup` with
+///   [`Monitors::add_sink`](crate::state::Monitors::add_sink), as this type does. The same way
+///   plugs in any other tracker (a database, a message queue...); Weights & Biases reads the
+///   TensorBoard event files stoker writes (`wandb sync --sync-tensorboard <log dir>`).
+///
+/// ```
+/// use burn_stoker::monitor::MlflowLogger;
+/// # fn callbacks() -> burn_stoker::Result<()> {
+/// let mlflow = MlflowLogger::new("http://127.0.0.1:5000")?
+///     .experiment_id("0")
+///     .run_name("digits")
+///     .param("optimizer", "adam");
+/// // Trainer::new(..).callbacks((InferenceRunner::new(..), mlflow)).train(..)
+/// # let _ = mlflow;
+/// # Ok(())
+/// # }
+/// # callbacks().unwrap();
+/// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "mlflow")))]
 #[derive(Debug)]
 pub struct MlflowLogger {
     settings: Settings,
@@ -131,19 +146,19 @@ impl MlflowLogger {
     /// Log to the MLflow tracking server at `tracking_uri` (`http://host:port`, as
     /// `mlflow server` prints it), in the default experiment (`"0"`), as a run named `"stoker"`.
     ///
-    /// Only plain `http://` is supported: this example builds `ureq` without TLS, so that it
-    /// compiles no cryptography (enable ureq's `rustls` feature for an `https://` server). Any
-    /// other URI is an error naming it.
-    pub fn new(tracking_uri: impl Into<String>) -> burn_stoker::Result<Self> {
+    /// Only plain `http://` is supported (see [Plain HTTP only](MlflowLogger#plain-http-only)
+    /// for an `https://` server). Any other URI is an error naming it.
+    pub fn new(tracking_uri: impl Into<String>) -> Result<Self> {
         let uri = tracking_uri.into();
         let host = uri.strip_prefix("http://").map(|rest| rest.split('/').next().unwrap_or_default());
         if host.is_none_or(str::is_empty) {
             let what = if uri.starts_with("https://") {
-                "https needs TLS, which this example leaves out (enable ureq's `rustls` feature)"
+                "https needs TLS, which burn-stoker's MLflow sink leaves out: give the http:// address of a \
+                 local forwarder that adds it (see MlflowLogger's docs)"
             } else {
                 "expected http://host:port"
             };
-            return Err(burn_stoker::Error::msg(format!("MLflow tracking URI `{uri}`: {what}")));
+            return Err(Error::msg(format!("MLflow tracking URI `{uri}`: {what}")));
         }
         Ok(MlflowLogger {
             settings: Settings {
@@ -195,9 +210,9 @@ impl MlflowLogger {
     /// Log every field of a configuration (a burn `#[derive(Config)]`, anything `Serialize`) as
     /// a parameter: nested fields as `outer.inner`, strings as they are, other values as JSON.
     /// A configuration that is not a struct or a map is one param, `config`.
-    pub fn params_of(self, config: &impl serde::Serialize) -> burn_stoker::Result<Self> {
+    pub fn params_of(self, config: &impl serde::Serialize) -> Result<Self> {
         let value = serde_json::to_value(config)
-            .map_err(|e| burn_stoker::Error::context("MLflow: serializing the configuration's params", e))?;
+            .map_err(|e| Error::context("MLflow: serializing the configuration's params", e))?;
         let mut flat = Vec::new();
         flatten("", &value, &mut flat);
         Ok(flat.into_iter().fold(self, |logger, (key, value)| logger.param(&key, value)))
@@ -237,10 +252,10 @@ fn key_or_config(prefix: &str) -> String {
     if prefix.is_empty() { "config".into() } else { prefix.into() }
 }
 
-#[burn_stoker::callback]
+#[crate::callback]
 impl MlflowLogger {
     #[on(setup)]
-    fn start<M>(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+    fn start<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let sink = MlflowSink::new(self.settings.clone(), Arc::clone(&self.status));
         ctx.monitors().add_sink(sink);
         Ok(())
@@ -435,7 +450,7 @@ impl Drop for MlflowSink {
 
 /// `name` as a key MLflow takes: letters, digits and `_ - . space /`, any other character
 /// replaced by `_`, at most 250 characters; an empty name is `_`.
-pub fn mlflow_key(name: &str) -> String {
+fn mlflow_key(name: &str) -> String {
     let key: String = name
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || "_-. /".contains(c) { c } else { '_' })
@@ -446,7 +461,7 @@ pub fn mlflow_key(name: &str) -> String {
 
 /// `value` as MLflow's JSON: a number, or `"NaN"`, `"Infinity"`, `"-Infinity"` (what protobuf's
 /// JSON mapping, and so MLflow's server, reads for the values JSON cannot write).
-pub fn mlflow_value(value: f64) -> Json {
+fn mlflow_value(value: f64) -> Json {
     if value.is_nan() {
         json!("NaN")
     } else if value == f64::INFINITY {
