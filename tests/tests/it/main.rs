@@ -9,6 +9,7 @@ extern crate burn_stoker as renamed;
 mod checkpoint;
 mod debug;
 mod deferred;
+mod docs;
 mod dsl;
 mod embedding;
 mod errors;
