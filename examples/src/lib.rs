@@ -398,20 +398,14 @@ pub fn train_digits_in(
         .train(|model: &Mlp, batch: DigitBatch, step: &mut Step<'_>| {
             digit_outputs(model, batch, step.outputs())
         })?;
-    let error = if chief { report_error(&run.log_dir)? } else { f64::NAN };
+    // Read from the report, not from stats.json: the run's log directory may be a version folder
+    // inside `run.log_dir` (LogDirPolicy::NewVersion).
+    let error = match (chief, report.latest("validation_error")) {
+        (false, _) => f64::NAN,
+        (true, Some(error)) => error,
+        (true, None) => return Err(burn_stoker::Error::msg("the run put no validation_error")),
+    };
     Ok((report, error))
-}
-
-/// The last `validation_error` in `stats.json`.
-fn report_error(log_dir: &std::path::Path) -> burn_stoker::Result<f64> {
-    let path = log_dir.join("stats.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| burn_stoker::Error::io(&path, e))?;
-    let stats: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(burn_stoker::Error::msg)?;
-    stats
-        .iter()
-        .rev()
-        .find_map(|e| e.get("validation_error").and_then(serde_json::Value::as_f64))
-        .ok_or_else(|| burn_stoker::Error::msg("stats.json has no validation_error"))
 }
 
 /// Puts the mean training cost and accuracy of each epoch (fetched every step, one transfer)
