@@ -11,7 +11,7 @@
 // `[dependencies] renamed = { package = "burn-stoker" }` would.
 extern crate burn_stoker as renamed;
 
-#[path = "../../../ui/pass/compositions.rs"]
+#[path = "../../ui/pass/compositions.rs"]
 mod compositions;
 
 #[test]
@@ -19,7 +19,7 @@ fn compositions_compiles_and_runs() {
     compositions::main();
 }
 
-#[path = "../../../ui/pass/context_forms.rs"]
+#[path = "../../ui/pass/context_forms.rs"]
 mod context_forms;
 
 #[test]
@@ -27,7 +27,7 @@ fn context_forms_compiles_and_runs() {
     context_forms::main();
 }
 
-#[path = "../../../ui/pass/every_event.rs"]
+#[path = "../../ui/pass/every_event.rs"]
 mod every_event;
 
 #[test]
@@ -35,7 +35,7 @@ fn every_event_compiles_and_runs() {
     every_event::main();
 }
 
-#[path = "../../../ui/pass/fetch_types.rs"]
+#[path = "../../ui/pass/fetch_types.rs"]
 mod fetch_types;
 
 #[test]
@@ -43,7 +43,7 @@ fn fetch_types_compiles_and_runs() {
     fetch_types::main();
 }
 
-#[path = "../../../ui/pass/function_forms.rs"]
+#[path = "../../ui/pass/function_forms.rs"]
 mod function_forms;
 
 #[test]
@@ -51,7 +51,7 @@ fn function_forms_compiles_and_runs() {
     function_forms::main();
 }
 
-#[path = "../../../ui/pass/impl_forms.rs"]
+#[path = "../../ui/pass/impl_forms.rs"]
 mod impl_forms;
 
 #[test]
@@ -59,7 +59,7 @@ fn impl_forms_compiles_and_runs() {
     impl_forms::main();
 }
 
-#[path = "../../../ui/pass/inside_macro_rules.rs"]
+#[path = "../../ui/pass/inside_macro_rules.rs"]
 mod inside_macro_rules;
 
 #[test]
@@ -67,7 +67,7 @@ fn inside_macro_rules_compiles_and_runs() {
     inside_macro_rules::main();
 }
 
-#[path = "../../../ui/pass/order_forms.rs"]
+#[path = "../../ui/pass/order_forms.rs"]
 mod order_forms;
 
 #[test]
@@ -75,7 +75,7 @@ fn order_forms_compiles_and_runs() {
     order_forms::main();
 }
 
-#[path = "../../../ui/pass/renamed_crate.rs"]
+#[path = "../../ui/pass/renamed_crate.rs"]
 mod renamed_crate;
 
 #[test]
@@ -83,7 +83,7 @@ fn renamed_crate_compiles_and_runs() {
     renamed_crate::main();
 }
 
-#[path = "../../../ui/pass/return_types.rs"]
+#[path = "../../ui/pass/return_types.rs"]
 mod return_types;
 
 #[test]
@@ -91,7 +91,7 @@ fn return_types_compiles_and_runs() {
     return_types::main();
 }
 
-#[path = "../../../ui/pass/deferred_fetch.rs"]
+#[path = "../../ui/pass/deferred_fetch.rs"]
 mod deferred_fetch;
 
 #[test]
