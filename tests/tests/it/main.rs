@@ -2,6 +2,10 @@
 //! linking burn. `signals.rs` stays a binary of its own: it raises signals in its own process, which
 //! would reach every trainer running in the same process.
 
+// For `ui_pass`'s `renamed_crate.rs`, whose `crate = "::renamed"` names the runtime from the crate
+// root, as a `[dependencies] renamed = { package = "burn-stoker" }` would.
+extern crate burn_stoker as renamed;
+
 mod checkpoint;
 mod debug;
 mod deferred;
