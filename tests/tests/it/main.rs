@@ -15,6 +15,7 @@ mod fastai_loop;
 mod inference;
 mod lifecycle;
 mod log_dir;
+mod logging;
 mod modify;
 mod monitor_catalogue;
 mod monitors;
