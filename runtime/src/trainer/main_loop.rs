@@ -397,9 +397,12 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             Some(dir) => format!("the checkpoint resumed from, {}, stays the latest", dir.display()),
             None => "no checkpoint is written".into(),
         };
-        eprintln!(
-            "stoker: {name} received while replaying the data to the resumed position (pass {} batch {} of pass {} batch {}): the run ends before its first step; {resumed}",
-            self.data_position.passes, self.data_position.batches, target.passes, target.batches
+        crate::logging::info!(
+            "{name} received while replaying the data to the resumed position (pass {} batch {} of pass {} batch {}): the run ends before its first step; {resumed}",
+            self.data_position.passes,
+            self.data_position.batches,
+            target.passes,
+            target.batches
         );
         self.state.control.stop.get_or_insert_with(|| format!("interrupted by {name}"));
         self.interrupted = Some(name);
@@ -408,8 +411,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     #[cold]
     pub(super) fn on_signal(&mut self, signal: i32) {
         let name = signal_name(signal);
-        eprintln!(
-            "stoker: {name} received: stopping at this step boundary after writing a checkpoint; {name} again exits at once"
+        crate::logging::info!(
+            "{name} received: stopping at this step boundary after writing a checkpoint; {name} again exits at once"
         );
         // Into every saver's folder, as it keeps them (the default folder without a saver); a
         // request already made for a folder at this boundary stands.

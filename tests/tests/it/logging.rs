@@ -88,7 +88,9 @@ fn logging_an_unremovable_old_checkpoint_warns_through_the_logger() {
     let warning = captured
         .iter()
         .find(|r| r.message.contains("is complete, but removing") && r.message.contains("step-5"))
-        .unwrap_or_else(|| panic!("no warning of the unremovable checkpoint reached the logger: {captured:#?}"));
+        .unwrap_or_else(|| {
+            panic!("no warning of the unremovable checkpoint reached the logger: {captured:#?}")
+        });
     assert_eq!(warning.level, Level::Warn, "{warning:?}");
     assert!(warning.target.starts_with("burn_stoker::"), "{warning:?}");
     assert!(!warning.message.starts_with("stoker:"), "{warning:?}");
