@@ -1391,7 +1391,12 @@ fn checkpoint_new_folders_and_the_keep_mark_are_synced_into_their_parents() {
         .args(["-f", "-e", "trace=mkdir,mkdirat,openat,fsync,close", "-o"])
         .arg(&trace_file)
         .arg(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "durability_probe", "--test-threads=1"])
+        .args([
+            "--ignored",
+            "--exact",
+            &stoker_tests::test_path(module_path!(), "durability_probe"),
+            "--test-threads=1",
+        ])
         .env(PROBE_DIR, &log)
         .output()
         .unwrap_or_else(|e| {
