@@ -294,7 +294,7 @@ where
         let value = match final_value(&mut self.metric) {
             Ok(value) => value,
             Err(error) => {
-                eprintln!("stoker: {error}; the scalar is NaN");
+                crate::logging::error!("{error}; the scalar is NaN");
                 f64::NAN
             }
         };

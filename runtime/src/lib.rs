@@ -29,6 +29,16 @@
 //! Each item that needs a feature says so on docs.rs. The features, from `Cargo.toml`:
 //!
 #![doc = document_features::document_features!()]
+//! ## Messages
+//!
+//! Every message of the library (a warning, a note that a run resumes from a checkpoint) is a
+//! [`log`](https://docs.rs/log) record, its target the module that says it
+//! (`burn_stoker::saver::checkpoint`): a program that installs a logger (`env_logger`,
+//! `tracing-subscriber`, burn-train's) receives them all and stoker prints nothing itself; without
+//! one, they are lines on stderr (`stoker: ...`), which
+//! [`logging::stderr_fallback`] or `STOKER_LOG=off` silences. Where these docs say a callback
+//! writes a line "on stderr", it is such a record. The callbacks whose job is to print (the scalar
+//! printer, the progress bar, the summaries) print, and are removed like any callback.
 //!
 //! [`Callback`]: callback::Callback
 //! [`InferenceRunner`]: inference::InferenceRunner
@@ -55,6 +65,7 @@ mod error;
 pub mod fetch;
 pub mod inference;
 pub mod kind;
+pub mod logging;
 pub mod modify;
 pub mod monitor;
 pub mod param;

@@ -9,6 +9,16 @@ use burn::tensor::{Device, Tensor, TensorData};
 pub mod mlflow;
 pub mod reads;
 
+/// The name libtest gives test `name` of the module whose `module_path!()` is `module`: its path
+/// without the test binary's crate (`it::track` and `eta_...` give `track::eta_...`), what a child
+/// process of the binary is given with `--exact` to run that one test.
+pub fn test_path(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, inner)) => format!("{inner}::{name}"),
+        None => name.to_string(),
+    }
+}
+
 /// A fresh, empty directory under the system's temporary directory.
 pub fn scratch_dir(name: &str) -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);

@@ -45,7 +45,7 @@ impl FileWriter {
                     if let Err(error) = written
                         && first_error.is_none()
                     {
-                        eprintln!("stoker: {error}");
+                        crate::logging::error!("{error}");
                         first_error = Some(error);
                     }
                 }

@@ -112,8 +112,8 @@ impl<M> Callback<M> for TerminateOnNaN {
         if let Some(bad) = loss.iter().find(|v| !v.is_finite()) {
             let reason =
                 format!("the loss is {bad} at global step {} (epoch {})", ctx.global_step(), ctx.epoch_num());
-            eprintln!(
-                "stoker: TerminateOnNaN: {reason}: training stops at this step, without its checkpoint"
+            crate::logging::error!(
+                "TerminateOnNaN: {reason}: training stops at this step, without its checkpoint"
             );
             ctx.stop_non_finite(reason);
         }

@@ -74,7 +74,9 @@ impl CheckNumerics {
             ctx.epoch_num()
         );
         if self.stop {
-            eprintln!("stoker: CheckNumerics: {reason}: training stops at this step, without its checkpoint");
+            crate::logging::error!(
+                "CheckNumerics: {reason}: training stops at this step, without its checkpoint"
+            );
             ctx.stop_non_finite(reason);
             Ok(())
         } else {

@@ -218,8 +218,8 @@ impl StartProcOrThread {
                         std::thread::sleep(Duration::from_millis(5));
                     }
                     if !thread.is_finished() {
-                        eprintln!(
-                            "stoker: StartProcOrThread: {description} did not stop within {:?}; left running",
+                        crate::logging::warn!(bare:
+                            "StartProcOrThread: {description} did not stop within {:?}; left running",
                             self.grace
                         );
                         continue;

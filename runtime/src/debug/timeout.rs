@@ -213,11 +213,12 @@ fn watch<C: Clock>(watch: Arc<Watch<C>>, timeout: Duration, period: Duration, ac
         let elapsed = Duration::from_nanos(elapsed);
         match action {
             TimeoutAction::Abort => {
-                eprintln!(
-                    "stoker: StepTimeout: global step {step} (epoch {epoch}) has run for {elapsed:.2?}, \
+                crate::logging::error!(
+                    "StepTimeout: global step {step} (epoch {epoch}) has run for {elapsed:.2?}, \
                      longer than the timeout of {timeout:?}: ending the process with exit code {}",
                     StepTimeout::EXIT_CODE
                 );
+                crate::logging::flush();
                 exit_now(StepTimeout::EXIT_CODE);
             }
             TimeoutAction::Fail | TimeoutAction::Stop | TimeoutAction::Warn => {
@@ -227,8 +228,8 @@ fn watch<C: Clock>(watch: Arc<Watch<C>>, timeout: Duration, period: Duration, ac
                     TimeoutAction::Stop => ": training stops when it returns",
                     _ => "",
                 };
-                eprintln!(
-                    "stoker: StepTimeout: global step {step} (epoch {epoch}) has run for {elapsed:.2?}, \
+                crate::logging::warn!(bare:
+                    "StepTimeout: global step {step} (epoch {epoch}) has run for {elapsed:.2?}, \
                      longer than the timeout of {timeout:?}{then}"
                 );
             }
@@ -329,12 +330,12 @@ impl<C: Clock + Send + Sync + 'static> StepTimeout<C> {
         match self.action {
             TimeoutAction::Fail => Err(Error::msg(format!("StepTimeout: {message}"))),
             TimeoutAction::Stop => {
-                eprintln!("stoker: StepTimeout: {message}: stopping training");
+                crate::logging::warn!(bare: "StepTimeout: {message}: stopping training");
                 ctx.request_stop(format!("StepTimeout: {message}"));
                 Ok(())
             }
             TimeoutAction::Abort | TimeoutAction::Warn => {
-                eprintln!("stoker: StepTimeout: {message}");
+                crate::logging::warn!(bare: "StepTimeout: {message}");
                 Ok(())
             }
         }

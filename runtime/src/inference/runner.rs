@@ -463,8 +463,8 @@ impl<D, F> InferenceRunner<D, F> {
     fn report_cut_short<M>(&mut self, ctx: &Context<'_, M>, signal: &str, batches: u64) {
         let names: Vec<String> =
             self.inferencers.iter_mut().flat_map(|i| i.after_inference()).map(|(name, _)| name).collect();
-        eprintln!(
-            "stoker: InferenceRunner: {signal} received: the inference pass of epoch {} (global step {}) stopped after {batches} batches; its results ({}) are not written",
+        crate::logging::warn!(bare:
+            "InferenceRunner: {signal} received: the inference pass of epoch {} (global step {}) stopped after {batches} batches; its results ({}) are not written",
             ctx.epoch_num(),
             ctx.global_step(),
             names.join(", ")

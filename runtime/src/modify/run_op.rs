@@ -133,7 +133,7 @@ impl<F> RunOp<F> {
         F: FnMut(&mut M),
     {
         if self.verbose {
-            eprintln!("stoker: {}: running {when} at global step {}", self.name, ctx.global_step());
+            crate::logging::info!("{}: running {when} at global step {}", self.name, ctx.global_step());
         }
         (self.op)(ctx.model_mut());
         Ok(())

@@ -322,8 +322,8 @@ impl<A: Average> Averages<A> {
         self.accs = vec![self.average.empty(); names.len()];
         for (name, saved) in &state {
             let Some(index) = names.iter().position(|n| n == name) else {
-                eprintln!(
-                    "stoker: warning: {}: the checkpoint averages `{name}`, which this run does not; ignored",
+                crate::logging::warn!(
+                    "{}: the checkpoint averages `{name}`, which this run does not; ignored",
                     A::OWNER
                 );
                 continue;

@@ -184,8 +184,8 @@ impl CsvSink {
                     file.rows.into_iter().partition(|r| r.epoch < starting_epoch);
                 if before == restored {
                     if let (Some(first), Some(last)) = (after.first(), after.last()) {
-                        eprintln!(
-                            "stoker: {}: dropped the rows of epochs {} to {}, logged after the checkpoint this run resumes from",
+                        crate::logging::info!(
+                            "{}: dropped the rows of epochs {} to {}, logged after the checkpoint this run resumes from",
                             path.display(),
                             first.epoch,
                             last.epoch
@@ -225,7 +225,7 @@ impl CsvSink {
             let mut name = path.file_name().unwrap_or_default().to_os_string();
             name.push(format!(".bak-{seconds}"));
             let backup = path.with_file_name(name);
-            eprintln!("stoker: {} {reason}; moved it to {}", path.display(), backup.display());
+            crate::logging::info!("{} {reason}; moved it to {}", path.display(), backup.display());
             std::fs::rename(path, &backup).map_err(|e| Error::io(path, e))?;
         }
         let mut sink =
@@ -312,8 +312,8 @@ fn remove_reserved(row: &mut Row) -> bool {
 }
 
 fn warn_reserved() {
-    eprintln!(
-        "stoker: warning: CsvWriter: scalars named `{EPOCH}` or `{GLOBAL_STEP}` are not written (those columns hold the counters)"
+    crate::logging::warn!(
+        "CsvWriter: scalars named `{EPOCH}` or `{GLOBAL_STEP}` are not written (those columns hold the counters)"
     );
 }
 

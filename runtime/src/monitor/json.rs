@@ -118,7 +118,7 @@ impl JsonSink {
             let seconds =
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
             let backup = dir.join(format!("{STATS_FILE}.bak-{seconds}"));
-            eprintln!("stoker: {} {reason}; moved it to {}", path.display(), backup.display());
+            crate::logging::info!("{} {reason}; moved it to {}", path.display(), backup.display());
             std::fs::rename(&path, &backup).map_err(|e| Error::io(&path, e))?;
         }
         let sink = JsonSink { path, stats, dirty: false };

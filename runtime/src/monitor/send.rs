@@ -193,7 +193,7 @@ impl CommandRunner {
         if let Some(sender) = &self.sender
             && sender.send_or_drop(command).is_err()
         {
-            eprintln!("stoker: warning: {}: its command thread ended; a command was not run", self.owner);
+            crate::logging::warn!("{}: its command thread ended; a command was not run", self.owner);
         }
     }
 
@@ -204,9 +204,10 @@ impl CommandRunner {
         match self.finished.recv_timeout(wait) {
             Err(RecvTimeoutError::Disconnected) | Ok(()) => {}
             Err(RecvTimeoutError::Timeout) => {
-                eprintln!(
-                    "stoker: warning: {}: its commands did not finish within {:?} after training; stopping them",
-                    self.owner, wait
+                crate::logging::warn!(
+                    "{}: its commands did not finish within {:?} after training; stopping them",
+                    self.owner,
+                    wait
                 );
                 self.abandon.store(true, Ordering::Relaxed);
             }
@@ -231,11 +232,11 @@ fn run_commands(owner: &'static str, commands: &Receiver<String>, abandon: &Atom
         }
         match shell(&command).stdin(Stdio::null()).spawn() {
             Ok(child) => wait_for(owner, &command, child, abandon),
-            Err(e) => eprintln!("stoker: warning: {owner}: command `{command}` could not start: {e}"),
+            Err(e) => crate::logging::warn!("{owner}: command `{command}` could not start: {e}"),
         }
     }
     if dropped > 0 {
-        eprintln!("stoker: warning: {owner}: {dropped} queued command(s) were not run");
+        crate::logging::warn!("{owner}: {dropped} queued command(s) were not run");
     }
 }
 
@@ -259,13 +260,13 @@ fn wait_for(owner: &'static str, command: &str, mut child: Child, abandon: &Atom
         match child.try_wait() {
             Ok(Some(status)) if status.success() => return,
             Ok(Some(status)) => {
-                eprintln!("stoker: warning: {owner}: command `{command}` failed ({status})");
+                crate::logging::warn!("{owner}: command `{command}` failed ({status})");
                 return;
             }
             Ok(None) if abandon.load(Ordering::Relaxed) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                eprintln!("stoker: warning: {owner}: command `{command}` was still running; killed it");
+                crate::logging::warn!("{owner}: command `{command}` was still running; killed it");
                 return;
             }
             Ok(None) => {
@@ -273,7 +274,7 @@ fn wait_for(owner: &'static str, command: &str, mut child: Child, abandon: &Atom
                 pause = (pause * 2).min(Duration::from_millis(20));
             }
             Err(e) => {
-                eprintln!("stoker: warning: {owner}: waiting for command `{command}`: {e}");
+                crate::logging::warn!("{owner}: waiting for command `{command}`: {e}");
                 return;
             }
         }
@@ -507,8 +508,8 @@ impl<M> Callback<M> for SendStat {
             match monitors.latest(name) {
                 Some(v) => values.push(v),
                 None => {
-                    eprintln!(
-                        "stoker: warning: SendStat: no value of `{name}` yet at epoch {} (global step {}); command not run",
+                    crate::logging::warn!(
+                        "SendStat: no value of `{name}` yet at epoch {} (global step {}); command not run",
                         ctx.epoch_num(),
                         ctx.global_step()
                     );

@@ -186,7 +186,7 @@ impl HumanHyperParamSetter {
         };
         for problem in &reading.problems {
             if !self.problems.contains(problem) {
-                eprintln!("stoker: warning: {}: {problem}", self.target.name());
+                crate::logging::warn!("{}: {problem}", self.target.name());
             }
         }
         self.problems = reading.problems;
@@ -292,14 +292,14 @@ impl<M> Callback<M> for HumanHyperParamSetter {
         self.problems.clear();
         let value = self.target.current(ctx)?;
         match self.ensure_line(value) {
-            Ok(()) => eprintln!(
-                "stoker: {}: edit {} to set `{}` during training",
+            Ok(()) => crate::logging::info!(
+                "{}: edit {} to set `{}` during training",
                 self.target.name(),
                 self.path.display(),
                 self.target.param
             ),
-            Err(e) => eprintln!(
-                "stoker: warning: {}: cannot write the line `{}:{value:?}` to {}: {e}",
+            Err(e) => crate::logging::warn!(
+                "{}: cannot write the line `{}:{value:?}` to {}: {e}",
                 self.target.name(),
                 self.target.param,
                 self.path.display()

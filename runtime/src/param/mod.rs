@@ -103,8 +103,8 @@ impl Target {
         if self.announce && old.to_bits() != value.to_bits() && self.announced_epoch != Some(ctx.epoch_num())
         {
             self.announced_epoch = Some(ctx.epoch_num());
-            eprintln!(
-                "stoker: {}: at global step {}, `{}` changes from {old:?} to {value:?}",
+            crate::logging::info!(
+                "{}: at global step {}, `{}` changes from {old:?} to {value:?}",
                 self.name(),
                 ctx.global_step(),
                 self.param
@@ -114,17 +114,17 @@ impl Target {
     }
 }
 
-/// Warnings printed once per distinct problem.
+/// Warnings said once per distinct problem.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Warnings {
     seen: HashSet<String>,
 }
 
 impl Warnings {
-    /// Print `message` unless it was printed before.
+    /// Warn of `message` unless it was said before.
     pub(crate) fn once(&mut self, message: String) {
         if !self.seen.contains(&message) {
-            eprintln!("stoker: warning: {message}");
+            crate::logging::warn!("{message}");
             self.seen.insert(message);
         }
     }

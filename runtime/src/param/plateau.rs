@@ -155,7 +155,8 @@ impl ReduceLrOnPlateau {
         self.min_lr = min_lr;
         self
     }
-    /// Print a line on stderr at every reduction (Keras's `verbose=1`; default quiet).
+    /// Say so at every reduction (Keras's `verbose=1`; default quiet): a `log` record at `Info`,
+    /// a line on stderr without a logger (see [`logging`](crate::logging)).
     pub fn verbose(mut self, enable: bool) -> Self {
         self.verbose = enable;
         self
@@ -266,8 +267,8 @@ impl<M> Callback<M> for ReduceLrOnPlateau {
                     let new = (old * self.factor).max(self.min_lr);
                     self.target.set(ctx, new)?;
                     if self.verbose {
-                        eprintln!(
-                            "stoker: Epoch {}: ReduceLROnPlateau reducing {} to {new:?}.",
+                        crate::logging::info!(
+                            "Epoch {}: ReduceLROnPlateau reducing {} to {new:?}.",
                             ctx.epoch_num(),
                             self.target.param
                         );

@@ -157,7 +157,7 @@ impl Writer {
 impl Drop for Writer {
     fn drop(&mut self) {
         if let Err(error) = self.finish() {
-            eprintln!("stoker: {error}");
+            crate::logging::error!("{error}");
         }
     }
 }

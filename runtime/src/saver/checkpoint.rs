@@ -270,14 +270,14 @@ fn write_dir(root: &Path, name: &str, content: &Content) -> std::io::Result<Path
                 match remove_checkpoint(&old) {
                     Ok(()) => {}
                     Err(RemoveFailure { moved_to: None, error, .. }) => return Err(error),
-                    Err(failure) => eprintln!("stoker: warning: {failure}"),
+                    Err(failure) => crate::logging::warn!("{failure}"),
                 }
             }
             fs::rename(&dir, &old)?;
             fs::rename(&tmp, &dir)?;
             sync_dir(root)?;
             if let Err(failure) = remove_checkpoint(&old) {
-                eprintln!("stoker: warning: checkpoint {} is complete, but {failure}", dir.display());
+                crate::logging::warn!("checkpoint {} is complete, but {failure}", dir.display());
             }
         } else {
             fs::rename(&tmp, &dir)?;
@@ -459,7 +459,7 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy, run_sta
     // `.nfs*` file, a file of another user) is worth a warning, not the run.
     for old in remove {
         if let Err(failure) = remove_checkpoint(&root.join(&old)) {
-            eprintln!("stoker: warning: checkpoint {name} is complete, but {failure}");
+            crate::logging::warn!("checkpoint {name} is complete, but {failure}");
         }
     }
     Ok(dir)
@@ -665,9 +665,7 @@ impl Checkpoint {
                 Ok(checkpoint) => {
                     let name = dir.file_name().unwrap_or_default().to_string_lossy();
                     for failure in &failures {
-                        eprintln!(
-                            "stoker: warning: {failure}; resuming from the checkpoint before it, {name}"
-                        );
+                        crate::logging::warn!("{failure}; resuming from the checkpoint before it, {name}");
                     }
                     return Ok(Some(checkpoint));
                 }
@@ -741,8 +739,8 @@ pub(crate) fn abandon_newer(root: &Path, global_step: u64) -> Result<()> {
                 k += 1;
                 to = root.join(format!("{name}.{k}.abandoned"));
             }
-            eprintln!(
-                "stoker: warning: {} is newer than the checkpoint this run resumes from; moved it to {}",
+            crate::logging::warn!(
+                "{} is newer than the checkpoint this run resumes from; moved it to {}",
                 from.display(),
                 to.display()
             );

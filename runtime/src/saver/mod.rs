@@ -317,8 +317,8 @@ impl<M, const MAX: bool> Callback<M> for BestSaver<MAX> {
         let Some(&(_, value)) = ctx.monitors_ref().history(&self.statistic).last() else {
             if !self.warned {
                 self.warned = true;
-                eprintln!(
-                    "stoker: warning: {}({}): no scalar named `{}` has been put yet; order it after the callback that puts it",
+                crate::logging::warn!(
+                    "{}({}): no scalar named `{}` has been put yet; order it after the callback that puts it",
                     self.kind(),
                     self.statistic,
                     self.statistic

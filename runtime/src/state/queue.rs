@@ -150,7 +150,7 @@ impl WriterQueue {
         if self.state.failure.set(failure).is_ok()
             && let Some(failure) = self.state.failure.get()
         {
-            eprintln!("stoker: {failure}; it is disabled for the rest of the run, and training goes on");
+            crate::logging::error!("{failure}; it is disabled for the rest of the run, and training goes on");
         }
     }
 
@@ -207,9 +207,10 @@ impl<T> BoundedSender<T> {
     fn full_wait(&self) {
         let state = &self.queue.state;
         if state.waits.fetch_add(1, Ordering::SeqCst) == 0 {
-            eprintln!(
-                "stoker: warning: {} is behind: its queue holds {} items; training waits for it (nothing is dropped). Said once per run",
-                state.name, state.capacity
+            crate::logging::warn!(
+                "{} is behind: its queue holds {} items; training waits for it (nothing is dropped). Said once per run",
+                state.name,
+                state.capacity
             );
         }
     }
@@ -224,9 +225,10 @@ impl<T> BoundedSender<T> {
             Err(TrySendError::Full(_)) => {
                 let state = &self.queue.state;
                 if state.dropped.fetch_add(1, Ordering::SeqCst) == 0 {
-                    eprintln!(
-                        "stoker: warning: {} is behind: its queue holds {} items; newer ones are dropped and counted until it catches up. Said once per run",
-                        state.name, state.capacity
+                    crate::logging::warn!(
+                        "{} is behind: its queue holds {} items; newer ones are dropped and counted until it catches up. Said once per run",
+                        state.name,
+                        state.capacity
                     );
                 }
                 Ok(false)

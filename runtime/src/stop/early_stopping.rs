@@ -59,8 +59,9 @@ struct BestWeights {
 /// **Deliberate differences from Keras**: a NaN value is never an improvement (Keras would take
 /// a first NaN as the best and then never improve on it); the monitor has no default name
 /// ([`EarlyStopping::default`] watches Keras's `val_loss`); `Mode::Auto` reads the statistic's
-/// name (see [`Mode::resolve`]) and fails at setup when it cannot tell; `verbose` prints Keras's
-/// two messages, with 1-based epochs as stoker counts them.
+/// name (see [`Mode::resolve`]) and fails at setup when it cannot tell; `verbose` says Keras's
+/// two messages, with 1-based epochs as stoker counts them, as `log` records at `Info` (on
+/// stderr, after `stoker: `, when no logger is installed: see [`logging`](crate::logging)).
 ///
 /// [`TrainReport::model`]: crate::trainer::TrainReport::model
 ///
@@ -184,7 +185,8 @@ impl EarlyStopping {
         self.restore_best_weights = restore;
         self
     }
-    /// Whether to print when training stops and when the weights are restored (off by default).
+    /// Whether to say when training stops and when the weights are restored (off by default; a
+    /// `log` record at `Info`, see [`logging`](crate::logging)).
     pub fn verbose(mut self, verbose: bool) -> Self {
         self.verbose = verbose;
         self
@@ -337,13 +339,13 @@ impl<M: Module + 'static> Callback<M> for EarlyStopping {
                 self.best_weights = Some(BestWeights { model: Box::new(model), global_step });
                 self.written.set([Some(global_step), None]);
             }
-            (Err(error), _) => eprintln!(
-                "stoker: warning: {}: cannot read the best weights {}: {error}; the weights of the next evaluated epoch take their place",
+            (Err(error), _) => crate::logging::warn!(
+                "{}: cannot read the best weights {}: {error}; the weights of the next evaluated epoch take their place",
                 self.label(),
                 path.display()
             ),
-            (Ok(_), None) => eprintln!(
-                "stoker: warning: {}: the saved best weights' name `{file}` is malformed; the weights of the next evaluated epoch take their place",
+            (Ok(_), None) => crate::logging::warn!(
+                "{}: the saved best weights' name `{file}` is malformed; the weights of the next evaluated epoch take their place",
                 self.label()
             ),
         }
@@ -390,7 +392,7 @@ impl<M: Module + 'static> Callback<M> for EarlyStopping {
 
     fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         if self.stopped_epoch > 0 && self.verbose {
-            println!("Epoch {}: early stopping", self.stopped_epoch);
+            crate::logging::info!("Epoch {}: early stopping", self.stopped_epoch);
         }
         if !self.restore_best_weights {
             return Ok(());
@@ -402,7 +404,10 @@ impl<M: Module + 'static> Callback<M> for EarlyStopping {
             Error::msg(format!("{}: the kept weights are not of the model's type", self.label()))
         })?;
         if self.verbose {
-            println!("Restoring model weights from the end of the best epoch: {}.", self.best_epoch);
+            crate::logging::info!(
+                "Restoring model weights from the end of the best epoch: {}.",
+                self.best_epoch
+            );
         }
         *model = best.clone();
         Ok(())

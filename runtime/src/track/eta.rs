@@ -127,7 +127,7 @@ impl<M, T: Clock> Callback<M> for EstimatedTimeLeft<T> {
         let left = from_nanos(self.epoch_time().as_nanos() * u128::from(epochs_left));
         self.estimate = Some(left);
         if !left.is_zero() {
-            eprintln!("stoker: estimated time left: {}", humanize_duration(left));
+            crate::logging::info!("estimated time left: {}", humanize_duration(left));
         }
         Ok(())
     }

@@ -236,8 +236,8 @@ fn open(tracker: &str, choice: SourceChoice, devices: Option<&[u32]>) -> Result<
                 }
                 Some(list) if list.iter().all(|&d| d < count) => list,
                 _ => {
-                    eprintln!(
-                        "stoker: {tracker}: CUDA_VISIBLE_DEVICES={env} does not name GPUs by index: tracking all {count}; choose them with `.devices(...)`"
+                    crate::logging::warn!(bare:
+                        "{tracker}: CUDA_VISIBLE_DEVICES={env} does not name GPUs by index: tracking all {count}; choose them with `.devices(...)`"
                     );
                     (0..count).collect()
                 }
@@ -262,5 +262,5 @@ fn visible_devices(env: &str) -> Option<Vec<u32>> {
 
 /// Write the note that tracking is off.
 pub(crate) fn note_off(tracker: &str, reason: &str) {
-    eprintln!("stoker: {tracker}: {reason}: GPU tracking off");
+    crate::logging::warn!(bare: "{tracker}: {reason}: GPU tracking off");
 }

@@ -73,7 +73,7 @@ impl<M> Callback<M> for HostMemoryTracker {
     }
     fn before_train(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
         let (free, _) = self.read();
-        eprintln!("stoker: HostMemoryTracker: {:.2} GB of RAM free before training", free as f64 / GB);
+        crate::logging::info!("HostMemoryTracker: {:.2} GB of RAM free before training", free as f64 / GB);
         Ok(())
     }
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {

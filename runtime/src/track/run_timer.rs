@@ -69,7 +69,7 @@ impl<M, T: Clock> Callback<M> for RunTimer<T> {
         let elapsed = self.clock.now().saturating_sub(start);
         self.elapsed = Some(elapsed);
         ctx.monitors().put_scalar(RunTimer::SCALAR, elapsed.as_secs_f64());
-        eprintln!("stoker: training took {}", humanize_duration(elapsed));
+        crate::logging::info!("training took {}", humanize_duration(elapsed));
         Ok(())
     }
 }

@@ -9,8 +9,9 @@ use super::{Clock, MonotonicClock, humanize_duration, seconds};
 use crate::callback::{CallbackInfo, Callbacks, Context, Counters, Event, StateOp};
 use crate::error::{Result, check_setting};
 
-/// Times every event of every callback of a set, and reports the slow ones on stderr at the end
-/// of each epoch and at the end of training, as tensorpack's `CallbackTimeLogger` does:
+/// Times every event of every callback of a set, and reports the slow ones at the end of each
+/// epoch and at the end of training, as tensorpack's `CallbackTimeLogger` does (`log` records at
+/// `Info`; on stderr without a logger, see [`logging`](crate::logging)):
 ///
 /// ```text
 /// stoker: callbacks took 4.210 s in epoch 3 (of 10.514 s); InferenceRunner: 3.9 seconds (93%)
@@ -216,7 +217,7 @@ impl<C, T: Clock> Timed<C, T> {
         }
         let times: Vec<(&str, Duration)> = self.members.iter().map(|m| (&*m.name, m.epoch)).collect();
         if let Some(line) = self.report(&times, &format!("in epoch {}", ctx.epoch_num()), &seconds(wall)) {
-            eprintln!("{line}");
+            crate::logging::info!("{line}");
         }
         for member in &mut self.members {
             member.epoch = Duration::ZERO;
@@ -227,7 +228,7 @@ impl<C, T: Clock> Timed<C, T> {
         let wall = end.saturating_sub(self.run_start.unwrap_or(end));
         let times: Vec<(&str, Duration)> = self.members.iter().map(|m| (&*m.name, m.run)).collect();
         if let Some(line) = self.report(&times, "in the whole run", &humanize_duration(wall)) {
-            eprintln!("{line}");
+            crate::logging::info!("{line}");
         }
     }
 
@@ -237,7 +238,7 @@ impl<C, T: Clock> Timed<C, T> {
         if total < self.min_total || total.is_zero() {
             return None;
         }
-        let mut line = format!("stoker: callbacks took {} {when} (of {wall})", seconds(total));
+        let mut line = format!("callbacks took {} {when} (of {wall})", seconds(total));
         for &(name, time) in times {
             let share = time.as_secs_f64() / total.as_secs_f64();
             if time > self.min_callback && share > self.min_share {

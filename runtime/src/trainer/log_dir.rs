@@ -238,15 +238,15 @@ pub(super) fn prepare(dir: &Path, policy: LogDirPolicy, lock: LogDirLock) -> Res
         // Chosen before the lock was taken (`versioned_dir`): the version folder is new.
         LogDirPolicy::NewVersion => Ok(lock),
         LogDirPolicy::Keep => {
-            eprintln!(
-                "stoker: warning: the log directory {} holds an earlier run ({holds}); LogDirPolicy::Keep writes this fresh run beside it: its checkpoints count toward this run's keep-N, and a resume takes the newest checkpoint of either run",
+            crate::logging::warn!(
+                "the log directory {} holds an earlier run ({holds}); LogDirPolicy::Keep writes this fresh run beside it: its checkpoints count toward this run's keep-N, and a resume takes the newest checkpoint of either run",
                 dir.display()
             );
             Ok(lock)
         }
         LogDirPolicy::Delete => {
             delete_contents(dir)?;
-            eprintln!("stoker: deleted the earlier run in the log directory {} ({holds})", dir.display());
+            crate::logging::info!("deleted the earlier run in the log directory {} ({holds})", dir.display());
             Ok(lock)
         }
         LogDirPolicy::Backup => {
@@ -264,8 +264,8 @@ pub(super) fn prepare(dir: &Path, policy: LogDirPolicy, lock: LogDirLock) -> Res
             })?;
             let parent = parent_dir(&backup);
             sync_dir(parent).map_err(|e| Error::io(parent, e))?;
-            eprintln!(
-                "stoker: the log directory {} held an earlier run ({holds}); moved it to {}",
+            crate::logging::info!(
+                "the log directory {} held an earlier run ({holds}); moved it to {}",
                 dir.display(),
                 backup.display()
             );

@@ -408,9 +408,12 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             Some(dir) => format!("the checkpoint resumed from, {}, stays the latest", dir.display()),
             None => "no checkpoint is written".into(),
         };
-        eprintln!(
-            "stoker: {name} received while replaying the data to the resumed position (pass {} batch {} of pass {} batch {}): the run ends before its first step; {resumed}",
-            self.data_position.passes, self.data_position.batches, target.passes, target.batches
+        crate::logging::info!(
+            "{name} received while replaying the data to the resumed position (pass {} batch {} of pass {} batch {}): the run ends before its first step; {resumed}",
+            self.data_position.passes,
+            self.data_position.batches,
+            target.passes,
+            target.batches
         );
         self.state.control.stop.get_or_insert_with(|| format!("interrupted by {name}"));
         self.interrupted = Some(name);
@@ -420,12 +423,12 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     pub(super) fn on_signal(&mut self, signal: i32) {
         let name = signal_name(signal);
         if signal == STOP_REQUEST {
-            eprintln!(
-                "stoker: stop asked through the trainer's StopHandle: stopping at this step boundary after writing a checkpoint"
+            crate::logging::info!(
+                "stop asked through the trainer's StopHandle: stopping at this step boundary after writing a checkpoint"
             );
         } else {
-            eprintln!(
-                "stoker: {name} received: stopping at this step boundary after writing a checkpoint; {name} again exits at once"
+            crate::logging::info!(
+                "{name} received: stopping at this step boundary after writing a checkpoint; {name} again exits at once"
             );
         }
         // Into every saver's folder, as it keeps them (the default folder without a saver); a

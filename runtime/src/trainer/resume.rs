@@ -99,8 +99,8 @@ impl Restored {
                 if hyper.get(name).is_some() {
                     hyper.set(name, value)?;
                 } else {
-                    eprintln!(
-                        "stoker: warning: checkpoint {dir} holds hyper-parameter `{name}` = {value}, which this trainer does not register; ignored"
+                    crate::logging::warn!(
+                        "checkpoint {dir} holds hyper-parameter `{name}` = {value}, which this trainer does not register; ignored"
                     );
                 }
             }
@@ -108,8 +108,8 @@ impl Restored {
         if counters.steps_per_epoch == 0 {
             counters.steps_per_epoch = saved_steps;
         } else if counters.steps_per_epoch != saved_steps {
-            eprintln!(
-                "stoker: warning: the run in {dir} had {saved_steps} steps per epoch, this one has {}; the epochs will not line up",
+            crate::logging::warn!(
+                "the run in {dir} had {saved_steps} steps per epoch, this one has {}; the epochs will not line up",
                 counters.steps_per_epoch
             );
         }
@@ -123,7 +123,7 @@ impl Restored {
         counters.epoch_num = epoch - 1;
         counters.global_step = global_step;
         counters.local_step = 0;
-        eprintln!("stoker: resuming from {dir} (epoch {epoch}, global step {global_step})");
+        crate::logging::info!("resuming from {dir} (epoch {epoch}, global step {global_step})");
         let callbacks = match checkpoint.trainer.get_mut("callbacks").map(Json::take) {
             Some(Json::Object(states)) => states,
             _ => Map::new(),
@@ -179,8 +179,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                         .map_err(|e| wrap(name, "save_state", e))?
                         .is_some()
                     {
-                        eprintln!(
-                            "stoker: warning: the checkpoint holds no state for callback `{name}`; it starts afresh"
+                        crate::logging::warn!(
+                            "the checkpoint holds no state for callback `{name}`; it starts afresh"
                         );
                     }
                 }
@@ -191,8 +191,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 // A chief-only callback, off the chief.
                 continue;
             }
-            eprintln!(
-                "stoker: warning: the checkpoint holds the state of callback `{name}`, which this run does not have; ignored"
+            crate::logging::warn!(
+                "the checkpoint holds the state of callback `{name}`, which this run does not have; ignored"
             );
         }
         Ok(())
@@ -221,8 +221,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 Some(dir) => format!("the latest checkpoint stays {}", dir.display()),
                 None => "no checkpoint was written before".to_string(),
             };
-            eprintln!(
-                "stoker: {reason}: training stops at global step {} without writing a checkpoint; {last}",
+            crate::logging::warn!(bare:
+                "{reason}: training stops at global step {} without writing a checkpoint; {last}",
                 self.state.counters.global_step
             );
             return Ok(());

@@ -266,8 +266,8 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
                 let stopped_by_it = matches!(outcome, Outcome::Interrupted { .. });
                 crate::trainer::interrupt::received().filter(|_| !stopped_by_it).map(|signal| {
                     let name = signal_name(signal);
-                    eprintln!(
-                        "stoker: {name} received after the last step boundary (during after_train or the monitors' final flush): training had already ended; the run is reported as it ended, with the signal in TrainReport::late_signal"
+                    crate::logging::warn!(bare:
+                        "{name} received after the last step boundary (during after_train or the monitors' final flush): training had already ended; the run is reported as it ended, with the signal in TrainReport::late_signal"
                     );
                     name
                 })
@@ -494,7 +494,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 if first_error.is_none() {
                     first_error = Some(error);
                 } else {
-                    eprintln!("stoker: {error}");
+                    crate::logging::error!("{error}");
                 }
             }
         }

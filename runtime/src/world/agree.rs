@@ -86,11 +86,11 @@ impl Agreement {
         }
         let rank = self.rank();
         if self.broken {
-            self.world.abort(&format!("stoker: rank {rank} failed inside the world's exchange"));
+            self.world.abort(&format!("rank {rank} failed inside the world's exchange"));
             return;
         }
         let Some(model) = model else {
-            self.world.abort(&format!("stoker: rank {rank} failed and lost its model"));
+            self.world.abort(&format!("rank {rank} failed and lost its model"));
             return;
         };
         self.words.fill(0.0);

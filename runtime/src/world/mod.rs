@@ -119,7 +119,7 @@ impl Drop for World {
     fn drop(&mut self) {
         if !self.settled {
             self.abort(&format!(
-                "stoker: rank {} left the data-parallel world before its training ended; ending every rank",
+                "rank {} left the data-parallel world before its training ended; ending every rank",
                 self.rank
             ));
         }

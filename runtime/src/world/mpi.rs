@@ -5,7 +5,6 @@
 //! A program run without `mpirun` is a world of one rank (MPI's singleton initialization).
 
 use std::cell::Cell;
-use std::io::Write;
 use std::marker::PhantomData;
 
 use mpi::Threading;
@@ -96,13 +95,12 @@ impl MpiComm {
         }
     }
 
-    /// End every rank of the world now (`MPI_Abort`) with `code`, after printing `message` to
-    /// stderr. `mpirun` then kills the other ranks and exits with `code`.
+    /// End every rank of the world now (`MPI_Abort`) with `code`, after logging `message` as an
+    /// error (flushed: the process ends without unwinding). `mpirun` then kills the other ranks
+    /// and exits with `code`.
     pub(crate) fn abort(&self, code: i32, message: &str) -> ! {
-        let mut stderr = std::io::stderr().lock();
-        let _ = writeln!(stderr, "{message}");
-        let _ = stderr.flush();
-        drop(stderr);
+        crate::logging::error!("{message}");
+        crate::logging::flush();
         self.world.abort(code)
     }
 }

@@ -1045,7 +1045,13 @@ impl Drop for Unpin {
 
 #[test]
 fn checkpoint_an_old_checkpoint_that_cannot_be_removed_is_a_warning_and_training_goes_on() {
-    let dir = scratch_dir("undeletable");
+    train_past_an_unremovable_checkpoint(&scratch_dir("undeletable"));
+}
+
+/// Train one epoch in `dir` with keep-1, make its checkpoint unremovable (an immutable file),
+/// resume for two more epochs, and check that the run finished and set the old one aside.
+pub(crate) fn train_past_an_unremovable_checkpoint(dir: &Path) {
+    let dir = dir.to_path_buf();
     let root = dir.join("checkpoints");
     trainer(&dir, 1).callbacks(ModelSaver::new(1)).train(step_fn).unwrap();
     // An immutable file stops even root from deleting it (EPERM), as a busy `.nfs*` file or a
@@ -1385,7 +1391,12 @@ fn checkpoint_new_folders_and_the_keep_mark_are_synced_into_their_parents() {
         .args(["-f", "-e", "trace=mkdir,mkdirat,openat,fsync,close", "-o"])
         .arg(&trace_file)
         .arg(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "durability_probe", "--test-threads=1"])
+        .args([
+            "--ignored",
+            "--exact",
+            &stoker_tests::test_path(module_path!(), "durability_probe"),
+            "--test-threads=1",
+        ])
         .env(PROBE_DIR, &log)
         .output()
         .unwrap_or_else(|e| {

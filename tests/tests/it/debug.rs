@@ -574,7 +574,8 @@ fn step_timeout_abort_child() {
 #[test]
 fn step_timeout_abort_ends_a_hung_process_with_exit_code_124() {
     let output = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "step_timeout_abort_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .args(["--exact", &stoker_tests::test_path(module_path!(), "step_timeout_abort_child")])
+        .args(["--ignored", "--nocapture", "--test-threads=1"])
         .env(ABORT_CHILD, "1")
         .output()
         .unwrap();

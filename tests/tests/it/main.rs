@@ -17,6 +17,7 @@ mod fastai_loop;
 mod inference;
 mod lifecycle;
 mod log_dir;
+mod logging;
 mod mlflow;
 mod modify;
 mod monitor_catalogue;

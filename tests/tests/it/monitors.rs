@@ -494,6 +494,7 @@ fn writer_failure_is_reported_and_disabled_while_training_goes_on_to_the_end() {
 /// A writer whose first write blocks until the test releases it, and which records the global
 /// step of every batch it receives.
 struct StalledSink {
+    name: String,
     entered: std::sync::mpsc::SyncSender<()>,
     release: std::sync::mpsc::Receiver<()>,
     steps: Arc<Mutex<Vec<u64>>>,
@@ -503,7 +504,7 @@ const STALLED_CAPACITY: usize = 4;
 
 impl MonitorSink for StalledSink {
     fn name(&self) -> &str {
-        "Stalled"
+        &self.name
     }
     fn queue_capacity(&self) -> usize {
         STALLED_CAPACITY
@@ -554,6 +555,12 @@ impl Callback<Linear> for Feeder {
 
 #[test]
 fn writer_queue_full_makes_training_wait_for_the_writer_and_loses_nothing() {
+    train_behind_a_stalled_writer("Stalled", &scratch_dir("writer-queue"));
+}
+
+/// Train one epoch in `dir` with a writer named `name` that stalls on its first batch until
+/// training found its queue full (its warning said), and check that nothing was lost.
+pub(crate) fn train_behind_a_stalled_writer(name: &str, dir: &std::path::Path) {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::mpsc::{channel, sync_channel};
     const STEPS: usize = 3 * STALLED_CAPACITY;
@@ -563,12 +570,17 @@ fn writer_queue_full_makes_training_wait_for_the_writer_and_loses_nothing() {
     let steps = Arc::new(Mutex::new(Vec::new()));
     let progress = Arc::new(AtomicU64::new(0));
     let feeder = Feeder {
-        sink: Some(StalledSink { entered: entered_tx, release: release_rx, steps: steps.clone() }),
+        sink: Some(StalledSink {
+            name: name.to_string(),
+            entered: entered_tx,
+            release: release_rx,
+            steps: steps.clone(),
+        }),
         queue: queue_tx,
         entered: entered_rx,
         progress: progress.clone(),
     };
-    let dir = scratch_dir("writer-queue");
+    let dir = dir.to_path_buf();
     let training = std::thread::spawn(move || {
         let device = burn_stoker::device::cpu();
         // One epoch: the only batches are the steps' (no epoch-end statistics in between).
@@ -583,7 +595,7 @@ fn writer_queue_full_makes_training_wait_for_the_writer_and_loses_nothing() {
             .map_err(burn_stoker::Error::from)
     });
     let queue = queue_rx.recv().expect("the writer's queue");
-    assert_eq!((queue.name(), queue.capacity()), ("Stalled", STALLED_CAPACITY));
+    assert_eq!((queue.name(), queue.capacity()), (name, STALLED_CAPACITY));
     // The writer holds step 1's batch; steps 2..=5 fill its queue; step 6 finds it full and
     // training waits there. Wait (with a bound that fails the test instead of hanging) for that.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);

@@ -241,7 +241,7 @@ const CHILD: &str = "STOKER_SUMMARY_TEST_CHILD";
 /// Run test `name` alone in a child process and return what it wrote on stdout.
 fn stdout_of(name: &str) -> String {
     let output = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .args(["--exact", &stoker_tests::test_path(module_path!(), name), "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
         .output()
         .expect("running the test binary");

@@ -366,8 +366,9 @@ fn writer_event_file_is_named_after_the_kernel_host_name() {
     let stale = dir.join("hostname");
     std::fs::write(&stale, "stale-etc-hostname\n").unwrap();
     let script = format!(
-        "mount --bind {} /etc/hostname && exec \"$0\" --exact writer_event_file_is_named_after_the_kernel_host_name --nocapture",
-        stale.display()
+        "mount --bind {} /etc/hostname && exec \"$0\" --exact {} --nocapture",
+        stale.display(),
+        stoker_tests::test_path(module_path!(), "writer_event_file_is_named_after_the_kernel_host_name")
     );
     let out = std::process::Command::new("unshare")
         .args(["-m", "--propagation", "private", "sh", "-c", &script])

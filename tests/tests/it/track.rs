@@ -116,7 +116,7 @@ fn in_child() -> bool {
 /// with `stoker:`.
 fn stoker_lines_of(name: &str) -> Vec<String> {
     let output = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .args(["--exact", &stoker_tests::test_path(module_path!(), name), "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
         .output()
         .expect("running the test binary");
@@ -747,7 +747,7 @@ fn progress_bar_off_a_terminal_writes_no_control_codes_and_bounded_lines() {
     }
     let name = "progress_bar_off_a_terminal_writes_no_control_codes_and_bounded_lines";
     let output = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .args(["--exact", &stoker_tests::test_path(module_path!(), name), "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
         .output()
         .expect("running the test binary");

@@ -7,9 +7,7 @@
 // context type that derives both Clone and Copy (context_forms.rs).
 #![allow(clippy::unused_unit, clippy::clone_on_copy)]
 
-// For `renamed_crate.rs`, whose `crate = "::renamed"` names the runtime from the crate root, as a
-// `[dependencies] renamed = { package = "burn-stoker" }` would.
-extern crate burn_stoker as renamed;
+// `renamed_crate.rs` names the runtime `::renamed`: main.rs declares it at the crate root.
 
 #[path = "../../ui/pass/compositions.rs"]
 mod compositions;
