@@ -443,7 +443,7 @@ impl Drop for MlflowSink {
             && !self.ended
             && let Err(error) = self.end(RunStatus::Failed)
         {
-            eprintln!("stoker: warning: MLflow: could not mark the run as FAILED: {error}");
+            crate::logging::warn!("MLflow: could not mark the run as FAILED: {error}");
         }
     }
 }
