@@ -102,11 +102,18 @@ fn main() -> ExitCode {
     } else if mpi {
         match mpi_world(&config) {
             Ok(world) => {
-                let chief = world.is_chief();
+                let (chief, rank) = (world.is_chief(), world.rank());
                 let result = train_digits_in(&config, Some(world));
-                if !chief && result.is_ok() {
-                    // Only the chief reports.
-                    return ExitCode::SUCCESS;
+                if !chief {
+                    // Only the chief reports; another rank's error is its own line, named, so that
+                    // mpirun's interleaved output never reads as one message.
+                    return match result {
+                        Ok(_) => ExitCode::SUCCESS,
+                        Err(error) => {
+                            eprintln!("digits: rank {rank}: {error}");
+                            ExitCode::FAILURE
+                        }
+                    };
                 }
                 result
             }
