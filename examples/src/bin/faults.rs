@@ -301,7 +301,13 @@ mod faults {
 
     fn digits(options: &Options, log: &Path, resume: bool) -> Command {
         let mut command = Command::new(&options.digits);
-        command.arg("--log-dir").arg(log).arg("--epochs").arg(options.epochs.to_string());
+        command
+            .arg("--log-dir")
+            .arg(log)
+            .arg("--log-dir-policy")
+            .arg("refuse")
+            .arg("--epochs")
+            .arg(options.epochs.to_string());
         if resume {
             command.arg("--resume");
         }

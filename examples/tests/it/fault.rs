@@ -34,7 +34,14 @@ fn serial() -> MutexGuard<'static, ()> {
 
 fn digits(dir: &Path, epochs: u64, resume: bool) -> Command {
     let mut command = Command::new(DIGITS);
-    command.arg("--log-dir").arg(dir).arg("--epochs").arg(epochs.to_string()).stdin(Stdio::null());
+    command
+        .arg("--log-dir")
+        .arg(dir)
+        .arg("--log-dir-policy")
+        .arg("refuse")
+        .arg("--epochs")
+        .arg(epochs.to_string())
+        .stdin(Stdio::null());
     if resume {
         command.arg("--resume");
     }

@@ -410,10 +410,19 @@ mod tests {
 
     #[test]
     fn policies_parse_from_their_names() {
-        for policy in [LogDirPolicy::Refuse, LogDirPolicy::Backup, LogDirPolicy::Delete, LogDirPolicy::Keep] {
+        for policy in [
+            LogDirPolicy::Refuse,
+            LogDirPolicy::Backup,
+            LogDirPolicy::Delete,
+            LogDirPolicy::Keep,
+            LogDirPolicy::NewVersion,
+        ] {
             assert_eq!(policy.name().parse::<LogDirPolicy>().unwrap(), policy);
         }
         let error = "move".parse::<LogDirPolicy>().unwrap_err().to_string();
-        assert!(error.contains("`move`") && error.contains("refuse, backup, delete or keep"), "{error}");
+        assert!(
+            error.contains("`move`") && error.contains("refuse, backup, delete, keep or version"),
+            "{error}"
+        );
     }
 }

@@ -43,16 +43,21 @@ fn trainer(
 #[test]
 fn a_stop_handle_stops_at_a_step_boundary_with_a_checkpoint_and_a_resume_finishes() {
     let dir = scratch_dir("stop-handle");
-    let stopped = trainer(&dir);
-    let handle: StopHandle = stopped.stop_handle();
     let (ended_tx, ended) = channel();
     let (go_on, go_on_rx) = channel();
+    let (handle_tx, handle_rx) = channel();
+    let run_dir = dir.clone();
+    // The trainer is made on the thread that trains (with the `mpi` feature a `Trainer` is not
+    // `Send`); the handle, which is, comes back.
     let run = std::thread::spawn(move || {
+        let stopped = trainer(&run_dir);
+        handle_tx.send(stopped.stop_handle()).unwrap();
         stopped
             .callbacks(Pace { ended: ended_tx, go_on: go_on_rx })
             .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
             .map_err(burn_stoker::Error::from)
     });
+    let handle: StopHandle = handle_rx.recv().unwrap();
     // Steps 1-5 run; during step 6's trigger_step the application asks to stop.
     for expected in 1..=6 {
         assert_eq!(ended.recv().unwrap(), expected);
