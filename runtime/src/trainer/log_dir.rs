@@ -119,19 +119,22 @@ impl FromStr for LogDirPolicy {
     }
 }
 
+/// The entries of `dir`; none when it is missing.
+fn entries(dir: &Path) -> Result<Vec<fs::DirEntry>> {
+    match fs::read_dir(dir) {
+        Ok(entries) => entries.map(|entry| entry.map_err(|e| Error::io(dir, e))).collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(Error::io(dir, e)),
+    }
+}
+
 /// The prefix of [`LogDirPolicy::NewVersion`]'s folders.
 const VERSION_PREFIX: &str = "version_";
 
 /// The `version_N` folders in `base`, by N.
 fn versions(base: &Path) -> Result<Vec<u64>> {
-    let entries = match fs::read_dir(base) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(base, e)),
-    };
     let mut found = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(base, e))?;
+    for entry in entries(base)? {
         let name = entry.file_name();
         let number = name.to_str().and_then(|n| n.strip_prefix(VERSION_PREFIX)).and_then(|n| n.parse().ok());
         if let Some(number) = number
@@ -182,15 +185,8 @@ pub(super) fn is_within(path: &Path, dir: &Path) -> bool {
 /// how many `step-N` checkpoints and the newest), `stats.json`, TensorBoard event files (at
 /// most three named); empty when there is none, or when `dir` is missing.
 fn earlier_run(dir: &Path) -> Result<Vec<String>> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(dir, e)),
-    };
-    let mut names = Vec::new();
-    for entry in entries {
-        names.push(entry.map_err(|e| Error::io(dir, e))?.file_name().to_string_lossy().into_owned());
-    }
+    let mut names: Vec<String> =
+        entries(dir)?.iter().map(|entry| entry.file_name().to_string_lossy().into_owned()).collect();
     names.sort();
     let mut found = Vec::new();
     let checkpoints = dir.join(CHECKPOINT_DIR);
