@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
-"""Print the layers of the runtime's module graph, and fail on a cycle.
+"""Check the runtime's module graph against ARCHITECTURE.md's layers; print the layers.
 
-Usage: python3 bench/tools/module_graph.py [runtime/src] [--depth N] [--edges]
+Usage: python3 bench/tools/module_graph.py [runtime/src] [--depth 2] [--edges]
 
-A module is a top-level module of `runtime/src` (`callback`, `monitor`, `state`, ...); with
-`--depth 2`, a file or folder one level below (`monitor::csv`, `callback::order`). An edge A -> B
+A module is a top-level module of `runtime/src` (`callback`, `monitor`, `state`, ...). Every
+module must have a row in ARCHITECTURE.md's layer table (`| N | `a`, `b` | ... |`), and every
+import must go strictly down that table: an import of a module in a higher layer (up) or in the
+same layer (beside) is an error, as is a cycle or a module the table does not name.
+With `--depth 2`, the files and folders one level below (`monitor::csv`, `callback::order`)
+are the nodes and only the imports between the files of one module are edges: inside each module
+the files must not import each other in a circle. An edge A -> B
 is any path to B in A's code: a `use`, or a path written inline (`crate::...`, `super::...`, or a
 child module's name in a `mod.rs`), with re-exports (`pub use` in `lib.rs` and in each `mod.rs`)
 followed to the module that defines the item. Comments (doc links included), `#[cfg(doc)]`
-imports (they only serve doc links) and `#[cfg(test)]` modules are not imports. Exit status 1 when the graph has a cycle, which is printed.
+imports (they only serve doc links) and `#[cfg(test)]` modules are not imports. Exit status 1
+on any error, each printed.
 """
 
 import os
@@ -131,6 +137,28 @@ class Crate:
         return edges
 
 
+def table_layers(path):
+    """ARCHITECTURE.md's layer table: module name -> layer number."""
+    layers = {}
+    for line in open(path):
+        m = re.match(r"^\|\s*(\d+)\s*\|([^|]*)\|", line)
+        if m:
+            for name in re.findall(r"`(\w+)`", m.group(2)):
+                layers[name] = int(m.group(1))
+    return layers
+
+
+def layer_errors(modules, edges, layers):
+    errors = [f"module `{m}` has no row in ARCHITECTURE.md's layer table" for m in sorted(modules) if m not in layers]
+    errors += [f"ARCHITECTURE.md's layer table names `{m}`, which is not a module" for m in sorted(layers) if m not in modules]
+    for a in sorted(edges):
+        for b in sorted(edges[a]):
+            if a in layers and b in layers and layers[b] >= layers[a]:
+                way = "beside" if layers[b] == layers[a] else "up"
+                errors.append(f"`{a}` (layer {layers[a]}) imports `{b}` (layer {layers[b]}): an import {way}")
+    return errors
+
+
 def main():
     args = sys.argv[1:]
     depth = int(args[args.index("--depth") + 1]) if "--depth" in args else 1
@@ -139,6 +167,9 @@ def main():
     crate = Crate(os.path.normpath(src))
     modules = {"::".join(m[:depth]) for m in crate.files if m}
     edges = crate.edges(depth)
+    if depth > 1:
+        # Between the files of one module only: the layers order the modules, not their files.
+        edges = {a: {b for b in bs if b.split("::")[0] == a.split("::")[0] and "::" in b} for a, bs in edges.items() if "::" in a}
     if "--edges" in args:
         for a in sorted(edges):
             print(f"{a} -> {', '.join(sorted(edges[a]))}")
@@ -169,10 +200,13 @@ def main():
     for v in sorted(modules | set(edges)):
         if v not in index:
             visit(v)
-    cycles = [sorted(c) for c in comps if len(c) > 1]
-    if cycles:
-        for c in cycles:
-            print("cycle: " + " <-> ".join(c))
+    errors = ["cycle: " + " <-> ".join(sorted(c)) for c in comps if len(c) > 1]
+    if depth == 1:
+        arch = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ARCHITECTURE.md")
+        errors += layer_errors(modules, edges, table_layers(arch))
+    if errors:
+        for e in errors:
+            print(e)
         return 1
     layer = {}
 
@@ -185,7 +219,10 @@ def main():
         layer_of(v)
     for n in sorted(set(layer.values())):
         print(f"layer {n}: {', '.join(sorted(v for v in layer if layer[v] == n))}")
-    print(f"no cycle among {len(modules)} modules")
+    if depth == 1:
+        print(f"{len(modules)} modules, every import going down ARCHITECTURE.md's layers")
+    else:
+        print(f"no circle between the files of any of the {len({m.split('::')[0] for m in modules})} modules")
     return 0
 
 

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use burn::module::Module;
 use burn::optim::ModuleOptimizer;
 
-use crate::Result;
 use crate::callback::{Callbacks, Control, Counters, Event, TrainState};
+use crate::error::Result;
 use crate::state::HyperParams;
 use crate::state::Monitors;
 use crate::trainer::Run;

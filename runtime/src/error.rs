@@ -80,7 +80,7 @@ pub enum Error {
     },
     /// The loss or the weights stopped being finite numbers. stoker's own checks
     /// ([`TerminateOnNaN`](crate::debug::TerminateOnNaN), the check before a checkpoint) stop
-    /// training cleanly with [`Outcome::NonFinite`](crate::trainer::Outcome::NonFinite) instead;
+    /// training cleanly with [`Outcome::NonFinite`](crate::callback::Outcome::NonFinite) instead;
     /// a callback of the user's may still return this error.
     NonFinite(String),
     /// The error one rank of a data-parallel world ended with, as the world's runner reports it.

@@ -70,6 +70,7 @@ pub mod modify;
 pub mod monitor;
 pub mod param;
 pub mod saver;
+mod signal;
 pub mod state;
 pub mod stop;
 pub mod track;
@@ -188,14 +189,14 @@ pub use burn_stoker_macros::order;
 pub mod prelude {
     pub use crate::{
         Callbacks, callback, callback::Callback, callback::CallbackExt, callback::Callbacks,
-        callback::Context, callback::Counters, callback::Flow, callback::Named, callback::Order, fetch,
-        fetch::Fetch, fetch::Fetched, fetch::Outputs, inference::ClassificationError,
-        inference::InferenceRunner, inference::ScalarStats, kind::CallbackKind, order,
-        param::HumanHyperParamSetter, param::HyperParamSetterWithFunc, param::LrSchedulerSetter,
-        param::ReduceLrOnPlateau, param::ScheduledHyperParamSetter, param::StatMonitorParamSetter,
-        saver::MaxSaver, saver::MinSaver, saver::ModelSaver, state::SharedParam, stop::EarlyStopping,
-        track::ProgressBar, trainer::DefaultCallbacks, trainer::LogDirPolicy, trainer::Outcome,
-        trainer::Step, trainer::TrainError, trainer::TrainReport, trainer::Trainer,
+        callback::Context, callback::Counters, callback::Flow, callback::Named, callback::Order,
+        callback::Outcome, fetch, fetch::Fetch, fetch::Fetched, fetch::Outputs,
+        inference::ClassificationError, inference::InferenceRunner, inference::ScalarStats,
+        kind::CallbackKind, order, param::HumanHyperParamSetter, param::HyperParamSetterWithFunc,
+        param::LrSchedulerSetter, param::ReduceLrOnPlateau, param::ScheduledHyperParamSetter,
+        param::StatMonitorParamSetter, saver::MaxSaver, saver::MinSaver, saver::ModelSaver,
+        state::SharedParam, stop::EarlyStopping, track::ProgressBar, trainer::DefaultCallbacks,
+        trainer::LogDirPolicy, trainer::Step, trainer::TrainError, trainer::TrainReport, trainer::Trainer,
         trigger::EnableCallbackIf, trigger::PeriodicCallback, trigger::PeriodicTrigger,
     };
 }

@@ -20,8 +20,9 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
+use burn_stoker::callback::Outcome;
 use burn_stoker::monitor::{MLFLOW_SINK_NAME, MlflowLogger};
-use burn_stoker::trainer::{LogDirPolicy, Outcome};
+use burn_stoker::trainer::LogDirPolicy;
 use burn_stoker::world::Threads;
 use clap::{CommandFactory, Parser};
 use stoker_examples::{DigitsRun, train_digits, train_digits_in};

@@ -1,6 +1,6 @@
 //! The second example: tensorpack's ResNet callback list on the digits, checked end to end.
 
-use burn_stoker::trainer::Outcome;
+use burn_stoker::callback::Outcome;
 use serde_json::Value as Json;
 use stoker_examples::callback_list::{ListConfig, schedule, train_with_list};
 use stoker_tests::scratch_dir;

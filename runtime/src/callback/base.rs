@@ -7,7 +7,7 @@ use super::counters::Counters;
 use super::event::{Event, for_each_event};
 use super::order::{Order, short_type_name};
 use super::step::{StepGradients, StepHooks, StepLoss};
-use crate::Result;
+use crate::error::Result;
 use crate::error::{Cancel, Error};
 use crate::fetch::{Fetch, Fetched};
 
@@ -191,7 +191,7 @@ pub enum Flow {
     /// Stop training at once (fastai's `CancelFitException`): returned from any event from
     /// `before_train` to `trigger_epoch`, the rest of training does not run (nor the epoch's
     /// `after_epoch`), every callback receives `after_cancel_fit`, then `after_train`; the run
-    /// ends [`Stopped`](crate::trainer::Outcome::Stopped) with a reason naming the callback and the
+    /// ends [`Stopped`](crate::callback::Outcome::Stopped) with a reason naming the callback and the
     /// event. No checkpoint is written for it.
     CancelFit,
 }

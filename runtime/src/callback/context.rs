@@ -4,10 +4,10 @@ use std::path::Path;
 
 use burn::optim::ModuleOptimizer;
 
+use super::Outcome;
 use super::counters::Counters;
 use crate::error::{Error, Result};
 use crate::state::{HyperParams, KeepPolicy, Monitors, check_copy_name};
-use crate::trainer::Outcome;
 use crate::world::agree::Agreement;
 
 /// What callbacks asked the trainer to do at the next step boundary.
@@ -154,7 +154,7 @@ impl<M> Context<'_, M> {
     }
     /// Stop training at the next step boundary (tensorpack's `StopTraining`); `after_train`
     /// still runs for every callback, and the run ends with
-    /// [`Outcome::Stopped`](crate::trainer::Outcome::Stopped) and this reason (the first one
+    /// [`Outcome::Stopped`](crate::callback::Outcome::Stopped) and this reason (the first one
     /// asked for wins).
     ///
     /// What still runs after the request:
@@ -180,7 +180,7 @@ impl<M> Context<'_, M> {
     /// Stop training at the next step boundary because the loss or the weights are not finite
     /// (`reason` says which, and where): as [`request_stop`](Self::request_stop), and no
     /// checkpoint is written from now on; the run ends with
-    /// [`Outcome::NonFinite`](crate::trainer::Outcome::NonFinite).
+    /// [`Outcome::NonFinite`](crate::callback::Outcome::NonFinite).
     pub(crate) fn stop_non_finite(&mut self, reason: String) {
         let step = self.state.counters.global_step;
         let control = &mut self.state.control;
@@ -216,7 +216,7 @@ impl<M> Context<'_, M> {
         if !self.state.signals {
             return None;
         }
-        crate::trainer::interrupt::received().map(crate::trainer::interrupt::static_name)
+        crate::signal::received().map(crate::signal::static_name)
     }
     /// Whether this run handles signals, so that [`interrupted`](Self::interrupted) can answer.
     pub(crate) fn interrupted_is_watched(&self) -> bool {

@@ -13,6 +13,7 @@ mod counters;
 mod event;
 mod named;
 mod order;
+mod outcome;
 mod period;
 mod set;
 pub(crate) mod state;
@@ -28,6 +29,7 @@ pub use event::{Event, Phase};
 pub(crate) use named::type_part;
 pub use named::{CallbackExt, Named};
 pub use order::{Order, resolve_order, short_type_name};
+pub use outcome::Outcome;
 pub use period::{Period, PeriodSetting};
 pub use set::{CallbackInfo, Callbacks, Single, StateOp};
 

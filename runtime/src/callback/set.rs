@@ -9,7 +9,7 @@ use super::counters::Counters;
 use super::event::Event;
 use super::order::Order;
 use super::step::StepHooks;
-use crate::Result;
+use crate::error::Result;
 use crate::fetch::Fetch;
 
 /// What the trainer learns about one callback of a set at setup.

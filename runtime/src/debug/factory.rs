@@ -3,10 +3,10 @@
 use std::borrow::Cow;
 
 use super::tensors::host_fetches;
-use crate::Result;
 use crate::callback::{
     Callback, CallbackReturn, Context, Order, StepGradients, StepHooks, StepLoss, for_each_event,
 };
+use crate::error::Result;
 use crate::fetch::{Fetch, Fetched};
 
 /// A callback made of closures, one per event it handles (tensorpack's

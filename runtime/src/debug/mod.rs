@@ -35,7 +35,7 @@ use crate::fetch::{Fetch, Fetched};
 
 /// Stops training at the first step whose loss is NaN or infinite (Keras's `TerminateOnNaN`,
 /// tensorpack's `CheckNumerics` on the loss): the run ends cleanly at that step's boundary with
-/// [`Outcome::NonFinite`](crate::trainer::Outcome::NonFinite), after `after_train`, and returns
+/// [`Outcome::NonFinite`](crate::callback::Outcome::NonFinite), after `after_train`, and returns
 /// the model. No checkpoint is written from that step on (a saver's request at that boundary is
 /// dropped, with a note on stderr), so the last good checkpoint stays the latest and
 /// [`Trainer::auto_resume`](crate::trainer::Trainer::auto_resume) continues from it. It fetches the
@@ -49,7 +49,7 @@ use crate::fetch::{Fetch, Fetched};
 /// constraint says otherwise, it checks the loss before the callbacks at the default 0 record it.
 /// (fastai's raises `CancelFitException`, so the callbacks after it miss that `after_batch`; this
 /// one stops at the step's boundary, so that the stop is reported as
-/// [`Outcome::NonFinite`](crate::trainer::Outcome::NonFinite). A callback returning
+/// [`Outcome::NonFinite`](crate::callback::Outcome::NonFinite). A callback returning
 /// [`Flow::CancelFit`](crate::callback::Flow::CancelFit) has fastai's behaviour.)
 ///
 /// Without it, the trainer still refuses to write a checkpoint of a non-finite loss or

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 /// error naming the parameter (after `after_train`, as any error). With
 /// [`stop`](Self::stop) the run stops cleanly instead, as
 /// [`TerminateOnNaN`](super::TerminateOnNaN) does: at that step's boundary, without writing a
-/// checkpoint from then on, with [`Outcome::NonFinite`](crate::trainer::Outcome::NonFinite).
+/// checkpoint from then on, with [`Outcome::NonFinite`](crate::callback::Outcome::NonFinite).
 ///
 /// A check counts the non-finite values of each parameter on the device and reads them back in
 /// one transfer. It runs on the chief (tensorpack's `_chief_only = True`): the replicas hold the

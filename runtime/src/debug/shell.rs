@@ -230,7 +230,7 @@ fn stdin_line(pending: &mut Vec<u8>, signals: bool, line: &mut String) -> std::i
             *pending = rest;
             return Ok(Read::Line);
         }
-        if signals && !crate::trainer::interrupt::wait_readable_or_signal(0)? {
+        if signals && !crate::signal::wait_readable_or_signal(0)? {
             return Ok(Read::Signal);
         }
         let mut buf = [0u8; 4096];

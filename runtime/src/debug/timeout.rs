@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result, check_setting};
 use crate::fetch::Fetched;
-use crate::track::{Clock, MonotonicClock};
+use crate::state::{Clock, MonotonicClock};
 
 /// What [`StepTimeout`] does when a step runs longer than its timeout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub enum TimeoutAction {
     /// the warning: use [`Abort`](Self::Abort) for hung steps.
     Fail,
     /// Print a warning while the step runs; when it returns, stop training gracefully (as
-    /// [`Context::request_stop`]: the run ends with [`Outcome::Stopped`](crate::trainer::Outcome::Stopped)
+    /// [`Context::request_stop`]: the run ends with [`Outcome::Stopped`](crate::callback::Outcome::Stopped)
     /// and `after_train` runs). As with `Fail`, a step that never returns is only warned about.
     Stop,
     /// Print a warning and let the step go on; when it ends, print how long it took. The steps
@@ -70,7 +70,7 @@ struct Watch<C> {
 /// - [`TimeoutAction::Fail`]: when the slow step returns, training fails with an error naming the
 ///   step and its duration (what tensorpack's `SessionRunTimeout` does, by an exception).
 /// - [`TimeoutAction::Stop`]: when the slow step returns, training stops gracefully
-///   ([`Outcome::Stopped`](crate::trainer::Outcome::Stopped)).
+///   ([`Outcome::Stopped`](crate::callback::Outcome::Stopped)).
 /// - [`TimeoutAction::Warn`] ([`warn_only`](Self::warn_only)): a warning, once per step, and how
 ///   long the step took when it ends.
 ///
@@ -85,7 +85,7 @@ struct Watch<C> {
 /// In data-parallel training it runs on every rank: each watches its own steps.
 ///
 /// The time is read from a [`Clock`] (the system's monotonic clock by default; a
-/// [`ManualClock`](crate::track::ManualClock) with [`clock`](Self::clock) makes a test exact: a
+/// [`ManualClock`](crate::state::ManualClock) with [`clock`](Self::clock) makes a test exact: a
 /// step "takes" what the test advances the clock by, whatever the machine's load).
 ///
 /// ```
@@ -137,12 +137,12 @@ impl<C: Clock + Send + Sync + 'static> StepTimeout<C> {
         }
     }
     /// Read the time from `clock` instead of the system's monotonic clock (a
-    /// [`ManualClock`](crate::track::ManualClock) in tests). Call it before training.
+    /// [`ManualClock`](crate::state::ManualClock) in tests). Call it before training.
     ///
     /// ```
     /// use std::time::Duration;
     /// use burn_stoker::debug::{StepTimeout, TimeoutAction};
-    /// use burn_stoker::track::ManualClock;
+    /// use burn_stoker::state::ManualClock;
     /// let clock = ManualClock::new();
     /// // A step "takes" whatever the test advances `clock` by while it runs.
     /// let timeout = StepTimeout::new(Duration::from_millis(400)).action(TimeoutAction::Fail).clock(clock.clone());

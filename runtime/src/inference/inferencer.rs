@@ -4,8 +4,8 @@ use std::borrow::Cow;
 
 #[cfg(doc)]
 use super::{InferenceRunner, ScalarStats};
-use crate::Result;
 use crate::callback::short_type_name;
+use crate::error::Result;
 use burn::tensor::Tensor;
 
 use crate::fetch::{Fetch, Fetched, Outputs};
@@ -118,7 +118,7 @@ pub trait Inferencer {
     /// batch size, a tensor's shape). The default fails naming the inferencer.
     fn batch_sums(&mut self, outputs: &Outputs) -> Result<Tensor<1>> {
         let _ = outputs;
-        Err(crate::Error::msg(format!(
+        Err(crate::error::Error::msg(format!(
             "{}: says its sums are on the device (Inferencer::sums_on_device) but does not implement Inferencer::batch_sums",
             self.name()
         )))
@@ -128,7 +128,7 @@ pub trait Inferencer {
     /// The default fails naming the inferencer.
     fn device_sums(&mut self, sums: &[f64]) -> Result<()> {
         let _ = sums;
-        Err(crate::Error::msg(format!(
+        Err(crate::error::Error::msg(format!(
             "{}: says its sums are on the device (Inferencer::sums_on_device) but does not implement Inferencer::device_sums",
             self.name()
         )))
@@ -139,7 +139,7 @@ pub trait Inferencer {
     /// [`partial`](Self::partial) must implement this too.
     fn merge(&mut self, summed: &[f64]) -> Result<()> {
         let _ = summed;
-        Err(crate::Error::msg(format!(
+        Err(crate::error::Error::msg(format!(
             "{}: gives partial sums (Inferencer::partial) but does not implement Inferencer::merge to take the sums over the ranks back",
             self.name()
         )))

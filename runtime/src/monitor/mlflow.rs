@@ -8,9 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value as Json, json};
 
 use crate::callback::Context;
+use crate::callback::Outcome;
 use crate::error::{Error, Result};
 use crate::state::{EpochStats, MonitorSink, Record, Value};
-use crate::trainer::Outcome;
 
 /// The most metrics MLflow takes in one `runs/log-batch` request: [`MlflowLogger`]'s largest and
 /// default [`max_batch`](MlflowLogger::max_batch).

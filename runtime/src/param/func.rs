@@ -5,8 +5,8 @@ use std::fmt;
 
 use super::setter::set_value;
 use super::{HyperParamSetter, Target};
-use crate::Result;
 use crate::callback::{Callback, Context};
+use crate::error::Result;
 
 /// Sets a hyper-parameter to `func(epoch_num, old_value)` (tensorpack's
 /// `HyperParamSetterWithFunc`), where `epoch_num` is the number of epochs that have finished: at

@@ -5,8 +5,8 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::Target;
-use crate::Result;
 use crate::callback::{Callback, Context};
+use crate::error::Result;
 
 /// Sets a hyper-parameter to the value a person writes in a file during training (tensorpack's
 /// `HumanHyperParamSetter`): tune the learning rate without stopping the run.
@@ -278,7 +278,7 @@ impl<M> Callback<M> for HumanHyperParamSetter {
         self.seen = match state.get("seen") {
             None | Some(serde_json::Value::Null) => None,
             Some(value) => Some(value.as_f64().ok_or_else(|| {
-                crate::Error::checkpoint(format!(
+                crate::error::Error::checkpoint(format!(
                     "{}: the saved value {value} is not a number",
                     self.target.name()
                 ))

@@ -6,8 +6,8 @@ use std::fmt;
 use burn::lr_scheduler::module_lr_scheduler::ModuleLrScheduler;
 
 use super::{LEARNING_RATE, Target};
-use crate::Result;
 use crate::callback::{Callback, Context};
+use crate::error::Result;
 
 /// Sets the learning rate from one of burn's learning-rate schedulers (`burn::lr_scheduler`:
 /// constant, linear, cosine annealing, exponential, Noam, step, sequential, composed) once per

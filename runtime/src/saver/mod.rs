@@ -59,8 +59,8 @@ pub use checkpoint::{
 
 use crate::callback::{Callback, CheckpointRequest, Context};
 use crate::error::{Error, Result, check_setting};
+use crate::state::{Clock, MonotonicClock};
 use crate::state::{KeepPolicy, check_copy_name, create_dir_all_synced, json_f64, parse_f64};
-use crate::track::{Clock, MonotonicClock};
 
 /// Writes a checkpoint when triggered — every epoch by default, or at another period under
 /// [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) / `#[every_k_epochs]` — into
@@ -152,7 +152,7 @@ impl<T> ModelSaver<T> {
         self.checkpoint_dir = Some(dir.into());
         self
     }
-    /// Read the time from `clock` (a [`ManualClock`](crate::track::ManualClock) in a test)
+    /// Read the time from `clock` (a [`ManualClock`](crate::state::ManualClock) in a test)
     /// instead of the system's monotonic clock: the time of each checkpoint is the wall time at
     /// setup plus the clock's advance since.
     pub fn clock<C: Clock>(self, clock: C) -> ModelSaver<C> {

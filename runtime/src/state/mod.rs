@@ -7,6 +7,7 @@
 //! Nothing here knows about callbacks: the modules above (`callback`, `monitor`, `param`,
 //! `saver`, ...) use this one, never the reverse (`python3 bench/tools/module_graph.py` checks it).
 
+mod clock;
 mod hyper;
 mod keep;
 mod monitors;
@@ -14,6 +15,7 @@ mod persist;
 mod queue;
 mod record;
 
+pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use hyper::{HyperParams, LEARNING_RATE, SharedParam};
 pub use keep::KeepPolicy;
 pub(crate) use keep::check_copy_name;

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 /// neon reads the validation loss its `LossCallback` computed; here the statistic is named. As with
 /// [`EarlyStopping`](super::EarlyStopping), a statistic never put is an error naming the scalars
 /// there are, and a trigger without a new value does not call the function. The stop reason (in
-/// [`Outcome::Stopped`](crate::trainer::Outcome)) gives the value that triggered it (neon logs it).
+/// [`Outcome::Stopped`](crate::callback::Outcome)) gives the value that triggered it (neon logs it).
 ///
 /// ```
 /// use burn_stoker::stop::EarlyStop;

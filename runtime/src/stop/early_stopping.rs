@@ -40,7 +40,7 @@ struct BestWeights {
 ///    value always does), it becomes the best (its weights are kept), and `wait` returns to 0
 ///    only if `current` also improves on `baseline` (when one is set).
 /// 5. Otherwise, when `wait >= patience` and this is not the first epoch, training stops
-///    ([`Context::request_stop`]; the run ends with [`Outcome::Stopped`](crate::trainer::Outcome)).
+///    ([`Context::request_stop`]; the run ends with [`Outcome::Stopped`](crate::callback::Outcome)).
 ///
 /// So `patience = 0` stops at the first epoch that does not improve; with a `baseline`, a run
 /// that keeps improving without beating it still runs until the first epoch without improvement

@@ -3,9 +3,10 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::{Clock, MonotonicClock, humanize_duration};
+use super::humanize_duration;
 use crate::callback::{Callback, Context};
 use crate::error::{Result, check_setting};
+use crate::state::{Clock, MonotonicClock};
 
 /// Estimates the time left until the end of training after each epoch, from the durations of
 /// the last `k` epochs (tensorpack's `EstimatedTimeLeft`): their median (the default) or their
@@ -70,7 +71,7 @@ impl<T: Clock> EstimatedTimeLeft<T> {
         self.median = median;
         self
     }
-    /// Read the time from `clock` (a [`ManualClock`](super::ManualClock) in tests).
+    /// Read the time from `clock` (a [`ManualClock`](crate::state::ManualClock) in tests).
     pub fn clock<C: Clock>(self, clock: C) -> EstimatedTimeLeft<C> {
         EstimatedTimeLeft {
             last_k_epochs: self.last_k_epochs,

@@ -1,8 +1,8 @@
 //! The GPUs' memory, every epoch.
 
 use super::gpu::{GpuSelection, GpuSource, gpu_selection_builders};
-use crate::Result;
 use crate::callback::{Callback, Context};
+use crate::error::Result;
 
 /// MB as tensorpack's `GPUMemoryTracker` counts them.
 const MB: f64 = 1e6;
@@ -71,7 +71,7 @@ impl GpuMemoryTracker {
     /// count the GPUs (at setup), or a reading failed. Its [`source`](std::error::Error::source)
     /// is the cause (NVML's error, or the [`GpuSource`](super::GpuSource)'s own). `None` while
     /// tracking, and when there was simply no GPU to track.
-    pub fn failure(&self) -> Option<&crate::Error> {
+    pub fn failure(&self) -> Option<&crate::error::Error> {
         self.selection.failure.as_ref()
     }
 }

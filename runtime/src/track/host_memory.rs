@@ -2,8 +2,8 @@
 
 use sysinfo::{MemoryRefreshKind, Pid, ProcessRefreshKind, ProcessesToUpdate, System};
 
-use crate::Result;
 use crate::callback::{Callback, Context};
+use crate::error::Result;
 
 const GB: f64 = 1024.0 * 1024.0 * 1024.0;
 

@@ -19,10 +19,9 @@
 //! [`GpuMemory`] and [`NvmlSource`]) exist with the `sys-metrics` feature only (off by default):
 //! they need sysinfo and nvml-wrapper, which the other trackers do not.
 //!
-//! The trackers that measure time read a [`Clock`]: [`MonotonicClock`] (the default) in
-//! training, a [`ManualClock`] in tests, which makes their results exact.
+//! The trackers that measure time read a [`Clock`](crate::state::Clock): [`MonotonicClock`](crate::state::MonotonicClock) (the default) in
+//! training, a [`ManualClock`](crate::state::ManualClock) in tests, which makes their results exact.
 
-mod clock;
 mod eta;
 #[cfg(feature = "sys-metrics")]
 mod gpu;
@@ -40,7 +39,6 @@ mod run_timer;
 mod throughput;
 mod timed;
 
-pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use eta::EstimatedTimeLeft;
 #[cfg(feature = "sys-metrics")]
 pub use gpu::{GpuMemory, GpuSource, NvmlSource};

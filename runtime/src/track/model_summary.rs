@@ -6,9 +6,9 @@ use std::fmt;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{Bool, DType, Int, Shape, Tensor};
 
-use crate::Result;
 use crate::callback::{Callback, Context};
 use crate::error::Error;
+use crate::error::Result;
 use crate::state::write_atomic;
 
 /// One parameter tensor of a model.

@@ -8,11 +8,11 @@ use burn::module::Module;
 use burn::tensor::Device;
 use serde_json::{Value as Json, json};
 
-use super::{Clock, MonotonicClock};
 use crate::callback::{Callback, Context, StepGradients, StepHooks, StepLoss};
 use crate::error::{Error, Result, check_setting};
 use crate::fetch::Fetched;
 use crate::state::write_atomic;
+use crate::state::{Clock, MonotonicClock};
 
 /// The file [`StepProfiler`] writes in the log directory.
 pub const PROFILE_FILE: &str = "step_profile.json";
@@ -90,7 +90,7 @@ impl Default for StepProfiler<MonotonicClock> {
 }
 
 impl<C: Clock> StepProfiler<C> {
-    /// Read the time from `clock` (a [`ManualClock`](super::ManualClock) in a test).
+    /// Read the time from `clock` (a [`ManualClock`](crate::state::ManualClock) in a test).
     pub fn with_clock(clock: C) -> Self {
         StepProfiler {
             clock,

@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use crate::Result;
 use crate::callback::{Callback, Context, Counters};
+use crate::error::Result;
 use crate::fetch::{Fetch, Fetched};
 use crate::monitor::printer::format_scalar;
 

@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
-use super::{Clock, MonotonicClock, humanize_duration};
-use crate::Result;
+use super::humanize_duration;
 use crate::callback::{Callback, Context};
+use crate::error::Result;
+use crate::state::{Clock, MonotonicClock};
 
 /// Measures the training time, from `before_train` to `after_train` (which also runs after a
 /// stop, an error or an interrupt), as neon's `RunTimerCallback` does, and reports it at the end:
@@ -47,7 +48,7 @@ impl RunTimer {
 }
 
 impl<T: Clock> RunTimer<T> {
-    /// Read the time from `clock` (a [`ManualClock`](super::ManualClock) in tests).
+    /// Read the time from `clock` (a [`ManualClock`](crate::state::ManualClock) in tests).
     pub fn clock<C: Clock>(self, clock: C) -> RunTimer<C> {
         RunTimer { clock, start: self.start, elapsed: self.elapsed }
     }

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use super::{Clock, MonotonicClock};
 use crate::callback::{Callback, Context};
 use crate::error::{Result, check_setting};
+use crate::state::{Clock, MonotonicClock};
 
 /// Puts the training throughput each time it is triggered (every epoch by default; at another
 /// period under [`PeriodicTrigger`](crate::trigger::PeriodicTrigger)), as tensorpack's
@@ -65,7 +65,7 @@ impl<T: Clock> ThroughputTracker<T> {
         self.samples_per_step = Some(samples);
         self
     }
-    /// Read the time from `clock` (a [`ManualClock`](super::ManualClock) in tests).
+    /// Read the time from `clock` (a [`ManualClock`](crate::state::ManualClock) in tests).
     pub fn clock<C: Clock>(self, clock: C) -> ThroughputTracker<C> {
         ThroughputTracker {
             samples_per_step: self.samples_per_step,

@@ -5,9 +5,10 @@ use std::fmt::Write as _;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use super::{Clock, MonotonicClock, humanize_duration, seconds};
+use super::{humanize_duration, seconds};
 use crate::callback::{CallbackInfo, Callbacks, Context, Counters, Event, StateOp};
 use crate::error::{Result, check_setting};
+use crate::state::{Clock, MonotonicClock};
 
 /// Times every event of every callback of a set, and reports the slow ones at the end of each
 /// epoch and at the end of training, as tensorpack's `CallbackTimeLogger` does (`log` records at
@@ -126,7 +127,7 @@ impl<C, T: Clock> Timed<C, T> {
         self.put_scalars = enable;
         self
     }
-    /// Read the time from `clock` (a [`ManualClock`](super::ManualClock) in tests).
+    /// Read the time from `clock` (a [`ManualClock`](crate::state::ManualClock) in tests).
     pub fn clock<C2: Clock>(self, clock: C2) -> Timed<C, C2> {
         Timed {
             inner: self.inner,

@@ -8,11 +8,11 @@ use std::time::Duration;
 use burn::module::Module;
 use burn::optim::ModuleOptimizer;
 
-#[cfg(doc)]
-use super::Outcome;
-use super::interrupt::StopHandle;
+use super::stop_handle::StopHandle;
 use super::{DefaultCallbacks, LogDirPolicy, TrainData};
 use crate::callback::Callbacks;
+#[cfg(doc)]
+use crate::callback::Outcome;
 use crate::state::HyperParams;
 use crate::world::World;
 

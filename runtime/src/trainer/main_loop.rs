@@ -5,12 +5,12 @@ use std::borrow::Cow;
 
 use burn::module::Module;
 
-use super::interrupt::{STOP_REQUEST, SignalGuard, signal_name};
 use super::resume::{Boundary, DataPosition};
 use super::run::{Phase, Run, wrap};
 use super::{BatchIter, TrainData, TrainingStep};
 use crate::callback::{Callbacks, CheckpointRequest, Context, Event, TrainState};
 use crate::error::{Cancel, Error, Result};
+use crate::signal::{STOP_REQUEST, SignalGuard, signal_name};
 use crate::state::KeepPolicy;
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {

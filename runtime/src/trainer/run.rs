@@ -10,15 +10,16 @@ use burn::module::Module;
 use burn::tensor::Tensor;
 
 use super::builder::{Resume, Settings};
-use super::interrupt::{SignalGuard, signal_name};
 use super::lock::LogDirLock;
 use super::log_dir::{self, LogDirPolicy, is_within};
 use super::resume::{DataPosition, Restored};
-use super::{LossFn, Outcome, Step, TrainData, TrainError, TrainReport, TrainSummary, Trainer, TrainingStep};
+use super::{LossFn, Step, TrainData, TrainError, TrainReport, TrainSummary, Trainer, TrainingStep};
+use crate::callback::Outcome;
 use crate::callback::{Callbacks, Context, Control, Counters, Event, TrainState, resolve_order};
 use crate::error::{Error, Result, panic_message};
 use crate::fetch::{FetchPlan, Outputs};
 use crate::saver::Checkpoint;
+use crate::signal::{SignalGuard, signal_name};
 use crate::state::Monitors;
 use crate::world::agree::Agreement;
 
@@ -264,7 +265,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             Some(guard) => {
                 drop(guard);
                 let stopped_by_it = matches!(outcome, Outcome::Interrupted { .. });
-                crate::trainer::interrupt::received().filter(|_| !stopped_by_it).map(|signal| {
+                crate::signal::received().filter(|_| !stopped_by_it).map(|signal| {
                     let name = signal_name(signal);
                     crate::logging::warn!(bare:
                         "{name} received after the last step boundary (during after_train or the monitors' final flush): training had already ended; the run is reported as it ended, with the signal in TrainReport::late_signal"

@@ -6,9 +6,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::Outcome;
 #[cfg(doc)]
 use super::{DefaultCallbacks, TrainReport};
+use crate::callback::Outcome;
 use crate::callback::{Callback, Counters};
 use crate::monitor::printer::positional;
 use crate::state::{Better, Monitors};

@@ -16,7 +16,7 @@ use burn::optim::AdamConfig;
 use burn::tensor::{Device, Tensor, TensorData};
 use burn_stoker::debug::TerminateOnNaN;
 use burn_stoker::prelude::*;
-use burn_stoker::track::ManualClock;
+use burn_stoker::state::ManualClock;
 use burn_stoker::{Error, saver::Checkpoint};
 use serde_json::Value as Json;
 use stoker_tests::reads::count_reads;

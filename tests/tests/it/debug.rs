@@ -23,7 +23,7 @@ use burn_stoker::debug::{
     StartProcOrThread, StepTimeout, TensorPrinter, TensorValues, TimeoutAction,
 };
 use burn_stoker::prelude::*;
-use burn_stoker::track::ManualClock;
+use burn_stoker::state::ManualClock;
 use stoker_tests::reads::count_reads;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
 

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use burn::nn::Linear;
 use burn_stoker::prelude::*;
-use burn_stoker::track::{GpuMemory, GpuSource, ManualClock, NvmlSource, humanize_duration};
+use burn_stoker::state::ManualClock;
+use burn_stoker::track::{GpuMemory, GpuSource, NvmlSource, humanize_duration};
 use burn_stoker::{
     callback::{StepHooks, StepLoss},
     track::{

@@ -1,4 +1,4 @@
-//! The time source of the trackers that measure time.
+//! The time source of what measures time: the trackers, the saver's checkpoint times, `StepTimeout`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,7 +41,7 @@ impl Clock for MonotonicClock {
 ///
 /// ```
 /// use std::time::Duration;
-/// use burn_stoker::track::{Clock, ManualClock};
+/// use burn_stoker::state::{Clock, ManualClock};
 ///
 /// let clock = ManualClock::new();
 /// let seen_by_a_tracker = clock.clone();
