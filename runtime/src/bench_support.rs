@@ -30,9 +30,7 @@ pub fn time_event_delivery<M: Module, K, C: Callbacks<M, K>>(
             monitors: Monitors::new(),
             control: Control::default(),
             log_dir: PathBuf::new(),
-            rank: 0,
-            world_size: 1,
-            world: None,
+            execution: crate::world::Execution::Single,
             signals: false,
         },
     )?;

@@ -96,20 +96,13 @@ pub enum Error {
         /// The rank that failed first (the lowest one when several failed at the same step).
         rank: usize,
     },
-    /// Not a failure: a callback cancelled a batch, an epoch or the whole fit (fastai's
-    /// `CancelBatchException`, `CancelEpochException`, `CancelFitException`). What a `#[callback]`
-    /// function's [`Flow::CancelBatch`](crate::callback::Flow::CancelBatch) (and `CancelEpoch`,
-    /// `CancelFit`) turns into; a hand-written callback returns `Err(Error::Cancel(Cancel::Batch))`.
-    /// The trainer acts on it (see [`Flow`](crate::callback::Flow)); `train` returns it only
-    /// wrapped in [`Error::Callback`] when it came from an event where it cannot apply
-    /// (`CancelBatch` from `after_step`, say), or from outside a trainer.
-    Cancel(Cancel),
-    /// Not a failure: what [`Context::request_validation`](crate::callback::Context::request_validation)
-    /// returns for the callback to pass on with `?`, so that the trainer can deliver
-    /// `before_validate` to every callback first. Seen only when the request came from where the
-    /// trainer cannot run a pass.
+    /// Not a failure: a cancel (fastai's `CancelBatchException`...) or a request for a
+    /// validation pass on its way from a callback to the trainer, which acts on it. Made by
+    /// `Cancel::Batch.into()` (what [`Flow::CancelBatch`](crate::callback::Flow::CancelBatch)
+    /// turns into) and [`Context::request_validation`](crate::callback::Context::request_validation);
+    /// `train` never returns it: where the trainer cannot act on it, the callback's error says so.
     #[doc(hidden)]
-    ValidationRequested,
+    Break(Break),
     /// The log directory is in use: another run (in this process or another one, on this host or
     /// another sharing the file system) holds its lock.
     LogDirInUse {
@@ -213,21 +206,20 @@ impl Error {
     }
 }
 
-/// What a callback cancelled, as fastai's exceptions name it: the value of [`Error::Cancel`],
-/// which [`Flow::CancelBatch`](crate::callback::Flow::CancelBatch),
+/// What a callback cancelled, as fastai's exceptions name it: a hand-written callback returns
+/// `Err(Cancel::Batch.into())`, what [`Flow::CancelBatch`](crate::callback::Flow::CancelBatch),
 /// [`Flow::CancelEpoch`](crate::callback::Flow::CancelEpoch) and
 /// [`Flow::CancelFit`](crate::callback::Flow::CancelFit) turn into.
 ///
 /// ```
 /// use burn_stoker::callback::{Callback, Cancel, Context};
-/// use burn_stoker::Error;
 ///
 /// /// Skips every batch of the first step of each epoch, by hand (the DSL returns `Flow::CancelBatch`).
 /// struct SkipFirst;
 ///
 /// impl<M> Callback<M> for SkipFirst {
 ///     fn before_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
-///         if ctx.local_step() == 0 { Err(Error::Cancel(Cancel::Batch)) } else { Ok(()) }
+///         if ctx.local_step() == 0 { Err(Cancel::Batch.into()) } else { Ok(()) }
 ///     }
 /// }
 /// ```
@@ -239,6 +231,23 @@ pub enum Cancel {
     Epoch,
     /// fastai's `CancelFitException`.
     Fit,
+}
+
+/// Control flow on its way from a callback to the trainer: the payload of the hidden
+/// `Error::Break`. Not a failure; the type is not nameable outside the crate (its module is
+/// private and nothing re-exports it), so a user's `match` on [`Error`] never meets it by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Break {
+    /// A callback cancelled a batch, an epoch or the fit.
+    Cancel(Cancel),
+    /// A callback asked for a validation pass.
+    Validate,
+}
+
+impl From<Cancel> for Error {
+    fn from(cancel: Cancel) -> Error {
+        Error::Break(Break::Cancel(cancel))
+    }
 }
 
 impl Cancel {
@@ -306,13 +315,13 @@ impl fmt::Display for Error {
             Error::RankFailed { rank } => {
                 write!(f, "rank {rank} of the data-parallel world failed, so every rank stopped")
             }
-            Error::Cancel(cancel) => write!(
+            Error::Break(Break::Cancel(cancel)) => write!(
                 f,
                 "{} was returned where the training loop cannot act on it ({})",
                 cancel.flow_name(),
                 cancel.applies()
             ),
-            Error::ValidationRequested => f.write_str(
+            Error::Break(Break::Validate) => f.write_str(
                 "a validation pass was requested (Context::request_validation) where the trainer cannot run one: ask from an event between steps (trigger, trigger_step, trigger_epoch, before_train...), not from setup, after_train, inside a step or during another validation pass",
             ),
         }
@@ -336,8 +345,7 @@ impl std::error::Error for Error {
             | Error::HyperParam(_)
             | Error::NonFinite(_)
             | Error::RankFailed { .. }
-            | Error::Cancel(_)
-            | Error::ValidationRequested
+            | Error::Break(_)
             | Error::LogDirInUse { .. }
             | Error::EarlierRun { .. }
             | Error::ConfigMismatch { .. }

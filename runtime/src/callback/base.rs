@@ -7,8 +7,8 @@ use super::counters::Counters;
 use super::event::{Event, for_each_event};
 use super::order::{Order, short_type_name};
 use super::step::{StepGradients, StepHooks, StepLoss};
+use crate::error::Cancel;
 use crate::error::Result;
-use crate::error::{Cancel, Error};
 use crate::fetch::{Fetch, Fetched};
 
 macro_rules! define_callback_trait {
@@ -157,7 +157,7 @@ impl<T: CallbackReturn> CallbackReturn for Result<T> {
 ///   `CancelEpochException` and `CancelFitException`: the callbacks after this one do not receive
 ///   the event, the rest of the batch, epoch or training does not run, and the loop delivers
 ///   `after_cancel_batch` / `after_cancel_epoch` / `after_cancel_fit` to every callback before going
-///   on. A hand-written callback returns `Err(Error::Cancel(Cancel::Batch))` for the same effect
+///   on. A hand-written callback returns `Err(Cancel::Batch.into())` for the same effect
 ///   (what these values turn into: see [`Cancel`](crate::callback::Cancel)).
 ///
 /// None of them costs the loop anything while no callback returns it.
@@ -203,9 +203,9 @@ impl CallbackReturn for Flow {
             Flow::Continue => {}
             Flow::Stop(reason) => ctx.request_stop(reason),
             Flow::SkipEpoch => ctx.skip_rest_of_epoch(),
-            Flow::CancelBatch => return Err(Error::Cancel(Cancel::Batch)),
-            Flow::CancelEpoch => return Err(Error::Cancel(Cancel::Epoch)),
-            Flow::CancelFit => return Err(Error::Cancel(Cancel::Fit)),
+            Flow::CancelBatch => return Err(Cancel::Batch.into()),
+            Flow::CancelEpoch => return Err(Cancel::Epoch.into()),
+            Flow::CancelFit => return Err(Cancel::Fit.into()),
         }
         Ok(())
     }

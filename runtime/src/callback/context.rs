@@ -6,9 +6,9 @@ use burn::optim::ModuleOptimizer;
 
 use super::Outcome;
 use super::counters::Counters;
-use crate::error::{Error, Result};
+use crate::error::{Break, Error, Result};
 use crate::state::{HyperParams, KeepPolicy, Monitors, check_copy_name};
-use crate::world::agree::Agreement;
+use crate::world::Execution;
 
 /// What callbacks asked the trainer to do at the next step boundary.
 #[derive(Debug, Default)]
@@ -59,11 +59,8 @@ pub(crate) struct TrainState<M> {
     pub(crate) monitors: Monitors,
     pub(crate) control: Control,
     pub(crate) log_dir: std::path::PathBuf,
-    /// This rank and the number of ranks in data-parallel training (0 and 1 otherwise).
-    pub(crate) rank: usize,
-    pub(crate) world_size: usize,
-    /// The agreement with the other ranks in data-parallel training.
-    pub(crate) world: Option<Agreement>,
+    /// One device, or one rank of a data-parallel world and its agreement with the others.
+    pub(crate) execution: Execution,
     /// Whether this run handles SIGINT and SIGTERM (`Trainer::handle_signals`).
     pub(crate) signals: bool,
 }
@@ -80,15 +77,15 @@ pub struct Context<'a, M> {
 impl<M> Context<'_, M> {
     /// This rank in data-parallel training (0, the chief, otherwise).
     pub fn rank(&self) -> usize {
-        self.state.rank
+        self.state.execution.rank()
     }
     /// The number of ranks in data-parallel training (1 otherwise).
     pub fn world_size(&self) -> usize {
-        self.state.world_size
+        self.state.execution.size()
     }
     /// Whether this is the chief (rank 0), the rank that writes into the log directory.
     pub fn is_chief(&self) -> bool {
-        self.state.rank == 0
+        self.state.execution.is_chief()
     }
     /// The trainer's counters.
     pub fn counters(&self) -> &Counters {
@@ -298,7 +295,7 @@ impl<M> Context<'_, M> {
     /// }
     /// ```
     pub fn request_validation(&mut self) -> Result<()> {
-        Err(Error::ValidationRequested)
+        Err(Error::Break(Break::Validate))
     }
 }
 
@@ -312,9 +309,9 @@ impl<M: burn::module::Module> Context<'_, M> {
     /// tensorpack's `DataParallelInferenceRunner` combines its inferencers' sums this way.
     pub fn sum_over_ranks(&mut self, values: &mut [f64]) -> Result<()> {
         let state = &mut *self.state;
-        match (state.world.as_mut(), state.model.as_ref()) {
-            (Some(agreement), Some(model)) => agreement.sum(model, values),
-            _ => Ok(()),
+        match state.model.as_ref() {
+            Some(model) => state.execution.sum(model, values),
+            None => Ok(()),
         }
     }
 }

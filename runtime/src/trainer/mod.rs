@@ -3,33 +3,42 @@
 //!
 //! One file per concept, as burn-train splits its learner:
 //! - `data`: what batches come from ([`TrainData`], [`BatchIter`]);
-//! - `step`: what the user's step sees ([`Step`]), what a step is ([`TrainingStep`]) and how one
-//!   step runs;
+//! - `step`: what the user's step sees ([`Step`]) and what a step is ([`TrainingStep`]);
 //! - `defaults`: the callbacks a trainer starts with ([`DefaultCallbacks`]);
 //! - `report`: what a run returns ([`TrainReport`], [`TrainError`]; why it ended is a
 //!   [`Outcome`](crate::callback::Outcome));
 //! - `summary`: what the run did, in a few lines ([`TrainSummary`], printed by
 //!   [`TrainSummaryPrinter`]);
-//! - `builder`: the [`Trainer`] and its settings;
-//! - `run`: [`Trainer::train`], a run's state, its setup and teardown;
-//! - `main_loop`: the epochs, the steps and the boundaries between them;
-//! - `resume`, `stop_handle`: checkpoints read back, the stop asked from outside (SIGINT and SIGTERM are `crate::signal`'s);
+//! - `builder`: the [`Trainer`] and its settings; `stop_handle`: the stop asked from outside
+//!   ([`StopHandle`]; SIGINT and SIGTERM are the crate's `signal` module's);
 //! - `lock`, `log_dir`: one run at a time in a log directory, and what a fresh run does with an
-//!   earlier one ([`LogDirPolicy`]).
+//!   earlier one ([`LogDirPolicy`]);
+//! - a run's owned parts: `dispatch` (the callbacks, their names and order, and how an event
+//!   reaches them), `fetches` (who asked for which value at this step), `restore` (a checkpoint
+//!   read back), gathered in `run` ([`Run`](run::Run));
+//! - what a run does: `train` ([`Trainer::train`]: prepare, loop, finish), `main_loop` (the
+//!   epochs, the steps and the boundaries between them), `run_step` (one step), `save` (writing
+//!   checkpoints), `data_parallel` (what this rank asks of the others at an exchange, and what
+//!   it does with what they agreed).
 
 mod builder;
 mod data;
+mod data_parallel;
 mod defaults;
+mod dispatch;
+mod fetches;
 mod lock;
 mod log_dir;
 mod main_loop;
 mod report;
-mod resume;
+mod restore;
 mod run;
+mod run_step;
+mod save;
 mod step;
 mod stop_handle;
 mod summary;
-mod world;
+mod train;
 
 pub use builder::{DEFERRED_READ_INTERVAL, Trainer};
 pub use data::{BatchIter, TrainData, VecBatches};

@@ -1,16 +1,12 @@
-//! One training step: what the user's step function sees ([`Step`]), and how the trainer runs
-//! it (forward and loss, the loss and gradient hooks, backward, the optimizer).
-
-use std::cell::RefCell;
+//! What a training step is: what the user's step function sees ([`Step`]), what it hands back
+//! ([`StepOutput`]), and the trait a step implements ([`TrainingStep`], [`LossFn`] for a
+//! closure). How the trainer runs one is `run_step`'s.
 
 use burn::module::Module;
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::Tensor;
 
-use super::main_loop::callback_error;
-use super::run::{Phase, Run};
-use crate::callback::{Callbacks, Context, Counters, Event, StepGradients, StepLoss};
-use crate::error::{Error, Result};
+use crate::callback::Counters;
 use crate::fetch::{OutputTensor, Outputs};
 use crate::state::HyperParams;
 
@@ -102,115 +98,5 @@ where
     #[inline]
     fn step(&mut self, model: &M, batch: B, step: &mut Step<'_>) -> StepOutput {
         StepOutput::Loss((self.0)(model, batch, step))
-    }
-}
-
-impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
-    /// One step: the user's forward and loss, backward, the optimizer; with the events inside the
-    /// step for the callbacks that asked for them.
-    #[inline]
-    pub(super) fn run_step<B, S>(&mut self, batch: B, step: &mut S) -> Result<()>
-    where
-        S: TrainingStep<M, B>,
-    {
-        self.phase = Phase::Step;
-        self.outputs.clear();
-        #[cfg(feature = "cuda")]
-        if self.state.world.as_ref().is_some_and(|agreement| agreement.world.grads_reduced_by_backend()) {
-            self.mark_distributed();
-        }
-        let state = &mut self.state;
-        let output = step.step(
-            state.model.as_ref().expect("the model is present between steps"),
-            batch,
-            &mut Step { outputs: &mut self.outputs, hyper: &state.hyper, counters: &state.counters },
-        );
-        let mut grads = Some(match output {
-            StepOutput::Loss(mut loss) => {
-                if !self.loss_hooks.is_empty() {
-                    loss = self.loss_hooks_run(loss)?;
-                }
-                let model = self.state.model.as_ref().expect("the model is present between steps");
-                let grads = GradientsParams::from_grads(loss.backward(), model);
-                self.outputs.put("loss", loss);
-                grads
-            }
-            StepOutput::Gradients { loss, grads } => {
-                if !self.loss_hooks.is_empty() {
-                    return Err(self.own_backward_refused());
-                }
-                self.outputs.put("loss", loss);
-                grads
-            }
-        });
-        if self.state.world.is_some() {
-            grads = self.agree_step(grads.take().expect("the gradients were just computed"))?;
-        }
-        if !self.grad_hooks.is_empty() {
-            grads = self.grad_hooks_run(grads)?;
-        }
-        let state = &mut self.state;
-        if let Some(grads) = grads {
-            let model = state.model.take().expect("the model is present between steps");
-            state.model =
-                Some(step.optimize(model, &mut state.optimizer, state.hyper.learning_rate(), grads));
-        }
-        state.counters.global_step += 1;
-        state.counters.local_step += 1;
-        state.monitors.global_step = state.counters.global_step;
-        self.phase = Phase::Trainer;
-        Ok(())
-    }
-
-    /// Mark the replica's parameters distributed before the step's forward, so that its backward
-    /// returns them averaged over the ranks (burn's `DistributedContext`, CUDA). Every step: a
-    /// backward consumes the marks, and burn's optimizers put them back only on the parameters
-    /// they update.
-    #[cfg(feature = "cuda")]
-    #[cold]
-    fn mark_distributed(&mut self) {
-        let model = self.state.model.take().expect("the model is present between steps");
-        self.state.model = Some(crate::world::cuda::mark_distributed(model));
-    }
-
-    /// The error for callbacks that take the loss in `before_backward` under a step that ran
-    /// backward itself.
-    #[cold]
-    pub(super) fn own_backward_refused(&self) -> Error {
-        let takers: Vec<String> = self.loss_hooks.iter().map(|&i| format!("`{}`", self.names[i])).collect();
-        Error::msg(format!(
-            "{} take the loss in before_backward, but this training step runs backward itself (a burn-train TrainStep): the loss they would change is already differentiated. Compute the loss with Trainer::train, or change the gradients in after_backward instead",
-            takers.join(", ")
-        ))
-    }
-
-    /// `before_backward` for the callbacks that take the loss.
-    #[cold]
-    fn loss_hooks_run(&mut self, loss: Tensor<1>) -> Result<Tensor<1>> {
-        let slot = StepLoss { loss: RefCell::new(Some(loss)), outputs: &self.outputs };
-        for &i in &self.loss_hooks {
-            self.phase = Phase::Callback(i, "before_backward");
-            let mut ctx = Context { state: &mut self.state };
-            self.callbacks
-                .dispatch(i, Event::BeforeBackward(&slot), &mut ctx)
-                .map_err(|e| callback_error(&mut self.state, &self.names, i, "before_backward", e))?;
-        }
-        self.phase = Phase::Step;
-        slot.loss.into_inner().ok_or_else(|| Error::msg("a before_backward callback removed the loss"))
-    }
-
-    /// `after_backward` for the callbacks that take the gradients.
-    #[cold]
-    fn grad_hooks_run(&mut self, grads: Option<GradientsParams>) -> Result<Option<GradientsParams>> {
-        let slot = StepGradients { grads: RefCell::new(grads) };
-        for &i in &self.grad_hooks {
-            self.phase = Phase::Callback(i, "after_backward");
-            let mut ctx = Context { state: &mut self.state };
-            self.callbacks
-                .dispatch(i, Event::AfterBackward(&slot), &mut ctx)
-                .map_err(|e| callback_error(&mut self.state, &self.names, i, "after_backward", e))?;
-        }
-        self.phase = Phase::Step;
-        Ok(slot.grads.into_inner())
     }
 }

@@ -10,21 +10,45 @@ use super::words::{self, Kind, Layout};
 use crate::error::{Error, Result};
 use crate::state::HyperParams;
 
+/// What one rank brings to an exchange besides its gradients: what it asks of every rank, and
+/// where it is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Asks {
+    /// A callback on this rank asked to stop.
+    pub(crate) stop: bool,
+    /// A callback on this rank asked to skip the rest of the epoch.
+    pub(crate) skip: bool,
+    pub(crate) steps_per_epoch: u64,
+    pub(crate) global_step: u64,
+}
+
+/// What the ranks agreed at an exchange, for each rank's trainer to act on.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Agreed {
+    /// A signal some rank received (SIGINT when any rank had one, else SIGTERM): every rank
+    /// acts on it as on its own.
+    pub(crate) signal: Option<i32>,
+    /// The first rank whose callbacks asked to stop.
+    pub(crate) stop_rank: Option<usize>,
+    /// Some rank asked to skip the rest of the epoch.
+    pub(crate) skip: bool,
+}
+
 /// One rank's side of the agreement.
 pub(crate) struct Agreement {
     pub(crate) world: World,
-    pub(crate) layout: Layout,
-    pub(crate) words: Vec<f64>,
+    layout: Layout,
+    words: Vec<f64>,
     /// The rank whose failure every rank has seen; no exchange follows one.
-    pub(crate) failed: Option<usize>,
+    failed: Option<usize>,
     /// An exchange did not return (a panic inside the transport): the others cannot be met.
     broken: bool,
     /// A signal this rank received, not yet agreed on.
-    pub(crate) signal: Option<i32>,
-    /// The stop every rank agreed on.
-    pub(crate) stop: Option<String>,
+    signal: Option<i32>,
+    /// Whether every rank agreed to stop.
+    stopping: bool,
     /// Whether every rank skips the rest of this epoch.
-    pub(crate) skip: bool,
+    skip: bool,
 }
 
 impl Agreement {
@@ -37,7 +61,7 @@ impl Agreement {
             failed: None,
             broken: false,
             signal: None,
-            stop: None,
+            stopping: false,
             skip: false,
         }
     }
@@ -65,6 +89,31 @@ impl Agreement {
 
     pub(crate) fn rank(&self) -> usize {
         self.world.rank()
+    }
+
+    /// The rank whose failure every rank has seen.
+    pub(crate) fn failed(&self) -> Option<usize> {
+        self.failed
+    }
+
+    /// Whether every rank agreed to stop.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping
+    }
+
+    /// Whether every rank agreed to skip the rest of this epoch.
+    pub(crate) fn skipping(&self) -> bool {
+        self.skip
+    }
+
+    /// The epoch ended: a skip agreed for it is over.
+    pub(crate) fn end_skip(&mut self) {
+        self.skip = false;
+    }
+
+    /// A signal this rank received, told to the others at the next exchange.
+    pub(crate) fn note_signal(&mut self, signal: i32) {
+        self.signal.get_or_insert(signal);
     }
 
     /// The first exchange: every replica takes the chief's weights. Fails when a rank is gone.
@@ -102,7 +151,7 @@ impl Agreement {
 
     /// After an exchange: a failure anywhere ends this rank's run; ranks at different kinds of
     /// exchange are an error on every rank.
-    pub(crate) fn check(&mut self, kind: Kind) -> Result<()> {
+    fn check(&mut self, kind: Kind) -> Result<()> {
         if let Some(rank) = self.layout.first_failed(&self.words) {
             self.failed = Some(rank);
             self.world.settled = true;
@@ -132,6 +181,123 @@ impl Agreement {
         Ok(())
     }
 
+    /// A step's exchange (with `grads`, averaged over the ranks) or a boundary's (`None`):
+    /// this rank's `asks` and, from the chief, the hyper-parameters go out; `means` holds this
+    /// rank's value of each `World::mean_of` name (`None`: not read at this step) and comes
+    /// back with the mean over the ranks that read it. The chief's hyper-parameters are
+    /// adopted; what every rank asked comes back as [`Agreed`].
+    pub(crate) fn exchange_words<M: Module>(
+        &mut self,
+        model: &M,
+        grads: Option<GradientsParams>,
+        asks: &Asks,
+        hyper: &mut HyperParams,
+        means: &mut [Option<f64>],
+    ) -> Result<(Option<GradientsParams>, Agreed)> {
+        let kind = if grads.is_some() { Kind::Step } else { Kind::Boundary };
+        self.fill(kind, asks, hyper);
+        for (k, mean) in means.iter().enumerate() {
+            if let Some(value) = *mean {
+                let slot = self.layout.mean(k);
+                self.words[slot] = value;
+                self.words[slot + 1] = 1.0;
+            }
+        }
+        let grads = self.exchange(model, grads)?;
+        self.check(kind)?;
+        for (k, mean) in means.iter_mut().enumerate() {
+            let slot = self.layout.mean(k);
+            if mean.is_some() && self.words[slot + 1] > 0.0 {
+                *mean = Some(self.words[slot] / self.words[slot + 1]);
+            }
+        }
+        let agreed = self.read(kind, asks, hyper)?;
+        Ok((grads, agreed))
+    }
+
+    /// This rank's words: what it asks of all, where it is, and (the chief) the
+    /// hyper-parameters.
+    fn fill(&mut self, kind: Kind, asks: &Asks, hyper: &HyperParams) {
+        let (layout, words) = (self.layout, &mut self.words);
+        words.fill(0.0);
+        layout.mark(words, kind);
+        if asks.stop && !self.stopping {
+            words[layout.stop(self.world.rank())] = 1.0;
+        }
+        if asks.skip && !self.skip {
+            words[words::SKIP] = 1.0;
+        }
+        match self.signal {
+            Some(signal) if signal == SIGINT => words[words::SIGINT] = 1.0,
+            Some(_) => words[words::SIGTERM] = 1.0,
+            None => {}
+        }
+        if kind == Kind::Step {
+            words[words::STEPS_PER_EPOCH] = asks.steps_per_epoch as f64;
+            words[words::GLOBAL_STEP] = asks.global_step as f64;
+        }
+        if self.world.rank() == 0 {
+            // At most the hyper-parameters registered when training started (one registered later,
+            // through `Context::hyper_mut`, is an error at the reading, on every rank).
+            for (i, name) in hyper.names().take(layout.hypers).enumerate() {
+                words[layout.hyper(i)] = hyper.get(name).unwrap_or(0.0);
+            }
+        }
+    }
+
+    /// The summed words, read: the ranks must be at the same step with the same number of
+    /// steps per epoch and the same hyper-parameters; the chief's values are adopted.
+    fn read(&mut self, kind: Kind, asks: &Asks, hyper: &mut HyperParams) -> Result<Agreed> {
+        let (layout, words) = (self.layout, &self.words);
+        let size = layout.size as f64;
+        let interrupted = words[words::SIGINT] + words[words::SIGTERM] > 0.0;
+        let agreed = Agreed {
+            signal: interrupted.then_some(if words[words::SIGINT] > 0.0 { SIGINT } else { SIGTERM }),
+            stop_rank: layout.first_stop(words),
+            skip: words[words::SKIP] > 0.0,
+        };
+        let (steps_sum, global_sum) = (words[words::STEPS_PER_EPOCH], words[words::GLOBAL_STEP]);
+        let own = asks.steps_per_epoch as f64;
+        if kind == Kind::Step && steps_sum != own * size {
+            return Err(Error::data(format!(
+                "the ranks take different numbers of steps per epoch ({own} here, {steps_sum} over {size} ranks): give every rank a shard with the same number of batches (World::shard) or set Trainer::steps_per_epoch"
+            )));
+        }
+        let own_step = asks.global_step as f64;
+        if kind == Kind::Step && global_sum != own_step * size {
+            return Err(Error::checkpoint(format!(
+                "the ranks are at different global steps ({own_step} here, {global_sum} summed over {size} ranks): every rank must resume from the same checkpoint (a filesystem the ranks share), or none"
+            )));
+        }
+        if hyper.names().count() != layout.hypers {
+            return Err(Error::HyperParam(format!(
+                "a hyper-parameter was registered during data-parallel training ({} now, {} at the start): register every hyper-parameter with the trainer's builder, so that every rank agrees on them",
+                hyper.names().count(),
+                layout.hypers
+            )));
+        }
+        if self.world.rank() != 0 {
+            // The chief's values; nothing is collected (nor allocated) unless one changed.
+            let changed: Vec<(String, f64)> = hyper
+                .names()
+                .enumerate()
+                .map(|(i, name)| (name, words[layout.hyper(i)]))
+                .filter(|&(name, value)| hyper.get(name) != Some(value))
+                .map(|(name, value)| (name.to_owned(), value))
+                .collect();
+            for (name, value) in changed {
+                hyper.set(&name, value)?;
+            }
+        }
+        if agreed.stop_rank.is_some() || interrupted {
+            self.stopping = true;
+        }
+        if agreed.skip {
+            self.skip = true;
+        }
+        Ok(agreed)
+    }
+
     /// Sum `values` over the ranks, in place (callbacks, through
     /// [`Context::sum_over_ranks`](crate::callback::Context::sum_over_ranks)).
     pub(crate) fn sum<M: Module>(&mut self, model: &M, values: &mut [f64]) -> Result<()> {
@@ -153,3 +319,6 @@ impl Agreement {
         Ok(())
     }
 }
+
+const SIGINT: i32 = 2;
+const SIGTERM: i32 = 15;

@@ -49,12 +49,13 @@
 pub(crate) mod agree;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
+mod execution;
 pub(crate) mod flat;
 #[cfg(feature = "mpi")]
 pub(crate) mod mpi;
 mod shard;
 mod threads;
-pub(crate) mod words;
+mod words;
 
 use std::fmt;
 
@@ -62,6 +63,7 @@ use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::Device;
 
+pub(crate) use execution::Execution;
 pub use shard::Shard;
 pub use threads::Threads;
 

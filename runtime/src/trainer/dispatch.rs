@@ -1,0 +1,466 @@
+//! The dispatcher: the run's callbacks with their names and order, and the delivery of events to
+//! them (the one-pass delivery when the order is the registration order, the error path that
+//! serves a cancel or a request for a validation pass, the name of the culprit of a panic).
+
+use std::borrow::Cow;
+use std::marker::PhantomData;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use serde_json::{Map, Value as Json};
+
+use crate::callback::{
+    CallbackInfo, Callbacks, Context, Counters, Event, StateOp, TrainState, resolve_order,
+};
+use crate::error::{Break, Cancel, Error, Result, panic_message};
+
+/// What the trainer is doing, to name the culprit of a panic.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Activity {
+    Trainer,
+    Callback(usize, &'static str),
+    /// Delivering an event to every callback in one pass; `Whereabouts::cursor` names the callback.
+    Delivering(&'static str),
+    Step,
+    Data,
+}
+
+/// Where the trainer is: the activity, and during a one-pass delivery the flat index of the
+/// callback running.
+#[derive(Debug, Clone, Copy)]
+struct Whereabouts {
+    activity: Activity,
+    cursor: usize,
+}
+
+/// What the callbacks are, resolved at setup: names, the run order, who takes the loss and
+/// the gradients.
+struct Roster {
+    names: Vec<Cow<'static, str>>,
+    order: Vec<usize>,
+    /// Whether the run order is the registration order (events then go in one pass).
+    in_order: bool,
+    /// Callbacks that take the loss before backward, and the gradients after it, in run order.
+    loss_hooks: Vec<usize>,
+    grad_hooks: Vec<usize>,
+}
+
+/// The run's callbacks and how events reach them.
+pub(super) struct Dispatcher<C, M, K> {
+    callbacks: C,
+    roster: Roster,
+    at: Whereabouts,
+    /// How many callbacks (in run order) had their setup attempted.
+    set_up: usize,
+    /// The callbacks an event goes to when not all of them do: a buffer kept from event to event.
+    subset: Vec<usize>,
+    marker: PhantomData<fn() -> (M, K)>,
+}
+
+impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
+    /// Resolve the callbacks' names and order; `each` sees every callback's info with whether it
+    /// runs on this rank (a chief-only callback is not set up, nor sent any event, off the chief).
+    pub(super) fn new(
+        callbacks: C,
+        chief: bool,
+        mut each: impl FnMut(usize, &CallbackInfo<'_>, bool) -> Result<()>,
+    ) -> Result<Self> {
+        let count = callbacks.len();
+        let (mut names, mut orders) = (Vec::with_capacity(count), Vec::with_capacity(count));
+        let (mut hooks, mut active) = (Vec::with_capacity(count), Vec::with_capacity(count));
+        for i in 0..count {
+            let info = callbacks.info(i);
+            active.push(chief || !info.chief_only);
+            each(i, &info, active[i])?;
+            hooks.push(info.step_hooks);
+            names.push(info.name);
+            orders.push(info.order);
+        }
+        for (i, name) in names.iter().enumerate() {
+            if names[..i].contains(name) {
+                return Err(Error::Order(format!(
+                    "two callbacks are named `{name}`; give one another name with `.named(\"...\")` (`{}(...)`: burn_stoker::callback::Named) so that checkpointed state, order constraints and errors can tell them apart",
+                    crate::callback::type_part(name)
+                )));
+            }
+        }
+        let mut order = resolve_order(&names, &orders)?;
+        order.retain(|&i| active[i]);
+        let in_order = order.len() == count && order.iter().enumerate().all(|(position, &i)| position == i);
+        let loss_hooks = order.iter().copied().filter(|&i| hooks[i].loss).collect();
+        let grad_hooks = order.iter().copied().filter(|&i| hooks[i].gradients).collect();
+        Ok(Dispatcher {
+            callbacks,
+            roster: Roster { names, order, in_order, loss_hooks, grad_hooks },
+            at: Whereabouts { activity: Activity::Trainer, cursor: 0 },
+            set_up: 0,
+            subset: Vec::new(),
+            marker: PhantomData,
+        })
+    }
+
+    /// Callback `i`'s name.
+    pub(super) fn name(&self, i: usize) -> &str {
+        &self.roster.names[i]
+    }
+
+    /// Set what the trainer is doing (for the message of a panic).
+    #[inline]
+    pub(super) fn set_activity(&mut self, activity: Activity) {
+        self.at.activity = activity;
+    }
+
+    /// What the trainer is doing.
+    #[inline]
+    pub(super) fn activity(&self) -> Activity {
+        self.at.activity
+    }
+
+    /// Where a panic happened: the callback and its event, the step, the data loader.
+    pub(super) fn location(&self) -> String {
+        match self.at.activity {
+            Activity::Trainer => "the trainer".into(),
+            Activity::Callback(i, event) => format!("callback `{}` in {event}", self.roster.names[i]),
+            Activity::Delivering(event) => {
+                format!("callback `{}` in {event}", self.roster.names[self.at.cursor])
+            }
+            Activity::Step => "the training step".into(),
+            Activity::Data => "the data loader".into(),
+        }
+    }
+
+    /// Whether callback `i` wants its fetches at the next step.
+    #[inline]
+    pub(super) fn wants_fetch(&self, i: usize, counters: &Counters) -> bool {
+        self.callbacks.wants_fetch(i, counters)
+    }
+
+    /// Deliver `event` to every callback, in run order.
+    #[inline]
+    pub(crate) fn deliver(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Result<()> {
+        let roster = &self.roster;
+        let one_pass = roster.in_order;
+        Delivery {
+            callbacks: &mut self.callbacks,
+            roster,
+            order: &roster.order,
+            one_pass,
+            at: &mut self.at,
+            state,
+        }
+        .all(event)
+    }
+
+    /// Deliver `event` to the callbacks `keep` selects, in run order.
+    pub(super) fn deliver_to(
+        &mut self,
+        state: &mut TrainState<M>,
+        event: Event<'_>,
+        keep: impl Fn(usize) -> bool,
+    ) -> Result<()> {
+        let mut subset = std::mem::take(&mut self.subset);
+        subset.clear();
+        subset.extend(self.roster.order.iter().copied().filter(|&i| keep(i)));
+        let roster = &self.roster;
+        let (callbacks, at) = (&mut self.callbacks, &mut self.at);
+        let result =
+            Delivery { callbacks, roster, order: &subset, one_pass: false, at, state }.each(event, 0);
+        self.subset = subset;
+        result
+    }
+
+    /// Every callback's setup, in run order, remembering how far it got so that `after_train`
+    /// reaches exactly those callbacks.
+    pub(super) fn setup(&mut self, state: &mut TrainState<M>) -> Result<()> {
+        for position in 0..self.roster.order.len() {
+            self.set_up = position + 1;
+            let i = self.roster.order[position];
+            self.at.activity = Activity::Callback(i, "setup");
+            self.callbacks
+                .dispatch(i, Event::Setup, &mut Context { state })
+                .map_err(|e| wrap(&self.roster.names[i], "setup", e))?;
+        }
+        self.at.activity = Activity::Trainer;
+        Ok(())
+    }
+
+    /// `after_train` for every callback whose setup ran, each shielded from the others' panics.
+    pub(super) fn after_train(&mut self, state: &mut TrainState<M>) -> Result<()> {
+        let mut first_error = None;
+        for position in 0..self.set_up {
+            let i = self.roster.order[position];
+            self.at.activity = Activity::Callback(i, "after_train");
+            let callbacks = &mut self.callbacks;
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                callbacks.dispatch(i, Event::AfterTrain, &mut Context { state: &mut *state })
+            }));
+            let name = &self.roster.names[i];
+            let error = match outcome {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(wrap(name, "after_train", e)),
+                Err(payload) => Some(Error::Panic {
+                    location: format!("callback `{name}` in after_train"),
+                    message: panic_message(&*payload),
+                }),
+            };
+            match error {
+                Some(error) if first_error.is_none() => first_error = Some(error),
+                Some(error) => crate::logging::error!("{error}"),
+                None => {}
+            }
+        }
+        self.at.activity = Activity::Trainer;
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Whether some callback takes the loss before backward.
+    #[inline]
+    pub(super) fn takes_loss(&self) -> bool {
+        !self.roster.loss_hooks.is_empty()
+    }
+
+    /// Whether some callback takes the gradients after backward.
+    #[inline]
+    pub(super) fn takes_gradients(&self) -> bool {
+        !self.roster.grad_hooks.is_empty()
+    }
+
+    /// `event` (`before_backward` or `after_backward`) to the callbacks that take the loss or
+    /// the gradients, in run order.
+    #[cold]
+    pub(super) fn deliver_hook(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Result<()> {
+        let takers = match event {
+            Event::BeforeBackward(_) => &self.roster.loss_hooks,
+            _ => &self.roster.grad_hooks,
+        };
+        for &i in takers {
+            self.at.activity = Activity::Callback(i, event.name());
+            if let Err(e) = self.callbacks.dispatch(i, event, &mut Context { state: &mut *state }) {
+                return Err(callback_error(state, &self.roster.names, i, event.name(), e));
+            }
+        }
+        self.at.activity = Activity::Step;
+        Ok(())
+    }
+
+    /// The error for callbacks that take the loss in `before_backward` under a step that ran
+    /// backward itself.
+    #[cold]
+    pub(super) fn own_backward_refused(&self) -> Error {
+        let takers: Vec<String> =
+            self.roster.loss_hooks.iter().map(|&i| format!("`{}`", self.roster.names[i])).collect();
+        Error::msg(format!(
+            "{} take the loss in before_backward, but this training step runs backward itself (a burn-train TrainStep): the loss they would change is already differentiated. Compute the loss with Trainer::train, or change the gradients in after_backward instead",
+            takers.join(", ")
+        ))
+    }
+
+    /// A cancel returned where it does not apply (`CancelBatch` from `after_step`, ...): the
+    /// error names the callback and the event, and says where it applies.
+    #[cold]
+    pub(super) fn misplaced_cancel(&self, state: &TrainState<M>, cancel: Cancel) -> Error {
+        let message = Error::Break(Break::Cancel(cancel)).to_string();
+        match state.control.cancelled_at {
+            Some((i, event)) => wrap(&self.roster.names[i], event, Error::Message(message)),
+            None => Error::Message(message),
+        }
+    }
+
+    /// The reason a `Flow::CancelFit` gives the run's stop: who cancelled, and where.
+    #[cold]
+    pub(super) fn cancelled_fit_reason(&self, state: &TrainState<M>) -> String {
+        match state.control.cancelled_at {
+            Some((i, event)) => {
+                format!("cancelled by `{}` in {event} (Flow::CancelFit)", self.roster.names[i])
+            }
+            None => "cancelled (Flow::CancelFit)".to_string(),
+        }
+    }
+
+    /// Every stateful callback's state, by name (for a checkpoint).
+    pub(super) fn save_states(&mut self) -> Result<Map<String, Json>> {
+        let mut states = Map::new();
+        for (i, name) in self.roster.names.iter().enumerate() {
+            if let Some(state) =
+                self.callbacks.state(i, StateOp::Save).map_err(|e| wrap(name, "save_state", e))?
+            {
+                states.insert(name.to_string(), state);
+            }
+        }
+        Ok(states)
+    }
+
+    /// Give each stateful callback that runs here its saved state (right after setup), warning
+    /// about a state saved for no callback and a stateful callback without one.
+    pub(super) fn load_states(&mut self, mut saved: Map<String, Json>) -> Result<()> {
+        for &i in &self.roster.order {
+            let name = &self.roster.names[i];
+            match saved.remove(name.as_ref()) {
+                Some(state) => {
+                    self.callbacks.state(i, StateOp::Load(state)).map_err(|e| wrap(name, "load_state", e))?;
+                }
+                None => {
+                    let has_state =
+                        self.callbacks.state(i, StateOp::Save).map_err(|e| wrap(name, "save_state", e))?;
+                    if has_state.is_some() {
+                        crate::logging::warn!(
+                            "the checkpoint holds no state for callback `{name}`; it starts afresh"
+                        );
+                    }
+                }
+            }
+        }
+        // A name this run has, left over: a chief-only callback, off the chief.
+        for name in saved.keys().filter(|name| !self.roster.names.iter().any(|n| n == *name)) {
+            crate::logging::warn!(
+                "the checkpoint holds the state of callback `{name}`, which this run does not have; ignored"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// One event on its way to some callbacks: the borrows a delivery needs, together.
+struct Delivery<'a, 's, C, M> {
+    callbacks: &'a mut C,
+    roster: &'a Roster,
+    /// The callbacks it goes to, in run order.
+    order: &'a [usize],
+    /// Whether `order` is every callback in registration order: then one pass delivers it.
+    one_pass: bool,
+    at: &'a mut Whereabouts,
+    state: &'s mut TrainState<M>,
+}
+
+impl<C, M> Delivery<'_, '_, C, M> {
+    /// To every callback of `order`: in one pass when that is every callback in registration
+    /// order, else one by one.
+    #[inline]
+    fn all<K>(self, event: Event<'_>) -> Result<()>
+    where
+        C: Callbacks<M, K>,
+    {
+        if !self.one_pass {
+            return self.each(event, 0);
+        }
+        self.at.activity = Activity::Delivering(event.name());
+        if let Err(e) =
+            self.callbacks.dispatch_all(0, event, &mut Context { state: self.state }, &mut self.at.cursor)
+        {
+            let at = self.at.cursor;
+            return self.failed(event, at, e);
+        }
+        self.delivered(&event);
+        Ok(())
+    }
+
+    /// To the callbacks of `order` from position `from` on, one by one.
+    #[inline]
+    fn each<K>(self, event: Event<'_>, from: usize) -> Result<()>
+    where
+        C: Callbacks<M, K>,
+    {
+        for &i in &self.order[from..] {
+            self.at.activity = Activity::Callback(i, event.name());
+            if let Err(e) =
+                self.callbacks.dispatch(i, event.for_callback(i), &mut Context { state: self.state })
+            {
+                return self.failed(event, i, e);
+            }
+        }
+        self.delivered(&event);
+        Ok(())
+    }
+
+    /// Every callback received `event`: back to the trainer, and the event's records go to the
+    /// writers, except after the three events that the trainer may follow with a row of
+    /// stats.json, sent with the event's records in one batch (`Monitors::end_row`).
+    #[inline]
+    fn delivered(self, event: &Event<'_>) {
+        self.at.activity = Activity::Trainer;
+        let row_may_follow = matches!(event, Event::BeforeTrain | Event::TriggerStep | Event::TriggerEpoch);
+        if !row_may_follow && self.state.monitors.has_pending() {
+            self.state.monitors.publish();
+        }
+    }
+
+    /// Callback `i` returned `error` from `event`: a request for a validation pass is served
+    /// (`before_validate` to every callback, `validate` to `i`, `after_validate` to every
+    /// callback), then the event goes on with the callbacks after `i`; a cancel goes up to the
+    /// level of the loop that acts on it; any other error is wrapped with the callback's name and
+    /// the event.
+    #[cold]
+    fn failed<K>(self, event: Event<'_>, i: usize, error: Error) -> Result<()>
+    where
+        C: Callbacks<M, K>,
+    {
+        if !matches!(error, Error::Break(Break::Validate)) || self.state.control.validating {
+            return Err(callback_error(self.state, &self.roster.names, i, event.name(), error));
+        }
+        let Delivery { callbacks, roster, order, one_pass, at, state } = self;
+        state.control.validating = true;
+        let pass = Delivery {
+            callbacks: &mut *callbacks,
+            roster,
+            order,
+            one_pass,
+            at: &mut *at,
+            state: &mut *state,
+        }
+        .validation_pass(i, event);
+        state.control.validating = false;
+        pass?;
+        let next = order.iter().position(|&j| j == i).map_or(order.len(), |position| position + 1);
+        Delivery { callbacks, roster, order, one_pass, at, state }.each(event, next)
+    }
+
+    /// The validation pass callback `i` asked for during `event`, with fastai's events around it.
+    /// An error or a panic of the pass itself is reported in `event` (the one the callback was
+    /// triggered by: `trigger_epoch`, `trigger_step`...), where the pass runs for the user.
+    fn validation_pass<K>(self, i: usize, event: Event<'_>) -> Result<()>
+    where
+        C: Callbacks<M, K>,
+    {
+        let Delivery { callbacks, roster, order, one_pass, at, state } = self;
+        Delivery { callbacks: &mut *callbacks, roster, order, one_pass, at: &mut *at, state: &mut *state }
+            .all(Event::BeforeValidate)?;
+        at.activity = Activity::Callback(i, event.name());
+        if let Err(e) = callbacks.dispatch(i, Event::Validate, &mut Context { state: &mut *state }) {
+            return Err(callback_error(state, &roster.names, i, event.name(), e));
+        }
+        Delivery { callbacks, roster, order, one_pass, at, state }.all(Event::AfterValidate)
+    }
+}
+
+/// The error callback `i`'s `error` from `event` travels up as. A cancel: the cancel itself,
+/// with who returned it and where remembered; in a data-parallel world (where every rank would
+/// have to agree), an error saying so. Any other error: wrapped with the callback's name and the
+/// event.
+#[cold]
+fn callback_error<M>(
+    state: &mut TrainState<M>,
+    names: &[Cow<'static, str>],
+    i: usize,
+    event: &'static str,
+    error: Error,
+) -> Error {
+    let Error::Break(Break::Cancel(cancel)) = error else {
+        return wrap(&names[i], event, error);
+    };
+    if !state.execution.cancels_allowed() {
+        return wrap(
+            &names[i],
+            event,
+            Error::msg(format!(
+                "{} is not supported in data-parallel training, where every rank must agree on the steps it runs: return Flow::Stop or Flow::SkipEpoch, which the ranks agree on at the next step boundary",
+                cancel.flow_name()
+            )),
+        );
+    }
+    state.control.cancelled_at = Some((i, event));
+    error
+}
+
+/// A callback's error, with its name and the event.
+pub(super) fn wrap(name: &str, event: &'static str, error: Error) -> Error {
+    Error::Callback { callback: name.to_string(), event, source: Box::new(error) }
+}

@@ -1,0 +1,130 @@
+//! Resuming from a checkpoint: the model, the optimizer, the hyper-parameters and the counters
+//! read back ([`Restored::read`]), and what is restored once the callbacks are set up.
+
+use burn::module::Module;
+use burn::optim::ModuleOptimizer;
+use burn::store::ModuleRecord;
+use burn::tensor::Bytes;
+use serde_json::{Map, Value as Json};
+use std::path::PathBuf;
+
+use crate::callback::Counters;
+use crate::error::{Error, Result};
+use crate::monitor::parse_f64;
+use crate::saver::Checkpoint;
+use crate::state::HyperParams;
+
+/// How far the trainer is in its data: passes started, batches taken from the current pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct DataPosition {
+    pub(super) passes: u64,
+    pub(super) batches: u64,
+}
+
+/// What a checkpoint restores after the model, optimizer, hyper-parameters and counters.
+pub(super) struct Restored {
+    /// The checkpoint's folder.
+    pub(super) dir: PathBuf,
+    pub(super) global_step: u64,
+    /// The local step the first epoch starts at (a checkpoint taken in the middle of an epoch).
+    pub(super) local_step: u64,
+    pub(super) data_position: DataPosition,
+    /// Each stateful callback's state, by name.
+    pub(super) callbacks: Map<String, Json>,
+    /// The monitors' state.
+    pub(super) monitors: Json,
+}
+
+fn malformed(checkpoint: &Checkpoint, what: &str) -> Error {
+    Error::checkpoint(format!("checkpoint {} is malformed: {what}", checkpoint.dir().display()))
+}
+
+impl Restored {
+    /// Apply `checkpoint` to the model, the optimizer, the hyper-parameters and the counters
+    /// (its bytes move, nothing is copied).
+    pub(super) fn read<M: Module>(
+        mut checkpoint: Checkpoint,
+        model: &mut M,
+        optimizer: &mut ModuleOptimizer,
+        hyper: &mut HyperParams,
+        counters: &mut Counters,
+    ) -> Result<Restored> {
+        let dir = checkpoint.dir().display().to_string();
+        let record = ModuleRecord::from_bytes(Bytes::from_bytes_vec(std::mem::take(&mut checkpoint.model)))
+            .map_err(|e| {
+            Error::checkpoint_from(format!("reading the model of checkpoint {dir}: {e}"), e)
+        })?;
+        *model = model.clone().try_load_record(record).map_err(|e| {
+            Error::checkpoint_from(
+                format!(
+                    "loading the model of checkpoint {dir}: {e} (is it the same architecture as the model being trained?)"
+                ),
+                e,
+            )
+        })?;
+        *optimizer = optimizer
+            .clone()
+            .from_bytes(Bytes::from_bytes_vec(std::mem::take(&mut checkpoint.optimizer)))
+            .map_err(|e| {
+                Error::checkpoint_from(format!("loading the optimizer of checkpoint {dir}: {e}"), e)
+            })?;
+
+        let trainer = &checkpoint.trainer;
+        let number = |path: &[&str]| -> Result<u64> {
+            path.iter()
+                .try_fold(trainer, |v, key| v.get(key))
+                .and_then(Json::as_u64)
+                .ok_or_else(|| malformed(&checkpoint, &format!("{} is missing", path.join("."))))
+        };
+        let epoch = number(&["resume_at", "epoch"])?;
+        let local_step = number(&["resume_at", "local_step"])?;
+        let global_step = number(&["counters", "global_step"])?;
+        let saved_steps = number(&["counters", "steps_per_epoch"])?;
+        let data_position =
+            DataPosition { passes: number(&["data", "passes"])?, batches: number(&["data", "batches"])? };
+        if let Some(saved) = trainer.get("hyper_params").and_then(Json::as_object) {
+            for (name, value) in saved {
+                let value = parse_f64(value)
+                    .ok_or_else(|| malformed(&checkpoint, &format!("hyper-parameter {name}")))?;
+                if hyper.get(name).is_some() {
+                    hyper.set(name, value)?;
+                } else {
+                    crate::logging::warn!(
+                        "checkpoint {dir} holds hyper-parameter `{name}` = {value}, which this trainer does not register; ignored"
+                    );
+                }
+            }
+        }
+        if counters.steps_per_epoch == 0 {
+            counters.steps_per_epoch = saved_steps;
+        } else if counters.steps_per_epoch != saved_steps {
+            crate::logging::warn!(
+                "the run in {dir} had {saved_steps} steps per epoch, this one has {}; the epochs will not line up",
+                counters.steps_per_epoch
+            );
+        }
+        if epoch == 0 || epoch > counters.max_epoch + 1 {
+            return Err(Error::checkpoint(format!(
+                "checkpoint {dir} resumes at epoch {epoch}, past max_epoch {}: raise max_epoch to train further",
+                counters.max_epoch
+            )));
+        }
+        counters.starting_epoch = epoch;
+        counters.epoch_num = epoch - 1;
+        counters.global_step = global_step;
+        counters.local_step = 0;
+        crate::logging::info!("resuming from {dir} (epoch {epoch}, global step {global_step})");
+        let callbacks = match checkpoint.trainer.get_mut("callbacks").map(Json::take) {
+            Some(Json::Object(states)) => states,
+            _ => Map::new(),
+        };
+        Ok(Restored {
+            dir: checkpoint.dir().to_path_buf(),
+            global_step,
+            local_step,
+            data_position,
+            callbacks,
+            monitors: checkpoint.monitors.take(),
+        })
+    }
+}

@@ -1,0 +1,176 @@
+//! Writing the trainer's checkpoints: what a checkpoint holds, where it goes, and the check
+//! that no checkpoint of non-finite numbers is ever written.
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::Tensor;
+use serde_json::{Map, Value as Json};
+
+use super::run::Run;
+use crate::callback::Callbacks;
+use crate::error::{Error, Result};
+use crate::monitor::json_f64;
+use crate::saver::checkpoint::{self, CHECKPOINT_DIR, Content};
+
+/// Where a checkpoint is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Boundary {
+    /// After `before_train`, before the first step (the first batch is already taken).
+    BeforeTrain,
+    /// After a step's `trigger_step`.
+    Step,
+    /// After an epoch's `trigger_epoch` and its statistics.
+    EpochEnd,
+}
+
+impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
+    /// Write the checkpoint (and copies) asked for at this boundary.
+    #[cold]
+    pub(super) fn write_checkpoint(&mut self, at: Boundary) -> Result<()> {
+        let requests = std::mem::take(&mut self.state.control.checkpoints);
+        let copies = std::mem::take(&mut self.state.control.copies);
+        if !self.is_chief() {
+            // Only the chief writes into the log directory; every rank resumes from its checkpoints.
+            return Ok(());
+        }
+        if self.state.control.non_finite.is_none()
+            && let Some(reason) = self.check_finite()
+        {
+            self.state.control.non_finite = Some((reason.clone(), self.state.counters.global_step));
+            if self.state.control.stop.is_none() {
+                self.state.control.stop = Some(reason);
+            }
+        }
+        if let Some((reason, _)) = &self.state.control.non_finite {
+            // Never a checkpoint of non-finite numbers: the last good one stays the latest.
+            let last = match &self.last_checkpoint {
+                Some(dir) => format!("the latest checkpoint stays {}", dir.display()),
+                None => "no checkpoint was written before".to_string(),
+            };
+            crate::logging::warn!(bare:
+                "{reason}: training stops at global step {} without writing a checkpoint; {last}",
+                self.state.counters.global_step
+            );
+            return Ok(());
+        }
+        let mut content = self.content(at)?;
+        let root = self.state.log_dir.join(CHECKPOINT_DIR);
+        // The copies first: the checkpoint records the savers' new best values, so a crash
+        // between the two must leave the older checkpoint, from which the copy is made again.
+        for copy in copies {
+            checkpoint::write_copy(&root, &copy, &content)?;
+        }
+        // One checkpoint per folder asked for (each ModelSaver's `checkpoint_dir`), the same
+        // content in each, stamped with the time its saver's clock gives; `<log dir>/checkpoints`
+        // last, so that the run's last checkpoint is the one `auto_resume` reads when it has one.
+        let mut requests = requests;
+        requests.sort_by_key(|request| request.root.is_none());
+        for request in requests {
+            let folder = request.root.as_deref().unwrap_or(&root);
+            content.time = request.time.unwrap_or_else(checkpoint::now);
+            let run_start = request.run_start.unwrap_or(self.started_at);
+            self.last_checkpoint = Some(checkpoint::write(folder, &content, &request.policy, run_start)?);
+        }
+        Ok(())
+    }
+
+    fn content(&mut self, at: Boundary) -> Result<Content> {
+        let model = self.state.model.as_ref().ok_or_else(|| Error::msg("the model was lost"))?;
+        let model = model
+            .clone()
+            .into_record()
+            .into_bytes()
+            .map_err(|e| Error::checkpoint_from(format!("serializing the model: {e}"), e))?
+            .to_vec();
+        let optimizer = self
+            .state
+            .optimizer
+            .into_bytes()
+            .map_err(|e| Error::checkpoint_from(format!("serializing the optimizer: {e}"), e))?
+            .to_vec();
+        let callbacks = self.dispatch.save_states()?;
+        let c = self.state.counters;
+        let (epoch, local_step, batches) = match at {
+            // The first batch is taken but its step has not run.
+            Boundary::BeforeTrain => {
+                (c.starting_epoch, self.first_local_step, self.position.batches.saturating_sub(1))
+            }
+            Boundary::Step => (c.epoch_num, c.local_step, self.position.batches),
+            Boundary::EpochEnd => (c.epoch_num + 1, 0, self.position.batches),
+        };
+        let hyper: Map<String, Json> = self
+            .state
+            .hyper
+            .names()
+            .map(|n| (n.to_string(), json_f64(self.state.hyper.get(n).unwrap_or(f64::NAN))))
+            .collect();
+        let trainer = serde_json::json!({
+            "format": checkpoint::FORMAT_VERSION,
+            "stoker_version": env!("CARGO_PKG_VERSION"),
+            "counters": {
+                "epoch_num": c.epoch_num,
+                "global_step": c.global_step,
+                "local_step": c.local_step,
+                "steps_per_epoch": c.steps_per_epoch,
+                "max_epoch": c.max_epoch,
+            },
+            "resume_at": { "epoch": epoch, "local_step": local_step },
+            "data": { "passes": self.position.passes, "batches": batches },
+            "hyper_params": hyper,
+            "callbacks": callbacks,
+        });
+        Ok(Content {
+            model,
+            optimizer,
+            trainer,
+            monitors: self.state.monitors.save_state(),
+            epoch_num: c.epoch_num,
+            global_step: c.global_step,
+            time: checkpoint::now(),
+        })
+    }
+
+    /// Whether the loss or the weights are not finite, and which (tensorpack's `CheckNumerics`
+    /// at the moment it matters): one device-to-host transfer of two numbers. `None` when they
+    /// are finite.
+    fn check_finite(&self) -> Option<String> {
+        let c = self.state.counters;
+        if let Some(loss) = self.fetches.outputs.get("loss") {
+            let values = loss.flat().into_data();
+            if let Some(bad) = values.iter::<f32>().find(|v| !v.is_finite()) {
+                return Some(format!(
+                    "the loss is {bad} at global step {} (epoch {})",
+                    c.global_step, c.epoch_num
+                ));
+            }
+        }
+        let mut visitor = NonFinite { count: None };
+        if let Some(model) = &self.state.model {
+            model.visit(&mut visitor);
+        }
+        if let Some(count) = visitor.count {
+            let count = count.into_data().iter::<f32>().next().unwrap_or(0.0);
+            if count > 0.0 {
+                return Some(format!(
+                    "{count} weights are not finite at global step {} (epoch {})",
+                    c.global_step, c.epoch_num
+                ));
+            }
+        }
+        None
+    }
+}
+
+/// Counts the non-finite values of every float parameter, on the device.
+struct NonFinite {
+    count: Option<Tensor<1>>,
+}
+
+impl ModuleVisitor for NonFinite {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let bad = param.val().is_finite().bool_not().float().sum();
+        self.count = Some(match self.count.take() {
+            Some(count) => count + bad,
+            None => bad,
+        });
+    }
+}

@@ -1,0 +1,310 @@
+//! [`Trainer::train`]: a run prepared (the execution chosen, the log directory held, a
+//! checkpoint read back, the callbacks resolved), looped, and finished (`after_train` for every
+//! callback that was set up, whatever happened, then the report).
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::optim::ModuleOptimizer;
+use burn::tensor::Tensor;
+
+use super::builder::{Resume, Settings};
+use super::lock::LogDirLock;
+use super::log_dir::{self, LogDirPolicy, is_within};
+use super::restore::Restored;
+use super::run::Run;
+use super::{LossFn, Step, TrainData, TrainError, TrainReport, TrainSummary, Trainer, TrainingStep};
+use crate::callback::{Callbacks, Control, Counters, Outcome, TrainState};
+use crate::error::{Error, Result, panic_message};
+use crate::saver::Checkpoint;
+use crate::signal::{SignalGuard, signal_name};
+use crate::state::Monitors;
+use crate::world::Execution;
+
+impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
+    /// Train: run the callbacks' lifecycle around `step`, which computes the loss of one batch
+    /// (and may put named outputs). Returns the trained model with how the run ended, or the
+    /// first error together with that report whenever the model is still there
+    /// ([`TrainError`]); `after_train` runs for every callback whose setup ran, and the monitors
+    /// are flushed, in every case.
+    ///
+    /// A monitor writer that fails does not fail the run: it is disabled and listed in
+    /// [`TrainReport::writer_failures`]. A NaN or infinite loss or weights stop it cleanly with
+    /// [`Outcome::NonFinite`], without a checkpoint of them.
+    pub fn train<F>(self, step: F) -> Result<TrainReport<M>, TrainError<M>>
+    where
+        M: 'static,
+        F: FnMut(&M, D::Batch, &mut Step<'_>) -> Tensor<1>,
+    {
+        self.train_with(LossFn(step))
+    }
+
+    /// [`train`](Trainer::train) with any [`TrainingStep`]: a step that computes its own gradients
+    /// or applies them in its own way, such as a model's burn-train `TrainStep` through
+    /// [`burn_train::LearnerStep`](crate::burn_train::LearnerStep) (feature `burn-train`). Statically
+    /// dispatched like a closure.
+    pub fn train_with<S>(self, step: S) -> Result<TrainReport<M>, TrainError<M>>
+    where
+        M: 'static,
+        S: TrainingStep<M, D::Batch>,
+    {
+        let Trainer { model, optimizer, data, callbacks, mut settings, marker: _ } = self;
+        let (execution, model) = Execution::start(settings.world.take(), &settings.hyper, model)?;
+        let printer = settings.defaults.train_summary.clone();
+        let defaults = std::mem::take(&mut settings.defaults);
+        let run = prepare(model, optimizer, (defaults, callbacks), settings, execution, S::OWN_BACKWARD)?;
+        run.train(&data, step, printer.as_ref())
+    }
+}
+
+/// What a run starts from: its log directory (held by the chief), its counters, and the
+/// checkpoint it resumes from, read back into the model, the optimizer and the hyper-parameters.
+struct Opened {
+    log_dir: PathBuf,
+    lock: Option<LogDirLock>,
+    counters: Counters,
+    restored: Option<Restored>,
+}
+
+/// The run, ready to loop: on an error, the other ranks of a world are told.
+fn prepare<M: Module, K, C: Callbacks<M, K>>(
+    mut model: M,
+    mut optimizer: ModuleOptimizer,
+    callbacks: C,
+    mut settings: Settings,
+    mut execution: Execution,
+    own_backward: bool,
+) -> Result<Run<M, C, K>> {
+    let opened = open(&mut settings, execution.is_chief(), &mut model, &mut optimizer);
+    let state = |(opened, optimizer): (Opened, ModuleOptimizer), hyper| TrainState {
+        counters: opened.counters,
+        model: None,
+        optimizer,
+        hyper,
+        monitors: Monitors::new(),
+        control: Control::default(),
+        log_dir: opened.log_dir,
+        execution: Execution::Single,
+        signals: settings.handle_signals,
+    };
+    let run = opened.and_then(|mut opened| {
+        let signals = match settings.handle_signals {
+            true => {
+                Some(SignalGuard::install().map_err(|e| Error::context("handling SIGINT and SIGTERM", e))?)
+            }
+            false => None,
+        };
+        let (lock, restored) = (opened.lock.take(), opened.restored.take());
+        let run = Run::new(callbacks, state((opened, optimizer), settings.hyper))?;
+        Ok((run, signals, lock, restored))
+    });
+    let (mut run, signals, lock, restored) = match run {
+        Ok(run) => run,
+        Err(error) => {
+            execution.fail(Some(&model));
+            return Err(error);
+        }
+    };
+    if let Some(seed) = settings.seed {
+        for device in model.devices() {
+            device.seed(seed.wrapping_add(execution.rank() as u64));
+        }
+    }
+    let means = execution.means().to_vec();
+    (run.state.model, run.state.execution) = (Some(model), execution);
+    (run.signals, run.stop, run.lock) = (signals, settings.stop, lock);
+    run.fetches.plan.set_read_interval(settings.deferred_read_interval);
+    let ready = if own_backward && run.dispatch.takes_loss() {
+        Err(run.dispatch.own_backward_refused())
+    } else {
+        run.fetches.average(&means).and_then(|()| restored.map_or(Ok(()), |r| run.restore(r)))
+    };
+    match ready {
+        Ok(()) => Ok(run),
+        Err(error) => Err(run.end_execution(Err(error)).expect_err("an error stays an error")),
+    }
+}
+
+/// The log directory (a `version_N` folder of it under `LogDirPolicy::NewVersion`), held by the
+/// chief for the whole run (other ranks never write there); the checkpoint to resume from, read
+/// back; the log-directory policy applied to an earlier run by a run that resumes nothing there.
+fn open<M: Module>(
+    settings: &mut Settings,
+    chief: bool,
+    model: &mut M,
+    optimizer: &mut ModuleOptimizer,
+) -> Result<Opened> {
+    let resume_auto = matches!(settings.resume, Resume::Auto);
+    let log_dir = if chief && settings.log_dir_policy == LogDirPolicy::NewVersion {
+        log_dir::versioned_dir(&settings.log_dir, resume_auto)?
+    } else {
+        settings.log_dir.clone()
+    };
+    let mut lock = if chief { Some(LogDirLock::acquire(&log_dir)?) } else { None };
+    let checkpoint = match &settings.resume {
+        Resume::Fresh => None,
+        Resume::Auto => Checkpoint::latest(&log_dir)?,
+        Resume::From(path) => Some(Checkpoint::latest(path)?.ok_or_else(|| {
+            Error::checkpoint(format!("no checkpoint to resume from in {}", path.display()))
+        })?),
+    };
+    let (starting_epoch, max_epoch) = (settings.starting_epoch, settings.max_epoch);
+    // Checked before any arithmetic on it (`starting_epoch - 1` below); a resumed run takes its
+    // epoch from the checkpoint instead. Before the log directory policy touches anything.
+    if checkpoint.is_none() && (starting_epoch == 0 || starting_epoch > max_epoch.max(1)) {
+        return Err(Error::msg(format!(
+            "starting_epoch must be between 1 and max_epoch ({max_epoch}), not {starting_epoch}"
+        )));
+    }
+    // A run that resumes nothing from its log directory is a fresh run there: the chief,
+    // holding the lock, applies the policy to an earlier run it finds. `auto_resume` says the
+    // directory is this run's, checkpoint or not (a run killed before its first checkpoint
+    // starts again with `--resume`).
+    let resumes_here = resume_auto || checkpoint.as_ref().is_some_and(|c| is_within(c.dir(), &log_dir));
+    if let Some(held) = lock.take() {
+        lock = Some(if resumes_here {
+            held
+        } else {
+            log_dir::prepare(&log_dir, settings.log_dir_policy, held)?
+        });
+    }
+    let mut counters = Counters {
+        epoch_num: starting_epoch.saturating_sub(1),
+        global_step: 0,
+        local_step: 0,
+        starting_epoch,
+        max_epoch,
+        steps_per_epoch: settings.steps_per_epoch.unwrap_or(0),
+    };
+    let restored = match checkpoint {
+        Some(checkpoint) => {
+            Some(Restored::read(checkpoint, model, optimizer, &mut settings.hyper, &mut counters)?)
+        }
+        None => None,
+    };
+    Ok(Opened { log_dir, lock, counters, restored })
+}
+
+impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
+    /// The loop, then the end: the deferred reads still in flight delivered, the other ranks
+    /// met once more, `after_train` for every callback that was set up, the report.
+    fn train<D, S>(
+        mut self,
+        data: &D,
+        mut step: S,
+        printer: Option<&super::TrainSummaryPrinter>,
+    ) -> Result<TrainReport<M>, TrainError<M>>
+    where
+        D: TrainData,
+        S: TrainingStep<M, D::Batch>,
+    {
+        // What the end-of-training summary measures: this run's steps and wall time.
+        let (first_step, started) = (self.state.counters.global_step, Instant::now());
+        let result = self.guarded(|run| run.main_loop(data, &mut step));
+        // The deferred reads still in flight (a stop between epochs' ends): delivered before
+        // `after_train`; after an error, nobody waits for them.
+        let result = match result {
+            Ok(()) if self.fetches.plan.has_pending() => {
+                self.guarded(|run| run.deliver_deferred(u64::MAX, true))
+            }
+            other => other,
+        };
+        self.fetches.plan.drop_pending();
+        let result = self.end_execution(result);
+        let outcome = self.outcome(&result);
+        self.state.control.outcome = Some(outcome.clone());
+        if let Err(error) = &result {
+            self.state.control.failure = Some(error.to_string());
+        }
+        let after = self.dispatch.after_train(&mut self.state);
+        self.state.monitors.publish();
+        self.state.monitors.close();
+        let result = result.and(after);
+        let late_signal = self.late_signal(&outcome);
+        let summary = TrainSummary::new(
+            outcome.clone(),
+            started.elapsed(),
+            self.state.counters.global_step.saturating_sub(first_step),
+            &self.state.counters,
+            &self.state.monitors,
+            self.state.log_dir.clone(),
+            self.last_checkpoint.clone(),
+        );
+        if self.is_chief()
+            && let Some(printer) = printer
+        {
+            printer.print(&summary);
+        }
+        self.report(result, outcome, late_signal, summary)
+    }
+
+    /// `f`, with a panic inside it caught and named after where it happened.
+    fn guarded(&mut self, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+        catch_unwind(AssertUnwindSafe(|| f(self))).unwrap_or_else(|payload| {
+            Err(Error::Panic { location: self.dispatch.location(), message: panic_message(&*payload) })
+        })
+    }
+
+    /// How the training loop ended; an error after it (in `after_train`) keeps that outcome.
+    fn outcome(&mut self, result: &Result<()>) -> Outcome {
+        match (result, self.state.control.non_finite.take(), self.stopped_by.take()) {
+            (Err(_), _, _) => Outcome::Failed,
+            (Ok(()), Some((reason, global_step)), _) => {
+                Outcome::NonFinite { reason, global_step, checkpoint: self.last_checkpoint.clone() }
+            }
+            (Ok(()), None, Some(signal)) => {
+                Outcome::Interrupted { signal, checkpoint: self.last_checkpoint.clone() }
+            }
+            // Cloned, not taken: `Context::stop_requested` still answers in `after_train`.
+            (Ok(()), None, None) => match self.state.control.stop.clone() {
+                Some(reason) => Outcome::Stopped(reason),
+                None => Outcome::Finished,
+            },
+        }
+    }
+
+    /// A signal that came after the loop's last boundary (during `after_train`, the final flush)
+    /// did not stop anything: reported, not dropped. The handlers are put back first, so nothing
+    /// can come in between unseen.
+    fn late_signal(&mut self, outcome: &Outcome) -> Option<String> {
+        drop(self.signals.take()?);
+        let stopped_by_it = matches!(outcome, Outcome::Interrupted { .. });
+        crate::signal::received().filter(|_| !stopped_by_it).map(|signal| {
+            let name = signal_name(signal);
+            crate::logging::warn!(bare:
+                "{name} received after the last step boundary (during after_train or the monitors' final flush): training had already ended; the run is reported as it ended, with the signal in TrainReport::late_signal"
+            );
+            name
+        })
+    }
+
+    /// The report, with the error when the run ended with one.
+    fn report(
+        &mut self,
+        result: Result<()>,
+        outcome: Outcome,
+        late_signal: Option<String>,
+        summary: TrainSummary,
+    ) -> Result<TrainReport<M>, TrainError<M>> {
+        let plan = &self.fetches.plan;
+        let report = self.state.model.take().map(|model| TrainReport {
+            model,
+            outcome,
+            counters: self.state.counters,
+            fetch_transfers: plan.transfers(),
+            deferred_reads: plan.deferred_counts().0,
+            deferred_waits: plan.deferred_counts().1,
+            writer_failures: self.state.monitors.writer_failures(),
+            dropped: self.state.monitors.dropped(),
+            late_signal,
+            summary,
+        });
+        match (result, report) {
+            (Ok(()), Some(report)) => Ok(report),
+            (Ok(()), None) => Err(Error::msg("the model was lost").into()),
+            (Err(error), report) => Err(TrainError { error, report: report.map(Box::new) }),
+        }
+    }
+}
