@@ -132,6 +132,9 @@ pub fn train_with_stoker(model: Mlp, setup: &Setup, dir: &Path) -> Result<TrainR
 /// ([`inference_step`], no code of stoker's in the forward function).
 pub fn validate_with_inference_step(valid: Arc<dyn DataLoader<DigitBatch>>) -> impl Callback<Mlp> {
     InferenceRunner::new(valid, inference_step::<Mlp>())
-        .with(BurnMetric::<_, ClassificationOutput>::new(AccuracyMetric::new()).named("validation_accuracy"))
-        .with(BurnMetric::<_, ClassificationOutput>::new(LossMetric::new()).named("validation_loss"))
+        .with(
+            BurnMetric::<_, ClassificationOutput>::new(AccuracyMetric::new())
+                .as_scalar("validation_accuracy"),
+        )
+        .with(BurnMetric::<_, ClassificationOutput>::new(LossMetric::new()).as_scalar("validation_loss"))
 }

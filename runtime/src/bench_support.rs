@@ -33,6 +33,7 @@ pub fn time_event_delivery<M: Module, K, C: Callbacks<M, K>>(
             execution: crate::world::Execution::Single,
             signals: false,
         },
+        true,
     )?;
     let start = std::time::Instant::now();
     for _ in 0..events {

@@ -28,10 +28,10 @@
 //! # }
 //! // Validation with burn-train's metrics, on the model's own InferenceStep.
 //! let validation = InferenceRunner::new(valid(), inference_step::<Model>())
-//!     .with(BurnMetric::<_, ClassificationOutput>::new(AccuracyMetric::new()).named("validation_accuracy"))
-//!     .with(BurnMetric::<_, ClassificationOutput>::new(LossMetric::new()).named("validation_loss"));
+//!     .with(BurnMetric::<_, ClassificationOutput>::new(AccuracyMetric::new()).as_scalar("validation_accuracy"))
+//!     .with(BurnMetric::<_, ClassificationOutput>::new(LossMetric::new()).as_scalar("validation_loss"));
 //! // Accuracy over each epoch's training steps, as `train_accuracy`.
-//! let train_accuracy = TrainMetric::<_, ClassificationOutput>::new(AccuracyMetric::new()).named("train_accuracy");
+//! let train_accuracy = TrainMetric::<_, ClassificationOutput>::new(AccuracyMetric::new()).as_scalar("train_accuracy");
 //! ```
 //!
 //! ## What differs from the `Learner`
@@ -256,8 +256,8 @@ impl<Me: Metric, O: LearnerOutput> BurnMetric<Me, O> {
         BurnMetric { metric, name: None, fetches: item_fetches::<O>(), batches: 0, item: PhantomData }
     }
 
-    /// The scalar's name (the metric's own name by default).
-    pub fn named(mut self, name: impl Into<String>) -> Self {
+    /// The name of the scalar it puts (the metric's own name by default).
+    pub fn as_scalar(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
         self
     }
@@ -321,9 +321,9 @@ impl<Me: Metric, O: LearnerOutput> TrainMetric<Me, O> {
         TrainMetric { inner: BurnMetric::new(metric) }
     }
 
-    /// The scalar's name (the metric's own name by default).
-    pub fn named(mut self, name: impl Into<String>) -> Self {
-        self.inner = self.inner.named(name);
+    /// The name of the scalar it puts (the metric's own name by default).
+    pub fn as_scalar(mut self, name: impl Into<String>) -> Self {
+        self.inner = self.inner.as_scalar(name);
         self
     }
 }

@@ -209,7 +209,7 @@ impl<M> Context<'_, M> {
     /// the trainer stops at the next step boundary. A callback that loops for long within one
     /// event (a validation pass, a prompt) checks it between iterations and returns early, so
     /// that the first Ctrl-C is seen at once. One atomic load.
-    pub fn interrupted(&self) -> Option<&'static str> {
+    pub fn signal_received(&self) -> Option<&'static str> {
         if !self.state.signals {
             return None;
         }

@@ -85,10 +85,8 @@ impl<C> Named<C> {
 /// `.named("label")` on any callback: the callback under the name `<Type>(<label>)` (see
 /// [`Named`]).
 ///
-/// In the prelude. A callback type with an inherent `named` method of its own keeps it
-/// ([`SendMonitorData::named`](crate::monitor::SendMonitorData::named) and
-/// [`SendStat::named`](crate::monitor::SendStat::named) give the same `<Type>(<label>)` name);
-/// [`Named::new`] works on every callback.
+/// In the prelude; [`Named::new`] does the same. The one meaning of `named` in stoker: a
+/// callback's name (a burn metric names the scalar it puts with `as_scalar`).
 pub trait CallbackExt: Sized {
     /// This callback under the name `<Type>(<label>)`.
     fn named(self, label: impl Into<Cow<'static, str>>) -> Named<Self> {

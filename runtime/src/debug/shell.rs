@@ -151,7 +151,7 @@ impl InjectShell {
         .map_err(io_error)?;
         let mut line = String::new();
         loop {
-            if let Some(signal) = ctx.interrupted() {
+            if let Some(signal) = ctx.signal_received() {
                 writeln!(
                     output,
                     "\nInjectShell: {signal} received: leaving the prompt; training stops at this boundary."
@@ -169,7 +169,7 @@ impl InjectShell {
                 }
                 Read::Signal => continue,
             }
-            if ctx.interrupted().is_some() {
+            if ctx.signal_received().is_some() {
                 continue;
             }
             match command(line.trim(), ctx, output).map_err(io_error)? {

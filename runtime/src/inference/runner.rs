@@ -359,7 +359,7 @@ where
         // A signal cuts the pass short (checked before each batch: one atomic load).
         let mut cut_short = None;
         loop {
-            if let Some(signal) = ctx.interrupted() {
+            if let Some(signal) = ctx.signal_received() {
                 cut_short = Some(signal);
                 break;
             }
@@ -508,7 +508,7 @@ impl<D, F> InferenceRunner<D, F> {
         }
         if values[2] > 0.0 {
             if ctx.is_chief() {
-                let signal = cut_short.or_else(|| ctx.interrupted()).unwrap_or("a signal");
+                let signal = cut_short.or_else(|| ctx.signal_received()).unwrap_or("a signal");
                 self.report_cut_short(ctx, signal, batches);
             }
             return Ok(());

@@ -319,7 +319,6 @@ fn wait_for(owner: &'static str, command: &str, mut child: Child, abandon: &Atom
 pub struct SendMonitorData {
     template: Template,
     wait_at_end: Duration,
-    label: Option<String>,
 }
 
 impl SendMonitorData {
@@ -331,21 +330,13 @@ impl SendMonitorData {
     ) -> Result<Self> {
         let names = names.into_iter().map(Into::into).collect();
         let template = Template::parse("SendMonitorData", command.into(), names)?;
-        Ok(SendMonitorData { template, wait_at_end: DEFAULT_WAIT_AT_END, label: None })
+        Ok(SendMonitorData { template, wait_at_end: DEFAULT_WAIT_AT_END })
     }
 
     /// How long the end of training waits for commands still queued or running (30 s by
     /// default); after it, the running command is killed and the queued ones are dropped.
     pub fn wait_at_end(mut self, wait: Duration) -> Self {
         self.wait_at_end = wait;
-        self
-    }
-
-    /// Name the callback `SendMonitorData(<name>)` (`SendMonitorData(<names>)` by default), the
-    /// name [`CallbackExt::named`](crate::callback::CallbackExt::named) gives any callback: two
-    /// of them watching the same scalars need different names.
-    pub fn named(mut self, name: impl Into<String>) -> Self {
-        self.label = Some(name.into());
         self
     }
 
@@ -359,10 +350,7 @@ impl SendMonitorData {
 
 impl<M> Callback<M> for SendMonitorData {
     fn name(&self) -> Cow<'static, str> {
-        match &self.label {
-            Some(label) => Cow::Owned(format!("SendMonitorData({label})")),
-            None => Cow::Owned(format!("SendMonitorData({})", self.template.names.join(","))),
-        }
+        Cow::Owned(format!("SendMonitorData({})", self.template.names.join(",")))
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let runner = CommandRunner::start(self.template.owner, Callback::<M>::name(self).into_owned())?;
@@ -450,7 +438,6 @@ impl MonitorSink for SendSink {
 pub struct SendStat {
     template: Template,
     wait_at_end: Duration,
-    label: Option<String>,
     runner: Option<CommandRunner>,
 }
 
@@ -469,7 +456,7 @@ impl SendStat {
     ) -> Result<Self> {
         let names = names.into_iter().map(Into::into).collect();
         let template = Template::parse("SendStat", command.into(), names)?;
-        Ok(SendStat { template, wait_at_end: DEFAULT_WAIT_AT_END, label: None, runner: None })
+        Ok(SendStat { template, wait_at_end: DEFAULT_WAIT_AT_END, runner: None })
     }
 
     /// How long `after_train` waits for commands still queued or running (30 s by default);
@@ -478,22 +465,11 @@ impl SendStat {
         self.wait_at_end = wait;
         self
     }
-
-    /// Name the callback `SendStat(<name>)` (`SendStat(<names>)` by default), the
-    /// name [`CallbackExt::named`](crate::callback::CallbackExt::named) gives any callback: two
-    /// of them watching the same scalars need different names.
-    pub fn named(mut self, name: impl Into<String>) -> Self {
-        self.label = Some(name.into());
-        self
-    }
 }
 
 impl<M> Callback<M> for SendStat {
     fn name(&self) -> Cow<'static, str> {
-        match &self.label {
-            Some(label) => Cow::Owned(format!("SendStat({label})")),
-            None => Cow::Owned(format!("SendStat({})", self.template.names.join(","))),
-        }
+        Cow::Owned(format!("SendStat({})", self.template.names.join(",")))
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let runner = CommandRunner::start(self.template.owner, Callback::<M>::name(self).into_owned())?;

@@ -282,7 +282,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// and the run returns [`Outcome::Interrupted`]; a second signal exits at once with status
     /// 128 + the signal's number.
     ///
-    /// Long loops see the first signal too ([`Context::interrupted`](crate::callback::Context::interrupted)):
+    /// Long loops see the first signal too ([`Context::signal_received`](crate::callback::Context::signal_received)):
     /// an [`InferenceRunner`](crate::inference::InferenceRunner) pass stops early without writing
     /// its results, a resumed run's data replay ends the run before its first step (no checkpoint
     /// is written; the one resumed from stays the latest), the

@@ -45,12 +45,11 @@ pub(crate) struct Run<M, C, K> {
 }
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
-    /// The run of `callbacks` over `state`: names, order and fetches resolved.
-    pub(crate) fn new(callbacks: C, state: TrainState<M>) -> Result<Self> {
+    /// The run of `callbacks` over `state`: names, order and fetches resolved (off the chief,
+    /// without the chief-only callbacks).
+    pub(crate) fn new(callbacks: C, state: TrainState<M>, chief: bool) -> Result<Self> {
         let mut fetches = StepFetches::new();
-        let dispatch = Dispatcher::new(callbacks, state.execution.is_chief(), |i, info, active| {
-            fetches.declare(i, info, active)
-        })?;
+        let dispatch = Dispatcher::new(callbacks, chief, |i, info, active| fetches.declare(i, info, active))?;
         Ok(Run {
             dispatch,
             state,

@@ -77,7 +77,8 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
     mut execution: Execution,
     own_backward: bool,
 ) -> Result<Run<M, C, K>> {
-    let opened = open(&mut settings, execution.is_chief(), &mut model, &mut optimizer);
+    let chief = execution.is_chief();
+    let opened = open(&mut settings, chief, &mut model, &mut optimizer);
     let state = |(opened, optimizer): (Opened, ModuleOptimizer), hyper| TrainState {
         counters: opened.counters,
         model: None,
@@ -97,7 +98,7 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
             false => None,
         };
         let (lock, restored) = (opened.lock.take(), opened.restored.take());
-        let run = Run::new(callbacks, state((opened, optimizer), settings.hyper))?;
+        let run = Run::new(callbacks, state((opened, optimizer), settings.hyper), chief)?;
         Ok((run, signals, lock, restored))
     });
     let (mut run, signals, lock, restored) = match run {
