@@ -303,7 +303,12 @@ impl FetchPlan {
     /// The host values of the fetch `name` of kind `kind` (host or deferred): slot `pinned`
     /// when it has that kind, else the slot of that name. An error when no callback declared it
     /// or this step did not fill it.
-    pub(super) fn host_values(&self, pinned: Option<u8>, name: &str, kind: FetchKind) -> Result<(&[f32], &[usize])> {
+    pub(super) fn host_values(
+        &self,
+        pinned: Option<u8>,
+        name: &str,
+        kind: FetchKind,
+    ) -> Result<(&[f32], &[usize])> {
         let i = self.slot(pinned, name, kind)?;
         if kind == FetchKind::Deferred {
             return Ok(self.deferred.values(i));

@@ -62,7 +62,9 @@ impl<'a> Fetched<'a> {
     #[inline]
     pub fn nth(&self, k: usize, name: &str) -> Self {
         match (self.plan, self.own.get(k)) {
-            (Some(plan), Some(&slot)) if plan.slot_name(slot) == name => Fetched { pinned: Some(slot), ..*self },
+            (Some(plan), Some(&slot)) if plan.slot_name(slot) == name => {
+                Fetched { pinned: Some(slot), ..*self }
+            }
             _ => Fetched { pinned: None, ..*self },
         }
     }
