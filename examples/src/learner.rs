@@ -134,7 +134,7 @@ pub fn validate_with_inference_step(valid: Arc<dyn DataLoader<DigitBatch>>) -> i
     InferenceRunner::new(valid, inference_step::<Mlp>())
         .with(
             BurnMetric::<_, ClassificationOutput>::new(AccuracyMetric::new())
-                .as_scalar("validation_accuracy"),
+                .scalar_name("validation_accuracy"),
         )
-        .with(BurnMetric::<_, ClassificationOutput>::new(LossMetric::new()).as_scalar("validation_loss"))
+        .with(BurnMetric::<_, ClassificationOutput>::new(LossMetric::new()).scalar_name("validation_loss"))
 }

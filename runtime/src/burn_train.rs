@@ -28,10 +28,10 @@
 //! # }
 //! // Validation with burn-train's metrics, on the model's own InferenceStep.
 //! let validation = InferenceRunner::new(valid(), inference_step::<Model>())
-//!     .with(BurnMetric::<_, ClassificationOutput>::new(AccuracyMetric::new()).as_scalar("validation_accuracy"))
-//!     .with(BurnMetric::<_, ClassificationOutput>::new(LossMetric::new()).as_scalar("validation_loss"));
+//!     .with(BurnMetric::<_, ClassificationOutput>::new(AccuracyMetric::new()).scalar_name("validation_accuracy"))
+//!     .with(BurnMetric::<_, ClassificationOutput>::new(LossMetric::new()).scalar_name("validation_loss"));
 //! // Accuracy over each epoch's training steps, as `train_accuracy`.
-//! let train_accuracy = TrainMetric::<_, ClassificationOutput>::new(AccuracyMetric::new()).as_scalar("train_accuracy");
+//! let train_accuracy = TrainMetric::<_, ClassificationOutput>::new(AccuracyMetric::new()).scalar_name("train_accuracy");
 //! ```
 //!
 //! ## What differs from the `Learner`
@@ -257,12 +257,12 @@ impl<Me: Metric, O: LearnerOutput> BurnMetric<Me, O> {
     }
 
     /// The name of the scalar it puts (the metric's own name by default).
-    pub fn as_scalar(mut self, name: impl Into<String>) -> Self {
+    pub fn scalar_name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
         self
     }
 
-    fn scalar_name(&self) -> String {
+    fn scalar(&self) -> String {
         self.name.clone().unwrap_or_else(|| self.metric.name().to_string())
     }
 }
@@ -273,7 +273,7 @@ where
     O: LearnerOutput + Adaptor<Me::Input> + 'static,
 {
     fn name(&self) -> Cow<'static, str> {
-        Cow::Owned(format!("BurnMetric({})", self.scalar_name()))
+        Cow::Owned(format!("BurnMetric({})", self.scalar()))
     }
 
     fn fetches(&self) -> &[Fetch] {
@@ -298,7 +298,7 @@ where
                 f64::NAN
             }
         };
-        vec![(self.scalar_name(), value)]
+        vec![(self.scalar(), value)]
     }
 }
 
@@ -322,8 +322,8 @@ impl<Me: Metric, O: LearnerOutput> TrainMetric<Me, O> {
     }
 
     /// The name of the scalar it puts (the metric's own name by default).
-    pub fn as_scalar(mut self, name: impl Into<String>) -> Self {
-        self.inner = self.inner.as_scalar(name);
+    pub fn scalar_name(mut self, name: impl Into<String>) -> Self {
+        self.inner = self.inner.scalar_name(name);
         self
     }
 }
@@ -334,7 +334,7 @@ where
     O: LearnerOutput + Adaptor<Me::Input> + 'static,
 {
     fn name(&self) -> Cow<'static, str> {
-        Cow::Owned(format!("TrainMetric({})", self.inner.scalar_name()))
+        Cow::Owned(format!("TrainMetric({})", self.inner.scalar()))
     }
 
     fn fetches(&self) -> &[Fetch] {
@@ -361,7 +361,7 @@ where
             return Ok(());
         }
         let value = final_value(&mut self.inner.metric)?;
-        ctx.monitors().put_scalar(&self.inner.scalar_name(), value);
+        ctx.monitors().put_scalar(&self.inner.scalar(), value);
         Ok(())
     }
 }

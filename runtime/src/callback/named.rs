@@ -86,7 +86,7 @@ impl<C> Named<C> {
 /// [`Named`]).
 ///
 /// In the prelude; [`Named::new`] does the same. The one meaning of `named` in stoker: a
-/// callback's name (a burn metric names the scalar it puts with `as_scalar`).
+/// callback's name (the scalar a callback puts is named by its `scalar_name`, as `TrainCost`'s and a burn metric's).
 pub trait CallbackExt: Sized {
     /// This callback under the name `<Type>(<label>)`.
     fn named(self, label: impl Into<Cow<'static, str>>) -> Named<Self> {

@@ -36,7 +36,7 @@ pub const TRAIN_COST: &str = "train_cost";
 /// use burn_stoker::monitor::TrainCost;
 ///
 /// // The mean of the output "nll" per epoch, put as "train_nll".
-/// let cost = TrainCost::new().output("nll").as_scalar("train_nll");
+/// let cost = TrainCost::new().output("nll").scalar_name("train_nll");
 /// # let _ = cost;
 /// ```
 #[derive(Debug, Clone)]

@@ -535,7 +535,7 @@ fn hist_rejects_bad_settings() {
 fn train_cost_of_x_is_the_epoch_mean_read_once_per_epoch() {
     let recorder = Recorder::new(&["train_x"]);
     let (report, reads) = stoker_tests::reads::count_reads(|| {
-        run(2, 3, (TrainCost::new().output("x").as_scalar("train_x"), recorder.handle()))
+        run(2, 3, (TrainCost::new().output("x").scalar_name("train_x"), recorder.handle()))
     });
     // x = 1, 2, 3 in epoch 1 and 4, 5, 6 in epoch 2.
     assert_history(&recorder.history("train_x"), &[(3, 2.0), (6, 5.0)]);
@@ -616,7 +616,7 @@ fn train_logger_prints_one_line_every_k_epochs_with_the_train_and_eval_costs() {
     let out = Shared::default();
     let logger = TrainLogger::new().every_k_epochs(2).train_cost("train_x").eval_cost("v");
     // Putter puts v = 10 x epoch; TrainCost puts train_x = the epoch's mean of x.
-    run(4, 2, (TrainCost::new().output("x").as_scalar("train_x"), Putter, LoggerTo(logger, out.clone())));
+    run(4, 2, (TrainCost::new().output("x").scalar_name("train_x"), Putter, LoggerTo(logger, out.clone())));
     let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
     // x = 3, 4 in epoch 2 and 7, 8 in epoch 4.
     assert_eq!(
