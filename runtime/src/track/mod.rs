@@ -33,6 +33,7 @@ mod gpu_utilization;
 #[cfg(feature = "sys-metrics")]
 mod host_memory;
 mod model_summary;
+mod plot;
 mod profile;
 mod progress;
 mod recorder;
