@@ -75,10 +75,10 @@ pub struct EpochValues {
 /// line's colour and name), tick numbers on the axes, and the axes' labels (`step`, `training
 /// loss` on the left; `validation loss` on the right, whose ticks are the validation loss's own
 /// scale; `learning rate`). The text is drawn with DejaVu Sans, embedded in the crate (about
-/// 31 KB, its licence in the crate's `fonts/` folder): no system font is read, and every
-/// machine draws the same pixels. The training loss and the learning rate are drawn in blue
-/// ([`TRAIN_COLOR`]), the validation loss, one point per epoch joined by a line, in orange
-/// ([`VALID_COLOR`]).
+/// 31 KB, its licence in the crate's `fonts/` folder): no system font is read, so the image
+/// does not depend on the fonts a machine has (a headless server draws what a desktop does).
+/// The training loss and the learning rate are drawn in blue ([`TRAIN_COLOR`]), the validation
+/// loss, one point per epoch joined by a line, in orange ([`VALID_COLOR`]).
 ///
 /// ```
 /// use burn_stoker::track::Recorder;

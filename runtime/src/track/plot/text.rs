@@ -1,6 +1,6 @@
 //! The plots' text: strings rasterized from the font embedded in the crate (DejaVu Sans cut to
 //! Latin-1, `fonts/DejaVuSans-plots.ttf`, its licence beside it) straight into the RGB buffer, so
-//! no system font is read and every machine draws the same pixels.
+//! no system font is read and the image does not depend on the fonts a machine has.
 
 use ab_glyph::{Font, FontRef, GlyphId, PxScale, ScaleFont, point};
 
