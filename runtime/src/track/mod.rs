@@ -32,6 +32,7 @@ mod gpu_utilization;
 #[cfg(feature = "sys-metrics")]
 mod host_memory;
 mod model_summary;
+mod plot;
 mod profile;
 mod progress;
 mod recorder;
@@ -49,11 +50,10 @@ pub use gpu_utilization::GpuUtilizationTracker;
 #[cfg(feature = "sys-metrics")]
 pub use host_memory::HostMemoryTracker;
 pub use model_summary::{ModelParams, ModelSummary, ModuleParams, ParamTensor};
+pub use plot::{PLOT_MARGIN, PLOT_SIZE};
 pub use profile::{PROFILE_FILE, StepProfiler};
 pub use progress::ProgressBar;
-pub use recorder::{
-    EpochValues, LOSS_PLOT, LR_PLOT, PLOT_MARGIN, PLOT_SIZE, Recorder, TRAIN_COLOR, VALID_COLOR,
-};
+pub use recorder::{EpochValues, LOSS_PLOT, LR_PLOT, Recorder, TRAIN_COLOR, VALID_COLOR};
 pub use run_timer::RunTimer;
 pub use throughput::ThroughputTracker;
 pub use timed::{Timed, TimedSet};

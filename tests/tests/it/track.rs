@@ -981,14 +981,22 @@ fn decode_rgb(path: &std::path::Path) -> (u32, u32, Vec<u8>) {
     (info.width, info.height, pixels)
 }
 
-/// The pixels of `color`, as (x, y).
+/// The pixels of `color` inside the plot's frame (its area and the frame's 2 pixels around it),
+/// as (x, y): the curves. Outside the frame, that colour is only the legend's swatch, in the
+/// legend's rows (40 to 64) above the area.
 fn pixels_of(width: u32, pixels: &[u8], color: [u8; 3]) -> Vec<(u32, u32)> {
-    pixels
+    use burn_stoker::track::{PLOT_MARGIN, PLOT_SIZE};
+    let (m, height) = (PLOT_MARGIN, PLOT_SIZE.1);
+    let all = pixels
         .chunks(3)
         .enumerate()
         .filter(|(_, p)| *p == color)
-        .map(|(i, _)| (i as u32 % width, i as u32 / width))
-        .collect()
+        .map(|(i, _)| (i as u32 % width, i as u32 / width));
+    let (inside, outside): (Vec<_>, Vec<_>) = all
+        .partition(|&(x, y)| (m - 2..=width - m + 1).contains(&x) && (m - 2..=height - m + 1).contains(&y));
+    assert!(!outside.is_empty(), "the legend shows {color:?}");
+    assert!(outside.iter().all(|&(_, y)| (40..=64).contains(&y)), "{color:?} outside the frame: {outside:?}");
+    inside
 }
 
 #[test]
@@ -1073,4 +1081,78 @@ fn recorder_records_losses_lrs_and_epoch_values_and_plots_them_as_png() {
         std::fs::read(dir.join("again/loss.png")).unwrap(),
         std::fs::read(dir.join(LOSS_PLOT)).unwrap()
     );
+}
+
+/// The pixels inside `[x0, x1) × [y0, y1)` that are not the white background.
+fn ink(width: u32, pixels: &[u8], (x0, x1): (u32, u32), (y0, y1): (u32, u32)) -> usize {
+    (y0..y1)
+        .flat_map(|y| (x0..x1).map(move |x| (x, y)))
+        .filter(|&(x, y)| {
+            let i = (y * width + x) as usize * 3;
+            pixels[i..i + 3] != [255, 255, 255]
+        })
+        .count()
+}
+
+#[test]
+fn recorder_plots_carry_text_in_their_label_regions() {
+    use burn_stoker::track::{LOSS_PLOT, LR_PLOT, PLOT_MARGIN, PLOT_SIZE, Recorder, TRAIN_COLOR};
+    let dir = scratch_dir("recorder-text");
+    let device = burn_stoker::device::cpu();
+    let mut recorder = Recorder::new().valid_loss("valid");
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(5, &device))
+        .max_epoch(2)
+        .learning_rate(0.1)
+        .log_dir(&dir)
+        .default_callbacks(DefaultCallbacks::none())
+        .callbacks((Validation, &mut recorder))
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .unwrap();
+    let ((w, h), m) = (PLOT_SIZE, PLOT_MARGIN);
+    // Each region below holds only text (the layout in the docs of `track/plot/mod.rs`): nothing
+    // else is drawn there (the grid stays in the area, the tick marks end 6 pixels from it, the
+    // legend's swatches and box are left out), so without text every count is 0 (a build that
+    // draws no text fails every check here). A region holds at least one tick number, and a digit
+    // at 13 pixels covers 29 ("7") to 46 ("8") pixels; 20 is less than the least of them.
+    const TEXT: usize = 20;
+    let mut missing = Vec::new();
+    for (file, right_axis) in [(LOSS_PLOT, true), (LR_PLOT, false)] {
+        let (_, _, pixels) = decode_rgb(&dir.join(file));
+        // The legend's first name, right of its swatch (the blue outside the frame).
+        let swatch_end = pixels
+            .chunks(3)
+            .enumerate()
+            .filter(|&(i, p)| p == TRAIN_COLOR && (i as u32 / w) < m - 2)
+            .map(|(i, _)| i as u32 % w)
+            .max()
+            .expect("a legend swatch");
+        let mut regions = vec![
+            ("title", (m, w - m), (0, 36)),
+            ("legend", (swatch_end + 2, swatch_end + 52), (42, 63)),
+            ("x tick numbers", (m - 20, w - m + 20), (h - m + 7, h - m + 28)),
+            ("x label", (0, w), (h - m + 30, h)),
+            ("left tick numbers", (24, m - 7), (m, h - m)),
+            ("left label", (0, 22), (m, h - m)),
+        ];
+        let right = [
+            ("right tick numbers", (w - m + 7, w - 24), (m, h - m)),
+            ("right label", (w - 22, w), (m, h - m)),
+        ];
+        if right_axis {
+            regions.extend(right);
+        } else {
+            // No line on the right: no text there either.
+            for (name, xs, ys) in right {
+                assert_eq!(ink(w, &pixels, xs, ys), 0, "{file}: {name}");
+            }
+        }
+        for (name, xs, ys) in regions {
+            let count = ink(w, &pixels, xs, ys);
+            println!("{file}: {name}: {count} pixels of text");
+            if count < TEXT {
+                missing.push(format!("{file}: the {name} region {xs:?} × {ys:?} has {count} pixels of text"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "text missing:\n{}", missing.join("\n"));
 }
