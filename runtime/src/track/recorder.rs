@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value as Json;
 
-use super::plot::{PLOT_MARGIN, PLOT_SIZE, Plot, Series, write_plot};
+use super::plot::{Plot, Series, write_plot};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
@@ -62,8 +62,8 @@ pub struct EpochValues {
 ///   [`plot_lr`](Self::plot_lr) write them anywhere at any time.
 /// - Its records are saved in checkpoints: a resumed run's plots show the whole run.
 ///
-/// The plots are 640 × 480 PNG images ([`PLOT_SIZE`]) drawn with plotters: white, the plot's
-/// area inside a [`PLOT_MARGIN`] border, in a grey frame with a light grid at the ticks; the x
+/// The plots are 640 × 480 PNG images ([`PLOT_SIZE`](super::PLOT_SIZE)) drawn with plotters: white, the plot's
+/// area inside a [`PLOT_MARGIN`](super::PLOT_MARGIN) border, in a grey frame with a light grid at the ticks; the x
 /// axis the global step, each line scaled to the area (from its minimum at the bottom to its
 /// maximum at the top). Around the area: a title above (`Training and validation loss`,
 /// `Training loss` when there is no validation loss, `Learning rate`), a legend under it (each
