@@ -8,8 +8,6 @@ mod listing;
 mod manifest;
 mod read;
 mod remove;
-#[cfg(test)]
-mod tests;
 mod write;
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -67,3 +65,6 @@ pub(crate) fn now() -> f64 {
 pub fn checkpoint_name(global_step: u64) -> String {
     format!("step-{global_step}")
 }
+
+#[cfg(test)]
+mod tests;
