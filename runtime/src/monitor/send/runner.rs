@@ -11,8 +11,8 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::state::{BoundedSender, WriterQueue, bounded};
 
-/// How many commands of one [`SendMonitorData`](super::SendMonitorData) or
-/// [`SendStat`](super::SendStat) may wait to run; past that, new
+/// How many commands of one [`SendMonitorData`](crate::monitor::SendMonitorData) or
+/// [`SendStat`](crate::monitor::SendStat) may wait to run; past that, new
 /// ones are dropped and counted, so that a hung command never stalls training (see
 /// [`WriterQueue`](crate::state::WriterQueue)).
 pub const COMMAND_QUEUE_CAPACITY: usize = 64;
