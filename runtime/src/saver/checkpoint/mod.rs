@@ -1,70 +1,24 @@
 //! The checkpoint format on disk (described in the `saver` module's docs), and how it is written
-//! and read back: the names of its files ([`listing`] finds the checkpoints of a folder), the
-//! manifest that verifies them ([`manifest`]), writing one and pruning the old ones
-//! ([`write`]), removing one and cleaning what a crash left ([`remove`]), reading one back
-//! ([`read`]).
+//! and read back: the names of its files and what the trainer hands over ([`format`]), the
+//! checkpoints of a folder found by listing it ([`listing`]), the manifest that verifies them
+//! ([`manifest`]), writing one and pruning the old ones ([`write`]), removing one and cleaning
+//! what a crash left ([`remove`]), reading one back ([`read`]).
 
+mod format;
 mod listing;
 mod manifest;
 mod read;
 mod remove;
 mod write;
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use serde_json::Value as Json;
-
+pub use format::{
+    CHECKPOINT_DIR, FORMAT_VERSION, INDEX_FILE, KEEP_FILE, MANIFEST_FILE, MODEL_FILE, MONITORS_FILE,
+    OPTIMIZER_FILE, TRAINER_FILE,
+};
+pub(crate) use format::{Content, now};
 pub use read::Checkpoint;
 pub(crate) use remove::abandon_newer;
 pub(crate) use write::{write, write_copy};
-
-/// The folder of checkpoints inside the log directory.
-pub const CHECKPOINT_DIR: &str = "checkpoints";
-/// The index naming the latest complete checkpoint, inside [`CHECKPOINT_DIR`].
-pub const INDEX_FILE: &str = "index.json";
-/// The model's file inside a checkpoint (burnpack, loadable by plain burn with
-/// `Module::load_file`).
-pub const MODEL_FILE: &str = "model.bpk";
-/// The optimizer's file inside a checkpoint (burnpack, `ModuleOptimizer::load`).
-pub const OPTIMIZER_FILE: &str = "optimizer.bpk";
-/// Counters, data position, hyper-parameters and callbacks' states inside a checkpoint.
-pub const TRAINER_FILE: &str = "trainer.json";
-/// The monitors' history inside a checkpoint.
-pub const MONITORS_FILE: &str = "monitors.json";
-/// Each file's length and CRC-32C, written last inside a checkpoint.
-pub const MANIFEST_FILE: &str = "manifest.json";
-/// An empty file marking a checkpoint kept forever (`keep_every_n_hours`), so that the mark
-/// survives the loss of the index.
-pub const KEEP_FILE: &str = "keep";
-/// The version of this layout, in every manifest. Format 2 checksums the manifest's bytes as
-/// written; format 1 (read, no longer written) checksummed a re-serialization of it.
-pub const FORMAT_VERSION: u64 = 2;
-/// The oldest format this version reads.
-const OLDEST_FORMAT: u64 = 1;
-
-const FILES: [&str; 4] = [MODEL_FILE, OPTIMIZER_FILE, TRAINER_FILE, MONITORS_FILE];
-
-/// What the trainer hands over to be written.
-pub(crate) struct Content {
-    pub(crate) model: Vec<u8>,
-    pub(crate) optimizer: Vec<u8>,
-    pub(crate) trainer: Json,
-    pub(crate) monitors: Json,
-    pub(crate) epoch_num: u64,
-    pub(crate) global_step: u64,
-    /// When it is written, in seconds since the Unix epoch (the manifest's `time`).
-    pub(crate) time: f64,
-}
-
-/// The system's time, in seconds since the Unix epoch.
-pub(crate) fn now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// The name of the checkpoint at `global_step`.
-pub fn checkpoint_name(global_step: u64) -> String {
-    format!("step-{global_step}")
-}
 
 #[cfg(test)]
 mod tests;

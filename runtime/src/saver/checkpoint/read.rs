@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
-use super::listing::{list_readable, occupied, old_of};
-use super::manifest::Manifest;
-use super::{
+use super::format::{
     CHECKPOINT_DIR, FILES, FORMAT_VERSION, MANIFEST_FILE, MONITORS_FILE, OLDEST_FORMAT, TRAINER_FILE,
 };
+use super::listing::{list_readable, occupied, old_of};
+use super::manifest::Manifest;
 use crate::error::{BoxError, Error, Result};
 
 /// Why a checkpoint could not be read.

@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::MANIFEST_FILE;
+use super::format::MANIFEST_FILE;
 use super::listing::{OLD, list_readable, occupied, step_of};
 use crate::error::{Error, Result};
 use crate::state::{leftover_of, process_is_gone, sync_dir, temporary_name};

@@ -3,10 +3,11 @@
 use std::fs;
 use std::path::Path;
 
+use super::format::*;
 use super::listing::{list, step_of};
 use super::manifest::{FileSum, Manifest};
+use super::write;
 use super::write::read_index;
-use super::*;
 use crate::state::{KeepPolicy, check_copy_name};
 fn manifest(format: u64) -> Manifest {
     let mut files = std::collections::BTreeMap::new();

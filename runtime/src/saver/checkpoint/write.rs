@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::format::{Content, FILES, FORMAT_VERSION, INDEX_FILE, KEEP_FILE, MANIFEST_FILE, checkpoint_name};
 use super::listing::{list, occupied, old_of};
 use super::manifest::{FileSum, Manifest};
 use super::read::read_manifest;
 use super::remove::{RemoveFailure, remove_checkpoint, remove_leftovers};
-use super::{Content, FILES, FORMAT_VERSION, INDEX_FILE, KEEP_FILE, MANIFEST_FILE, checkpoint_name};
 use crate::error::{Error, Result};
 use crate::state::{
     KeepPolicy, check_copy_name, create_dir_all_synced, sync_dir, temporary_name, write_atomic,
