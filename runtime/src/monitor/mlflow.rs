@@ -14,6 +14,8 @@ use sink::{MlflowSink, RunStatus, Settings, mlflow_key};
 use crate::callback::Context;
 use crate::callback::Outcome;
 use crate::error::{Error, Result};
+#[cfg(doc)]
+use crate::state::MonitorSink;
 
 /// The most metrics MLflow takes in one `runs/log-batch` request: [`MlflowLogger`]'s largest and
 /// default [`max_batch`](MlflowLogger::max_batch).

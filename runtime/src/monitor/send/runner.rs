@@ -14,7 +14,7 @@ use crate::state::{BoundedSender, WriterQueue, bounded};
 /// How many commands of one [`SendMonitorData`](crate::monitor::SendMonitorData) or
 /// [`SendStat`](crate::monitor::SendStat) may wait to run; past that, new
 /// ones are dropped and counted, so that a hung command never stalls training (see
-/// [`WriterQueue`](crate::state::WriterQueue)).
+/// [`WriterQueue`]).
 pub const COMMAND_QUEUE_CAPACITY: usize = 64;
 
 /// How long the end of training waits for queued and running commands by default.

@@ -46,7 +46,7 @@ pub(super) fn occupied(path: &Path) -> bool {
 }
 
 /// The checkpoints a reader may take in `root`, newest first: each `step-N`, and its `step-N.old`
-/// (the window a writer replacing `step-N` leaves, see [`write_dir`](super::write::write_dir)) right after it.
+/// (the window a writer replacing `step-N` leaves, see `write::write_dir`) right after it.
 pub(super) fn list_readable(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut found: Vec<(std::cmp::Reverse<u64>, bool, PathBuf)> = Vec::new();
     let entries = match fs::read_dir(root) {

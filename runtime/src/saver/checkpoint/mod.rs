@@ -1,8 +1,9 @@
 //! The checkpoint format on disk (described in the `saver` module's docs), and how it is written
-//! and read back: the names of its files and what the trainer hands over ([`format`]), the
-//! checkpoints of a folder found by listing it ([`listing`]), the manifest that verifies them
-//! ([`manifest`]), writing one and pruning the old ones ([`write`]), removing one and cleaning
-//! what a crash left ([`remove`]), reading one back ([`read`]).
+//! and read back: the names of its files and what the trainer hands over
+//! ([`format`](mod@format)), the checkpoints of a folder found by listing it
+//! ([`listing`](mod@listing)), the manifest that verifies them ([`manifest`](mod@manifest)),
+//! writing one and pruning the old ones ([`write`](mod@write)), removing one and cleaning what a
+//! crash left ([`remove`](mod@remove)), reading one back ([`read`](mod@read)).
 
 mod format;
 mod listing;
