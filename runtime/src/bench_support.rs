@@ -34,6 +34,7 @@ pub fn time_event_delivery<M: Module, K, C: Callbacks<M, K>>(
             world_size: 1,
             world: None,
             signals: false,
+            stop: Default::default(),
         },
     )?;
     let start = std::time::Instant::now();

@@ -66,6 +66,8 @@ pub(crate) struct TrainState<M> {
     pub(crate) world: Option<Agreement>,
     /// Whether this run handles SIGINT and SIGTERM (`Trainer::handle_signals`).
     pub(crate) signals: bool,
+    /// The trainer's stop handle, for [`Context::stop_handle`].
+    pub(crate) stop: crate::trainer::StopHandle,
 }
 
 /// What a callback sees at an event: the counters, the model, the optimizer, the hyper-parameters,
@@ -217,6 +219,13 @@ impl<M> Context<'_, M> {
             return None;
         }
         crate::trainer::interrupt::received().map(crate::trainer::interrupt::static_name)
+    }
+    /// The run's [`StopHandle`](crate::trainer::StopHandle), the one
+    /// [`Trainer::stop_handle`](crate::trainer::Trainer::stop_handle) gives: a callback hands it
+    /// to a thread of its own (a key read in a terminal, a message from a service) that stops
+    /// the run at its next step boundary with a checkpoint, as a Ctrl-C does.
+    pub fn stop_handle(&self) -> crate::trainer::StopHandle {
+        self.state.stop.clone()
     }
     /// Whether this run handles signals, so that [`interrupted`](Self::interrupted) can answer.
     pub(crate) fn interrupted_is_watched(&self) -> bool {

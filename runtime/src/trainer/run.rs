@@ -177,6 +177,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
                 world_size,
                 world: None,
                 signals: handle_signals,
+                stop: stop.clone(),
             },
         );
         let mut run = early!(run);
