@@ -43,6 +43,9 @@ pub struct BookFetches;
 #[doc = include_str!("../../book/src/monitors-and-writers.md")]
 pub struct BookMonitorsAndWriters;
 #[cfg(doctest)]
+#[doc = include_str!("../../book/src/dashboard.md")]
+pub struct BookDashboard;
+#[cfg(doctest)]
 #[doc = include_str!("../../book/src/schedules.md")]
 pub struct BookSchedules;
 #[cfg(doctest)]

@@ -131,7 +131,13 @@ fn render_chart(chart: &Curves, area: Rect, buf: &mut Buffer) {
     if x1 - x0 < 1.0 {
         x1 = x0 + 1.0;
     }
-    let pad = if y1 > y0 { (y1 - y0) * 0.05 } else { y0.abs().max(1.0) * 0.05 };
+    let pad = if y1 > y0 {
+        (y1 - y0) * 0.05
+    } else if y0 != 0.0 {
+        y0.abs() * 0.1
+    } else {
+        1.0
+    };
     // A curve that never goes below 0 (a cost, an error) keeps 0 as its floor.
     let (y0, y1) = (if y0 >= 0.0 { (y0 - pad).max(0.0) } else { y0 - pad }, y1 + pad);
     let datasets = chart

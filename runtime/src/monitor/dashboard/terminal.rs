@@ -103,10 +103,18 @@ pub(super) fn spawn(shared: Arc<Shared>, stop: Box<dyn Fn() + Send>) -> std::io:
     })
 }
 
+/// Clear the screen and have the next frame drawn whole. (`Terminal::clear` would ask the
+/// terminal where its cursor is, which a terminal that does not answer makes an error; resizing a
+/// full-screen viewport to its size asks nothing.)
+fn repaint(screen: &mut Terminal<CrosstermBackend<std::io::Stderr>>) -> std::io::Result<()> {
+    let size = screen.size()?;
+    screen.resize(ratatui::layout::Rect::new(0, 0, size.width, size.height))
+}
+
 /// The screen thread's loop; returns the text of the last frame.
 fn run(shared: &Shared, stop: &dyn Fn()) -> std::io::Result<String> {
     let mut screen = Terminal::new(CrosstermBackend::new(std::io::stderr()))?;
-    screen.clear()?;
+    repaint(&mut screen)?;
     // When the next frame is due, and when the screen was last painted whole.
     let (mut due, mut repainted) = (Instant::now(), Instant::now());
     let mut ctrl_c = false;
@@ -141,7 +149,7 @@ fn run(shared: &Shared, stop: &dyn Fn()) -> std::io::Result<String> {
             shared.want_fetch.store(true, Relaxed);
             let _guard = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
             if repainted.elapsed() >= REPAINT {
-                screen.clear()?;
+                repaint(&mut screen)?;
                 repainted = Instant::now();
             }
             let view = View::of(shared);
