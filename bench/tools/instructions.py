@@ -20,9 +20,11 @@ e.g. `python3 bench/tools/instructions.py 400 0 abcde 3`; 0 steps skips a model.
 
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 
 CASES = {
     "a": "(a) hand-written burn loop",
@@ -33,7 +35,14 @@ CASES = {
     "f": "(f) burn-train Learner, default metrics, no renderer",
     "g": "(g) (d) + synchronous fetch of 2 scalars every step",
     "h": "(h) (d) + deferred fetch of 2 scalars every step",
+    "j": "(j) (c), the dashboard for progress bar + printer",
 }
+
+# The cases that need a terminal on stderr (the dashboard draws only there): run under `script`,
+# which gives the program a pseudo-terminal (set to 120x40); valgrind then writes its count to a file. Their count
+# includes the dashboard's drawing thread (valgrind counts every thread, and runs them one at a
+# time), which draws every 250 ms of the slowed-down run's wall time.
+PTY_CASES = {"j"}
 
 
 def binary():
@@ -48,16 +57,23 @@ def binary():
 
 def instructions(exe, case, model, steps):
     env = dict(os.environ, RAYON_NUM_THREADS="1")
-    out = subprocess.run(
-        ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-         exe, "--one", case, model, str(steps)],
-        env=env, capture_output=True, text=True,
-    )
+    valgrind = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+    program = [exe, "--one", case, model, str(steps)]
+    if case in PTY_CASES:
+        with tempfile.NamedTemporaryFile(mode="r", suffix=".log") as log:
+            # A terminal of 120x40, so that the dashboard draws what it would in one.
+            command = "stty cols 120 rows 40; " + shlex.join(valgrind + [f"--log-file={log.name}"] + program)
+            out = subprocess.run(["script", "-qefc", command, "/dev/null"], env=env, capture_output=True,
+                                 text=True, stdin=subprocess.DEVNULL)
+            report = log.read()
+    else:
+        out = subprocess.run(valgrind + program, env=env, capture_output=True, text=True)
+        report = out.stderr
     if out.returncode != 0:
-        sys.exit(f"case {case} {model} {steps} failed:\n{out.stderr[-3000:]}")
-    match = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
+        sys.exit(f"case {case} {model} {steps} failed:\n{report[-3000:]}{out.stdout[-3000:]}")
+    match = re.search(r"I\s+refs:\s+([\d,]+)", report)
     if not match:
-        sys.exit(f"no instruction count in valgrind's output:\n{out.stderr[-3000:]}")
+        sys.exit(f"no instruction count in valgrind's output:\n{report[-3000:]}")
     return int(match.group(1).replace(",", ""))
 
 

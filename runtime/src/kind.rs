@@ -180,6 +180,11 @@ kinds! {
     <D, F> crate::inference::InferenceRunner<D, F> => InferenceRunner;
 }
 
+#[cfg(feature = "dashboard")]
+kinds! {
+    crate::monitor::Dashboard => Dashboard;
+}
+
 #[cfg(feature = "sys-metrics")]
 kinds! {
     crate::track::GpuMemoryTracker => GpuMemoryTracker;

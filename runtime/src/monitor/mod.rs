@@ -3,7 +3,8 @@
 //!
 //! A writer is a [`MonitorSink`] running on a thread of its own; its callback
 //! ([`TensorBoardWriter`], [`JsonWriter`], [`ScalarPrinter`], [`CsvWriter`], [`HistoryWriter`],
-//! [`SendMonitorData`]; with the feature `mlflow`, `MlflowLogger` for an MLflow tracking server)
+//! [`SendMonitorData`]; with the feature `mlflow`, `MlflowLogger` for an MLflow tracking server;
+//! with the feature `dashboard`, `Dashboard`, the terminal dashboard)
 //! registers it at setup. Records put
 //! during an event reach the writers in one batch when the event ends; the end of every epoch
 //! (after every callback's `trigger_epoch`) reaches them as [`MonitorSink::end_epoch`] with the
@@ -22,6 +23,8 @@
 
 mod average;
 mod csv;
+#[cfg(feature = "dashboard")]
+mod dashboard;
 mod hist;
 mod history;
 mod json;
@@ -37,6 +40,8 @@ use crate::state::{EpochStats, MonitorSink, Record, Value};
 pub(crate) use crate::state::{json_f64, parse_f64};
 pub use average::{MovingAverageSummary, SimpleMovingAverage};
 pub use csv::{CSV_FILE, CsvSink, CsvWriter};
+#[cfg(feature = "dashboard")]
+pub use dashboard::Dashboard;
 pub use hist::Hist;
 pub use history::{HISTORY_FILE, HistorySink, HistoryWriter};
 pub(crate) use json::STATS_FILE;
