@@ -12,6 +12,9 @@ Each case is measured `repeats` times (default 3); the table gives the median an
 Memory allocation paths in glibc vary a little from run to run (a few thousand instructions per
 step), which is what the range shows.
 
+With THREAD=main in the environment, each case counts the training thread alone (callgrind,
+`--separate-threads=yes`): the background writers and the dashboard's drawing thread left out.
+
 Usage (after `cargo build --release -p stoker-bench --bin compare [--features learner]`; the environment
 variable COMPARE names another `compare` binary):
     python3 bench/tools/instructions.py [mlp_steps] [conv_steps] [cases] [repeats]
@@ -56,6 +59,8 @@ def binary():
 
 
 def instructions(exe, case, model, steps):
+    if os.environ.get("THREAD") == "main":
+        return main_thread_instructions(exe, case, model, steps)
     env = dict(os.environ, RAYON_NUM_THREADS="1")
     valgrind = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
     program = [exe, "--one", case, model, str(steps)]
@@ -75,6 +80,30 @@ def instructions(exe, case, model, steps):
     if not match:
         sys.exit(f"no instruction count in valgrind's output:\n{report[-3000:]}")
     return int(match.group(1).replace(",", ""))
+
+
+def main_thread_instructions(exe, case, model, steps):
+    """With THREAD=main: the instructions of the training thread alone (callgrind with
+    `--separate-threads=yes`, thread 1), leaving out the writers' and the dashboard's threads,
+    whose work per step depends on the wall time of a run slowed down by valgrind."""
+    env = dict(os.environ, RAYON_NUM_THREADS="1")
+    with tempfile.TemporaryDirectory() as tmp:
+        out_file = os.path.join(tmp, "cg.out")
+        valgrind = ["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={out_file}",
+                    f"--log-file={os.path.join(tmp, 'log')}"]
+        program = [exe, "--one", case, model, str(steps)]
+        command = shlex.join(valgrind + program)
+        if case in PTY_CASES:
+            command = "stty cols 120 rows 40; " + command
+        out = subprocess.run(["script", "-qefc", command, "/dev/null"], env=env, capture_output=True,
+                             text=True, stdin=subprocess.DEVNULL)
+        first = out_file + "-01"
+        if out.returncode != 0 or not os.path.exists(first):
+            sys.exit(f"case {case} {model} {steps} failed:\n{out.stdout[-3000:]}")
+        match = re.search(r"^(?:summary|totals):\s+(\d+)", open(first).read(), re.M)
+        if not match:
+            sys.exit(f"no instruction count in {first}")
+        return int(match.group(1))
 
 
 def main():
