@@ -19,6 +19,7 @@ use crate::callback::{
 };
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
+use crate::kind::CallbackKind;
 
 pub use proxy::{Forward, Proxy, ProxyCallback};
 
@@ -118,6 +119,10 @@ pub struct PeriodicTrigger<C> {
     inner: C,
     period: PeriodSetting,
     before_train: bool,
+}
+// A wrapper is ordered as the callback it wraps (its `name` is its name).
+impl<C: CallbackKind> CallbackKind for PeriodicTrigger<C> {
+    const NAME: &'static str = C::NAME;
 }
 
 impl<C> PeriodicTrigger<C> {
@@ -240,6 +245,9 @@ pub struct PeriodicCallback<C> {
     period: PeriodSetting,
     step_enabled: bool,
 }
+impl<C: CallbackKind> CallbackKind for PeriodicCallback<C> {
+    const NAME: &'static str = C::NAME;
+}
 
 impl<C> PeriodicCallback<C> {
     /// Wrap `inner`; give it a period with the methods below.
@@ -330,6 +338,9 @@ pub struct EnableCallbackIf<C, P> {
     inner: C,
     predicate: P,
     step_enabled: bool,
+}
+impl<C: CallbackKind, P> CallbackKind for EnableCallbackIf<C, P> {
+    const NAME: &'static str = C::NAME;
 }
 
 impl<C, P: Fn(&Counters) -> bool> EnableCallbackIf<C, P> {

@@ -10,6 +10,7 @@ use super::step::{StepGradients, StepHooks, StepLoss};
 use crate::Result;
 use crate::error::{Cancel, Error};
 use crate::fetch::{Fetch, Fetched};
+use crate::kind::CallbackKind;
 
 macro_rules! define_callback_trait {
     ($(;)? $(
@@ -249,3 +250,14 @@ macro_rules! forward_callback {
 }
 
 for_each_event!(define_callback_trait);
+
+// A boxed callback of any type: a field may hold one; an order target cannot name it.
+impl<M> CallbackKind for dyn Callback<M> {
+    const NAME: &'static str = "dyn Callback";
+}
+impl<M> CallbackKind for dyn Callback<M> + Send {
+    const NAME: &'static str = "dyn Callback";
+}
+impl<M> CallbackKind for dyn Callback<M> + Send + Sync {
+    const NAME: &'static str = "dyn Callback";
+}

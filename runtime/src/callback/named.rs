@@ -10,6 +10,7 @@ use super::order::Order;
 use super::step::{StepGradients, StepHooks, StepLoss};
 use crate::error::{Result, check_setting};
 use crate::fetch::{Fetch, Fetched};
+use crate::kind::CallbackKind;
 
 /// A callback under a name of its own: `<Type>(<label>)`, such as `InferenceRunner(test)` or
 /// `ModelSaver(archive)`. Made with [`CallbackExt::named`] (`.named("test")` on any callback) or
@@ -56,6 +57,10 @@ use crate::fetch::{Fetch, Fetched};
 pub struct Named<C> {
     inner: C,
     label: Cow<'static, str>,
+}
+// A named callback (`InferenceRunner(test)`) is designated by its type's name.
+impl<C: CallbackKind> CallbackKind for Named<C> {
+    const NAME: &'static str = C::NAME;
 }
 
 impl<C> Named<C> {

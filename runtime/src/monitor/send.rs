@@ -321,6 +321,7 @@ pub struct SendMonitorData {
     wait_at_end: Duration,
     label: Option<String>,
 }
+crate::kind::kind!(SendMonitorData);
 
 impl SendMonitorData {
     /// Run `command` each time every one of `names` has a new value. An empty or repeated
@@ -453,6 +454,7 @@ pub struct SendStat {
     label: Option<String>,
     runner: Option<CommandRunner>,
 }
+crate::kind::kind!(SendStat);
 
 impl std::fmt::Debug for CommandRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

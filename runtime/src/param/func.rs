@@ -60,6 +60,7 @@ pub struct HyperParamSetterWithFunc<F> {
     func: F,
     step_based: bool,
 }
+crate::kind::kind!(HyperParamSetterWithFunc<F>);
 
 impl<F> fmt::Debug for HyperParamSetterWithFunc<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

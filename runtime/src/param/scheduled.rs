@@ -69,6 +69,7 @@ pub struct ScheduledHyperParamSetter {
     step_based: bool,
     set_at_beginning: bool,
 }
+crate::kind::kind!(ScheduledHyperParamSetter);
 
 impl ScheduledHyperParamSetter {
     /// A schedule for `param` (`"learning_rate"` or a registered name). Points must increase.

@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use super::Target;
 use crate::callback::{Callback, Context};
 use crate::error::Result;
+use crate::kind::CallbackKind;
 
 /// What a hyper-parameter setter computes: tensorpack's abstract `HyperParamSetter`, whose
 /// users subclass it and write `_get_value_to_set`. Here a type implements this trait and
@@ -86,6 +87,10 @@ pub trait HyperParamSetter {
 pub struct SetterCallback<S> {
     setter: S,
     target: Target,
+}
+// A user-written setter's callback is ordered by the setter's name.
+impl<S: HyperParamSetter> CallbackKind for SetterCallback<S> {
+    const NAME: &'static str = S::NAME;
 }
 
 impl<S: HyperParamSetter> SetterCallback<S> {

@@ -57,6 +57,7 @@ pub struct SaveBestState {
     best_epoch: u64,
     writer: Option<Writer>,
 }
+crate::kind::kind!(SaveBestState);
 
 impl SaveBestState {
     /// Write the model to `path` whenever the monitored scalar `statistic` reaches its lowest

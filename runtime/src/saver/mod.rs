@@ -59,6 +59,7 @@ pub use checkpoint::{
 
 use crate::callback::{Callback, CheckpointRequest, Context};
 use crate::error::{Error, Result, check_setting};
+use crate::kind::CallbackKind;
 use crate::state::{KeepPolicy, check_copy_name, create_dir_all_synced, json_f64, parse_f64};
 use crate::track::{Clock, MonotonicClock};
 
@@ -110,6 +111,7 @@ pub struct ModelSaver<T = MonotonicClock> {
     /// The folder of checkpoints, set at setup.
     root: Option<PathBuf>,
 }
+crate::kind::kind!(ModelSaver<T>);
 
 impl Default for ModelSaver {
     fn default() -> Self {
@@ -241,6 +243,9 @@ pub struct BestSaver<const MAX: bool> {
     copy_name: Option<String>,
     best: Option<f64>,
     warned: bool,
+}
+impl<const MAX: bool> CallbackKind for BestSaver<MAX> {
+    const NAME: &'static str = if MAX { "MaxSaver" } else { "MinSaver" };
 }
 
 /// [`BestSaver`] keeping the lowest value.

@@ -40,6 +40,7 @@ pub struct EarlyStop<S, F> {
     state: Option<S>,
     stop_func: F,
 }
+crate::kind::kind!(EarlyStop<S, F>);
 
 impl<S: std::fmt::Debug, F> std::fmt::Debug for EarlyStop<S, F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -104,6 +104,7 @@ pub struct EarlyStopping {
     /// The global steps of the best weights written by the last two checkpoints.
     written: Cell<[Option<u64>; 2]>,
 }
+crate::kind::kind!(EarlyStopping);
 
 impl std::fmt::Debug for EarlyStopping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

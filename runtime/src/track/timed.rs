@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::{Clock, MonotonicClock, humanize_duration, seconds};
 use crate::callback::{CallbackInfo, Callbacks, Context, Counters, Event, StateOp};
 use crate::error::{Result, check_setting};
+use crate::kind::CallbackSet;
 
 /// Times every event of every callback of a set, and reports the slow ones at the end of each
 /// epoch and at the end of training, as tensorpack's `CallbackTimeLogger` does (`log` records at
@@ -69,6 +70,7 @@ pub struct Timed<C, T = MonotonicClock> {
     epoch_start: Option<Duration>,
     run_start: Option<Duration>,
 }
+impl<C: CallbackSet, T> CallbackSet for Timed<C, T> {}
 
 #[derive(Debug)]
 struct Member {

@@ -8,6 +8,7 @@ use crate::callback::{
 };
 use crate::error::Result;
 use crate::fetch::{Fetch, Fetched};
+use crate::kind::CallbackKind;
 
 macro_rules! define_proxy {
     ($(;)? $(
@@ -132,6 +133,9 @@ impl<M, C: Callback<M>> Proxy<M, C> for Forward {}
 pub struct ProxyCallback<C, D = Forward> {
     inner: C,
     decorator: D,
+}
+impl<C: CallbackKind, D> CallbackKind for ProxyCallback<C, D> {
+    const NAME: &'static str = C::NAME;
 }
 
 impl<C> ProxyCallback<C, Forward> {
