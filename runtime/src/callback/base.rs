@@ -215,30 +215,8 @@ impl CallbackReturn for Flow {
 macro_rules! forward_callback {
     ([$($method:ident ($($arg:ident : $ty:ty)?))*] $pointer:ty) => {
         impl<M, C: Callback<M> + ?Sized> Callback<M> for $pointer {
-            fn name(&self) -> Cow<'static, str> {
-                (**self).name()
-            }
-            fn order(&self) -> Order {
-                (**self).order()
-            }
-            fn fetches(&self) -> &[Fetch] {
-                (**self).fetches()
-            }
-            fn chief_only(&self) -> bool {
-                (**self).chief_only()
-            }
-            fn save_state(&self) -> Result<Option<serde_json::Value>> {
-                (**self).save_state()
-            }
-            fn load_state(&mut self, state: serde_json::Value) -> Result<()> {
-                (**self).load_state(state)
-            }
-            fn wants_fetch(&self, counters: &Counters) -> bool {
-                (**self).wants_fetch(counters)
-            }
-            fn step_hooks(&self) -> StepHooks {
-                (**self).step_hooks()
-            }
+            crate::callback::forward_methods!((deref);
+                name order fetches chief_only save_state load_state wants_fetch step_hooks);
             $(
                 #[inline]
                 fn $method(&mut self, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {
