@@ -28,9 +28,9 @@
 
 /// A callback type, which an `#[order(after = X)]` constraint can name.
 ///
-/// `NAME` is the name the trainer orders it by: the [`Callback::name`](crate::callback::Callback::name) of its values, or the
-/// part of it before `(` (`ScheduledHyperParamSetter` designates every
-/// `ScheduledHyperParamSetter(learning_rate)`).
+/// `NAME` is the name the trainer orders it by: the
+/// [`Callback::name`](crate::callback::Callback::name) of its values, or the part of it before `(`
+/// (`ScheduledHyperParamSetter` designates every `ScheduledHyperParamSetter(learning_rate)`).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a callback type",
     label = "an order target names a callback type",
