@@ -1,11 +1,11 @@
 //! Early stopping: Keras's [`EarlyStopping`] (patience, `min_delta`, baseline, warm-up, restoring
 //! the best weights) and neon's [`EarlyStop`] (a function of the user's decides).
 //!
-//! Both read a monitored scalar from [`Monitors`] when triggered (every epoch by default) and stop
-//! training with [`Context::request_stop`](crate::callback::Context::request_stop): order them
-//! after the callback that puts the scalar (`#[order(after = InferenceRunner)]`, or later in a
-//! tuple). Their counters are callback state: a resumed run stops at the epoch an uninterrupted
-//! one would have.
+//! Both read a monitored scalar from [`Monitors`](crate::state::Monitors) when triggered (every
+//! epoch by default) and stop training with
+//! [`Context::request_stop`](crate::callback::Context::request_stop): order them after the
+//! callback that puts the scalar (`#[order(after = InferenceRunner)]`, or later in a tuple). Their
+//! counters are callback state: a resumed run stops at the epoch an uninterrupted one would have.
 
 mod early_stop;
 mod early_stopping;
