@@ -196,7 +196,18 @@ mod tests {
                 chief_only(Box::new(GradientClip::new(1.0)) as Box<dyn Callback<Linear>>),
             ),
         ];
-        let chief = [
+        let chief = on_the_chief();
+        for (name, chief_only) in every_rank {
+            assert!(!chief_only, "{name} must run on every rank");
+        }
+        for (name, chief_only) in chief {
+            assert!(chief_only, "{name} must run on the chief only");
+        }
+    }
+
+    /// The built-ins that run on the chief only, each with what `chief_only()` says.
+    fn on_the_chief() -> [(&'static str, bool); 20] {
+        [
             ("ModelSaver", chief_only(ModelSaver::new(3))),
             ("MinSaver", chief_only(MinSaver::new("validation_loss"))),
             ("EarlyStopping", chief_only(EarlyStopping::new("validation_loss"))),
@@ -226,13 +237,7 @@ mod tests {
             ("PeriodicTrigger(ModelSaver)", chief_only(PeriodicTrigger::new(ModelSaver::new(1)))),
             ("Named(ModelSaver)", chief_only(ModelSaver::new(1).named("archive"))),
             ("CheckNumerics", chief_only(CheckNumerics::new())),
-        ];
-        for (name, chief_only) in every_rank {
-            assert!(!chief_only, "{name} must run on every rank");
-        }
-        for (name, chief_only) in chief {
-            assert!(chief_only, "{name} must run on the chief only");
-        }
+        ]
     }
 
     /// One built-in callback, as a value: its type's name, its kind's `NAME`, its `name()`.
