@@ -285,15 +285,12 @@ fn trait_methods(rt: &Runtime, methods: Methods, model: &TokenStream) -> TokenSt
             continue;
         }
         let ident = Ident::new(event.name(), Span::call_site());
-        let values = match event.payload() {
-            Some((name, ty)) => {
-                let (name, ty) = (Ident::new(name, Span::call_site()), Ident::new(ty, Span::call_site()));
-                // `StepLoss` borrows the step's outputs; `StepGradients` borrows nothing.
-                let lifetime = (event == EventKind::BeforeBackward).then(|| quote!(<'_>));
-                Some(quote!(#name: &#p::#ty #lifetime,))
-            }
-            None => event.has_values().then(|| quote!(values: &#p::Fetched<'_>,)),
-        };
+        let values = event.parameter().map(|(name, ty)| {
+            let (name, ty) = (Ident::new(name, Span::call_site()), Ident::new(ty, Span::call_site()));
+            // `StepLoss` and `Fetched` borrow the step's outputs; `StepGradients` borrows nothing.
+            let lifetime = (event != EventKind::AfterBackward).then(|| quote!(<'_>));
+            quote!(#name: &#p::#ty #lifetime,)
+        });
         out.extend(quote! {
             #[allow(unused_variables, unreachable_code, clippy::needless_return)]
             fn #ident(&mut self, ctx: &mut #p::Context<'_, #model>, #values) -> #p::Result<()> {

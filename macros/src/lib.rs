@@ -99,6 +99,19 @@ pub fn derive_callbacks(input: proc_macro::TokenStream) -> proc_macro::TokenStre
     expand_derive(input.into()).into()
 }
 
+/// Not for users: the macros' list of events as data, `[(name, gated, parameter), ...]` in order
+/// (`parameter`: the `(name, type)` of the value the event's method takes, if any), which the
+/// runtime's tests compare with its own list (`for_each_event!`): a proc-macro crate exports
+/// only macros, and cannot read the runtime's list.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __event_table(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
+    if !input.is_empty() {
+        return quote!(::core::compile_error!("`__event_table!()` takes no input")).into();
+    }
+    event::EventKind::table().into()
+}
+
 /// The expansion of `#[callback(args)] item`, on token streams (so that tests can feed it anything).
 pub(crate) fn expand_callback(args: TokenStream, item: TokenStream) -> TokenStream {
     let item: syn::Item = match syn::parse2(item.clone()) {

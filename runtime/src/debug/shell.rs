@@ -58,6 +58,7 @@ pub struct InjectShell {
     /// Bytes read from stdin past the last line handled.
     pending: Vec<u8>,
 }
+crate::kind::kind!(InjectShell);
 
 impl std::fmt::Debug for InjectShell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

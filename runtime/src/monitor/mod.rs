@@ -55,7 +55,7 @@ pub use tensorboard::TensorBoardSink;
 pub use train_cost::{TRAIN_COST, TrainCost, TrainLogger, TrainLoggerSink};
 
 use crate::callback::Context;
-use crate::error::{Error, Result, io_error_at};
+use crate::error::{Error, Result};
 
 /// Writes every monitored record to a TensorBoard event file in the log directory, which
 /// TensorBoard itself reads (`tensorboard --logdir <log dir>`). On by default. tensorpack's
@@ -150,30 +150,5 @@ impl TensorBoardWriter {
         }
         ctx.monitors().add_sink(sink);
         Ok(())
-    }
-}
-
-impl MonitorSink for TensorBoardSink {
-    fn name(&self) -> &str {
-        "TensorBoard"
-    }
-    // The errors name the event file (a writer's failure is reported with its error alone).
-    fn write(&mut self, records: &[Record]) -> std::io::Result<()> {
-        TensorBoardSink::write(self, records)
-            .and_then(|()| self.flush_if_due())
-            .map_err(|e| io_error_at(self.path(), e))
-    }
-    /// Writes what is held when `max_queue` events are held or the oldest is `flush_secs` old.
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.flush_if_due().map_err(|e| io_error_at(self.path(), e))
-    }
-    fn flush_due(&self) -> Option<std::time::Instant> {
-        TensorBoardSink::flush_due(self)
-    }
-    fn end_epoch(&mut self, _stats: &EpochStats) -> std::io::Result<()> {
-        TensorBoardSink::end_epoch(self).map_err(|e| io_error_at(self.path(), e))
-    }
-    fn close(&mut self) -> std::io::Result<()> {
-        TensorBoardSink::flush(self).map_err(|e| io_error_at(self.path(), e))
     }
 }

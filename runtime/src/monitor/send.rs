@@ -320,6 +320,7 @@ pub struct SendMonitorData {
     template: Template,
     wait_at_end: Duration,
 }
+crate::kind::kind!(SendMonitorData);
 
 impl SendMonitorData {
     /// Run `command` each time every one of `names` has a new value. An empty or repeated
@@ -440,6 +441,7 @@ pub struct SendStat {
     wait_at_end: Duration,
     runner: Option<CommandRunner>,
 }
+crate::kind::kind!(SendStat);
 
 impl std::fmt::Debug for CommandRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

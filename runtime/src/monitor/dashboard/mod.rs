@@ -59,6 +59,7 @@ pub struct Dashboard {
     shared: Option<Arc<Shared>>,
     screen: Option<JoinHandle<()>>,
 }
+crate::kind::kind!(Dashboard);
 
 impl Dashboard {
     /// Every monitored scalar, no step output fetched.
