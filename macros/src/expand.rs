@@ -649,7 +649,7 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
     quote! {
         #checks
         #[automatically_derived]
-        impl #impl_generics #p::CallbackSet for #ident #ty_generics #where_clause {}
+        impl #impl_generics #p::CallbackField for #ident #ty_generics #where_clause {}
         #[automatically_derived]
         impl<#(#params),*> #p::Callbacks<#m, (#(#markers,)*)> for #ident #ty_generics
         where #(#predicates,)*
@@ -725,7 +725,7 @@ fn field_checks(rt: &Runtime, input: &crate::ast::Composition) -> TokenStream {
     let (impl_generics, _, where_clause) = input.generics.split_for_impl();
     quote! {
         const _: () = {
-            fn __stoker_is_callback_set<T: #p::CallbackSet + ?::core::marker::Sized>() {}
+            fn __stoker_is_callback_set<T: #p::CallbackField + ?::core::marker::Sized>() {}
             #[allow(dead_code, clippy::extra_unused_type_parameters)]
             fn __stoker_fields #impl_generics () #where_clause {
                 #(#checks)*

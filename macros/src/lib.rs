@@ -87,7 +87,7 @@ pub fn order(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 /// dispatched statically. Fields take `#[order(after = X, before = Y)]`, `#[every_k_steps(N)]`,
 /// `#[every_k_epochs(N)]` (`PeriodicCallback`'s gating), `#[enable_if(path)]` and
 /// `#[chief_only]` / `#[chief_only(false)]`. Every field is a callback or a set of callbacks
-/// (`burn_stoker::kind::CallbackSet`), checked on the field. On the struct,
+/// (`burn_stoker::kind::CallbackField`), checked on the field. On the struct,
 /// `#[callbacks(crate = "path")]` names a renamed runtime.
 ///
 /// Examples (compiled as doc tests of `burn-stoker`, which re-exports this macro): `burn_stoker::Callbacks`.

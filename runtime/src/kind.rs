@@ -22,7 +22,7 @@
 //! }
 //! ```
 //!
-//! [`CallbackSet`] is what a field of a `#[derive(Callbacks)]` struct may be: a callback, or a
+//! [`CallbackField`] is what a field of a `#[derive(Callbacks)]` struct may be: a callback, or a
 //! set of callbacks (a tuple, an `Option`, a `Vec`, another derived struct, a
 //! [`Timed`](crate::track::Timed) set). A field of any other type is a compile error on that field.
 
@@ -41,22 +41,24 @@ pub trait CallbackKind {
     const NAME: &'static str;
 }
 
-/// What a field of a `#[derive(Callbacks)]` struct may be: a callback, or a set of callbacks.
+/// What a field of a `#[derive(Callbacks)]` struct may be: a callback, or a set of callbacks. A
+/// compile-time check only, spanned on the field; the trainer runs a set through
+/// [`Callbacks`](crate::callback::Callbacks), the one trait of a set of callbacks.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a callback, nor a set of callbacks",
     label = "a field of a `#[derive(Callbacks)]` struct is a callback or a set of callbacks",
     note = "use a type made by `#[callback]`, a built-in callback, a tuple, `Option` or `Vec` of them, or another `#[derive(Callbacks)]` struct; a hand-written callback implements `CallbackKind` in one line: `impl CallbackKind for {Self} {{ const NAME: &'static str = \"...\"; }}`"
 )]
-pub trait CallbackSet {}
+pub trait CallbackField {}
 
-impl<C: CallbackKind + ?Sized> CallbackSet for C {}
-impl CallbackSet for () {}
-impl<C: CallbackSet> CallbackSet for Option<C> {}
-impl<C: CallbackSet> CallbackSet for Vec<C> {}
+impl<C: CallbackKind + ?Sized> CallbackField for C {}
+impl CallbackField for () {}
+impl<C: CallbackField> CallbackField for Option<C> {}
+impl<C: CallbackField> CallbackField for Vec<C> {}
 
 macro_rules! tuple_sets {
     ($($name:ident)+) => {
-        impl<$($name: CallbackSet),+> CallbackSet for ($($name,)+) {}
+        impl<$($name: CallbackField),+> CallbackField for ($($name,)+) {}
     };
 }
 
