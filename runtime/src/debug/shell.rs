@@ -262,92 +262,122 @@ fn command<M>(line: &str, ctx: &mut Context<'_, M>, out: &mut dyn Write) -> std:
     match words.as_slice() {
         [] => {}
         ["help" | "?"] => out.write_all(HELP.as_bytes())?,
-        ["status"] => {
-            let c = *ctx.counters();
-            writeln!(
-                out,
-                "epoch {} of {}, global step {}, local step {} of {}",
-                c.epoch_num(),
-                c.max_epoch(),
-                c.global_step(),
-                c.local_step(),
-                c.steps_per_epoch()
-            )?;
-        }
-        ["monitors" | "ls"] => {
-            let monitors = ctx.monitors_ref();
-            let mut any = false;
-            for name in monitors.scalar_names() {
-                if let Some(&(step, value)) = monitors.history(name).last() {
-                    writeln!(out, "{name} = {value} (step {step})")?;
-                    any = true;
-                }
-            }
-            if !any {
-                writeln!(out, "no scalar has been put yet")?;
-            }
-        }
-        ["history", name, rest @ ..] if rest.len() <= 1 => {
-            let count = match rest.first().map(|n| n.parse::<usize>()) {
-                None => usize::MAX,
-                Some(Ok(n)) => n,
-                Some(Err(_)) => {
-                    writeln!(out, "history: `{}` is not a number of values", rest[0])?;
-                    return Ok(Next::Prompt);
-                }
-            };
-            let history = ctx.monitors_ref().history(name);
-            if history.is_empty() {
-                let known: Vec<&str> = ctx.monitors_ref().scalar_names().collect();
-                writeln!(out, "no scalar named `{name}`; known: {}", known.join(", "))?;
-            }
-            for (step, value) in &history[history.len().saturating_sub(count)..] {
-                writeln!(out, "{step}: {value}")?;
-            }
-        }
-        ["hyper"] => {
-            let hyper = ctx.hyper();
-            for name in hyper.names() {
-                writeln!(out, "{name} = {}", hyper.get(name).unwrap_or(f64::NAN))?;
-            }
-        }
-        ["get", name] => match ctx.hyper().get(name) {
-            Some(value) => writeln!(out, "{name} = {value}")?,
-            None => {
-                let known: Vec<&str> = ctx.hyper().names().collect();
-                writeln!(out, "no hyper-parameter named `{name}`; known: {}", known.join(", "))?;
-            }
-        },
-        ["set", name, value] => match value.parse::<f64>() {
-            Err(_) => writeln!(out, "set: `{value}` is not a number")?,
-            Ok(value) => match ctx.hyper_mut().set(name, value) {
-                Ok(()) => writeln!(out, "{name} = {value}")?,
-                Err(e) => writeln!(out, "set: {e}")?,
-            },
-        },
+        ["status"] => status(ctx, out)?,
+        ["monitors" | "ls"] => monitors(ctx, out)?,
+        ["history", name, rest @ ..] if rest.len() <= 1 => history(ctx, name, rest.first().copied(), out)?,
+        ["hyper"] => hyper(ctx, out)?,
+        ["get", name] => get(ctx, name, out)?,
+        ["set", name, value] => set(ctx, name, value, out)?,
         ["stop"] => {
             ctx.request_stop("stopped from InjectShell");
             writeln!(out, "training stops after this trigger")?;
             return Ok(Next::Continue);
         }
         ["continue" | "c" | "exit" | "quit" | "q"] => return Ok(Next::Continue),
-        [word, ..] => {
-            const KNOWN: [&str; 9] =
-                ["help", "status", "monitors", "history", "hyper", "get", "set", "stop", "continue"];
-            let expects = match *word {
-                "history" => Some("history NAME [N]"),
-                "get" => Some("get NAME"),
-                "set" => Some("set NAME VALUE"),
-                _ if KNOWN.contains(word) => Some(*word),
-                _ => None,
-            };
-            match expects {
-                Some(usage) => writeln!(out, "usage: {usage}")?,
-                None => writeln!(out, "unknown command `{word}`; commands: {}", KNOWN.join(", "))?,
-            }
-        }
+        [word, ..] => usage(word, out)?,
     }
     Ok(Next::Prompt)
+}
+
+/// `status`: the counters.
+fn status<M>(ctx: &Context<'_, M>, out: &mut dyn Write) -> std::io::Result<()> {
+    let c = *ctx.counters();
+    writeln!(
+        out,
+        "epoch {} of {}, global step {}, local step {} of {}",
+        c.epoch_num(),
+        c.max_epoch(),
+        c.global_step(),
+        c.local_step(),
+        c.steps_per_epoch()
+    )
+}
+
+/// `monitors`: the latest value of every scalar.
+fn monitors<M>(ctx: &Context<'_, M>, out: &mut dyn Write) -> std::io::Result<()> {
+    let monitors = ctx.monitors_ref();
+    let mut any = false;
+    for name in monitors.scalar_names() {
+        if let Some(&(step, value)) = monitors.history(name).last() {
+            writeln!(out, "{name} = {value} (step {step})")?;
+            any = true;
+        }
+    }
+    if !any {
+        writeln!(out, "no scalar has been put yet")?;
+    }
+    Ok(())
+}
+
+/// `history NAME [N]`: the last `count` values of a scalar (all of them without `count`).
+fn history<M>(
+    ctx: &Context<'_, M>,
+    name: &str,
+    count: Option<&str>,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let count = match count.map(|n| (n, n.parse::<usize>())) {
+        None => usize::MAX,
+        Some((_, Ok(n))) => n,
+        Some((n, Err(_))) => return writeln!(out, "history: `{n}` is not a number of values"),
+    };
+    let history = ctx.monitors_ref().history(name);
+    if history.is_empty() {
+        let known: Vec<&str> = ctx.monitors_ref().scalar_names().collect();
+        writeln!(out, "no scalar named `{name}`; known: {}", known.join(", "))?;
+    }
+    for (step, value) in &history[history.len().saturating_sub(count)..] {
+        writeln!(out, "{step}: {value}")?;
+    }
+    Ok(())
+}
+
+/// `hyper`: every hyper-parameter.
+fn hyper<M>(ctx: &Context<'_, M>, out: &mut dyn Write) -> std::io::Result<()> {
+    let hyper = ctx.hyper();
+    for name in hyper.names() {
+        writeln!(out, "{name} = {}", hyper.get(name).unwrap_or(f64::NAN))?;
+    }
+    Ok(())
+}
+
+/// `get NAME`: one hyper-parameter.
+fn get<M>(ctx: &Context<'_, M>, name: &str, out: &mut dyn Write) -> std::io::Result<()> {
+    match ctx.hyper().get(name) {
+        Some(value) => writeln!(out, "{name} = {value}"),
+        None => {
+            let known: Vec<&str> = ctx.hyper().names().collect();
+            writeln!(out, "no hyper-parameter named `{name}`; known: {}", known.join(", "))
+        }
+    }
+}
+
+/// `set NAME VALUE`: set a hyper-parameter.
+fn set<M>(ctx: &mut Context<'_, M>, name: &str, value: &str, out: &mut dyn Write) -> std::io::Result<()> {
+    match value.parse::<f64>() {
+        Err(_) => writeln!(out, "set: `{value}` is not a number"),
+        Ok(value) => match ctx.hyper_mut().set(name, value) {
+            Ok(()) => writeln!(out, "{name} = {value}"),
+            Err(e) => writeln!(out, "set: {e}"),
+        },
+    }
+}
+
+/// A command with the wrong arguments (its usage), or an unknown one (the commands).
+fn usage(word: &str, out: &mut dyn Write) -> std::io::Result<()> {
+    const KNOWN: [&str; 9] =
+        ["help", "status", "monitors", "history", "hyper", "get", "set", "stop", "continue"];
+    let expects = match word {
+        "history" => Some("history NAME [N]"),
+        "get" => Some("get NAME"),
+        "set" => Some("set NAME VALUE"),
+        _ if KNOWN.contains(&word) => Some(word),
+        _ => None,
+    };
+    match expects {
+        Some(usage) => writeln!(out, "usage: {usage}"),
+        None => writeln!(out, "unknown command `{word}`; commands: {}", KNOWN.join(", ")),
+    }
 }
 
 impl<M> Callback<M> for InjectShell {

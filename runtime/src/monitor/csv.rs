@@ -1,9 +1,13 @@
 //! A CSV file of the scalars, one row per epoch, as Keras's `CSVLogger` writes it.
 
+mod table;
+
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use table::{EPOCH, GLOBAL_STEP, Row, Table, merge_into, read_existing, remove_reserved, warn_reserved};
 
 use super::{EpochStats, MonitorSink, Record};
 use crate::callback::{Callback, Context};
@@ -12,11 +16,6 @@ use crate::state::write_atomic;
 
 /// The default file name, in the log directory.
 pub const CSV_FILE: &str = "stats.csv";
-
-/// The name of the first column.
-const EPOCH: &str = "epoch";
-/// The name of the second column.
-const GLOBAL_STEP: &str = "global_step";
 
 /// Writes the scalars of every epoch to a CSV file in the log directory (`stats.csv` by default),
 /// one row per epoch, as Keras's `CSVLogger` does: the `epoch` and `global_step` columns first,
@@ -104,26 +103,6 @@ impl<M> Callback<M> for CsvWriter {
     }
 }
 
-/// One row: an epoch and its scalars (absent: an empty cell).
-#[derive(Debug, Clone)]
-struct Row {
-    epoch: u64,
-    global_step: u64,
-    values: BTreeMap<String, f64>,
-}
-
-impl PartialEq for Row {
-    /// Equal values, NaN equal to NaN (a file read back must equal what was written).
-    fn eq(&self, other: &Row) -> bool {
-        self.epoch == other.epoch
-            && self.global_step == other.global_step
-            && self.values.len() == other.values.len()
-            && self.values.iter().zip(&other.values).all(|((ka, va), (kb, vb))| {
-                ka == kb && (va.to_bits() == vb.to_bits() || (va.is_nan() && vb.is_nan()) || va == vb)
-            })
-    }
-}
-
 /// The writer behind [`CsvWriter`].
 #[derive(Debug)]
 pub struct CsvSink {
@@ -155,79 +134,12 @@ impl CsvSink {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         }
-        let existing = match std::fs::read_to_string(path) {
-            Ok(text) => Some(parse(&text, separator)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Some(Err("it is not UTF-8".into())),
-            Err(e) => return Err(Error::io(path, e)),
-        };
-        let restored = restored.map(|stats| {
-            let mut rows: Vec<Row> = Vec::new();
-            for s in stats {
-                merge_into(&mut rows, s);
-            }
-            rows
-        });
+        let existing = read_existing(path, separator)?;
         let mut warned_epoch = false;
-        let restored = restored.map(|mut rows| {
-            for row in &mut rows {
-                if remove_reserved(row) && !warned_epoch {
-                    warn_reserved();
-                    warned_epoch = true;
-                }
-            }
-            rows
-        });
-        let (rows, columns, backup_because) = match (existing, restored) {
-            (None, restored) => (restored.unwrap_or_default(), Vec::new(), None),
-            (Some(Ok(file)), Some(restored)) => {
-                let (before, after): (Vec<Row>, Vec<Row>) =
-                    file.rows.into_iter().partition(|r| r.epoch < starting_epoch);
-                if before == restored {
-                    if let (Some(first), Some(last)) = (after.first(), after.last()) {
-                        crate::logging::info!(
-                            "{}: dropped the rows of epochs {} to {}, logged after the checkpoint this run resumes from",
-                            path.display(),
-                            first.epoch,
-                            last.epoch
-                        );
-                    }
-                    (restored, file.columns, None)
-                } else {
-                    (
-                        restored,
-                        Vec::new(),
-                        Some("differs from the checkpoint this run resumes from".to_string()),
-                    )
-                }
-            }
-            (Some(Err(why)), Some(restored)) => {
-                (restored, Vec::new(), Some(format!("cannot be read ({why})")))
-            }
-            (Some(Ok(file)), None)
-                if file.rows.last().map(|r| r.epoch + 1) == Some(starting_epoch)
-                    || (file.rows.is_empty() && starting_epoch <= 1) =>
-            {
-                (file.rows, file.columns, None)
-            }
-            (Some(Ok(_)), None) => (
-                Vec::new(),
-                Vec::new(),
-                Some(format!(
-                    "does not end at epoch {} (the epoch before this run's first)",
-                    starting_epoch.saturating_sub(1)
-                )),
-            ),
-            (Some(Err(why)), None) => (Vec::new(), Vec::new(), Some(format!("cannot be read ({why})"))),
-        };
+        let restored = restored.map(|stats| restored_rows(stats, &mut warned_epoch));
+        let (rows, columns, backup_because) = reconcile(path, existing, restored, starting_epoch);
         if let Some(reason) = backup_because {
-            let seconds =
-                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-            let mut name = path.file_name().unwrap_or_default().to_os_string();
-            name.push(format!(".bak-{seconds}"));
-            let backup = path.with_file_name(name);
-            crate::logging::info!("{} {reason}; moved it to {}", path.display(), backup.display());
-            std::fs::rename(path, &backup).map_err(|e| Error::io(path, e))?;
+            back_up(path, &reason)?;
         }
         let mut sink =
             CsvSink { path: path.to_path_buf(), separator, columns, rows, warned_epoch, behind: false };
@@ -290,6 +202,81 @@ impl CsvSink {
     }
 }
 
+/// The rows of the epochs a checkpoint holds, without the scalars named as the counters' columns
+/// (warned of once, through `warned_epoch`).
+fn restored_rows(stats: &[EpochStats], warned_epoch: &mut bool) -> Vec<Row> {
+    let mut rows: Vec<Row> = Vec::new();
+    for s in stats {
+        merge_into(&mut rows, s);
+    }
+    for row in &mut rows {
+        if remove_reserved(row) && !*warned_epoch {
+            warn_reserved();
+            *warned_epoch = true;
+        }
+    }
+    rows
+}
+
+/// The rows and columns a run starts from, given the file already at `path` (if any, readable or
+/// not) and the rows of a resumed run's checkpoint; and why the file is to be moved aside, when
+/// it is (see [`CsvWriter`] on resume).
+fn reconcile(
+    path: &Path,
+    existing: Option<std::result::Result<Table, String>>,
+    restored: Option<Vec<Row>>,
+    starting_epoch: u64,
+) -> (Vec<Row>, Vec<String>, Option<String>) {
+    match (existing, restored) {
+        (None, restored) => (restored.unwrap_or_default(), Vec::new(), None),
+        (Some(Ok(file)), Some(restored)) => {
+            let (before, after): (Vec<Row>, Vec<Row>) =
+                file.rows.into_iter().partition(|r| r.epoch < starting_epoch);
+            if before == restored {
+                if let (Some(first), Some(last)) = (after.first(), after.last()) {
+                    crate::logging::info!(
+                        "{}: dropped the rows of epochs {} to {}, logged after the checkpoint this run resumes from",
+                        path.display(),
+                        first.epoch,
+                        last.epoch
+                    );
+                }
+                (restored, file.columns, None)
+            } else {
+                (restored, Vec::new(), Some("differs from the checkpoint this run resumes from".to_string()))
+            }
+        }
+        (Some(Err(why)), Some(restored)) => (restored, Vec::new(), Some(format!("cannot be read ({why})"))),
+        (Some(Ok(file)), None)
+            if file.rows.last().map(|r| r.epoch + 1) == Some(starting_epoch)
+                || (file.rows.is_empty() && starting_epoch <= 1) =>
+        {
+            (file.rows, file.columns, None)
+        }
+        (Some(Ok(_)), None) => (
+            Vec::new(),
+            Vec::new(),
+            Some(format!(
+                "does not end at epoch {} (the epoch before this run's first)",
+                starting_epoch.saturating_sub(1)
+            )),
+        ),
+        (Some(Err(why)), None) => (Vec::new(), Vec::new(), Some(format!("cannot be read ({why})"))),
+    }
+}
+
+/// Move the file at `path` aside to `<name>.bak-<unix seconds>`, saying why (`reason`).
+fn back_up(path: &Path, reason: &str) -> Result<()> {
+    let seconds =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".bak-{seconds}"));
+    let backup = path.with_file_name(name);
+    crate::logging::info!("{} {reason}; moved it to {}", path.display(), backup.display());
+    std::fs::rename(path, &backup).map_err(|e| Error::io(path, e))?;
+    Ok(())
+}
+
 /// Append `line` to `file` whole or not at all: on an error (a full disk), the file is cut back
 /// to its length before, so that no row is left torn.
 fn append_whole(mut file: std::fs::File, line: &[u8]) -> std::io::Result<()> {
@@ -303,39 +290,6 @@ fn append_whole(mut file: std::fs::File, line: &[u8]) -> std::io::Result<()> {
                 "{error}; cutting the file back to its last whole row (at byte {before}) failed too: {cut}"
             ),
         )),
-    }
-}
-
-/// Remove the scalars named as the counters' columns; whether there were any.
-fn remove_reserved(row: &mut Row) -> bool {
-    let epoch = row.values.remove(EPOCH).is_some();
-    row.values.remove(GLOBAL_STEP).is_some() || epoch
-}
-
-fn warn_reserved() {
-    crate::logging::warn!(
-        "CsvWriter: scalars named `{EPOCH}` or `{GLOBAL_STEP}` are not written (those columns hold the counters)"
-    );
-}
-
-/// Add an epoch's scalars to `rows`: a new row, or the last one when it is the same epoch (the
-/// scalars put after the last epoch ended). Returns whether a new row was added.
-fn merge_into(rows: &mut Vec<Row>, stats: &EpochStats) -> bool {
-    let values = stats.scalars.iter().map(|(k, &v)| (k.clone(), v));
-    match rows.last_mut() {
-        Some(last) if last.epoch == stats.epoch_num => {
-            last.global_step = last.global_step.max(stats.global_step);
-            last.values.extend(values);
-            false
-        }
-        _ => {
-            rows.push(Row {
-                epoch: stats.epoch_num,
-                global_step: stats.global_step,
-                values: values.collect(),
-            });
-            true
-        }
     }
 }
 
@@ -380,115 +334,5 @@ impl MonitorSink for CsvSink {
     }
 }
 
-/// A CSV file read back: its scalar columns and its rows.
-struct Table {
-    columns: Vec<String>,
-    rows: Vec<Row>,
-}
-
-/// Read a file this writer wrote: RFC 4180 fields, a header starting with `epoch,global_step`,
-/// numbers or empty cells.
-fn parse(text: &str, separator: char) -> std::result::Result<Table, String> {
-    let records = split_records(text, separator)?;
-    let mut records = records.into_iter();
-    let Some(header) = records.next() else { return Ok(Table { columns: Vec::new(), rows: Vec::new() }) };
-    if header.len() < 2 || header[0] != EPOCH || header[1] != GLOBAL_STEP {
-        return Err(format!("its header does not start with `{EPOCH}`, `{GLOBAL_STEP}`"));
-    }
-    let columns: Vec<String> = header[2..].to_vec();
-    let mut rows: Vec<Row> = Vec::new();
-    for (line, record) in records.enumerate() {
-        if record.len() != header.len() {
-            return Err(format!("row {} has {} fields, the header {}", line + 1, record.len(), header.len()));
-        }
-        let epoch =
-            record[0].parse::<u64>().map_err(|_| format!("row {} has epoch `{}`", line + 1, record[0]))?;
-        if rows.last().is_some_and(|r| r.epoch >= epoch) {
-            return Err(format!("row {} goes back to epoch {epoch}", line + 1));
-        }
-        let global_step = record[1]
-            .parse::<u64>()
-            .map_err(|_| format!("row {} has global step `{}`", line + 1, record[1]))?;
-        let mut values = BTreeMap::new();
-        for (column, cell) in columns.iter().zip(&record[2..]) {
-            if cell.is_empty() {
-                continue;
-            }
-            let v =
-                cell.parse::<f64>().map_err(|_| format!("row {} holds `{cell}` for `{column}`", line + 1))?;
-            values.insert(column.clone(), v);
-        }
-        rows.push(Row { epoch, global_step, values });
-    }
-    Ok(Table { columns, rows })
-}
-
-/// Split CSV text into records of fields with the `csv` crate (RFC 4180: quoted fields may hold
-/// separators, doubled quotes and line breaks; lines end with `\n` or `\r\n`). A file cut short
-/// by a crash (a last line without its line break, or inside a quoted field) is an error.
-fn split_records(text: &str, separator: char) -> std::result::Result<Vec<Vec<String>>, String> {
-    // Every quote this writer writes is paired (opening and closing, or doubled): an odd count
-    // means the text ends inside a quoted field.
-    if text.bytes().filter(|&b| b == b'"').count() % 2 == 1 {
-        return Err("it ends inside a quoted field".into());
-    }
-    if !text.is_empty() && !text.ends_with('\n') {
-        return Err("its last line is incomplete".into());
-    }
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .delimiter(separator as u8)
-        .from_reader(text.as_bytes());
-    reader
-        .records()
-        .map(|record| {
-            record.map(|r| r.iter().map(str::to_string).collect()).map_err(|e| format!("it is not CSV: {e}"))
-        })
-        .collect()
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The `csv` crate separates fields with one byte: a separator outside ASCII is refused at
-    /// setup, naming it, before any file is written.
-    #[test]
-    fn writer_csv_separator_outside_ascii_is_refused() {
-        let dir = std::env::temp_dir().join(format!("stoker-csv-sep-{}", std::process::id()));
-        let path = dir.join("stats.csv");
-        let error = CsvSink::open(&path, '→', 1, None).unwrap_err().to_string();
-        assert!(error.contains("'→' cannot separate fields"), "{error}");
-        assert!(!path.exists());
-        let sink = CsvSink::open(&path, ';', 1, None).unwrap();
-        assert_eq!(std::fs::read_to_string(sink.path()).unwrap(), "epoch;global_step\n");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn quoted_fields_split_as_rfc_4180_says() {
-        let records = split_records("epoch,\"a,b\",\"say \"\"hi\"\"\"\r\n1,2,\n", ',').unwrap();
-        assert_eq!(records, vec![vec!["epoch", "a,b", "say \"hi\""], vec!["1", "2", ""]]);
-        assert!(split_records("epoch,a\n1,2", ',').is_err(), "an incomplete last line");
-        assert!(split_records("epoch,\"a\n", ',').is_err(), "an unclosed quote");
-    }
-
-    #[test]
-    fn rows_read_back_equal_to_what_was_written_nan_included() {
-        let table = parse("epoch,global_step,a,b\n1,5,NaN,\n2,10,1e-7,inf\n", ',').unwrap();
-        assert_eq!(table.columns, vec!["a", "b"]);
-        let row = |epoch, values: &[(&str, f64)]| Row {
-            epoch,
-            global_step: epoch * 5,
-            values: values.iter().map(|&(k, v)| (k.to_string(), v)).collect(),
-        };
-        assert_eq!(
-            table.rows,
-            vec![row(1, &[("a", f64::NAN)]), row(2, &[("a", 1e-7), ("b", f64::INFINITY)])]
-        );
-        assert!(parse("step,a\n", ',').is_err());
-        assert!(parse("epoch,a\n1,1\n", ',').is_err(), "no global_step column");
-        assert!(parse("epoch,global_step,a\n2,4,1\n1,2,1\n", ',').is_err());
-    }
-}
+mod tests;

@@ -50,69 +50,17 @@ impl Restored {
         counters: &mut Counters,
     ) -> Result<Restored> {
         let dir = checkpoint.dir().display().to_string();
-        let record = ModuleRecord::from_bytes(Bytes::from_bytes_vec(std::mem::take(&mut checkpoint.model)))
-            .map_err(|e| {
-            Error::checkpoint_from(format!("reading the model of checkpoint {dir}: {e}"), e)
-        })?;
-        *model = model.clone().try_load_record(record).map_err(|e| {
-            Error::checkpoint_from(
-                format!(
-                    "loading the model of checkpoint {dir}: {e} (is it the same architecture as the model being trained?)"
-                ),
-                e,
-            )
-        })?;
-        *optimizer = optimizer
-            .clone()
-            .from_bytes(Bytes::from_bytes_vec(std::mem::take(&mut checkpoint.optimizer)))
-            .map_err(|e| {
-                Error::checkpoint_from(format!("loading the optimizer of checkpoint {dir}: {e}"), e)
-            })?;
-
-        let trainer = &checkpoint.trainer;
-        let number = |path: &[&str]| -> Result<u64> {
-            path.iter()
-                .try_fold(trainer, |v, key| v.get(key))
-                .and_then(Json::as_u64)
-                .ok_or_else(|| malformed(&checkpoint, &format!("{} is missing", path.join("."))))
-        };
+        load_model(&mut checkpoint, model, &dir)?;
+        load_optimizer(&mut checkpoint, optimizer, &dir)?;
+        let number = |path: &[&str]| saved_number(&checkpoint, path);
         let epoch = number(&["resume_at", "epoch"])?;
         let local_step = number(&["resume_at", "local_step"])?;
         let global_step = number(&["counters", "global_step"])?;
         let saved_steps = number(&["counters", "steps_per_epoch"])?;
         let data_position =
             DataPosition { passes: number(&["data", "passes"])?, batches: number(&["data", "batches"])? };
-        if let Some(saved) = trainer.get("hyper_params").and_then(Json::as_object) {
-            for (name, value) in saved {
-                let value = parse_f64(value)
-                    .ok_or_else(|| malformed(&checkpoint, &format!("hyper-parameter {name}")))?;
-                if hyper.get(name).is_some() {
-                    hyper.set(name, value)?;
-                } else {
-                    crate::logging::warn!(
-                        "checkpoint {dir} holds hyper-parameter `{name}` = {value}, which this trainer does not register; ignored"
-                    );
-                }
-            }
-        }
-        if counters.steps_per_epoch == 0 {
-            counters.steps_per_epoch = saved_steps;
-        } else if counters.steps_per_epoch != saved_steps {
-            crate::logging::warn!(
-                "the run in {dir} had {saved_steps} steps per epoch, this one has {}; the epochs will not line up",
-                counters.steps_per_epoch
-            );
-        }
-        if epoch == 0 || epoch > counters.max_epoch + 1 {
-            return Err(Error::checkpoint(format!(
-                "checkpoint {dir} resumes at epoch {epoch}, past max_epoch {}: raise max_epoch to train further",
-                counters.max_epoch
-            )));
-        }
-        counters.starting_epoch = epoch;
-        counters.epoch_num = epoch - 1;
-        counters.global_step = global_step;
-        counters.local_step = 0;
+        restore_hyper(&checkpoint, hyper, &dir)?;
+        resume_counters(counters, epoch, global_step, saved_steps, &dir)?;
         crate::logging::info!("resuming from {dir} (epoch {epoch}, global step {global_step})");
         let callbacks = match checkpoint.trainer.get_mut("callbacks").map(Json::take) {
             Some(Json::Object(states)) => states,
@@ -127,4 +75,84 @@ impl Restored {
             monitors: checkpoint.monitors.take(),
         })
     }
+}
+
+/// Load the checkpoint's model bytes (moved out of it) into `model`.
+fn load_model<M: Module>(checkpoint: &mut Checkpoint, model: &mut M, dir: &str) -> Result<()> {
+    let record = ModuleRecord::from_bytes(Bytes::from_bytes_vec(std::mem::take(&mut checkpoint.model)))
+        .map_err(|e| Error::checkpoint_from(format!("reading the model of checkpoint {dir}: {e}"), e))?;
+    *model = model.clone().try_load_record(record).map_err(|e| {
+        Error::checkpoint_from(
+            format!(
+                "loading the model of checkpoint {dir}: {e} (is it the same architecture as the model being trained?)"
+            ),
+            e,
+        )
+    })?;
+    Ok(())
+}
+
+/// Load the checkpoint's optimizer bytes (moved out of it) into `optimizer`.
+fn load_optimizer(checkpoint: &mut Checkpoint, optimizer: &mut ModuleOptimizer, dir: &str) -> Result<()> {
+    *optimizer = optimizer
+        .clone()
+        .from_bytes(Bytes::from_bytes_vec(std::mem::take(&mut checkpoint.optimizer)))
+        .map_err(|e| Error::checkpoint_from(format!("loading the optimizer of checkpoint {dir}: {e}"), e))?;
+    Ok(())
+}
+
+/// The number at `path` in the checkpoint's trainer state, or an error naming it.
+fn saved_number(checkpoint: &Checkpoint, path: &[&str]) -> Result<u64> {
+    path.iter()
+        .try_fold(&checkpoint.trainer, |v, key| v.get(key))
+        .and_then(Json::as_u64)
+        .ok_or_else(|| malformed(checkpoint, &format!("{} is missing", path.join("."))))
+}
+
+/// Set the hyper-parameters the checkpoint saved; one this trainer does not register is a
+/// warning.
+fn restore_hyper(checkpoint: &Checkpoint, hyper: &mut HyperParams, dir: &str) -> Result<()> {
+    let Some(saved) = checkpoint.trainer.get("hyper_params").and_then(Json::as_object) else { return Ok(()) };
+    for (name, value) in saved {
+        let value =
+            parse_f64(value).ok_or_else(|| malformed(checkpoint, &format!("hyper-parameter {name}")))?;
+        if hyper.get(name).is_some() {
+            hyper.set(name, value)?;
+        } else {
+            crate::logging::warn!(
+                "checkpoint {dir} holds hyper-parameter `{name}` = {value}, which this trainer does not register; ignored"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Set the counters to resume at `epoch` and `global_step`: the steps per epoch the run had
+/// when this trainer does not know them (a warning when they differ), an error past `max_epoch`.
+fn resume_counters(
+    counters: &mut Counters,
+    epoch: u64,
+    global_step: u64,
+    saved_steps: u64,
+    dir: &str,
+) -> Result<()> {
+    if counters.steps_per_epoch == 0 {
+        counters.steps_per_epoch = saved_steps;
+    } else if counters.steps_per_epoch != saved_steps {
+        crate::logging::warn!(
+            "the run in {dir} had {saved_steps} steps per epoch, this one has {}; the epochs will not line up",
+            counters.steps_per_epoch
+        );
+    }
+    if epoch == 0 || epoch > counters.max_epoch + 1 {
+        return Err(Error::checkpoint(format!(
+            "checkpoint {dir} resumes at epoch {epoch}, past max_epoch {}: raise max_epoch to train further",
+            counters.max_epoch
+        )));
+    }
+    counters.starting_epoch = epoch;
+    counters.epoch_num = epoch - 1;
+    counters.global_step = global_step;
+    counters.local_step = 0;
+    Ok(())
 }

@@ -1,0 +1,112 @@
+//! The end of an inference pass: the device totals read in one transfer, the partial sums
+//! combined over the ranks, a pass cut short reported.
+
+use burn::module::Module;
+
+use super::InferenceRunner;
+use crate::callback::Context;
+use crate::error::{Error, Result};
+
+impl<D, F> InferenceRunner<D, F> {
+    /// The pass's device totals, every inferencer's in one transfer, handed to each; returns the
+    /// number of transfers (0 when no inferencer sums on the device or the pass had no batch).
+    pub(super) fn read_totals(&mut self) -> Result<u64> {
+        let mut lengths = Vec::new();
+        let mut parts = Vec::new();
+        for (k, total) in self.totals.iter_mut().enumerate() {
+            if let Some(total) = total.take() {
+                lengths.push((k, total.dims()[0]));
+                parts.push(total);
+            }
+        }
+        if parts.is_empty() {
+            return Ok(0);
+        }
+        let data = crate::fetch::read_now(crate::fetch::joined(&mut parts));
+        let values: Vec<f64> = data.iter::<f32>().map(f64::from).collect();
+        let mut rest = &values[..];
+        for (k, n) in lengths {
+            let (sums, tail) = rest.split_at(n);
+            self.inferencers[k].device_sums(sums)?;
+            rest = tail;
+        }
+        Ok(1)
+    }
+
+    /// A pass cut short by a signal: its partial results are dropped (the inferencers' state is
+    /// reset at the next pass), and the log says so.
+    #[cold]
+    pub(super) fn report_cut_short<M>(&mut self, ctx: &Context<'_, M>, signal: &str, batches: u64) {
+        let names: Vec<String> =
+            self.inferencers.iter_mut().flat_map(|i| i.after_inference()).map(|(name, _)| name).collect();
+        crate::logging::warn!(bare:
+            "InferenceRunner: {signal} received: the inference pass of epoch {} (global step {}) stopped after {batches} batches; its results ({}) are not written",
+            ctx.epoch_num(),
+            ctx.global_step(),
+            names.join(", ")
+        );
+    }
+
+    /// After a data-parallel pass: the inferencers' partial sums summed over the ranks (one
+    /// [`Context::sum_over_ranks`]), handed back, and the results put on the chief alone.
+    ///
+    /// The values: how many values every rank sends (so ranks whose inferencers differ fail
+    /// instead of mixing), this rank's batches, whether a signal cut this rank's pass short, then
+    /// each inferencer's partial sums in turn. A pass cut short on any rank puts nothing on any.
+    pub(super) fn combine<M: Module>(
+        &mut self,
+        ctx: &mut Context<'_, M>,
+        batches: u64,
+        cut_short: Option<&'static str>,
+    ) -> Result<()> {
+        let mut values = vec![0.0, batches as f64, f64::from(u8::from(cut_short.is_some()))];
+        let mut lengths = Vec::with_capacity(self.inferencers.len());
+        for inferencer in &self.inferencers {
+            let partial = inferencer.partial().ok_or_else(|| {
+                Error::msg(format!(
+                    "a data-parallel InferenceRunner: `{}` gave partial sums at setup and none after a pass",
+                    inferencer.name()
+                ))
+            })?;
+            lengths.push(partial.len());
+            values.extend(partial);
+        }
+        values[0] = values.len() as f64;
+        let expected = values[0] * ctx.world_size() as f64;
+        ctx.sum_over_ranks(&mut values)?;
+        if values[0] != expected {
+            return Err(Error::msg(format!(
+                "a data-parallel InferenceRunner: the ranks' inferencers gave different numbers of partial sums (this rank {}, {} over {} ranks): every rank must build the same runner",
+                expected / ctx.world_size() as f64,
+                values[0],
+                ctx.world_size()
+            )));
+        }
+        if values[2] > 0.0 {
+            if ctx.is_chief() {
+                let signal = cut_short.or_else(|| ctx.signal_received()).unwrap_or("a signal");
+                self.report_cut_short(ctx, signal, batches);
+            }
+            return Ok(());
+        }
+        if values[1] == 0.0 {
+            return Err(Error::data("InferenceRunner: the inference data produced no batch on any rank"));
+        }
+        let mut rest = &values[3..];
+        for (inferencer, len) in self.inferencers.iter_mut().zip(lengths) {
+            let (summed, tail) = rest.split_at(len);
+            inferencer.merge(summed)?;
+            rest = tail;
+        }
+        let chief = ctx.is_chief();
+        for inferencer in &mut self.inferencers {
+            let results = inferencer.after_inference();
+            if chief {
+                for (name, value) in results {
+                    ctx.monitors().put_scalar(&name, value);
+                }
+            }
+        }
+        Ok(())
+    }
+}

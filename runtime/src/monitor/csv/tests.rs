@@ -1,0 +1,41 @@
+//! Unit tests of the CSV file: the separator, RFC 4180 fields, rows read back.
+
+use super::CsvSink;
+use super::table::{Row, parse, split_records};
+
+/// The `csv` crate separates fields with one byte: a separator outside ASCII is refused at
+/// setup, naming it, before any file is written.
+#[test]
+fn writer_csv_separator_outside_ascii_is_refused() {
+    let dir = std::env::temp_dir().join(format!("stoker-csv-sep-{}", std::process::id()));
+    let path = dir.join("stats.csv");
+    let error = CsvSink::open(&path, '→', 1, None).unwrap_err().to_string();
+    assert!(error.contains("'→' cannot separate fields"), "{error}");
+    assert!(!path.exists());
+    let sink = CsvSink::open(&path, ';', 1, None).unwrap();
+    assert_eq!(std::fs::read_to_string(sink.path()).unwrap(), "epoch;global_step\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn quoted_fields_split_as_rfc_4180_says() {
+    let records = split_records("epoch,\"a,b\",\"say \"\"hi\"\"\"\r\n1,2,\n", ',').unwrap();
+    assert_eq!(records, vec![vec!["epoch", "a,b", "say \"hi\""], vec!["1", "2", ""]]);
+    assert!(split_records("epoch,a\n1,2", ',').is_err(), "an incomplete last line");
+    assert!(split_records("epoch,\"a\n", ',').is_err(), "an unclosed quote");
+}
+
+#[test]
+fn rows_read_back_equal_to_what_was_written_nan_included() {
+    let table = parse("epoch,global_step,a,b\n1,5,NaN,\n2,10,1e-7,inf\n", ',').unwrap();
+    assert_eq!(table.columns, vec!["a", "b"]);
+    let row = |epoch, values: &[(&str, f64)]| Row {
+        epoch,
+        global_step: epoch * 5,
+        values: values.iter().map(|&(k, v)| (k.to_string(), v)).collect(),
+    };
+    assert_eq!(table.rows, vec![row(1, &[("a", f64::NAN)]), row(2, &[("a", 1e-7), ("b", f64::INFINITY)])]);
+    assert!(parse("step,a\n", ',').is_err());
+    assert!(parse("epoch,a\n1,1\n", ',').is_err(), "no global_step column");
+    assert!(parse("epoch,global_step,a\n2,4,1\n1,2,1\n", ',').is_err());
+}

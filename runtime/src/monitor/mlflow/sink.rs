@@ -1,0 +1,275 @@
+//! The sink behind [`MlflowLogger`](super::MlflowLogger): MLflow's REST API 2.0 over plain
+//! HTTP/1.1, on the monitors' writer thread.
+
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value as Json, json};
+
+use crate::state::{EpochStats, MonitorSink, Record, Value};
+
+/// The most params MLflow takes in one `runs/log-batch` request.
+const MLFLOW_MAX_PARAMS_PER_BATCH: usize = 100;
+
+/// The longest key MLflow takes.
+const MLFLOW_MAX_KEY_LENGTH: usize = 250;
+
+/// The name of [`MlflowLogger`](crate::monitor::MlflowLogger)'s sink, `"MLflow"`: its thread's, and the
+/// [`writer`](crate::state::WriterFailure::writer) of its entry in
+/// [`TrainReport::writer_failures`](crate::trainer::TrainReport::writer_failures) when the
+/// tracking server failed.
+#[cfg_attr(docsrs, doc(cfg(feature = "mlflow")))]
+pub const MLFLOW_SINK_NAME: &str = "MLflow";
+
+/// How an MLflow run ended: the `status` of `runs/update`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RunStatus {
+    /// Every epoch ran, or a callback asked to stop (as `EarlyStopping` does).
+    Finished,
+    /// An error or a panic ended training early, or the sink itself failed (its metrics are
+    /// incomplete).
+    Failed,
+    /// A signal (SIGINT, SIGTERM) stopped training.
+    Killed,
+}
+
+impl RunStatus {
+    /// MLflow's name for it: `"FINISHED"`, `"FAILED"`, `"KILLED"`.
+    fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Finished => "FINISHED",
+            RunStatus::Failed => "FAILED",
+            RunStatus::Killed => "KILLED",
+        }
+    }
+}
+
+/// Where the run goes and what it is called: set on [`MlflowLogger`](super::MlflowLogger), read
+/// by its sink.
+#[derive(Debug, Clone)]
+pub(super) struct Settings {
+    /// `http://host:port` (no trailing slash).
+    pub(super) tracking_uri: String,
+    pub(super) experiment_id: String,
+    pub(super) run_name: String,
+    /// Sanitized keys, each once, in the order given.
+    pub(super) params: Vec<(String, String)>,
+    pub(super) max_batch: usize,
+    pub(super) timeout: Duration,
+}
+
+/// The writer behind [`MlflowLogger`](super::MlflowLogger): talks to the tracking server on the
+/// monitors' writer thread, registered by the callback at `setup`.
+pub(super) struct MlflowSink {
+    settings: Settings,
+    /// The HTTP client. `ureq` (default features off: plain HTTP/1.1, no TLS, a few small
+    /// crates) because MLflow's API is a few blocking JSON POSTs on a thread that may block:
+    /// an async client would bring a runtime, and a hand-written HTTP client is what the
+    /// project keeps crates for.
+    agent: ureq::Agent,
+    /// The run, once created.
+    run_id: Option<String>,
+    /// Metrics not sent yet, as MLflow's JSON.
+    pending: Vec<Json>,
+    /// Whether `runs/update` was sent.
+    ended: bool,
+    status: Arc<Mutex<Option<RunStatus>>>,
+}
+
+impl std::fmt::Debug for MlflowSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MlflowSink")
+            .field("tracking_uri", &self.settings.tracking_uri)
+            .field("run_id", &self.run_id)
+            .field("pending", &self.pending.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MlflowSink {
+    pub(super) fn new(settings: Settings, status: Arc<Mutex<Option<RunStatus>>>) -> MlflowSink {
+        let agent = ureq::Agent::config_builder()
+            // MLflow's error bodies say what was wrong: read them rather than stop at the status.
+            .http_status_as_error(false)
+            .timeout_global(Some(settings.timeout))
+            .build()
+            .into();
+        MlflowSink { settings, agent, run_id: None, pending: Vec::new(), ended: false, status }
+    }
+
+    /// `POST {tracking_uri}/api/2.0/mlflow/{endpoint}` with `body`; MLflow's JSON answer, or an
+    /// error naming the URL, the HTTP status and MLflow's `error_code` and `message`.
+    fn post(&self, endpoint: &str, body: &Json) -> io::Result<Json> {
+        let url = format!("{}/api/2.0/mlflow/{endpoint}", self.settings.tracking_uri);
+        let fail = |what: String| io::Error::other(format!("POST {url}: {what}"));
+        let mut response = self
+            .agent
+            .post(&url)
+            .content_type("application/json")
+            .send(body.to_string())
+            .map_err(|e| fail(e.to_string()))?;
+        let status = response.status();
+        let text = response.body_mut().read_to_string().map_err(|e| fail(format!("HTTP {status}: {e}")))?;
+        let answer = serde_json::from_str::<Json>(&text);
+        if !status.is_success() {
+            let said = match &answer {
+                Ok(error) if error["error_code"].is_string() => format!(
+                    "{}: {}",
+                    error["error_code"].as_str().unwrap_or_default(),
+                    error["message"].as_str().unwrap_or_default()
+                ),
+                _ => clip(&text),
+            };
+            return Err(fail(format!("HTTP {status}: {said}")));
+        }
+        match answer {
+            Ok(answer) => Ok(answer),
+            Err(_) if text.trim().is_empty() => Ok(json!({})),
+            Err(e) => Err(fail(format!("HTTP {status}, but the answer is not JSON ({e}): {}", clip(&text)))),
+        }
+    }
+
+    /// The run's id, creating the run (and logging the params) the first time.
+    fn run_id(&mut self) -> io::Result<String> {
+        if let Some(id) = &self.run_id {
+            return Ok(id.clone());
+        }
+        let created = self.post(
+            "runs/create",
+            &json!({
+                "experiment_id": self.settings.experiment_id,
+                "start_time": now_ms(),
+                "run_name": self.settings.run_name,
+            }),
+        )?;
+        let Some(id) = created["run"]["info"]["run_id"].as_str().map(str::to_string) else {
+            return Err(io::Error::other(format!(
+                "POST {}/api/2.0/mlflow/runs/create: the answer has no run.info.run_id: {}",
+                self.settings.tracking_uri,
+                clip(&created.to_string())
+            )));
+        };
+        self.run_id = Some(id.clone());
+        for chunk in self.settings.params.chunks(MLFLOW_MAX_PARAMS_PER_BATCH) {
+            let params: Vec<Json> = chunk.iter().map(|(k, v)| json!({ "key": k, "value": v })).collect();
+            self.post("runs/log-batch", &json!({ "run_id": id, "metrics": [], "params": params }))?;
+        }
+        Ok(id)
+    }
+
+    /// Send the full batches of metrics waiting, and with `all` what is left too.
+    fn send(&mut self, all: bool) -> io::Result<()> {
+        let size = self.settings.max_batch;
+        while self.pending.len() >= size || (all && !self.pending.is_empty()) {
+            let id = self.run_id()?;
+            let n = self.pending.len().min(size);
+            let batch = json!({ "run_id": id, "metrics": &self.pending[..n] });
+            self.post("runs/log-batch", &batch)?;
+            self.pending.drain(..n);
+        }
+        Ok(())
+    }
+
+    /// End the run with `status`.
+    fn end(&mut self, status: RunStatus) -> io::Result<()> {
+        let id = self.run_id()?;
+        self.ended = true;
+        self.post("runs/update", &json!({ "run_id": id, "status": status.as_str(), "end_time": now_ms() }))
+            .map(drop)
+    }
+}
+
+impl MonitorSink for MlflowSink {
+    fn name(&self) -> &str {
+        MLFLOW_SINK_NAME
+    }
+
+    fn write(&mut self, records: &[Record]) -> io::Result<()> {
+        // The run exists from the first records on, whatever they hold.
+        self.run_id()?;
+        for record in records {
+            let Value::Scalar(value) = record.value else { continue };
+            self.pending.push(json!({
+                "key": mlflow_key(&record.name),
+                "value": mlflow_value(value),
+                "timestamp": (record.wall_time * 1000.0).round() as i64,
+                "step": record.global_step,
+            }));
+        }
+        self.send(false)
+    }
+
+    fn end_epoch(&mut self, _stats: &EpochStats) -> io::Result<()> {
+        self.send(true)
+    }
+
+    /// Nothing: the writer thread flushes after every batch of records (one per event, so one
+    /// per step for scalars put at every step); the metrics go at the epoch's end instead, or
+    /// when a batch is full.
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn close(&mut self) -> io::Result<()> {
+        self.send(true)?;
+        let status = self
+            .status
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or(RunStatus::Finished);
+        self.end(status)
+    }
+}
+
+impl Drop for MlflowSink {
+    /// A sink dropped before it ended its run failed: end the run as `FAILED` (best effort), so
+    /// that MLflow does not show it running forever with half its metrics.
+    fn drop(&mut self) {
+        if self.run_id.is_some()
+            && !self.ended
+            && let Err(error) = self.end(RunStatus::Failed)
+        {
+            crate::logging::warn!("MLflow: could not mark the run as FAILED: {error}");
+        }
+    }
+}
+
+/// `name` as a key MLflow takes: letters, digits and `_ - . space /`, any other character
+/// replaced by `_`, at most 250 characters; an empty name is `_`.
+pub(super) fn mlflow_key(name: &str) -> String {
+    let key: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "_-. /".contains(c) { c } else { '_' })
+        .take(MLFLOW_MAX_KEY_LENGTH)
+        .collect();
+    if key.is_empty() { "_".into() } else { key }
+}
+
+/// `value` as MLflow's JSON: a number, or `"NaN"`, `"Infinity"`, `"-Infinity"` (what protobuf's
+/// JSON mapping, and so MLflow's server, reads for the values JSON cannot write).
+pub(super) fn mlflow_value(value: f64) -> Json {
+    if value.is_nan() {
+        json!("NaN")
+    } else if value == f64::INFINITY {
+        json!("Infinity")
+    } else if value == f64::NEG_INFINITY {
+        json!("-Infinity")
+    } else {
+        json!(value)
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The first 300 characters of `text`, for an error message.
+fn clip(text: &str) -> String {
+    let mut clipped: String = text.chars().take(300).collect();
+    if clipped.len() < text.len() {
+        clipped.push('…');
+    }
+    clipped
+}

@@ -1,0 +1,24 @@
+//! The checkpoint format on disk (described in the `saver` module's docs), and how it is written
+//! and read back: the names of its files and what the trainer hands over ([`format`]), the
+//! checkpoints of a folder found by listing it ([`listing`]), the manifest that verifies them
+//! ([`manifest`]), writing one and pruning the old ones ([`write`]), removing one and cleaning
+//! what a crash left ([`remove`]), reading one back ([`read`]).
+
+mod format;
+mod listing;
+mod manifest;
+mod read;
+mod remove;
+mod write;
+
+pub use format::{
+    CHECKPOINT_DIR, FORMAT_VERSION, INDEX_FILE, KEEP_FILE, MANIFEST_FILE, MODEL_FILE, MONITORS_FILE,
+    OPTIMIZER_FILE, TRAINER_FILE,
+};
+pub(crate) use format::{Content, now};
+pub use read::Checkpoint;
+pub(crate) use remove::abandon_newer;
+pub(crate) use write::{write, write_copy};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,254 @@
+//! Reading a checkpoint back, every file verified against its manifest.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value as Json;
+
+use super::format::{
+    CHECKPOINT_DIR, FILES, FORMAT_VERSION, MANIFEST_FILE, MONITORS_FILE, OLDEST_FORMAT, TRAINER_FILE,
+};
+use super::listing::{list_readable, occupied, old_of};
+use super::manifest::Manifest;
+use crate::error::{BoxError, Error, Result};
+
+/// Why a checkpoint could not be read.
+pub(super) enum Unreadable {
+    /// It is damaged: a file fails its checksum, is shorter or longer than the manifest says, is
+    /// missing, or does not parse. A reader goes on to the checkpoint before it.
+    Corrupt {
+        /// What is wrong, naming the file (`manifest.json is malformed: <serde's message>`).
+        reason: String,
+        /// The error that found it, when one did: serde's for a file that does not parse, the
+        /// `std::io::Error` of a missing file. `None` for stoker's own checks (checksums, lengths).
+        source: Option<BoxError>,
+    },
+    /// Anything else (a read error such as EIO, EMFILE or EACCES, a format this version does not
+    /// read): the checkpoint may well be fine, so it is returned to the user as it is, and
+    /// nothing is set aside.
+    Error(Error),
+}
+
+impl Unreadable {
+    /// Damage found by stoker's own checks.
+    fn corrupt(reason: String) -> Unreadable {
+        Unreadable::Corrupt { reason, source: None }
+    }
+
+    /// Damage that `source` found; `reason` already quotes it.
+    fn corrupt_from(reason: String, source: impl Into<BoxError>) -> Unreadable {
+        Unreadable::Corrupt { reason, source: Some(source.into()) }
+    }
+
+    /// The public error for the checkpoint `dir`, keeping the cause as its source.
+    fn into_error(self, dir: &Path) -> Error {
+        match self {
+            Unreadable::Corrupt { reason, source } => Error::Checkpoint {
+                message: format!("checkpoint {} is incomplete or corrupt: {reason}", dir.display()),
+                source,
+            },
+            Unreadable::Error(error) => error,
+        }
+    }
+}
+
+/// The bytes of `dir/file`: a missing file makes the checkpoint incomplete, any other error is
+/// not a sign of damage.
+fn read_file(dir: &Path, file: &str) -> Result<Vec<u8>, Unreadable> {
+    let path = dir.join(file);
+    fs::read(&path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Unreadable::corrupt_from(format!("{file}: {e}"), e)
+        } else {
+            Unreadable::Error(Error::checkpoint_from(
+                format!(
+                    "reading {} failed: {e}; a read error is no sign of a damaged checkpoint, so nothing was set aside or removed: fix the cause (permissions, open files, the disk) and try again",
+                    path.display()
+                ),
+                e,
+            ))
+        }
+    })
+}
+
+pub(super) fn read_manifest(dir: &Path) -> Result<Manifest, Unreadable> {
+    let bytes = read_file(dir, MANIFEST_FILE)?;
+    let manifest: Manifest = serde_json::from_slice(&bytes)
+        .map_err(|e| Unreadable::corrupt_from(format!("{MANIFEST_FILE} is malformed: {e}"), e))?;
+    if !(OLDEST_FORMAT..=FORMAT_VERSION).contains(&manifest.format) {
+        return Err(Unreadable::Error(Error::checkpoint(format!(
+            "checkpoint {} has format {}, this version of stoker reads formats {OLDEST_FORMAT} to {FORMAT_VERSION}",
+            dir.display(),
+            manifest.format
+        ))));
+    }
+    match manifest.checksum {
+        Some(_) if manifest.verifies(&bytes) => Ok(manifest),
+        Some(_) => Err(Unreadable::corrupt(format!("{MANIFEST_FILE} fails its own checksum"))),
+        None => Err(Unreadable::corrupt(format!("{MANIFEST_FILE} has no checksum"))),
+    }
+}
+
+/// A complete checkpoint read back from disk, every file verified against its manifest.
+#[derive(Debug, Clone)]
+pub struct Checkpoint {
+    dir: PathBuf,
+    epoch_num: u64,
+    global_step: u64,
+    pub(crate) model: Vec<u8>,
+    pub(crate) optimizer: Vec<u8>,
+    pub(crate) trainer: Json,
+    pub(crate) monitors: Json,
+}
+
+impl Checkpoint {
+    /// Read and verify the checkpoint in `dir` (a `step-N` folder or a MinSaver copy). A missing,
+    /// truncated or altered file is an error naming the checkpoint and the file, and so is a read
+    /// error (naming the file). When `dir` is missing but `dir.old` is there (a writer replacing
+    /// it was stopped midway), that is the checkpoint read.
+    pub fn read(dir: impl AsRef<Path>) -> Result<Checkpoint> {
+        let dir = dir.as_ref();
+        let old = old_of(dir);
+        let dir = if !occupied(dir) && old.is_dir() { old.as_path() } else { dir };
+        Checkpoint::read_verified(dir).map_err(|unreadable| unreadable.into_error(dir))
+    }
+
+    fn read_verified(dir: &Path) -> Result<Checkpoint, Unreadable> {
+        let corrupt = Unreadable::corrupt;
+        let manifest = read_manifest(dir)?;
+        let mut contents = Vec::with_capacity(FILES.len());
+        for file in FILES {
+            let sum = manifest
+                .files
+                .get(file)
+                .ok_or_else(|| corrupt(format!("the manifest does not list {file}")))?;
+            let bytes = read_file(dir, file)?;
+            if bytes.len() as u64 != sum.len {
+                return Err(corrupt(format!(
+                    "{file} is {} bytes long, the manifest says {}",
+                    bytes.len(),
+                    sum.len
+                )));
+            }
+            let crc = crc32c::crc32c(&bytes);
+            if crc != sum.crc32c {
+                return Err(corrupt(format!(
+                    "{file} fails its checksum (CRC-32C {crc:#010x}, the manifest says {:#010x})",
+                    sum.crc32c
+                )));
+            }
+            contents.push(bytes);
+        }
+        let monitors = contents.pop().unwrap_or_default();
+        let trainer = contents.pop().unwrap_or_default();
+        let optimizer = contents.pop().unwrap_or_default();
+        let model = contents.pop().unwrap_or_default();
+        let json = |bytes: &[u8], file: &str| -> Result<Json, Unreadable> {
+            serde_json::from_slice(bytes)
+                .map_err(|e| Unreadable::corrupt_from(format!("{file} is malformed: {e}"), e))
+        };
+        Ok(Checkpoint {
+            dir: dir.to_path_buf(),
+            epoch_num: manifest.epoch_num,
+            global_step: manifest.global_step,
+            trainer: json(&trainer, TRAINER_FILE)?,
+            monitors: json(&monitors, MONITORS_FILE)?,
+            model,
+            optimizer,
+        })
+    }
+
+    /// The latest complete checkpoint under `path`: a log directory, its `checkpoints` folder, or
+    /// a checkpoint itself. A damaged checkpoint (a file that fails its checksum, is cut short or
+    /// missing) is reported on stderr and the one before it is tried; any other failure to read
+    /// one (EIO, EACCES, too many open files, a newer format) is returned as an error naming the
+    /// file, since that checkpoint may be fine. A `step-N.old` without its `step-N` (a writer
+    /// replacing `step-N` was stopped midway) is read as `step-N`, as the next write restores
+    /// it. `Ok(None)` when there is no checkpoint at all; an error when every checkpoint there is
+    /// damaged.
+    ///
+    /// "Latest" is the `step-N` folder with the highest N that verifies, found by listing the
+    /// folder, not by reading [`INDEX_FILE`](super::INDEX_FILE). The index is the writer's bookkeeping for keep-N
+    /// and `keep_every_n_hours` (which checkpoints are kept, which forever, since when), and a
+    /// summary for people and tools; it is replaced only after the checkpoint it names is
+    /// complete, so a crash between the two leaves it one checkpoint behind, and a resume from an
+    /// earlier checkpoint leaves it naming a checkpoint set aside as `.abandoned` until the next
+    /// one is written. The listing, each entry verified against its manifest, is right in both
+    /// cases. Otherwise the two agree: a log directory holds one run (see
+    /// [`LogDirPolicy`](crate::trainer::LogDirPolicy)), so within it a higher step is a later
+    /// checkpoint. Only [`LogDirPolicy::Keep`](crate::trainer::LogDirPolicy::Keep) mixes two runs'
+    /// checkpoints, and then this is the one with the highest step of either run.
+    pub fn latest(path: impl AsRef<Path>) -> Result<Option<Checkpoint>> {
+        let path = path.as_ref();
+        if path.join(MANIFEST_FILE).exists() || (!occupied(path) && old_of(path).join(MANIFEST_FILE).exists())
+        {
+            return Checkpoint::read(path).map(Some);
+        }
+        let root =
+            if path.join(CHECKPOINT_DIR).is_dir() { path.join(CHECKPOINT_DIR) } else { path.to_path_buf() };
+        let candidates = list_readable(&root).map_err(|e| Error::io(&root, e))?;
+        // Each damaged checkpoint's error, newest first.
+        let mut failures: Vec<Error> = Vec::new();
+        for dir in candidates {
+            match Checkpoint::read_verified(&dir) {
+                Ok(checkpoint) => {
+                    let name = dir.file_name().unwrap_or_default().to_string_lossy();
+                    for failure in &failures {
+                        crate::logging::warn!("{failure}; resuming from the checkpoint before it, {name}");
+                    }
+                    return Ok(Some(checkpoint));
+                }
+                Err(corrupt @ Unreadable::Corrupt { .. }) => failures.push(corrupt.into_error(&dir)),
+                Err(Unreadable::Error(error)) => return Err(error),
+            }
+        }
+        if failures.is_empty() {
+            return Ok(None);
+        }
+        // The message lists every damaged checkpoint; the source is the newest one's error (with
+        // its own cause, serde's or the file system's), the one a resume would have used.
+        let message = format!(
+            "no complete checkpoint in {}: {}",
+            root.display(),
+            failures.iter().map(Error::to_string).collect::<Vec<_>>().join("; ")
+        );
+        Err(Error::Checkpoint { message, source: Some(Box::new(failures.swap_remove(0))) })
+    }
+
+    /// The checkpoint's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    /// The epoch it was written in.
+    pub fn epoch_num(&self) -> u64 {
+        self.epoch_num
+    }
+    /// The global step it was written at.
+    pub fn global_step(&self) -> u64 {
+        self.global_step
+    }
+    /// The model's burnpack bytes (`ModuleRecord::from_bytes`).
+    pub fn model_bytes(&self) -> &[u8] {
+        &self.model
+    }
+    /// The optimizer's burnpack bytes (`ModuleOptimizer::from_bytes`).
+    pub fn optimizer_bytes(&self) -> &[u8] {
+        &self.optimizer
+    }
+    /// The trainer's state: counters, data position, hyper-parameters, callbacks' states.
+    pub fn trainer_state(&self) -> &Json {
+        &self.trainer
+    }
+    /// The saved state of the callback named `name`, if it had one.
+    pub fn callback_state(&self, name: &str) -> Option<&Json> {
+        self.trainer.get("callbacks").and_then(|c| c.get(name))
+    }
+    /// A hyper-parameter's saved value.
+    pub fn hyper_param(&self, name: &str) -> Option<f64> {
+        self.trainer.get("hyper_params").and_then(|h| h.get(name)).and_then(crate::state::parse_f64)
+    }
+    /// The monitors' saved state (history, per-epoch statistics).
+    pub fn monitors_state(&self) -> &Json {
+        &self.monitors
+    }
+}

@@ -1,0 +1,128 @@
+//! Removing a checkpoint so that a crash midway leaves nothing that looks like one, cleaning what
+//! a crash left, and setting aside the checkpoints newer than the one a run resumes from.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::format::MANIFEST_FILE;
+use super::listing::{OLD, list_readable, occupied, step_of};
+use crate::error::{Error, Result};
+use crate::state::{leftover_of, process_is_gone, sync_dir, temporary_name};
+
+/// Clean what a crash in the middle of a write left in `root`, and only that:
+///
+/// - a temporary folder or file `X.<pid>-<n>.tmp` goes once its process `<pid>` has certainly
+///   ended (a live process's, this one's included, stays: it may be writing it);
+/// - a folder being removed, `X.<pid>-<n>.deleting`, goes when its process has ended or is this
+///   one (an earlier removal that failed is tried again);
+/// - `step-N.tmp` and `step-N.deleting`, the names earlier versions used, go;
+/// - a checkpoint set aside while another of its name replaced it, `X.old` holding a manifest,
+///   goes when `X` is there, and is put back as `X` when `X` is missing.
+///
+/// Anything else, whatever its name ends with, is not stoker's and stays. The run's lock on the
+/// log directory already keeps any other trainer out.
+pub(super) fn remove_leftovers(root: &Path) {
+    let Ok(entries) = fs::read_dir(root) else { return };
+    let own = std::process::id();
+    for entry in entries.flatten() {
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
+        let Ok(kind) = entry.file_type() else { continue };
+        let path = entry.path();
+        if let Some((_, pid)) = leftover_of(&name, "tmp") {
+            if pid != own && process_is_gone(pid) {
+                let _ = if kind.is_dir() { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
+            }
+        } else if let Some((_, pid)) = leftover_of(&name, "deleting") {
+            if kind.is_dir() && (pid == own || process_is_gone(pid)) {
+                let _ = fs::remove_dir_all(&path);
+            }
+        } else if kind.is_dir()
+            && [".tmp", ".deleting"]
+                .iter()
+                .any(|suffix| name.strip_suffix(suffix).and_then(step_of).is_some())
+        {
+            let _ = fs::remove_dir_all(&path);
+        } else if let Some(base) = name.strip_suffix(OLD)
+            && kind.is_dir()
+            && path.join(MANIFEST_FILE).is_file()
+        {
+            let target = root.join(base);
+            if occupied(&target) {
+                let _ = remove_checkpoint(&path);
+            } else {
+                let _ = fs::rename(&path, &target);
+            }
+        }
+    }
+}
+
+/// Why a checkpoint folder was not removed.
+#[derive(Debug)]
+pub(super) struct RemoveFailure {
+    /// The folder.
+    pub(super) path: PathBuf,
+    /// Where it was moved before its removal failed; `None` when it could not be moved.
+    pub(super) moved_to: Option<PathBuf>,
+    pub(super) error: std::io::Error,
+}
+
+impl std::fmt::Display for RemoveFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.moved_to {
+            Some(doomed) => write!(
+                f,
+                "removing {} failed: it was moved to {}, which is no longer a checkpoint, but deleting that failed ({}); stoker tries again at the next checkpoint, or delete it by hand",
+                self.path.display(),
+                doomed.display(),
+                self.error
+            ),
+            None => write!(
+                f,
+                "removing {} failed ({}); it stays, and stoker tries again at the next checkpoint",
+                self.path.display(),
+                self.error
+            ),
+        }
+    }
+}
+
+/// Remove a checkpoint folder so that a crash midway cannot leave a folder that looks like a
+/// checkpoint: it is renamed `X.<pid>-<n>.deleting` first, then deleted.
+pub(super) fn remove_checkpoint(path: &Path) -> std::result::Result<(), RemoveFailure> {
+    let name = path.file_name().unwrap_or_default();
+    let doomed = path.with_file_name(temporary_name(name, "deleting"));
+    if let Err(error) = fs::rename(path, &doomed) {
+        return Err(RemoveFailure { path: path.to_path_buf(), moved_to: None, error });
+    }
+    fs::remove_dir_all(&doomed).map_err(|error| RemoveFailure {
+        path: path.to_path_buf(),
+        moved_to: Some(doomed),
+        error,
+    })
+}
+
+/// Set aside the checkpoints in `root` newer than `global_step` (a run resumed from an earlier
+/// one makes them stale), and the `.old` windows of such checkpoints: each is renamed
+/// `<name>.abandoned`, or `<name>.<k>.abandoned` with the first `k` from 2 that is free when an
+/// earlier rollback set one of that name aside already. Nothing is deleted.
+pub(crate) fn abandon_newer(root: &Path, global_step: u64) -> Result<()> {
+    for from in list_readable(root).map_err(|e| Error::io(root, e))? {
+        let name = from.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let step = step_of(name.strip_suffix(OLD).unwrap_or(&name));
+        if step.is_some_and(|step| step > global_step) {
+            let mut to = root.join(format!("{name}.abandoned"));
+            let mut k = 1u64;
+            while occupied(&to) {
+                k += 1;
+                to = root.join(format!("{name}.{k}.abandoned"));
+            }
+            crate::logging::warn!(
+                "{} is newer than the checkpoint this run resumes from; moved it to {}",
+                from.display(),
+                to.display()
+            );
+            fs::rename(&from, &to).map_err(|e| Error::io(&from, e))?;
+        }
+    }
+    sync_dir(root).map_err(|e| Error::io(root, e))
+}
