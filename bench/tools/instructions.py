@@ -12,6 +12,9 @@ Each case is measured `repeats` times (default 3); the table gives the median an
 Memory allocation paths in glibc vary a little from run to run (a few thousand instructions per
 step), which is what the range shows.
 
+With THREAD=main in the environment, each case counts the training thread alone (callgrind,
+`--separate-threads=yes`): the background writers and the dashboard's drawing thread left out.
+
 Usage (after `cargo build --release -p stoker-bench --bin compare [--features learner]`; the environment
 variable COMPARE names another `compare` binary):
     python3 bench/tools/instructions.py [mlp_steps] [conv_steps] [cases] [repeats]
@@ -20,9 +23,11 @@ e.g. `python3 bench/tools/instructions.py 400 0 abcde 3`; 0 steps skips a model.
 
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 
 CASES = {
     "a": "(a) hand-written burn loop",
@@ -33,7 +38,14 @@ CASES = {
     "f": "(f) burn-train Learner, default metrics, no renderer",
     "g": "(g) (d) + synchronous fetch of 2 scalars every step",
     "h": "(h) (d) + deferred fetch of 2 scalars every step",
+    "j": "(j) (c), the dashboard for progress bar + printer",
 }
+
+# The cases that need a terminal on stderr (the dashboard draws only there): run under `script`,
+# which gives the program a pseudo-terminal (set to 120x40); valgrind then writes its count to a file. Their count
+# includes the dashboard's drawing thread (valgrind counts every thread, and runs them one at a
+# time), which draws every 250 ms of the slowed-down run's wall time.
+PTY_CASES = {"j"}
 
 
 def binary():
@@ -47,18 +59,51 @@ def binary():
 
 
 def instructions(exe, case, model, steps):
+    if os.environ.get("THREAD") == "main":
+        return main_thread_instructions(exe, case, model, steps)
     env = dict(os.environ, RAYON_NUM_THREADS="1")
-    out = subprocess.run(
-        ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-         exe, "--one", case, model, str(steps)],
-        env=env, capture_output=True, text=True,
-    )
+    valgrind = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+    program = [exe, "--one", case, model, str(steps)]
+    if case in PTY_CASES:
+        with tempfile.NamedTemporaryFile(mode="r", suffix=".log") as log:
+            # A terminal of 120x40, so that the dashboard draws what it would in one.
+            command = "stty cols 120 rows 40; " + shlex.join(valgrind + [f"--log-file={log.name}"] + program)
+            out = subprocess.run(["script", "-qefc", command, "/dev/null"], env=env, capture_output=True,
+                                 text=True, stdin=subprocess.DEVNULL)
+            report = log.read()
+    else:
+        out = subprocess.run(valgrind + program, env=env, capture_output=True, text=True)
+        report = out.stderr
     if out.returncode != 0:
-        sys.exit(f"case {case} {model} {steps} failed:\n{out.stderr[-3000:]}")
-    match = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
+        sys.exit(f"case {case} {model} {steps} failed:\n{report[-3000:]}{out.stdout[-3000:]}")
+    match = re.search(r"I\s+refs:\s+([\d,]+)", report)
     if not match:
-        sys.exit(f"no instruction count in valgrind's output:\n{out.stderr[-3000:]}")
+        sys.exit(f"no instruction count in valgrind's output:\n{report[-3000:]}")
     return int(match.group(1).replace(",", ""))
+
+
+def main_thread_instructions(exe, case, model, steps):
+    """With THREAD=main: the instructions of the training thread alone (callgrind with
+    `--separate-threads=yes`, thread 1), leaving out the writers' and the dashboard's threads,
+    whose work per step depends on the wall time of a run slowed down by valgrind."""
+    env = dict(os.environ, RAYON_NUM_THREADS="1")
+    with tempfile.TemporaryDirectory() as tmp:
+        out_file = os.path.join(tmp, "cg.out")
+        valgrind = ["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={out_file}",
+                    f"--log-file={os.path.join(tmp, 'log')}"]
+        program = [exe, "--one", case, model, str(steps)]
+        command = shlex.join(valgrind + program)
+        if case in PTY_CASES:
+            command = "stty cols 120 rows 40; " + command
+        out = subprocess.run(["script", "-qefc", command, "/dev/null"], env=env, capture_output=True,
+                             text=True, stdin=subprocess.DEVNULL)
+        first = out_file + "-01"
+        if out.returncode != 0 or not os.path.exists(first):
+            sys.exit(f"case {case} {model} {steps} failed:\n{out.stdout[-3000:]}")
+        match = re.search(r"^(?:summary|totals):\s+(\d+)", open(first).read(), re.M)
+        if not match:
+            sys.exit(f"no instruction count in {first}")
+        return int(match.group(1))
 
 
 def main():

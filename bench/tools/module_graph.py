@@ -13,7 +13,8 @@ the files must not import each other in a circle. An edge A -> B
 is any path to B in A's code: a `use`, or a path written inline (`crate::...`, `super::...`, or a
 child module's name in a `mod.rs`), with re-exports (`pub use` in `lib.rs` and in each `mod.rs`)
 followed to the module that defines the item. Comments (doc links included), `#[cfg(doc)]`
-imports (they only serve doc links) and `#[cfg(test)]` modules are not imports. Exit status 1
+imports (they only serve doc links) and `#[cfg(test)]` modules (inline, or a `tests.rs` file) are not
+imports. Exit status 1
 on any error, each printed.
 """
 
@@ -27,8 +28,21 @@ def strip_comments(text):
     text = "\n".join(line.split("//", 1)[0] for line in text.splitlines())
     # An import made only for the documentation's links is not a dependency of the code.
     text = re.sub(r"#\[cfg\(doc\)\]\s*use\s+[^;]+;", "", text)
-    # Test modules are not part of the layering.
-    return re.split(r"#\[cfg\(test\)\]\s*mod \w+", text)[0]
+    # Test modules are not part of the layering: `#[cfg(test)] mod tests;` (a file of its own,
+    # skipped by the crawler) and `#[cfg(test)] mod tests { ... }` (cut to its closing brace).
+    out, pos = [], 0
+    for m in re.finditer(r"#\[cfg\(test\)\]\s*mod \w+\s*([;{])", text):
+        if m.start() < pos:
+            continue
+        out.append(text[pos : m.start()])
+        pos = m.end()
+        if m.group(1) == "{":
+            depth = 1
+            while pos < len(text) and depth:
+                depth += {"{": 1, "}": -1}.get(text[pos], 0)
+                pos += 1
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def expand_groups(path):
@@ -62,7 +76,7 @@ class Crate:
         self.files = {}  # module path (tuple) -> code
         for dirpath, _, files in os.walk(src):
             for f in files:
-                if f.endswith(".rs"):
+                if f.endswith(".rs") and f != "tests.rs":
                     rel = os.path.relpath(os.path.join(dirpath, f), src)[: -len(".rs")].split(os.sep)
                     if rel[-1] == "mod":
                         rel = rel[:-1]

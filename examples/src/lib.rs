@@ -43,6 +43,9 @@ pub struct BookFetches;
 #[doc = include_str!("../../book/src/monitors-and-writers.md")]
 pub struct BookMonitorsAndWriters;
 #[cfg(doctest)]
+#[doc = include_str!("../../book/src/dashboard.md")]
+pub struct BookDashboard;
+#[cfg(doctest)]
 #[doc = include_str!("../../book/src/schedules.md")]
 pub struct BookSchedules;
 #[cfg(doctest)]
@@ -251,6 +254,9 @@ pub struct DigitsRun {
     /// configuration as params, as a run named `digits` in the default experiment (see
     /// [`MlflowLogger`](burn_stoker::monitor::MlflowLogger)); `None` by default.
     pub mlflow: Option<String>,
+    /// The terminal dashboard ([`Dashboard`](burn_stoker::monitor::Dashboard)) instead of the
+    /// progress bar and the scalar printer on the chief; `false` by default.
+    pub dashboard: bool,
 }
 
 impl DigitsRun {
@@ -263,6 +269,7 @@ impl DigitsRun {
             resume: false,
             log_dir_policy: LogDirPolicy::default(),
             mlflow: None,
+            dashboard: false,
         }
     }
 }
@@ -373,6 +380,14 @@ pub fn train_digits_in(
         MinSaver::new("validation_error"),
         TrainingScalars::default(),
         SaveConfig { config: config.clone() },
+        (run.dashboard && chief).then(|| {
+            burn_stoker::monitor::Dashboard::new().fetch(["cost"]).scalars([
+                "cost",
+                "accuracy",
+                "error",
+                "learning_rate",
+            ])
+        }),
         match &run.mlflow {
             Some(uri) => {
                 Some(burn_stoker::monitor::MlflowLogger::new(uri)?.run_name("digits").params_of(config)?)
@@ -390,9 +405,13 @@ pub fn train_digits_in(
         .log_dir(&run.log_dir)
         .auto_resume(run.resume)
         .log_dir_policy(run.log_dir_policy)
-        .default_callbacks(DefaultCallbacks {
-            progress: Some(ProgressBar::new().show(["cost", "accuracy"])),
-            ..DefaultCallbacks::default()
+        .default_callbacks(if run.dashboard {
+            DefaultCallbacks { progress: None, printer: None, ..DefaultCallbacks::default() }
+        } else {
+            DefaultCallbacks {
+                progress: Some(ProgressBar::new().show(["cost", "accuracy"])),
+                ..DefaultCallbacks::default()
+            }
         })
         .callbacks(callbacks)
         .train(|model: &Mlp, batch: DigitBatch, step: &mut Step<'_>| {

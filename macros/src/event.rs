@@ -1,5 +1,9 @@
 //! The events a callback can be bound to: one list (the runtime's `Callback` trait in the same
-//! order), from which the names, the rules and the generated methods are all derived.
+//! order), from which the names, the rules and the generated methods are all derived. The
+//! runtime's tests compare it with the runtime's list through `__event_table!()`.
+
+use proc_macro2::TokenStream;
+use quote::quote;
 
 /// One event of the training loop.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -125,11 +129,14 @@ impl EventKind {
         matches!(self, EventKind::BeforeBackward | EventKind::AfterBackward)
     }
 
-    /// Whether the event surrounds a validation pass or follows a cancellation.
+    /// Whether the event surrounds a validation pass, follows a cancellation, or brings a
+    /// deferred read's values (`fetched`, which users do not write): the runtime's
+    /// `Phase::Around`.
     pub fn around(self) -> bool {
         matches!(
             self,
-            EventKind::BeforeValidate
+            EventKind::Fetched
+                | EventKind::BeforeValidate
                 | EventKind::Validate
                 | EventKind::AfterValidate
                 | EventKind::AfterCancelBatch
@@ -146,6 +153,26 @@ impl EventKind {
             EventKind::AfterBackward => Some(("grads", "StepGradients")),
             _ => None,
         }
+    }
+
+    /// The value the event's method takes beside the context, as the runtime's trait writes it:
+    /// its name and its type's name in `__private` (the payload of an in-step event, or the
+    /// fetched values).
+    pub fn parameter(self) -> Option<(&'static str, &'static str)> {
+        self.payload().or(self.has_values().then_some(("values", "Fetched")))
+    }
+
+    /// The list as data, for `__event_table!()`: `[(name, gated, parameter), ...]`.
+    pub fn table() -> TokenStream {
+        let rows = EventKind::ALL.iter().map(|event| {
+            let (name, gated) = (event.name(), !event.ungated());
+            let parameter = match event.parameter() {
+                Some((name, ty)) => quote!(::core::option::Option::Some((#name, #ty))),
+                None => quote!(::core::option::Option::None),
+            };
+            quote!((#name, #gated, #parameter))
+        });
+        quote!([#(#rows),*])
     }
 
     /// Whether the event runs at every step (`PeriodicCallback`'s step gating applies).

@@ -285,15 +285,12 @@ fn trait_methods(rt: &Runtime, methods: Methods, model: &TokenStream) -> TokenSt
             continue;
         }
         let ident = Ident::new(event.name(), Span::call_site());
-        let values = match event.payload() {
-            Some((name, ty)) => {
-                let (name, ty) = (Ident::new(name, Span::call_site()), Ident::new(ty, Span::call_site()));
-                // `StepLoss` borrows the step's outputs; `StepGradients` borrows nothing.
-                let lifetime = (event == EventKind::BeforeBackward).then(|| quote!(<'_>));
-                Some(quote!(#name: &#p::#ty #lifetime,))
-            }
-            None => event.has_values().then(|| quote!(values: &#p::Fetched<'_>,)),
-        };
+        let values = event.parameter().map(|(name, ty)| {
+            let (name, ty) = (Ident::new(name, Span::call_site()), Ident::new(ty, Span::call_site()));
+            // `StepLoss` and `Fetched` borrow the step's outputs; `StepGradients` borrows nothing.
+            let lifetime = (event != EventKind::AfterBackward).then(|| quote!(<'_>));
+            quote!(#name: &#p::#ty #lifetime,)
+        });
         out.extend(quote! {
             #[allow(unused_variables, unreachable_code, clippy::needless_return)]
             fn #ident(&mut self, ctx: &mut #p::Context<'_, #model>, #values) -> #p::Result<()> {
@@ -652,7 +649,7 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
     quote! {
         #checks
         #[automatically_derived]
-        impl #impl_generics #p::CallbackSet for #ident #ty_generics #where_clause {}
+        impl #impl_generics #p::CallbackField for #ident #ty_generics #where_clause {}
         #[automatically_derived]
         impl<#(#params),*> #p::Callbacks<#m, (#(#markers,)*)> for #ident #ty_generics
         where #(#predicates,)*
@@ -728,7 +725,7 @@ fn field_checks(rt: &Runtime, input: &crate::ast::Composition) -> TokenStream {
     let (impl_generics, _, where_clause) = input.generics.split_for_impl();
     quote! {
         const _: () = {
-            fn __stoker_is_callback_set<T: #p::CallbackSet + ?::core::marker::Sized>() {}
+            fn __stoker_is_callback_set<T: #p::CallbackField + ?::core::marker::Sized>() {}
             #[allow(dead_code, clippy::extra_unused_type_parameters)]
             fn __stoker_fields #impl_generics () #where_clause {
                 #(#checks)*

@@ -55,7 +55,7 @@ pub fn composition(input: &Composition) -> TokenStream {
     let p = Runtime::new(input.krate.as_ref()).private();
     quote! {
         #[automatically_derived]
-        impl #impl_generics #p::CallbackSet for #ident #ty_generics #where_clause {}
+        impl #impl_generics #p::CallbackField for #ident #ty_generics #where_clause {}
         #[automatically_derived]
         impl<#(#params,)* __StokerModel> #p::Callbacks<__StokerModel, ()> for #ident #ty_generics #where_clause {
             fn len(&self) -> usize { 0 }

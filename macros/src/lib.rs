@@ -87,7 +87,7 @@ pub fn order(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 /// dispatched statically. Fields take `#[order(after = X, before = Y)]`, `#[every_k_steps(N)]`,
 /// `#[every_k_epochs(N)]` (`PeriodicCallback`'s gating), `#[enable_if(path)]` and
 /// `#[chief_only]` / `#[chief_only(false)]`. Every field is a callback or a set of callbacks
-/// (`burn_stoker::kind::CallbackSet`), checked on the field. On the struct,
+/// (`burn_stoker::kind::CallbackField`), checked on the field. On the struct,
 /// `#[callbacks(crate = "path")]` names a renamed runtime.
 ///
 /// Examples (compiled as doc tests of `burn-stoker`, which re-exports this macro): `burn_stoker::Callbacks`.
@@ -97,6 +97,19 @@ pub fn order(args: proc_macro::TokenStream, item: proc_macro::TokenStream) -> pr
 )]
 pub fn derive_callbacks(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
     expand_derive(input.into()).into()
+}
+
+/// Not for users: the macros' list of events as data, `[(name, gated, parameter), ...]` in order
+/// (`parameter`: the `(name, type)` of the value the event's method takes, if any), which the
+/// runtime's tests compare with its own list (`for_each_event!`): a proc-macro crate exports
+/// only macros, and cannot read the runtime's list.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __event_table(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
+    if !input.is_empty() {
+        return quote!(::core::compile_error!("`__event_table!()` takes no input")).into();
+    }
+    event::EventKind::table().into()
 }
 
 /// The expansion of `#[callback(args)] item`, on token streams (so that tests can feed it anything).

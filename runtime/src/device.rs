@@ -81,15 +81,17 @@ pub(crate) fn reads_wait_in_poll(device: &Device) -> bool {
     false
 }
 
-/// Every device name, with the feature that builds it: what [`by_name`] understands.
-const NAMES: [(&str, &str); 7] = [
-    ("cpu", "flex"),
-    ("wgpu", "wgpu"),
-    ("vulkan", "vulkan"),
-    ("metal", "metal"),
-    ("cuda", "cuda"),
-    ("cuda:N", "cuda"),
-    ("rocm", "rocm"),
+/// Every device name [`by_name`] understands (`x:N` standing for every device number), the
+/// feature that builds it, and whether this build has it.
+const NAMES: [(&str, &str, bool); 8] = [
+    ("cpu", "flex", cfg!(any(feature = "flex", feature = "ndarray"))),
+    ("wgpu", "wgpu", cfg!(feature = "wgpu")),
+    ("vulkan", "vulkan", cfg!(feature = "vulkan")),
+    ("metal", "metal", cfg!(feature = "metal")),
+    ("cuda", "cuda", cfg!(feature = "cuda")),
+    ("cuda:N", "cuda", cfg!(feature = "cuda")),
+    ("rocm", "rocm", cfg!(feature = "rocm")),
+    ("rocm:N", "rocm", cfg!(feature = "rocm")),
 ];
 
 /// The device named `name`: `"cpu"`; `"wgpu"`, `"vulkan"`, `"metal"`; `"cuda"` or `"cuda:N"`
@@ -129,12 +131,13 @@ pub fn by_name(name: &str) -> Result<Device> {
         "rocm" => Ok(rocm(index.unwrap_or(0))),
         _ => {
             let has = available().join(", ");
-            match NAMES.iter().find(|(known, _)| known.split(':').next() == Some(backend)) {
-                Some((_, feature)) => Err(Error::msg(format!(
+            match NAMES.iter().find(|(known, _, _)| known.split(':').next() == Some(backend)) {
+                Some((_, feature, _)) => Err(Error::msg(format!(
                     "device `{name}` needs burn-stoker's `{feature}` feature, which this build lacks; this build has: {has}"
                 ))),
                 None => Err(Error::msg(format!(
-                    "unknown device `{name}`; the names are cpu, wgpu, vulkan, metal, cuda[:N], rocm[:N]; this build has: {has}"
+                    "unknown device `{name}`; the names are {}; this build has: {has}",
+                    every_name()
                 ))),
             }
         }
@@ -143,21 +146,16 @@ pub fn by_name(name: &str) -> Result<Device> {
 
 /// The device names this build supports (`cuda:N` standing for every CUDA device).
 pub fn available() -> Vec<&'static str> {
-    let built = [
-        cfg!(any(feature = "flex", feature = "ndarray")),
-        cfg!(feature = "wgpu"),
-        cfg!(feature = "vulkan"),
-        cfg!(feature = "metal"),
-        cfg!(feature = "cuda"),
-        cfg!(feature = "cuda"),
-        cfg!(feature = "rocm"),
-    ];
-    let mut names: Vec<&'static str> =
-        NAMES.iter().zip(built).filter(|(_, built)| *built).map(|((name, _), _)| *name).collect();
-    if cfg!(feature = "rocm") {
-        names.push("rocm:N");
-    }
-    names
+    NAMES.iter().filter(|(_, _, built)| *built).map(|(name, _, _)| *name).collect()
+}
+
+/// Every name, a numbered one folded into its backend's: `cpu, wgpu, ..., cuda[:N], rocm[:N]`.
+fn every_name() -> String {
+    let numbered = |backend: &str| NAMES.iter().any(|(name, _, _)| name.strip_suffix(":N") == Some(backend));
+    let names = NAMES.iter().filter(|(name, _, _)| !name.ends_with(":N"));
+    let names =
+        names.map(|(name, _, _)| if numbered(name) { format!("{name}[:N]") } else { name.to_string() });
+    names.collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]
@@ -178,6 +176,7 @@ mod tests {
         }
         let error = by_name("tpu").unwrap_err().to_string();
         assert!(error.contains("unknown device `tpu`") && error.contains("cpu"), "{error}");
+        assert!(error.contains("the names are cpu, wgpu, vulkan, metal, cuda[:N], rocm[:N];"), "{error}");
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! An order target is a callback *type*. [`CallbackKind`] gives each callback type the name by
 //! which the trainer orders it at run time (the type's name; a wrapper such as
 //! [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) takes its inner callback's). `#[callback]` and
-//! `#[derive(Callbacks)]` implement it; the built-in callbacks implement it here; a hand-written
-//! callback implements it in one line:
+//! `#[derive(Callbacks)]` implement it; each built-in callback implements it next to its type (the
+//! crate-private `kind!(Type)`); a hand-written callback implements it in one line:
 //!
 //! ```
 //! use burn_stoker::prelude::*;
@@ -22,17 +22,15 @@
 //! }
 //! ```
 //!
-//! [`CallbackSet`] is what a field of a `#[derive(Callbacks)]` struct may be: a callback, or a
+//! [`CallbackField`] is what a field of a `#[derive(Callbacks)]` struct may be: a callback, or a
 //! set of callbacks (a tuple, an `Option`, a `Vec`, another derived struct, a
 //! [`Timed`](crate::track::Timed) set). A field of any other type is a compile error on that field.
 
-use crate::callback::Callback;
-
 /// A callback type, which an `#[order(after = X)]` constraint can name.
 ///
-/// `NAME` is the name the trainer orders it by: the [`Callback::name`] of its values, or the
-/// part of it before `(` (`ScheduledHyperParamSetter` designates every
-/// `ScheduledHyperParamSetter(learning_rate)`).
+/// `NAME` is the name the trainer orders it by: the
+/// [`Callback::name`](crate::callback::Callback::name) of its values, or the part of it before `(`
+/// (`ScheduledHyperParamSetter` designates every `ScheduledHyperParamSetter(learning_rate)`).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a callback type",
     label = "an order target names a callback type",
@@ -43,23 +41,24 @@ pub trait CallbackKind {
     const NAME: &'static str;
 }
 
-/// What a field of a `#[derive(Callbacks)]` struct may be: a callback, or a set of callbacks.
+/// What a field of a `#[derive(Callbacks)]` struct may be: a callback, or a set of callbacks. A
+/// compile-time check only, spanned on the field; the trainer runs a set through
+/// [`Callbacks`](crate::callback::Callbacks), the one trait of a set of callbacks.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a callback, nor a set of callbacks",
     label = "a field of a `#[derive(Callbacks)]` struct is a callback or a set of callbacks",
     note = "use a type made by `#[callback]`, a built-in callback, a tuple, `Option` or `Vec` of them, or another `#[derive(Callbacks)]` struct; a hand-written callback implements `CallbackKind` in one line: `impl CallbackKind for {Self} {{ const NAME: &'static str = \"...\"; }}`"
 )]
-pub trait CallbackSet {}
+pub trait CallbackField {}
 
-impl<C: CallbackKind + ?Sized> CallbackSet for C {}
-impl CallbackSet for () {}
-impl<C: CallbackSet> CallbackSet for Option<C> {}
-impl<C: CallbackSet> CallbackSet for Vec<C> {}
-impl<C: CallbackSet, T> CallbackSet for crate::track::Timed<C, T> {}
+impl<C: CallbackKind + ?Sized> CallbackField for C {}
+impl CallbackField for () {}
+impl<C: CallbackField> CallbackField for Option<C> {}
+impl<C: CallbackField> CallbackField for Vec<C> {}
 
 macro_rules! tuple_sets {
     ($($name:ident)+) => {
-        impl<$($name: CallbackSet),+> CallbackSet for ($($name,)+) {}
+        impl<$($name: CallbackField),+> CallbackField for ($($name,)+) {}
     };
 }
 
@@ -87,130 +86,61 @@ impl<C: CallbackKind + ?Sized> CallbackKind for Box<C> {
 impl<C: CallbackKind + ?Sized> CallbackKind for &mut C {
     const NAME: &'static str = C::NAME;
 }
-// A boxed callback of any type: a field may hold one; an order target cannot name it.
-impl<M> CallbackKind for dyn Callback<M> {
-    const NAME: &'static str = "dyn Callback";
-}
-impl<M> CallbackKind for dyn Callback<M> + Send {
-    const NAME: &'static str = "dyn Callback";
-}
-impl<M> CallbackKind for dyn Callback<M> + Send + Sync {
-    const NAME: &'static str = "dyn Callback";
-}
 
-// The wrappers are ordered as the callback they wrap (their `name` is its name).
-impl<C: CallbackKind> CallbackKind for crate::trigger::PeriodicTrigger<C> {
-    const NAME: &'static str = C::NAME;
-}
-impl<C: CallbackKind> CallbackKind for crate::trigger::PeriodicCallback<C> {
-    const NAME: &'static str = C::NAME;
-}
-impl<C: CallbackKind, P> CallbackKind for crate::trigger::EnableCallbackIf<C, P> {
-    const NAME: &'static str = C::NAME;
-}
-// A named callback (`InferenceRunner(test)`) is designated by its type's name too.
-impl<C: CallbackKind> CallbackKind for crate::callback::Named<C> {
-    const NAME: &'static str = C::NAME;
-}
-impl<C: CallbackKind, D> CallbackKind for crate::trigger::ProxyCallback<C, D> {
-    const NAME: &'static str = C::NAME;
-}
-
-// A user-written hyper-parameter setter is ordered by its own name.
-impl<S: crate::param::HyperParamSetter> CallbackKind for crate::param::SetterCallback<S> {
-    const NAME: &'static str = S::NAME;
-}
-
-// The savers: `MinSaver` and `MaxSaver` are one generic type.
-impl<const MAX: bool> CallbackKind for crate::saver::BestSaver<MAX> {
-    const NAME: &'static str = if MAX { "MaxSaver" } else { "MinSaver" };
-}
-
-/// `CallbackKind` for built-in callback types, named as their type.
-macro_rules! kinds {
-    ($($(<$($param:ident),+>)? $path:path => $name:ident;)+) => {$(
-        impl$(<$($param),+>)? CallbackKind for $path {
-            const NAME: &'static str = stringify!($name);
+/// `CallbackKind` for a built-in callback type, written next to the type:
+/// `crate::kind::kind!(CsvWriter);` or `crate::kind::kind!(ModelSaver<T>);` (named as the type),
+/// `crate::kind::kind!(ReduceLrOnPlateau => "ReduceLROnPlateau")` where its
+/// [`Callback::name`](crate::callback::Callback::name) starts with another word. A wrapper, whose
+/// kind is its inner callback's, implements the trait by hand. The tests below find every
+/// `kind!` of the crate and check each built-in's name against its kind.
+macro_rules! kind {
+    ($ty:ident $(<$($param:ident),+>)?) => {
+        $crate::kind::kind!($ty $(<$($param),+>)? => stringify!($ty));
+    };
+    ($ty:ident $(<$($param:ident),+>)? => $name:expr) => {
+        impl $(<$($param),+>)? $crate::kind::CallbackKind for $ty $(<$($param),+>)? {
+            const NAME: &'static str = $name;
         }
-    )+};
+    };
 }
-
-kinds! {
-    crate::modify::RnnRegularizer => RnnRegularizer;
-    crate::modify::GradientClip => GradientClip;
-    crate::modify::GradientAccumulation => GradientAccumulation;
-    <B, F> crate::modify::BatchNormTune<B, F> => BatchNormTune;
-    <F> crate::modify::RunOp<F> => RunOp;
-    crate::debug::InjectShell => InjectShell;
-    crate::debug::DumpTensors => DumpTensors;
-    <M, F> crate::debug::ProcessTensors<M, F> => ProcessTensors;
-    crate::debug::TensorPrinter => TensorPrinter;
-    crate::debug::DumpTensorAsImage => DumpTensorAsImage;
-    <M> crate::debug::CallbackFactory<M> => CallbackFactory;
-    crate::debug::TerminateOnNaN => TerminateOnNaN;
-    crate::debug::CheckNumerics => CheckNumerics;
-    crate::debug::StartProcOrThread => StartProcOrThread;
-    <C> crate::debug::StepTimeout<C> => StepTimeout;
-    <T> crate::saver::ModelSaver<T> => ModelSaver;
-    crate::saver::SaveBestState => SaveBestState;
-    crate::param::LrSchedulerSetter => LrSchedulerSetter;
-    crate::param::HumanHyperParamSetter => HumanHyperParamSetter;
-    crate::param::ScheduledHyperParamSetter => ScheduledHyperParamSetter;
-    crate::param::ReduceLrOnPlateau => ReduceLROnPlateau;
-    <F> crate::param::HyperParamSetterWithFunc<F> => HyperParamSetterWithFunc;
-    <F> crate::param::StatMonitorParamSetter<F> => StatMonitorParamSetter;
-    crate::stop::EarlyStopping => EarlyStopping;
-    <S, F> crate::stop::EarlyStop<S, F> => EarlyStop;
-    crate::monitor::CsvWriter => CsvWriter;
-    crate::monitor::Hist => Hist;
-    crate::monitor::MovingAverageSummary => MovingAverageSummary;
-    crate::monitor::SimpleMovingAverage => SimpleMovingAverage;
-    crate::monitor::TrainCost => TrainCost;
-    crate::monitor::TrainLogger => TrainLogger;
-    crate::monitor::SendMonitorData => SendMonitorData;
-    crate::monitor::SendStat => SendStat;
-    crate::track::ProgressBar => ProgressBar;
-    crate::track::ModelSummary => ModelSummary;
-    crate::track::Recorder => Recorder;
-    crate::trainer::TrainSummaryPrinter => TrainSummaryPrinter;
-    <T> crate::track::EstimatedTimeLeft<T> => EstimatedTimeLeft;
-    <T> crate::track::ThroughputTracker<T> => ThroughputTracker;
-    <T> crate::track::RunTimer<T> => RunTimer;
-    <C> crate::track::StepProfiler<C> => StepProfiler;
-    <D, F> crate::inference::InferenceRunner<D, F> => InferenceRunner;
-}
-
-#[cfg(feature = "sys-metrics")]
-kinds! {
-    crate::track::GpuMemoryTracker => GpuMemoryTracker;
-    crate::track::GpuUtilizationTracker => GpuUtilizationTracker;
-    crate::track::HostMemoryTracker => HostMemoryTracker;
-}
+pub(crate) use kind;
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
     use std::time::Duration;
 
     use burn::lr_scheduler::linear::LinearLrSchedulerConfig;
     use burn::nn::Linear;
+    use burn::tensor::Tensor;
 
-    use crate::callback::{Callback, CallbackExt};
+    use super::CallbackKind;
+    use crate::callback::{Callback, CallbackExt, Context};
     use crate::debug::{
-        CallbackFactory, CheckNumerics, DumpTensors, StartProcOrThread, StepTimeout, TensorPrinter,
-        TerminateOnNaN,
+        CallbackFactory, CheckNumerics, DumpTensorAsImage, DumpTensors, InjectShell, ProcessTensors,
+        StartProcOrThread, StepTimeout, TensorPrinter, TerminateOnNaN,
     };
-    use crate::modify::{GradientAccumulation, GradientClip, RnnRegularizer, RunOp};
-    use crate::monitor::{CsvWriter, Hist, MovingAverageSummary};
+    use crate::fetch::Outputs;
+    use crate::inference::InferenceRunner;
+    use crate::modify::{BatchNormTune, GradientAccumulation, GradientClip, RnnRegularizer, RunOp};
+    use crate::monitor::{
+        CsvWriter, Hist, MovingAverageSummary, SendMonitorData, SendStat, SimpleMovingAverage, TrainCost,
+        TrainLogger,
+    };
     use crate::param::{
         HumanHyperParamSetter, HyperParamSetter, HyperParamSetterWithFunc, LrSchedulerSetter,
         ReduceLrOnPlateau, ScheduledHyperParamSetter, StatMonitorParamSetter,
     };
-    use crate::saver::{MinSaver, ModelSaver};
-    use crate::stop::EarlyStopping;
-    use crate::track::{EstimatedTimeLeft, ProgressBar, Recorder, RunTimer, ThroughputTracker};
+    use crate::saver::{MaxSaver, MinSaver, ModelSaver, SaveBestState};
+    use crate::stop::{EarlyStop, EarlyStopping};
+    use crate::track::{
+        EstimatedTimeLeft, ModelSummary, ProgressBar, Recorder, RunTimer, StepProfiler, ThroughputTracker,
+    };
     #[cfg(feature = "sys-metrics")]
     use crate::track::{GpuMemoryTracker, GpuUtilizationTracker, HostMemoryTracker};
-    use crate::trigger::{EnableCallbackIf, PeriodicCallback, PeriodicTrigger};
+    use crate::trainer::TrainSummaryPrinter;
+    use crate::trigger::{EnableCallbackIf, PeriodicCallback, PeriodicTrigger, ProxyCallback};
 
     fn chief_only<C: Callback<Linear>>(callback: C) -> bool {
         callback.chief_only()
@@ -268,7 +198,18 @@ mod tests {
                 chief_only(Box::new(GradientClip::new(1.0)) as Box<dyn Callback<Linear>>),
             ),
         ];
-        let chief = [
+        let chief = on_the_chief();
+        for (name, chief_only) in every_rank {
+            assert!(!chief_only, "{name} must run on every rank");
+        }
+        for (name, chief_only) in chief {
+            assert!(chief_only, "{name} must run on the chief only");
+        }
+    }
+
+    /// The built-ins that run on the chief only, each with what `chief_only()` says.
+    fn on_the_chief() -> [(&'static str, bool); 20] {
+        [
             ("ModelSaver", chief_only(ModelSaver::new(3))),
             ("MinSaver", chief_only(MinSaver::new("validation_loss"))),
             ("EarlyStopping", chief_only(EarlyStopping::new("validation_loss"))),
@@ -298,12 +239,178 @@ mod tests {
             ("PeriodicTrigger(ModelSaver)", chief_only(PeriodicTrigger::new(ModelSaver::new(1)))),
             ("Named(ModelSaver)", chief_only(ModelSaver::new(1).named("archive"))),
             ("CheckNumerics", chief_only(CheckNumerics::new())),
+        ]
+    }
+
+    /// One built-in callback, as a value: its type's name, its kind's `NAME`, its `name()`.
+    struct Sample {
+        ty: &'static str,
+        kind: &'static str,
+        name: String,
+    }
+
+    fn sample<C: Callback<Linear> + CallbackKind>(callback: C) -> Sample {
+        let path = std::any::type_name::<C>();
+        let ty = path.split('<').next().and_then(|p| p.rsplit("::").next()).unwrap_or(path);
+        Sample { ty, kind: C::NAME, name: callback.name().into_owned() }
+    }
+
+    /// A value of every built-in callback type with a kind (and of each wrapper around one).
+    fn samples() -> Vec<Sample> {
+        let lr = LinearLrSchedulerConfig::new(0.5, 0.1, 4).init().unwrap();
+        let batches: Vec<(Tensor<2>, Tensor<2>)> = Vec::new();
+        let forward = |_: &Linear, _: (Tensor<2>, Tensor<2>), _: &mut Outputs| {};
+        let all = vec![
+            sample(RnnRegularizer::new(2.0, 1.0)),
+            sample(GradientClip::new(1.0)),
+            sample(GradientAccumulation::new(4)),
+            sample(BatchNormTune::new(vec![0u8], |_: &Linear, _: u8| {})),
+            sample(RunOp::new(|_: &mut Linear| {})),
+            sample(InjectShell::new()),
+            sample(DumpTensors::new(["loss"])),
+            sample(ProcessTensors::new(["loss"], |_, _: &mut Context<'_, Linear>| {})),
+            sample(TensorPrinter::new(["loss"])),
+            sample(DumpTensorAsImage::new("image")),
+            sample(CallbackFactory::<Linear>::new().trigger(|_| {})),
+            sample(TerminateOnNaN::new()),
+            sample(CheckNumerics::new()),
+            sample(StartProcOrThread::new()),
+            sample(StepTimeout::new(Duration::from_secs(60))),
+            sample(ModelSaver::new(3)),
+            sample(MinSaver::new("validation_loss")),
+            sample(MaxSaver::new("validation_accuracy")),
+            sample(SaveBestState::new("best.bpk", "validation_loss")),
+            sample(LrSchedulerSetter::new(lr)),
+            sample(HumanHyperParamSetter::new("learning_rate")),
+            sample(ScheduledHyperParamSetter::new("learning_rate", [(0, 0.1)])),
+            sample(ReduceLrOnPlateau::new("validation_loss")),
+            sample(HyperParamSetterWithFunc::new("learning_rate", |_, v| v)),
+            sample(StatMonitorParamSetter::new("learning_rate", "validation_loss", |v| v / 2.0, 0.0, 3)),
+            sample(ScheduledHyperParamSetter::new("learning_rate", [(0, 0.1)]).into_callback()),
+            sample(EarlyStopping::new("validation_loss")),
+            sample(EarlyStop::new("validation_loss", |(), v: f64| ((), v < 0.1))),
+            sample(CsvWriter::new()),
+            sample(Hist::new()),
+            sample(MovingAverageSummary::new(["loss"])),
+            sample(SimpleMovingAverage::new(["loss"], 5)),
+            sample(TrainCost::new()),
+            sample(TrainLogger::new()),
+            sample(SendMonitorData::new("true {v}", ["v"]).unwrap()),
+            sample(SendStat::new("true {v}", ["v"]).unwrap()),
+            sample(ProgressBar::new()),
+            sample(ModelSummary::new()),
+            sample(Recorder::new()),
+            sample(TrainSummaryPrinter::new()),
+            sample(EstimatedTimeLeft::new()),
+            sample(ThroughputTracker::new()),
+            sample(RunTimer::new()),
+            sample(StepProfiler::new()),
+            sample(InferenceRunner::new(batches, forward)),
+            sample(PeriodicTrigger::new(GradientClip::new(1.0))),
+            sample(PeriodicCallback::new(ModelSaver::new(1))),
+            sample(EnableCallbackIf::new(TerminateOnNaN::new(), |_| true)),
+            sample(ProxyCallback::new(MinSaver::new("validation_loss"))),
+            sample(ModelSaver::new(1).named("archive")),
+            sample(Box::new(GradientClip::new(1.0))),
         ];
-        for (name, chief_only) in every_rank {
-            assert!(!chief_only, "{name} must run on every rank");
+        #[cfg(feature = "sys-metrics")]
+        let all = {
+            let mut all = all;
+            all.extend([
+                sample(GpuMemoryTracker::new()),
+                sample(GpuUtilizationTracker::new()),
+                sample(HostMemoryTracker::new()),
+            ]);
+            all
+        };
+        #[cfg(feature = "dashboard")]
+        let all = {
+            let mut all = all;
+            all.push(sample(crate::monitor::Dashboard::new()));
+            all
+        };
+        all
+    }
+
+    /// The built-ins of the feature `sys-metrics`, which `samples` has only with it.
+    const SYS_METRICS: [&str; 3] = ["GpuMemoryTracker", "GpuUtilizationTracker", "HostMemoryTracker"];
+
+    /// Implementations of `Callback` without a kind, each with the reason.
+    const WITHOUT_KIND: [(&str, &str); 1] =
+        [("TrainMetric", "burn-train's metrics, named `BurnMetric(...)`, are not order targets")];
+
+    /// The crate's code, file by file, without comments and without its test modules (as
+    /// `bench/tools/module_graph.py` reads it).
+    fn sources() -> Vec<(String, String)> {
+        fn walk(dir: &Path, out: &mut Vec<(String, String)>) {
+            for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    let code = text.split("#[cfg(test)]\nmod ").next().unwrap_or_default();
+                    let code: Vec<&str> =
+                        code.lines().map(|l| l.split("//").next().unwrap_or_default()).collect();
+                    out.push((path.display().to_string(), code.join("\n")));
+                }
+            }
         }
-        for (name, chief_only) in chief {
-            assert!(chief_only, "{name} must run on the chief only");
+        let mut out = Vec::new();
+        walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut out);
+        out
+    }
+
+    /// The type names `pattern` captures in the crate's code.
+    fn declared(pattern: &str) -> BTreeSet<String> {
+        let pattern = regex_lite::Regex::new(pattern).unwrap();
+        let mut found = BTreeSet::new();
+        for (_, code) in sources() {
+            found.extend(pattern.captures_iter(&code).map(|c| c[1].to_string()));
         }
+        found
+    }
+
+    /// Every built-in's kind is the start of its name (`NAME`, or `NAME(...)`), and every type
+    /// with a kind in the crate (a `kind!` line or a wrapper's impl) has a value in `samples`:
+    /// a built-in added without one fails here, as does a callback type without a kind.
+    #[test]
+    fn every_built_in_is_named_as_its_kind() {
+        let samples = samples();
+        for sample in &samples {
+            let prefix = format!("{}(", sample.kind);
+            assert!(
+                sample.name == sample.kind || sample.name.starts_with(&prefix),
+                "{}: its kind is `{}` but it is named `{}`",
+                sample.ty,
+                sample.kind,
+                sample.name
+            );
+        }
+        let sampled: BTreeSet<&str> = samples.iter().map(|s| s.ty).collect();
+        let mut kinds = declared(r"kind!\(\s*(\w+)");
+        kinds.extend(declared(r"impl\b[^{;]*\bCallbackKind for (\w+)"));
+        for ty in ["Box", "dyn"] {
+            assert!(kinds.remove(ty), "the scan no longer finds the impl of CallbackKind for `{ty}`");
+        }
+        let missing: Vec<&String> = kinds
+            .iter()
+            .filter(|ty| !sampled.contains(ty.as_str()))
+            .filter(|ty| cfg!(feature = "sys-metrics") || !SYS_METRICS.contains(&ty.as_str()))
+            .filter(|ty| cfg!(feature = "dashboard") || ty.as_str() != "Dashboard")
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "built-ins with a kind but no value in kind::tests::samples: {missing:?}"
+        );
+        let callbacks = declared(r"impl\b[^{;]*\bCallback<\w+> for (\w+)");
+        let kindless: Vec<&String> = callbacks
+            .iter()
+            .filter(|ty| !kinds.contains(*ty) && !WITHOUT_KIND.iter().any(|(t, _)| t == ty))
+            .collect();
+        assert!(
+            kindless.is_empty(),
+            "callback types without a kind (`crate::kind::kind!(Type);` next to the type): {kindless:?}"
+        );
     }
 }

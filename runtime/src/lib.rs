@@ -211,7 +211,7 @@ pub mod __private {
     };
     pub use crate::error::{Error, Result};
     pub use crate::fetch::{Fetch, FetchValue, Fetched};
-    pub use crate::kind::{CallbackKind, CallbackSet};
+    pub use crate::kind::{CallbackField, CallbackKind};
     pub use crate::trigger::{epoch_due, field_gate, field_wants, step_due};
     pub use serde_json::Value as StateValue;
 

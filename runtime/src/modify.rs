@@ -53,6 +53,7 @@ pub struct RnnRegularizer {
     dropped: &'static str,
     raw: &'static str,
 }
+crate::kind::kind!(RnnRegularizer);
 
 impl RnnRegularizer {
     /// AR with weight `alpha` and TAR with weight `beta` (fastai's defaults are 2 and 1); a
@@ -137,6 +138,7 @@ pub struct GradientClip {
     limit: f32,
     by_value: bool,
 }
+crate::kind::kind!(GradientClip);
 
 impl GradientClip {
     /// Clip the global norm to `max_norm` (fastai's default is 1.0).
@@ -291,6 +293,7 @@ pub struct GradientAccumulation {
     sum: Option<GradientsParams>,
     count: u64,
 }
+crate::kind::kind!(GradientAccumulation);
 
 impl GradientAccumulation {
     /// Run the optimizer every `k` steps (at least 1).

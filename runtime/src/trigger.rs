@@ -11,14 +11,12 @@
 
 mod proxy;
 
-use std::borrow::Cow;
-
 use crate::callback::{
-    Callback, Context, Counters, Event, Order, Period, PeriodSetting, StepGradients, StepHooks, StepLoss,
-    for_each_event,
+    Callback, Context, Counters, Event, Period, PeriodSetting, StepGradients, StepLoss, for_each_event,
 };
 use crate::error::{Error, Result};
-use crate::fetch::{Fetch, Fetched};
+use crate::fetch::Fetched;
+use crate::kind::CallbackKind;
 
 pub use proxy::{Forward, Proxy, ProxyCallback};
 
@@ -82,33 +80,6 @@ macro_rules! phase_gate {
     (@find $want:ident; $other:ident: $gate:expr $(, $($rest:tt)*)?) => { phase_gate!(@find $want; $($($rest)*)?) };
 }
 
-/// The methods every wrapper forwards as they are: the wrapped callback's identity and state.
-macro_rules! forward_identity {
-    () => {
-        fn name(&self) -> Cow<'static, str> {
-            self.inner.name()
-        }
-        fn order(&self) -> Order {
-            self.inner.order()
-        }
-        fn fetches(&self) -> &[Fetch] {
-            self.inner.fetches()
-        }
-        fn chief_only(&self) -> bool {
-            self.inner.chief_only()
-        }
-        fn save_state(&self) -> Result<Option<serde_json::Value>> {
-            self.inner.save_state()
-        }
-        fn load_state(&mut self, state: serde_json::Value) -> Result<()> {
-            self.inner.load_state(state)
-        }
-        fn step_hooks(&self) -> StepHooks {
-            self.inner.step_hooks()
-        }
-    };
-}
-
 /// Calls the wrapped callback's `trigger` every `k` global steps (from `trigger_step`, when
 /// `global_step % k == 0`), every `k` epochs (from `trigger_epoch`, when `epoch_num % k == 0`),
 /// and once in `before_train` if asked. Its other events run as they are, except `trigger_epoch`,
@@ -118,6 +89,10 @@ pub struct PeriodicTrigger<C> {
     inner: C,
     period: PeriodSetting,
     before_train: bool,
+}
+// A wrapper is ordered as the callback it wraps (its `name` is its name).
+impl<C: CallbackKind> CallbackKind for PeriodicTrigger<C> {
+    const NAME: &'static str = C::NAME;
 }
 
 impl<C> PeriodicTrigger<C> {
@@ -147,15 +122,14 @@ impl<C> PeriodicTrigger<C> {
 }
 
 impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
-    forward_identity!();
+    // The wrapped callback's identity and state, as they are.
+    crate::callback::forward_methods!((field inner);
+        name order fetches chief_only save_state load_state step_hooks wants_fetch);
     fn before_backward(&mut self, ctx: &mut Context<'_, M>, loss: &StepLoss<'_>) -> Result<()> {
         self.inner.before_backward(ctx, loss)
     }
     fn after_backward(&mut self, ctx: &mut Context<'_, M>, grads: &StepGradients) -> Result<()> {
         self.inner.after_backward(ctx, grads)
-    }
-    fn wants_fetch(&self, counters: &Counters) -> bool {
-        self.inner.wants_fetch(counters)
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let name = self.inner.name();
@@ -240,6 +214,9 @@ pub struct PeriodicCallback<C> {
     period: PeriodSetting,
     step_enabled: bool,
 }
+impl<C: CallbackKind> CallbackKind for PeriodicCallback<C> {
+    const NAME: &'static str = C::NAME;
+}
 
 impl<C> PeriodicCallback<C> {
     /// Wrap `inner`; give it a period with the methods below.
@@ -263,7 +240,9 @@ impl<C> PeriodicCallback<C> {
 }
 
 impl<M, C: Callback<M>> Callback<M> for PeriodicCallback<C> {
-    forward_identity!();
+    // The wrapped callback's identity and state, as they are; `wants_fetch` is gated.
+    crate::callback::forward_methods!((field inner);
+        name order fetches chief_only save_state load_state step_hooks);
     fn wants_fetch(&self, counters: &Counters) -> bool {
         self.period.period().step_due(counters.next_step(), counters) && self.inner.wants_fetch(counters)
     }
@@ -331,6 +310,9 @@ pub struct EnableCallbackIf<C, P> {
     predicate: P,
     step_enabled: bool,
 }
+impl<C: CallbackKind, P> CallbackKind for EnableCallbackIf<C, P> {
+    const NAME: &'static str = C::NAME;
+}
 
 impl<C, P: Fn(&Counters) -> bool> EnableCallbackIf<C, P> {
     /// Wrap `inner`, enabled while `predicate` holds of the counters.
@@ -395,7 +377,9 @@ impl<M, F: Fn(&Context<'_, M>) -> bool> EnablePredicate<M> for WithContext<F> {
 }
 
 impl<M, C: Callback<M>, P: EnablePredicate<M>> Callback<M> for EnableCallbackIf<C, P> {
-    forward_identity!();
+    // The wrapped callback's identity and state, as they are; `wants_fetch` is gated.
+    crate::callback::forward_methods!((field inner);
+        name order fetches chief_only save_state load_state step_hooks);
     fn wants_fetch(&self, counters: &Counters) -> bool {
         self.predicate.on_counters(counters).unwrap_or(true) && self.inner.wants_fetch(counters)
     }

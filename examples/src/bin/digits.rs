@@ -3,7 +3,7 @@
 //!
 //! `cargo run --release` (from the workspace root), or with options:
 //! `cargo run --release -p stoker-examples --bin digits -- --log-dir DIR --epochs N --device cpu|wgpu
-//! [--resume] [--log-dir-policy version|refuse|backup|delete|keep] [--threads N] [--mlflow http://HOST:PORT]`.
+//! [--resume] [--log-dir-policy version|refuse|backup|delete|keep] [--threads N] [--mlflow http://HOST:PORT] [--dashboard]`.
 //! Each run trains in a new folder `DIR/version_N` (the default policy, `version`), and
 //! `--resume` continues the newest one from its latest complete checkpoint. The other policies
 //! train in `DIR` itself: a run into one that holds an earlier run is refused (`refuse`), or
@@ -61,6 +61,11 @@ struct Cli {
     /// this URI (`mlflow server` prints it), as a run named "digits" in the default experiment.
     #[arg(long, value_name = "http://HOST:PORT", value_parser = mlflow_uri)]
     mlflow: Option<String>,
+    /// Show the terminal dashboard (curves, progress, time left, learning rate, status) instead
+    /// of the progress bar and the printed scalars; `q` stops at the next step boundary with a
+    /// checkpoint, as Ctrl-C does.
+    #[arg(long)]
+    dashboard: bool,
 }
 
 /// `--mlflow`'s check, before anything is trained: a URI burn-stoker's MLflow writer can use.
@@ -86,6 +91,7 @@ fn main() -> ExitCode {
     config.resume = cli.resume;
     config.log_dir_policy = cli.log_dir_policy;
     config.mlflow = cli.mlflow;
+    config.dashboard = cli.dashboard;
     if let Some(epochs) = cli.epochs {
         config.config.epochs = epochs;
     }

@@ -29,6 +29,7 @@ fn cli_help_lists_every_flag_on_stdout() {
         "--threads",
         "--mpi",
         "--mlflow",
+        "--dashboard",
         "--help",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}:\n{help}");

@@ -3,6 +3,7 @@
 
 mod callback_list;
 mod config;
+mod dashboard;
 mod digits;
 mod digits_cli;
 mod fault;

@@ -10,6 +10,7 @@ use super::step::{StepGradients, StepHooks, StepLoss};
 use crate::error::Cancel;
 use crate::error::Result;
 use crate::fetch::{Fetch, Fetched};
+use crate::kind::CallbackKind;
 
 macro_rules! define_callback_trait {
     ($(;)? $(
@@ -214,30 +215,8 @@ impl CallbackReturn for Flow {
 macro_rules! forward_callback {
     ([$($method:ident ($($arg:ident : $ty:ty)?))*] $pointer:ty) => {
         impl<M, C: Callback<M> + ?Sized> Callback<M> for $pointer {
-            fn name(&self) -> Cow<'static, str> {
-                (**self).name()
-            }
-            fn order(&self) -> Order {
-                (**self).order()
-            }
-            fn fetches(&self) -> &[Fetch] {
-                (**self).fetches()
-            }
-            fn chief_only(&self) -> bool {
-                (**self).chief_only()
-            }
-            fn save_state(&self) -> Result<Option<serde_json::Value>> {
-                (**self).save_state()
-            }
-            fn load_state(&mut self, state: serde_json::Value) -> Result<()> {
-                (**self).load_state(state)
-            }
-            fn wants_fetch(&self, counters: &Counters) -> bool {
-                (**self).wants_fetch(counters)
-            }
-            fn step_hooks(&self) -> StepHooks {
-                (**self).step_hooks()
-            }
+            crate::callback::forward_methods!((deref);
+                name order fetches chief_only save_state load_state wants_fetch step_hooks);
             $(
                 #[inline]
                 fn $method(&mut self, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {
@@ -249,3 +228,14 @@ macro_rules! forward_callback {
 }
 
 for_each_event!(define_callback_trait);
+
+// A boxed callback of any type: a field may hold one; an order target cannot name it.
+impl<M> CallbackKind for dyn Callback<M> {
+    const NAME: &'static str = "dyn Callback";
+}
+impl<M> CallbackKind for dyn Callback<M> + Send {
+    const NAME: &'static str = "dyn Callback";
+}
+impl<M> CallbackKind for dyn Callback<M> + Send + Sync {
+    const NAME: &'static str = "dyn Callback";
+}

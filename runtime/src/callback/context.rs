@@ -7,6 +7,7 @@ use burn::optim::ModuleOptimizer;
 use super::Outcome;
 use super::counters::Counters;
 use crate::error::{Break, Error, Result};
+use crate::signal::StopHandle;
 use crate::state::{HyperParams, KeepPolicy, Monitors, check_copy_name};
 use crate::world::Execution;
 
@@ -63,6 +64,8 @@ pub(crate) struct TrainState<M> {
     pub(crate) execution: Execution,
     /// Whether this run handles SIGINT and SIGTERM (`Trainer::handle_signals`).
     pub(crate) signals: bool,
+    /// The trainer's stop handle, for [`Context::stop_handle`].
+    pub(crate) stop: StopHandle,
 }
 
 /// What a callback sees at an event: the counters, the model, the optimizer, the hyper-parameters,
@@ -215,8 +218,15 @@ impl<M> Context<'_, M> {
         }
         crate::signal::received().map(crate::signal::static_name)
     }
-    /// Whether this run handles signals, so that [`interrupted`](Self::interrupted) can answer.
-    pub(crate) fn interrupted_is_watched(&self) -> bool {
+    /// The run's [`StopHandle`](crate::trainer::StopHandle), the one
+    /// [`Trainer::stop_handle`](crate::trainer::Trainer::stop_handle) gives: a callback hands it
+    /// to a thread of its own (a key read in a terminal, a message from a service) that stops
+    /// the run at its next step boundary with a checkpoint, as a Ctrl-C does.
+    pub fn stop_handle(&self) -> StopHandle {
+        self.state.stop.clone()
+    }
+    /// Whether this run handles signals, so that [`signal_received`](Self::signal_received) can answer.
+    pub(crate) fn signals_handled(&self) -> bool {
         self.state.signals
     }
     /// Write a checkpoint (see [the checkpoint format](crate::saver#the-checkpoint-format)) at the next

@@ -182,3 +182,65 @@ impl Event<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Phase;
+
+    /// One event as the runtime's list has it: its name, whether a gating wrapper may hold it
+    /// back (the phases `Period::gate` and the wrappers always let through are not gated), and
+    /// the value its method takes beside the context (its name, its type's name).
+    type Row = (&'static str, bool, Option<(&'static str, &'static str)>);
+
+    macro_rules! runtime_table {
+        ($(;)? $(
+            $(#[$doc:meta])*
+            $method:ident $variant:ident ($($arg:ident : $ty:ty = $pass:expr; $payload:ty)?) $phase:ident $(-> $default:ident)?;
+        )*) => {
+            [$((
+                stringify!($method),
+                !matches!(Phase::$phase, Phase::Once | Phase::InStep | Phase::Around),
+                None$(.or(Some((stringify!($arg), type_name(stringify!($ty))))))?,
+            )),*]
+        };
+    }
+
+    /// `&StepLoss<'_>` -> `StepLoss`.
+    fn type_name(ty: &'static str) -> &'static str {
+        let ty = ty.trim_start_matches('&').trim_start();
+        ty.split(|c: char| !c.is_alphanumeric() && c != '_').next().unwrap_or(ty)
+    }
+
+    fn names(rows: &[Row]) -> Vec<&'static str> {
+        rows.iter().map(|row| row.0).collect()
+    }
+
+    /// The macros' copy of the event list (`macros/src/event.rs`, read through the hidden
+    /// `__event_table!()`) and `for_each_event!` name the same events in the same order, with the
+    /// same gating and the same parameter: an event added to, removed from or renamed in either
+    /// list alone fails here.
+    #[test]
+    fn the_macros_event_list_is_the_runtimes() {
+        let runtime: &[Row] = &for_each_event!(runtime_table);
+        let macros: &[Row] = &burn_stoker_macros::__event_table!();
+        let only = |a: &[Row], b: &[Row]| -> Vec<&str> {
+            names(a).into_iter().filter(|name| !names(b).contains(name)).collect()
+        };
+        assert_eq!(
+            names(runtime),
+            names(macros),
+            "the runtime's events (`for_each_event!`, runtime/src/callback/event.rs) and the macros' \
+             (`EventKind`, macros/src/event.rs) differ: only in the runtime's: {:?}; only in the \
+             macros': {:?} (a new event goes into both lists, in the same place)",
+            only(runtime, macros),
+            only(macros, runtime),
+        );
+        for (ours, theirs) in runtime.iter().zip(macros) {
+            assert_eq!(
+                ours, theirs,
+                "event `{}`: (name, gated, parameter) in the runtime's list, then in the macros'",
+                ours.0
+            );
+        }
+    }
+}

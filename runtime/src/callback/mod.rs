@@ -5,12 +5,14 @@
 //! `counters` ([`Counters`]), `context` ([`Context`] over the trainer's state), `order`
 //! ([`Order`] and its topological sort), `base` (the [`Callback`] trait, [`Flow`], delivery) and
 //! `set` ([`Callbacks`]: tuples, `Vec`s, `Option`s of callbacks), `named` ([`Named`]: any
-//! callback under a name of its own, [`CallbackExt::named`]).
+//! callback under a name of its own, [`CallbackExt::named`]), `forward` (the non-event methods
+//! passed on to a wrapped callback, written once for every wrapper).
 
 mod base;
 mod context;
 mod counters;
 mod event;
+mod forward;
 mod named;
 mod order;
 mod outcome;
@@ -26,6 +28,7 @@ pub(crate) use context::{CheckpointRequest, Control, TrainState};
 pub use counters::{Counters, counters_before_step};
 pub(crate) use event::for_each_event;
 pub use event::{Event, Phase};
+pub(crate) use forward::forward_methods;
 pub(crate) use named::type_part;
 pub use named::{CallbackExt, Named};
 pub use order::{Order, resolve_order, short_type_name};

@@ -4,12 +4,11 @@ use std::borrow::Cow;
 
 use super::base::Callback;
 use super::context::Context;
-use super::counters::Counters;
 use super::event::for_each_event;
-use super::order::Order;
-use super::step::{StepGradients, StepHooks, StepLoss};
+use super::step::{StepGradients, StepLoss};
 use crate::error::{Result, check_setting};
-use crate::fetch::{Fetch, Fetched};
+use crate::fetch::Fetched;
+use crate::kind::CallbackKind;
 
 /// A callback under a name of its own: `<Type>(<label>)`, such as `InferenceRunner(test)` or
 /// `ModelSaver(archive)`. Made with [`CallbackExt::named`] (`.named("test")` on any callback) or
@@ -56,6 +55,10 @@ use crate::fetch::{Fetch, Fetched};
 pub struct Named<C> {
     inner: C,
     label: Cow<'static, str>,
+}
+// A named callback (`InferenceRunner(test)`) is designated by its type's name.
+impl<C: CallbackKind> CallbackKind for Named<C> {
+    const NAME: &'static str = C::NAME;
 }
 
 impl<C> Named<C> {
@@ -110,27 +113,8 @@ macro_rules! named_callback {
             fn name(&self) -> Cow<'static, str> {
                 Cow::Owned(format!("{}({})", type_part(&self.inner.name()), self.label))
             }
-            fn order(&self) -> Order {
-                self.inner.order()
-            }
-            fn fetches(&self) -> &[Fetch] {
-                self.inner.fetches()
-            }
-            fn chief_only(&self) -> bool {
-                self.inner.chief_only()
-            }
-            fn save_state(&self) -> Result<Option<serde_json::Value>> {
-                self.inner.save_state()
-            }
-            fn load_state(&mut self, state: serde_json::Value) -> Result<()> {
-                self.inner.load_state(state)
-            }
-            fn step_hooks(&self) -> StepHooks {
-                self.inner.step_hooks()
-            }
-            fn wants_fetch(&self, counters: &Counters) -> bool {
-                self.inner.wants_fetch(counters)
-            }
+            crate::callback::forward_methods!((field inner);
+                order fetches chief_only save_state load_state step_hooks wants_fetch);
             $(
                 #[inline]
                 fn $method(&mut self, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {

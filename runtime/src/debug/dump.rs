@@ -105,6 +105,7 @@ pub struct DumpTensors {
     writer: Option<FileWriter>,
     dir: PathBuf,
 }
+crate::kind::kind!(DumpTensors);
 
 impl std::fmt::Debug for FileWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

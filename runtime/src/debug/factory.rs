@@ -64,6 +64,7 @@ pub struct CallbackFactory<M> {
     order: Order,
     chief_only: Option<bool>,
 }
+crate::kind::kind!(CallbackFactory<M>);
 
 macro_rules! factory_events {
     ($(;)? $(

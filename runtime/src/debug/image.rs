@@ -60,6 +60,7 @@ pub struct DumpTensorAsImage {
     dir: PathBuf,
     writer: Option<FileWriter>,
 }
+crate::kind::kind!(DumpTensorAsImage);
 
 impl std::fmt::Debug for DumpTensorAsImage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

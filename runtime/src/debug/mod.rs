@@ -68,6 +68,7 @@ use crate::fetch::{Fetch, Fetched};
 pub struct TerminateOnNaN {
     period: Period,
 }
+crate::kind::kind!(TerminateOnNaN);
 
 impl Default for TerminateOnNaN {
     fn default() -> Self {

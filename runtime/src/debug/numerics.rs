@@ -38,6 +38,7 @@ pub struct CheckNumerics {
     run_step: bool,
     stop: bool,
 }
+crate::kind::kind!(CheckNumerics);
 
 impl CheckNumerics {
     /// Check at each trigger; a non-finite weight is an error.

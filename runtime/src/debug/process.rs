@@ -46,6 +46,7 @@ pub struct ProcessTensors<M, F> {
     function: F,
     model: PhantomData<fn(&M)>,
 }
+crate::kind::kind!(ProcessTensors<M, F>);
 
 impl<M, F> std::fmt::Debug for ProcessTensors<M, F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -121,6 +122,7 @@ pub struct TensorPrinter {
     thread: Option<(BoundedSender<String>, JoinHandle<std::io::Result<()>>)>,
     line: String,
 }
+crate::kind::kind!(TensorPrinter);
 
 impl std::fmt::Debug for TensorPrinter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -58,6 +58,7 @@ pub struct InjectShell {
     /// Bytes read from stdin past the last line handled.
     pending: Vec<u8>,
 }
+crate::kind::kind!(InjectShell);
 
 impl std::fmt::Debug for InjectShell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -132,7 +133,7 @@ impl InjectShell {
     fn shell<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let io_error = |e: std::io::Error| Error::context("InjectShell", e);
         let mut stderr;
-        let signals = ctx.interrupted_is_watched();
+        let signals = ctx.signals_handled();
         let (mut input, output): (Input<'_>, &mut dyn Write) = match &mut self.io {
             Some((input, output)) => (Input::Reader(input.as_mut()), output.as_mut()),
             None => {

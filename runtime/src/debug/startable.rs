@@ -107,6 +107,7 @@ pub struct StartProcOrThread {
     stop_at_train_end: bool,
     grace: Duration,
 }
+crate::kind::kind!(StartProcOrThread);
 
 impl std::fmt::Debug for StartProcOrThread {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

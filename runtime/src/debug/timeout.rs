@@ -107,6 +107,7 @@ pub struct StepTimeout<C = MonotonicClock> {
     watch: Arc<Watch<C>>,
     thread: Option<JoinHandle<()>>,
 }
+crate::kind::kind!(StepTimeout<C>);
 
 impl StepTimeout {
     /// The exit code of a process ended by a step timeout (124, as `timeout(1)` uses).

@@ -153,6 +153,7 @@ pub struct InferenceRunner<D = (), F = ()> {
     /// Every rank runs its shard; the inferencers' partial sums are summed over the ranks.
     data_parallel: bool,
 }
+crate::kind::kind!(InferenceRunner<D, F>);
 
 impl<D, F> InferenceRunner<D, F> {
     /// Inference over `data` with `forward`.

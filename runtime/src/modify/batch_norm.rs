@@ -59,6 +59,7 @@ pub struct BatchNormTune<B, F> {
     batches: Vec<B>,
     forward: F,
 }
+crate::kind::kind!(BatchNormTune<B, F>);
 
 impl<B, F> BatchNormTune<B, F> {
     /// Tune over `batches` (usually a part of the training set), running `forward(model, batch)`

@@ -61,6 +61,7 @@ pub struct RunOp<F> {
     run_after_step: bool,
     verbose: bool,
 }
+crate::kind::kind!(RunOp<F>);
 
 /// tensorpack's `RunUpdateOps`: a [`RunOp`] run only with every step, made by
 /// [`RunOp::update_ops`].

@@ -114,6 +114,7 @@ macro_rules! average_callback {
 pub struct MovingAverageSummary {
     averages: Averages<Exponential>,
 }
+crate::kind::kind!(MovingAverageSummary);
 
 impl MovingAverageSummary {
     /// Average these outputs of the step (decay 0.95, every step, reported each epoch).
@@ -173,6 +174,7 @@ average_callback!(MovingAverageSummary);
 pub struct SimpleMovingAverage {
     averages: Averages<Window>,
 }
+crate::kind::kind!(SimpleMovingAverage);
 
 impl SimpleMovingAverage {
     /// Average these outputs over the last `window` samples (every step; reported every `window`

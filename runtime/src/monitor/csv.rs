@@ -58,6 +58,7 @@ pub struct CsvWriter {
     file: PathBuf,
     separator: char,
 }
+crate::kind::kind!(CsvWriter);
 
 impl Default for CsvWriter {
     fn default() -> Self {

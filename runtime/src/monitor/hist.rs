@@ -43,6 +43,7 @@ pub struct Hist {
     prefix: String,
     buckets: usize,
 }
+crate::kind::kind!(Hist);
 
 impl Default for Hist {
     fn default() -> Self {

@@ -3,7 +3,8 @@
 //!
 //! A writer is a [`MonitorSink`] running on a thread of its own; its callback
 //! ([`TensorBoardWriter`], [`JsonWriter`], [`ScalarPrinter`], [`CsvWriter`], [`HistoryWriter`],
-//! [`SendMonitorData`]; with the feature `mlflow`, `MlflowLogger` for an MLflow tracking server)
+//! [`SendMonitorData`]; with the feature `mlflow`, `MlflowLogger` for an MLflow tracking server;
+//! with the feature `dashboard`, `Dashboard`, the terminal dashboard)
 //! registers it at setup. Records put
 //! during an event reach the writers in one batch when the event ends; the end of every epoch
 //! (after every callback's `trigger_epoch`) reaches them as [`MonitorSink::end_epoch`] with the
@@ -22,6 +23,8 @@
 
 mod average;
 mod csv;
+#[cfg(feature = "dashboard")]
+mod dashboard;
 mod hist;
 mod history;
 mod json;
@@ -37,6 +40,8 @@ use crate::state::{EpochStats, MonitorSink, Record, Value};
 pub(crate) use crate::state::{json_f64, parse_f64};
 pub use average::{MovingAverageSummary, SimpleMovingAverage};
 pub use csv::{CSV_FILE, CsvSink, CsvWriter};
+#[cfg(feature = "dashboard")]
+pub use dashboard::Dashboard;
 pub use hist::Hist;
 pub use history::{HISTORY_FILE, HistorySink, HistoryWriter};
 pub(crate) use json::STATS_FILE;
@@ -50,7 +55,7 @@ pub use tensorboard::TensorBoardSink;
 pub use train_cost::{TRAIN_COST, TrainCost, TrainLogger, TrainLoggerSink};
 
 use crate::callback::Context;
-use crate::error::{Error, Result, io_error_at};
+use crate::error::{Error, Result};
 
 /// Writes every monitored record to a TensorBoard event file in the log directory, which
 /// TensorBoard itself reads (`tensorboard --logdir <log dir>`). On by default. tensorpack's
@@ -145,30 +150,5 @@ impl TensorBoardWriter {
         }
         ctx.monitors().add_sink(sink);
         Ok(())
-    }
-}
-
-impl MonitorSink for TensorBoardSink {
-    fn name(&self) -> &str {
-        "TensorBoard"
-    }
-    // The errors name the event file (a writer's failure is reported with its error alone).
-    fn write(&mut self, records: &[Record]) -> std::io::Result<()> {
-        TensorBoardSink::write(self, records)
-            .and_then(|()| self.flush_if_due())
-            .map_err(|e| io_error_at(self.path(), e))
-    }
-    /// Writes what is held when `max_queue` events are held or the oldest is `flush_secs` old.
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.flush_if_due().map_err(|e| io_error_at(self.path(), e))
-    }
-    fn flush_due(&self) -> Option<std::time::Instant> {
-        TensorBoardSink::flush_due(self)
-    }
-    fn end_epoch(&mut self, _stats: &EpochStats) -> std::io::Result<()> {
-        TensorBoardSink::end_epoch(self).map_err(|e| io_error_at(self.path(), e))
-    }
-    fn close(&mut self) -> std::io::Result<()> {
-        TensorBoardSink::flush(self).map_err(|e| io_error_at(self.path(), e))
     }
 }

@@ -66,6 +66,7 @@ pub struct SendMonitorData {
     template: Template,
     wait_at_end: Duration,
 }
+crate::kind::kind!(SendMonitorData);
 
 impl SendMonitorData {
     /// Run `command` each time every one of `names` has a new value. An empty or repeated
@@ -186,6 +187,7 @@ pub struct SendStat {
     wait_at_end: Duration,
     runner: Option<CommandRunner>,
 }
+crate::kind::kind!(SendStat);
 
 impl SendStat {
     /// Run `command` with the latest values of `names` at every trigger. An empty or repeated

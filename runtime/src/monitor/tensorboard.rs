@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::png::encode_png;
-use crate::state::{Histogram, Record, Value};
+use crate::error::io_error_at;
+use crate::state::{EpochStats, Histogram, MonitorSink, Record, Value};
 
 /// Pending bytes past which [`TensorBoardSink::write`] writes them out without waiting for
 /// [`flush`](TensorBoardSink::flush).
@@ -260,6 +261,33 @@ impl TensorBoardSink {
             }
         }
         Err(error)
+    }
+}
+
+/// The sink as the monitors drive it, on the writer's thread
+/// ([`TensorBoardWriter`](crate::monitor::TensorBoardWriter) registers it).
+impl MonitorSink for TensorBoardSink {
+    fn name(&self) -> &str {
+        "TensorBoard"
+    }
+    // The errors name the event file (a writer's failure is reported with its error alone).
+    fn write(&mut self, records: &[Record]) -> std::io::Result<()> {
+        TensorBoardSink::write(self, records)
+            .and_then(|()| self.flush_if_due())
+            .map_err(|e| io_error_at(self.path(), e))
+    }
+    /// Writes what is held when `max_queue` events are held or the oldest is `flush_secs` old.
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.flush_if_due().map_err(|e| io_error_at(self.path(), e))
+    }
+    fn flush_due(&self) -> Option<std::time::Instant> {
+        TensorBoardSink::flush_due(self)
+    }
+    fn end_epoch(&mut self, _stats: &EpochStats) -> std::io::Result<()> {
+        TensorBoardSink::end_epoch(self).map_err(|e| io_error_at(self.path(), e))
+    }
+    fn close(&mut self) -> std::io::Result<()> {
+        TensorBoardSink::flush(self).map_err(|e| io_error_at(self.path(), e))
     }
 }
 

@@ -48,6 +48,7 @@ pub struct TrainCost {
     /// The steps summed in `sum`.
     steps: u64,
 }
+crate::kind::kind!(TrainCost);
 
 impl Default for TrainCost {
     fn default() -> Self {
@@ -155,6 +156,7 @@ pub struct TrainLogger {
     train_cost: String,
     eval_cost: Option<String>,
 }
+crate::kind::kind!(TrainLogger);
 
 impl Default for TrainLogger {
     fn default() -> Self {

@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use super::setter::set_value;
+use super::setter::setter_callback;
 use super::{HyperParamSetter, Target};
 use crate::callback::{Callback, Context};
 use crate::error::Result;
@@ -60,6 +60,7 @@ pub struct HyperParamSetterWithFunc<F> {
     func: F,
     step_based: bool,
 }
+crate::kind::kind!(HyperParamSetterWithFunc<F>);
 
 impl<F> fmt::Debug for HyperParamSetterWithFunc<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -84,11 +85,6 @@ impl<F: FnMut(u64, f64) -> f64> HyperParamSetterWithFunc<F> {
         self.step_based = true;
         self
     }
-
-    fn apply<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let value = self.value_to_set(ctx)?;
-        set_value(&mut self.target, ctx, value)
-    }
 }
 
 /// `func(point, current value)`, at the beginning too unless the run resumed.
@@ -106,28 +102,7 @@ impl<F: FnMut(u64, f64) -> f64> HyperParamSetter for HyperParamSetterWithFunc<F>
     }
 }
 
+/// [`SetterCallback`](super::SetterCallback)'s callback, after every step when step-based.
 impl<M, F: FnMut(u64, f64) -> f64> Callback<M> for HyperParamSetterWithFunc<F> {
-    /// Every rank (tensorpack's `HyperParamSetter`): each replica sets the value it trains with.
-    fn chief_only(&self) -> bool {
-        false
-    }
-    fn name(&self) -> Cow<'static, str> {
-        self.target.name()
-    }
-    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        self.target.check(ctx)
-    }
-    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let value = self.value_at_beginning(ctx)?;
-        set_value(&mut self.target, ctx, value)
-    }
-    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.step_based { self.apply(ctx) } else { Ok(()) }
-    }
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.step_based { Ok(()) } else { self.apply(ctx) }
-    }
-    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        self.apply(ctx)
-    }
+    setter_callback!(setter: self, step_based: step_based);
 }

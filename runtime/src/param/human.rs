@@ -88,6 +88,7 @@ pub struct HumanHyperParamSetter {
     /// The parameter's value in the file when this setter last read or wrote it.
     seen: Option<f64>,
 }
+crate::kind::kind!(HumanHyperParamSetter);
 
 /// What one reading of the file found.
 struct Reading {

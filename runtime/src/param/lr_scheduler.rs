@@ -71,6 +71,7 @@ pub struct LrSchedulerSetter {
     /// The scheduler in use, and how many values it has given.
     running: Option<(ModuleLrScheduler, u64)>,
 }
+crate::kind::kind!(LrSchedulerSetter);
 
 impl fmt::Debug for LrSchedulerSetter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

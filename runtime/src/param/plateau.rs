@@ -102,6 +102,7 @@ pub struct ReduceLrOnPlateau {
     last_seen: Option<u64>,
     warnings: Warnings,
 }
+crate::kind::kind!(ReduceLrOnPlateau => "ReduceLROnPlateau");
 
 impl ReduceLrOnPlateau {
     /// Watch the statistic `monitor` (Keras's default is `val_loss`; here, name the scalar some

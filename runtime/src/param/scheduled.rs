@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use super::setter::set_value;
+use super::setter::setter_callback;
 use super::{HyperParamSetter, Target};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
@@ -69,6 +69,7 @@ pub struct ScheduledHyperParamSetter {
     step_based: bool,
     set_at_beginning: bool,
 }
+crate::kind::kind!(ScheduledHyperParamSetter);
 
 impl ScheduledHyperParamSetter {
     /// A schedule for `param` (`"learning_rate"` or a registered name). Points must increase.
@@ -121,6 +122,23 @@ impl ScheduledHyperParamSetter {
         if exact_only { None } else { last.map(|(_, v)| v) }
     }
 
+    /// The schedule's points increase and its values are finite, or the error saying which not.
+    fn check_schedule(&self) -> Result<()> {
+        let name = self.target.name();
+        if self.schedule.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(Error::HyperParam(format!(
+                "{name}: the schedule's points must increase: {:?}",
+                self.schedule
+            )));
+        }
+        if let Some(&(point, value)) = self.schedule.iter().find(|(_, v)| !v.is_finite()) {
+            return Err(Error::HyperParam(format!(
+                "{name}: the schedule's value at {point} is {value}, not a finite number"
+            )));
+        }
+        Ok(())
+    }
+
     fn point<M>(&self, ctx: &Context<'_, M>) -> u64 {
         if self.step_based { ctx.global_step() } else { ctx.epoch_num() }
     }
@@ -141,41 +159,8 @@ impl HyperParamSetter for ScheduledHyperParamSetter {
     }
 }
 
+/// [`SetterCallback`](super::SetterCallback)'s callback, after every step when step-based; the
+/// schedule is checked at setup.
 impl<M> Callback<M> for ScheduledHyperParamSetter {
-    /// Every rank (tensorpack's `HyperParamSetter`): each replica sets the value it trains with.
-    fn chief_only(&self) -> bool {
-        false
-    }
-    fn name(&self) -> Cow<'static, str> {
-        self.target.name()
-    }
-    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let name = self.target.name();
-        if self.schedule.windows(2).any(|w| w[0].0 >= w[1].0) {
-            return Err(Error::HyperParam(format!(
-                "{name}: the schedule's points must increase: {:?}",
-                self.schedule
-            )));
-        }
-        if let Some(&(point, value)) = self.schedule.iter().find(|(_, v)| !v.is_finite()) {
-            return Err(Error::HyperParam(format!(
-                "{name}: the schedule's value at {point} is {value}, not a finite number"
-            )));
-        }
-        self.target.check(ctx)
-    }
-    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let value = self.value_at_beginning(ctx)?;
-        set_value(&mut self.target, ctx, value)
-    }
-    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.step_based { Callback::<M>::trigger(self, ctx) } else { Ok(()) }
-    }
-    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.step_based { Ok(()) } else { Callback::<M>::trigger(self, ctx) }
-    }
-    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let value = self.value_to_set(ctx)?;
-        set_value(&mut self.target, ctx, value)
-    }
+    setter_callback!(setter: self, step_based: step_based, validate: check_schedule);
 }

@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use super::Target;
 use crate::callback::{Callback, Context};
 use crate::error::Result;
+use crate::kind::CallbackKind;
 
 /// What a hyper-parameter setter computes: tensorpack's abstract `HyperParamSetter`, whose
 /// users subclass it and write `_get_value_to_set`. Here a type implements this trait and
@@ -87,6 +88,10 @@ pub struct SetterCallback<S> {
     setter: S,
     target: Target,
 }
+// A user-written setter's callback is ordered by the setter's name.
+impl<S: HyperParamSetter> CallbackKind for SetterCallback<S> {
+    const NAME: &'static str = S::NAME;
+}
 
 impl<S: HyperParamSetter> SetterCallback<S> {
     /// The callback of `setter` (also [`HyperParamSetter::into_callback`]).
@@ -108,23 +113,60 @@ pub(crate) fn set_value<M>(target: &mut Target, ctx: &mut Context<'_, M>, value:
     }
 }
 
-impl<M, S: HyperParamSetter> Callback<M> for SetterCallback<S> {
-    /// Every rank (tensorpack's `HyperParamSetter`): each replica sets the value it trains with.
-    fn chief_only(&self) -> bool {
+/// The `Callback` methods of a hyper-parameter setter, written once for [`SetterCallback`] and
+/// the built-in setters that are their own callback: `setup` checks that the parameter exists
+/// (after `self.<check>()?`, with `validate: <check>`), `before_train` sets
+/// `value_at_beginning`, `trigger` sets `value_to_set`, called from `trigger_epoch`, or from
+/// `trigger_step` when `self.<step_based>` holds (`step_based: false` for never); on every rank
+/// (tensorpack's `HyperParamSetter`: each replica sets the value it trains with). `setter:` is
+/// the field that holds the [`HyperParamSetter`], or `self`; the target is `self.target`.
+macro_rules! setter_callback {
+    (setter: $setter:ident, step_based: $step:ident $(, validate: $validate:ident)?) => {
+        fn chief_only(&self) -> bool {
+            false
+        }
+        fn name(&self) -> ::std::borrow::Cow<'static, str> {
+            self.target.name()
+        }
+        fn setup(&mut self, ctx: &mut $crate::callback::Context<'_, M>) -> $crate::error::Result<()> {
+            $(self.$validate()?;)?
+            self.target.check(ctx)
+        }
+        fn before_train(&mut self, ctx: &mut $crate::callback::Context<'_, M>) -> $crate::error::Result<()> {
+            let value = $crate::param::setter::setter_callback!(@field self $setter).value_at_beginning(ctx)?;
+            $crate::param::setter::set_value(&mut self.target, ctx, value)
+        }
+        fn trigger_step(&mut self, ctx: &mut $crate::callback::Context<'_, M>) -> $crate::error::Result<()> {
+            if $crate::param::setter::setter_callback!(@field self $step) {
+                $crate::callback::Callback::<M>::trigger(self, ctx)
+            } else {
+                Ok(())
+            }
+        }
+        fn trigger_epoch(&mut self, ctx: &mut $crate::callback::Context<'_, M>) -> $crate::error::Result<()> {
+            if $crate::param::setter::setter_callback!(@field self $step) {
+                Ok(())
+            } else {
+                $crate::callback::Callback::<M>::trigger(self, ctx)
+            }
+        }
+        fn trigger(&mut self, ctx: &mut $crate::callback::Context<'_, M>) -> $crate::error::Result<()> {
+            let value = $crate::param::setter::setter_callback!(@field self $setter).value_to_set(ctx)?;
+            $crate::param::setter::set_value(&mut self.target, ctx, value)
+        }
+    };
+    (@field $self:ident self) => {
+        $self
+    };
+    (@field $self:ident false) => {
         false
-    }
-    fn name(&self) -> Cow<'static, str> {
-        self.target.name()
-    }
-    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        self.target.check(ctx)
-    }
-    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let value = self.setter.value_at_beginning(ctx)?;
-        set_value(&mut self.target, ctx, value)
-    }
-    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let value = self.setter.value_to_set(ctx)?;
-        set_value(&mut self.target, ctx, value)
-    }
+    };
+    (@field $self:ident $field:ident) => {
+        $self.$field
+    };
+}
+pub(super) use setter_callback;
+
+impl<M, S: HyperParamSetter> Callback<M> for SetterCallback<S> {
+    setter_callback!(setter: setter, step_based: false);
 }

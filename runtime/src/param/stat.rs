@@ -81,6 +81,7 @@ pub struct StatMonitorParamSetter<F> {
     observed: VecDeque<(u64, f64)>,
     warnings: Warnings,
 }
+crate::kind::kind!(StatMonitorParamSetter<F>);
 
 impl<F> fmt::Debug for StatMonitorParamSetter<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -10,9 +10,8 @@ use serde_json::{Value as Json, json};
 
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
-use crate::state::{BoundedSender, bounded, write_atomic};
-use crate::state::{json_f64, parse_f64};
-use crate::stop::{Mode, Watched};
+use crate::state::{BoundedSender, Watched, bounded, json_f64, parse_f64, write_atomic};
+use crate::stop::Mode;
 
 /// Writes the model to `path` whenever a monitored statistic reaches its best value so far:
 /// neon's `SaveBestStateCallback`. The file is burn's burnpack, the format of a checkpoint's
@@ -52,11 +51,11 @@ pub struct SaveBestState {
     target: PathBuf,
     watched: Watched,
     mode: Mode,
-    maximize: bool,
     best: Option<f64>,
     best_epoch: u64,
     writer: Option<Writer>,
 }
+crate::kind::kind!(SaveBestState);
 
 impl SaveBestState {
     /// Write the model to `path` whenever the monitored scalar `statistic` reaches its lowest
@@ -67,7 +66,6 @@ impl SaveBestState {
             target: PathBuf::new(),
             watched: Watched::new(statistic),
             mode: Mode::Min,
-            maximize: false,
             best: None,
             best_epoch: 0,
             writer: None,
@@ -190,9 +188,7 @@ impl<M: Module + 'static> Callback<M> for SaveBestState {
 
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let owner = self.label();
-        self.maximize = self.mode.maximize(&self.watched.name, &owner)?;
-        let better = if self.maximize { crate::state::Better::Higher } else { crate::state::Better::Lower };
-        ctx.monitors().declare_better(&self.watched.name, better);
+        self.watched.declare(self.mode.better(&self.watched.name, &owner)?, ctx.monitors());
         if self.path.as_os_str().is_empty() {
             return Err(Error::msg(format!("{owner}: the path is empty")));
         }
@@ -216,9 +212,7 @@ impl<M: Module + 'static> Callback<M> for SaveBestState {
         }
         let owner = self.label();
         let Some(value) = self.watched.fresh(ctx.monitors_ref(), &owner)? else { return Ok(()) };
-        let better = !value.is_nan()
-            && self.best.is_none_or(|best| if self.maximize { value > best } else { value < best });
-        if !better {
+        if !self.watched.beats(value, self.best) {
             return Ok(());
         }
         self.best = Some(value);

@@ -59,8 +59,11 @@ pub use checkpoint::{
 
 use crate::callback::{Callback, CheckpointRequest, Context};
 use crate::error::{Error, Result, check_setting};
-use crate::state::{Clock, MonotonicClock};
-use crate::state::{KeepPolicy, check_copy_name, create_dir_all_synced, json_f64, parse_f64};
+use crate::kind::CallbackKind;
+use crate::state::{
+    Better, Clock, KeepPolicy, MonotonicClock, Watched, check_copy_name, create_dir_all_synced, json_f64,
+    parse_f64,
+};
 
 /// Writes a checkpoint when triggered — every epoch by default, or at another period under
 /// [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) / `#[every_k_epochs]` — into
@@ -110,6 +113,7 @@ pub struct ModelSaver<T = MonotonicClock> {
     /// The folder of checkpoints, set at setup.
     root: Option<PathBuf>,
 }
+crate::kind::kind!(ModelSaver<T>);
 
 impl Default for ModelSaver {
     fn default() -> Self {
@@ -237,10 +241,13 @@ impl<M, T: Clock> Callback<M> for ModelSaver<T> {
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct BestSaver<const MAX: bool> {
-    statistic: String,
+    watched: Watched,
     copy_name: Option<String>,
     best: Option<f64>,
     warned: bool,
+}
+impl<const MAX: bool> CallbackKind for BestSaver<MAX> {
+    const NAME: &'static str = if MAX { "MaxSaver" } else { "MinSaver" };
 }
 
 /// [`BestSaver`] keeping the lowest value.
@@ -251,7 +258,7 @@ pub type MaxSaver = BestSaver<true>;
 impl<const MAX: bool> BestSaver<MAX> {
     /// Watch the monitored scalar `statistic`.
     pub fn new(statistic: impl Into<String>) -> Self {
-        BestSaver { statistic: statistic.into(), copy_name: None, best: None, warned: false }
+        BestSaver { watched: Watched::new(statistic), copy_name: None, best: None, warned: false }
     }
     /// The copy's folder name inside `checkpoints/` (default `min-<statistic>` / `max-<statistic>`).
     /// It must be a plain folder name of its own: not empty, no `/`, `\\` or control character,
@@ -266,17 +273,17 @@ impl<const MAX: bool> BestSaver<MAX> {
         self.best
     }
     fn kind(&self) -> &'static str {
-        if MAX { "MaxSaver" } else { "MinSaver" }
+        <Self as CallbackKind>::NAME
     }
     fn folder(&self) -> String {
         let prefix = if MAX { "max" } else { "min" };
-        self.copy_name.clone().unwrap_or_else(|| format!("{prefix}-{}", self.statistic))
+        self.copy_name.clone().unwrap_or_else(|| format!("{prefix}-{}", self.watched.name))
     }
 }
 
 impl<M, const MAX: bool> Callback<M> for BestSaver<MAX> {
     fn name(&self) -> Cow<'static, str> {
-        Cow::Owned(format!("{}({})", self.kind(), self.statistic))
+        Cow::Owned(format!("{}({})", self.kind(), self.watched.name))
     }
 
     fn save_state(&self) -> Result<Option<serde_json::Value>> {
@@ -290,7 +297,7 @@ impl<M, const MAX: bool> Callback<M> for BestSaver<MAX> {
                 Error::checkpoint(format!(
                     "{}({}): the saved best value {value} is not a number",
                     self.kind(),
-                    self.statistic
+                    self.watched.name
                 ))
             })?),
         };
@@ -306,31 +313,30 @@ impl<M, const MAX: bool> Callback<M> for BestSaver<MAX> {
             } else {
                 String::new()
             };
-            Error::msg(format!("{}({}): the copy name {folder:?}{hint} {why}", self.kind(), self.statistic))
+            Error::msg(format!(
+                "{}({}): the copy name {folder:?}{hint} {why}",
+                self.kind(),
+                self.watched.name
+            ))
         })?;
-        let better = if MAX { crate::state::Better::Higher } else { crate::state::Better::Lower };
-        ctx.monitors().declare_better(&self.statistic, better);
+        self.watched.declare(if MAX { Better::Higher } else { Better::Lower }, ctx.monitors());
         Ok(())
     }
 
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let Some(&(_, value)) = ctx.monitors_ref().history(&self.statistic).last() else {
+        let Some(value) = self.watched.latest(ctx.monitors_ref()) else {
             if !self.warned {
                 self.warned = true;
                 crate::logging::warn!(
                     "{}({}): no scalar named `{}` has been put yet; order it after the callback that puts it",
                     self.kind(),
-                    self.statistic,
-                    self.statistic
+                    self.watched.name,
+                    self.watched.name
                 );
             }
             return Ok(());
         };
-        if value.is_nan() {
-            return Ok(());
-        }
-        let better = self.best.is_none_or(|best| if MAX { value > best } else { value < best });
-        if better {
+        if self.watched.beats(value, self.best) {
             self.best = Some(value);
             ctx.request_checkpoint_copy(self.folder())?;
         }

@@ -2,7 +2,8 @@
 //! store ([`Monitors`]), the hyper-parameters ([`HyperParams`]), what to keep of the checkpoints
 //! ([`KeepPolicy`]), how state is written to disk ([`json_f64`], [`write_atomic`]), and the
 //! bounded queues of the background writers ([`WriterQueue`], [`WriterFailure`],
-//! [`DroppedWork`]).
+//! [`DroppedWork`]), and the scalar a saver or an early stop watches for its best value (the
+//! crate-private `Watched`).
 //!
 //! Nothing here knows about callbacks: the modules above (`callback`, `monitor`, `param`,
 //! `saver`, ...) use this one, never the reverse (`python3 bench/tools/module_graph.py` checks it).
@@ -14,6 +15,7 @@ mod monitors;
 mod persist;
 mod queue;
 mod record;
+mod watched;
 
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use hyper::{HyperParams, LEARNING_RATE, SharedParam};
@@ -27,3 +29,4 @@ pub use persist::{json_f64, parse_f64, write_atomic};
 pub(crate) use queue::{BoundedSender, bounded};
 pub use queue::{DroppedWork, MONITOR_QUEUE_CAPACITY, WriterFailure, WriterQueue};
 pub use record::{EpochStats, Histogram, Image, Record, StatsRow, Value};
+pub(crate) use watched::Watched;

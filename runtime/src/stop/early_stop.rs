@@ -6,9 +6,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value as Json, json};
 
-use super::{Watched, state_u64};
+use super::state_u64;
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
+use crate::state::Watched;
 
 /// Stops training when a function of the user's says so: neon's `EarlyStopCallback`.
 ///
@@ -40,6 +41,7 @@ pub struct EarlyStop<S, F> {
     state: Option<S>,
     stop_func: F,
 }
+crate::kind::kind!(EarlyStop<S, F>);
 
 impl<S: std::fmt::Debug, F> std::fmt::Debug for EarlyStop<S, F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -9,11 +9,10 @@ use burn::module::Module;
 use burn::store::ModuleRecord;
 use serde_json::{Value as Json, json};
 
-use super::{Mode, Watched, file_safe, state_f64, state_u64};
+use super::{Mode, file_safe, state_f64, state_u64};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
-use crate::state::json_f64;
-use crate::state::write_atomic;
+use crate::state::{Watched, json_f64, write_atomic};
 
 /// The best weights kept in memory: a clone of the model (burn's tensors are reference-counted
 /// and the optimizer makes new ones at every step, so the clone keeps the weights it was taken
@@ -91,8 +90,6 @@ pub struct EarlyStopping {
     start_from_epoch: u64,
     restore_best_weights: bool,
     verbose: bool,
-    /// Resolved at setup.
-    maximize: bool,
     wait: u64,
     best: Option<f64>,
     best_epoch: u64,
@@ -104,6 +101,7 @@ pub struct EarlyStopping {
     /// The global steps of the best weights written by the last two checkpoints.
     written: Cell<[Option<u64>; 2]>,
 }
+crate::kind::kind!(EarlyStopping);
 
 impl std::fmt::Debug for EarlyStopping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -143,7 +141,6 @@ impl EarlyStopping {
             start_from_epoch: 0,
             restore_best_weights: false,
             verbose: false,
-            maximize: false,
             wait: 0,
             best: None,
             best_epoch: 0,
@@ -220,7 +217,11 @@ impl EarlyStopping {
         let Some(reference) = reference else {
             return !value.is_nan();
         };
-        if self.maximize { value - self.min_delta > reference } else { value + self.min_delta < reference }
+        if self.watched.maximize() {
+            value - self.min_delta > reference
+        } else {
+            value + self.min_delta < reference
+        }
     }
 
     fn weights_dir(&self) -> PathBuf {
@@ -310,9 +311,7 @@ impl<M: Module + 'static> Callback<M> for EarlyStopping {
 
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let owner = self.label();
-        self.maximize = self.mode.maximize(&self.watched.name, &owner)?;
-        let better = if self.maximize { crate::state::Better::Higher } else { crate::state::Better::Lower };
-        ctx.monitors().declare_better(&self.watched.name, better);
+        self.watched.declare(self.mode.better(&self.watched.name, &owner)?, ctx.monitors());
         if self.min_delta.is_nan() {
             return Err(Error::msg(format!("{owner}: min_delta is NaN")));
         }

@@ -1,11 +1,11 @@
 //! Early stopping: Keras's [`EarlyStopping`] (patience, `min_delta`, baseline, warm-up, restoring
 //! the best weights) and neon's [`EarlyStop`] (a function of the user's decides).
 //!
-//! Both read a monitored scalar from [`Monitors`] when triggered (every epoch by default) and stop
-//! training with [`Context::request_stop`](crate::callback::Context::request_stop): order them
-//! after the callback that puts the scalar (`#[order(after = InferenceRunner)]`, or later in a
-//! tuple). Their counters are callback state: a resumed run stops at the epoch an uninterrupted
-//! one would have.
+//! Both read a monitored scalar from [`Monitors`](crate::state::Monitors) when triggered (every
+//! epoch by default) and stop training with
+//! [`Context::request_stop`](crate::callback::Context::request_stop): order them after the
+//! callback that puts the scalar (`#[order(after = InferenceRunner)]`, or later in a tuple). Their
+//! counters are callback state: a resumed run stops at the epoch an uninterrupted one would have.
 
 mod early_stop;
 mod early_stopping;
@@ -16,7 +16,7 @@ pub use early_stopping::EarlyStopping;
 use serde_json::Value as Json;
 
 use crate::error::{Error, Result};
-use crate::state::{Monitors, parse_f64};
+use crate::state::{Better, parse_f64};
 
 /// Whether a monitored statistic improves by going down or up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -114,55 +114,16 @@ impl Mode {
         }
     }
 
-    /// Whether higher is better, or the error saying that the mode must be named.
-    pub(crate) fn maximize(self, statistic: &str, owner: &str) -> Result<bool> {
+    /// Which way `statistic` improves, or the error saying that the mode must be named.
+    pub(crate) fn better(self, statistic: &str, owner: &str) -> Result<Better> {
         match self.resolve(statistic) {
-            Some(mode) => Ok(mode == Mode::Max),
+            Some(Mode::Max) => Ok(Better::Higher),
+            Some(_) => Ok(Better::Lower),
             None => Err(Error::msg(format!(
                 "{owner}: cannot tell from its name whether `{statistic}` should be minimized or maximized; \
                  name the mode with `.mode(Mode::Min)` or `.mode(Mode::Max)`"
             ))),
         }
-    }
-}
-
-/// A monitored scalar read at each evaluation: the latest value, if one was put since the
-/// previous evaluation.
-#[derive(Debug, Clone)]
-pub(crate) struct Watched {
-    pub(crate) name: String,
-    /// The length of the statistic's history at the last evaluation.
-    pub(crate) seen: usize,
-}
-
-impl Watched {
-    pub(crate) fn new(name: impl Into<String>) -> Self {
-        Watched { name: name.into(), seen: 0 }
-    }
-
-    /// The statistic's latest value when one was put since the last call; `None` when none was
-    /// (its producer runs less often: Keras skips such epochs too); an error naming the scalars
-    /// the monitors hold when the statistic was never put.
-    pub(crate) fn fresh(&mut self, monitors: &Monitors, owner: &str) -> Result<Option<f64>> {
-        let history = monitors.history(&self.name);
-        let Some(&(_, value)) = history.last() else {
-            let names: Vec<String> = monitors.scalar_names().map(|n| format!("`{n}`")).collect();
-            let held = if names.is_empty() {
-                "no scalar has been put yet".to_string()
-            } else {
-                format!("the monitors hold {}", names.join(", "))
-            };
-            return Err(Error::msg(format!(
-                "{owner}: no scalar named `{}` has been put; {held}. Watch one of those, or order this \
-                 callback after the one that puts `{}` (`#[order(after = InferenceRunner)]`, or later in the tuple)",
-                self.name, self.name
-            )));
-        };
-        if history.len() == self.seen {
-            return Ok(None);
-        }
-        self.seen = history.len();
-        Ok(Some(value))
     }
 }
 

@@ -39,6 +39,7 @@ pub struct EstimatedTimeLeft<T = MonotonicClock> {
     last_time: Option<Duration>,
     estimate: Option<Duration>,
 }
+crate::kind::kind!(EstimatedTimeLeft<T>);
 
 impl Default for EstimatedTimeLeft {
     fn default() -> Self {

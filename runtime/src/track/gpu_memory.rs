@@ -40,6 +40,7 @@ pub struct GpuMemoryTracker {
     /// For each device tracked: its index and its two scalars' names.
     tracked: Vec<(u32, String, String)>,
 }
+crate::kind::kind!(GpuMemoryTracker);
 
 impl std::fmt::Debug for GpuMemoryTracker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -57,6 +57,7 @@ pub struct GpuUtilizationTracker {
     /// The average of an epoch was asked for and not received yet.
     pending: bool,
 }
+crate::kind::kind!(GpuUtilizationTracker);
 
 impl Default for GpuUtilizationTracker {
     fn default() -> Self {

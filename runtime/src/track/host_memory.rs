@@ -33,6 +33,7 @@ pub struct HostMemoryTracker {
     system: Option<System>,
     pid: Option<Pid>,
 }
+crate::kind::kind!(HostMemoryTracker);
 
 impl HostMemoryTracker {
     /// The name of the scalar of the host's free memory.

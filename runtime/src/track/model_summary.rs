@@ -314,6 +314,7 @@ pub struct ModelSummary {
     print: bool,
     params: Option<ModelParams>,
 }
+crate::kind::kind!(ModelSummary);
 
 impl Default for ModelSummary {
     fn default() -> Self {

@@ -75,6 +75,7 @@ pub struct StepProfiler<C = MonotonicClock> {
     /// Whether the window's results were written.
     written: bool,
 }
+crate::kind::kind!(StepProfiler<C>);
 
 impl StepProfiler<MonotonicClock> {
     /// Profile steps 11 to 20 (10 after 10 of warm-up).

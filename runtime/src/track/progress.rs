@@ -21,6 +21,7 @@ pub struct ProgressBar {
     bar: Option<indicatif::ProgressBar>,
     message: String,
 }
+crate::kind::kind!(ProgressBar);
 
 impl Default for ProgressBar {
     fn default() -> Self {

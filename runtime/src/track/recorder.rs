@@ -93,6 +93,7 @@ pub struct Recorder {
     /// Where the current epoch's steps start in `losses`.
     epoch_start: usize,
 }
+crate::kind::kind!(Recorder);
 
 impl Recorder {
     /// Records the training loss and learning rate; no validation loss, no metrics.

@@ -30,6 +30,7 @@ pub struct RunTimer<T = MonotonicClock> {
     start: Option<Duration>,
     elapsed: Option<Duration>,
 }
+crate::kind::kind!(RunTimer<T>);
 
 impl Default for RunTimer {
     fn default() -> Self {

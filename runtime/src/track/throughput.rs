@@ -38,6 +38,7 @@ pub struct ThroughputTracker<T = MonotonicClock> {
     running_since: Option<Duration>,
     last_step: u64,
 }
+crate::kind::kind!(ThroughputTracker<T>);
 
 impl Default for ThroughputTracker {
     fn default() -> Self {

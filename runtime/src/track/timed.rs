@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::{humanize_duration, seconds};
 use crate::callback::{CallbackInfo, Callbacks, Context, Counters, Event, StateOp};
 use crate::error::{Result, check_setting};
+use crate::kind::CallbackField;
 use crate::state::{Clock, MonotonicClock};
 
 /// Times every event of every callback of a set, and reports the slow ones at the end of each
@@ -70,6 +71,7 @@ pub struct Timed<C, T = MonotonicClock> {
     epoch_start: Option<Duration>,
     run_start: Option<Duration>,
 }
+impl<C: CallbackField, T> CallbackField for Timed<C, T> {}
 
 #[derive(Debug)]
 struct Member {

@@ -8,11 +8,11 @@ use std::time::Duration;
 use burn::module::Module;
 use burn::optim::ModuleOptimizer;
 
-use super::stop_handle::StopHandle;
 use super::{DefaultCallbacks, LogDirPolicy, TrainData};
 use crate::callback::Callbacks;
 #[cfg(doc)]
 use crate::callback::Outcome;
+use crate::signal::StopHandle;
 use crate::state::HyperParams;
 use crate::world::World;
 

@@ -250,7 +250,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     fn stop_asked(&self) -> Option<i32> {
         match self.signals.as_ref().and_then(SignalGuard::received) {
             Some(signal) => Some(signal),
-            None if self.stop.is_stopped() => Some(STOP_REQUEST),
+            None if self.state.stop.is_stopped() => Some(STOP_REQUEST),
             None => None,
         }
     }

@@ -9,7 +9,7 @@
 //!   [`Outcome`](crate::callback::Outcome));
 //! - `summary`: what the run did, in a few lines ([`TrainSummary`], printed by
 //!   [`TrainSummaryPrinter`]);
-//! - `builder`: the [`Trainer`] and its settings; `stop_handle`: the stop asked from outside
+//! - `builder`: the [`Trainer`] and its settings; the stop asked from outside
 //!   ([`StopHandle`]; SIGINT and SIGTERM are the crate's `signal` module's);
 //! - `lock`, `log_dir`: one run at a time in a log directory, and what a fresh run does with an
 //!   earlier one ([`LogDirPolicy`]);
@@ -36,17 +36,16 @@ mod run;
 mod run_step;
 mod save;
 mod step;
-mod stop_handle;
 mod summary;
 mod train;
 
+pub use crate::signal::StopHandle;
 pub use builder::{DEFERRED_READ_INTERVAL, Trainer};
 pub use data::{BatchIter, TrainData, VecBatches};
 pub use defaults::DefaultCallbacks;
 pub use log_dir::LogDirPolicy;
 pub use report::{TrainError, TrainReport};
 pub use step::{LossFn, Step, StepOutput, TrainingStep};
-pub use stop_handle::StopHandle;
 pub use summary::{BestValue, ScalarSummary, TrainSummary, TrainSummaryPrinter};
 
 pub(crate) use run::Run;

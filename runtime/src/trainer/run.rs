@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 
-use super::StopHandle;
 use super::dispatch::{Activity, Dispatcher};
 use super::fetches::StepFetches;
 use super::lock::LogDirLock;
@@ -31,8 +30,6 @@ pub(crate) struct Run<M, C, K> {
     pub(super) first_local_step: u64,
     /// The run's hold on the SIGINT / SIGTERM handler (`None`: signals are not handled).
     pub(super) signals: Option<SignalGuard>,
-    /// The trainer's [`StopHandle`]: a stop asked through it is acted on as a signal is.
-    pub(super) stop: StopHandle,
     /// The chief's hold on the log directory, released when the run ends.
     pub(super) lock: Option<LogDirLock>,
     /// The name of the signal (or `"StopHandle"`) that stopped training.
@@ -58,7 +55,6 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             resumed: None,
             first_local_step: 0,
             signals: None,
-            stop: StopHandle::default(),
             lock: None,
             stopped_by: None,
             last_checkpoint: None,

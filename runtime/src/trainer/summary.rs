@@ -224,6 +224,7 @@ impl fmt::Display for TrainSummary {
 pub struct TrainSummaryPrinter {
     _private: (),
 }
+crate::kind::kind!(TrainSummaryPrinter);
 
 impl TrainSummaryPrinter {
     /// Print the summary at the end of training.

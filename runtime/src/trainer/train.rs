@@ -89,6 +89,7 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
         log_dir: opened.log_dir,
         execution: Execution::Single,
         signals: settings.handle_signals,
+        stop: settings.stop.clone(),
     };
     let run = opened.and_then(|mut opened| {
         let signals = match settings.handle_signals {
@@ -115,7 +116,7 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
     }
     let means = execution.means().to_vec();
     (run.state.model, run.state.execution) = (Some(model), execution);
-    (run.signals, run.stop, run.lock) = (signals, settings.stop, lock);
+    (run.signals, run.lock) = (signals, lock);
     run.fetches.plan.set_read_interval(settings.deferred_read_interval);
     let ready = if own_backward && run.dispatch.takes_loss() {
         Err(run.dispatch.own_backward_refused())

@@ -1,13 +1,10 @@
 //! tensorpack's `ProxyCallback`: a callback that forwards every event to another one, as a base
 //! for callbacks that decorate another.
 
-use std::borrow::Cow;
-
-use crate::callback::{
-    Callback, Context, Counters, Order, StepGradients, StepHooks, StepLoss, for_each_event,
-};
+use crate::callback::{Callback, Context, StepGradients, StepLoss, for_each_event};
 use crate::error::Result;
-use crate::fetch::{Fetch, Fetched};
+use crate::fetch::Fetched;
+use crate::kind::CallbackKind;
 
 macro_rules! define_proxy {
     ($(;)? $(
@@ -42,38 +39,8 @@ macro_rules! define_proxy {
         /// # let _ = counted;
         /// ```
         pub trait Proxy<M, C: Callback<M>> {
-            /// The name: the wrapped callback's.
-            fn name(&self, inner: &C) -> Cow<'static, str> {
-                inner.name()
-            }
-            /// The order: the wrapped callback's.
-            fn order(&self, inner: &C) -> Order {
-                inner.order()
-            }
-            /// The fetches: the wrapped callback's.
-            fn fetches<'a>(&'a self, inner: &'a C) -> &'a [Fetch] {
-                inner.fetches()
-            }
-            /// Whether it runs only on the chief: as the wrapped callback.
-            fn chief_only(&self, inner: &C) -> bool {
-                inner.chief_only()
-            }
-            /// The state saved in checkpoints: the wrapped callback's.
-            fn save_state(&self, inner: &C) -> Result<Option<serde_json::Value>> {
-                inner.save_state()
-            }
-            /// Restore the state: the wrapped callback's.
-            fn load_state(&mut self, inner: &mut C, state: serde_json::Value) -> Result<()> {
-                inner.load_state(state)
-            }
-            /// The step hooks: the wrapped callback's.
-            fn step_hooks(&self, inner: &C) -> StepHooks {
-                inner.step_hooks()
-            }
-            /// Whether the next step's fetches are wanted: as the wrapped callback.
-            fn wants_fetch(&self, inner: &C, counters: &Counters) -> bool {
-                inner.wants_fetch(counters)
-            }
+            crate::callback::forward_methods!((proxy C);
+                name order fetches chief_only save_state load_state step_hooks wants_fetch);
             $(
                 $(#[$doc])*
                 fn $method(&mut self, inner: &mut C, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {
@@ -83,30 +50,8 @@ macro_rules! define_proxy {
         }
 
         impl<M, C: Callback<M>, D: Proxy<M, C>> Callback<M> for ProxyCallback<C, D> {
-            fn name(&self) -> Cow<'static, str> {
-                self.decorator.name(&self.inner)
-            }
-            fn order(&self) -> Order {
-                self.decorator.order(&self.inner)
-            }
-            fn fetches(&self) -> &[Fetch] {
-                self.decorator.fetches(&self.inner)
-            }
-            fn chief_only(&self) -> bool {
-                self.decorator.chief_only(&self.inner)
-            }
-            fn save_state(&self) -> Result<Option<serde_json::Value>> {
-                self.decorator.save_state(&self.inner)
-            }
-            fn load_state(&mut self, state: serde_json::Value) -> Result<()> {
-                self.decorator.load_state(&mut self.inner, state)
-            }
-            fn step_hooks(&self) -> StepHooks {
-                self.decorator.step_hooks(&self.inner)
-            }
-            fn wants_fetch(&self, counters: &Counters) -> bool {
-                self.decorator.wants_fetch(&self.inner, counters)
-            }
+            crate::callback::forward_methods!((decorated decorator inner);
+                name order fetches chief_only save_state load_state step_hooks wants_fetch);
             $(
                 #[inline]
                 fn $method(&mut self, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {
@@ -132,6 +77,9 @@ impl<M, C: Callback<M>> Proxy<M, C> for Forward {}
 pub struct ProxyCallback<C, D = Forward> {
     inner: C,
     decorator: D,
+}
+impl<C: CallbackKind, D> CallbackKind for ProxyCallback<C, D> {
+    const NAME: &'static str = C::NAME;
 }
 
 impl<C> ProxyCallback<C, Forward> {

@@ -1,6 +1,7 @@
 //! The pages users read agree with the code: the README's features table lists exactly the
 //! features `runtime/Cargo.toml` declares (whose `##` comments are the features' documentation on
-//! docs.rs), and the README stays a page read in five minutes.
+//! docs.rs, the one description: the examples' features forward to them), the test command is
+//! written once (`.ci/run`), and the README stays a page read in five minutes.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -78,4 +79,102 @@ fn the_readme_is_short_and_dated_nowhere() {
         assert!(!dated, "README.md:{}: a date: {line}", number + 1);
         assert!(!line.to_lowercase().contains("issue "), "README.md:{}: an issue: {line}", number + 1);
     }
+}
+
+/// The examples' features each turn on burn-stoker's feature of the same name, described in
+/// `runtime/Cargo.toml` (what examples/Cargo.toml says it points to).
+#[test]
+fn the_examples_features_are_burn_stokers() {
+    let manifest = read("examples/Cargo.toml");
+    let section = manifest.split("\n[features]\n").nth(1).unwrap().split("\n[").next().unwrap();
+    let cargo = cargo_features();
+    let mut seen = 0;
+    for line in section.lines().filter(|line| !line.starts_with('#') && line.contains(" = ")) {
+        let (name, value) = line.split_once(" = ").unwrap();
+        if name == "default" {
+            continue;
+        }
+        seen += 1;
+        assert!(cargo.contains(name), "examples/Cargo.toml: `{name}` is not a feature of burn-stoker");
+        let forwarded = format!("\"burn-stoker/{name}\"");
+        assert!(value.contains(&forwarded), "examples/Cargo.toml: `{name}` does not turn on {forwarded}");
+    }
+    assert!(seen >= 8, "examples/Cargo.toml: {seen} features read");
+}
+
+/// The cargo commands of `.ci/run`, each on one line (continuations joined), without the
+/// variables set before them.
+fn ci_commands() -> Vec<String> {
+    let script = read(".ci/run").replace("\\\n", " ");
+    script.lines().map(without_assignments).filter(|line| line.starts_with("cargo ")).collect()
+}
+
+/// A shell line without the `NAME=value` / `NAME="a value"` assignments it starts with, its
+/// blanks folded.
+fn without_assignments(line: &str) -> String {
+    let mut rest = line.trim_start();
+    while let Some((name, value)) = rest.split_once('=')
+        && !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        rest = match value.strip_prefix('"') {
+            Some(quoted) => quoted.split_once('"').map_or("", |(_, after)| after),
+            None => value.split_once(' ').map_or("", |(_, after)| after),
+        }
+        .trim_start();
+    }
+    rest.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The pages a user or a contributor reads.
+fn pages() -> Vec<String> {
+    let mut pages: Vec<String> =
+        ["README.md", "CONTRIBUTING.md", "ARCHITECTURE.md", "BENCHMARKS.md"].map(String::from).to_vec();
+    let book = Path::new(env!("CARGO_MANIFEST_DIR")).join("../book/src");
+    for entry in std::fs::read_dir(&book).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".md") {
+            pages.push(format!("book/src/{name}"));
+        }
+    }
+    pages
+}
+
+/// The test command is `bash .ci/run`, in the README and in CONTRIBUTING.md, and its commands
+/// are written only there: no page repeats one of them, and CONTRIBUTING.md's list of what it
+/// runs names its stages, in order.
+#[test]
+fn the_test_command_is_written_once() {
+    for page in ["README.md", "CONTRIBUTING.md"] {
+        assert!(
+            read(page).contains("```sh\nbash .ci/run\n```"),
+            "{page}: the test command is `bash .ci/run`"
+        );
+    }
+    let commands = ci_commands();
+    assert!(
+        commands.iter().any(|c| c.starts_with("cargo test --release --workspace")),
+        "the commands read in .ci/run: {commands:?}"
+    );
+    for page in pages() {
+        let text = read(&page).split_whitespace().collect::<Vec<_>>().join(" ");
+        for command in &commands {
+            assert!(!text.contains(command.as_str()), "{page} repeats a command of .ci/run: {command}");
+        }
+    }
+    let script = read(".ci/run");
+    let stages: Vec<&str> = script
+        .lines()
+        .filter_map(|line| line.strip_prefix("stage \"")?.strip_suffix('"'))
+        .filter(|stage| !["installing what the tests need", "done"].contains(stage))
+        .collect();
+    let contributing = read("CONTRIBUTING.md");
+    let list = contributing.split("these stages, each announced").nth(1).expect("CONTRIBUTING.md's list");
+    let listed: Vec<&str> = list
+        .lines()
+        .take_while(|line| !line.starts_with("The commands themselves"))
+        .filter_map(|line| line.split_once(". **")?.1.split_once("**"))
+        .map(|(stage, _)| stage)
+        .collect();
+    assert_eq!(listed, stages, "CONTRIBUTING.md's list of what .ci/run runs, then .ci/run's stages");
 }

@@ -172,12 +172,20 @@ enum Case {
     UsersDeferred,
     /// (h) with `deferred_read_interval(Duration::ZERO)`: a read whenever none is in flight.
     UsersDeferredEager,
+    /// (c) with the terminal dashboard instead of the progress bar and the printer (drawing only
+    /// when stderr is a terminal: `instructions.py` runs it under `script`).
+    Dashboard,
 }
 
 fn stoker_loop<M: Classifier>(data: &[DigitBatch], steps: u64, case: Case, device: &Device) -> f64 {
     let dir = std::env::temp_dir().join(format!("stoker-bench-{}", std::process::id()));
-    let defaults = if case == Case::Bare { DefaultCallbacks::none() } else { DefaultCallbacks::default() };
-    let users = (case != Case::Bare && case != Case::Defaults).then(Users20::default);
+    let defaults = match case {
+        Case::Bare => DefaultCallbacks::none(),
+        Case::Dashboard => DefaultCallbacks { progress: None, printer: None, ..DefaultCallbacks::default() },
+        _ => DefaultCallbacks::default(),
+    };
+    let dashboard = (case == Case::Dashboard).then(burn_stoker::monitor::Dashboard::new);
+    let users = (!matches!(case, Case::Bare | Case::Defaults | Case::Dashboard)).then(Users20::default);
     let watch = (case == Case::UsersFetch).then(Watch::default);
     let deferred = matches!(case, Case::UsersDeferred | Case::UsersDeferredEager);
     let every = (case == Case::UsersEveryStep || deferred).then(|| EveryStep::new(deferred));
@@ -195,7 +203,7 @@ fn stoker_loop<M: Classifier>(data: &[DigitBatch], steps: u64, case: Case, devic
         .log_dir_policy(burn_stoker::trainer::LogDirPolicy::Delete)
         .default_callbacks(defaults)
         .deferred_read_interval(interval)
-        .callbacks((users, watch, every, &mut clock))
+        .callbacks((users, watch, every, dashboard, &mut clock))
         .train(|model: &M, batch: DigitBatch, s: &mut Step<'_>| step(model, batch, s.outputs()))
         .expect("training succeeds");
     match case {
@@ -345,7 +353,7 @@ fn report(model: &str, floats: &str, device: &str, steps: u64, rounds: usize, ra
 
 /// Run one case once (`--one case model steps`).
 fn one(mut args: impl Iterator<Item = String>, device: &Device) {
-    let usage = "usage: compare --one <a|b|c|d|e|f|g|h|i> <mlp|conv> <steps>";
+    let usage = "usage: compare --one <a|b|c|d|e|f|g|h|i|j> <mlp|conv> <steps>";
     let case = args.next().expect(usage);
     let model = args.next().expect(usage);
     let steps: u64 = args.next().and_then(|a| a.parse().ok()).expect(usage);
@@ -360,6 +368,7 @@ fn one(mut args: impl Iterator<Item = String>, device: &Device) {
             "g" => drop(stoker_loop::<M>(&data, steps, Case::UsersEveryStep, device)),
             "h" => drop(stoker_loop::<M>(&data, steps, Case::UsersDeferred, device)),
             "i" => drop(stoker_loop::<M>(&data, steps, Case::UsersDeferredEager, device)),
+            "j" => drop(stoker_loop::<M>(&data, steps, Case::Dashboard, device)),
             #[cfg(feature = "learner")]
             "f" => drop(learner::run::<M>(&data, steps, device)),
             other => panic!("unknown case `{other}` (f needs --features learner)"),
