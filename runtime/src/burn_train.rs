@@ -239,7 +239,7 @@ fn metadata(counters: Option<&Counters>, items: usize, lr: Option<f64>) -> Metri
 /// each pass, updated with every batch's item (rebuilt from the forward function's outputs, `O`
 /// saying which item: `ClassificationOutput` for [`AccuracyMetric`](burn_train::metric::AccuracyMetric)
 /// on a classifier), and its value over the pass is put as a scalar, named after the metric
-/// (`"Accuracy"`) unless [`named`](BurnMetric::named) otherwise.
+/// (`"Accuracy"`) unless [`scalar_name`](BurnMetric::scalar_name) says otherwise.
 ///
 /// Percent metrics stay in percent, as burn-train reports them (`Accuracy` 93.5 is 6.5% error).
 pub struct BurnMetric<Me, O> {
@@ -305,7 +305,7 @@ where
 /// A burn-train metric over each epoch's training steps, as a callback: updated with every step's
 /// item (rebuilt from the step's outputs, which [`LearnerStep`] puts; `O` says which item), and its
 /// value over the epoch put as a scalar at the epoch's end, named after the metric unless
-/// [`named`](TrainMetric::named) otherwise. The learning rate is stoker's, for
+/// [`scalar_name`](TrainMetric::scalar_name) says otherwise. The learning rate is stoker's, for
 /// [`LearningRateMetric`](burn_train::metric::LearningRateMetric).
 ///
 /// It fetches the item's tensors at every step and burn-train's metric reads its value back at

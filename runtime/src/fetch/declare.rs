@@ -53,7 +53,7 @@ impl Fetch {
 
     /// A value copied to the host without stopping the step: delivered to the callback's
     /// [`fetched`](crate::callback::Callback::fetched) event at a later step, with
-    /// [`Fetched::step`] saying which step it belongs to.
+    /// [`Fetched::step`](super::Fetched::step) saying which step it belongs to.
     pub const fn deferred(name: &'static str) -> Self {
         Fetch { name: Cow::Borrowed(name), kind: FetchKind::Deferred }
     }

@@ -15,7 +15,7 @@
 //!   earlier one ([`LogDirPolicy`]);
 //! - a run's owned parts: `dispatch` (the callbacks, their names and order, and how an event
 //!   reaches them), `fetches` (who asked for which value at this step), `restore` (a checkpoint
-//!   read back), gathered in `run` ([`Run`](run::Run));
+//!   read back), gathered in `run` (`Run`);
 //! - what a run does: `train` ([`Trainer::train`]: prepare, loop, finish), `main_loop` (the
 //!   epochs, the steps and the boundaries between them), `run_step` (one step), `save` (writing
 //!   checkpoints), `data_parallel` (what this rank asks of the others at an exchange, and what
