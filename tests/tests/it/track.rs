@@ -999,27 +999,39 @@ fn pixels_of(width: u32, pixels: &[u8], color: [u8; 3]) -> Vec<(u32, u32)> {
     inside
 }
 
+/// Two epochs of 5 steps at learning rate 0.1 with `recorder` and a validation that puts `valid`.
+fn recorder_run<F>(dir: &std::path::Path, recorder: &mut burn_stoker::track::Recorder, step: F)
+where
+    F: FnMut(
+        &Linear,
+        (burn::tensor::Tensor<2>, burn::tensor::Tensor<2>),
+        &mut Step<'_>,
+    ) -> burn::tensor::Tensor<1>,
+{
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(5, &device))
+        .max_epoch(2)
+        .learning_rate(0.1)
+        .log_dir(dir)
+        .default_callbacks(DefaultCallbacks::none())
+        .callbacks((Validation, recorder))
+        .train(step)
+        .unwrap();
+}
+
 #[test]
 fn recorder_records_losses_lrs_and_epoch_values_and_plots_them_as_png() {
     use burn_stoker::track::{
         LOSS_PLOT, LR_PLOT, PLOT_MARGIN, PLOT_SIZE, Recorder, TRAIN_COLOR, VALID_COLOR,
     };
     let dir = scratch_dir("recorder");
-    let device = burn_stoker::device::cpu();
     let mut recorder = Recorder::new().valid_loss("valid").metrics(["acc"]);
     // The loss of step n is 10 - n: 9, 8, ... 0 over 2 epochs of 5 steps.
     let mut n = 0;
-    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(5, &device))
-        .max_epoch(2)
-        .learning_rate(0.1)
-        .log_dir(&dir)
-        .default_callbacks(DefaultCallbacks::none())
-        .callbacks((Validation, &mut recorder))
-        .train(|model: &Linear, batch, _step: &mut Step<'_>| {
-            n += 1;
-            mse(model, batch).mul_scalar(0.0).add_scalar(10.0 - n as f32)
-        })
-        .unwrap();
+    recorder_run(&dir, &mut recorder, |model: &Linear, batch, _step: &mut Step<'_>| {
+        n += 1;
+        mse(model, batch).mul_scalar(0.0).add_scalar(10.0 - n as f32)
+    });
     let losses: Vec<(u64, f64)> = (1..=10).map(|s| (s, 10.0 - s as f64)).collect();
     assert_eq!(recorder.losses(), losses);
     assert_eq!(recorder.lrs(), (1..=10).map(|s| (s, 0.1)).collect::<Vec<_>>());
@@ -1098,16 +1110,8 @@ fn ink(width: u32, pixels: &[u8], (x0, x1): (u32, u32), (y0, y1): (u32, u32)) ->
 fn recorder_plots_carry_text_in_their_label_regions() {
     use burn_stoker::track::{LOSS_PLOT, LR_PLOT, PLOT_MARGIN, PLOT_SIZE, Recorder, TRAIN_COLOR};
     let dir = scratch_dir("recorder-text");
-    let device = burn_stoker::device::cpu();
     let mut recorder = Recorder::new().valid_loss("valid");
-    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(5, &device))
-        .max_epoch(2)
-        .learning_rate(0.1)
-        .log_dir(&dir)
-        .default_callbacks(DefaultCallbacks::none())
-        .callbacks((Validation, &mut recorder))
-        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
-        .unwrap();
+    recorder_run(&dir, &mut recorder, |model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch));
     let ((w, h), m) = (PLOT_SIZE, PLOT_MARGIN);
     // Each region below holds only text (the layout in the docs of `track/plot/mod.rs`): nothing
     // else is drawn there (the grid stays in the area, the tick marks end 6 pixels from it, the
