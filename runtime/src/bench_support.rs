@@ -73,8 +73,9 @@ pub fn time_exchanges<M: Module + 'static>(
         let loss = sum.0.expect("a model with parameters");
         GradientsParams::from_grads(loss.backward(), model)
     };
-    let mut agreement = crate::world::agree::Agreement::new(world, &HyperParams::new(1e-3));
-    let model = agreement.start(model)?;
+    let hyper = HyperParams::new(1e-3);
+    let mut agreement = crate::world::agree::Agreement::new(world, &hyper);
+    let model = agreement.start(model, &hyper)?;
     let mut total = std::time::Duration::ZERO;
     for _ in 0..iterations {
         let (first, second) = (grads(&model), grads(&model));

@@ -6,6 +6,7 @@ use burn::module::Module;
 use burn::optim::GradientsParams;
 
 use super::World;
+use super::check::{Facts, check};
 use super::words::{self, Kind, Layout};
 use crate::error::{Error, Result};
 use crate::state::HyperParams;
@@ -83,7 +84,7 @@ impl Agreement {
     /// A step's exchange with nothing asked (the all-reduce benchmark).
     pub(crate) fn exchange_step<M: Module>(&mut self, model: &M, grads: GradientsParams) -> Result<()> {
         self.words.fill(0.0);
-        self.layout.mark(&mut self.words, Kind::Step);
+        self.layout.mark(&mut self.words, Kind::Step, self.world.rank());
         self.exchange(model, Some(grads)).map(drop)
     }
 
@@ -116,10 +117,17 @@ impl Agreement {
         self.signal.get_or_insert(signal);
     }
 
-    /// The first exchange: every replica takes the chief's weights. Fails when a rank is gone.
-    pub(crate) fn start<M: Module + 'static>(&mut self, model: M) -> Result<M> {
+    /// The first exchanges: every rank checks it has the chief's layout (the model's
+    /// parameters, the names registered), then every replica takes the chief's weights. Fails
+    /// when a rank is gone or differs.
+    pub(crate) fn start<M: Module + 'static>(&mut self, model: M, hyper: &HyperParams) -> Result<M> {
+        let facts = Facts::of(&model, hyper, &self.world.means, self.layout.len());
+        if let Err(error) = check(&mut self.world, &model, &facts) {
+            self.failed = Some(self.world.rank());
+            return Err(error);
+        }
         self.words.fill(0.0);
-        self.layout.mark(&mut self.words, Kind::Start);
+        self.layout.mark(&mut self.words, Kind::Start, self.world.rank());
         self.broken = true;
         let model = self.world.broadcast_model(model, &mut self.words);
         self.broken = false;
@@ -157,8 +165,7 @@ impl Agreement {
             self.world.settled = true;
             return Err(Error::RankFailed { rank });
         }
-        let (k, size) = (f64::from(kind as u8), self.layout.size as f64);
-        if self.words[words::LEN] != self.layout.len() as f64 * size {
+        if !self.layout.same_len(&self.words) {
             // Every rank fails here, each naming itself; none exchanges again.
             self.failed = Some(self.world.rank());
             self.world.settled = true;
@@ -167,7 +174,7 @@ impl Agreement {
                 self.layout.len()
             )));
         }
-        if self.words[words::KIND] != k * size || self.words[words::KIND_SQUARED] != k * k * size {
+        if !self.layout.same_kind(&self.words, kind) {
             // Not every rank is at this kind of exchange: the world cannot go on. The ranks that
             // are elsewhere may wait for this one: under MPI the job ends (the world is not
             // settled, and its drop aborts).
@@ -218,11 +225,11 @@ impl Agreement {
     /// This rank's words: what it asks of all, where it is, and (the chief) the
     /// hyper-parameters.
     fn fill(&mut self, kind: Kind, asks: &Asks, hyper: &HyperParams) {
-        let (layout, words) = (self.layout, &mut self.words);
+        let (layout, words, rank) = (self.layout, &mut self.words, self.world.rank());
         words.fill(0.0);
-        layout.mark(words, kind);
+        layout.mark(words, kind, rank);
         if asks.stop && !self.stopping {
-            words[layout.stop(self.world.rank())] = 1.0;
+            words[layout.stop(rank)] = 1.0;
         }
         if asks.skip && !self.skip {
             words[words::SKIP] = 1.0;
@@ -233,10 +240,9 @@ impl Agreement {
             None => {}
         }
         if kind == Kind::Step {
-            words[words::STEPS_PER_EPOCH] = asks.steps_per_epoch as f64;
-            words[words::GLOBAL_STEP] = asks.global_step as f64;
+            words::put_counters(words, rank, asks.steps_per_epoch, asks.global_step);
         }
-        if self.world.rank() == 0 {
+        if rank == 0 {
             // At most the hyper-parameters registered when training started (one registered later,
             // through `Context::hyper_mut`, is an error at the reading, on every rank).
             for (i, name) in hyper.names().take(layout.hypers).enumerate() {
@@ -249,25 +255,14 @@ impl Agreement {
     /// steps per epoch and the same hyper-parameters; the chief's values are adopted.
     fn read(&mut self, kind: Kind, asks: &Asks, hyper: &mut HyperParams) -> Result<Agreed> {
         let (layout, words) = (self.layout, &self.words);
-        let size = layout.size as f64;
         let interrupted = words[words::SIGINT] + words[words::SIGTERM] > 0.0;
         let agreed = Agreed {
             signal: interrupted.then_some(if words[words::SIGINT] > 0.0 { SIGINT } else { SIGTERM }),
             stop_rank: layout.first_stop(words),
             skip: words[words::SKIP] > 0.0,
         };
-        let (steps_sum, global_sum) = (words[words::STEPS_PER_EPOCH], words[words::GLOBAL_STEP]);
-        let own = asks.steps_per_epoch as f64;
-        if kind == Kind::Step && steps_sum != own * size {
-            return Err(Error::data(format!(
-                "the ranks take different numbers of steps per epoch ({own} here, {steps_sum} over {size} ranks): give every rank a shard with the same number of batches (World::shard) or set Trainer::steps_per_epoch"
-            )));
-        }
-        let own_step = asks.global_step as f64;
-        if kind == Kind::Step && global_sum != own_step * size {
-            return Err(Error::checkpoint(format!(
-                "the ranks are at different global steps ({own_step} here, {global_sum} summed over {size} ranks): every rank must resume from the same checkpoint (a filesystem the ranks share), or none"
-            )));
+        if kind == Kind::Step {
+            check_counters(asks, words::chief_counters(words))?;
         }
         if hyper.names().count() != layout.hypers {
             return Err(Error::HyperParam(format!(
@@ -304,20 +299,51 @@ impl Agreement {
         if let Some(rank) = self.failed {
             return Err(Error::RankFailed { rank });
         }
+        let (rank, len) = (self.world.rank(), values.len());
         for chunk in values.chunks_mut(words::USER) {
             self.words.fill(0.0);
-            self.layout.mark(&mut self.words, Kind::Sum);
+            self.layout.mark(&mut self.words, Kind::Sum, rank);
+            if rank == 0 {
+                words::put_reference(&mut self.words, words::SUM_LEN, len as u64);
+            }
             for (i, value) in chunk.iter().enumerate() {
                 self.words[self.layout.user(i)] = *value;
             }
             self.exchange(model, None)?;
             self.check(Kind::Sum)?;
+            let chief = words::reference(&self.words, words::SUM_LEN);
+            if chief != Some(len as u64) {
+                return Err(Error::msg(format!(
+                    "a sum over ranks of {len} values here met one of {} on rank 0: Context::sum_over_ranks must be called with the same number of values on every rank",
+                    chief.map_or_else(|| "an unreadable number".to_owned(), |n| n.to_string())
+                )));
+            }
             for (i, value) in chunk.iter_mut().enumerate() {
                 *value = self.words[self.layout.user(i)];
             }
         }
         Ok(())
     }
+}
+
+/// This rank's counters against the chief's: the same steps per epoch, the same global step.
+fn check_counters(asks: &Asks, (steps, step): (Option<u64>, Option<u64>)) -> Result<()> {
+    let shown = |value: Option<u64>| value.map_or_else(|| "unreadable".to_owned(), |v| v.to_string());
+    if steps != Some(asks.steps_per_epoch) {
+        return Err(Error::data(format!(
+            "the ranks take different numbers of steps per epoch ({} here, {} on rank 0): give every rank a shard with the same number of batches (World::shard) or set Trainer::steps_per_epoch",
+            asks.steps_per_epoch,
+            shown(steps)
+        )));
+    }
+    if step != Some(asks.global_step) {
+        return Err(Error::checkpoint(format!(
+            "the ranks are at different global steps ({} here, {} on rank 0): every rank must resume from the same checkpoint (a filesystem the ranks share), or none",
+            asks.global_step,
+            shown(step)
+        )));
+    }
+    Ok(())
 }
 
 const SIGINT: i32 = 2;

@@ -32,7 +32,7 @@ impl Execution {
             None => Ok((Execution::Single, model)),
             Some(world) => {
                 let mut agreement = Agreement::new(world, hyper);
-                let model = agreement.start(model)?;
+                let model = agreement.start(model, hyper)?;
                 Ok((Execution::DataParallel(Box::new(agreement)), model))
             }
         }

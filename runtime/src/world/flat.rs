@@ -31,6 +31,51 @@ pub(crate) fn param_len<M: Module>(model: &M) -> usize {
     len.0
 }
 
+/// What every replica's float parameters must share for the flat buffers to line up: their
+/// number of elements, their number, and a 64-bit FNV-1a hash of each one's path in the model
+/// (`layers.0.weight`) and shape, in visit order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fingerprint {
+    pub(crate) params: u64,
+    pub(crate) tensors: u64,
+    pub(crate) hash: u64,
+}
+
+/// `model`'s [`Fingerprint`].
+pub(crate) fn fingerprint<M: Module>(model: &M) -> Fingerprint {
+    /// Walks the parameters with the path of the module each one is in.
+    struct Walk {
+        path: Vec<String>,
+        print: Fingerprint,
+    }
+    impl ModuleVisitor for Walk {
+        fn enter_module(&mut self, name: &str, _container_type: &str) {
+            self.path.push(name.to_owned());
+        }
+        fn exit_module(&mut self, _name: &str, _container_type: &str) {
+            self.path.pop();
+        }
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let shape = param.lazy_shape();
+            self.print.params += shape.num_elements() as u64;
+            self.print.tensors += 1;
+            let path = self.path.join(".");
+            self.print.hash = fnv1a(self.print.hash, format!("{path}:{shape:?};").as_bytes());
+        }
+    }
+    let mut walk = Walk { path: Vec::new(), print: Fingerprint { params: 0, tensors: 0, hash: FNV_OFFSET } };
+    model.visit(&mut walk);
+    walk.print
+}
+
+/// FNV-1a's 64-bit offset basis.
+pub(crate) const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// `hash` (FNV-1a, 64 bits) continued over `bytes`.
+pub(crate) fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
 /// Panics with a message naming `what` when `len` is not the model's flat length.
 fn check_len<M: Module>(model: &M, len: usize, what: &str) {
     let expected = param_len(model);

@@ -47,6 +47,7 @@
 //! ```
 
 pub(crate) mod agree;
+mod check;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 mod execution;
@@ -91,9 +92,11 @@ pub(crate) enum Link {
     #[cfg(feature = "mpi")]
     Mpi {
         comm: mpi::MpiComm,
-        /// The step's buffers, kept from step to step.
+        /// The step's buffers, kept from step to step: the gradients sent and received, the
+        /// words sent (they come back in place).
         send: Vec<f32>,
         recv: Vec<f32>,
+        words: Vec<f64>,
     },
 }
 
@@ -139,7 +142,7 @@ impl World {
     pub fn mpi(device: Device) -> Result<World> {
         let comm = mpi::MpiComm::init()?;
         let (rank, size) = (comm.rank(), comm.size());
-        let link = Link::Mpi { comm, send: Vec::new(), recv: Vec::new() };
+        let link = Link::Mpi { comm, send: Vec::new(), recv: Vec::new(), words: Vec::new() };
         Ok(World {
             rank,
             size,
@@ -234,11 +237,26 @@ impl World {
         let averaged = match &mut self.link {
             Link::Threads(link) => link.exchange(model, grads, words, &self.device, self.size),
             #[cfg(feature = "mpi")]
-            Link::Mpi { comm, send, recv } => {
-                mpi_exchange(comm, (send, recv), model, grads, words, &self.device, self.size)
+            Link::Mpi { comm, send, recv, words: sent } => {
+                mpi_exchange(comm, (send, recv, sent), model, grads, words, &self.device, self.size)
             }
         };
         Ok(local.unwrap_or(averaged))
+    }
+
+    /// `words` summed element-wise over the ranks, in place, with nothing else: the small
+    /// exchanges of a length every rank knows (the layout check before the first large one).
+    pub(crate) fn sum_words<M: Module>(&mut self, model: &M, words: &mut [f64]) {
+        match &mut self.link {
+            Link::Threads(link) => {
+                link.exchange(model, None, words, &self.device, self.size);
+            }
+            #[cfg(feature = "mpi")]
+            Link::Mpi { comm, .. } => {
+                let sent = words.to_vec();
+                comm.all_reduce_words(&sent, words);
+            }
+        }
     }
 
     /// Start every replica from the chief's weights (and, with threads, the chief's parameter
@@ -249,15 +267,14 @@ impl World {
             #[cfg(feature = "mpi")]
             Link::Mpi { comm, .. } => {
                 let len = flat::param_len(&model);
-                let mut send = vec![0.0f32; len + words::encoded_len(words.len())];
+                let mut send = vec![0.0f32; len];
                 if self.rank == 0 {
-                    flat::write_params(&model, &mut send[..len]);
+                    flat::write_params(&model, &mut send);
                 }
-                words::encode(words, &mut send[len..]);
-                let mut recv = vec![0.0f32; send.len()];
-                comm.all_reduce_sum(&send, &mut recv);
-                words::decode(&recv[len..], words);
-                flat::read_params(model, &recv[..len])
+                let mut recv = vec![0.0f32; len];
+                let sent = words.to_vec();
+                comm.all_reduce_sums((&send, &mut recv), (&sent, words));
+                flat::read_params(model, &recv)
             }
         }
     }
@@ -275,12 +292,12 @@ impl World {
     }
 }
 
-/// One MPI exchange: the gradients (zeros when this rank has none) and the encoded words in one
-/// buffer, one `MPI_Allreduce`, the sums read back.
+/// One MPI exchange: the gradients (zeros when this rank has none) and the words, in one round
+/// trip, the sums read back.
 #[cfg(feature = "mpi")]
 fn mpi_exchange<M: Module>(
     comm: &mpi::MpiComm,
-    (send, recv): (&mut Vec<f32>, &mut Vec<f32>),
+    (send, recv, sent): (&mut Vec<f32>, &mut Vec<f32>, &mut Vec<f64>),
     model: &M,
     grads: Option<GradientsParams>,
     words: &mut [f64],
@@ -288,20 +305,19 @@ fn mpi_exchange<M: Module>(
     size: usize,
 ) -> Option<GradientsParams> {
     let len = flat::param_len(model);
-    let total = len + words::encoded_len(words.len());
-    send.resize(total, 0.0);
-    recv.resize(total, 0.0);
+    send.resize(len, 0.0);
+    recv.resize(len, 0.0);
     match &grads {
-        Some(grads) => flat::write_grads(model, grads, &mut send[..len]),
-        None => send[..len].fill(0.0),
+        Some(grads) => flat::write_grads(model, grads, send),
+        None => send.fill(0.0),
     }
-    words::encode(words, &mut send[len..]);
-    comm.all_reduce_sum(send, recv);
-    words::decode(&recv[len..], words);
+    sent.clear();
+    sent.extend_from_slice(words);
+    comm.all_reduce_sums((send, recv), (sent, words));
     let local = grads?;
     let scale = 1.0 / size as f32;
-    for value in &mut recv[..len] {
+    for value in recv.iter_mut() {
         *value *= scale;
     }
-    Some(flat::read_grads(model, &recv[..len], &local, device))
+    Some(flat::read_grads(model, recv, &local, device))
 }

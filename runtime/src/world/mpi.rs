@@ -79,20 +79,53 @@ impl MpiComm {
         self.size
     }
 
-    /// Element-wise sum over all ranks of `send` into `recv` (same length on every rank), one
-    /// `MPI_Allreduce` (one per 2^30 elements beyond that).
+    /// Element-wise sums over all ranks in one round trip: the `f32`s of `send` into `recv` (the
+    /// gradients: one `MPI_Allreduce`, one per 2^30 elements beyond that) and, overlapped with
+    /// them (`MPI_Iallreduce`), the `f64`s of `words_send` into `words` (the control words,
+    /// summed as `f64`s: a count or a value only one rank contributes arrives exact).
     ///
-    /// Every rank must call it, with the same length, in the same order relative to its other
+    /// Every rank must call it, with the same lengths, in the same order relative to its other
     /// collective calls; an MPI error aborts the world (MPI's default error handler).
     ///
     /// # Panics
     ///
-    /// When `send` and `recv` differ in length.
-    pub(crate) fn all_reduce_sum(&self, send: &[f32], recv: &mut [f32]) {
+    /// When `send` and `recv`, or `words_send` and `words`, differ in length.
+    pub(crate) fn all_reduce_sums(
+        &self,
+        (send, recv): (&[f32], &mut [f32]),
+        (words_send, words): (&[f64], &mut [f64]),
+    ) {
         check_lengths(send, recv);
-        for (send, recv) in send.chunks(MAX_COUNT).zip(recv.chunks_mut(MAX_COUNT)) {
-            self.world.all_reduce_into(send, recv, SystemOperation::sum());
-        }
+        check_lengths(words_send, words);
+        assert!(
+            words.len() <= MAX_COUNT,
+            "all_reduce_sums: {} words are more than one MPI call takes",
+            words.len()
+        );
+        mpi::request::scope(|scope| {
+            let words =
+                self.world.immediate_all_reduce_into(scope, words_send, words, SystemOperation::sum());
+            for (send, recv) in send.chunks(MAX_COUNT).zip(recv.chunks_mut(MAX_COUNT)) {
+                self.world.all_reduce_into(send, recv, SystemOperation::sum());
+            }
+            words.wait();
+        });
+    }
+
+    /// Element-wise sum over all ranks of `send` into `recv`, `f64`s only: the small exchanges
+    /// of a fixed length (the layout every rank checks before the first large one).
+    ///
+    /// # Panics
+    ///
+    /// When `send` and `recv` differ in length, or hold more than 2^30 elements.
+    pub(crate) fn all_reduce_words(&self, send: &[f64], recv: &mut [f64]) {
+        check_lengths(send, recv);
+        assert!(
+            send.len() <= MAX_COUNT,
+            "all_reduce_words: {} words are more than one MPI call takes",
+            send.len()
+        );
+        self.world.all_reduce_into(send, recv, SystemOperation::sum());
     }
 
     /// End every rank of the world now (`MPI_Abort`) with `code`, after logging `message` as an
@@ -122,12 +155,13 @@ extern "C" fn finalize_at_exit() {
 
 /// Panics unless the two buffers of an all-reduce have the same length (rsmpi does not check: MPI
 /// would write `send.len()` elements into `recv` whatever its length).
-fn check_lengths(send: &[f32], recv: &[f32]) {
+fn check_lengths<T>(send: &[T], recv: &[T]) {
     assert_eq!(
         send.len(),
         recv.len(),
-        "all_reduce_sum: the send buffer holds {} f32 elements, the receive buffer {}",
+        "all_reduce_sums: the send buffer holds {} {} elements, the receive buffer {}",
         send.len(),
+        std::any::type_name::<T>(),
         recv.len()
     );
 }
@@ -154,20 +188,32 @@ mod tests {
         let len = 1000;
         let send: Vec<f32> = (0..len).map(|i| (comm.rank() + 1) as f32 * i as f32).collect();
         let mut recv = vec![f32::NAN; len];
-        comm.all_reduce_sum(&send, &mut recv);
+        let words_send = [
+            1.0,
+            (comm.rank() as f64 + 1.0) * 0.1,
+            if comm.rank() == 0 { 12_345_678.901_234_5 } else { 0.0 },
+        ];
+        let mut words = [f64::NAN; 3];
+        comm.all_reduce_sums((&send, &mut recv), (&words_send, &mut words));
         let ranks = (comm.size() * (comm.size() + 1) / 2) as f32;
         for (i, v) in recv.iter().enumerate() {
             assert_eq!(*v, ranks * i as f32);
         }
+        assert_eq!(words[0], comm.size() as f64, "a count arrives exact");
+        assert!((words[1] - f64::from(ranks) * 0.1).abs() < 1e-12, "values are summed as f64s: {}", words[1]);
+        assert_eq!(words[2], 12_345_678.901_234_5, "a value only the chief gives arrives bit for bit");
+        let mut again = [0.0; 3];
+        comm.all_reduce_words(&words_send, &mut again);
+        assert_eq!(again, words);
         drop(comm);
         assert!(!mpi::is_finalized(), "MPI ends when the process exits, not with the comm");
         assert!(MpiComm::init().is_err(), "MPI cannot start again in this process");
     }
 
     #[test]
-    #[should_panic(expected = "all_reduce_sum: the send buffer holds 2 f32 elements")]
+    #[should_panic(expected = "all_reduce_sums: the send buffer holds 2 f32 elements")]
     fn different_lengths_panic_before_any_mpi_call() {
         // No MPI call happens: the length check comes first, so this needs no MpiComm of its own.
-        check_lengths(&[0.0; 2], &[0.0; 3]);
+        check_lengths(&[0.0f32; 2], &[0.0; 3]);
     }
 }

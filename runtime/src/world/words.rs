@@ -1,10 +1,15 @@
 //! The control words every exchange carries next to the gradients, summed over the ranks: what
 //! each rank asks of all (stop, skip the epoch, a signal, a failure), the chief's
-//! hyper-parameters, and the values averaged over ranks.
+//! hyper-parameters and counters, and the values averaged over ranks.
 //!
-//! Over MPI the words travel in the gradients' `f32` buffer: each `f64` is split into three
-//! `f32`s whose sum is the value exactly, so a value only the chief contributes (the others add
-//! zeros) arrives bit for bit.
+//! The words travel as `f64`s and are summed as `f64`s on every transport, and every control
+//! word is exact for any world size up to 2^24 ranks and any counter: a word every rank
+//! contributes is a count of at most 16 × the size (flags, signals, the kind of exchange), and a
+//! word that must be equal on every rank (the global step, the steps per epoch, the number of
+//! words) is the chief's value alone, in two 32-bit halves, the others contributing zeros, each
+//! rank comparing its own with it. (Summing every rank's value and comparing with size × its own,
+//! as stoker once did, rounds once the sum passes 2^53 in `f64`, or 2^24 in the `f32`s MPI then
+//! carried: with 3 ranks from global step 5,592,406 on.)
 
 /// Where each word sits, for a world of `size` ranks with `hypers` hyper-parameters and `means`
 /// averaged values.
@@ -21,19 +26,22 @@ pub(crate) const SKIP: usize = 0;
 pub(crate) const SIGINT: usize = 1;
 /// Ranks that received SIGTERM.
 pub(crate) const SIGTERM: usize = 2;
-/// The sum of the ranks' steps per epoch (checked against size × the chief's).
-pub(crate) const STEPS_PER_EPOCH: usize = 3;
 /// What kind of exchange each rank is at ([`Kind`]), summed: size × the kind when all agree.
-pub(crate) const KIND: usize = 4;
+pub(crate) const KIND: usize = 3;
 /// The kind squared, summed: with [`KIND`], every rank is at the same kind exactly when the sum
 /// is size × kind and this is size × kind² (ranks at 2 and 4 sum like two at 3, not their squares).
-pub(crate) const KIND_SQUARED: usize = 5;
-/// The global step at a step's exchange (its sum checked against size × this rank's: counters
-/// that differ, as after a resume from different checkpoints, stop every rank).
-pub(crate) const GLOBAL_STEP: usize = 6;
-/// The number of words, summed: equal layouts on every rank.
-pub(crate) const LEN: usize = 7;
-const FIXED: usize = 8;
+pub(crate) const KIND_SQUARED: usize = 4;
+/// The chief's steps per epoch at a step's exchange (two words, see [`put_reference`]).
+pub(crate) const STEPS_PER_EPOCH: usize = 5;
+/// The chief's global step at a step's exchange (two words): counters that differ, as after a
+/// resume from different checkpoints, stop every rank.
+pub(crate) const GLOBAL_STEP: usize = 7;
+/// The chief's number of words (two words): equal layouts on every rank.
+pub(crate) const LEN: usize = 9;
+/// At a callback's sum over ranks, the chief's number of values (two words): sums of different
+/// lengths on two ranks fail instead of lining up chunk by chunk.
+pub(crate) const SUM_LEN: usize = 11;
+const FIXED: usize = 13;
 /// How many values one sum over ranks for callbacks carries.
 pub(crate) const USER: usize = 32;
 
@@ -58,6 +66,20 @@ impl Kind {
             _ => "an unknown point",
         }
     }
+}
+
+/// Put `value` at `at` and `at + 1` as its high and low 32 bits: each half is an integer below
+/// 2^32, exact in an `f64` and in any sum of it with zeros.
+pub(crate) fn put_reference(words: &mut [f64], at: usize, value: u64) {
+    words[at] = (value >> 32) as f64;
+    words[at + 1] = (value & 0xFFFF_FFFF) as f64;
+}
+
+/// The value [`put_reference`] put at `at`, after the sum (`None`: the halves are not what one
+/// rank's value alone sums to: more than one rank, or none, put one).
+pub(crate) fn reference(words: &[f64], at: usize) -> Option<u64> {
+    let half = |w: f64| (w >= 0.0 && w < 4_294_967_296.0 && w.fract() == 0.0).then_some(w as u64);
+    Some((half(words[at])? << 32) | half(words[at + 1])?)
 }
 
 /// Where the word "rank `rank` failed" sits (1 where it did).
@@ -91,12 +113,24 @@ impl Layout {
     pub(crate) fn user(&self, i: usize) -> usize {
         FIXED + 2 * self.size + self.hypers + 2 * self.means + i
     }
-    /// Mark `words` as this rank's words at an exchange of `kind`.
-    pub(crate) fn mark(&self, words: &mut [f64], kind: Kind) {
+    /// Mark `words` as rank `rank`'s words at an exchange of `kind` (the chief also puts its
+    /// number of words, which every rank compares with its own).
+    pub(crate) fn mark(&self, words: &mut [f64], kind: Kind, rank: usize) {
         let k = f64::from(kind as u8);
         words[KIND] = k;
         words[KIND_SQUARED] = k * k;
-        words[LEN] = self.len() as f64;
+        if rank == 0 {
+            put_reference(words, LEN, self.len() as u64);
+        }
+    }
+    /// Whether every rank is at an exchange of `kind` with this layout (after the sum).
+    pub(crate) fn same_kind(&self, words: &[f64], kind: Kind) -> bool {
+        let (k, size) = (f64::from(kind as u8), self.size as f64);
+        words[KIND] == k * size && words[KIND_SQUARED] == k * k * size
+    }
+    /// Whether the chief's number of words is this rank's (after the sum).
+    pub(crate) fn same_len(&self, words: &[f64]) -> bool {
+        reference(words, LEN) == Some(self.len() as u64)
     }
     /// The lowest rank that failed, if any.
     pub(crate) fn first_failed(&self, words: &[f64]) -> Option<usize> {
@@ -108,71 +142,115 @@ impl Layout {
     }
 }
 
-/// The number of `f32`s `words` words take in an MPI buffer.
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub(crate) fn encoded_len(words: usize) -> usize {
-    3 * words
-}
-
-/// Split each word into three `f32`s (high, middle, low parts) whose sum in `f64` is the word.
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub(crate) fn encode(words: &[f64], out: &mut [f32]) {
-    debug_assert_eq!(out.len(), encoded_len(words.len()));
-    for (word, out) in words.iter().zip(out.chunks_exact_mut(3)) {
-        let high = *word as f32;
-        if !word.is_finite() || !high.is_finite() {
-            out.copy_from_slice(&[high, 0.0, 0.0]);
-            continue;
-        }
-        let rest = word - f64::from(high);
-        let middle = rest as f32;
-        let low = (rest - f64::from(middle)) as f32;
-        out.copy_from_slice(&[high, middle, low]);
+/// At a step's exchange, the chief puts the counters every rank must share (the others put
+/// nothing there).
+pub(crate) fn put_counters(words: &mut [f64], rank: usize, steps_per_epoch: u64, global_step: u64) {
+    if rank == 0 {
+        put_reference(words, STEPS_PER_EPOCH, steps_per_epoch);
+        put_reference(words, GLOBAL_STEP, global_step);
     }
 }
 
-/// The words back from their summed parts.
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub(crate) fn decode(parts: &[f32], words: &mut [f64]) {
-    debug_assert_eq!(parts.len(), encoded_len(words.len()));
-    for (word, part) in words.iter_mut().zip(parts.chunks_exact(3)) {
-        *word = if part[0].is_finite() {
-            (f64::from(part[0]) + f64::from(part[1])) + f64::from(part[2])
-        } else {
-            f64::from(part[0])
-        };
-    }
+/// The chief's steps per epoch and global step, after a step's sum.
+pub(crate) fn chief_counters(words: &[f64]) -> (Option<u64>, Option<u64>) {
+    (reference(words, STEPS_PER_EPOCH), reference(words, GLOBAL_STEP))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_word_survives_its_split_exactly() {
-        let words = [0.1, 1e-3 / 3.0, 123_456.789_012_345, -7.25e-9, 0.0, 3.0, f64::INFINITY, 1e300];
-        let mut parts = vec![0.0; encoded_len(words.len())];
-        encode(&words, &mut parts);
-        let mut back = [0.0; 8];
-        decode(&parts, &mut back);
-        for (a, b) in words.iter().zip(&back) {
-            if a.abs() < 1e38 {
-                assert_eq!(a.to_bits(), b.to_bits(), "{a} came back as {b}");
-            }
+    /// Rank `rank`'s words at a step at `global_step`, with its stop flag set when it asks.
+    fn step_words(
+        layout: &Layout,
+        rank: usize,
+        steps_per_epoch: u64,
+        global_step: u64,
+        stop: bool,
+    ) -> Vec<f64> {
+        let mut words = vec![0.0; layout.len()];
+        layout.mark(&mut words, Kind::Step, rank);
+        put_counters(&mut words, rank, steps_per_epoch, global_step);
+        if stop {
+            words[layout.stop(rank)] = 1.0;
         }
-        assert_eq!(back[6], f64::INFINITY);
+        words
+    }
+
+    /// The element-wise sum in `f64`, in the order given (MPI's `MPI_SUM` on `MPI_DOUBLE` and the
+    /// threads' chief add in an order of their own: the tests try two).
+    fn summed(all: impl Iterator<Item = Vec<f64>>, len: usize) -> Vec<f64> {
+        all.fold(vec![0.0; len], |mut acc, words| {
+            acc.iter_mut().zip(&words).for_each(|(a, w)| *a += w);
+            acc
+        })
     }
 
     #[test]
-    fn summing_zeros_into_a_split_word_keeps_it() {
-        let word = [0.012_345_678_901_234_5];
-        let mut parts = vec![0.0; 3];
-        encode(&word, &mut parts);
-        let zeros = [0.0f32; 3];
-        let summed: Vec<f32> = parts.iter().zip(&zeros).map(|(a, b)| a + b).collect();
-        let mut back = [0.0];
-        decode(&summed, &mut back);
-        assert_eq!(back[0].to_bits(), word[0].to_bits());
+    fn every_control_word_is_exact_for_wide_worlds_and_late_steps() {
+        for size in [2, 3, 7, 256, 4096] {
+            let layout = Layout { size, hypers: 3, means: 2 };
+            for global_step in
+                [(1 << 24) + 1, 5_592_407, (1 << 32) + 3, (1 << 52) + 5, (1 << 53) - 1, u64::MAX - 7]
+            {
+                let steps_per_epoch = global_step / 3 + 1;
+                let ranks =
+                    || (0..size).map(|r| step_words(&layout, r, steps_per_epoch, global_step, r % 3 == 1));
+                for words in [summed(ranks(), layout.len()), summed(ranks().rev(), layout.len())] {
+                    assert!(layout.same_kind(&words, Kind::Step), "{size} ranks at step {global_step}");
+                    assert!(layout.same_len(&words), "{size} ranks at step {global_step}");
+                    assert_eq!(chief_counters(&words), (Some(steps_per_epoch), Some(global_step)));
+                    assert_eq!(layout.first_stop(&words), Some(1));
+                    let stops = (0..size).filter(|&r| words[layout.stop(r)] == 1.0).count();
+                    assert_eq!(stops, (0..size).filter(|r| r % 3 == 1).count());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_rank_one_step_off_sees_it_at_any_step() {
+        for size in [3, 4096] {
+            let layout = Layout { size, hypers: 0, means: 0 };
+            for global_step in [(1u64 << 24) + 1, (1 << 52) + 1] {
+                let words = summed(
+                    (0..size)
+                        .map(|r| step_words(&layout, r, 10, global_step + u64::from(r == size - 1), false)),
+                    layout.len(),
+                );
+                // Only the chief's value arrives; the last rank's own is one more.
+                assert_eq!(chief_counters(&words).1, Some(global_step));
+                assert_ne!(chief_counters(&words).1, Some(global_step + 1));
+            }
+        }
+    }
+
+    #[test]
+    fn ranks_at_different_kinds_or_layouts_do_not_agree() {
+        let layout = Layout { size: 3, hypers: 1, means: 0 };
+        let mut words = vec![0.0; layout.len()];
+        for (rank, kind) in [(0, Kind::Step), (1, Kind::Step), (2, Kind::Sum)] {
+            let mut own = vec![0.0; layout.len()];
+            layout.mark(&mut own, kind, rank);
+            words.iter_mut().zip(&own).for_each(|(a, w)| *a += w);
+        }
+        assert!(!layout.same_kind(&words, Kind::Step));
+        let wider = Layout { size: 3, hypers: 2, means: 0 };
+        assert!(
+            !wider.same_len(&words),
+            "a rank with one more hyper-parameter sees the chief's length differ"
+        );
+        assert!(layout.same_len(&words));
+    }
+
+    #[test]
+    fn a_reference_put_twice_is_no_reference() {
+        let mut words = vec![0.0; 2];
+        put_reference(&mut words, 0, 7);
+        put_reference(&mut words, 0, u64::MAX);
+        assert_eq!(reference(&words, 0), Some(u64::MAX));
+        words[1] += 4_294_967_295.0;
+        assert_eq!(reference(&words, 0), None, "a half past 2^32 is two ranks' values");
     }
 
     #[test]

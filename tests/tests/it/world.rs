@@ -390,7 +390,66 @@ fn ranks_that_disagree_on_what_they_exchange_fail_on_every_rank() {
         rank_trainer(world, 8, &dir).train(mse)
     });
     let text = result.expect_err("the world fails").to_string();
-    assert!(text.contains("exchange different numbers of values"), "{text}");
+    assert!(text.contains("the `mean_of` names differ on rank 1 (rank 0: 0 names"), "{text}");
+}
+
+type RankTrainer = Trainer<Linear, Vec<(Tensor<2>, Tensor<2>)>>;
+
+/// Every rank's error (sorted by rank), when rank 1's trainer is made by `rank_1`.
+fn layout_errors(name: &str, rank_1: impl Fn(World, &std::path::Path) -> RankTrainer + Sync) -> Vec<String> {
+    let dir = scratch_dir(name);
+    let errors = Mutex::new(Vec::new());
+    let _ = Threads::new([cpu(), cpu()]).run(|world| {
+        let rank = world.rank();
+        let trainer = if rank == 1 { rank_1(world, &dir) } else { rank_trainer(world, 8, &dir) };
+        let result = trainer.train(mse);
+        if let Err(error) = &result {
+            errors.lock().unwrap().push(format!("rank {rank}: {error}"));
+        }
+        result
+    });
+    let mut errors = errors.into_inner().unwrap();
+    errors.sort();
+    errors
+}
+
+#[test]
+fn a_rank_with_one_more_hyper_parameter_fails_every_rank_before_the_first_exchange() {
+    let errors = layout_errors("world-extra-hyper", |world, dir| {
+        rank_trainer(world, 8, dir).hyper_param("momentum", 0.9)
+    });
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    for error in &errors {
+        assert!(error.contains("the hyper-parameters differ on rank 1 (rank 0: 1 registered"), "{error}");
+    }
+    assert!(errors[1].contains("here, rank 1: 2 registered"), "{errors:?}");
+    assert!(errors[0].contains("here, rank 0: the same as rank 0"), "{errors:?}");
+}
+
+#[test]
+fn a_rank_whose_model_lacks_a_layer_fails_every_rank_before_the_first_exchange() {
+    let errors = layout_errors("world-extra-layer", |world, dir| {
+        // The chief's model has one more layer's worth of parameters: its bias, which this
+        // rank's replica lacks.
+        let mut model = stoker_tests::world::fixed_model(world.device());
+        model.bias = None;
+        let data = world.shard(batches(8, B, world.device()));
+        Trainer::new(model, SgdConfig::new().init(), data)
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .log_dir(dir)
+            .world(world)
+    });
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    for error in &errors {
+        assert!(
+            error.contains(
+                "the model's float parameters differ on rank 1 (rank 0: 21 parameters in 2 tensors"
+            ),
+            "{error}"
+        );
+    }
+    assert!(errors[1].contains("here, rank 1: 18 parameters in 1 tensors"), "{errors:?}");
 }
 
 /// Fetches the loss as a device tensor.
