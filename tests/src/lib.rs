@@ -1,6 +1,6 @@
 //! Fixtures shared by stoker's integration tests: a tiny model, its data, a scratch directory.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use burn::nn::{Linear, LinearConfig};
@@ -291,6 +291,46 @@ impl Drop for Tmpfs {
             eprintln!("warning: could not unmount {}: {status:?}", self.dir.display());
         }
     }
+}
+
+/// The folder of the checkpoint with the highest step in `log_dir/checkpoints`.
+pub fn latest_checkpoint(log_dir: &Path) -> PathBuf {
+    std::fs::read_dir(log_dir.join("checkpoints"))
+        .expect("a checkpoints folder")
+        .filter_map(|entry| {
+            let path = entry.ok()?.path();
+            let step: u64 = path.file_name()?.to_str()?.strip_prefix("step-")?.parse().ok()?;
+            Some((step, path))
+        })
+        .max()
+        .expect("a step-N checkpoint")
+        .1
+}
+
+/// Rewrite the JSON file `name` of the checkpoint in `step_dir` with `change`, and seal the
+/// manifest again as stoker seals it (each file's length and CRC-32C, then the CRC-32C of the
+/// manifest's bytes before its checksum line): a crafted checkpoint that passes every check.
+pub fn rewrite_checkpoint_json(step_dir: &Path, name: &str, change: impl FnOnce(&mut serde_json::Value)) {
+    let path = step_dir.join(name);
+    let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    change(&mut value);
+    let bytes = serde_json::to_vec(&value).unwrap();
+    std::fs::write(&path, &bytes).unwrap();
+    reseal(step_dir, name, &bytes);
+}
+
+/// Record `bytes` as file `name` in the manifest of the checkpoint in `step_dir`, and seal it.
+pub fn reseal(step_dir: &Path, name: &str, bytes: &[u8]) {
+    let path = step_dir.join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    manifest["files"][name] = serde_json::json!({ "len": bytes.len(), "crc32c": crc32c(bytes) });
+    manifest.as_object_mut().unwrap().remove("checksum");
+    let body = serde_json::to_vec_pretty(&manifest).unwrap();
+    let mut sealed = body.strip_suffix(b"\n}").unwrap().to_vec();
+    sealed.extend_from_slice(b",\n");
+    let checksum = crc32c(&sealed);
+    sealed.extend_from_slice(format!("  \"checksum\": {checksum}\n}}\n").as_bytes());
+    std::fs::write(&path, sealed).unwrap();
 }
 
 /// CRC-32C (Castagnoli), bit by bit: independent of the crate the runtime uses.

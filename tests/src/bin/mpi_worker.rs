@@ -9,7 +9,11 @@
 //! - `panic`: rank 1 panics in its step at global step 3;
 //! - `long`: 3 epochs of 400 steps with Adam, 2 ms of sleep per step (for SIGINT), a marker file
 //!   `OUT/started` after step 20, `--resume` to continue from the log directory;
-//! - `absent`: rank 1 gives up before training (its world dropped unused), rank 0 trains.
+//! - `absent`: rank 1 gives up before training (its world dropped unused), rank 0 trains;
+//! - `far` (under `mpirun -n 3`): 33 steps per rank and epoch, one epoch, two with `--resume`
+//!   (the test moves the checkpoint's global step past 2^24 in between);
+//! - `extra-hyper`: rank 1 registers one more hyper-parameter than the chief;
+//! - `extra-layer`: rank 1's model lacks the chief's bias.
 //!
 //! Every rank writes its process id into `OUT/pid-R` first.
 
@@ -122,6 +126,7 @@ fn run(
         "callbacks" => (8, 2),
         "stop" => (20, 9),
         "long" => (800, 3),
+        "far" => (99, 1 + u64::from(resume)),
         _ => (100, 1),
     };
     let data = world.shard(batches(steps, B, device));
@@ -132,7 +137,11 @@ fn run(
     let script = Script { started: out.join("started") };
     let defaults =
         if scenario == "callbacks" { DefaultCallbacks::default() } else { DefaultCallbacks::none() };
-    let trainer = Trainer::new(fixed_model(device), optimizer, data)
+    let mut model = fixed_model(device);
+    if scenario == "extra-layer" && rank == 1 {
+        model.bias = None;
+    }
+    let trainer = Trainer::new(model, optimizer, data)
         .default_callbacks(defaults)
         .learning_rate(0.05)
         .max_epoch(epochs)
@@ -140,6 +149,8 @@ fn run(
         .auto_resume(resume)
         .world(world)
         .callbacks((chief, every, ModelSaver::new(2), script));
+    let trainer =
+        if scenario == "extra-hyper" && rank == 1 { trainer.hyper_param("momentum", 0.9) } else { trainer };
     let slow = scenario == "long";
     let report = trainer.train(move |model: &Linear, batch, step: &mut Step<'_>| {
         if scenario == "panic" && rank == 1 && step.counters().global_step() == 3 {

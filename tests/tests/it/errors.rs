@@ -285,17 +285,7 @@ fn errors_malformed_trainer_state_under_a_valid_manifest_keeps_serdes_error() {
     // stoker seals it (CRC-32C of the bytes before the checksum's line): only the parse fails.
     let garbled = b"{\"epoch_num\": ";
     std::fs::write(step.join("trainer.json"), garbled).unwrap();
-    let path = step.join("manifest.json");
-    let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    manifest["files"]["trainer.json"] =
-        serde_json::json!({ "len": garbled.len(), "crc32c": stoker_tests::crc32c(garbled) });
-    manifest.as_object_mut().unwrap().remove("checksum");
-    let body = serde_json::to_vec_pretty(&manifest).unwrap();
-    let mut sealed = body.strip_suffix(b"\n}").unwrap().to_vec();
-    sealed.extend_from_slice(b",\n");
-    let checksum = stoker_tests::crc32c(&sealed);
-    sealed.extend_from_slice(format!("  \"checksum\": {checksum}\n}}\n").as_bytes());
-    std::fs::write(&path, sealed).unwrap();
+    stoker_tests::reseal(&step, "trainer.json", garbled);
 
     let error = Checkpoint::read(&step).unwrap_err();
     let text = error.to_string();

@@ -17,9 +17,14 @@ use serde_json::Value as Json;
 use stoker_tests::world::{from_bits, joined, max_diff, mse};
 use stoker_tests::{scratch_dir, weights};
 
+/// The number of ranks a scenario runs with.
+fn ranks(scenario: &str) -> usize {
+    if scenario == "far" { 3 } else { 2 }
+}
+
 fn mpirun(scenario: &str, log_dir: &Path, out: &Path, resume: bool) -> Command {
     let mut command = Command::new("mpirun");
-    command.args(["--allow-run-as-root", "--oversubscribe", "-n", "2"]);
+    command.args(["--allow-run-as-root", "--oversubscribe", "-n", &ranks(scenario).to_string()]);
     command.arg(env!("CARGO_BIN_EXE_mpi_worker")).arg(scenario).arg(log_dir).arg(out);
     if resume {
         command.arg("--resume");
@@ -45,7 +50,7 @@ fn run(scenario: &str, log_dir: &Path, resume: bool) -> (Output, Vec<Json>, Path
     let out = scratch_dir(&format!("mpi-out-{scenario}"));
     let output =
         mpirun(scenario, log_dir, &out, resume).output().expect("mpirun runs (apt-get install openmpi-bin)");
-    let records = (0..2)
+    let records = (0..ranks(scenario))
         .filter_map(|r| std::fs::read_to_string(out.join(format!("rank-{r}.json"))).ok())
         .map(|text| serde_json::from_str(&text).expect("a rank's record"))
         .collect();
@@ -205,4 +210,58 @@ fn over_mpi_a_rank_killed_ends_the_job_and_mpirun_names_it() {
     assert!(!output.status.success());
     let text = text(&output);
     assert!(text.contains("rank 1") && text.contains("signal 9"), "{text}");
+}
+
+#[test]
+fn three_mpi_ranks_resumed_past_global_step_2_pow_24_agree_on_their_counters() {
+    let dir = scratch_dir("mpi-far");
+    let (output, records, _) = run("far", &dir, false);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(records.len(), 3, "{}", text(&output));
+    // The checkpoint moved past 2^24, where summing three ranks' steps in f32 once rounded.
+    let far = (1u64 << 24) + 7;
+    let step = stoker_tests::latest_checkpoint(&dir);
+    stoker_tests::rewrite_checkpoint_json(&step, "trainer.json", |trainer| {
+        trainer["counters"]["global_step"] = far.into();
+    });
+    let (output, records, out) = run("far", &dir, true);
+    let errors: Vec<String> =
+        (0..3).filter_map(|r| std::fs::read_to_string(out.join(format!("error-{r}.txt"))).ok()).collect();
+    assert!(output.status.success(), "{errors:?}\n{}", text(&output));
+    assert_eq!(records.len(), 3);
+    for record in &records {
+        assert_eq!(record["global_step"], far + 33, "{record}");
+        assert_eq!(record["outcome"], "finished");
+    }
+}
+
+/// Runs `scenario` (rank 1 differs from the chief) and returns each rank's error.
+fn layout_errors(scenario: &str) -> Vec<String> {
+    let (output, records, out) = run(scenario, &scratch_dir(&format!("mpi-{scenario}")), false);
+    assert!(!output.status.success(), "{}", text(&output));
+    assert!(records.is_empty(), "no rank trains: {records:?}");
+    (0..2).map(|r| std::fs::read_to_string(out.join(format!("error-{r}.txt"))).unwrap_or_default()).collect()
+}
+
+#[test]
+fn over_mpi_a_rank_with_one_more_hyper_parameter_fails_every_rank_naming_it() {
+    let errors = layout_errors("extra-hyper");
+    for error in &errors {
+        assert!(error.contains("the hyper-parameters differ on rank 1 (rank 0: 1 registered"), "{errors:?}");
+    }
+    assert!(errors[1].contains("here, rank 1: 2 registered"), "{errors:?}");
+}
+
+#[test]
+fn over_mpi_a_rank_whose_model_lacks_a_layer_fails_every_rank_naming_it() {
+    let errors = layout_errors("extra-layer");
+    for error in &errors {
+        assert!(
+            error.contains(
+                "the model's float parameters differ on rank 1 (rank 0: 21 parameters in 2 tensors"
+            ),
+            "{errors:?}"
+        );
+    }
+    assert!(errors[1].contains("here, rank 1: 18 parameters in 1 tensors"), "{errors:?}");
 }
