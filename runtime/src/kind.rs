@@ -329,6 +329,12 @@ mod tests {
             all.push(sample(crate::monitor::Dashboard::new()));
             all
         };
+        #[cfg(feature = "hdf5")]
+        let all = {
+            let mut all = all;
+            all.push(sample(crate::monitor::CallbackDataWriter::new("data.h5")));
+            all
+        };
         all
     }
 
@@ -398,6 +404,7 @@ mod tests {
             .filter(|ty| !sampled.contains(ty.as_str()))
             .filter(|ty| cfg!(feature = "sys-metrics") || !SYS_METRICS.contains(&ty.as_str()))
             .filter(|ty| cfg!(feature = "dashboard") || ty.as_str() != "Dashboard")
+            .filter(|ty| cfg!(feature = "hdf5") || ty.as_str() != "CallbackDataWriter")
             .collect();
         assert!(
             missing.is_empty(),
