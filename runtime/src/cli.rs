@@ -94,6 +94,23 @@ impl CallbackArgs {
     /// evaluations every `--eval_freq` epochs (1 without the flag); `None` without `-o`. Name the
     /// scalars the validation puts with [`CallbackDataWriter::loss`](crate::monitor::CallbackDataWriter::loss)
     /// and [`metric`](crate::monitor::CallbackDataWriter::metric).
+    ///
+    /// ```
+    /// use burn_stoker::cli::CallbackArgs;
+    /// use clap::Parser;
+    ///
+    /// #[derive(Parser)]
+    /// struct Cli {
+    ///     #[command(flatten)]
+    ///     callbacks: CallbackArgs,
+    /// }
+    ///
+    /// let cli = Cli::parse_from(["train", "-o", "data.h5", "--eval_freq", "2"]);
+    /// let data = cli.callbacks.callback_data().expect("-o was given");
+    /// assert_eq!(data.path(), std::path::Path::new("data.h5"));
+    /// let data = data.loss("validation_cost");
+    /// # let _ = data;
+    /// ```
     #[cfg(feature = "hdf5")]
     pub fn callback_data(&self) -> Option<crate::monitor::CallbackDataWriter> {
         let path = self.output_file.clone()?;

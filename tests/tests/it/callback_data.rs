@@ -70,7 +70,8 @@ fn callback_data_file_holds_neons_layout_read_back_by_h5py() {
     let dir = scratch_dir("callback-data");
     let device = burn_stoker::device::cpu();
     let mut losses = Vec::new();
-    let writer = CallbackDataWriter::new("data.h5").eval_freq(2).loss("validation_cost").metric("validation_accuracy");
+    let writer =
+        CallbackDataWriter::new("data.h5").eval_freq(2).loss("validation_cost").metric("validation_accuracy");
     assert!(Callback::<Linear>::chief_only(&writer), "the chief alone writes the file");
     let started = now();
     Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(3, &device))
@@ -107,7 +108,8 @@ fn callback_data_file_holds_neons_layout_read_back_by_h5py() {
     assert_eq!(names, expected);
 
     // Callbacks.on_train_begin: the run's size.
-    let config = json!({"kind": "group", "attrs": {"total_minibatches": ["int64", 12], "total_epochs": ["int64", 4]}});
+    let config =
+        json!({"kind": "group", "attrs": {"total_minibatches": ["int64", 12], "total_epochs": ["int64", 4]}});
     assert_eq!(file["config"], config);
     // Callbacks.on_epoch_end: the minibatches done at each epoch's end.
     let markers = json!({"kind": "group", "attrs": {"epochs_complete": ["int64", 4], "minibatches_complete": ["int64", 12]}});
@@ -148,7 +150,10 @@ fn callback_data_file_holds_neons_layout_read_back_by_h5py() {
     assert_eq!(entry, json!({"kind": "dataset", "attrs": seconds, "dtype": "float64", "shape": [1]}));
     let (entry, end) = dataset(&file, "time/train/end_time");
     assert_eq!(entry, json!({"kind": "dataset", "attrs": seconds, "dtype": "float64", "shape": [1]}));
-    assert!(started <= start[0] && start[0] <= end[0] && end[0] <= ended, "{started} {start:?} {end:?} {ended}");
+    assert!(
+        started <= start[0] && start[0] <= end[0] && end[0] <= ended,
+        "{started} {start:?} {end:?} {ended}"
+    );
     assert_eq!(file["time/train"], json!({"kind": "group", "attrs": {}}));
 }
 
@@ -160,17 +165,18 @@ fn callback_data_file_at_a_bad_path_is_an_error_at_setup_naming_it() {
     std::fs::write(dir.join("a-file"), b"not a folder").unwrap();
     for (path, says) in [("a-folder", "is a folder, not a file"), ("a-file/data.h5", "a-file")] {
         let mut steps = 0;
-        let error = Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
-            .log_dir(&dir)
-            .default_callbacks(DefaultCallbacks::none())
-            .callbacks(CallbackDataWriter::new(path))
-            .train(|model: &Linear, batch, _step: &mut Step<'_>| {
-                steps += 1;
-                mse(model, batch)
-            })
-            .map(|_| ())
-            .unwrap_err()
-            .to_string();
+        let error =
+            Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+                .log_dir(&dir)
+                .default_callbacks(DefaultCallbacks::none())
+                .callbacks(CallbackDataWriter::new(path))
+                .train(|model: &Linear, batch, _step: &mut Step<'_>| {
+                    steps += 1;
+                    mse(model, batch)
+                })
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
         assert!(error.contains("CallbackDataWriter") && error.contains(says), "{path}: {error}");
         assert_eq!(steps, 0, "no step runs");
     }

@@ -51,7 +51,11 @@ pub(super) fn h5_error(path: &Path, what: &str, error: hdf5::Error) -> Error {
 /// A one-dimensional dataset of `T` and `len` values, its space allocated at once (so that the
 /// file's structure is complete, and on disk, from the first flush on) and filled with zeros.
 fn dataset<T: H5Type>(group: &Group, name: &str, len: usize) -> hdf5::Result<Dataset> {
-    group.new_dataset::<T>().shape(len).alloc_time(Some(hdf5::plist::dataset_create::AllocTime::Early)).create(name)
+    group
+        .new_dataset::<T>()
+        .shape(len)
+        .alloc_time(Some(hdf5::plist::dataset_create::AllocTime::Early))
+        .create(name)
 }
 
 /// Set the scalar attribute `name` of `location`, creating it when missing.
@@ -129,7 +133,8 @@ impl H5File {
 
     /// The file an earlier run wrote must be of this run's size.
     fn check(file: &File, path: &Path, layout: &Layout) -> Result<()> {
-        let read = |name: &str| -> Option<i64> { file.group("config").ok()?.attr(name).ok()?.read_scalar().ok() };
+        let read =
+            |name: &str| -> Option<i64> { file.group("config").ok()?.attr(name).ok()?.read_scalar().ok() };
         let found = (read("total_epochs"), read("total_minibatches"));
         let wanted = (Some(layout.total_epochs as i64), Some(layout.total_minibatches as i64));
         if found != wanted {
@@ -176,7 +181,9 @@ impl H5File {
 
     /// Write `costs` into `cost/train` from index `start` on.
     pub(super) fn write_costs(&self, start: usize, costs: &[f32]) -> Result<()> {
-        self.cost_train.write_slice(costs, start..start + costs.len()).map_err(self.error("write cost/train in"))
+        self.cost_train
+            .write_slice(costs, start..start + costs.len())
+            .map_err(self.error("write cost/train in"))
     }
 
     /// The end of epoch `epoch` (0-based) after `minibatches` minibatches in all: neon's
@@ -201,7 +208,9 @@ impl H5File {
     ) -> Result<()> {
         let one = |dataset: &Dataset, value: f32| dataset.write_slice(&[value], index..index + 1);
         if let (Some((cost, time)), Some((cost_set, time_set))) = (loss, &self.loss) {
-            one(cost_set, cost).and_then(|()| one(time_set, time)).map_err(self.error("write cost/loss in"))?;
+            one(cost_set, cost)
+                .and_then(|()| one(time_set, time))
+                .map_err(self.error("write cost/loss in"))?;
         }
         for (value, dataset) in metrics.iter().zip(&self.metrics) {
             if let Some(value) = value {

@@ -176,7 +176,10 @@ impl CallbackDataWriter {
     /// Open the file at `path`: new, or (`resumed`) the one an earlier run wrote.
     fn open(path: &std::path::Path, resumed: bool) -> Result<(hdf5::File, bool)> {
         if path.is_dir() {
-            return Err(Error::msg(format!("CallbackDataWriter: {} is a folder, not a file", path.display())));
+            return Err(Error::msg(format!(
+                "CallbackDataWriter: {} is a folder, not a file",
+                path.display()
+            )));
         }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
@@ -216,7 +219,9 @@ impl Running {
 
 impl CallbackDataWriter {
     fn running(&mut self) -> Result<&mut Running> {
-        self.run.as_mut().ok_or_else(|| Error::msg("CallbackDataWriter: the file is not open (setup did not run)"))
+        self.run
+            .as_mut()
+            .ok_or_else(|| Error::msg("CallbackDataWriter: the file is not open (setup did not run)"))
     }
 
     /// The scalars watched during validation: the loss first, then the metrics.
@@ -224,12 +229,12 @@ impl CallbackDataWriter {
         self.loss.iter().chain(&self.metrics)
     }
 
-    /// Where validation pass that ends now goes in neon's layout, if it has a place.
+    /// Where the validation pass that ends now goes in neon's layout, if it has a place.
     fn evaluation_index<M>(&self, ctx: &Context<'_, M>) -> Option<usize> {
         let counters = ctx.counters();
         let at_epoch_end = counters.local_step() == counters.steps_per_epoch();
         let epoch = counters.epoch_num();
-        (at_epoch_end && epoch % self.eval_freq == 0 && epoch <= counters.max_epoch())
+        (at_epoch_end && epoch.is_multiple_of(self.eval_freq) && epoch <= counters.max_epoch())
             .then(|| (epoch / self.eval_freq) as usize - 1)
     }
 }
@@ -348,7 +353,8 @@ impl<M> Callback<M> for CallbackDataWriter {
             }
             return Ok(());
         };
-        let (loss, metrics) = if self.loss.is_some() { (values[0], &values[1..]) } else { (None, &values[..]) };
+        let (loss, metrics) =
+            if self.loss.is_some() { (values[0], &values[1..]) } else { (None, &values[..]) };
         let loss = loss.map(|cost| (cost, start.elapsed().as_secs_f32()));
         let run = self.running()?;
         run.file.write_evaluation(index, loss, metrics)?;
