@@ -8,6 +8,7 @@
 //! | `--history K` | how many of those checkpoints to keep (default 5) |
 //! | `--save_path DIR` | the log directory: checkpoints, `stats.json`, TensorBoard files |
 //! | `--progress_bar` / `--no_progress_bar` | the progress bar on (the default) or off |
+//! | `-o FILE`, `--output_file FILE` | (feature `hdf5`) neon's callback data in HDF5, a [`CallbackDataWriter`](crate::monitor::CallbackDataWriter) evaluating every `--eval_freq` epochs |
 //!
 //! ```
 //! use clap::Parser;
@@ -57,6 +58,10 @@ pub struct CallbackArgs {
     /// Hide the progress bar.
     #[arg(long = "no_progress_bar", overrides_with = "progress_bar")]
     pub no_progress_bar: bool,
+    /// Save the callback data (costs, validation, timing) to this HDF5 file, in neon's layout.
+    #[cfg(feature = "hdf5")]
+    #[arg(short = 'o', long = "output_file", value_name = "FILE")]
+    pub output_file: Option<PathBuf>,
 }
 
 impl CallbackArgs {
@@ -83,6 +88,33 @@ impl CallbackArgs {
     pub fn evaluation<C>(&self, validation: C) -> Option<PeriodicTrigger<C>> {
         let every = self.eval_freq?;
         Some(PeriodicTrigger::new(validation).every_k_epochs(every))
+    }
+
+    /// neon's callback data file at `-o/--output_file` (relative to the log directory), its
+    /// evaluations every `--eval_freq` epochs (1 without the flag); `None` without `-o`. Name the
+    /// scalars the validation puts with [`CallbackDataWriter::loss`](crate::monitor::CallbackDataWriter::loss)
+    /// and [`metric`](crate::monitor::CallbackDataWriter::metric).
+    ///
+    /// ```
+    /// use burn_stoker::cli::CallbackArgs;
+    /// use clap::Parser;
+    ///
+    /// #[derive(Parser)]
+    /// struct Cli {
+    ///     #[command(flatten)]
+    ///     callbacks: CallbackArgs,
+    /// }
+    ///
+    /// let cli = Cli::parse_from(["train", "-o", "data.h5", "--eval_freq", "2"]);
+    /// let data = cli.callbacks.callback_data().expect("-o was given");
+    /// assert_eq!(data.path(), std::path::Path::new("data.h5"));
+    /// let data = data.loss("validation_cost");
+    /// # let _ = data;
+    /// ```
+    #[cfg(feature = "hdf5")]
+    pub fn callback_data(&self) -> Option<crate::monitor::CallbackDataWriter> {
+        let path = self.output_file.clone()?;
+        Some(crate::monitor::CallbackDataWriter::new(path).eval_freq(self.eval_freq.unwrap_or(1)))
     }
 
     /// The log directory: `--save_path` if given, else `default`.

@@ -323,13 +323,17 @@ mod tests {
             ]);
             all
         };
-        #[cfg(feature = "dashboard")]
-        let all = {
-            let mut all = all;
-            all.push(sample(crate::monitor::Dashboard::new()));
-            all
-        };
-        all
+        all.into_iter().chain(feature_samples()).collect()
+    }
+
+    /// The built-ins of the features `dashboard` and `hdf5`, with them.
+    fn feature_samples() -> Vec<Sample> {
+        Vec::from([
+            #[cfg(feature = "dashboard")]
+            sample(crate::monitor::Dashboard::new()),
+            #[cfg(feature = "hdf5")]
+            sample(crate::monitor::CallbackDataWriter::new("data.h5")),
+        ])
     }
 
     /// The built-ins of the feature `sys-metrics`, which `samples` has only with it.
@@ -398,6 +402,7 @@ mod tests {
             .filter(|ty| !sampled.contains(ty.as_str()))
             .filter(|ty| cfg!(feature = "sys-metrics") || !SYS_METRICS.contains(&ty.as_str()))
             .filter(|ty| cfg!(feature = "dashboard") || ty.as_str() != "Dashboard")
+            .filter(|ty| cfg!(feature = "hdf5") || ty.as_str() != "CallbackDataWriter")
             .collect();
         assert!(
             missing.is_empty(),

@@ -22,6 +22,8 @@
 //! the step it failed at (see [`crate::state::WriterQueue`]).
 
 mod average;
+#[cfg(feature = "hdf5")]
+mod callback_data;
 mod csv;
 #[cfg(feature = "dashboard")]
 mod dashboard;
@@ -39,6 +41,8 @@ mod train_cost;
 use crate::state::{EpochStats, MonitorSink, Record, Value};
 pub(crate) use crate::state::{json_f64, parse_f64};
 pub use average::{MovingAverageSummary, SimpleMovingAverage};
+#[cfg(feature = "hdf5")]
+pub use callback_data::CallbackDataWriter;
 pub use csv::{CSV_FILE, CsvSink, CsvWriter};
 #[cfg(feature = "dashboard")]
 pub use dashboard::Dashboard;

@@ -6,6 +6,8 @@
 // the crate root can give.
 extern crate burn_stoker as renamed;
 
+#[cfg(feature = "hdf5")]
+mod callback_data;
 mod checkpoint;
 mod debug;
 mod deferred;

@@ -1,0 +1,183 @@
+//! neon's `callback_data` file (feature `hdf5`): every group, dataset and attribute read back by
+//! h5py, with its shape, type and values, against what the run did.
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use burn::nn::Linear;
+use burn_stoker::monitor::CallbackDataWriter;
+use burn_stoker::prelude::*;
+use serde_json::{Value as Json, json};
+use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
+
+/// Asks for a validation pass at every epoch's end, which puts `validation_cost` = 100 + epoch
+/// and `validation_accuracy` = epoch / 10.
+struct Validator;
+
+impl Callback<Linear> for Validator {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        ctx.request_validation()
+    }
+    fn validate(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let epoch = ctx.epoch_num() as f64;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        ctx.monitors().put_scalar("validation_cost", 100.0 + epoch);
+        ctx.monitors().put_scalar("validation_accuracy", epoch / 10.0);
+        Ok(())
+    }
+}
+
+/// Every object of the file, by path: its kind, attributes (each with its type), and for a
+/// dataset its type, shape and values, as h5py reads them.
+fn read_with_h5py(path: &Path) -> Json {
+    let program = r#"
+import h5py, json, sys
+out = {}
+def attr(v):
+    if hasattr(v, "dtype"):
+        return [str(v.dtype), v.tolist()]
+    return [type(v).__name__, v]
+def visit(name, obj):
+    entry = {"attrs": {k: attr(v) for k, v in obj.attrs.items()}}
+    if isinstance(obj, h5py.Dataset):
+        entry.update(kind="dataset", dtype=str(obj.dtype), shape=list(obj.shape), values=obj[...].tolist())
+    else:
+        entry["kind"] = "group"
+    out[name] = entry
+with h5py.File(sys.argv[1], "r") as f:
+    f.visititems(visit)
+print(json.dumps(out))
+"#;
+    let output = std::process::Command::new("python3").arg("-c").arg(program).arg(path).output().unwrap();
+    assert!(output.status.success(), "h5py: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64()
+}
+
+/// A dataset's entry without its values, and its values.
+fn dataset(file: &Json, name: &str) -> (Json, Vec<f64>) {
+    let mut entry = file[name].clone();
+    let values = entry["values"].as_array().unwrap_or_else(|| panic!("{name}: {entry}")).clone();
+    entry.as_object_mut().unwrap().remove("values");
+    (entry, values.iter().map(|v| v.as_f64().unwrap()).collect())
+}
+
+#[test]
+fn callback_data_file_holds_neons_layout_read_back_by_h5py() {
+    let dir = scratch_dir("callback-data");
+    let device = burn_stoker::device::cpu();
+    let mut losses = Vec::new();
+    let writer =
+        CallbackDataWriter::new("data.h5").eval_freq(2).loss("validation_cost").metric("validation_accuracy");
+    assert!(Callback::<Linear>::chief_only(&writer), "the chief alone writes the file");
+    let started = now();
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(3, &device))
+        .max_epoch(4)
+        .log_dir(&dir)
+        .default_callbacks(DefaultCallbacks::none())
+        .callbacks((Validator, writer))
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| {
+            let loss = mse(model, batch);
+            losses.push(f64::from(loss.clone().into_scalar::<f32>()));
+            loss
+        })
+        .unwrap();
+    let ended = now();
+    let file = read_with_h5py(&dir.join("data.h5"));
+
+    let mut names: Vec<&String> = file.as_object().unwrap().keys().collect();
+    names.sort();
+    let expected = [
+        "config",
+        "cost",
+        "cost/loss",
+        "cost/train",
+        "metrics",
+        "metrics/validation_accuracy",
+        "time",
+        "time/loss",
+        "time/train",
+        "time/train/end_time",
+        "time/train/start_time",
+        "time_markers",
+        "time_markers/minibatch",
+    ];
+    assert_eq!(names, expected);
+
+    // Callbacks.on_train_begin: the run's size.
+    let config =
+        json!({"kind": "group", "attrs": {"total_minibatches": ["int64", 12], "total_epochs": ["int64", 4]}});
+    assert_eq!(file["config"], config);
+    // Callbacks.on_epoch_end: the minibatches done at each epoch's end.
+    let markers = json!({"kind": "group", "attrs": {"epochs_complete": ["int64", 4], "minibatches_complete": ["int64", 12]}});
+    assert_eq!(file["time_markers"], markers);
+    let (entry, values) = dataset(&file, "time_markers/minibatch");
+    assert_eq!(entry, json!({"kind": "dataset", "attrs": {}, "dtype": "float32", "shape": [4]}));
+    assert_eq!(values, [3.0, 6.0, 9.0, 12.0]);
+
+    // TrainCostCallback: the mean of the last 10 costs at every minibatch, as float32.
+    let (entry, values) = dataset(&file, "cost/train");
+    let attrs = json!({"time_markers": ["str", "minibatch"]});
+    assert_eq!(entry, json!({"kind": "dataset", "attrs": attrs, "dtype": "float32", "shape": [12]}));
+    assert_eq!(losses.len(), 12);
+    let means: Vec<f64> = (0..12usize)
+        .map(|i| {
+            let window = &losses[i.saturating_sub(9)..=i];
+            f64::from((window.iter().sum::<f64>() / window.len() as f64) as f32)
+        })
+        .collect();
+    assert_eq!(values, means);
+
+    // LossCallback and MetricCallback every 2 epochs: epochs 2 and 4 at indices 0 and 1 (the
+    // passes at epochs 1 and 3 have no place in neon's layout).
+    let evaluation = json!({"time_markers": ["str", "epoch_freq"], "epoch_freq": ["int64", 2]});
+    let (entry, values) = dataset(&file, "cost/loss");
+    assert_eq!(entry, json!({"kind": "dataset", "attrs": evaluation, "dtype": "float32", "shape": [2]}));
+    assert_eq!(values, [102.0, 104.0]);
+    let (entry, values) = dataset(&file, "metrics/validation_accuracy");
+    assert_eq!(entry, json!({"kind": "dataset", "attrs": evaluation, "dtype": "float32", "shape": [2]}));
+    assert_eq!(values, [f64::from(0.2f32), f64::from(0.4f32)]);
+    let (entry, values) = dataset(&file, "time/loss");
+    assert_eq!(entry, json!({"kind": "dataset", "attrs": {}, "dtype": "float32", "shape": [2]}));
+    assert!(values.iter().all(|&t| (0.02..5.0).contains(&t)), "each pass sleeps 20 ms: {values:?}");
+
+    // RunTimerCallback: the wall clock at the start and at the end.
+    let seconds = json!({"units": ["str", "seconds"]});
+    let (entry, start) = dataset(&file, "time/train/start_time");
+    assert_eq!(entry, json!({"kind": "dataset", "attrs": seconds, "dtype": "float64", "shape": [1]}));
+    let (entry, end) = dataset(&file, "time/train/end_time");
+    assert_eq!(entry, json!({"kind": "dataset", "attrs": seconds, "dtype": "float64", "shape": [1]}));
+    assert!(
+        started <= start[0] && start[0] <= end[0] && end[0] <= ended,
+        "{started} {start:?} {end:?} {ended}"
+    );
+    assert_eq!(file["time/train"], json!({"kind": "group", "attrs": {}}));
+}
+
+#[test]
+fn callback_data_file_at_a_bad_path_is_an_error_at_setup_naming_it() {
+    let dir = scratch_dir("callback-data-bad");
+    let device = burn_stoker::device::cpu();
+    std::fs::create_dir_all(dir.join("a-folder")).unwrap();
+    std::fs::write(dir.join("a-file"), b"not a folder").unwrap();
+    for (path, says) in [("a-folder", "is a folder, not a file"), ("a-file/data.h5", "a-file")] {
+        let mut steps = 0;
+        let error =
+            Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+                .log_dir(&dir)
+                .default_callbacks(DefaultCallbacks::none())
+                .callbacks(CallbackDataWriter::new(path))
+                .train(|model: &Linear, batch, _step: &mut Step<'_>| {
+                    steps += 1;
+                    mse(model, batch)
+                })
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
+        assert!(error.contains("CallbackDataWriter") && error.contains(says), "{path}: {error}");
+        assert_eq!(steps, 0, "no step runs");
+    }
+}
