@@ -60,6 +60,7 @@ pub(super) struct Settings {
     pub(super) log_dir_policy: LogDirPolicy,
     pub(super) hyper: HyperParams,
     pub(super) resume: Resume,
+    pub(super) resume_inexact: bool,
     pub(super) handle_signals: bool,
     pub(super) world: Option<World>,
     pub(super) seed: Option<u64>,
@@ -78,6 +79,7 @@ impl Default for Settings {
             log_dir_policy: LogDirPolicy::Refuse,
             hyper: HyperParams::new(1e-3),
             resume: Resume::Fresh,
+            resume_inexact: false,
             handle_signals: true,
             world: None,
             seed: None,
@@ -242,6 +244,17 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// consulted (a run killed before its first checkpoint starts again in its directory).
     pub fn auto_resume(mut self, enable: bool) -> Self {
         self.settings.resume = if enable { Resume::Auto } else { Resume::Fresh };
+        self
+    }
+    /// Resume from a checkpoint even when its data position no longer names the same samples:
+    /// it was written by a data-parallel world of another size, or with passes over the data
+    /// of another length. Off by default: such a resume is refused with an error saying what
+    /// changed. On, it is a warning, and the run continues with the model, the optimizer, the
+    /// counters and the callbacks' state as saved, but not exactly as the uninterrupted run
+    /// would have: the rest of the interrupted epoch's samples differ (some are seen twice, some
+    /// skipped), and what follows from them.
+    pub fn resume_inexact(mut self, allow: bool) -> Self {
+        self.settings.resume_inexact = allow;
         self
     }
     /// Train as one rank of a data-parallel world (`World::mpi` with the `mpi` feature, or the world a

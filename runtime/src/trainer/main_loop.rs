@@ -30,8 +30,12 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         // The first pass starts now (a resumed run replays the passes and batches it had taken):
         // its first batch tells the number of steps per epoch.
         self.doing(Activity::Data);
-        let target = self.resumed.take().map(|r| r.data_position);
         let mut pass = data.pass();
+        self.pass_len = pass.batches_hint();
+        if let Some(resumed) = &self.resumed {
+            resumed.refuse_other_data(self.pass_len)?;
+        }
+        let target = self.resumed.take().map(|r| r.data_position);
         self.position = DataPosition { passes: 1, batches: 0 };
         if let Some(target) = target {
             // A signal ends the replay (alone: in a world every rank replays to the same step
@@ -137,7 +141,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             self.state.monitors.end_epoch();
             self.agree_at_boundary()?;
             self.boundary(Boundary::EpochEnd)?;
-            epoch += 1;
+            // `max_epoch(u64::MAX)` (train until stopped) ends after its last epoch.
+            let Some(next) = epoch.checked_add(1) else { break };
+            epoch = next;
         }
         Ok(())
     }

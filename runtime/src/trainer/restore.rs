@@ -33,6 +33,13 @@ pub(super) struct Restored {
     pub(super) callbacks: Map<String, Json>,
     /// The monitors' state.
     pub(super) monitors: Json,
+    /// The number of ranks that wrote the checkpoint, and the batches in each rank's pass
+    /// (`None`: a checkpoint written before they were recorded, or data of unknown length).
+    pub(super) world_size: Option<u64>,
+    pub(super) pass_len: Option<u64>,
+    /// Whether the run resumes even where the data position no longer means the same samples
+    /// (`Trainer::resume_inexact`).
+    pub(super) inexact: bool,
 }
 
 fn malformed(checkpoint: &Checkpoint, what: &str) -> Error {
@@ -59,6 +66,7 @@ impl Restored {
         let saved_steps = number(&["counters", "steps_per_epoch"])?;
         let data_position =
             DataPosition { passes: number(&["data", "passes"])?, batches: number(&["data", "batches"])? };
+        check_bounds(global_step, data_position, &dir)?;
         restore_hyper(&checkpoint, hyper, &dir)?;
         resume_counters(counters, epoch, global_step, saved_steps, &dir)?;
         crate::logging::info!("resuming from {dir} (epoch {epoch}, global step {global_step})");
@@ -73,8 +81,67 @@ impl Restored {
             data_position,
             callbacks,
             monitors: checkpoint.monitors.take(),
+            world_size: checkpoint.trainer.pointer("/world/size").and_then(Json::as_u64),
+            pass_len: checkpoint.trainer.pointer("/data/batches_per_pass").and_then(Json::as_u64),
+            inexact: false,
         })
     }
+
+    /// A checkpoint written by a world of another size is refused (unless the run resumes
+    /// inexactly): each rank's position in its shard names other samples in a world of another
+    /// size.
+    pub(super) fn refuse_other_world(&self, size: usize) -> Result<()> {
+        match self.world_size {
+            Some(saved) if saved != size as u64 => self.refuse(&format!(
+                "was written by a world of {saved} rank(s), this run has {size}: each rank's position in its shard of the data names other samples in a world of another size"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// A checkpoint written with passes of another length is refused (unless the run resumes
+    /// inexactly): the data changed, and its position names other samples.
+    pub(super) fn refuse_other_data(&self, pass_len: Option<u64>) -> Result<()> {
+        match (self.pass_len, pass_len) {
+            (Some(saved), Some(now)) if saved != now => self.refuse(&format!(
+                "was written with {saved} batches in each rank's pass over the data, this run has {now}: the data changed, and its saved position names other samples"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    #[cold]
+    fn refuse(&self, what: &str) -> Result<()> {
+        let dir = self.dir.display();
+        if self.inexact {
+            crate::logging::warn!(
+                "checkpoint {dir} {what}; resuming anyway (Trainer::resume_inexact): the data from here differs from the uninterrupted run's"
+            );
+            return Ok(());
+        }
+        Err(Error::checkpoint(format!(
+            "checkpoint {dir} {what}. Resume with the world and the data that wrote it, or call Trainer::resume_inexact(true) to continue anyway: the model, the optimizer, the counters and the callbacks' state are restored as saved, but the samples of the rest of this epoch differ from the uninterrupted run's (some seen twice, some skipped)"
+        )))
+    }
+}
+
+/// Counters read from disk that no run could have written are a malformed checkpoint, refused
+/// before any arithmetic on them: a global step that leaves no room to count, a data position
+/// past what the steps taken could reach (each pass gives at least one step).
+fn check_bounds(global_step: u64, position: DataPosition, dir: &str) -> Result<()> {
+    let reachable = global_step.saturating_add(1);
+    if global_step > u64::MAX / 2 {
+        return Err(Error::checkpoint(format!(
+            "checkpoint {dir} is malformed: global step {global_step} leaves no room to count further"
+        )));
+    }
+    if position.passes > reachable || position.batches > reachable {
+        return Err(Error::checkpoint(format!(
+            "checkpoint {dir} is malformed: its data position (pass {}, batch {}) cannot follow from global step {global_step}",
+            position.passes, position.batches
+        )));
+    }
+    Ok(())
 }
 
 /// Load the checkpoint's model bytes (moved out of it) into `model`.
@@ -144,7 +211,7 @@ fn resume_counters(
             counters.steps_per_epoch
         );
     }
-    if epoch == 0 || epoch > counters.max_epoch + 1 {
+    if epoch == 0 || epoch > counters.max_epoch.saturating_add(1) {
         return Err(Error::checkpoint(format!(
             "checkpoint {dir} resumes at epoch {epoch}, past max_epoch {}: raise max_epoch to train further",
             counters.max_epoch

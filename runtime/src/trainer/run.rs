@@ -39,6 +39,9 @@ pub(crate) struct Run<M, C, K> {
     /// When the run started (seconds since the Unix epoch): where a checkpoint's
     /// `keep_every_n_hours` counts from when no `ModelSaver` says otherwise.
     pub(super) started_at: f64,
+    /// The batches in each pass over this rank's data, when the data says (recorded in
+    /// checkpoints: a resume over data of another length is refused).
+    pub(super) pass_len: Option<u64>,
 }
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
@@ -59,6 +62,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             stopped_by: None,
             last_checkpoint: None,
             started_at: checkpoint::now(),
+            pass_len: None,
         })
     }
 
@@ -82,6 +86,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// Restore the monitors, remember the rest for after setup, and set aside checkpoints newer
     /// than the one resumed from.
     pub(super) fn restore(&mut self, restored: Restored) -> Result<()> {
+        restored.refuse_other_world(self.state.execution.size())?;
         self.state.monitors.load_state(&restored.monitors)?;
         self.state.monitors.global_step = restored.global_step;
         self.first_local_step = restored.local_step;

@@ -95,7 +95,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 (c.starting_epoch, self.first_local_step, self.position.batches.saturating_sub(1))
             }
             Boundary::Step => (c.epoch_num, c.local_step, self.position.batches),
-            Boundary::EpochEnd => (c.epoch_num + 1, 0, self.position.batches),
+            Boundary::EpochEnd => (c.epoch_num.saturating_add(1), 0, self.position.batches),
         };
         let hyper: Map<String, Json> = self
             .state
@@ -114,7 +114,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 "max_epoch": c.max_epoch,
             },
             "resume_at": { "epoch": epoch, "local_step": local_step },
-            "data": { "passes": self.position.passes, "batches": batches },
+            "data": { "passes": self.position.passes, "batches": batches, "batches_per_pass": self.pass_len },
+            "world": { "size": self.state.execution.size() },
             "hyper_params": hyper,
             "callbacks": callbacks,
         });

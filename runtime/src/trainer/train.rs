@@ -182,7 +182,8 @@ fn open<M: Module>(
     };
     let restored = match checkpoint {
         Some(checkpoint) => {
-            Some(Restored::read(checkpoint, model, optimizer, &mut settings.hyper, &mut counters)?)
+            let restored = Restored::read(checkpoint, model, optimizer, &mut settings.hyper, &mut counters)?;
+            Some(Restored { inexact: settings.resume_inexact, ..restored })
         }
         None => None,
     };

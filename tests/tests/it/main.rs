@@ -26,6 +26,7 @@ mod monitor_catalogue;
 mod monitors;
 mod param;
 mod resume;
+mod resume_guards;
 mod seed;
 mod stop;
 mod summary;

@@ -475,3 +475,24 @@ fn averaging_a_value_fetched_only_on_the_device_is_an_error() {
     let text = result.expect_err("an error").to_string();
     assert!(text.contains("World::mean_of(\"loss\")") && text.contains("device tensor"), "{text}");
 }
+
+#[test]
+fn a_world_checkpoint_resumed_by_one_rank_is_refused_unless_inexact() {
+    let dir = scratch_dir("world-resized");
+    // Stopped mid-epoch 2 by a world of two ranks, each with 6 of the 12 batches.
+    world_run(&dir, Some(8), false);
+    let one_rank = || {
+        let device = cpu();
+        Trainer::new(fixed_model(&device), AdamConfig::new().init(), batches(6, 2 * B, &device))
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .max_epoch(3)
+            .auto_resume(true)
+            .log_dir(&dir)
+    };
+    let error = one_rank().train(mse).err().expect("refused").to_string();
+    assert!(error.contains("was written by a world of 2 rank(s), this run has 1"), "{error}");
+    assert!(error.contains("Trainer::resume_inexact(true)"), "{error}");
+    let report = one_rank().resume_inexact(true).train(mse).expect("resumed inexactly");
+    assert_eq!(report.counters.global_step(), 18, "the run goes on to its end");
+}

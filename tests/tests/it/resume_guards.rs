@@ -1,0 +1,103 @@
+//! What a resume refuses, and what it no longer refuses: a checkpoint whose data position names
+//! other samples (passes of another length; a world of another size is in `world.rs`) unless
+//! the run resumes inexactly, counters read from disk that no run could have written, and a run
+//! trained "until stopped" (`max_epoch(u64::MAX)`) resumed.
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use burn::nn::Linear;
+use burn::optim::SgdConfig;
+use burn::tensor::Tensor;
+use burn_stoker::prelude::*;
+use stoker_tests::world::{B, batches, fixed_model, mse};
+use stoker_tests::{latest_checkpoint, rewrite_checkpoint_json, scratch_dir};
+
+/// At global step `0`: a checkpoint, then a stop.
+struct CheckpointAndStop(u64);
+
+impl<M> Callback<M> for CheckpointAndStop {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        if ctx.global_step() == self.0 {
+            ctx.request_checkpoint(burn_stoker::state::KeepPolicy::default());
+            ctx.request_stop("the test stops here");
+        }
+        Ok(())
+    }
+}
+
+/// A trainer on `n` batches, `max_epoch` epochs, in `dir`.
+fn trainer(dir: &Path, n: usize, max_epoch: u64) -> Trainer<Linear, Vec<(Tensor<2>, Tensor<2>)>> {
+    let device = burn_stoker::device::cpu();
+    Trainer::new(fixed_model(&device), SgdConfig::new().init(), batches(n, B, &device))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .max_epoch(max_epoch)
+        .log_dir(dir)
+}
+
+fn stopped_at(dir: &Path, n: usize, max_epoch: u64, stop_at: u64) {
+    trainer(dir, n, max_epoch).callbacks(CheckpointAndStop(stop_at)).train(mse).expect("the first run");
+}
+
+#[test]
+fn a_resume_over_passes_of_another_length_is_refused_unless_inexact() {
+    let dir = scratch_dir("resume-other-data");
+    stopped_at(&dir, 8, 3, 5);
+    let error = trainer(&dir, 10, 3).auto_resume(true).train(mse).err().expect("refused").to_string();
+    assert!(
+        error.contains("was written with 8 batches in each rank's pass over the data, this run has 10"),
+        "{error}"
+    );
+    assert!(error.contains("Trainer::resume_inexact(true)"), "{error}");
+    let report = trainer(&dir, 10, 3).auto_resume(true).resume_inexact(true).train(mse).expect("inexact");
+    // The checkpoint's 8 steps per epoch carry on: the rest of epoch 1, then epochs 2 and 3.
+    assert_eq!(report.counters.global_step(), 24);
+}
+
+#[test]
+fn a_run_trained_until_stopped_resumes() {
+    let dir = scratch_dir("resume-until-stopped");
+    stopped_at(&dir, 4, u64::MAX, 6);
+    let report = trainer(&dir, 4, u64::MAX)
+        .auto_resume(true)
+        .callbacks(CheckpointAndStop(10))
+        .train(mse)
+        .expect("resumes at epoch 2 of u64::MAX");
+    assert_eq!(report.counters.global_step(), 10);
+}
+
+/// Train from `dir`'s latest checkpoint with its trainer state changed by `change`, on another
+/// thread; the error, or a panic if it takes more than 60 s (the run replays or counts forever).
+fn resumed_from_crafted(name: &str, change: impl FnOnce(&mut serde_json::Value)) -> String {
+    let dir = scratch_dir(name);
+    stopped_at(&dir, 4, 3, 6);
+    rewrite_checkpoint_json(&latest_checkpoint(&dir), "trainer.json", change);
+    let (send, receive) = mpsc::channel();
+    std::thread::spawn(move || {
+        let result = trainer(&dir, 4, 3).auto_resume(true).train(mse);
+        let _ = send.send(result.err().map(|e| e.to_string()));
+    });
+    match receive.recv_timeout(Duration::from_secs(60)) {
+        Ok(error) => error.expect("the crafted checkpoint is refused"),
+        Err(_) => panic!("the run resumed from a crafted checkpoint was still going after 60 s"),
+    }
+}
+
+#[test]
+fn a_checkpoint_whose_data_position_no_run_could_reach_is_refused() {
+    let error = resumed_from_crafted("resume-huge-passes", |trainer| {
+        trainer["data"]["passes"] = 1_000_000_000_000_000u64.into();
+    });
+    assert!(error.contains("is malformed: its data position (pass 1000000000000000, batch"), "{error}");
+    assert!(error.contains("cannot follow from global step 6"), "{error}");
+}
+
+#[test]
+fn a_checkpoint_whose_global_step_leaves_no_room_to_count_is_refused() {
+    let error = resumed_from_crafted("resume-huge-step", |trainer| {
+        trainer["counters"]["global_step"] = (u64::MAX - 1).into();
+    });
+    assert!(error.contains(&format!("is malformed: global step {} leaves no room", u64::MAX - 1)), "{error}");
+}
