@@ -87,3 +87,14 @@ pub fn time_exchanges<M: Module + 'static>(
     agreement.world.settled = true;
     Ok(total)
 }
+
+/// The time of `rounds` replica checksums of `model` (what every rank computes at each epoch's
+/// end, see `World::check_replicas`), and the last checksum.
+pub fn time_replica_checksum<M: Module>(model: &M, rounds: usize) -> (std::time::Duration, u64) {
+    let start = std::time::Instant::now();
+    let mut sum = 0;
+    for _ in 0..rounds {
+        sum = crate::world::flat::checksum(model);
+    }
+    (start.elapsed(), sum)
+}

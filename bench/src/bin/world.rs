@@ -6,6 +6,7 @@
 //! cargo build --release -p stoker-bench --bin world [--features mpi]
 //! target/release/world exchange threads [rounds]       # 2 ranks in one process
 //! mpirun -n 2 target/release/world exchange mpi [rounds]
+//! target/release/world checksum [rounds]               # the replica check, per epoch
 //! target/release/world convnet single [steps]          # 1 rank, batch 64
 //! target/release/world convnet threads [steps]         # 2 ranks, batch 32 each
 //! mpirun -n 2 target/release/world convnet mpi [steps]
@@ -39,6 +40,10 @@ fn main() {
     let result = match (what, how) {
         ("exchange", "threads") => exchange_threads(count.unwrap_or(20)),
         ("exchange", "mpi") => exchange_mpi(count.unwrap_or(20)),
+        ("checksum", _) => {
+            replica_checksum(how.parse().unwrap_or(20));
+            Ok(())
+        }
         ("convnet", "single") => {
             convnet(None, count.unwrap_or(400)).map(|r| print_throughput("1 rank, batch 64", r))
         }
@@ -86,6 +91,17 @@ fn exchange_threads(rounds: usize) -> burn_stoker::Result<()> {
         print_exchange("threads, 2 ranks", &[(d, per)]);
     }
     Ok(())
+}
+
+/// The replica check's cost, once per epoch on every rank: each `Linear` size's parameters read
+/// to the host and hashed.
+fn replica_checksum(rounds: usize) {
+    println!("| parameters | per epoch |\n|---|---|");
+    for d in DIMS {
+        let model: Linear = LinearConfig::new(d, d).init(&cpu());
+        let (time, _) = burn_stoker::bench_support::time_replica_checksum(&model, rounds);
+        println!("| {:.2} MB | {:.2} ms |", megabytes(d), time.as_secs_f64() * 1e3 / rounds as f64);
+    }
 }
 
 #[cfg(feature = "mpi")]

@@ -7,6 +7,7 @@ use burn::optim::GradientsParams;
 
 use super::World;
 use super::check::{Facts, check};
+use super::flat;
 use super::words::{self, Kind, Layout};
 use crate::error::{Error, Result};
 use crate::state::HyperParams;
@@ -50,6 +51,8 @@ pub(crate) struct Agreement {
     stopping: bool,
     /// Whether every rank skips the rest of this epoch.
     skip: bool,
+    /// This replica's checksum, for the next exchange to compare (an epoch's end).
+    replica: Option<u64>,
 }
 
 impl Agreement {
@@ -64,6 +67,7 @@ impl Agreement {
             signal: None,
             stopping: false,
             skip: false,
+            replica: None,
         }
     }
 
@@ -203,6 +207,13 @@ impl Agreement {
     ) -> Result<(Option<GradientsParams>, Agreed)> {
         let kind = if grads.is_some() { Kind::Step } else { Kind::Boundary };
         self.fill(kind, asks, hyper);
+        let replica = self.replica.take();
+        if let Some(sum) = replica
+            && self.world.rank() == 0
+        {
+            words::put_reference(&mut self.words, words::REPLICA, sum);
+            self.words[words::REPLICA_SET] = 1.0;
+        }
         for (k, mean) in means.iter().enumerate() {
             if let Some(value) = *mean {
                 let slot = self.layout.mean(k);
@@ -212,6 +223,9 @@ impl Agreement {
         }
         let grads = self.exchange(model, grads)?;
         self.check(kind)?;
+        if let Some(own) = replica {
+            self.check_replica(own)?;
+        }
         for (k, mean) in means.iter_mut().enumerate() {
             let slot = self.layout.mean(k);
             if mean.is_some() && self.words[slot + 1] > 0.0 {
@@ -220,6 +234,35 @@ impl Agreement {
         }
         let agreed = self.read(kind, asks, hyper)?;
         Ok((grads, agreed))
+    }
+
+    /// The exchange at an epoch's end: as [`exchange_words`](Self::exchange_words) with no
+    /// gradients, and the replicas compared (unless the world does not check them).
+    pub(crate) fn epoch_end<M: Module>(
+        &mut self,
+        model: &M,
+        asks: &Asks,
+        hyper: &mut HyperParams,
+    ) -> Result<Agreed> {
+        if self.world.check_replicas {
+            self.replica = Some(flat::checksum(model));
+        }
+        self.exchange_words(model, None, asks, hyper, &mut []).map(|(_, agreed)| agreed)
+    }
+
+    /// This replica's checksum against the chief's (when the chief sent one).
+    fn check_replica(&self, own: u64) -> Result<()> {
+        if self.words[words::REPLICA_SET] != 1.0 {
+            return Ok(());
+        }
+        match words::reference(&self.words, words::REPLICA) {
+            Some(chief) if chief == own => Ok(()),
+            chief => Err(Error::msg(format!(
+                "the replicas have drifted apart: rank {}'s parameters differ from rank 0's at the end of the epoch (checksums {own:016x} here, {} on rank 0). Something updated the weights on some ranks only: a parameter with a gradient on some ranks only, or a callback changing the model on one rank",
+                self.world.rank(),
+                chief.map_or_else(|| "unreadable".to_owned(), |c| format!("{c:016x}"))
+            ))),
+        }
     }
 
     /// This rank's words: what it asks of all, where it is, and (the chief) the

@@ -133,9 +133,7 @@ impl Execution {
     ) -> Result<Agreed> {
         match self {
             Execution::Single => Ok(Agreed::default()),
-            Execution::DataParallel(agreement) => {
-                agreement.exchange_words(model, None, asks, hyper, &mut []).map(|(_, agreed)| agreed)
-            }
+            Execution::DataParallel(agreement) => agreement.epoch_end(model, asks, hyper),
         }
     }
 

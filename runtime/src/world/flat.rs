@@ -76,6 +76,14 @@ pub(crate) fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
     bytes.iter().fold(hash, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
+/// A 64-bit FNV-1a hash of the bits of every float parameter of `model`, in the flat layout's
+/// order: equal on replicas that are bit-identical. Reads every parameter to the host.
+pub(crate) fn checksum<M: Module>(model: &M) -> u64 {
+    let mut values = vec![0.0f32; param_len(model)];
+    write_params(model, &mut values);
+    values.iter().fold(FNV_OFFSET, |h, v| fnv1a(h, &v.to_bits().to_le_bytes()))
+}
+
 /// Panics with a message naming `what` when `len` is not the model's flat length.
 fn check_len<M: Module>(model: &M, len: usize, what: &str) {
     let expected = param_len(model);

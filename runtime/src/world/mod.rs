@@ -82,6 +82,8 @@ pub struct World {
     /// Whether `backward()` already returns the gradients averaged over the ranks (burn's
     /// `DistributedContext` over CUDA devices): the exchanges then carry the words only.
     grads_reduced_by_backend: bool,
+    /// Whether the replicas are compared at each epoch's end (see [`check_replicas`](Self::check_replicas)).
+    pub(crate) check_replicas: bool,
     /// Whether the other ranks expect nothing more of this one (its training ended with the
     /// final exchange, or a failure was agreed on).
     pub(crate) settled: bool,
@@ -149,6 +151,7 @@ impl World {
             device,
             link,
             means: Vec::new(),
+            check_replicas: true,
             grads_reduced_by_backend: false,
             settled: false,
         })
@@ -167,6 +170,7 @@ impl World {
             device,
             link: Link::Threads(link),
             means: Vec::new(),
+            check_replicas: true,
             grads_reduced_by_backend,
             settled: false,
         }
@@ -206,6 +210,18 @@ impl World {
     /// batch size.
     pub fn shard<D: Shard>(&self, data: D) -> D {
         data.shard(self.rank, self.size)
+    }
+
+    /// Compare the replicas at the end of each epoch (on by default): the chief sends a checksum
+    /// of its parameters' bits in the epoch's last exchange, and every rank compares its own;
+    /// replicas that drifted apart (a parameter updated on some ranks only, a callback that
+    /// changed the weights on one rank) end the run with an error on the rank that differs,
+    /// which every other rank then sees as that rank's failure. The cost, once per epoch, is
+    /// reading the parameters to the host and hashing them (see BENCHMARKS.md). Every rank
+    /// must give the same setting.
+    pub fn check_replicas(mut self, enable: bool) -> Self {
+        self.check_replicas = enable;
+        self
     }
 
     /// Average these fetched values over the ranks: a callback that fetches `"loss"` after

@@ -41,7 +41,12 @@ pub(crate) const LEN: usize = 9;
 /// At a callback's sum over ranks, the chief's number of values (two words): sums of different
 /// lengths on two ranks fail instead of lining up chunk by chunk.
 pub(crate) const SUM_LEN: usize = 11;
-const FIXED: usize = 13;
+/// At an epoch's end, a checksum of the chief's parameters (two words), compared by every rank
+/// with its own: replicas that drifted apart stop the world.
+pub(crate) const REPLICA: usize = 13;
+/// 1 where the chief put its checksum at [`REPLICA`].
+pub(crate) const REPLICA_SET: usize = 15;
+const FIXED: usize = 16;
 /// How many values one sum over ranks for callbacks carries.
 pub(crate) const USER: usize = 32;
 

@@ -496,3 +496,58 @@ fn a_world_checkpoint_resumed_by_one_rank_is_refused_unless_inexact() {
     let report = one_rank().resume_inexact(true).train(mse).expect("resumed inexactly");
     assert_eq!(report.counters.global_step(), 18, "the run goes on to its end");
 }
+
+/// On rank 1 only: nudges the bias after step `0`, so that its replica leaves the chief's.
+struct NudgeOnRank1(u64);
+
+impl Callback<Linear> for NudgeOnRank1 {
+    fn chief_only(&self) -> bool {
+        false
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        if ctx.rank() == 1 && ctx.global_step() == self.0 {
+            let model = ctx.model_mut();
+            let bias = model.bias.take().expect("a bias");
+            model.bias = Some(bias.map(|b| b.add_scalar(1e-3)));
+        }
+        Ok(())
+    }
+}
+
+/// Two ranks, 8 batches of 4 steps per epoch, 3 epochs, `NudgeOnRank1(nudge_at)`, the replica
+/// check as `check`: each rank's outcome.
+fn nudged_world(name: &str, nudge_at: u64, check: bool) -> Vec<Result<u64, String>> {
+    let dir = scratch_dir(name);
+    let outcomes = Mutex::new(Vec::new());
+    let _ = Threads::new([cpu(), cpu()]).run(|world| {
+        let rank = world.rank();
+        let result = rank_trainer(world.check_replicas(check), 8, &dir)
+            .max_epoch(3)
+            .callbacks(NudgeOnRank1(nudge_at))
+            .train(mse);
+        let outcome = match &result {
+            Ok(report) => Ok(report.counters.global_step()),
+            Err(error) => Err(error.to_string()),
+        };
+        outcomes.lock().unwrap().push((rank, outcome));
+        result
+    });
+    let mut outcomes = outcomes.into_inner().unwrap();
+    outcomes.sort_by_key(|(rank, _)| *rank);
+    outcomes.into_iter().map(|(_, outcome)| outcome).collect()
+}
+
+#[test]
+fn replicas_that_drift_apart_stop_the_world_at_the_epochs_end() {
+    let outcomes = nudged_world("world-drift", 6, true);
+    let rank_1 = outcomes[1].clone().expect_err("rank 1 differs");
+    assert!(
+        rank_1.contains("the replicas have drifted apart: rank 1's parameters differ from rank 0's"),
+        "{rank_1}"
+    );
+    let rank_0 = outcomes[0].clone().expect_err("the chief stops too");
+    assert!(rank_0.contains("rank 1"), "{rank_0}");
+    // Unchecked, the world trains on with two different models.
+    let unchecked = nudged_world("world-drift-unchecked", 6, false);
+    assert_eq!(unchecked, [Ok(12), Ok(12)]);
+}
