@@ -395,3 +395,201 @@ fn log_dir_resume_from_a_relative_dot_dot_spelling_sets_aside_the_newer_checkpoi
     assert!(spelling.is_relative());
     resume_through(&dir, &spelling);
 }
+
+// ---------------------------------------------------------------- shared and hostile directories
+
+/// A file of someone else that a planted symlink points at.
+fn victim(scratch: &Path) -> PathBuf {
+    let victim = scratch.join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    victim
+}
+
+/// `f` on a thread of its own, its result if it ends within `secs` seconds; a panic naming `what`
+/// when it hangs (the thread is left behind).
+fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs)).unwrap_or_else(|_| panic!("{what} hung"))
+}
+
+/// A FIFO at `path`.
+fn fifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(made.success());
+}
+
+/// A run of one epoch into `dir` with `callbacks`, the default JSON writer, without a lock of
+/// another run in the way.
+fn run_with<C: burn_stoker::callback::Callbacks<Linear, K>, K>(
+    dir: &Path,
+    epochs: u64,
+    callbacks: C,
+    auto: bool,
+) -> burn_stoker::Result<TrainReport<Linear>> {
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+        .default_callbacks(DefaultCallbacks { json: Some(JsonWriter), ..DefaultCallbacks::none() })
+        .handle_signals(false)
+        .max_epoch(epochs)
+        .log_dir(dir)
+        .auto_resume(auto)
+        .callbacks(callbacks)
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .map_err(burn_stoker::Error::from)
+}
+
+#[test]
+fn log_dir_a_lock_file_planted_as_a_symlink_is_refused_and_its_target_kept() {
+    let scratch = scratch_dir("log-dir-lock-symlink");
+    let victim = victim(&scratch);
+    let dir = scratch.join("run");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join(".lock")).unwrap();
+    let result = run_with(&dir, 1, (), false);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n", "the symlink's target is untouched");
+    let error = result.expect_err("a lock file that is a symlink").to_string();
+    assert!(error.contains(".lock") && error.contains("symbolic link"), "{error}");
+}
+
+#[test]
+fn log_dir_a_new_hyper_txt_is_not_written_through_a_planted_temporary_symlink() {
+    use burn_stoker::param::HumanHyperParamSetter;
+    let scratch = scratch_dir("log-dir-hyper-symlink");
+    let victim = victim(&scratch);
+    let dir = scratch.join("run");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("hyper.tmp-stoker")).unwrap();
+    run_with(&dir, 1, HumanHyperParamSetter::new("learning_rate"), false).expect("the run");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "precious\n",
+        "the temporary's symlink is not followed"
+    );
+    assert!(std::fs::read_to_string(dir.join("hyper.txt")).unwrap().starts_with("learning_rate:"));
+}
+
+#[test]
+fn log_dir_hyper_txt_is_not_appended_through_a_planted_symlink() {
+    use burn_stoker::param::HumanHyperParamSetter;
+    // hyper.txt itself, a symlink to a file without the parameter's line.
+    let scratch = scratch_dir("log-dir-hyper-append-symlink");
+    let victim = victim(&scratch);
+    let dir = scratch.join("run");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("hyper.txt")).unwrap();
+    run_with(&dir, 1, HumanHyperParamSetter::new("learning_rate"), false).expect("a warning, not an error");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "precious\n",
+        "nothing appended through the symlink"
+    );
+}
+
+/// Replaces `stats.csv` by a symlink to `victim` at the end of epoch 3, once the CSV writer
+/// wrote epoch 2's row and before it appends epoch 3's.
+struct PlantCsvLink {
+    dir: PathBuf,
+    victim: PathBuf,
+}
+
+impl Callback<Linear> for PlantCsvLink {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let step = ctx.global_step() as f64;
+        ctx.monitors().put_scalar("step", step);
+        if ctx.epoch_num() == 3 {
+            let csv = self.dir.join("stats.csv");
+            // The writer's thread has written epoch 2's row (the file is its own again).
+            let started = std::time::Instant::now();
+            while !std::fs::read_to_string(&csv).unwrap_or_default().lines().any(|l| l.starts_with("2,")) {
+                assert!(started.elapsed().as_secs() < 30, "epoch 2's row was never written");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            std::fs::remove_file(&csv).unwrap();
+            std::os::unix::fs::symlink(&self.victim, &csv).unwrap();
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn log_dir_the_csv_writer_never_appends_through_a_planted_symlink() {
+    use burn_stoker::monitor::CsvWriter;
+    let scratch = scratch_dir("log-dir-csv-symlink");
+    let victim = victim(&scratch);
+    let dir = scratch.join("run");
+    let plant = PlantCsvLink { dir: dir.clone(), victim: victim.clone() };
+    let _ = run_with(&dir, 4, (plant, CsvWriter::new()), false);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n", "no row appended to the victim");
+}
+
+#[test]
+fn log_dir_a_fifo_named_stats_json_is_an_error_at_once_not_a_hang() {
+    let dir = scratch_dir("log-dir-fifo-stats");
+    fifo(&dir.join("stats.json"));
+    let run_dir = dir.clone();
+    let error = within(30, "setup with a FIFO named stats.json", move || run_with(&run_dir, 1, (), true))
+        .expect_err("a FIFO is no stats.json")
+        .to_string();
+    assert!(error.contains("stats.json") && error.contains("not a regular file"), "{error}");
+}
+
+#[test]
+fn log_dir_a_link_to_dev_zero_named_stats_json_is_an_error_not_an_endless_read() {
+    let dir = scratch_dir("log-dir-zero-stats");
+    std::os::unix::fs::symlink("/dev/zero", dir.join("stats.json")).unwrap();
+    let run_dir = dir.clone();
+    let error = within(30, "setup with stats.json -> /dev/zero", move || run_with(&run_dir, 1, (), true))
+        .expect_err("a device is no stats.json")
+        .to_string();
+    assert!(error.contains("stats.json") && error.contains("not a regular file"), "{error}");
+}
+
+#[test]
+fn log_dir_a_fifo_named_index_json_does_not_hang_the_checkpoint_write() {
+    let dir = scratch_dir("log-dir-fifo-index");
+    std::fs::create_dir_all(dir.join("checkpoints")).unwrap();
+    fifo(&dir.join("checkpoints/index.json"));
+    let run_dir = dir.clone();
+    within(30, "a checkpoint write beside a FIFO named index.json", move || {
+        run_with(&run_dir, 1, ModelSaver::new(3), true)
+    })
+    .expect("the checkpoint is written");
+    assert!(std::fs::symlink_metadata(dir.join("checkpoints/index.json")).unwrap().is_file());
+    assert_eq!(index(&dir).0, "step-4");
+}
+
+#[test]
+fn log_dir_a_fifo_in_a_checkpoint_is_a_damaged_checkpoint_not_a_hang() {
+    let dir = scratch_dir("log-dir-fifo-checkpoint");
+    run_with(&dir, 1, ModelSaver::new(3), false).expect("the first run");
+    let model = dir.join("checkpoints/step-4/model.bpk");
+    std::fs::remove_file(&model).unwrap();
+    fifo(&model);
+    let run_dir = dir.clone();
+    let error = within(30, "a resume from a checkpoint holding a FIFO", move || {
+        run_with(&run_dir, 2, ModelSaver::new(3), true)
+    })
+    .expect_err("no complete checkpoint")
+    .to_string();
+    assert!(error.contains("model.bpk") && error.contains("not a regular file"), "{error}");
+}
+
+#[test]
+fn log_dir_a_checkpoint_file_longer_than_its_manifest_says_is_refused_before_it_is_read() {
+    let dir = scratch_dir("log-dir-sparse-checkpoint");
+    run_with(&dir, 1, ModelSaver::new(3), false).expect("the first run");
+    // A sparse file of a terabyte: read whole, it would take hours and all the memory.
+    let model =
+        std::fs::OpenOptions::new().write(true).open(dir.join("checkpoints/step-4/model.bpk")).unwrap();
+    model.set_len(1 << 40).unwrap();
+    let run_dir = dir.clone();
+    let error = within(30, "a resume from a checkpoint with a sparse terabyte", move || {
+        Checkpoint::latest(&run_dir).map(|c| c.map(|c| c.global_step()))
+    })
+    .expect_err("a damaged checkpoint")
+    .to_string();
+    assert!(error.contains(&format!("model.bpk is {} bytes long, the manifest says", 1u64 << 40)), "{error}");
+}

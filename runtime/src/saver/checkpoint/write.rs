@@ -14,8 +14,8 @@ use super::read::read_manifest;
 use super::remove::{RemoveFailure, remove_checkpoint, remove_leftovers};
 use crate::error::{Error, Result};
 use crate::state::{
-    KeepPolicy, check_copy_name, create_dir_all_synced, sync_dir, temporary_name, write_atomic,
-    write_new_file,
+    KeepPolicy, MAX_INDEX_BYTES, check_copy_name, create_dir_all_synced, read_bounded, sync_dir,
+    temporary_name, write_atomic, write_new_file,
 };
 
 /// `index.json`: the writer's bookkeeping of the checkpoints kept.
@@ -115,8 +115,21 @@ fn write_dir(root: &Path, name: &str, content: &Content) -> std::io::Result<Path
     result.map(|()| dir)
 }
 
+/// The index of `root`, when there is one that reads: a regular file of a bounded size (a FIFO
+/// or a device there is a warning, never a wait), holding an index.
 pub(super) fn read_index(root: &Path) -> Option<Index> {
-    let bytes = fs::read(root.join(INDEX_FILE)).ok()?;
+    let path = root.join(INDEX_FILE);
+    let bytes = match read_bounded(&path, MAX_INDEX_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            crate::logging::warn!(
+                "cannot read {}: {e}; it is replaced by a new index of the checkpoints listed there",
+                path.display()
+            );
+            return None;
+        }
+    };
     serde_json::from_slice(&bytes).ok()
 }
 
