@@ -593,3 +593,45 @@ fn log_dir_a_checkpoint_file_longer_than_its_manifest_says_is_refused_before_it_
     .to_string();
     assert!(error.contains(&format!("model.bpk is {} bytes long, the manifest says", 1u64 << 40)), "{error}");
 }
+
+/// Puts `score` = 10 - epoch at each epoch's end: every epoch beats the one before.
+struct FallingScore;
+
+impl Callback<Linear> for FallingScore {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let score = 10.0 - ctx.epoch_num() as f64;
+        ctx.monitors().put_scalar("score", score);
+        Ok(())
+    }
+}
+
+#[test]
+fn log_dir_a_rollback_sets_aside_the_best_copy_of_the_abandoned_timeline() {
+    use burn_stoker::saver::MinSaver;
+    let dir = scratch_dir("log-dir-rollback-copy");
+    let savers = || (FallingScore, ModelSaver::new(10), MinSaver::new("score"));
+    run_with(&dir, 5, savers(), false).expect("the first run");
+    let copy = dir.join("checkpoints/min-score");
+    assert_eq!(Checkpoint::read(&copy).unwrap().global_step(), 20, "the best is epoch 5's");
+    let best_model = std::fs::read(copy.join("model.bpk")).unwrap();
+    // Back to step 8 (epoch 2, best 8), one more epoch: epoch 3's 7 beats the restored best.
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .max_epoch(3)
+        .log_dir(&dir)
+        .resume_from(dir.join("checkpoints/step-8"))
+        .callbacks(savers())
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .expect("the resumed run");
+    assert_eq!(Checkpoint::read(&copy).unwrap().global_step(), 12, "the resumed timeline's best");
+    let aside = dir.join("checkpoints/min-score.abandoned");
+    assert!(
+        std::fs::read(aside.join("model.bpk")).ok() == Some(best_model),
+        "the abandoned timeline's better copy is set aside, not overwritten ({} exists: {})",
+        aside.display(),
+        aside.exists()
+    );
+    assert_eq!(Checkpoint::read(&aside).unwrap().global_step(), 20);
+}
