@@ -123,13 +123,14 @@ pub(crate) enum LengthRead {
     Io(std::io::Error),
 }
 
-/// The bytes of the regular file at `path`, which must hold exactly `len` bytes: its size is
-/// checked before it is read (a sparse file of a terabyte is refused at once), and the read stops
-/// one byte past `len`.
+/// The bytes of the regular file at `path`, which must hold exactly `len` bytes: a size larger
+/// than that is refused before anything is read (a sparse file of a terabyte at once), and the
+/// read stops one byte past `len`. (A smaller size is read all the same: some file systems, such
+/// as `/proc`, report 0 for files that are not empty, and reading at most `len` bytes is cheap.)
 pub(crate) fn read_exact_len(path: &Path, len: u64) -> Result<Vec<u8>, LengthRead> {
     let file = open_regular(OpenOptions::new().read(true), path).map_err(LengthRead::Io)?;
     let size = file.metadata().map_err(LengthRead::Io)?.len();
-    if size != len {
+    if size > len {
         return Err(LengthRead::Length(size));
     }
     let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));

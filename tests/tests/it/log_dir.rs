@@ -635,3 +635,100 @@ fn log_dir_a_rollback_sets_aside_the_best_copy_of_the_abandoned_timeline() {
     );
     assert_eq!(Checkpoint::read(&aside).unwrap().global_step(), 20);
 }
+
+/// The `step-N` checkpoints directly in `folder`, by step.
+fn steps_in(folder: &Path) -> Vec<u64> {
+    let mut steps: Vec<u64> = std::fs::read_dir(folder)
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().to_str()?.strip_prefix("step-")?.parse().ok())
+        .collect();
+    steps.sort();
+    steps
+}
+
+#[test]
+fn log_dir_a_checkpoint_dir_outside_the_log_directory_holding_another_run_is_refused_not_pruned() {
+    let scratch = scratch_dir("log-dir-saver-folder");
+    let archive = scratch.join("archive");
+    let saver = || ModelSaver::new(1).checkpoint_dir(&archive);
+    // An earlier run, in its own log directory, leaves step-20 in the shared archive.
+    run_with(&scratch.join("first"), 5, saver(), false).expect("the first run");
+    assert_eq!(steps_in(&archive), [20]);
+    // A new run in a new log directory, the same archive: it would prune its own step-4 at once
+    // (keep 1, and 20 is higher) and a resume would take the earlier run's step-20.
+    let result = run_with(&scratch.join("second"), 1, saver(), false);
+    assert_eq!(steps_in(&archive), [20], "the earlier run's checkpoint is left alone");
+    let error = result.expect_err("the archive holds another run").to_string();
+    assert!(error.contains(&archive.display().to_string()) && error.contains("another run"), "{error}");
+    assert!(error.contains("checkpoint_dir"), "the error says what to do: {error}");
+    // Delete, asked for, empties the archive first; the new run's checkpoint is then kept.
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .max_epoch(1)
+        .log_dir(scratch.join("third"))
+        .log_dir_policy(LogDirPolicy::Delete)
+        .callbacks(saver())
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .expect("the archive emptied");
+    assert_eq!(steps_in(&archive), [4]);
+    // The archive is held as the log directory is: a second run cannot write into it meanwhile.
+    let (started_tx, started) = channel();
+    let (go_on, go_on_rx) = channel();
+    let hold = Hold { started: started_tx, go_on: Arc::new(Mutex::new(go_on_rx)) };
+    let (first_dir, first_saver) = (scratch.join("fourth"), saver());
+    let first = std::thread::spawn(move || {
+        let device = burn_stoker::device::cpu();
+        Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .max_epoch(1)
+            .log_dir(first_dir)
+            .log_dir_policy(LogDirPolicy::Delete)
+            .callbacks((hold, first_saver))
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .map(|_| ())
+    });
+    started.recv().unwrap();
+    let error = run_with(&scratch.join("fifth"), 1, saver(), false).expect_err("held").to_string();
+    assert!(error.contains("is in use by another run"), "{error}");
+    go_on.send(()).unwrap();
+    first.join().unwrap().expect("the fourth run, which emptied the archive");
+    // The fourth run's log directory holds no checkpoint: `auto_resume` there starts a new run,
+    // which the archive refuses (the fourth run's step-4 is not its own) instead of mixing.
+    let error = run_with(&scratch.join("fourth"), 2, saver(), true).expect_err("a new run").to_string();
+    assert!(error.contains("another run"), "{error}");
+    // Resumed from the archive (into a new log directory), the fourth run continues there.
+    let device = burn_stoker::device::cpu();
+    let report = Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .max_epoch(2)
+        .log_dir(scratch.join("sixth"))
+        .resume_from(&archive)
+        .callbacks(saver())
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .expect("the archive is this run's");
+    assert_eq!(report.counters.global_step(), 8);
+    assert_eq!(steps_in(&archive), [8]);
+}
+
+#[test]
+fn log_dir_keep_n_never_prunes_the_checkpoint_just_written() {
+    let scratch = scratch_dir("log-dir-keep-own");
+    let archive = scratch.join("archive");
+    run_with(&scratch.join("first"), 5, ModelSaver::new(1).checkpoint_dir(&archive), false).unwrap();
+    // Mixing asked for: the new run's step-4 is the latest, and stays.
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .max_epoch(1)
+        .log_dir(scratch.join("second"))
+        .log_dir_policy(LogDirPolicy::Keep)
+        .callbacks(ModelSaver::new(1).checkpoint_dir(&archive))
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .expect("kept beside the earlier run");
+    assert!(steps_in(&archive).contains(&4), "the checkpoint just written survives keep-1: {:?}", steps_in(&archive));
+}

@@ -108,6 +108,7 @@ pub struct Checkpoint {
     dir: PathBuf,
     epoch_num: u64,
     global_step: u64,
+    run: Option<String>,
     pub(crate) model: Vec<u8>,
     pub(crate) optimizer: Vec<u8>,
     pub(crate) trainer: Json,
@@ -158,6 +159,7 @@ impl Checkpoint {
             dir: dir.to_path_buf(),
             epoch_num: manifest.epoch_num,
             global_step: manifest.global_step,
+            run: manifest.run,
             trainer: json(&trainer, TRAINER_FILE)?,
             monitors: json(&monitors, MONITORS_FILE)?,
             model,
@@ -233,6 +235,11 @@ impl Checkpoint {
     /// The global step it was written at.
     pub fn global_step(&self) -> u64 {
         self.global_step
+    }
+    /// The run that wrote it, as its manifest records (`None` for a checkpoint written before
+    /// runs were recorded). A resumed run continues this run: its checkpoints carry the same.
+    pub fn run(&self) -> Option<&str> {
+        self.run.as_deref()
     }
     /// The model's burnpack bytes (`ModuleRecord::from_bytes`).
     pub fn model_bytes(&self) -> &[u8] {

@@ -36,6 +36,9 @@ pub(super) struct Index {
     /// this time (`run_start` plus one period, one more period for each kept).
     #[serde(default)]
     pub(super) next_keep: Option<f64>,
+    /// The run whose checkpoints these are (absent before runs were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) run: Option<String>,
 }
 
 /// Write `bytes` as the new file `path`, synced; its length and CRC-32C.
@@ -82,6 +85,7 @@ fn write_dir(root: &Path, name: &str, content: &Content) -> std::io::Result<Path
             global_step: content.global_step,
             time: content.time,
             files,
+            run: Some(content.run.clone()),
             checksum: None,
         };
         write_synced(&tmp.join(MANIFEST_FILE), &manifest.seal()?)?;
@@ -133,6 +137,12 @@ pub(super) fn read_index(root: &Path) -> Option<Index> {
     serde_json::from_slice(&bytes).ok()
 }
 
+/// The run whose checkpoints `root` holds, as its index says; `None` when it has no index or an
+/// index of before runs were recorded.
+pub(crate) fn run_of(root: &Path) -> Option<String> {
+    read_index(root)?.run
+}
+
 /// Write `content` as checkpoint `step-<global_step>` in `root`, name it in the index, and remove
 /// the checkpoints `policy` does not keep. Returns the checkpoint's directory.
 ///
@@ -171,7 +181,9 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy, run_sta
     let recent_from = present.len().saturating_sub(policy.max_to_keep.max(1));
     let mut remove = Vec::new();
     for (position, (_, old)) in present.iter().enumerate() {
-        if position >= recent_from || index.kept_forever.contains(old) {
+        // The checkpoint just written is never pruned, whatever higher steps an earlier run
+        // left in the folder.
+        if position >= recent_from || index.kept_forever.contains(old) || *old == name {
             continue;
         }
         if let (Some(period), Some(next_keep)) = (period, index.next_keep)
@@ -186,6 +198,7 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy, run_sta
         remove.push(old.clone());
     }
     index.latest = name.clone();
+    index.run = Some(content.run.clone());
     index.checkpoints = present.into_iter().map(|(_, n)| n).filter(|n| !remove.contains(n)).collect();
     let index_path = root.join(INDEX_FILE);
     let text = serde_json::to_vec_pretty(&index).map_err(|e| {
