@@ -70,6 +70,8 @@ fn claim(
              LogDirPolicy::Backup or Delete acts on this folder as on the log directory, LogDirPolicy::Keep writes beside them",
             root.display()
         ))),
-        LogDirPolicy::Keep | LogDirPolicy::Backup | LogDirPolicy::Delete => log_dir::prepare(root, policy, lock),
+        LogDirPolicy::Keep | LogDirPolicy::Backup | LogDirPolicy::Delete => {
+            log_dir::prepare(root, policy, lock)
+        }
     }
 }

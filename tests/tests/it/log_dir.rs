@@ -701,15 +701,16 @@ fn log_dir_a_checkpoint_dir_outside_the_log_directory_holding_another_run_is_ref
     assert!(error.contains("another run"), "{error}");
     // Resumed from the archive (into a new log directory), the fourth run continues there.
     let device = burn_stoker::device::cpu();
-    let report = Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
-        .default_callbacks(DefaultCallbacks::none())
-        .handle_signals(false)
-        .max_epoch(2)
-        .log_dir(scratch.join("sixth"))
-        .resume_from(&archive)
-        .callbacks(saver())
-        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
-        .expect("the archive is this run's");
+    let report =
+        Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .max_epoch(2)
+            .log_dir(scratch.join("sixth"))
+            .resume_from(&archive)
+            .callbacks(saver())
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .expect("the archive is this run's");
     assert_eq!(report.counters.global_step(), 8);
     assert_eq!(steps_in(&archive), [8]);
 }
@@ -730,5 +731,9 @@ fn log_dir_keep_n_never_prunes_the_checkpoint_just_written() {
         .callbacks(ModelSaver::new(1).checkpoint_dir(&archive))
         .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
         .expect("kept beside the earlier run");
-    assert!(steps_in(&archive).contains(&4), "the checkpoint just written survives keep-1: {:?}", steps_in(&archive));
+    assert!(
+        steps_in(&archive).contains(&4),
+        "the checkpoint just written survives keep-1: {:?}",
+        steps_in(&archive)
+    );
 }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use super::format::MANIFEST_FILE;
 use super::listing::{OLD, list_readable, occupied, step_of};
-use crate::error::{Error, Result};
 use super::read::read_manifest;
+use crate::error::{Error, Result};
 use crate::state::{check_copy_name, leftover_of, process_is_gone, sync_dir, temporary_name};
 
 /// Clean what a crash in the middle of a write left in `root`, and only that:
