@@ -12,7 +12,7 @@ use table::{EPOCH, GLOBAL_STEP, Row, Table, merge_into, read_existing, remove_re
 use super::{EpochStats, MonitorSink, Record};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result, io_error_at};
-use crate::state::write_atomic;
+use crate::state::{open_own, write_atomic};
 
 /// The default file name, in the log directory.
 pub const CSV_FILE: &str = "stats.csv";
@@ -316,11 +316,12 @@ impl MonitorSink for CsvSink {
         } else {
             let mut line = Vec::new();
             self.row(self.rows.last().expect("a row was added"), &mut line)?;
-            match std::fs::OpenOptions::new().append(true).open(&self.path) {
+            // Never through a symlink, never into another user's file or a FIFO.
+            match open_own(std::fs::OpenOptions::new().append(true), &self.path) {
                 Ok(file) => append_whole(file, &line),
-                // Removed meanwhile: write it whole again.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.write_file(),
-                Err(e) => Err(e),
+                // Removed meanwhile, or replaced by what is not this run's file (a symlink, a
+                // FIFO): written whole again, by a rename that replaces the entry, not follows it.
+                Err(_) => self.write_file(),
             }
         };
         // The rows stay in memory: the file gets them all at the next epoch that writes.

@@ -9,7 +9,7 @@ use serde_json::{Map, Value as Json};
 use super::{MonitorSink, Record};
 use crate::callback::Context;
 use crate::error::{Error, Result, io_error_at};
-use crate::state::{StatsRow, write_atomic};
+use crate::state::{MAX_STATS_BYTES, StatsRow, read_bounded, write_atomic};
 
 /// The file name, as tensorpack names it.
 pub const STATS_FILE: &str = "stats.json";
@@ -90,7 +90,8 @@ impl JsonSink {
     pub fn open(dir: &Path, starting_epoch: u64, restored: Option<Vec<Json>>) -> Result<JsonSink> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let path = dir.join(STATS_FILE);
-        let existing = match std::fs::read(&path) {
+        // A regular file of a bounded size only: a FIFO or a device there is an error at once.
+        let existing = match read_bounded(&path, MAX_STATS_BYTES) {
             Ok(bytes) => Some(serde_json::from_slice::<Vec<Json>>(&bytes).ok()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(Error::io(&path, e)),

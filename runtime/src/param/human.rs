@@ -1,12 +1,13 @@
 //! tensorpack's `HumanHyperParamSetter`.
 
 use std::borrow::Cow;
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::PathBuf;
 
 use super::Target;
 use crate::callback::{Callback, Context};
 use crate::error::Result;
+use crate::state::{open_own, read_text_bounded, write_atomic};
 
 /// Sets a hyper-parameter to the value a person writes in a file during training (tensorpack's
 /// `HumanHyperParamSetter`): tune the learning rate without stopping the run.
@@ -174,7 +175,7 @@ impl HumanHyperParamSetter {
 
     /// Read the file and set the parameter from it; problems become warnings.
     fn read_and_set<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let reading = match read_bounded(&self.path, Self::MAX_FILE_BYTES) {
+        let reading = match read_text_bounded(&self.path, Self::MAX_FILE_BYTES) {
             Ok(text) => self.parse(&text),
             Err(e) => Reading {
                 value: None,
@@ -206,10 +207,11 @@ impl HumanHyperParamSetter {
     /// Create the file, or add the parameter's line to it, with the current value (then seen).
     fn ensure_line(&mut self, value: f64) -> std::io::Result<()> {
         let line = format!("{}:{value:?}\n", self.target.param);
-        match read_bounded(&self.path, Self::MAX_FILE_BYTES) {
+        match read_text_bounded(&self.path, Self::MAX_FILE_BYTES) {
             Ok(text) if self.has_line(&text) => Ok(()),
             Ok(text) => {
-                let mut file = open_regular(std::fs::OpenOptions::new().append(true), &self.path)?;
+                // Never through a symlink planted there, never into another user's file.
+                let mut file = open_own(std::fs::OpenOptions::new().append(true), &self.path)?;
                 let separator = if text.is_empty() || text.ends_with('\n') { "" } else { "\n" };
                 file.write_all(format!("{separator}{line}").as_bytes())?;
                 self.seen = Some(value);
@@ -219,53 +221,15 @@ impl HumanHyperParamSetter {
                 if let Some(dir) = self.path.parent() {
                     std::fs::create_dir_all(dir)?;
                 }
-                // Written whole then renamed, so a reader never sees half a file.
-                let tmp = self.path.with_extension("tmp-stoker");
-                std::fs::write(&tmp, line)?;
-                std::fs::rename(&tmp, &self.path)?;
+                // Written whole then renamed, so a reader never sees half a file; the temporary
+                // has a name of its own, created new (nothing there is followed).
+                write_atomic(&self.path, line.as_bytes())?;
                 self.seen = Some(value);
                 Ok(())
             }
             Err(e) => Err(e),
         }
     }
-}
-
-/// Open `path` with `options` without blocking on a FIFO (no open of a FIFO waits for the
-/// other end), and keep it only if it is a regular file.
-fn open_regular(options: &mut std::fs::OpenOptions, path: &Path) -> std::io::Result<std::fs::File> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NONBLOCK);
-    }
-    let file = options.open(path)?;
-    let kind = file.metadata()?.file_type();
-    if !kind.is_file() {
-        let what =
-            if kind.is_dir() { "a directory" } else { "not a regular file (a FIFO, a socket or a device)" };
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("it is {what}; only a regular file is read"),
-        ));
-    }
-    Ok(file)
-}
-
-/// The text of the regular file at `path`, if it holds at most `limit` bytes.
-fn read_bounded(path: &Path, limit: u64) -> std::io::Result<String> {
-    let file = open_regular(std::fs::OpenOptions::new().read(true), path)?;
-    let mut text = String::new();
-    // One byte more than the limit tells a file at the limit from a larger one, whatever the
-    // size its metadata claims (a file still being written).
-    file.take(limit + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > limit {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::FileTooLarge,
-            format!("it is larger than {limit} bytes, the most that is read"),
-        ));
-    }
-    Ok(text)
 }
 
 impl<M> Callback<M> for HumanHyperParamSetter {

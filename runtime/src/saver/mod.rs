@@ -150,8 +150,13 @@ impl<T> ModelSaver<T> {
     /// it with [`Trainer::resume_from(dir)`](crate::trainer::Trainer::resume_from)
     /// ([`auto_resume`](crate::trainer::Trainer::auto_resume) reads `<log dir>/checkpoints`).
     /// Two savers of a run cannot share a folder (each would prune the other's checkpoints): an
-    /// error at setup. Outside the log directory, the log directory's lock and
-    /// [`LogDirPolicy`](crate::trainer::LogDirPolicy) do not cover it.
+    /// error at setup. The folder is treated as the log directory is: the run holds it with
+    /// its lock (a second run writing into it is refused), a folder holding another run's
+    /// checkpoints is refused, or backed up, emptied or shared as the run's
+    /// [`LogDirPolicy`](crate::trainer::LogDirPolicy) says (`NewVersion` refuses), and a run
+    /// resumed from an earlier step sets aside there the checkpoints newer than it. Each
+    /// checkpoint and `index.json` record the run that wrote them ([`Checkpoint::run`]); a
+    /// resumed run continues its checkpoint's run. The checkpoint just written is never pruned.
     pub fn checkpoint_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.checkpoint_dir = Some(dir.into());
         self

@@ -1,6 +1,8 @@
 //! The state a [`Context`](crate::callback::Context) exposes, one layer below the callbacks: the monitor
 //! store ([`Monitors`]), the hyper-parameters ([`HyperParams`]), what to keep of the checkpoints
 //! ([`KeepPolicy`]), how state is written to disk ([`json_f64`], [`write_atomic`]), and the
+//! files of a log directory opened so that nothing planted there is followed, waited on or read
+//! without bound (`log_file`), the
 //! bounded queues of the background writers ([`WriterQueue`], [`WriterFailure`],
 //! [`DroppedWork`]), and the scalar a saver or an early stop watches for its best value (the
 //! crate-private `Watched`).
@@ -11,6 +13,7 @@
 mod clock;
 mod hyper;
 mod keep;
+mod log_file;
 mod monitors;
 mod persist;
 mod queue;
@@ -21,6 +24,10 @@ pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use hyper::{HyperParams, LEARNING_RATE, SharedParam};
 pub use keep::KeepPolicy;
 pub(crate) use keep::check_copy_name;
+pub(crate) use log_file::{
+    LengthRead, MAX_INDEX_BYTES, MAX_STATS_BYTES, open_own, read_bounded, read_exact_len, read_text_bounded,
+    warn_if_shared,
+};
 pub use monitors::{Better, MonitorSink, Monitors};
 pub(crate) use persist::{
     create_dir_all_synced, leftover_of, process_is_gone, sync_dir, temporary_name, write_new_file,

@@ -229,7 +229,8 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     ///
     /// A checkpoint inside the log directory (however `path` spells it: a symlink, `./`, `..`)
     /// continues the run there: the checkpoints newer than it are set aside as
-    /// `step-N.abandoned`, and the [`log_dir_policy`](Self::log_dir_policy) is not consulted. A
+    /// `step-N.abandoned`, the MinSaver / MaxSaver copies written after it as
+    /// `<copy>.abandoned` (a better model of the abandoned timeline is never overwritten), and the [`log_dir_policy`](Self::log_dir_policy) is not consulted. A
     /// checkpoint from elsewhere starts a new run in the log directory, under the policy.
     ///
     /// Random operations inside the step (dropout) draw from the backend's generator, which burn

@@ -8,6 +8,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::state::open_own;
 
 /// The lock file's name inside the log directory.
 pub(super) const LOCK_FILE: &str = ".lock";
@@ -49,14 +50,13 @@ impl LogDirLock {
     pub(crate) fn acquire(dir: &Path) -> Result<LogDirLock> {
         // A new log directory is synced into its parent: it survives a crash with what is in it.
         crate::state::create_dir_all_synced(dir).map_err(|e| Error::io(dir, e))?;
+        crate::state::warn_if_shared(dir);
         let path: PathBuf = dir.join(LOCK_FILE);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
+        // Never through a symlink planted there (`.lock -> ~/.bashrc` would be truncated below),
+        // never a FIFO, never another user's file.
+        let mut file =
+            open_own(OpenOptions::new().read(true).write(true).create(true).truncate(false), &path)
+                .map_err(|e| Error::io(&path, e))?;
         let held_dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
         let started = std::time::Instant::now();
         let mut result = file.try_lock();

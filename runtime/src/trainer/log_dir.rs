@@ -120,7 +120,7 @@ impl FromStr for LogDirPolicy {
 }
 
 /// The entries of `dir`; none when it is missing.
-fn entries(dir: &Path) -> Result<Vec<fs::DirEntry>> {
+pub(super) fn entries(dir: &Path) -> Result<Vec<fs::DirEntry>> {
     match fs::read_dir(dir) {
         Ok(entries) => entries.map(|entry| entry.map_err(|e| Error::io(dir, e))).collect(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
@@ -208,6 +208,10 @@ fn earlier_run(dir: &Path) -> Result<Vec<String>> {
             None => {}
         }
     }
+    // A folder of checkpoints itself (a `ModelSaver`'s `checkpoint_dir`).
+    if let Some(newest) = checkpoint_steps(&names) {
+        found.push(newest);
+    }
     if names.iter().any(|n| n == STATS_FILE) {
         found.push(STATS_FILE.to_string());
     }
@@ -218,6 +222,14 @@ fn earlier_run(dir: &Path) -> Result<Vec<String>> {
         found.push(format!("{} more event files", events.len() - SHOWN));
     }
     Ok(found)
+}
+
+/// `"N checkpoints, the newest step-K"` of the `step-N` names among `names`; `None` when there is
+/// none.
+pub(super) fn checkpoint_steps(names: &[String]) -> Option<String> {
+    let steps: Vec<u64> = names.iter().filter_map(|n| n.strip_prefix("step-")?.parse().ok()).collect();
+    let newest = steps.iter().max()?;
+    Some(format!("{} checkpoints, the newest step-{newest}", steps.len()))
 }
 
 /// Make the log directory, held by `lock`, ready for a fresh run under `policy`: returns the lock

@@ -25,6 +25,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         }
         self.dispatch.setup(&mut self.state)?;
         self.load_callback_states()?;
+        if self.is_chief() {
+            self.hold_saver_folders()?;
+        }
         self.state.monitors.publish();
 
         // The first pass starts now (a resumed run replays the passes and batches it had taken):

@@ -12,7 +12,8 @@
 //! - `builder`: the [`Trainer`] and its settings; the stop asked from outside
 //!   ([`StopHandle`]; SIGINT and SIGTERM are the crate's `signal` module's);
 //! - `lock`, `log_dir`: one run at a time in a log directory, and what a fresh run does with an
-//!   earlier one ([`LogDirPolicy`]);
+//!   earlier one ([`LogDirPolicy`]); `saver_dirs`: the same for a `ModelSaver`'s own
+//!   `checkpoint_dir`;
 //! - a run's owned parts: `dispatch` (the callbacks, their names and order, and how an event
 //!   reaches them), `fetches` (who asked for which value at this step), `restore` (a checkpoint
 //!   read back), gathered in `run` (`Run`);
@@ -35,6 +36,7 @@ mod restore;
 mod run;
 mod run_step;
 mod save;
+mod saver_dirs;
 mod step;
 mod summary;
 mod train;

@@ -25,6 +25,8 @@ pub(super) struct DataPosition {
 pub(super) struct Restored {
     /// The checkpoint's folder.
     pub(super) dir: PathBuf,
+    /// The run it continues (`None`: a checkpoint written before runs were recorded).
+    pub(super) run: Option<String>,
     pub(super) global_step: u64,
     /// The local step the first epoch starts at (a checkpoint taken in the middle of an epoch).
     pub(super) local_step: u64,
@@ -76,6 +78,7 @@ impl Restored {
         };
         Ok(Restored {
             dir: checkpoint.dir().to_path_buf(),
+            run: checkpoint.run().map(str::to_string),
             global_step,
             local_step,
             data_position,

@@ -10,6 +10,7 @@ use burn::module::Module;
 use super::dispatch::{Activity, Dispatcher};
 use super::fetches::StepFetches;
 use super::lock::LogDirLock;
+use super::log_dir::LogDirPolicy;
 use super::restore::{DataPosition, Restored};
 use crate::callback::{Callbacks, Event, TrainState};
 use crate::error::Result;
@@ -32,6 +33,12 @@ pub(crate) struct Run<M, C, K> {
     pub(super) signals: Option<SignalGuard>,
     /// The chief's hold on the log directory, released when the run ends.
     pub(super) lock: Option<LogDirLock>,
+    /// The chief's hold on each saver folder outside the log directory (`saver_dirs.rs`), and
+    /// the policy applied to them as to the log directory.
+    pub(super) saver_locks: Vec<LogDirLock>,
+    pub(super) log_dir_policy: LogDirPolicy,
+    /// The run its checkpoints record: a fresh run's own, or the resumed checkpoint's.
+    pub(super) run_id: String,
     /// The name of the signal (or `"StopHandle"`) that stopped training.
     pub(super) stopped_by: Option<String>,
     /// The last complete checkpoint written or resumed from.
@@ -59,6 +66,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             first_local_step: 0,
             signals: None,
             lock: None,
+            saver_locks: Vec::new(),
+            log_dir_policy: LogDirPolicy::default(),
+            run_id: checkpoint::new_run_id(),
             stopped_by: None,
             last_checkpoint: None,
             started_at: checkpoint::now(),
@@ -99,6 +109,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         };
         if self.is_chief() && restored.dir.parent().is_some_and(|parent| same_folder(parent, &root)) {
             checkpoint::abandon_newer(&root, restored.global_step)?;
+        }
+        if let Some(run) = &restored.run {
+            self.run_id.clone_from(run);
         }
         self.last_checkpoint = Some(restored.dir.clone());
         self.resumed = Some(restored);

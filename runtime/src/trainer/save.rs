@@ -127,6 +127,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             epoch_num: c.epoch_num,
             global_step: c.global_step,
             time: checkpoint::now(),
+            run: self.run_id.clone(),
         })
     }
 

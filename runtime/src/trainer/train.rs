@@ -117,6 +117,7 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
     let means = execution.means().to_vec();
     (run.state.model, run.state.execution) = (Some(model), execution);
     (run.signals, run.lock) = (signals, lock);
+    run.log_dir_policy = settings.log_dir_policy;
     run.fetches.plan.set_read_interval(settings.deferred_read_interval);
     let ready = if own_backward && run.dispatch.takes_loss() {
         Err(run.dispatch.own_backward_refused())

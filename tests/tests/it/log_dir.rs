@@ -395,3 +395,345 @@ fn log_dir_resume_from_a_relative_dot_dot_spelling_sets_aside_the_newer_checkpoi
     assert!(spelling.is_relative());
     resume_through(&dir, &spelling);
 }
+
+// ---------------------------------------------------------------- shared and hostile directories
+
+/// A file of someone else that a planted symlink points at.
+fn victim(scratch: &Path) -> PathBuf {
+    let victim = scratch.join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    victim
+}
+
+/// `f` on a thread of its own, its result if it ends within `secs` seconds; a panic naming `what`
+/// when it hangs (the thread is left behind).
+fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs)).unwrap_or_else(|_| panic!("{what} hung"))
+}
+
+/// A FIFO at `path`.
+fn fifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(made.success());
+}
+
+/// A run of one epoch into `dir` with `callbacks`, the default JSON writer, without a lock of
+/// another run in the way.
+fn run_with<C: burn_stoker::callback::Callbacks<Linear, K>, K>(
+    dir: &Path,
+    epochs: u64,
+    callbacks: C,
+    auto: bool,
+) -> burn_stoker::Result<TrainReport<Linear>> {
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+        .default_callbacks(DefaultCallbacks { json: Some(JsonWriter), ..DefaultCallbacks::none() })
+        .handle_signals(false)
+        .max_epoch(epochs)
+        .log_dir(dir)
+        .auto_resume(auto)
+        .callbacks(callbacks)
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .map_err(burn_stoker::Error::from)
+}
+
+#[test]
+fn log_dir_a_lock_file_planted_as_a_symlink_is_refused_and_its_target_kept() {
+    let scratch = scratch_dir("log-dir-lock-symlink");
+    let victim = victim(&scratch);
+    let dir = scratch.join("run");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join(".lock")).unwrap();
+    let result = run_with(&dir, 1, (), false);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n", "the symlink's target is untouched");
+    let error = result.expect_err("a lock file that is a symlink").to_string();
+    assert!(error.contains(".lock") && error.contains("symbolic link"), "{error}");
+}
+
+#[test]
+fn log_dir_a_new_hyper_txt_is_not_written_through_a_planted_temporary_symlink() {
+    use burn_stoker::param::HumanHyperParamSetter;
+    let scratch = scratch_dir("log-dir-hyper-symlink");
+    let victim = victim(&scratch);
+    let dir = scratch.join("run");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("hyper.tmp-stoker")).unwrap();
+    run_with(&dir, 1, HumanHyperParamSetter::new("learning_rate"), false).expect("the run");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "precious\n",
+        "the temporary's symlink is not followed"
+    );
+    assert!(std::fs::read_to_string(dir.join("hyper.txt")).unwrap().starts_with("learning_rate:"));
+}
+
+#[test]
+fn log_dir_hyper_txt_is_not_appended_through_a_planted_symlink() {
+    use burn_stoker::param::HumanHyperParamSetter;
+    // hyper.txt itself, a symlink to a file without the parameter's line.
+    let scratch = scratch_dir("log-dir-hyper-append-symlink");
+    let victim = victim(&scratch);
+    let dir = scratch.join("run");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("hyper.txt")).unwrap();
+    run_with(&dir, 1, HumanHyperParamSetter::new("learning_rate"), false).expect("a warning, not an error");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "precious\n",
+        "nothing appended through the symlink"
+    );
+}
+
+/// Replaces `stats.csv` by a symlink to `victim` at the end of epoch 3, once the CSV writer
+/// wrote epoch 2's row and before it appends epoch 3's.
+struct PlantCsvLink {
+    dir: PathBuf,
+    victim: PathBuf,
+}
+
+impl Callback<Linear> for PlantCsvLink {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let step = ctx.global_step() as f64;
+        ctx.monitors().put_scalar("step", step);
+        if ctx.epoch_num() == 3 {
+            let csv = self.dir.join("stats.csv");
+            // The writer's thread has written epoch 2's row (the file is its own again).
+            let started = std::time::Instant::now();
+            while !std::fs::read_to_string(&csv).unwrap_or_default().lines().any(|l| l.starts_with("2,")) {
+                assert!(started.elapsed().as_secs() < 30, "epoch 2's row was never written");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            std::fs::remove_file(&csv).unwrap();
+            std::os::unix::fs::symlink(&self.victim, &csv).unwrap();
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn log_dir_the_csv_writer_never_appends_through_a_planted_symlink() {
+    use burn_stoker::monitor::CsvWriter;
+    let scratch = scratch_dir("log-dir-csv-symlink");
+    let victim = victim(&scratch);
+    let dir = scratch.join("run");
+    let plant = PlantCsvLink { dir: dir.clone(), victim: victim.clone() };
+    let _ = run_with(&dir, 4, (plant, CsvWriter::new()), false);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n", "no row appended to the victim");
+}
+
+#[test]
+fn log_dir_a_fifo_named_stats_json_is_an_error_at_once_not_a_hang() {
+    let dir = scratch_dir("log-dir-fifo-stats");
+    fifo(&dir.join("stats.json"));
+    let run_dir = dir.clone();
+    let error = within(30, "setup with a FIFO named stats.json", move || run_with(&run_dir, 1, (), true))
+        .expect_err("a FIFO is no stats.json")
+        .to_string();
+    assert!(error.contains("stats.json") && error.contains("not a regular file"), "{error}");
+}
+
+#[test]
+fn log_dir_a_link_to_dev_zero_named_stats_json_is_an_error_not_an_endless_read() {
+    let dir = scratch_dir("log-dir-zero-stats");
+    std::os::unix::fs::symlink("/dev/zero", dir.join("stats.json")).unwrap();
+    let run_dir = dir.clone();
+    let error = within(30, "setup with stats.json -> /dev/zero", move || run_with(&run_dir, 1, (), true))
+        .expect_err("a device is no stats.json")
+        .to_string();
+    assert!(error.contains("stats.json") && error.contains("not a regular file"), "{error}");
+}
+
+#[test]
+fn log_dir_a_fifo_named_index_json_does_not_hang_the_checkpoint_write() {
+    let dir = scratch_dir("log-dir-fifo-index");
+    std::fs::create_dir_all(dir.join("checkpoints")).unwrap();
+    fifo(&dir.join("checkpoints/index.json"));
+    let run_dir = dir.clone();
+    within(30, "a checkpoint write beside a FIFO named index.json", move || {
+        run_with(&run_dir, 1, ModelSaver::new(3), true)
+    })
+    .expect("the checkpoint is written");
+    assert!(std::fs::symlink_metadata(dir.join("checkpoints/index.json")).unwrap().is_file());
+    assert_eq!(index(&dir).0, "step-4");
+}
+
+#[test]
+fn log_dir_a_fifo_in_a_checkpoint_is_a_damaged_checkpoint_not_a_hang() {
+    let dir = scratch_dir("log-dir-fifo-checkpoint");
+    run_with(&dir, 1, ModelSaver::new(3), false).expect("the first run");
+    let model = dir.join("checkpoints/step-4/model.bpk");
+    std::fs::remove_file(&model).unwrap();
+    fifo(&model);
+    let run_dir = dir.clone();
+    let error = within(30, "a resume from a checkpoint holding a FIFO", move || {
+        run_with(&run_dir, 2, ModelSaver::new(3), true)
+    })
+    .expect_err("no complete checkpoint")
+    .to_string();
+    assert!(error.contains("model.bpk") && error.contains("not a regular file"), "{error}");
+}
+
+#[test]
+fn log_dir_a_checkpoint_file_longer_than_its_manifest_says_is_refused_before_it_is_read() {
+    let dir = scratch_dir("log-dir-sparse-checkpoint");
+    run_with(&dir, 1, ModelSaver::new(3), false).expect("the first run");
+    // A sparse file of a terabyte: read whole, it would take hours and all the memory.
+    let model =
+        std::fs::OpenOptions::new().write(true).open(dir.join("checkpoints/step-4/model.bpk")).unwrap();
+    model.set_len(1 << 40).unwrap();
+    let run_dir = dir.clone();
+    let error = within(30, "a resume from a checkpoint with a sparse terabyte", move || {
+        Checkpoint::latest(&run_dir).map(|c| c.map(|c| c.global_step()))
+    })
+    .expect_err("a damaged checkpoint")
+    .to_string();
+    assert!(error.contains(&format!("model.bpk is {} bytes long, the manifest says", 1u64 << 40)), "{error}");
+}
+
+/// Puts `score` = 10 - epoch at each epoch's end: every epoch beats the one before.
+struct FallingScore;
+
+impl Callback<Linear> for FallingScore {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let score = 10.0 - ctx.epoch_num() as f64;
+        ctx.monitors().put_scalar("score", score);
+        Ok(())
+    }
+}
+
+#[test]
+fn log_dir_a_rollback_sets_aside_the_best_copy_of_the_abandoned_timeline() {
+    use burn_stoker::saver::MinSaver;
+    let dir = scratch_dir("log-dir-rollback-copy");
+    let savers = || (FallingScore, ModelSaver::new(10), MinSaver::new("score"));
+    run_with(&dir, 5, savers(), false).expect("the first run");
+    let copy = dir.join("checkpoints/min-score");
+    assert_eq!(Checkpoint::read(&copy).unwrap().global_step(), 20, "the best is epoch 5's");
+    let best_model = std::fs::read(copy.join("model.bpk")).unwrap();
+    // Back to step 8 (epoch 2, best 8), one more epoch: epoch 3's 7 beats the restored best.
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .max_epoch(3)
+        .log_dir(&dir)
+        .resume_from(dir.join("checkpoints/step-8"))
+        .callbacks(savers())
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .expect("the resumed run");
+    assert_eq!(Checkpoint::read(&copy).unwrap().global_step(), 12, "the resumed timeline's best");
+    let aside = dir.join("checkpoints/min-score.abandoned");
+    assert!(
+        std::fs::read(aside.join("model.bpk")).ok() == Some(best_model),
+        "the abandoned timeline's better copy is set aside, not overwritten ({} exists: {})",
+        aside.display(),
+        aside.exists()
+    );
+    assert_eq!(Checkpoint::read(&aside).unwrap().global_step(), 20);
+}
+
+/// The `step-N` checkpoints directly in `folder`, by step.
+fn steps_in(folder: &Path) -> Vec<u64> {
+    let mut steps: Vec<u64> = std::fs::read_dir(folder)
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().to_str()?.strip_prefix("step-")?.parse().ok())
+        .collect();
+    steps.sort();
+    steps
+}
+
+#[test]
+fn log_dir_a_checkpoint_dir_outside_the_log_directory_holding_another_run_is_refused_not_pruned() {
+    let scratch = scratch_dir("log-dir-saver-folder");
+    let archive = scratch.join("archive");
+    let saver = || ModelSaver::new(1).checkpoint_dir(&archive);
+    // An earlier run, in its own log directory, leaves step-20 in the shared archive.
+    run_with(&scratch.join("first"), 5, saver(), false).expect("the first run");
+    assert_eq!(steps_in(&archive), [20]);
+    // A new run in a new log directory, the same archive: it would prune its own step-4 at once
+    // (keep 1, and 20 is higher) and a resume would take the earlier run's step-20.
+    let result = run_with(&scratch.join("second"), 1, saver(), false);
+    assert_eq!(steps_in(&archive), [20], "the earlier run's checkpoint is left alone");
+    let error = result.expect_err("the archive holds another run").to_string();
+    assert!(error.contains(&archive.display().to_string()) && error.contains("another run"), "{error}");
+    assert!(error.contains("checkpoint_dir"), "the error says what to do: {error}");
+    // Delete, asked for, empties the archive first; the new run's checkpoint is then kept.
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .max_epoch(1)
+        .log_dir(scratch.join("third"))
+        .log_dir_policy(LogDirPolicy::Delete)
+        .callbacks(saver())
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .expect("the archive emptied");
+    assert_eq!(steps_in(&archive), [4]);
+    // The archive is held as the log directory is: a second run cannot write into it meanwhile.
+    let (started_tx, started) = channel();
+    let (go_on, go_on_rx) = channel();
+    let hold = Hold { started: started_tx, go_on: Arc::new(Mutex::new(go_on_rx)) };
+    let (first_dir, first_saver) = (scratch.join("fourth"), saver());
+    let first = std::thread::spawn(move || {
+        let device = burn_stoker::device::cpu();
+        Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .max_epoch(1)
+            .log_dir(first_dir)
+            .log_dir_policy(LogDirPolicy::Delete)
+            .callbacks((hold, first_saver))
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .map(|_| ())
+    });
+    started.recv().unwrap();
+    let error = run_with(&scratch.join("fifth"), 1, saver(), false).expect_err("held").to_string();
+    assert!(error.contains("is in use by another run"), "{error}");
+    go_on.send(()).unwrap();
+    first.join().unwrap().expect("the fourth run, which emptied the archive");
+    // The fourth run's log directory holds no checkpoint: `auto_resume` there starts a new run,
+    // which the archive refuses (the fourth run's step-4 is not its own) instead of mixing.
+    let error = run_with(&scratch.join("fourth"), 2, saver(), true).expect_err("a new run").to_string();
+    assert!(error.contains("another run"), "{error}");
+    // Resumed from the archive (into a new log directory), the fourth run continues there.
+    let device = burn_stoker::device::cpu();
+    let report =
+        Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .max_epoch(2)
+            .log_dir(scratch.join("sixth"))
+            .resume_from(&archive)
+            .callbacks(saver())
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .expect("the archive is this run's");
+    assert_eq!(report.counters.global_step(), 8);
+    assert_eq!(steps_in(&archive), [8]);
+}
+
+#[test]
+fn log_dir_keep_n_never_prunes_the_checkpoint_just_written() {
+    let scratch = scratch_dir("log-dir-keep-own");
+    let archive = scratch.join("archive");
+    run_with(&scratch.join("first"), 5, ModelSaver::new(1).checkpoint_dir(&archive), false).unwrap();
+    // Mixing asked for: the new run's step-4 is the latest, and stays.
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .max_epoch(1)
+        .log_dir(scratch.join("second"))
+        .log_dir_policy(LogDirPolicy::Keep)
+        .callbacks(ModelSaver::new(1).checkpoint_dir(&archive))
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .expect("kept beside the earlier run");
+    assert!(
+        steps_in(&archive).contains(&4),
+        "the checkpoint just written survives keep-1: {:?}",
+        steps_in(&archive)
+    );
+}

@@ -139,7 +139,8 @@ pub(super) fn read_existing(
     path: &Path,
     separator: char,
 ) -> Result<Option<std::result::Result<Table, String>>> {
-    match std::fs::read_to_string(path) {
+    // A regular file of a bounded size only: a FIFO or a device there is an error at once.
+    match crate::state::read_text_bounded(path, crate::state::MAX_STATS_BYTES) {
         Ok(text) => Ok(Some(parse(&text, separator))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Ok(Some(Err("it is not UTF-8".into()))),

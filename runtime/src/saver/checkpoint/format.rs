@@ -40,11 +40,21 @@ pub(crate) struct Content {
     pub(crate) global_step: u64,
     /// When it is written, in seconds since the Unix epoch (the manifest's `time`).
     pub(crate) time: f64,
+    /// The run that writes it (the manifest's and the index's `run`): a fresh run's own, or the
+    /// one of the checkpoint a resumed run continues.
+    pub(crate) run: String,
 }
 
 /// The system's time, in seconds since the Unix epoch.
 pub(crate) fn now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// A new run's id: the time in nanoseconds and the process id, in hexadecimal; unique to a run
+/// started on this machine (two runs of one process start at different nanoseconds).
+pub(crate) fn new_run_id() -> String {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    format!("{nanos:x}-{:x}", std::process::id())
 }
 
 /// The name of the checkpoint at `global_step`.

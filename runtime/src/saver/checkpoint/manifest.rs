@@ -11,6 +11,9 @@ pub(super) struct Manifest {
     /// Seconds since the Unix epoch when it was written.
     pub(super) time: f64,
     pub(super) files: std::collections::BTreeMap<String, FileSum>,
+    /// The run that wrote it (absent before runs were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) run: Option<String>,
     /// CRC-32C of the manifest itself: from format 2 on, of the file's bytes before the line
     /// holding this member, the last one (see [`Manifest::seal`]); in format 1, of its compact
     /// JSON without this field.

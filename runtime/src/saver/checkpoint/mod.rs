@@ -16,10 +16,10 @@ pub use format::{
     CHECKPOINT_DIR, FORMAT_VERSION, INDEX_FILE, KEEP_FILE, MANIFEST_FILE, MODEL_FILE, MONITORS_FILE,
     OPTIMIZER_FILE, TRAINER_FILE,
 };
-pub(crate) use format::{Content, now};
+pub(crate) use format::{Content, new_run_id, now};
 pub use read::Checkpoint;
 pub(crate) use remove::abandon_newer;
-pub(crate) use write::{write, write_copy};
+pub(crate) use write::{run_of, write, write_copy};
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,5 @@
 //! Reading a checkpoint back, every file verified against its manifest.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
@@ -11,6 +10,7 @@ use super::format::{
 use super::listing::{list_readable, occupied, old_of};
 use super::manifest::Manifest;
 use crate::error::{BoxError, Error, Result};
+use crate::state::{LengthRead, MAX_INDEX_BYTES, read_bounded, read_exact_len};
 
 /// Why a checkpoint could not be read.
 pub(super) enum Unreadable {
@@ -52,27 +52,40 @@ impl Unreadable {
     }
 }
 
-/// The bytes of `dir/file`: a missing file makes the checkpoint incomplete, any other error is
+/// The bytes of `dir/file`, read only when it is a regular file of at most `len` bytes (`bound`)
+/// or of exactly `len` bytes (the manifest's length): a missing file, a FIFO, a device or a file
+/// of another length makes the checkpoint damaged, found before it is read; any other error is
 /// not a sign of damage.
-fn read_file(dir: &Path, file: &str) -> Result<Vec<u8>, Unreadable> {
+fn read_file(dir: &Path, file: &str, len: u64, bound: bool) -> Result<Vec<u8>, Unreadable> {
     let path = dir.join(file);
-    fs::read(&path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            Unreadable::corrupt_from(format!("{file}: {e}"), e)
-        } else {
-            Unreadable::Error(Error::checkpoint_from(
-                format!(
-                    "reading {} failed: {e}; a read error is no sign of a damaged checkpoint, so nothing was set aside or removed: fix the cause (permissions, open files, the disk) and try again",
-                    path.display()
-                ),
-                e,
-            ))
+    let read =
+        if bound { read_bounded(&path, len).map_err(LengthRead::Io) } else { read_exact_len(&path, len) };
+    read.map_err(|e| match e {
+        LengthRead::Length(size) => {
+            Unreadable::corrupt(format!("{file} is {size} bytes long, the manifest says {len}"))
         }
+        LengthRead::Io(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound
+                    | std::io::ErrorKind::InvalidInput
+                    | std::io::ErrorKind::FileTooLarge
+            ) =>
+        {
+            Unreadable::corrupt_from(format!("{file}: {e}"), e)
+        }
+        LengthRead::Io(e) => Unreadable::Error(Error::checkpoint_from(
+            format!(
+                "reading {} failed: {e}; a read error is no sign of a damaged checkpoint, so nothing was set aside or removed: fix the cause (permissions, open files, the disk) and try again",
+                path.display()
+            ),
+            e,
+        )),
     })
 }
 
 pub(super) fn read_manifest(dir: &Path) -> Result<Manifest, Unreadable> {
-    let bytes = read_file(dir, MANIFEST_FILE)?;
+    let bytes = read_file(dir, MANIFEST_FILE, MAX_INDEX_BYTES, true)?;
     let manifest: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| Unreadable::corrupt_from(format!("{MANIFEST_FILE} is malformed: {e}"), e))?;
     if !(OLDEST_FORMAT..=FORMAT_VERSION).contains(&manifest.format) {
@@ -95,6 +108,7 @@ pub struct Checkpoint {
     dir: PathBuf,
     epoch_num: u64,
     global_step: u64,
+    run: Option<String>,
     pub(crate) model: Vec<u8>,
     pub(crate) optimizer: Vec<u8>,
     pub(crate) trainer: Json,
@@ -122,14 +136,8 @@ impl Checkpoint {
                 .files
                 .get(file)
                 .ok_or_else(|| corrupt(format!("the manifest does not list {file}")))?;
-            let bytes = read_file(dir, file)?;
-            if bytes.len() as u64 != sum.len {
-                return Err(corrupt(format!(
-                    "{file} is {} bytes long, the manifest says {}",
-                    bytes.len(),
-                    sum.len
-                )));
-            }
+            // Its length is checked before it is read: a sparse terabyte is refused at once.
+            let bytes = read_file(dir, file, sum.len, false)?;
             let crc = crc32c::crc32c(&bytes);
             if crc != sum.crc32c {
                 return Err(corrupt(format!(
@@ -151,6 +159,7 @@ impl Checkpoint {
             dir: dir.to_path_buf(),
             epoch_num: manifest.epoch_num,
             global_step: manifest.global_step,
+            run: manifest.run,
             trainer: json(&trainer, TRAINER_FILE)?,
             monitors: json(&monitors, MONITORS_FILE)?,
             model,
@@ -226,6 +235,11 @@ impl Checkpoint {
     /// The global step it was written at.
     pub fn global_step(&self) -> u64 {
         self.global_step
+    }
+    /// The run that wrote it, as its manifest records (`None` for a checkpoint written before
+    /// runs were recorded). A resumed run continues this run: its checkpoints carry the same.
+    pub fn run(&self) -> Option<&str> {
+        self.run.as_deref()
     }
     /// The model's burnpack bytes (`ModuleRecord::from_bytes`).
     pub fn model_bytes(&self) -> &[u8] {

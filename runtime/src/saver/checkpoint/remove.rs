@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use super::format::MANIFEST_FILE;
 use super::listing::{OLD, list_readable, occupied, step_of};
+use super::read::read_manifest;
 use crate::error::{Error, Result};
-use crate::state::{leftover_of, process_is_gone, sync_dir, temporary_name};
+use crate::state::{check_copy_name, leftover_of, process_is_gone, sync_dir, temporary_name};
 
 /// Clean what a crash in the middle of a write left in `root`, and only that:
 ///
@@ -102,27 +103,55 @@ pub(super) fn remove_checkpoint(path: &Path) -> std::result::Result<(), RemoveFa
 }
 
 /// Set aside the checkpoints in `root` newer than `global_step` (a run resumed from an earlier
-/// one makes them stale), and the `.old` windows of such checkpoints: each is renamed
-/// `<name>.abandoned`, or `<name>.<k>.abandoned` with the first `k` from 2 that is free when an
-/// earlier rollback set one of that name aside already. Nothing is deleted.
+/// one makes them stale), the copies of MinSaver / MaxSaver written after it (the abandoned
+/// timeline's best, which the resumed run's first improvement would otherwise overwrite with a
+/// worse model), and the `.old` windows of both: each is renamed `<name>.abandoned`, or
+/// `<name>.<k>.abandoned` with the first `k` from 2 that is free when an earlier rollback set one
+/// of that name aside already. Nothing is deleted.
 pub(crate) fn abandon_newer(root: &Path, global_step: u64) -> Result<()> {
-    for from in list_readable(root).map_err(|e| Error::io(root, e))? {
+    let mut newer = list_readable(root).map_err(|e| Error::io(root, e))?;
+    newer.retain(|from| {
+        let name = from.file_name().unwrap_or_default().to_string_lossy();
+        step_of(name.strip_suffix(OLD).unwrap_or(&name)).is_some_and(|step| step > global_step)
+    });
+    newer.extend(copies_newer(root, global_step).map_err(|e| Error::io(root, e))?);
+    for from in newer {
         let name = from.file_name().unwrap_or_default().to_string_lossy().into_owned();
-        let step = step_of(name.strip_suffix(OLD).unwrap_or(&name));
-        if step.is_some_and(|step| step > global_step) {
-            let mut to = root.join(format!("{name}.abandoned"));
-            let mut k = 1u64;
-            while occupied(&to) {
-                k += 1;
-                to = root.join(format!("{name}.{k}.abandoned"));
-            }
-            crate::logging::warn!(
-                "{} is newer than the checkpoint this run resumes from; moved it to {}",
-                from.display(),
-                to.display()
-            );
-            fs::rename(&from, &to).map_err(|e| Error::io(&from, e))?;
+        let mut to = root.join(format!("{name}.abandoned"));
+        let mut k = 1u64;
+        while occupied(&to) {
+            k += 1;
+            to = root.join(format!("{name}.{k}.abandoned"));
         }
+        crate::logging::warn!(
+            "{} is newer than the checkpoint this run resumes from; moved it to {}",
+            from.display(),
+            to.display()
+        );
+        fs::rename(&from, &to).map_err(|e| Error::io(&from, e))?;
     }
     sync_dir(root).map_err(|e| Error::io(root, e))
+}
+
+/// The checkpoint copies in `root` (a folder of a copy's name, or its `.old` window, holding a
+/// manifest that reads) written after `global_step`.
+fn copies_newer(root: &Path, global_step: u64) -> std::io::Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    let entries = match fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(found),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
+        let base = name.strip_suffix(OLD).unwrap_or(&name);
+        if check_copy_name(base).is_err() || !entry.file_type()?.is_dir() {
+            continue;
+        }
+        if read_manifest(&entry.path()).is_ok_and(|manifest| manifest.global_step > global_step) {
+            found.push(entry.path());
+        }
+    }
+    Ok(found)
 }

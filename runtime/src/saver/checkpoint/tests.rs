@@ -12,7 +12,7 @@ use crate::state::{KeepPolicy, check_copy_name};
 fn manifest(format: u64) -> Manifest {
     let mut files = std::collections::BTreeMap::new();
     files.insert(MODEL_FILE.to_string(), FileSum { len: 3, crc32c: 7 });
-    Manifest { format, epoch_num: 2, global_step: 10, time: 1.5, files, checksum: None }
+    Manifest { format, epoch_num: 2, global_step: 10, time: 1.5, files, run: None, checksum: None }
 }
 
 #[test]
@@ -57,6 +57,7 @@ fn write_at(root: &Path, base: f64, global_step: u64, minutes: f64, start: f64) 
         epoch_num: 1,
         global_step,
         time: base + minutes * 60.0,
+        run: "test".to_string(),
     };
     let policy = KeepPolicy { max_to_keep: 1, keep_every_n_hours: Some(0.5) };
     write(root, &content, &policy, base + start * 60.0).unwrap();

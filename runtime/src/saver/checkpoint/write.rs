@@ -14,8 +14,8 @@ use super::read::read_manifest;
 use super::remove::{RemoveFailure, remove_checkpoint, remove_leftovers};
 use crate::error::{Error, Result};
 use crate::state::{
-    KeepPolicy, check_copy_name, create_dir_all_synced, sync_dir, temporary_name, write_atomic,
-    write_new_file,
+    KeepPolicy, MAX_INDEX_BYTES, check_copy_name, create_dir_all_synced, read_bounded, sync_dir,
+    temporary_name, write_atomic, write_new_file,
 };
 
 /// `index.json`: the writer's bookkeeping of the checkpoints kept.
@@ -36,6 +36,9 @@ pub(super) struct Index {
     /// this time (`run_start` plus one period, one more period for each kept).
     #[serde(default)]
     pub(super) next_keep: Option<f64>,
+    /// The run whose checkpoints these are (absent before runs were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) run: Option<String>,
 }
 
 /// Write `bytes` as the new file `path`, synced; its length and CRC-32C.
@@ -82,6 +85,7 @@ fn write_dir(root: &Path, name: &str, content: &Content) -> std::io::Result<Path
             global_step: content.global_step,
             time: content.time,
             files,
+            run: Some(content.run.clone()),
             checksum: None,
         };
         write_synced(&tmp.join(MANIFEST_FILE), &manifest.seal()?)?;
@@ -115,9 +119,28 @@ fn write_dir(root: &Path, name: &str, content: &Content) -> std::io::Result<Path
     result.map(|()| dir)
 }
 
+/// The index of `root`, when there is one that reads: a regular file of a bounded size (a FIFO
+/// or a device there is a warning, never a wait), holding an index.
 pub(super) fn read_index(root: &Path) -> Option<Index> {
-    let bytes = fs::read(root.join(INDEX_FILE)).ok()?;
+    let path = root.join(INDEX_FILE);
+    let bytes = match read_bounded(&path, MAX_INDEX_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            crate::logging::warn!(
+                "cannot read {}: {e}; it is replaced by a new index of the checkpoints listed there",
+                path.display()
+            );
+            return None;
+        }
+    };
     serde_json::from_slice(&bytes).ok()
+}
+
+/// The run whose checkpoints `root` holds, as its index says; `None` when it has no index or an
+/// index of before runs were recorded.
+pub(crate) fn run_of(root: &Path) -> Option<String> {
+    read_index(root)?.run
 }
 
 /// Write `content` as checkpoint `step-<global_step>` in `root`, name it in the index, and remove
@@ -158,7 +181,9 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy, run_sta
     let recent_from = present.len().saturating_sub(policy.max_to_keep.max(1));
     let mut remove = Vec::new();
     for (position, (_, old)) in present.iter().enumerate() {
-        if position >= recent_from || index.kept_forever.contains(old) {
+        // The checkpoint just written is never pruned, whatever higher steps an earlier run
+        // left in the folder.
+        if position >= recent_from || index.kept_forever.contains(old) || *old == name {
             continue;
         }
         if let (Some(period), Some(next_keep)) = (period, index.next_keep)
@@ -173,6 +198,7 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy, run_sta
         remove.push(old.clone());
     }
     index.latest = name.clone();
+    index.run = Some(content.run.clone());
     index.checkpoints = present.into_iter().map(|(_, n)| n).filter(|n| !remove.contains(n)).collect();
     let index_path = root.join(INDEX_FILE);
     let text = serde_json::to_vec_pretty(&index).map_err(|e| {
