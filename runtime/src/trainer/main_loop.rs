@@ -40,33 +40,10 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         }
         let target = self.resumed.take().map(|r| r.data_position);
         self.position = DataPosition { passes: 1, batches: 0 };
-        if let Some(target) = target {
-            // A signal ends the replay (alone: in a world every rank replays to the same step
-            // and the signal is acted on together at the first boundary).
-            let alone = self.state.execution.acts_alone();
-            for _ in 1..target.passes {
-                if alone && let Some(signal) = self.stop_asked() {
-                    self.signalled_in_replay(signal, target);
-                    return Ok(());
-                }
-                pass = data.pass();
-                self.position.passes += 1;
-            }
-            while self.position.batches < target.batches {
-                if alone && let Some(signal) = self.stop_asked() {
-                    self.signalled_in_replay(signal, target);
-                    return Ok(());
-                }
-                match pass.next_batch() {
-                    Some(batch) => drop(batch?),
-                    None => break,
-                }
-                self.position.batches += 1;
-            }
-            if alone && let Some(signal) = self.stop_asked() {
-                self.signalled_in_replay(signal, target);
-                return Ok(());
-            }
+        if let Some(target) = target
+            && self.replay(data, &mut pass, target)?
+        {
+            return Ok(());
         }
         let mut first = pass.next_batch().transpose()?;
         if first.is_none() && self.position.batches > 0 {
@@ -301,6 +278,42 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         }
         self.doing(activity);
         Ok(())
+    }
+
+    /// A resumed run's data replayed to the position it had; `true` when a signal ended the
+    /// replay (alone: in a world every rank replays to the same step and the signal is acted on
+    /// together at the first boundary).
+    fn replay<'d, D: TrainData>(
+        &mut self,
+        data: &'d D,
+        pass: &mut D::Iter<'d>,
+        target: DataPosition,
+    ) -> Result<bool> {
+        let alone = self.state.execution.acts_alone();
+        for _ in 1..target.passes {
+            if alone && let Some(signal) = self.stop_asked() {
+                self.signalled_in_replay(signal, target);
+                return Ok(true);
+            }
+            *pass = data.pass();
+            self.position.passes += 1;
+        }
+        while self.position.batches < target.batches {
+            if alone && let Some(signal) = self.stop_asked() {
+                self.signalled_in_replay(signal, target);
+                return Ok(true);
+            }
+            match pass.next_batch() {
+                Some(batch) => drop(batch?),
+                None => break,
+            }
+            self.position.batches += 1;
+        }
+        if alone && let Some(signal) = self.stop_asked() {
+            self.signalled_in_replay(signal, target);
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// A signal while a resumed run replays its data: the run ends before its first step, as

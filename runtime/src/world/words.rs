@@ -83,7 +83,7 @@ pub(crate) fn put_reference(words: &mut [f64], at: usize, value: u64) {
 /// The value [`put_reference`] put at `at`, after the sum (`None`: the halves are not what one
 /// rank's value alone sums to: more than one rank, or none, put one).
 pub(crate) fn reference(words: &[f64], at: usize) -> Option<u64> {
-    let half = |w: f64| (w >= 0.0 && w < 4_294_967_296.0 && w.fract() == 0.0).then_some(w as u64);
+    let half = |w: f64| ((0.0..4_294_967_296.0).contains(&w) && w.fract() == 0.0).then_some(w as u64);
     Some((half(words[at])? << 32) | half(words[at + 1])?)
 }
 

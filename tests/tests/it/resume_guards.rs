@@ -45,7 +45,7 @@ fn stopped_at(dir: &Path, n: usize, max_epoch: u64, stop_at: u64) {
 fn a_resume_over_passes_of_another_length_is_refused_unless_inexact() {
     let dir = scratch_dir("resume-other-data");
     stopped_at(&dir, 8, 3, 5);
-    let error = trainer(&dir, 10, 3).auto_resume(true).train(mse).err().expect("refused").to_string();
+    let error = trainer(&dir, 10, 3).auto_resume(true).train(mse).expect_err("refused").to_string();
     assert!(
         error.contains("was written with 8 batches in each rank's pass over the data, this run has 10"),
         "{error}"

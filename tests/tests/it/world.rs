@@ -490,7 +490,7 @@ fn a_world_checkpoint_resumed_by_one_rank_is_refused_unless_inexact() {
             .auto_resume(true)
             .log_dir(&dir)
     };
-    let error = one_rank().train(mse).err().expect("refused").to_string();
+    let error = one_rank().train(mse).expect_err("refused").to_string();
     assert!(error.contains("was written by a world of 2 rank(s), this run has 1"), "{error}");
     assert!(error.contains("Trainer::resume_inexact(true)"), "{error}");
     let report = one_rank().resume_inexact(true).train(mse).expect("resumed inexactly");
