@@ -7,6 +7,7 @@
 extern crate burn_stoker as renamed;
 
 mod checkpoint;
+mod counters;
 mod debug;
 mod deferred;
 mod docs;
