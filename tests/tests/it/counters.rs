@@ -28,7 +28,7 @@ type Log = Arc<Mutex<Vec<Seen>>>;
 struct Counting(Log);
 
 impl Counting {
-    fn see(&self, event: &'static str, ctx: &Context<'_, Linear>) {
+    fn see(&self, event: &'static str, ctx: &Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.0.lock().unwrap().push(Seen {
             event,
             epoch_num: ctx.epoch_num(),
@@ -38,6 +38,7 @@ impl Counting {
             neon_epoch: ctx.neon_epoch(),
             neon_minibatch: ctx.neon_minibatch(),
         });
+        Ok(())
     }
 }
 
@@ -46,45 +47,45 @@ impl Callback<Linear> for Counting {
         StepHooks { loss: true, gradients: true }
     }
     fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
-        Ok(self.see("setup", ctx))
+        self.see("setup", ctx)
     }
     fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
-        Ok(self.see("before_train", ctx))
+        self.see("before_train", ctx)
     }
     fn before_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
-        Ok(self.see("before_epoch", ctx))
+        self.see("before_epoch", ctx)
     }
     fn before_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
-        Ok(self.see("before_step", ctx))
+        self.see("before_step", ctx)
     }
     fn before_backward(
         &mut self,
         ctx: &mut Context<'_, Linear>,
         _: &StepLoss<'_>,
     ) -> burn_stoker::Result<()> {
-        Ok(self.see("before_backward", ctx))
+        self.see("before_backward", ctx)
     }
     fn after_backward(
         &mut self,
         ctx: &mut Context<'_, Linear>,
         _: &StepGradients,
     ) -> burn_stoker::Result<()> {
-        Ok(self.see("after_backward", ctx))
+        self.see("after_backward", ctx)
     }
     fn after_step(&mut self, ctx: &mut Context<'_, Linear>, _: &Fetched<'_>) -> burn_stoker::Result<()> {
-        Ok(self.see("after_step", ctx))
+        self.see("after_step", ctx)
     }
     fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
-        Ok(self.see("trigger_step", ctx))
+        self.see("trigger_step", ctx)
     }
     fn after_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
-        Ok(self.see("after_epoch", ctx))
+        self.see("after_epoch", ctx)
     }
     fn trigger_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
-        Ok(self.see("trigger_epoch", ctx))
+        self.see("trigger_epoch", ctx)
     }
     fn after_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
-        Ok(self.see("after_train", ctx))
+        self.see("after_train", ctx)
     }
 }
 
