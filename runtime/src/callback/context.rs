@@ -6,6 +6,7 @@ use burn::optim::ModuleOptimizer;
 
 use super::Outcome;
 use super::counters::Counters;
+use super::event::Phase;
 use crate::error::{Break, Error, Result};
 use crate::signal::StopHandle;
 use crate::state::{HyperParams, KeepPolicy, Monitors, check_copy_name};
@@ -75,6 +76,10 @@ pub(crate) struct TrainState<M> {
 /// is always safe and takes effect at the next step.
 pub struct Context<'a, M> {
     pub(crate) state: &'a mut TrainState<M>,
+    /// Where the event being delivered falls in the loop: whether the step in progress is
+    /// counted yet, for the seeds' counters ([`tensorpack_local_step`](Self::tensorpack_local_step),
+    /// [`neon_minibatch`](Self::neon_minibatch)). Set by the trainer at each delivery.
+    pub(crate) phase: Phase,
 }
 
 impl<M> Context<'_, M> {
@@ -105,6 +110,56 @@ impl<M> Context<'_, M> {
     /// Shortcut for `counters().local_step()`.
     pub fn local_step(&self) -> u64 {
         self.state.counters.local_step
+    }
+    /// Whether the counters already count the step in progress: from `after_step` on (and
+    /// between steps), not in `before_step` nor inside the step (`before_backward`,
+    /// `after_backward`).
+    fn step_counted(&self) -> bool {
+        !matches!(self.phase, Phase::BeforeStep | Phase::InStep)
+    }
+    /// tensorpack's `local_step` (`trainer.loop.local_step`), the index of its loop over the
+    /// steps of an epoch: 0-based, and the same from `before_step` to `trigger_step` (stoker's
+    /// [`local_step`](Self::local_step) counts the step from `after_step` on, so a predicate
+    /// ported as written would fire one step late there).
+    ///
+    /// At each event: the step's index (0 for an epoch's first step) from `before_step` to
+    /// `trigger_step`, inside the step, and in `after_cancel_batch`; the last step's index
+    /// (`steps_per_epoch - 1`) in `after_epoch`, `trigger_epoch` and `after_train` after a whole
+    /// epoch; -1 in `setup`, `before_train` and the run's first `before_epoch` (tensorpack starts
+    /// its loop variable at -1), and `steps_per_epoch - 1` in a later epoch's `before_epoch`
+    /// (tensorpack's loop variable keeps the previous epoch's last value until the first step).
+    /// A run resumed mid-epoch sees the index of the last step run before the checkpoint in its
+    /// first `before_epoch`. Computed from the counters when asked; nothing is kept per step.
+    pub fn tensorpack_local_step(&self) -> i64 {
+        let c = &self.state.counters;
+        if !self.step_counted() {
+            return c.local_step as i64;
+        }
+        if c.local_step == 0 && c.epoch_num > c.starting_epoch {
+            return c.steps_per_epoch as i64 - 1;
+        }
+        c.local_step as i64 - 1
+    }
+    /// neon's `minibatch`, the argument of `on_minibatch_begin` and `on_minibatch_end`: the
+    /// 0-based index of the minibatch in its epoch, the same at both (stoker's
+    /// [`local_step`](Self::local_step) is that index in `before_step` and one more from
+    /// `after_step` on). fastai's `iter`, Keras's `batch` and Lightning's `batch_idx` are this
+    /// number too.
+    ///
+    /// From `before_step` to `trigger_step`, inside the step and in `after_cancel_batch`: the
+    /// step's index. neon passes it to no other event; elsewhere this is the index of the last
+    /// step run in the current epoch (`steps_per_epoch - 1` at an epoch's end), 0 before its
+    /// first. Computed from the counters when asked.
+    pub fn neon_minibatch(&self) -> u64 {
+        let local = self.state.counters.local_step;
+        if self.step_counted() { local.saturating_sub(1) } else { local }
+    }
+    /// neon's `epoch`, the argument of `on_epoch_begin`, `on_epoch_end` and the minibatch
+    /// events: the 0-based index of the epoch (`epoch_num() - 1`; stoker's
+    /// [`epoch_num`](Self::epoch_num) is 1-based, as tensorpack's). fastai's `epoch` and Keras's
+    /// `epoch` are this number too. 0 before the first epoch.
+    pub fn neon_epoch(&self) -> u64 {
+        self.state.counters.epoch_num.saturating_sub(1)
     }
     /// The model being trained.
     ///

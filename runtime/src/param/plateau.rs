@@ -156,8 +156,11 @@ impl ReduceLrOnPlateau {
         self.min_lr = min_lr;
         self
     }
-    /// Say so at every reduction (Keras's `verbose=1`; default quiet): a `log` record at `Info`,
-    /// a line on stderr without a logger (see [`logging`](crate::logging)).
+    /// Say so at every reduction (Keras's `verbose=1`; default quiet), in Keras's words:
+    /// `Epoch 5: ReduceLROnPlateau reducing learning rate to 0.05.` (the 1-based epoch, the new
+    /// value as Python writes a float; another hyper-parameter than the learning rate is named by
+    /// its name). A `log` record at `Info`, a line on stderr without a logger (see
+    /// [`logging`](crate::logging)), where Keras prints it on stdout after a line break.
     pub fn verbose(mut self, enable: bool) -> Self {
         self.verbose = enable;
         self
@@ -268,10 +271,14 @@ impl<M> Callback<M> for ReduceLrOnPlateau {
                     let new = (old * self.factor).max(self.min_lr);
                     self.target.set(ctx, new)?;
                     if self.verbose {
+                        let what = match &*self.target.param {
+                            LEARNING_RATE => "learning rate",
+                            other => other,
+                        };
                         crate::logging::info!(
-                            "Epoch {}: ReduceLROnPlateau reducing {} to {new:?}.",
+                            "Epoch {}: ReduceLROnPlateau reducing {what} to {}.",
                             ctx.epoch_num(),
-                            self.target.param
+                            python_float(new)
                         );
                     }
                     self.cooldown_counter = self.cooldown;
@@ -280,5 +287,57 @@ impl<M> Callback<M> for ReduceLrOnPlateau {
             }
         }
         Ok(())
+    }
+}
+
+/// `value` as Python's `str(float)` writes it, as Keras's message has it: the shortest digits
+/// that read back to it, in positional notation for exponents from -4 to 15 (with `.0` when
+/// whole: `0.1`, `1.0`), else in scientific notation with a signed exponent of two digits or more
+/// (`1e-05`, `1.5e+16`).
+fn python_float(value: f64) -> String {
+    if !value.is_finite() {
+        return if value.is_nan() {
+            "nan".into()
+        } else if value > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        };
+    }
+    let scientific = format!("{value:e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if (-4..16).contains(&exponent) {
+        let positional = format!("{value}");
+        if positional.contains('.') { positional } else { format!("{positional}.0") }
+    } else {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.abs())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::python_float;
+
+    /// What Python's `str()` gives for each, checked by hand against CPython.
+    #[test]
+    fn floats_are_written_as_python_writes_them() {
+        let cases = [
+            (0.01, "0.01"),
+            (0.1 * 0.1, "0.010000000000000002"),
+            (1.0, "1.0"),
+            (1e-4, "0.0001"),
+            (1e-5, "1e-05"),
+            (2.5e-7, "2.5e-07"),
+            (1e15, "1000000000000000.0"),
+            (1e16, "1e+16"),
+            (1.5e300, "1.5e+300"),
+            (0.0, "0.0"),
+            (-0.5, "-0.5"),
+        ];
+        for (value, python) in cases {
+            assert_eq!(python_float(value), python, "{value:e}");
+        }
     }
 }

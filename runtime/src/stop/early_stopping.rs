@@ -38,8 +38,12 @@ struct BestWeights {
 ///    min_delta > best` for `Max`, `current + min_delta < best` for `Min`; the first evaluated
 ///    value always does), it becomes the best (its weights are kept), and `wait` returns to 0
 ///    only if `current` also improves on `baseline` (when one is set).
-/// 5. Otherwise, when `wait >= patience` and this is not the first epoch, training stops
+/// 5. Otherwise, when `wait >= patience` and this is not the first evaluation, training stops
 ///    ([`Context::request_stop`]; the run ends with [`Outcome::Stopped`](crate::callback::Outcome)).
+///    Keras's guard is "not the first epoch" (`epoch > 0`): the same when every epoch is
+///    evaluated, but a check every k steps (a `PeriodicTrigger`, Lightning's
+///    `val_check_interval`) can stop within the first epoch, at its second evaluation, as
+///    Lightning's does.
 ///
 /// So `patience = 0` stops at the first epoch that does not improve; with a `baseline`, a run
 /// that keeps improving without beating it still runs until the first epoch without improvement
@@ -378,7 +382,10 @@ impl<M: Module + 'static> Callback<M> for EarlyStopping {
             }
             return Ok(());
         }
-        if self.wait >= self.patience && epoch > 1 {
+        // The first evaluation never stops: its value, unless NaN, is the first best (and a NaN
+        // leaves `best` empty with `wait` at 1).
+        let first_evaluation = self.best.is_none() && self.wait == 1;
+        if self.wait >= self.patience && !first_evaluation {
             self.stopped_epoch = epoch;
             let best = self.best.map_or_else(|| "none".to_string(), |b| b.to_string());
             ctx.request_stop(format!(

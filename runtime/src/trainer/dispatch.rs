@@ -9,7 +9,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde_json::{Map, Value as Json};
 
 use crate::callback::{
-    CallbackInfo, Callbacks, Context, Counters, Event, StateOp, TrainState, resolve_order,
+    CallbackInfo, Callbacks, Context, Counters, Event, Phase, StateOp, TrainState, resolve_order,
 };
 use crate::error::{Break, Cancel, Error, Result, panic_message};
 
@@ -176,7 +176,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
             let i = self.roster.order[position];
             self.at.activity = Activity::Callback(i, "setup");
             self.callbacks
-                .dispatch(i, Event::Setup, &mut Context { state })
+                .dispatch(i, Event::Setup, &mut Context { state, phase: Phase::Once })
                 .map_err(|e| wrap(&self.roster.names[i], "setup", e))?;
         }
         self.at.activity = Activity::Trainer;
@@ -191,7 +191,11 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
             self.at.activity = Activity::Callback(i, "after_train");
             let callbacks = &mut self.callbacks;
             let outcome = catch_unwind(AssertUnwindSafe(|| {
-                callbacks.dispatch(i, Event::AfterTrain, &mut Context { state: &mut *state })
+                callbacks.dispatch(
+                    i,
+                    Event::AfterTrain,
+                    &mut Context { state: &mut *state, phase: Phase::Once },
+                )
             }));
             let name = &self.roster.names[i];
             let error = match outcome {
@@ -234,7 +238,9 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
         };
         for &i in takers {
             self.at.activity = Activity::Callback(i, event.name());
-            if let Err(e) = self.callbacks.dispatch(i, event, &mut Context { state: &mut *state }) {
+            if let Err(e) =
+                self.callbacks.dispatch(i, event, &mut Context { state: &mut *state, phase: Phase::InStep })
+            {
                 return Err(callback_error(state, &self.roster.names, i, event.name(), e));
             }
         }
@@ -343,9 +349,13 @@ impl<C, M> Delivery<'_, '_, C, M> {
             return self.each(event, 0);
         }
         self.at.activity = Activity::Delivering(event.name());
-        if let Err(e) =
-            self.callbacks.dispatch_all(0, event, &mut Context { state: self.state }, &mut self.at.cursor)
-        {
+        let phase = event.phase();
+        if let Err(e) = self.callbacks.dispatch_all(
+            0,
+            event,
+            &mut Context { state: self.state, phase },
+            &mut self.at.cursor,
+        ) {
             let at = self.at.cursor;
             return self.failed(event, at, e);
         }
@@ -359,10 +369,11 @@ impl<C, M> Delivery<'_, '_, C, M> {
     where
         C: Callbacks<M, K>,
     {
+        let phase = event.phase();
         for &i in &self.order[from..] {
             self.at.activity = Activity::Callback(i, event.name());
             if let Err(e) =
-                self.callbacks.dispatch(i, event.for_callback(i), &mut Context { state: self.state })
+                self.callbacks.dispatch(i, event.for_callback(i), &mut Context { state: self.state, phase })
             {
                 return self.failed(event, i, e);
             }
@@ -424,7 +435,9 @@ impl<C, M> Delivery<'_, '_, C, M> {
         Delivery { callbacks: &mut *callbacks, roster, order, one_pass, at: &mut *at, state: &mut *state }
             .all(Event::BeforeValidate)?;
         at.activity = Activity::Callback(i, event.name());
-        if let Err(e) = callbacks.dispatch(i, Event::Validate, &mut Context { state: &mut *state }) {
+        if let Err(e) =
+            callbacks.dispatch(i, Event::Validate, &mut Context { state: &mut *state, phase: Phase::Around })
+        {
             return Err(callback_error(state, &roster.names, i, event.name(), e));
         }
         Delivery { callbacks, roster, order, one_pass, at, state }.all(Event::AfterValidate)

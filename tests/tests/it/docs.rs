@@ -178,3 +178,43 @@ fn the_test_command_is_written_once() {
         .collect();
     assert_eq!(listed, stages, "CONTRIBUTING.md's list of what .ci/run runs, then .ci/run's stages");
 }
+
+/// The test functions of this binary (`tests/tests/it/*.rs`): every `fn` after a `#[test]`.
+fn test_functions() -> BTreeSet<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let mut names = BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for after in text.split("#[test]").skip(1) {
+            let name = after.split("fn ").nth(1).and_then(|rest| rest.split('(').next());
+            names.extend(name.map(|n| n.trim().to_string()));
+        }
+    }
+    names
+}
+
+/// The catalogue's rows ("Coming from tensorpack, neon, fastai, Lightning or Keras") and the
+/// counters' table ("Events and the lifecycle") name the tests that show a verdict: every
+/// backticked name of a test there (a snake-case name of six words or more, with its module
+/// path or alone) is a test function of this binary, so a renamed or removed test fails here.
+#[test]
+fn the_tests_the_guide_names_exist() {
+    let tests = test_functions();
+    for page in ["book/src/coming-from.md", "book/src/events-and-lifecycle.md"] {
+        let text = read(page);
+        let named: Vec<&str> = text
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(|code| code.rsplit("::").next().unwrap_or(code))
+            .filter(|name| {
+                name.matches('_').count() >= 5
+                    && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            })
+            .collect();
+        assert!(!named.is_empty(), "{page} names no test");
+        for name in named {
+            assert!(tests.contains(name), "{page} names the test `{name}`, which tests/tests/it has not");
+        }
+    }
+}

@@ -95,3 +95,38 @@ fn logging_an_unremovable_old_checkpoint_warns_through_the_logger() {
     assert!(warning.target.starts_with("burn_stoker::"), "{warning:?}");
     assert!(!warning.message.starts_with("stoker:"), "{warning:?}");
 }
+
+/// tensorpack's `MinSaver` / `MaxSaver` on a statistic that is never put: a warning ("not
+/// available"; here once per saver) and no copy, where Keras's `ModelCheckpoint(save_best_only)`
+/// saves anyway. The catalogue's `MinSaver` row says so.
+#[test]
+fn logging_a_best_saver_on_a_statistic_never_put_warns_once_and_saves_nothing() {
+    use burn::nn::Linear;
+    use burn_stoker::prelude::*;
+    use stoker_tests::{mse, tiny_data, tiny_model};
+    logger();
+    let dir = scratch_dir("logging-never-put");
+    let statistic = format!("never_put_{}", std::process::id());
+    let device = burn_stoker::device::cpu();
+    let report =
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+            .max_epoch(3)
+            .log_dir(&dir)
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .callbacks((MinSaver::new(statistic.as_str()), MaxSaver::new(statistic.as_str())))
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .unwrap();
+    assert_eq!(report.outcome, Outcome::Finished);
+    for copy in ["min", "max"] {
+        let folder = dir.join("checkpoints").join(format!("{copy}-{statistic}"));
+        assert!(!folder.exists(), "{} was written", folder.display());
+    }
+    let records = logger().records.lock().unwrap_or_else(|e| e.into_inner());
+    let warnings: Vec<&Captured> = records.iter().filter(|r| r.message.contains(&statistic)).collect();
+    assert_eq!(warnings.len(), 2, "one warning per saver over three epochs: {warnings:#?}");
+    for warning in warnings {
+        assert_eq!(warning.level, Level::Warn, "{warning:?}");
+        assert!(warning.message.contains("has been put yet"), "{warning:?}");
+    }
+}

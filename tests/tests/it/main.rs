@@ -9,6 +9,7 @@ extern crate burn_stoker as renamed;
 #[cfg(feature = "hdf5")]
 mod callback_data;
 mod checkpoint;
+mod counters;
 mod debug;
 mod deferred;
 mod docs;

@@ -754,6 +754,46 @@ fn reduce_lr_on_plateau_refuses_a_factor_of_one_or_more() {
     assert!(error.to_string().contains("the factor must be below 1.0"), "{error}");
 }
 
+/// Set in the child process of the verbose test below.
+const PLATEAU_CHILD: &str = "STOKER_PLATEAU_VERBOSE_CHILD";
+
+/// Keras's `test_verbose_logging` (reduce_lr_on_plateau_test.py): patience 1, factor 0.1,
+/// min_delta 100, two epochs, the rate 0.1: reduced after the second. Runs only as the child of
+/// `reduce_lr_on_plateau_verbose_words_its_message_as_keras`, whose stderr it writes to.
+#[test]
+fn reduce_lr_on_plateau_verbose_child() {
+    if std::env::var_os(PLATEAU_CHILD).is_none() {
+        return;
+    }
+    let dir = scratch_dir("param-plateau-verbose");
+    let plateau = ReduceLrOnPlateau::new("val_loss").factor(0.1).patience(1).min_delta(100.0).verbose(true);
+    let stat = PutStat::every_epoch("val_loss", &[1.0, 1.0]);
+    let used = record(trainer(&dir, 2, 1).learning_rate(0.1), (stat, plateau), "learning_rate");
+    assert_used(&used, &[0.1, 0.1]);
+}
+
+#[test]
+fn reduce_lr_on_plateau_verbose_words_its_message_as_keras() {
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            &stoker_tests::test_path(module_path!(), "reduce_lr_on_plateau_verbose_child"),
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(PLATEAU_CHILD, "1")
+        .env("STOKER_LOG", "info")
+        .output()
+        .expect("running the test binary");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    // Keras's f"Epoch {epoch + 1}: ReduceLROnPlateau reducing learning rate to {new_lr}.", the
+    // rate as Python's str() writes 0.1 * 0.1; Keras's test looks for the words up to "0.01".
+    let line = "stoker: Epoch 2: ReduceLROnPlateau reducing learning rate to 0.010000000000000002.";
+    assert!(stderr.lines().any(|l| l == line), "no line {line:?} in:\n{stderr}");
+    assert!(stderr.contains("ReduceLROnPlateau reducing learning rate to 0.01"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // burn's learning-rate schedulers
 

@@ -308,6 +308,75 @@ fn a_statistic_never_put_is_an_error_naming_what_there_is() {
     );
 }
 
+/// Keras's `test_early_stopping_patience` (losses 10, 9, 8, 9, 8.9, ...: stopped at the 0-based
+/// epoch `max(patience, 1) + 2`) and Lightning's `test_early_stopping_patience` (the 0-based
+/// epochs 4, 3, 4), each epoch 1-based here.
+#[test]
+fn keras_and_lightning_patience_cases_stop_where_theirs_do() {
+    let keras = [10.0, 9.0, 8.0, 9.0, 8.9, 8.8, 8.7, 8.6, 8.5];
+    for patience in 0..=3u64 {
+        let stop = EarlyStopping::new("loss").patience(patience);
+        assert_eq!(
+            stop_epoch_of("loss", &keras, 9, stop),
+            Some(patience.max(1) + 2 + 1),
+            "patience {patience}"
+        );
+    }
+    let lightning: [(&[f64], u64, u64); 3] = [
+        (&[6.0, 5.0, 5.0, 5.0, 5.0, 5.0], 3, 4),
+        (&[6.0, 5.0, 4.0, 4.0, 3.0, 3.0], 1, 3),
+        (&[6.0, 5.0, 6.0, 5.0, 5.0, 5.0], 3, 4),
+    ];
+    for (losses, patience, stopped) in lightning {
+        let stop = EarlyStopping::new("test_val_loss").patience(patience);
+        assert_eq!(stop_epoch_of("test_val_loss", losses, 6, stop), Some(stopped + 1), "{losses:?}");
+    }
+}
+
+/// Puts `values[n]` as `val_loss` at its n-th trigger.
+struct InTurn(Vec<f64>, usize);
+
+impl Callback<Linear> for InTurn {
+    fn trigger(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        if let Some(&value) = self.0.get(self.1) {
+            ctx.monitors().put_scalar("val_loss", value);
+        }
+        self.1 += 1;
+        Ok(())
+    }
+}
+
+/// The global step at which a run of 10 steps per epoch ends when `val_loss` takes `values`
+/// at every third step, watched by `stop` every third step.
+fn stop_step_every_3_steps(values: &[f64], stop: EarlyStopping) -> u64 {
+    let device = burn_stoker::device::cpu();
+    let report = Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(10, &device))
+        .max_epoch(3)
+        .log_dir(scratch_dir("stop-steps"))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .callbacks((
+            PeriodicTrigger::new(InTurn(values.to_vec(), 0)).every_k_steps(3),
+            PeriodicTrigger::new(stop).every_k_steps(3),
+        ))
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .unwrap();
+    assert!(matches!(report.outcome, Outcome::Stopped(_)), "{:?}", report.outcome);
+    report.counters.global_step()
+}
+
+/// Lightning's `test_check_on_train_epoch_end_smart_handling` with `val_check_interval`: checked
+/// every 3 of 10 steps, a stop at the second check ends the run at step 6. The guard is "not
+/// the first evaluation", not Keras's "not the first epoch" (which held every stop of epoch 1
+/// back, to step 12).
+#[test]
+fn a_check_every_k_steps_stops_at_its_second_evaluation_in_the_first_epoch() {
+    assert_eq!(stop_step_every_3_steps(&[1.0; 10], EarlyStopping::new("val_loss")), 6);
+    // The first evaluation never stops, even on a NaN, which is no improvement.
+    assert_eq!(stop_step_every_3_steps(&[f64::NAN; 10], EarlyStopping::new("val_loss")), 6);
+    assert_eq!(stop_step_every_3_steps(&[1.0; 10], EarlyStopping::new("val_loss").patience(2)), 9);
+}
+
 /// Runs with restore_best_weights; returns the final model's weights and those of each epoch.
 fn restored(values: &[f64], max_epoch: u64, stop: EarlyStopping) -> (u64, Weights, Seen) {
     let device = burn_stoker::device::cpu();
