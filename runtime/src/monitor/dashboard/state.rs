@@ -227,7 +227,7 @@ impl Shared {
 
 /// How long the writer's end waits for the screen thread to draw the last frame and put the
 /// terminal back.
-const LAST_FRAME_WAIT: Duration = Duration::from_secs(2);
+const LAST_FRAME_WAIT: Duration = Duration::from_secs(5);
 
 /// The dashboard's writer: every scalar put reaches the curves on the writers' thread, off the
 /// step's path. Its end (the monitors close it after every callback's `after_train`, and wait
