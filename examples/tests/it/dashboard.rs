@@ -67,11 +67,12 @@ impl Tmux {
         child.expect("the program under the pane's shell")
     }
 
-    /// Send `signal` (`INT`, `TERM`) to the program.
-    fn kill(&self, signal: &str) {
-        let pid = self.program_pid().to_string();
-        let status = Command::new("kill").args([&format!("-{signal}"), &pid]).status().expect("kill");
-        assert!(status.success(), "kill -{signal} {pid}");
+    /// Send `signal` (`libc::SIGINT`, ...) to the program.
+    fn kill(&self, signal: i32) {
+        let pid = self.program_pid();
+        // SAFETY: kill(2) of a process this test started.
+        let sent = unsafe { libc::kill(pid as libc::pid_t, signal) };
+        assert_eq!(sent, 0, "kill({pid}, {signal}): {}", std::io::Error::last_os_error());
     }
 
     /// Read the screen until the program has exited; the screen then.
@@ -266,7 +267,7 @@ fn dashboard_a_second_sigint_from_outside_restores_the_terminal_before_exiting()
     // `after_train` sleeps a minute: the trainer still holds the signals when the second comes.
     let tmux = Tmux::start("sigint", &faults_command(&dir, "--epochs 1000 --linger 60"));
     tmux.wait_for("second epoch", |s| epoch_shown(s).is_some_and(|e| e >= 2));
-    tmux.kill("INT");
+    tmux.kill(libc::SIGINT);
     // The run stops at its next step boundary with a checkpoint, then lingers in `after_train`.
     let index = dir.join("checkpoints").join("index.json");
     let start = Instant::now();
@@ -277,7 +278,7 @@ fn dashboard_a_second_sigint_from_outside_restores_the_terminal_before_exiting()
     // Apart from the first by more than a moment: two signals in a row are one.
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(tmux.modes(), (true, false), "the dashboard holds the terminal in after_train");
-    tmux.kill("INT");
+    tmux.kill(libc::SIGINT);
     let after = tmux.wait_for_exit();
     assert!(after.contains("program exited with 130"), "{after}");
     assert_eq!(tmux.modes(), (false, true), "the terminal is restored before the exit:\n{after}");
@@ -290,7 +291,7 @@ fn dashboard_in_a_world_of_two_threads_stops_on_sigint_and_restores_the_terminal
     let tmux = Tmux::start("world", &command);
     let before = tmux.wait_for("third epoch", |s| epoch_shown(s).is_some_and(|e| e >= 3));
     assert!(before.contains("running") && before.contains("validation_error"), "{before}");
-    tmux.kill("INT");
+    tmux.kill(libc::SIGINT);
     let after = tmux.wait_for_exit();
     assert!(after.contains("program exited with 130"), "{after}");
     assert!(after.contains("interrupted (checkpoint written)"), "{after}");
