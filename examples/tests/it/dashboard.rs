@@ -122,6 +122,12 @@ fn epoch_shown(screen: &str) -> Option<u64> {
     })
 }
 
+/// Whether the screen shows the third epoch or a later one, and the run's status `running` (not
+/// `validating`, which it is for a moment at each epoch's end).
+fn third_epoch_running(screen: &str) -> bool {
+    epoch_shown(screen).is_some_and(|e| e >= 3) && screen.contains("stoker ─ running")
+}
+
 fn digits_command(log_dir: &Path, epochs: u64) -> String {
     format!("'{DIGITS}' --log-dir '{}' --epochs {epochs} --dashboard", log_dir.display())
 }
@@ -130,7 +136,7 @@ fn digits_command(log_dir: &Path, epochs: u64) -> String {
 fn dashboard_q_stops_at_a_boundary_with_a_checkpoint_and_restores_the_terminal() {
     let dir = scratch_dir("dashboard-q");
     let tmux = Tmux::start("q", &digits_command(&dir, 1000));
-    let before = tmux.wait_for("third epoch", |s| epoch_shown(s).is_some_and(|e| e >= 3));
+    let before = tmux.wait_for("third epoch, running", third_epoch_running);
     for name in
         ["cost", "error", "accuracy", "learning_rate", "train_cost", "validation_cost", "validation_error"]
     {
@@ -289,7 +295,7 @@ fn dashboard_in_a_world_of_two_threads_stops_on_sigint_and_restores_the_terminal
     let dir = scratch_dir("dashboard-world");
     let command = format!("{} --threads 2", digits_command(&dir, 1000));
     let tmux = Tmux::start("world", &command);
-    let before = tmux.wait_for("third epoch", |s| epoch_shown(s).is_some_and(|e| e >= 3));
+    let before = tmux.wait_for("third epoch, running", third_epoch_running);
     assert!(before.contains("running") && before.contains("validation_error"), "{before}");
     tmux.kill(libc::SIGINT);
     let after = tmux.wait_for_exit();
@@ -304,7 +310,7 @@ fn dashboard_in_a_world_of_two_threads_stops_on_q_and_restores_the_terminal() {
     let dir = scratch_dir("dashboard-world-q");
     let command = format!("{} --threads 2", digits_command(&dir, 1000));
     let tmux = Tmux::start("world-q", &command);
-    tmux.wait_for("third epoch", |s| epoch_shown(s).is_some_and(|e| e >= 3));
+    tmux.wait_for("third epoch, running", third_epoch_running);
     tmux.run(&["send-keys", "q"]).expect("send-keys");
     let after = tmux.wait_for_exit();
     assert!(after.contains("program exited with 130"), "{after}");
