@@ -14,7 +14,10 @@
 //! 128 + the signal's number.
 //!
 //! The handler touches atomics, writes one byte to a pipe (for a prompt waiting in `poll`) and
-//! may call `_exit`: all async-signal-safe.
+//! may call `_exit`: all async-signal-safe. Before that `_exit` it puts back a terminal that the
+//! dashboard (feature `dashboard`) holds in raw mode on its alternate screen, from a record the
+//! dashboard leaves here ([`restore_terminal_on_exit`], [`forget_terminal`]): `tcsetattr` and
+//! `write`, async-signal-safe too.
 //!
 //! A stop asked from inside the program, through a [`StopHandle`] (public as
 //! `burn_stoker::trainer::StopHandle`), is noticed at the same boundary, beside the signal.
@@ -111,6 +114,22 @@ pub(crate) fn static_name(signal: i32) -> &'static str {
     }
 }
 
+/// While the dashboard holds the terminal behind `fd` (raw mode, its alternate screen): the exit
+/// at a second signal first puts `fd`'s settings back as they are now (call this before raw
+/// mode) and writes `leave` to it (the bytes that leave the alternate screen and show the
+/// cursor). Until [`forget_terminal`]; a record already held stays (the first holder's settings
+/// are the terminal's own).
+#[cfg(feature = "dashboard")]
+pub(crate) fn restore_terminal_on_exit(fd: i32, leave: &'static [u8]) -> std::io::Result<()> {
+    platform::terminal::arm(fd, leave)
+}
+
+/// The terminal is back as it was: a second signal's exit leaves it alone.
+#[cfg(feature = "dashboard")]
+pub(crate) fn forget_terminal() {
+    platform::terminal::disarm();
+}
+
 /// Wait until `fd` is readable or a signal is received (unix; `None`: cannot wait that way, read
 /// as usual). `Some(true)`: readable; `Some(false)`: a signal came.
 #[cfg(unix)]
@@ -140,6 +159,8 @@ mod platform {
 
     extern "C" fn on_signal(signal: libc::c_int) {
         if RECEIVED.swap(signal as usize, Ordering::SeqCst) != 0 {
+            #[cfg(feature = "dashboard")]
+            terminal::restore();
             // SAFETY: _exit is async-signal-safe.
             unsafe { libc::_exit(128 + signal) };
         }
@@ -285,6 +306,71 @@ mod platform {
         }
     }
 
+    /// The dashboard's terminal, put back by the exit at a second signal.
+    #[cfg(feature = "dashboard")]
+    pub(super) mod terminal {
+        use std::cell::UnsafeCell;
+        use std::sync::atomic::{AtomicU8, Ordering};
+
+        /// `RECORD` holds nothing the handler may read / is being written / may be read.
+        const EMPTY: u8 = 0;
+        const WRITING: u8 = 1;
+        const ARMED: u8 = 2;
+        static STATE: AtomicU8 = AtomicU8::new(EMPTY);
+
+        struct Terminal {
+            fd: libc::c_int,
+            settings: libc::termios,
+            leave: &'static [u8],
+        }
+
+        /// Written only between `EMPTY` and `ARMED` (by one thread: the compare-exchange to
+        /// `WRITING` admits one), read by the handler only while `ARMED`. (Not guarded: a
+        /// `disarm` and a new `arm` on another thread while the handler reads; the dashboard
+        /// arms again only when a next run takes the terminal.)
+        struct Record(UnsafeCell<Option<Terminal>>);
+        // SAFETY: access is ordered by `STATE`, as said above.
+        unsafe impl Sync for Record {}
+        static RECORD: Record = Record(UnsafeCell::new(None));
+
+        pub(in super::super) fn arm(fd: i32, leave: &'static [u8]) -> std::io::Result<()> {
+            // SAFETY: tcgetattr(3) into a zeroed termios (plain integers and arrays).
+            let (got, settings) = unsafe {
+                let mut settings: libc::termios = std::mem::zeroed();
+                (libc::tcgetattr(fd, &mut settings), settings)
+            };
+            if got != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if STATE.compare_exchange(EMPTY, WRITING, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+                // SAFETY: `WRITING`: no other thread writes it, and the handler does not read it.
+                unsafe { *RECORD.0.get() = Some(Terminal { fd, settings, leave }) };
+                STATE.store(ARMED, Ordering::SeqCst);
+            }
+            Ok(())
+        }
+
+        pub(in super::super) fn disarm() {
+            let _ = STATE.compare_exchange(ARMED, EMPTY, Ordering::SeqCst, Ordering::SeqCst);
+        }
+
+        /// In the handler: tcsetattr(3) and write(2), both async-signal-safe.
+        pub(in super::super) fn restore() {
+            if STATE.load(Ordering::SeqCst) != ARMED {
+                return;
+            }
+            // SAFETY: `ARMED`: the record was written before and is not being written; then
+            // tcsetattr(3) with settings tcgetattr(3) read, and write(2) of a static slice. The
+            // process exits right after, so errno is not restored.
+            unsafe {
+                if let Some(t) = &*RECORD.0.get() {
+                    libc::tcsetattr(t.fd, libc::TCSANOW, &t.settings);
+                    let _ = libc::write(t.fd, t.leave.as_ptr().cast(), t.leave.len());
+                }
+            }
+        }
+    }
+
     pub(super) fn name(signal: i32) -> String {
         match signal {
             super::STOP_REQUEST => "StopHandle".into(),
@@ -297,6 +383,13 @@ mod platform {
 
 #[cfg(not(unix))]
 mod platform {
+    #[cfg(feature = "dashboard")]
+    pub(super) mod terminal {
+        pub(in super::super) fn arm(_fd: i32, _leave: &'static [u8]) -> std::io::Result<()> {
+            Ok(())
+        }
+        pub(in super::super) fn disarm() {}
+    }
     pub(super) fn acquire() -> std::io::Result<()> {
         Ok(())
     }

@@ -1,6 +1,9 @@
 //! `digits --dashboard` in a real terminal: tmux, at a fixed size, on a server of the test's own
 //! (`tmux -L`). The screen is read with `capture-pane` while training and after it; `q` is
-//! pressed with `send-keys`. tmux is required (CI installs it): without it these tests fail.
+//! pressed with `send-keys`, signals sent with `kill`. The ways out that digits does not take (an
+//! error, a panic, a scalar put in `after_train`, a second signal while `after_train` runs) are
+//! the `dashboard_faults` program's. tmux is required (CI installs it): without it these tests
+//! fail.
 
 use std::path::Path;
 use std::process::Command;
@@ -9,6 +12,7 @@ use std::time::{Duration, Instant};
 use stoker_tests::scratch_dir;
 
 const DIGITS: &str = env!("CARGO_BIN_EXE_digits");
+const FAULTS: &str = env!("CARGO_BIN_EXE_dashboard_faults");
 
 /// A tmux server of its own, killed when dropped.
 struct Tmux {
@@ -21,7 +25,7 @@ impl Tmux {
     fn start(name: &str, command: &str) -> Tmux {
         let socket = format!("stoker-{name}-{}", std::process::id());
         let tmux = Tmux { socket };
-        let script = format!("{command}; echo \"digits exited with $?\"; sleep 600");
+        let script = format!("{command}; echo \"program exited with $?\"; sleep 600");
         let out = tmux.run(&["new-session", "-d", "-x", "120", "-y", "40", "sh", "-c", &script]);
         assert!(out.is_some(), "tmux could not start a session");
         tmux
@@ -42,6 +46,38 @@ impl Tmux {
     /// The screen's text, wrapped lines joined.
     fn screen(&self) -> String {
         self.run(&["capture-pane", "-p", "-J"]).unwrap_or_default()
+    }
+
+    /// The screen's text with everything that scrolled off it above.
+    fn history(&self) -> String {
+        self.run(&["capture-pane", "-p", "-J", "-S", "-"]).unwrap_or_default()
+    }
+
+    /// The process id of the program the pane's `sh` runs.
+    fn program_pid(&self) -> u32 {
+        let shell = self.run(&["display", "-p", "#{pane_pid}"]).expect("the pane's pid");
+        let shell: u32 = shell.trim().parse().expect("a pid");
+        // A process's parent is the 4th field of /proc/PID/stat, after `(name)`.
+        let child = std::fs::read_dir("/proc").expect("/proc").flatten().find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let parent: u32 = stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()?;
+            (parent == shell).then_some(pid)
+        });
+        child.expect("the program under the pane's shell")
+    }
+
+    /// Send `signal` (`libc::SIGINT`, ...) to the program.
+    fn kill(&self, signal: i32) {
+        let pid = self.program_pid();
+        // SAFETY: kill(2) of a process this test started.
+        let sent = unsafe { libc::kill(pid as libc::pid_t, signal) };
+        assert_eq!(sent, 0, "kill({pid}, {signal}): {}", std::io::Error::last_os_error());
+    }
+
+    /// Read the screen until the program has exited; the screen then.
+    fn wait_for_exit(&self) -> String {
+        self.wait_for("exit status", |s| s.contains("program exited with"))
     }
 
     /// `(alternate screen on, cursor shown)`.
@@ -86,6 +122,12 @@ fn epoch_shown(screen: &str) -> Option<u64> {
     })
 }
 
+/// Whether the screen shows the third epoch or a later one, and the run's status `running` (not
+/// `validating`, which it is for a moment at each epoch's end).
+fn third_epoch_running(screen: &str) -> bool {
+    epoch_shown(screen).is_some_and(|e| e >= 3) && screen.contains("stoker ─ running")
+}
+
 fn digits_command(log_dir: &Path, epochs: u64) -> String {
     format!("'{DIGITS}' --log-dir '{}' --epochs {epochs} --dashboard", log_dir.display())
 }
@@ -94,7 +136,7 @@ fn digits_command(log_dir: &Path, epochs: u64) -> String {
 fn dashboard_q_stops_at_a_boundary_with_a_checkpoint_and_restores_the_terminal() {
     let dir = scratch_dir("dashboard-q");
     let tmux = Tmux::start("q", &digits_command(&dir, 1000));
-    let before = tmux.wait_for("third epoch", |s| epoch_shown(s).is_some_and(|e| e >= 3));
+    let before = tmux.wait_for("third epoch, running", third_epoch_running);
     for name in
         ["cost", "error", "accuracy", "learning_rate", "train_cost", "validation_cost", "validation_error"]
     {
@@ -105,8 +147,8 @@ fn dashboard_q_stops_at_a_boundary_with_a_checkpoint_and_restores_the_terminal()
     assert_eq!(tmux.modes(), (true, false), "while training: the alternate screen, no cursor");
 
     tmux.run(&["send-keys", "q"]).expect("send-keys");
-    let after = tmux.wait_for("exit status", |s| s.contains("digits exited with"));
-    assert!(after.contains("digits exited with 130"), "q ends the run as Ctrl-C does:\n{after}");
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("program exited with 130"), "q ends the run as Ctrl-C does:\n{after}");
     assert!(
         after.contains("interrupted (checkpoint written)"),
         "the final status stays on the screen:\n{after}"
@@ -131,12 +173,27 @@ fn dashboard_q_stops_at_a_boundary_with_a_checkpoint_and_restores_the_terminal()
 fn dashboard_shows_the_finished_status_and_restores_the_terminal() {
     let dir = scratch_dir("dashboard-finished");
     let tmux = Tmux::start("finished", &digits_command(&dir, 3));
-    let after = tmux.wait_for("exit status", |s| s.contains("digits exited with"));
-    assert!(after.contains("digits exited with 0"), "{after}");
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("program exited with 0"), "{after}");
     assert!(after.contains("stoker ─ finished"), "the last frame stays, finished:\n{after}");
     assert!(after.contains("epoch 3/3") && after.contains("train_cost"), "{after}");
     assert!(after.contains("trained 3 epochs"), "{after}");
     assert_eq!(tmux.modes(), (false, true), "the terminal is restored");
+    // The last frame has the last epoch's points: the legend's validation_error is the run's
+    // last one, as the end-of-training summary below it says.
+    let all = tmux.history();
+    let number_after = |prefix: &str| -> Option<f64> {
+        let at = all.find(prefix)? + prefix.len();
+        let text: String =
+            all[at..].trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+        text.parse().ok()
+    };
+    let shown = number_after("validation_error ").expect("validation_error's legend");
+    let summary = number_after("  validation_error  ").expect("the summary's validation_error");
+    assert!(
+        (shown - summary).abs() <= 1e-5 * summary.abs().max(1.0),
+        "{shown} shown, {summary} last:\n{all}"
+    );
 }
 
 #[test]
@@ -150,4 +207,115 @@ fn dashboard_falls_back_to_the_printer_when_stderr_is_not_a_terminal() {
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("epoch 2 (global step 90):") && stdout.contains("validation_error"), "{stdout}");
     assert!(!stderr.contains("\x1b[?1049h"), "no alternate screen without a terminal: {stderr:?}");
+}
+
+fn faults_command(log_dir: &Path, args: &str) -> String {
+    format!("'{FAULTS}' --log-dir '{}' {args}", log_dir.display())
+}
+
+#[test]
+fn dashboard_restores_the_terminal_after_a_training_error() {
+    let dir = scratch_dir("dashboard-error");
+    let tmux = Tmux::start("error", &faults_command(&dir, "--epochs 5 --error-at 2"));
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("program exited with 1"), "{after}");
+    assert_eq!(tmux.modes(), (false, true), "the terminal is restored");
+    assert!(
+        after.contains(
+            "training failed: callback `Fault` failed in trigger_epoch: Fault: the error asked for at epoch 2"
+        ),
+        "the error is on the normal screen:\n{after}"
+    );
+    assert!(after.contains("stoker ─ failed: callback `Fault`"), "the last frame says failed:\n{after}");
+}
+
+#[test]
+fn dashboard_restores_the_terminal_after_a_panic_and_leaves_its_message_whole() {
+    let dir = scratch_dir("dashboard-panic");
+    let tmux = Tmux::start("panic", &faults_command(&dir, "--epochs 5 --panic-at 2"));
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("program exited with 1"), "{after}");
+    assert_eq!(tmux.modes(), (false, true), "the terminal is restored");
+    let all = tmux.history();
+    // The panic's message, as the panic hook printed it on the normal screen: nothing drawn
+    // over it afterwards.
+    let panicked = all.lines().position(|l| l.contains("panicked at examples/src/bin/dashboard_faults.rs"));
+    let Some(at) = panicked else { panic!("no whole panic message on the screen:\n{all}") };
+    assert!(all.lines().nth(at).unwrap().starts_with("thread 'main'"), "{all}");
+    assert_eq!(all.lines().nth(at + 1), Some("Fault: the panic asked for at epoch 2"), "{all}");
+    assert!(!all.lines().skip(at).any(|l| l.contains('│')), "the dashboard drew after the panic:\n{all}");
+    assert!(
+        after.contains(
+            "training failed: panic in callback `Fault` in trigger_epoch: Fault: the panic asked for at epoch 2"
+        ),
+        "{after}"
+    );
+}
+
+#[test]
+fn dashboard_last_frame_shows_the_values_put_in_after_train() {
+    let dir = scratch_dir("dashboard-final");
+    let tmux = Tmux::start("final", &faults_command(&dir, "--epochs 2 --final-scalar"));
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("program exited with 0"), "{after}");
+    let all = tmux.history();
+    let frame = all.split("stoker: training finished").next().expect("the screen");
+    assert!(frame.contains("stoker ─ finished") && frame.contains("epoch 2/2"), "{all}");
+    assert!(
+        frame.contains("┌ final_score ") && frame.contains("final_score 0.75"),
+        "no final_score, put in after_train, on the last frame:\n{all}"
+    );
+}
+
+#[test]
+fn dashboard_a_second_sigint_from_outside_restores_the_terminal_before_exiting() {
+    let dir = scratch_dir("dashboard-sigint");
+    // `after_train` sleeps a minute: the trainer still holds the signals when the second comes.
+    let tmux = Tmux::start("sigint", &faults_command(&dir, "--epochs 1000 --linger 60"));
+    tmux.wait_for("second epoch", |s| epoch_shown(s).is_some_and(|e| e >= 2));
+    tmux.kill(libc::SIGINT);
+    // The run stops at its next step boundary with a checkpoint, then lingers in `after_train`.
+    let index = dir.join("checkpoints").join("index.json");
+    let start = Instant::now();
+    while !index.is_file() {
+        assert!(start.elapsed() < Duration::from_secs(60), "no checkpoint after the first SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Apart from the first by more than a moment: two signals in a row are one.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(tmux.modes(), (true, false), "the dashboard holds the terminal in after_train");
+    tmux.kill(libc::SIGINT);
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("program exited with 130"), "{after}");
+    assert_eq!(tmux.modes(), (false, true), "the terminal is restored before the exit:\n{after}");
+}
+
+#[test]
+fn dashboard_in_a_world_of_two_threads_stops_on_sigint_and_restores_the_terminal() {
+    let dir = scratch_dir("dashboard-world");
+    let command = format!("{} --threads 2", digits_command(&dir, 1000));
+    let tmux = Tmux::start("world", &command);
+    let before = tmux.wait_for("third epoch, running", third_epoch_running);
+    assert!(before.contains("running") && before.contains("validation_error"), "{before}");
+    tmux.kill(libc::SIGINT);
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("program exited with 130"), "{after}");
+    assert!(after.contains("interrupted (checkpoint written)"), "{after}");
+    assert!(after.contains("interrupted by SIGINT"), "{after}");
+    assert_eq!(tmux.modes(), (false, true), "the terminal is restored");
+}
+
+#[test]
+fn dashboard_in_a_world_of_two_threads_stops_on_q_and_restores_the_terminal() {
+    let dir = scratch_dir("dashboard-world-q");
+    let command = format!("{} --threads 2", digits_command(&dir, 1000));
+    let tmux = Tmux::start("world-q", &command);
+    tmux.wait_for("third epoch, running", third_epoch_running);
+    tmux.run(&["send-keys", "q"]).expect("send-keys");
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("program exited with 130"), "{after}");
+    assert!(after.contains("interrupted (checkpoint written)"), "{after}");
+    // (The chief's report names the stop SIGTERM, as the other rank saw it.)
+    assert!(after.contains("interrupted by "), "{after}");
+    assert_eq!(tmux.modes(), (false, true), "the terminal is restored");
 }

@@ -3,6 +3,8 @@
 
 mod callback_list;
 mod config;
+// tmux, /proc and kill(2): unix only.
+#[cfg(unix)]
 mod dashboard;
 mod digits;
 mod digits_cli;

@@ -64,8 +64,9 @@ pub struct EpochValues {
 ///
 /// The plots are 640 × 480 PNG images ([`PLOT_SIZE`](super::PLOT_SIZE)) drawn with plotters: white, the plot's
 /// area inside a [`PLOT_MARGIN`](super::PLOT_MARGIN) border, in a grey frame with a light grid at the ticks; the x
-/// axis the global step, each line scaled to the area (from its minimum at the bottom to its
-/// maximum at the top). Around the area: a title above (`Training and validation loss`,
+/// axis the global step, each line scaled to the area (from its minimum near the bottom to its
+/// maximum near the top: each axis runs 5 % of its values' span past them at either end, so no
+/// point lies on the frame). Around the area: a title above (`Training and validation loss`,
 /// `Training loss` when there is no validation loss, `Learning rate`), a legend under it (each
 /// line's colour and name), tick numbers on the axes, and the axes' labels (`step`, `training
 /// loss` on the left; `validation loss` on the right, whose ticks are the validation loss's own

@@ -1043,41 +1043,53 @@ fn recorder_records_losses_lrs_and_epoch_values_and_plots_them_as_png() {
     let acc: BTreeMap<String, f64> = [("acc".to_string(), 0.5)].into();
     assert_eq!(values, [(1, 5, 7.0, Some(5.0), acc), (2, 10, 2.0, Some(1.0), BTreeMap::new())]);
 
-    // loss.png: the area is [20, 620) x [20, 460); x from step 1 to step 10.
+    // loss.png: the area is [72, 568) x [72, 408); each axis runs 5% of its values' span past
+    // them at either end (no point on the frame): x from step 0.55 to 10.45.
     let (width, height) = PLOT_SIZE;
     let (w, h, pixels) = decode_rgb(&dir.join(LOSS_PLOT));
     assert_eq!((w, h), (width, height));
     let (left, top) = (PLOT_MARGIN as f64, PLOT_MARGIN as f64);
     let (area_w, area_h) = ((width - 2 * PLOT_MARGIN) as f64, (height - 2 * PLOT_MARGIN) as f64);
-    let x_of = |step: f64| left + (step - 1.0) / 9.0 * area_w;
-    // The training loss, 9 at step 1 (top) down to 0 at step 10 (bottom): every blue pixel lies
-    // on that line, within the stroke's width and the rounding of the mapping.
+    let padded = |lo: f64, hi: f64| (lo - (hi - lo) * 0.05, hi + (hi - lo) * 0.05);
+    let (x0, x1) = padded(1.0, 10.0);
+    let x_of = |step: f64| left + (step - x0) / (x1 - x0) * area_w;
+    let y_of = |(lo, hi): (f64, f64), value: f64| top + (hi - value) / (hi - lo) * area_h;
+    // How far the pixel `(x, y)` is from the segment `a`–`b` (in pixels).
+    let off = |(x, y): (u32, u32), a: (f64, f64), b: (f64, f64)| {
+        let (dx, dy) = (b.0 - a.0, b.1 - a.1);
+        let t = (((x as f64 - a.0) * dx + (y as f64 - a.1) * dy) / (dx * dx + dy * dy)).clamp(0.0, 1.0);
+        (x as f64 - a.0 - t * dx).hypot(y as f64 - a.1 - t * dy)
+    };
+    // The training loss, 9 at step 1 down to 0 at step 10 (10 - step): every blue pixel lies on
+    // that line, within the stroke's width and the rounding of the mapping.
     let train = pixels_of(width, &pixels, TRAIN_COLOR);
     assert!(train.len() > 600, "the training loss is drawn: {} pixels", train.len());
-    for &(x, y) in &train {
-        let t = (x as f64 - left) / area_w;
-        let expected = top + t * area_h;
-        assert!(
-            (y as f64 - expected).abs() <= 4.0,
-            "blue pixel ({x}, {y}) is off the line (y {expected:.1})"
-        );
+    let (from, to) = ((x_of(1.0), y_of(padded(0.0, 9.0), 9.0)), (x_of(10.0), y_of(padded(0.0, 9.0), 0.0)));
+    for &p in &train {
+        let d = off(p, from, to);
+        assert!(d <= 3.0, "blue pixel {p:?} is {d:.1} pixels off the line {from:.1?}–{to:.1?}");
     }
     let xs = |p: &[(u32, u32)]| (p.iter().map(|q| q.0).min().unwrap(), p.iter().map(|q| q.0).max().unwrap());
     let (x_min, x_max) = xs(&train);
-    // It spans the area (plotters leaves a few pixels before the area's right edge).
-    assert!(x_min <= PLOT_MARGIN + 2 && x_max + 8 >= width - PLOT_MARGIN, "{x_min}..{x_max}");
-    // The validation loss: from 5 at step 5 (top) to 1 at step 10 (bottom), in orange.
+    // From step 1 to step 10, inside the frame (plotters may stop a few pixels short).
+    assert!(
+        (x_min as f64 - x_of(1.0)).abs() <= 3.0 && (x_max as f64 - x_of(10.0)).abs() <= 8.0,
+        "{x_min}..{x_max}"
+    );
+    let (y_min, y_max) = (train.iter().map(|p| p.1).min().unwrap(), train.iter().map(|p| p.1).max().unwrap());
+    assert!(
+        y_min > PLOT_MARGIN + 8 && y_max + 8 < height - PLOT_MARGIN,
+        "inside the frame: {y_min}..{y_max}"
+    );
+    // The validation loss: from 5 at step 5 to 1 at step 10 (9 - 0.8 step), in orange.
     let valid = pixels_of(width, &pixels, VALID_COLOR);
     assert!(valid.len() > 300, "the validation loss is drawn: {} pixels", valid.len());
     let (v_min, _) = xs(&valid);
     assert!((v_min as f64 - x_of(5.0)).abs() <= 3.0, "the validation line starts at step 5: x {v_min}");
-    for &(x, y) in &valid {
-        let t = (x as f64 - x_of(5.0)) / (x_of(10.0) - x_of(5.0));
-        let expected = top + t * area_h;
-        assert!(
-            (y as f64 - expected).abs() <= 4.0,
-            "orange pixel ({x}, {y}) is off the line (y {expected:.1})"
-        );
+    let (from, to) = ((x_of(5.0), y_of(padded(1.0, 5.0), 5.0)), (x_of(10.0), y_of(padded(1.0, 5.0), 1.0)));
+    for &p in &valid {
+        let d = off(p, from, to);
+        assert!(d <= 3.0, "orange pixel {p:?} is {d:.1} pixels off the line {from:.1?}–{to:.1?}");
     }
 
     // lr.png: a constant learning rate is a flat line across the middle.

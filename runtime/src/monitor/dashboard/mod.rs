@@ -5,7 +5,7 @@ mod state;
 mod terminal;
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::thread::JoinHandle;
 
 use self::state::{DashboardSink, Shared, Split, Status};
@@ -21,10 +21,12 @@ use crate::fetch::{Fetch, Fetched};
 /// [`ProgressBar`](crate::track::ProgressBar) and [`ScalarPrinter`] among the default
 /// callbacks (set those to `None`).
 ///
-/// It holds the terminal (raw mode, the alternate screen, stderr) from `before_train` to
-/// `after_train`, and puts it back on every way out: the end of training, a stop, an error, a
-/// panic (a panic hook restores the terminal, then reports as before); the last frame stays on
-/// the screen. Keys: `q` stops the run at its next step boundary with a checkpoint, as a Ctrl-C
+/// It holds the terminal (raw mode, the alternate screen, stderr) from `before_train` to the
+/// end of training, after every callback's `after_train`, once the values they put have reached
+/// it, and puts it back on every way out: the end of training, a stop, an error, a panic (a
+/// panic hook restores the terminal, then reports as before), a second SIGINT or SIGTERM from
+/// outside (which exits at once). The last frame stays on the screen, but after a panic (whose
+/// message does). Keys: `q` stops the run at its next step boundary with a checkpoint, as a Ctrl-C
 /// does (through the run's [`StopHandle`](crate::trainer::StopHandle), so the run ends
 /// [`Interrupted`](crate::callback::Outcome::Interrupted) by `"StopHandle"`); Ctrl-C (the
 /// terminal is in raw mode, so it is a key here) does the same, and a second Ctrl-C puts the
@@ -81,10 +83,12 @@ impl Dashboard {
         self
     }
 
-    /// Put the terminal back and end the screen thread (it leaves the last frame behind).
+    /// End the screen thread (it leaves the last frame behind) and put the terminal back, not
+    /// waiting for the writer's last values.
     fn close(&mut self) {
         if let Some(shared) = &self.shared {
-            shared.closing.store(true, Relaxed);
+            shared.closing.store(true, Release);
+            shared.written.store(true, Release);
         }
         if let Some(screen) = self.screen.take() {
             let _ = screen.join();
@@ -223,7 +227,10 @@ impl<M> Callback<M> for Dashboard {
         let (status, detail) = self.final_status(ctx, shared.status());
         *shared.detail() = detail;
         shared.set_status(status);
-        self.close();
+        // The last frame waits for the values put until the monitors close, after every
+        // callback's `after_train` (the writer's end, `DashboardSink`'s drop); the dashboard's
+        // drop joins the screen thread.
+        shared.closing.store(true, Release);
         Ok(())
     }
 }

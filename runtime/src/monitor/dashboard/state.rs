@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::state::{MonitorSink, Record, Value};
 
@@ -167,8 +167,14 @@ pub(super) struct Shared {
     /// Set by the screen thread every few hundred milliseconds, cleared when the callback asks
     /// for its fetches: the step reads one flag, never a clock.
     pub(super) want_fetch: AtomicBool,
-    /// The screen thread ends when this is set.
+    /// The run is over (`after_train`, or the dashboard dropped): the screen thread draws the
+    /// last frame and ends once `written` is set too.
     pub(super) closing: AtomicBool,
+    /// The writer has written every value the run put (the monitors closed it after every
+    /// `after_train`), or is gone.
+    pub(super) written: AtomicBool,
+    /// The screen thread runs: the writer's end waits for it to have put the terminal back.
+    pub(super) drawing: AtomicBool,
     pub(super) started: Instant,
     /// Why the run stopped or failed, shown beside its final status.
     pub(super) detail: Mutex<String>,
@@ -189,6 +195,8 @@ impl Shared {
             status: AtomicU8::new(Status::Running as u8),
             want_fetch: AtomicBool::new(false),
             closing: AtomicBool::new(false),
+            written: AtomicBool::new(false),
+            drawing: AtomicBool::new(false),
             started: Instant::now(),
             detail: Mutex::new(String::new()),
             curves: Mutex::new(Curves::new(selection)),
@@ -217,9 +225,30 @@ impl Shared {
     }
 }
 
+/// How long the writer's end waits for the screen thread to draw the last frame and put the
+/// terminal back.
+const LAST_FRAME_WAIT: Duration = Duration::from_secs(5);
+
 /// The dashboard's writer: every scalar put reaches the curves on the writers' thread, off the
-/// step's path.
+/// step's path. Its end (the monitors close it after every callback's `after_train`, and wait
+/// for it) is when the last frame is drawn: it waits for the screen thread to have drawn it and
+/// put the terminal back, so that what the program prints next (the end-of-training summary) is
+/// on the normal screen, below it.
 pub(super) struct DashboardSink(pub(super) std::sync::Arc<Shared>);
+
+impl Drop for DashboardSink {
+    fn drop(&mut self) {
+        let shared = &self.0;
+        shared.written.store(true, Ordering::Release);
+        if !shared.closing.load(Ordering::Acquire) {
+            return;
+        }
+        let deadline = Instant::now() + LAST_FRAME_WAIT;
+        while shared.drawing.load(Ordering::Acquire) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
 
 impl MonitorSink for DashboardSink {
     fn name(&self) -> &str {

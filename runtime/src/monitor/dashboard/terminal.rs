@@ -1,11 +1,14 @@
 //! The terminal while the dashboard holds it: raw mode, the alternate screen, the cursor hidden;
-//! put back on every way out (the end of training, an error, a panic through a panic hook that
-//! restores first and then chains to the previous one, a second Ctrl-C). The screen thread draws
-//! and reads the keys, off the step's path.
+//! put back on every way out: the end of training (an error included), a panic (through a panic
+//! hook that restores first and then chains to the previous one; the screen thread then draws no
+//! more), a second Ctrl-C key, and a second SIGINT or SIGTERM from outside, whose immediate exit
+//! in the signal handler puts back the terminal's settings saved here before raw mode and writes
+//! [`LEAVE`] (`crate::signal::restore_terminal_on_exit`). The screen thread draws and reads the
+//! keys, off the step's path.
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::{Arc, Mutex, Once, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -25,6 +28,10 @@ pub(super) const REFRESH: Duration = Duration::from_millis(250);
 /// screen goes away).
 const REPAINT: Duration = Duration::from_secs(2);
 
+/// What leaves the alternate screen and shows the cursor (as crossterm's `LeaveAlternateScreen`
+/// and `cursor::Show` do): written by the signal handler that exits at a second signal.
+const LEAVE: &[u8] = b"\x1b[?1049l\x1b[?25h";
+
 /// Whether a dashboard holds the terminal now.
 static OWNED: AtomicBool = AtomicBool::new(false);
 /// Held while a frame is written, so that the panic hook does not restore the terminal in the
@@ -40,7 +47,12 @@ pub(super) fn available() -> bool {
 /// Take the terminal: raw mode, the alternate screen, no cursor.
 pub(super) fn enter() -> std::io::Result<()> {
     install_panic_hook();
-    terminal::enable_raw_mode()?;
+    // Its settings before raw mode, for the signal handler's exit.
+    crate::signal::restore_terminal_on_exit(STDERR, LEAVE)?;
+    if let Err(e) = terminal::enable_raw_mode() {
+        crate::signal::forget_terminal();
+        return Err(e);
+    }
     OWNED.store(true, Relaxed);
     if let Err(e) = execute!(std::io::stderr(), terminal::EnterAlternateScreen, cursor::Hide) {
         restore();
@@ -49,11 +61,15 @@ pub(super) fn enter() -> std::io::Result<()> {
     Ok(())
 }
 
+/// stderr's descriptor, the terminal the dashboard draws on.
+const STDERR: i32 = 2;
+
 /// Put the terminal back as it was, once (any later call does nothing).
 pub(super) fn restore() {
     if OWNED.swap(false, Relaxed) {
         let _ = terminal::disable_raw_mode();
         let _ = execute!(std::io::stderr(), terminal::LeaveAlternateScreen, cursor::Show);
+        crate::signal::forget_terminal();
     }
 }
 
@@ -83,12 +99,26 @@ fn install_panic_hook() {
 
 /// Start the screen thread: it draws `shared` every [`REFRESH`], reads the keys (`q` and the
 /// first Ctrl-C call `stop`, a second Ctrl-C restores the terminal and exits with status 130),
-/// and when `shared.closing` is set draws the last frame, puts the terminal back and leaves
-/// that frame's text on it.
+/// and once the run is over (`shared.closing`) and its writer has written the last values
+/// (`shared.written`) draws the last frame, puts the terminal back and leaves that frame's text
+/// on it. If the terminal was put back meanwhile (by the panic hook), it ends drawing nothing
+/// more. `shared.drawing` is cleared when it ends, however it ends.
 pub(super) fn spawn(shared: Arc<Shared>, stop: Box<dyn Fn() + Send>) -> std::io::Result<JoinHandle<()>> {
+    /// Clears `drawing` when the thread ends.
+    struct Ended(Arc<Shared>);
+    impl Drop for Ended {
+        fn drop(&mut self) {
+            self.0.drawing.store(false, Release);
+        }
+    }
+    shared.drawing.store(true, Relaxed);
+    // A thread that cannot start drops the closure, and `Ended` in it: `drawing` is cleared.
+    let ended = Ended(shared.clone());
     std::thread::Builder::new().name("stoker-dashboard".into()).spawn(move || {
+        let _ended = ended;
         let last = match run(&shared, stop.as_ref()) {
-            Ok(last) => last,
+            Ok(Some(last)) => last,
+            Ok(None) => return,
             Err(e) => {
                 restore();
                 crate::logging::warn!("the dashboard stopped drawing: {e}");
@@ -96,10 +126,12 @@ pub(super) fn spawn(shared: Arc<Shared>, stop: Box<dyn Fn() + Send>) -> std::io:
             }
         };
         let _guard = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
-        restore();
-        let mut err = std::io::stderr().lock();
-        let _ = err.write_all(last.as_bytes());
-        let _ = err.flush();
+        if OWNED.load(Relaxed) {
+            restore();
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(last.as_bytes());
+            let _ = err.flush();
+        }
     })
 }
 
@@ -111,14 +143,18 @@ fn repaint(screen: &mut Terminal<CrosstermBackend<std::io::Stderr>>) -> std::io:
     screen.resize(ratatui::layout::Rect::new(0, 0, size.width, size.height))
 }
 
-/// The screen thread's loop; returns the text of the last frame.
-fn run(shared: &Shared, stop: &dyn Fn()) -> std::io::Result<String> {
+/// The screen thread's loop; returns the text of the last frame, `None` when the terminal was
+/// put back by someone else (the panic hook).
+fn run(shared: &Shared, stop: &dyn Fn()) -> std::io::Result<Option<String>> {
     let mut screen = Terminal::new(CrosstermBackend::new(std::io::stderr()))?;
     repaint(&mut screen)?;
     // When the next frame is due, and when the screen was last painted whole.
     let (mut due, mut repainted) = (Instant::now(), Instant::now());
     let mut ctrl_c = false;
-    while !shared.closing.load(Relaxed) {
+    while !(shared.closing.load(Acquire) && shared.written.load(Acquire)) {
+        if !OWNED.load(Relaxed) {
+            return Ok(None);
+        }
         let wait = due.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
         if event::poll(wait)? {
             match event::read()? {
@@ -148,6 +184,9 @@ fn run(shared: &Shared, stop: &dyn Fn()) -> std::io::Result<String> {
         if Instant::now() >= due {
             shared.want_fetch.store(true, Relaxed);
             let _guard = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
+            if !OWNED.load(Relaxed) {
+                return Ok(None);
+            }
             if repainted.elapsed() >= REPAINT {
                 repaint(&mut screen)?;
                 repainted = Instant::now();
@@ -158,11 +197,17 @@ fn run(shared: &Shared, stop: &dyn Fn()) -> std::io::Result<String> {
         }
     }
     let view = View::of(shared);
-    screen.draw(|frame| render(&view, frame.area(), frame.buffer_mut()))?;
+    {
+        let _guard = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
+        if !OWNED.load(Relaxed) {
+            return Ok(None);
+        }
+        screen.draw(|frame| render(&view, frame.area(), frame.buffer_mut()))?;
+    }
     let size = screen.size()?;
     // What stays on the normal screen: the last frame, at most 30 rows high.
     let area = ratatui::layout::Rect::new(0, 0, size.width, size.height.min(30));
     let mut buf = Buffer::empty(area);
     render(&view, area, &mut buf);
-    Ok(text_of(&buf))
+    Ok(Some(text_of(&buf)))
 }

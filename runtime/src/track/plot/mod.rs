@@ -258,16 +258,79 @@ fn draw_legend(
     Ok(labels)
 }
 
-/// The smallest and largest of `values`, widened to a range that is not empty: by half the value
-/// either side when all are one value (0.05 to 0.15 for a constant 0.1), by 0.5 for 0.
+/// How far an axis runs past its smallest and largest values, as a share of their distance
+/// (matplotlib's default margins): no point is drawn on the frame, half cut off by it.
+const RANGE_MARGIN: f64 = 0.05;
+
+/// The range of an axis that shows `values`: from the smallest to the largest, each end moved
+/// out by [`RANGE_MARGIN`] of the distance between them; when all are one value, by half that
+/// value either side (0.05 to 0.15 for a constant 0.1), by 0.5 for 0.
 pub(crate) fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
     if !lo.is_finite() {
         return (0.0, 1.0);
     }
     if hi > lo {
-        return (lo, hi);
+        let margin = (hi - lo) * RANGE_MARGIN;
+        return (lo - margin, hi + margin);
     }
     let half = if lo == 0.0 { 0.5 } else { lo.abs() / 2.0 };
     (lo - half, hi + half)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rows of the pixels of `color` in an RGB buffer of the plot's size.
+    fn rows_of(pixels: &[u8], color: [u8; 3]) -> Vec<u32> {
+        pixels
+            .chunks(3)
+            .enumerate()
+            .filter(|(_, p)| *p == color)
+            .map(|(i, _)| i as u32 / PLOT_SIZE.0)
+            .collect()
+    }
+
+    #[test]
+    fn every_point_lies_inside_its_axis_range_away_from_its_ends() {
+        for values in [
+            vec![2.3, 0.4, 0.01],
+            vec![0.36, 0.18, 0.17, 0.12],
+            vec![-3.0, 7.0],
+            vec![5.0],
+            vec![0.0, 0.0],
+            vec![1e-4, 1.1e-4],
+        ] {
+            let (lo, hi) = range(values.iter().copied());
+            let room = (hi - lo) * 0.04;
+            for v in &values {
+                assert!(lo + room <= *v && *v <= hi - room, "{v} at an end of {lo}..{hi} ({values:?})");
+            }
+        }
+    }
+
+    #[test]
+    fn the_highest_and_lowest_points_are_drawn_inside_the_frame() {
+        // The validation loss is highest at its first point, as in the guide's loss.png.
+        let train: Vec<(u64, f64)> = (1..=100).map(|s| (s, 2.0 / s as f64)).collect();
+        let valid = [(20, 0.36), (40, 0.18), (60, 0.17), (80, 0.12), (100, 0.13)];
+        let plot = Plot {
+            title: "loss",
+            left: Series { points: &train, color: [31, 119, 180], label: "training loss" },
+            right: Some(Series { points: &valid, color: [255, 127, 14], label: "validation loss" }),
+        };
+        let mut pixels = vec![0u8; PLOT_SIZE.0 as usize * PLOT_SIZE.1 as usize * 3];
+        draw_shapes(&mut pixels, &plot).unwrap();
+        let (top, bottom) = (PLOT_MARGIN, PLOT_SIZE.1 - PLOT_MARGIN - 1);
+        for (name, color) in [("training", [31, 119, 180]), ("validation", [255, 127, 14])] {
+            // Inside the area, below the legend's swatches.
+            let rows: Vec<u32> = rows_of(&pixels, color).into_iter().filter(|&r| r >= top - 2).collect();
+            let (first, last) = (rows.iter().min().unwrap(), rows.iter().max().unwrap());
+            assert!(
+                *first >= top + 8 && *last + 8 <= bottom,
+                "the {name} line reaches rows {first}..={last}"
+            );
+        }
+    }
 }
