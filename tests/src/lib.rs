@@ -91,6 +91,19 @@ impl<M> burn_stoker::callback::Callback<M> for StopAt {
     }
 }
 
+/// At global step `0`: asks for a checkpoint (on the chief: a saver's job) and a stop.
+pub struct CheckpointAndStop(pub u64);
+
+impl<M> burn_stoker::callback::Callback<M> for CheckpointAndStop {
+    fn trigger_step(&mut self, ctx: &mut burn_stoker::callback::Context<'_, M>) -> burn_stoker::Result<()> {
+        if ctx.global_step() == self.0 {
+            ctx.request_checkpoint(burn_stoker::state::KeepPolicy::default());
+            ctx.request_stop("the test stops here");
+        }
+        Ok(())
+    }
+}
+
 /// Fills the log directory's filesystem (a small [`Tmpfs`]) in `before_train`, after the writers
 /// opened their files, then puts an 8 KiB text at every step: the TensorBoard writer's first
 /// flush fails on a full disk.

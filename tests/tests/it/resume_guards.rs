@@ -12,20 +12,7 @@ use burn::optim::SgdConfig;
 use burn::tensor::Tensor;
 use burn_stoker::prelude::*;
 use stoker_tests::world::{B, batches, fixed_model, mse};
-use stoker_tests::{latest_checkpoint, rewrite_checkpoint_json, scratch_dir};
-
-/// At global step `0`: a checkpoint, then a stop.
-struct CheckpointAndStop(u64);
-
-impl<M> Callback<M> for CheckpointAndStop {
-    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
-        if ctx.global_step() == self.0 {
-            ctx.request_checkpoint(burn_stoker::state::KeepPolicy::default());
-            ctx.request_stop("the test stops here");
-        }
-        Ok(())
-    }
-}
+use stoker_tests::{CheckpointAndStop, latest_checkpoint, rewrite_checkpoint_json, scratch_dir};
 
 /// A trainer on `n` batches, `max_epoch` epochs, in `dir`.
 fn trainer(dir: &Path, n: usize, max_epoch: u64) -> Trainer<Linear, Vec<(Tensor<2>, Tensor<2>)>> {

@@ -14,7 +14,7 @@ use burn::tensor::{Device, Tensor};
 use burn_stoker::prelude::*;
 use burn_stoker::world::{Threads, World};
 use stoker_tests::world::{B, Weights, batches, fixed_model, max_diff, mse, single_and_pair};
-use stoker_tests::{scratch_dir, weights};
+use stoker_tests::{CheckpointAndStop, scratch_dir, weights};
 
 const STEPS: usize = 50;
 
@@ -244,19 +244,6 @@ fn a_fetch_averaged_over_ranks_is_the_loss_of_the_global_batch() {
     for k in 0..4 {
         let expected = (local0[k] + local1[k]) / 2.0;
         assert!((mean0[k] - expected).abs() < 1e-6, "step {k}: {} vs {expected}", mean0[k]);
-    }
-}
-
-/// Asks for a checkpoint and a stop at global step `at` (on the chief: a saver's job).
-struct CheckpointAndStop(u64);
-
-impl<M> Callback<M> for CheckpointAndStop {
-    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
-        if ctx.global_step() == self.0 {
-            ctx.request_checkpoint(burn_stoker::state::KeepPolicy::default());
-            ctx.request_stop("the test stops here");
-        }
-        Ok(())
     }
 }
 

@@ -8,14 +8,19 @@ pub(super) fn step_of(name: &str) -> Option<u64> {
         .and_then(|n| if n.bytes().all(|b| b.is_ascii_digit()) { n.parse().ok() } else { None })
 }
 
+/// The entries of `root`; `None` when it does not exist (a folder nothing was saved into yet).
+pub(super) fn entries_of(root: &Path) -> std::io::Result<Option<fs::ReadDir>> {
+    match fs::read_dir(root) {
+        Ok(entries) => Ok(Some(entries)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// The checkpoints in `root` named `step-N`, by increasing N.
 pub(super) fn list(root: &Path) -> std::io::Result<Vec<(u64, String)>> {
     let mut found = Vec::new();
-    let entries = match fs::read_dir(root) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(found),
-        Err(e) => return Err(e),
-    };
+    let Some(entries) = entries_of(root)? else { return Ok(found) };
     for entry in entries {
         let entry = entry?;
         if let Some(name) = entry.file_name().to_str()
@@ -49,11 +54,7 @@ pub(super) fn occupied(path: &Path) -> bool {
 /// (the window a writer replacing `step-N` leaves, see `write::write_dir`) right after it.
 pub(super) fn list_readable(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut found: Vec<(std::cmp::Reverse<u64>, bool, PathBuf)> = Vec::new();
-    let entries = match fs::read_dir(root) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
+    let Some(entries) = entries_of(root)? else { return Ok(Vec::new()) };
     for entry in entries {
         let entry = entry?;
         let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };

@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::format::MANIFEST_FILE;
-use super::listing::{OLD, list_readable, occupied, step_of};
+use super::listing::{OLD, entries_of, list_readable, occupied, step_of};
 use super::read::read_manifest;
 use crate::error::{Error, Result};
 use crate::state::{check_copy_name, leftover_of, process_is_gone, sync_dir, temporary_name};
@@ -137,11 +137,7 @@ pub(crate) fn abandon_newer(root: &Path, global_step: u64) -> Result<()> {
 /// manifest that reads) written after `global_step`.
 fn copies_newer(root: &Path, global_step: u64) -> std::io::Result<Vec<PathBuf>> {
     let mut found = Vec::new();
-    let entries = match fs::read_dir(root) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(found),
-        Err(e) => return Err(e),
-    };
+    let Some(entries) = entries_of(root)? else { return Ok(found) };
     for entry in entries {
         let entry = entry?;
         let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
