@@ -114,8 +114,14 @@ pub(crate) fn abandon_newer(root: &Path, global_step: u64) -> Result<()> {
         let name = from.file_name().unwrap_or_default().to_string_lossy();
         step_of(name.strip_suffix(OLD).unwrap_or(&name)).is_some_and(|step| step > global_step)
     });
-    newer.extend(copies_newer(root, global_step).map_err(|e| Error::io(root, e))?);
-    for from in newer {
+    let copies = copies_newer(root, global_step).map_err(|e| Error::io(root, e))?;
+    // A checkpoint newer than the one resumed from means the run was sent back on purpose: a
+    // warning. A best copy newer than it alone is what a crash between the copy and the next
+    // checkpoint leaves, which the resumed run writes again: a note, as for `stats.json`.
+    let stepped_back = !newer.is_empty();
+    for (from, checkpoint) in
+        newer.into_iter().map(|p| (p, true)).chain(copies.into_iter().map(|p| (p, false)))
+    {
         let name = from.file_name().unwrap_or_default().to_string_lossy().into_owned();
         let mut to = root.join(format!("{name}.abandoned"));
         let mut k = 1u64;
@@ -123,11 +129,16 @@ pub(crate) fn abandon_newer(root: &Path, global_step: u64) -> Result<()> {
             k += 1;
             to = root.join(format!("{name}.{k}.abandoned"));
         }
-        crate::logging::warn!(
-            "{} is newer than the checkpoint this run resumes from; moved it to {}",
-            from.display(),
-            to.display()
-        );
+        let (from_shown, to_shown) = (from.display(), to.display());
+        if checkpoint || stepped_back {
+            crate::logging::warn!(
+                "{from_shown} is newer than the checkpoint this run resumes from; moved it to {to_shown}"
+            );
+        } else {
+            crate::logging::info!(
+                "{from_shown} is newer than the checkpoint this run resumes from; moved it to {to_shown}"
+            );
+        }
         fs::rename(&from, &to).map_err(|e| Error::io(&from, e))?;
     }
     sync_dir(root).map_err(|e| Error::io(root, e))
