@@ -11,7 +11,10 @@
 //! its next step boundary, writes a checkpoint, runs `after_train` and returns; loops inside
 //! callbacks (a validation pass, the data replay of a resumed run, the `InjectShell` prompt)
 //! check the record and end early. A second signal ends the process at once with status
-//! 128 + the signal's number.
+//! 128 + the signal's number, unless it repeats the first (the same signal) within
+//! [`REPEAT_WINDOW_MS`]: one Ctrl-C can arrive twice, through the terminal's process group and
+//! through a launcher that forwards it (a wrapper script, `mpirun` under some launchers), and a
+//! repeat that close is the same request. A second press after the window exits at once.
 //!
 //! The handler touches atomics, writes one byte to a pipe (for a prompt waiting in `poll`) and
 //! may call `_exit`: all async-signal-safe. Before that `_exit` it puts back a terminal that the
@@ -64,6 +67,9 @@ impl StopHandle {
 
 /// The signal received while trainers ran (0: none).
 static RECEIVED: AtomicUsize = AtomicUsize::new(0);
+
+/// A repeat of the first signal this soon after it (milliseconds) counts as the same request.
+pub(crate) const REPEAT_WINDOW_MS: u64 = 1000;
 
 /// A running trainer's hold on the signal handler; dropping the last one puts the previous
 /// actions back.
@@ -140,7 +146,7 @@ pub(crate) fn wait_readable_or_signal(fd: i32) -> std::io::Result<bool> {
 #[cfg(unix)]
 mod platform {
     use std::sync::Mutex;
-    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
     use super::RECEIVED;
 
@@ -157,8 +163,18 @@ mod platform {
     static WAKE_WRITE: AtomicI32 = AtomicI32::new(-1);
     static WAKE_READ: AtomicI32 = AtomicI32::new(-1);
 
+    /// When the first signal came (CLOCK_MONOTONIC, nanoseconds; 0: none yet).
+    static FIRST_AT: AtomicU64 = AtomicU64::new(0);
+
     extern "C" fn on_signal(signal: libc::c_int) {
-        if RECEIVED.swap(signal as usize, Ordering::SeqCst) != 0 {
+        let now = monotonic_ns();
+        let _ = FIRST_AT.compare_exchange(0, now.max(1), Ordering::SeqCst, Ordering::SeqCst);
+        let first = RECEIVED.swap(signal as usize, Ordering::SeqCst);
+        if first != 0 {
+            let since = now.saturating_sub(FIRST_AT.load(Ordering::SeqCst));
+            if first == signal as usize && since < super::REPEAT_WINDOW_MS * 1_000_000 {
+                return;
+            }
             #[cfg(feature = "dashboard")]
             terminal::restore();
             // SAFETY: _exit is async-signal-safe.
@@ -176,6 +192,17 @@ mod platform {
                 }
             }
         }
+    }
+
+    /// CLOCK_MONOTONIC in nanoseconds (0 if it cannot be read); clock_gettime(2) is
+    /// async-signal-safe.
+    fn monotonic_ns() -> u64 {
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime(2) writing into a local timespec.
+        if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) } != 0 {
+            return 0;
+        }
+        (now.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(now.tv_nsec as u64)
     }
 
     fn errno_location() -> Option<*mut libc::c_int> {
@@ -224,6 +251,7 @@ mod platform {
             wake_pipe()?;
             drain();
             RECEIVED.store(0, Ordering::SeqCst);
+            FIRST_AT.store(0, Ordering::SeqCst);
             let mut previous = [None, None];
             for (slot, &signal) in SIGNALS.iter().enumerate() {
                 // SAFETY: a null new action only reads the current one; the action installed

@@ -537,6 +537,8 @@ fn signal_child() {
             struct Twice;
             impl<M> Callback<M> for Twice {
                 fn after_train(&mut self, _ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+                    // Past the window in which a repeat of the first SIGINT counts as the same.
+                    std::thread::sleep(Duration::from_millis(1200));
                     raise(libc::SIGINT);
                     println!("after the second SIGINT");
                     Ok(())
@@ -548,6 +550,14 @@ fn signal_child() {
                 &seen,
             )
         }
+        "repeat" => train(
+            trainer(&dir, 3),
+            (
+                RaiseAt { signal: libc::SIGINT, step: 2, epoch_end: false },
+                RaiseAt { signal: libc::SIGINT, step: 2, epoch_end: false }.named("again"),
+            ),
+            &seen,
+        ),
         "shell" => {
             std::fs::write(dir.join("INJECT_SHELL.tmp"), "").unwrap();
             train(trainer(&dir, 3), InjectShell::new(), &seen)
@@ -609,6 +619,20 @@ fn signal_second_sigint_exits_at_once() {
     assert!(!stdout.contains("after the second SIGINT"), "the second SIGINT returned:\n{stdout}");
     assert!(!stdout.contains("outcome="), "{stdout}");
     // The first SIGINT's checkpoint is complete.
+    assert_eq!(Checkpoint::latest(&dir).unwrap().unwrap().global_step(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One Ctrl-C delivered twice (the terminal's process group and a launcher's forward): the
+/// repeat, within the window, is the same request, so the run stops with its checkpoint.
+#[test]
+fn signal_sigint_repeated_at_once_is_one_request() {
+    let _serial = serial();
+    let dir = scratch_dir("signal-repeat");
+    let (status, stdout, stderr) =
+        finish(child("repeat").env("STOKER_SIGNAL_DIR", &dir).spawn().unwrap(), Duration::from_secs(120));
+    assert!(status.success(), "{status}\n{stdout}\n{stderr}");
+    assert!(stdout.contains("outcome=Interrupted") && stdout.contains("step=2"), "{stdout}\n{stderr}");
     assert_eq!(Checkpoint::latest(&dir).unwrap().unwrap().global_step(), 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
