@@ -345,7 +345,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             );
         } else {
             crate::logging::info!(
-                "{name} received: stopping at this step boundary after writing a checkpoint; {name} again exits at once"
+                "{name} received: stopping at this step boundary after writing a checkpoint; {name} again (a second later) exits at once"
             );
         }
         // Into every saver's folder, as it keeps them (the default folder without a saver); a

@@ -52,6 +52,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             );
             return Ok(());
         }
+        let started = std::time::Instant::now();
         let mut content = self.content(at)?;
         let root = self.state.log_dir.join(CHECKPOINT_DIR);
         // The copies first: the checkpoint records the savers' new best values, so a crash
@@ -70,6 +71,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             let run_start = request.run_start.unwrap_or(self.started_at);
             self.last_checkpoint = Some(checkpoint::write(folder, &content, &request.policy, run_start)?);
         }
+        self.state.execution.checkpoint_written(started.elapsed());
         Ok(())
     }
 

@@ -53,6 +53,8 @@ pub(crate) struct Agreement {
     skip: bool,
     /// This replica's checksum, for the next exchange to compare (an epoch's end).
     replica: Option<u64>,
+    /// Whether the chief has said that its checkpoints take longer than `mpirun` allows.
+    warned_slow_checkpoint: bool,
 }
 
 impl Agreement {
@@ -68,6 +70,21 @@ impl Agreement {
             stopping: false,
             skip: false,
             replica: None,
+            warned_slow_checkpoint: false,
+        }
+    }
+
+    /// The chief wrote a checkpoint in `took`: once, a warning when the launcher would kill the
+    /// ranks before a checkpoint that slow is written on an interrupt.
+    pub(crate) fn checkpoint_written(&mut self, took: std::time::Duration) {
+        if self.warned_slow_checkpoint || !self.world.under_mpi() {
+            return;
+        }
+        if let Some(warning) =
+            super::launcher::kill_grace().and_then(|grace| super::launcher::slow_checkpoint(took, grace))
+        {
+            self.warned_slow_checkpoint = true;
+            crate::logging::warn!("{warning}");
         }
     }
 

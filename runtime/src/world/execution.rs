@@ -197,6 +197,14 @@ impl Execution {
         matches!(self, Execution::Single)
     }
 
+    /// The chief wrote a checkpoint in `took` (a warning when `mpirun` would cut one that slow
+    /// short on an interrupt).
+    pub(crate) fn checkpoint_written(&mut self, took: std::time::Duration) {
+        if let Execution::DataParallel(agreement) = self {
+            agreement.checkpoint_written(took);
+        }
+    }
+
     /// Whether a callback may cancel (fastai's `Cancel*`): not in a world, where every rank
     /// must agree on the steps it runs.
     pub(crate) fn cancels_allowed(&self) -> bool {

@@ -52,6 +52,7 @@ mod check;
 pub(crate) mod cuda;
 mod execution;
 pub(crate) mod flat;
+mod launcher;
 #[cfg(feature = "mpi")]
 pub(crate) mod mpi;
 mod shard;
@@ -173,6 +174,15 @@ impl World {
             check_replicas: true,
             grads_reduced_by_backend,
             settled: false,
+        }
+    }
+
+    /// Whether the ranks are processes of an MPI job.
+    pub(crate) fn under_mpi(&self) -> bool {
+        match self.link {
+            Link::Threads(_) => false,
+            #[cfg(feature = "mpi")]
+            Link::Mpi { .. } => true,
         }
     }
 

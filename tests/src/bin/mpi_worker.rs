@@ -14,6 +14,8 @@
 //!   (the test moves the checkpoint's global step past 2^24 in between);
 //! - `extra-hyper`: rank 1 registers one more hyper-parameter than the chief;
 //! - `extra-layer`: rank 1's model lacks the chief's bias.
+//! - `slow-save`: 2 epochs of 1000 steps per rank, 20 ms of sleep per step, a checkpoint that
+//!   takes 5 s to write (a large model's), `OUT/started` after step 20.
 //!
 //! Every rank writes its process id into `OUT/pid-R` first.
 
@@ -52,6 +54,19 @@ impl Callback<Linear> for Count {
     fn trigger_step(&mut self, _ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.steps.fetch_add(1, Ordering::SeqCst);
         Ok(())
+    }
+}
+
+/// A callback whose state takes 5 s to save: a checkpoint as slow as a large model's.
+struct SlowSave;
+
+impl Callback<Linear> for SlowSave {
+    fn name(&self) -> std::borrow::Cow<'static, str> {
+        "SlowSave".into()
+    }
+    fn save_state(&self) -> burn_stoker::Result<Option<serde_json::Value>> {
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        Ok(Some(json!("slow")))
     }
 }
 
@@ -127,6 +142,7 @@ fn run(
         "stop" => (20, 9),
         "long" => (800, 3),
         "far" => (99, 1 + u64::from(resume)),
+        "slow-save" => (2000, 2),
         _ => (100, 1),
     };
     let data = world.shard(batches(steps, B, device));
@@ -148,16 +164,20 @@ fn run(
         .log_dir(log_dir)
         .auto_resume(resume)
         .world(world)
-        .callbacks((chief, every, ModelSaver::new(2), script));
+        .callbacks((chief, every, ModelSaver::new(2), script, (scenario == "slow-save").then_some(SlowSave)));
     let trainer =
         if scenario == "extra-hyper" && rank == 1 { trainer.hyper_param("momentum", 0.9) } else { trainer };
-    let slow = scenario == "long";
+    let pause = match scenario {
+        "long" => 2,
+        "slow-save" => 20,
+        _ => 0,
+    };
     let report = trainer.train(move |model: &Linear, batch, step: &mut Step<'_>| {
         if scenario == "panic" && rank == 1 && step.counters().global_step() == 3 {
             panic!("rank 1 broke on purpose");
         }
-        if slow {
-            std::thread::sleep(std::time::Duration::from_millis(2));
+        if pause > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(pause));
         }
         mse(model, batch, step)
     })?;

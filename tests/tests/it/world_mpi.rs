@@ -24,6 +24,7 @@ fn ranks(scenario: &str) -> usize {
 
 fn mpirun(scenario: &str, log_dir: &Path, out: &Path, resume: bool) -> Command {
     let mut command = Command::new("mpirun");
+    command.env_remove("OMPI_MCA_odls_base_sigkill_timeout");
     command.args(["--allow-run-as-root", "--oversubscribe", "-n", &ranks(scenario).to_string()]);
     command.arg(env!("CARGO_BIN_EXE_mpi_worker")).arg(scenario).arg(log_dir).arg(out);
     if resume {
@@ -35,8 +36,12 @@ fn mpirun(scenario: &str, log_dir: &Path, out: &Path, resume: bool) -> Command {
 
 /// Starts the `long` scenario and returns once the ranks have trained 20 steps.
 fn start_long(dir: &Path, out: &Path) -> std::process::Child {
-    let child =
-        mpirun("long", dir, out, false).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    start(mpirun("long", dir, out, false), out)
+}
+
+/// Starts `command` and returns once the ranks have trained 20 steps.
+fn start(mut command: Command, out: &Path) -> std::process::Child {
+    let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let start = Instant::now();
     while !out.join("started").exists() {
         assert!(start.elapsed() < Duration::from_secs(60), "the ranks never started training");
@@ -183,6 +188,59 @@ fn sigint_to_mpirun_then_a_resume_ends_where_an_uninterrupted_run_does() {
     assert_eq!(
         resumed[0]["weights"], whole[0]["weights"],
         "resumed and uninterrupted runs end bit-identical"
+    );
+}
+
+/// Ctrl-C on mpirun's terminal reaches mpirun alone (the ranks have process groups of their
+/// own): mpirun sends SIGCONT, SIGTERM `odls_base_sigkill_timeout` seconds later, SIGKILL as long
+/// after that. With a checkpoint that takes 5 s and the timeout set to 10 (what the guide
+/// says to configure), the ranks stop at one step and its checkpoint is complete.
+#[test]
+fn ctrl_c_on_mpirun_with_a_5_s_checkpoint_and_a_10_s_kill_timeout_keeps_the_checkpoint() {
+    let dir = scratch_dir("mpi-slow-save");
+    let out = scratch_dir("mpi-out-slow-save");
+    let mut command = mpirun("slow-save", &dir, &out, false);
+    command.env("OMPI_MCA_odls_base_sigkill_timeout", "10");
+    let child = start(command, &out);
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    let text = text(&output);
+    let records: Vec<Json> = (0..2)
+        .map(|r| {
+            let record = std::fs::read_to_string(out.join(format!("rank-{r}.json")));
+            serde_json::from_str(
+                &record.unwrap_or_else(|_| panic!("rank {r} ended without its record: {text}")),
+            )
+            .unwrap()
+        })
+        .collect();
+    assert_eq!(records[0]["global_step"], records[1]["global_step"], "both stop at the same step");
+    assert!(records[0]["outcome"].as_str().unwrap().starts_with("interrupted: SIGTERM"), "{}", records[0]);
+    let stopped_at = records[0]["global_step"].as_u64().unwrap();
+    let latest = burn_stoker::saver::Checkpoint::latest(&dir).unwrap().expect(&text);
+    assert_eq!(
+        latest.global_step(),
+        stopped_at,
+        "the interrupt's checkpoint is the latest complete one: {text}"
+    );
+    assert!(!text.contains("writing a checkpoint took"), "10 s is enough for a 5 s checkpoint: {text}");
+}
+
+/// A chief whose checkpoint takes longer than mpirun's kill timeout allows says so once, naming
+/// the setting (here a timeout of 0 s, so that any checkpoint is too slow).
+#[test]
+fn over_mpi_a_checkpoint_slower_than_mpiruns_kill_timeout_is_named_once() {
+    let out = scratch_dir("mpi-out-grace");
+    let mut command = mpirun("callbacks", &scratch_dir("mpi-grace"), &out, false);
+    command.env("OMPI_MCA_odls_base_sigkill_timeout", "0");
+    let output = command.output().unwrap();
+    let text = text(&output);
+    assert!(output.status.success(), "{text}");
+    assert_eq!(text.matches("writing a checkpoint took").count(), 1, "{text}");
+    assert!(
+        text.contains("mpirun kills the ranks 0 s after")
+            && text.contains("--mca odls_base_sigkill_timeout "),
+        "{text}"
     );
 }
 
