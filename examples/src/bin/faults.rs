@@ -14,6 +14,12 @@
 //! complete checkpoint (as `Checkpoint::latest` reads it) must be at least as new as the one
 //! before: a crash, a signal or a full disk may lose the work since the last checkpoint, never
 //! a checkpoint. The figure it prints is the one in the README.
+//!
+//! `--mpi N` does the same to a data-parallel world: `mpirun -n N digits --mpi` (the example
+//! built with `--features mpi`), where a SIGKILL goes to one rank drawn at random (mpirun then
+//! ends the job), a SIGINT to `mpirun` (which passes it on as SIGTERM after
+//! `odls_base_sigkill_timeout`), and the full disk is the chief's log directory; the reference is
+//! an uninterrupted world of the same size.
 
 #[cfg(unix)]
 fn main() -> std::process::ExitCode {
@@ -44,6 +50,8 @@ mod faults {
         digits: PathBuf,
         work: PathBuf,
         tmpfs: bool,
+        /// The ranks of an MPI world (`None`: one process).
+        mpi: Option<u64>,
     }
 
     /// SplitMix64: enough randomness for choosing faults, and repeatable from `--seed`.
@@ -98,7 +106,7 @@ mod faults {
             Err(problem) => {
                 eprintln!("error: {problem}");
                 eprintln!(
-                    "usage: faults [--rounds N] [--epochs N] [--seed N] [--digits PATH] [--work DIR] [--no-tmpfs]"
+                    "usage: faults [--rounds N] [--epochs N] [--seed N] [--digits PATH] [--work DIR] [--no-tmpfs] [--mpi N]"
                 );
                 return ExitCode::from(2);
             }
@@ -138,6 +146,7 @@ mod faults {
             digits: exe.with_file_name("digits"),
             work: std::env::temp_dir().join(format!("stoker-faults-{}", std::process::id())),
             tmpfs: true,
+            mpi: None,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -152,6 +161,7 @@ mod faults {
                 "--digits" => options.digits = value("--digits")?.into(),
                 "--work" => options.work = value("--work")?.into(),
                 "--no-tmpfs" => options.tmpfs = false,
+                "--mpi" => options.mpi = Some(number(value("--mpi")?, "--mpi")?),
                 other => return Err(format!("unknown argument `{other}`")),
             }
         }
@@ -188,7 +198,8 @@ mod faults {
         let expected = latest(&reference)?.ok_or("the uninterrupted run left no checkpoint")?;
         let room = du(&reference);
         println!(
-            "uninterrupted run: {} epochs, {} steps, {:.1} s, its log directory takes {} KiB",
+            "uninterrupted run{}: {} epochs, {} steps, {:.1} s, its log directory takes {} KiB",
+            options.mpi.map(|n| format!(" of {n} MPI ranks")).unwrap_or_default(),
             options.epochs,
             expected.global_step(),
             duration.as_secs_f64(),
@@ -223,8 +234,9 @@ mod faults {
                     _ => Fault::Interrupt,
                 };
                 let delay = duration.mul_f64(1.2 * rng.unit());
+                let rank = rng.next();
                 tally.attempts += 1;
-                let ended = match attempt_once(options, &log, attempt > 0, fault, delay) {
+                let ended = match attempt_once(options, &log, attempt > 0, (fault, rank), delay) {
                     Ok(ended) => ended,
                     Err(e) => {
                         outcome = Err(format!("attempt {attempt}: {e}"));
@@ -300,7 +312,15 @@ mod faults {
     }
 
     fn digits(options: &Options, log: &Path, resume: bool) -> Command {
-        let mut command = Command::new(&options.digits);
+        let mut command = match options.mpi {
+            Some(ranks) => {
+                let mut command = Command::new("mpirun");
+                command.args(["--allow-run-as-root", "--oversubscribe", "-n", &ranks.to_string()]);
+                command.arg(&options.digits).arg("--mpi");
+                command
+            }
+            None => Command::new(&options.digits),
+        };
         command
             .arg("--log-dir")
             .arg(log)
@@ -315,11 +335,12 @@ mod faults {
         command
     }
 
+    /// One attempt: `fault` after `delay` (a SIGKILL goes to the rank `rank` picks, in a world).
     fn attempt_once(
         options: &Options,
         log: &Path,
         resume: bool,
-        fault: Fault,
+        (fault, rank): (Fault, u64),
         delay: Duration,
     ) -> Result<Ended, String> {
         let mut child = digits(options, log, resume)
@@ -342,13 +363,31 @@ mod faults {
             }
             if !signalled && fault != Fault::None && start.elapsed() >= delay {
                 let signal = if fault == Fault::Kill { libc::SIGKILL } else { libc::SIGINT };
-                // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
-                unsafe { libc::kill(child.id() as libc::pid_t, signal) };
-                signalled = true;
+                let ranks =
+                    if options.mpi.is_some() && fault == Fault::Kill { children(child.id()) } else { vec![] };
+                let target = match ranks.len() {
+                    0 if options.mpi.is_some() && fault == Fault::Kill => None,
+                    0 => Some(child.id()),
+                    n => Some(ranks[(rank % n as u64) as usize]),
+                };
+                if let Some(pid) = target {
+                    // SAFETY: kill(2) on our child, or on one of its children (the world's ranks).
+                    unsafe { libc::kill(pid as libc::pid_t, signal) };
+                    signalled = true;
+                }
             }
             std::thread::sleep(Duration::from_millis(5));
         };
         let stderr = reader.join().unwrap_or_default();
+        if options.mpi.is_some() {
+            return match (status.success(), fault) {
+                (true, _) => Ok(Ended::Finished),
+                _ if stderr.contains("No space left on device") => Ok(Ended::DiskFull),
+                (false, Fault::Kill) if signalled => Ok(Ended::Killed),
+                (false, Fault::Interrupt) if signalled => Ok(Ended::Interrupted),
+                _ => Err(format!("mpirun ended with {status}: {}", stderr.trim())),
+            };
+        }
         use std::os::unix::process::ExitStatusExt;
         match (status.code(), status.signal()) {
             (Some(0), _) => Ok(Ended::Finished),
@@ -359,6 +398,21 @@ mod faults {
             _ if stderr.contains("No space left on device") => Ok(Ended::DiskFull),
             _ => Err(format!("digits ended with {status}: {}", stderr.trim())),
         }
+    }
+
+    /// The processes whose parent is `pid` (mpirun's ranks).
+    fn children(pid: u32) -> Vec<u32> {
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        entries
+            .flatten()
+            .filter_map(|entry| {
+                let child: u32 = entry.file_name().to_str()?.parse().ok()?;
+                let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+                // pid (comm) state ppid ...: the comm may hold spaces, so read after its ')'.
+                let ppid: u32 = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+                (ppid == pid).then_some(child)
+            })
+            .collect()
     }
 
     /// The checkpoint's weights, bit for bit. (Its `model.bpk` bytes also hold burn's parameter
