@@ -21,10 +21,11 @@
 //!   the process, and two such worlds run one after the other ([`reduction`]).
 //!
 //! Limits: one process (burn 0.22 has no reduction across processes; MPI moves gradients through
-//! host memory); a rank that fails while the others are already inside a step's backward leaves
-//! them waiting there (burn's server waits for every device, with no timeout), where the words
-//! exchange alone would have told them; a callback that runs its own backward on one rank only
-//! (a chief-only one) meets the same server.
+//! host memory); a rank that fails while the others are already inside a step's backward cannot
+//! reach them there (burn's server waits for every device, with no timeout): its wait for them at
+//! the exchange is bounded, and past `watchdog::FAILURE_WAIT` (120 s) the process ends with an
+//! error naming the rank and its failure, never a silent hang; a callback that runs its own
+//! backward on one rank only (a chief-only one) meets the same server.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

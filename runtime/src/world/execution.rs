@@ -169,6 +169,13 @@ impl Execution {
             }
             (Ok(()), Some(_)) => Err(Error::RankFailed { rank: agreement.failed().unwrap_or(0) }),
             (Err(error), model) => {
+                // On CUDA the others may wait inside backward, where no exchange reaches them:
+                // this rank's wait for them is bounded.
+                #[cfg(feature = "cuda")]
+                let _bounded = agreement
+                    .world
+                    .grads_reduced_by_backend()
+                    .then(|| super::watchdog::failure(agreement.rank(), &error));
                 agreement.fail(model);
                 Err(error)
             }

@@ -19,16 +19,29 @@ use burn::tensor::{DType, Device, Tensor, TensorData};
 
 /// Number of f32 elements in all float parameters of `model`.
 pub(crate) fn param_len<M: Module>(model: &M) -> usize {
-    /// Sums the parameters' element counts.
-    struct Len(usize);
+    lens(model).0
+}
+
+/// The float parameters' elements and their number.
+fn lens<M: Module>(model: &M) -> (usize, usize) {
+    /// Sums the parameters' element counts and counts them.
+    struct Len(usize, usize);
     impl ModuleVisitor for Len {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             self.0 += param.lazy_shape().num_elements();
+            self.1 += 1;
         }
     }
-    let mut len = Len(0);
+    let mut len = Len(0, 0);
     model.visit(&mut len);
-    len.0
+    (len.0, len.1)
+}
+
+/// Number of f32 elements in a gradient buffer of `model` ([`write_grads`]): every float
+/// parameter's elements, then one presence flag per float parameter.
+pub(crate) fn grad_len<M: Module>(model: &M) -> usize {
+    let (elements, tensors) = lens(model);
+    elements + tensors
 }
 
 /// What every replica's float parameters must share for the flat buffers to line up: their
@@ -118,49 +131,57 @@ fn tensor_from<const D: usize>(
     Tensor::from_data(data, (device, dtype))
 }
 
-/// Write `grads` into `out` (`out.len() == param_len(model)`) in visit order; a parameter with no
-/// gradient writes zeros.
+/// Write `grads` into `out` (`out.len() == grad_len(model)`) in visit order, a parameter with no
+/// gradient writing zeros, then one flag per parameter: 1 where it has a gradient, 0 where not.
+/// Summed over the ranks, the flags count the ranks that had each parameter's gradient.
 ///
 /// # Panics
 ///
-/// When `out` is not `param_len(model)` long.
+/// When `out` is not `grad_len(model)` long.
 pub(crate) fn write_grads<M: Module>(model: &M, grads: &GradientsParams, out: &mut [f32]) {
-    /// Copies each parameter's gradient (or zeros) at its offset.
+    /// Copies each parameter's gradient (or zeros) at its offset, and its flag.
     struct Write<'a> {
         grads: &'a GradientsParams,
         out: &'a mut [f32],
         offset: usize,
+        flags: usize,
     }
     impl ModuleVisitor for Write<'_> {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             let len = param.lazy_shape().num_elements();
-            let out = &mut self.out[self.offset..self.offset + len];
-            match self.grads.get::<D>(param.id) {
+            let (values, flags) = self.out.split_at_mut(self.flags);
+            let out = &mut values[self.offset..self.offset + len];
+            let grad = self.grads.get::<D>(param.id);
+            flags[0] = if grad.is_some() { 1.0 } else { 0.0 };
+            match grad {
                 Some(grad) => copy_out(grad.into_data(), out),
                 None => out.fill(0.0),
             }
             self.offset += len;
+            self.flags += 1;
         }
     }
-    check_len(model, out.len(), "write_grads");
-    model.visit(&mut Write { grads, out, offset: 0 });
+    let (values, tensors) = lens(model);
+    assert_eq!(out.len(), values + tensors, "write_grads: a gradient buffer of another model");
+    model.visit(&mut Write { grads, out, offset: 0, flags: values });
 }
 
-/// Gradients read back from `buf` (the layout of [`write_grads`]) on `device`, registered under
-/// `model`'s parameter ids, for exactly the parameters that `local` has a gradient for, each with
-/// the shape and dtype of its local gradient.
+/// Gradients read back from `buf` (the layout of [`write_grads`], summed over the ranks) on
+/// `device`, registered under `model`'s parameter ids, for every parameter that some rank had a
+/// gradient for (its flag's sum is not 0), each with the shape of the parameter and the dtype of
+/// the local gradient (the parameter's where this rank has none).
 ///
 /// A parameter that no rank computed a gradient for (frozen, or outside the graph everywhere)
 /// stays without one, so the optimizer skips it as it would on one device. A parameter with a
-/// gradient on some ranks only must have one on every rank (the world's step function makes the
-/// same parameters trainable everywhere): the one rank without it would drop the sum.
+/// gradient on some ranks only (a branch some ranks' batches did not take) gets one on every
+/// rank, so that every replica applies the same update, as the threads transport does.
 ///
 /// `device` is where the gradients live, the device of `local`'s tensors (for an autodiff model,
 /// the inner device that `GradientsParams::from_grads` returns them on).
 ///
 /// # Panics
 ///
-/// When `buf` is not `param_len(model)` long.
+/// When `buf` is not `grad_len(model)` long.
 pub(crate) fn read_grads<M: Module>(
     model: &M,
     buf: &[f32],
@@ -173,21 +194,28 @@ pub(crate) fn read_grads<M: Module>(
         local: &'a GradientsParams,
         device: &'a Device,
         offset: usize,
+        flags: usize,
         grads: GradientsParams,
     }
     impl ModuleVisitor for Read<'_> {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             let len = param.lazy_shape().num_elements();
-            if let Some(local) = self.local.get::<D>(param.id) {
+            if self.buf[self.flags] > 0.0 {
+                let dtype = match self.local.get::<D>(param.id) {
+                    Some(local) => local.dtype(),
+                    None => param.val().dtype(),
+                };
                 let values = &self.buf[self.offset..self.offset + len];
-                let grad = tensor_from(values, local.shape(), local.dtype(), self.device);
+                let grad = tensor_from(values, param.lazy_shape(), dtype, self.device);
                 self.grads.register::<D>(param.id, grad);
             }
             self.offset += len;
+            self.flags += 1;
         }
     }
-    check_len(model, buf.len(), "read_grads");
-    let mut read = Read { buf, local, device, offset: 0, grads: GradientsParams::new() };
+    let (flags, tensors) = lens(model);
+    assert_eq!(buf.len(), flags + tensors, "read_grads: a gradient buffer of another model");
+    let mut read = Read { buf, local, device, offset: 0, flags, grads: GradientsParams::new() };
     model.visit(&mut read);
     read.grads
 }
@@ -378,9 +406,10 @@ mod tests {
         let device = device();
         let model = two(&device);
         let local = grads(&model, &device);
-        let mut buf = vec![f32::NAN; param_len(&model)];
+        let mut buf = vec![f32::NAN; grad_len(&model)];
         write_grads(&model, &local, &mut buf);
         assert!(buf.iter().all(|v| v.is_finite()));
+        assert_eq!(buf[param_len(&model)..], [1.0, 1.0, 1.0], "one flag per parameter");
 
         let grad_device = local.get::<2>(model.first.weight.id).unwrap().device();
         let back = read_grads(&model, &buf, &local, &grad_device);
@@ -405,14 +434,34 @@ mod tests {
         let mut local = grads(&model, &device);
         let removed = local.remove::<2>(model.second.weight.id).unwrap();
         assert_eq!(removed.shape().num_elements(), 8);
-        let mut buf = vec![f32::NAN; param_len(&model)];
+        let mut buf = vec![f32::NAN; grad_len(&model)];
         write_grads(&model, &local, &mut buf);
-        assert!(buf[16..].iter().all(|&v| v == 0.0));
+        assert!(buf[16..24].iter().all(|&v| v == 0.0));
         assert!(buf[..16].iter().all(|v| v.is_finite()));
+        assert_eq!(buf[24..], [1.0, 1.0, 0.0]);
 
         let back = read_grads(&model, &buf, &local, &device.clone().inner());
         assert_eq!(back.len(), 2);
         assert!(back.get::<2>(model.second.weight.id).is_none());
+    }
+
+    #[test]
+    fn a_gradient_another_rank_had_is_read_back_where_this_rank_had_none() {
+        let device = device();
+        let model = two(&device);
+        let mut local = grads(&model, &device);
+        local.remove::<2>(model.second.weight.id).unwrap();
+        // The sum of this rank's buffer and another's that had the second weight's gradient.
+        let mut buf = vec![f32::NAN; grad_len(&model)];
+        write_grads(&model, &local, &mut buf);
+        buf[16..24].copy_from_slice(&[0.5; 8]);
+        buf[26] = 1.0;
+        let grad_device = local.get::<2>(model.first.weight.id).unwrap().device();
+        let back = read_grads(&model, &buf, &local, &grad_device);
+        assert_eq!(back.len(), 3);
+        let second = back.get::<2>(model.second.weight.id).expect("registered on this rank too");
+        assert_eq!(second.shape(), model.second.weight.val().shape());
+        assert_eq!(values(second), vec![0.5; 8]);
     }
 
     #[test]

@@ -57,6 +57,8 @@ mod launcher;
 pub(crate) mod mpi;
 mod shard;
 mod threads;
+#[cfg(any(feature = "cuda", test))]
+mod watchdog;
 mod words;
 
 use std::fmt;
@@ -330,7 +332,7 @@ fn mpi_exchange<M: Module>(
     device: &Device,
     size: usize,
 ) -> Option<GradientsParams> {
-    let len = flat::param_len(model);
+    let len = flat::grad_len(model);
     send.resize(len, 0.0);
     recv.resize(len, 0.0);
     match &grads {
@@ -342,7 +344,7 @@ fn mpi_exchange<M: Module>(
     comm.all_reduce_sums((send, recv), (sent, words));
     let local = grads?;
     let scale = 1.0 / size as f32;
-    for value in recv.iter_mut() {
+    for value in &mut recv[..flat::param_len(model)] {
         *value *= scale;
     }
     Some(flat::read_grads(model, recv, &local, device))

@@ -14,6 +14,7 @@
 //!   (the test moves the checkpoint's global step past 2^24 in between);
 //! - `extra-hyper`: rank 1 registers one more hyper-parameter than the chief;
 //! - `extra-layer`: rank 1's model lacks the chief's bias.
+//! - `partial-grad`: rank 1's step leaves the bias out (only the chief has its gradient);
 //! - `slow-save`: 2 epochs of 1000 steps per rank, 20 ms of sleep per step, a checkpoint that
 //!   takes 5 s to write (a large model's), `OUT/started` after step 20.
 //!
@@ -31,7 +32,7 @@ use burn_stoker::prelude::*;
 use burn_stoker::world::World;
 use serde_json::json;
 use stoker_tests::weights;
-use stoker_tests::world::{B, batches, bits, fixed_model, mse};
+use stoker_tests::world::{B, batches, bits, fixed_model, mse, without_bias};
 
 /// Counts its setups and steps on this rank.
 struct Count {
@@ -178,6 +179,9 @@ fn run(
         }
         if pause > 0 {
             std::thread::sleep(std::time::Duration::from_millis(pause));
+        }
+        if scenario == "partial-grad" && rank == 1 {
+            return without_bias(model, batch, step);
         }
         mse(model, batch, step)
     })?;

@@ -13,7 +13,7 @@ use burn::optim::{AdamConfig, SgdConfig};
 use burn::tensor::{Device, Tensor};
 use burn_stoker::prelude::*;
 use burn_stoker::world::{Threads, World};
-use stoker_tests::world::{B, Weights, batches, fixed_model, max_diff, mse, single_and_pair};
+use stoker_tests::world::{B, Weights, batches, fixed_model, max_diff, mse, single_and_pair, without_bias};
 use stoker_tests::{CheckpointAndStop, scratch_dir, weights};
 
 const STEPS: usize = 50;
@@ -537,4 +537,46 @@ fn replicas_that_drift_apart_stop_the_world_at_the_epochs_end() {
     // Unchecked, the world trains on with two different models.
     let unchecked = nudged_world("world-drift-unchecked", 6, false);
     assert_eq!(unchecked, [Ok(12), Ok(12)]);
+}
+
+/// A parameter that has a gradient on some ranks only (rank 1's batches never reach the bias)
+/// gets, on every rank, the sum of the ranks' gradients over the world's size, the ranks
+/// without one counting zero: the replicas stay identical, and train what one device trains on
+/// the mean of the two losses.
+#[test]
+fn a_parameter_with_a_gradient_on_some_ranks_gets_the_same_update_on_every_rank() {
+    const PARTIAL_STEPS: usize = 10;
+    let device = cpu();
+    let pairs: Vec<_> =
+        batches(2 * PARTIAL_STEPS, B, &device).chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect();
+    let single = Trainer::new(fixed_model(&device), SgdConfig::new().init(), pairs)
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .learning_rate(0.05)
+        .log_dir(scratch_dir("world-partial-single"))
+        .train(
+            |model: &Linear,
+             (chiefs, ones): ((Tensor<2>, Tensor<2>), (Tensor<2>, Tensor<2>)),
+             step: &mut Step<'_>| {
+                (mse(model, chiefs, step) + without_bias(model, ones, step)).div_scalar(2.0)
+            },
+        )
+        .unwrap();
+
+    let dir = scratch_dir("world-partial-pair");
+    let reports = Threads::new([cpu(), cpu()])
+        .run(|world| {
+            let rank = world.rank();
+            rank_trainer(world, 2 * PARTIAL_STEPS, &dir).learning_rate(0.05).max_epoch(1).train(
+                move |model: &Linear, batch, step: &mut Step<'_>| {
+                    if rank == 1 { without_bias(model, batch, step) } else { mse(model, batch, step) }
+                },
+            )
+        })
+        .expect("the world trains, its replicas checked at the epoch's end");
+    let (chief, other) = (weights(&reports[0].model), weights(&reports[1].model));
+    assert_eq!(chief, other, "the replicas must be bit-identical");
+    let diff = max_diff(&weights(&single.model), &chief);
+    assert!(diff < 1e-6, "the world vs one device on the mean loss: max difference {diff}");
+    assert!(max_diff(&chief, &weights(&fixed_model(&device))) > 1e-3, "trained");
 }

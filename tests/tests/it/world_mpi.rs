@@ -244,6 +244,18 @@ fn over_mpi_a_checkpoint_slower_than_mpiruns_kill_timeout_is_named_once() {
     );
 }
 
+/// A parameter with a gradient on the chief only (rank 1's step leaves the bias out) gets the
+/// same update on both ranks, as with threads: the replicas stay identical (the check at the
+/// epoch's end passes) instead of the chief's bias drifting from rank 1's.
+#[test]
+fn over_mpi_a_parameter_with_a_gradient_on_one_rank_gets_the_same_update_on_both() {
+    let (output, records, _) = run("partial-grad", &scratch_dir("mpi-partial"), false);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[0]["weights"], records[1]["weights"], "the replicas must be bit-identical");
+    assert_eq!(records[0]["global_step"], 50);
+}
+
 #[test]
 fn over_mpi_a_rank_that_never_trains_ends_the_job_within_seconds() {
     let start = Instant::now();
