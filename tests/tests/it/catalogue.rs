@@ -193,3 +193,21 @@ fn the_defaults_run_before_the_users_callbacks_within_an_event() {
         ["before_train summary written: true", "after_epoch 1 costs: 1", "after_epoch 2 costs: 2"]
     );
 }
+
+/// Lightning's `enable_progress_bar` and `enable_model_summary` are on by default: so are the
+/// progress bar and the model summary, each turned off with `None`.
+#[test]
+fn progress_bar_and_model_summary_are_defaults_each_turned_off_with_none() {
+    let defaults = DefaultCallbacks::default();
+    assert!(defaults.progress.is_some() && defaults.model_summary.is_some());
+    let dir = scratch_dir("catalogue-summary-off");
+    let device = burn_stoker::device::cpu();
+    let off = DefaultCallbacks { progress: None, model_summary: None, ..DefaultCallbacks::none() };
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(1, &device))
+        .log_dir(&dir)
+        .handle_signals(false)
+        .default_callbacks(off)
+        .train(step)
+        .unwrap();
+    assert!(!dir.join("model_summary.txt").exists(), "no summary written");
+}
