@@ -103,8 +103,11 @@ fn monitors_latest_and_history_are_the_global_step_and_value_pairs_put() {
     });
     let reader = CallbackFactory::<Linear>::new().name("Reader").after_train(move |ctx| {
         let monitors = ctx.monitors_ref();
-        *log.lock().unwrap() =
-            Some((monitors.latest("quarter"), monitors.history("quarter").to_vec(), monitors.latest("other")));
+        *log.lock().unwrap() = Some((
+            monitors.latest("quarter"),
+            monitors.history("quarter").to_vec(),
+            monitors.latest("other"),
+        ));
     });
     trainer("catalogue-monitors", 2, 2).callbacks((putter, reader)).train(step).unwrap();
     let (latest, history, other) = seen.lock().unwrap().clone().expect("after_train ran");
@@ -162,8 +165,12 @@ fn scalar_printer_prints_at_epoch_ends_by_default_and_each_scalar_as_put_with_en
         "[step 1] x: 1\n[step 2] x: 2\n[step 2] y: 10\nepoch 1 (global step 2):\n  x: 2\n  y: 10\n\
          [step 3] x: 3\n[step 4] x: 4\n[step 4] y: 20\nepoch 2 (global step 4):\n  x: 4\n  y: 20\n"
     );
-    let only_steps = printed(ScalarPrinter::new().enable_step(true).enable_epoch(false), "catalogue-printer-off");
-    assert_eq!(only_steps, "[step 1] x: 1\n[step 2] x: 2\n[step 2] y: 10\n[step 3] x: 3\n[step 4] x: 4\n[step 4] y: 20\n");
+    let only_steps =
+        printed(ScalarPrinter::new().enable_step(true).enable_epoch(false), "catalogue-printer-off");
+    assert_eq!(
+        only_steps,
+        "[step 1] x: 1\n[step 2] x: 2\n[step 2] y: 10\n[step 3] x: 3\n[step 4] x: 4\n[step 4] y: 20\n"
+    );
 }
 
 /// The defaults are registered before the trainer's callbacks, so within an event they run
@@ -187,7 +194,11 @@ fn the_defaults_run_before_the_users_callbacks_within_an_event() {
         train_cost: Some(TrainCost::new()),
         ..DefaultCallbacks::none()
     };
-    trainer("catalogue-defaults-first", 2, 2).default_callbacks(defaults).callbacks(user).train(step).unwrap();
+    trainer("catalogue-defaults-first", 2, 2)
+        .default_callbacks(defaults)
+        .callbacks(user)
+        .train(step)
+        .unwrap();
     assert_eq!(
         *seen.lock().unwrap(),
         ["before_train summary written: true", "after_epoch 1 costs: 1", "after_epoch 2 costs: 2"]
