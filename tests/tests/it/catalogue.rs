@@ -95,7 +95,9 @@ fn periodic_trigger_without_a_period_nor_before_train_is_refused_at_setup() {
 /// `(global_step, value)` pairs put, oldest first, and what one callback puts another reads.
 #[test]
 fn monitors_latest_and_history_are_the_global_step_and_value_pairs_put() {
-    let seen: Arc<Mutex<Option<(Option<f64>, Vec<(u64, f64)>, Option<f64>)>>> = Arc::default();
+    // What `Reader` saw at the end: the latest `quarter`, its history, the latest of a name never put.
+    type Seen = (Option<f64>, Vec<(u64, f64)>, Option<f64>);
+    let seen: Arc<Mutex<Option<Seen>>> = Arc::default();
     let log = seen.clone();
     let putter = CallbackFactory::<Linear>::new().name("Putter").trigger_step(|ctx| {
         let value = ctx.global_step() as f64 / 4.0;
