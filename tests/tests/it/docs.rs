@@ -193,6 +193,20 @@ fn test_functions() -> BTreeSet<String> {
     names
 }
 
+/// The backticked names of tests in `text`: snake-case names of six words or more, with their
+/// module path (`it::stop::name`) or alone, given without the path.
+fn named_tests(text: &str) -> Vec<&str> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|code| code.rsplit("::").next().unwrap_or(code))
+        .filter(|name| {
+            name.matches('_').count() >= 5
+                && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        })
+        .collect()
+}
+
 /// The catalogue's rows ("Coming from tensorpack, neon, fastai, Lightning or Keras") and the
 /// counters' table ("Events and the lifecycle") name the tests that show a verdict: every
 /// backticked name of a test there (a snake-case name of six words or more, with its module
@@ -202,19 +216,37 @@ fn the_tests_the_guide_names_exist() {
     let tests = test_functions();
     for page in ["book/src/coming-from.md", "book/src/events-and-lifecycle.md"] {
         let text = read(page);
-        let named: Vec<&str> = text
-            .split('`')
-            .skip(1)
-            .step_by(2)
-            .map(|code| code.rsplit("::").next().unwrap_or(code))
-            .filter(|name| {
-                name.matches('_').count() >= 5
-                    && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-            })
-            .collect();
+        let named = named_tests(&text);
         assert!(!named.is_empty(), "{page} names no test");
         for name in named {
             assert!(tests.contains(name), "{page} names the test `{name}`, which tests/tests/it has not");
         }
     }
+}
+
+/// The catalogue says "same" only where a test shows it: every row of its tables whose verdict
+/// (the last column) says "same", in whole or in part, names a test (which the test above checks
+/// exists); a row that differs says how, and one that names no test must not say "same".
+#[test]
+fn every_row_the_catalogue_calls_the_same_names_a_test() {
+    let text = read("book/src/coming-from.md");
+    let mut rows = 0;
+    for (number, line) in text.lines().enumerate() {
+        let Some(row) = line.strip_prefix("| ").and_then(|row| row.strip_suffix(" |")) else { continue };
+        let (Some((item, _)), Some((_, verdict))) = (row.split_once(" | "), row.rsplit_once(" | ")) else {
+            continue;
+        };
+        if verdict == "verdict" {
+            continue;
+        }
+        rows += 1;
+        let same =
+            verdict.split(|c: char| !c.is_ascii_alphanumeric()).any(|word| word.eq_ignore_ascii_case("same"));
+        assert!(
+            !same || !named_tests(line).is_empty(),
+            "book/src/coming-from.md:{}: the verdict on {item} says \"same\" and the row names no test",
+            number + 1
+        );
+    }
+    assert!(rows >= 150, "{rows} rows read in the catalogue's tables");
 }

@@ -417,3 +417,25 @@ fn writer_tensorboard_max_queue_holds_events_until_that_many_then_writes_them() 
     MonitorSink::flush(&mut sink).unwrap();
     assert_eq!((sink.held(), on_disk(&sink)), (0, 2));
 }
+
+/// tensorpack's `TFEventWriter()` defaults: `max_queue` 10 (here with a `flush_secs` no test
+/// outlives, to see the queue alone) and one file, an epoch's end writing what is held but
+/// starting no new file.
+#[test]
+fn writer_tensorboard_holds_ten_events_by_default_in_one_file() {
+    use burn_stoker::state::{EpochStats, MonitorSink};
+    let dir = scratch_dir("tfevents-defaults");
+    let mut sink = TensorBoardSink::create(&dir).unwrap().flush_secs(24 * 3600);
+    let on_disk = |sink: &TensorBoardSink| records(&std::fs::read(sink.path()).unwrap()).len();
+    for step in 1..=9 {
+        MonitorSink::write(&mut sink, &[record("loss", Value::Scalar(1.0), step)]).unwrap();
+    }
+    assert_eq!((sink.held(), on_disk(&sink)), (9, 1), "nine events held");
+    MonitorSink::write(&mut sink, &[record("loss", Value::Scalar(1.0), 10)]).unwrap();
+    assert_eq!((sink.held(), on_disk(&sink)), (0, 11), "the tenth fills the queue");
+    MonitorSink::end_epoch(&mut sink, &EpochStats::default()).unwrap();
+    MonitorSink::write(&mut sink, &[record("loss", Value::Scalar(1.0), 11)]).unwrap();
+    MonitorSink::close(&mut sink).unwrap();
+    assert_eq!(on_disk(&sink), 12);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "one event file");
+}
