@@ -152,7 +152,7 @@ pub(crate) fn write_grads<M: Module>(model: &M, grads: &GradientsParams, out: &m
             let (values, flags) = self.out.split_at_mut(self.flags);
             let out = &mut values[self.offset..self.offset + len];
             let grad = self.grads.get::<D>(param.id);
-            flags[0] = if grad.is_some() { 1.0 } else { 0.0 };
+            flags[0] = f32::from(u8::from(grad.is_some()));
             match grad {
                 Some(grad) => copy_out(grad.into_data(), out),
                 None => out.fill(0.0),
@@ -176,8 +176,7 @@ pub(crate) fn write_grads<M: Module>(model: &M, grads: &GradientsParams, out: &m
 /// gradient on some ranks only (a branch some ranks' batches did not take) gets one on every
 /// rank, so that every replica applies the same update, as the threads transport does.
 ///
-/// `device` is where the gradients live, the device of `local`'s tensors (for an autodiff model,
-/// the inner device that `GradientsParams::from_grads` returns them on).
+/// `device` is where the gradients live: `local`'s (an autodiff model's inner device).
 ///
 /// # Panics
 ///
