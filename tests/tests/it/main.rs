@@ -8,6 +8,7 @@ extern crate burn_stoker as renamed;
 
 #[cfg(feature = "hdf5")]
 mod callback_data;
+mod batch_events;
 mod checkpoint;
 mod counters;
 mod debug;
