@@ -6,7 +6,7 @@ use super::context::Context;
 use super::counters::Counters;
 use super::event::{Event, for_each_event};
 use super::order::{Order, short_type_name};
-use super::step::{StepGradients, StepHooks, StepLoss};
+use super::step::{StepBatch, StepGradients, StepHooks, StepLoss, StepPred};
 use crate::error::Cancel;
 use crate::error::Result;
 use crate::fetch::{Fetch, Fetched};
@@ -72,7 +72,8 @@ macro_rules! define_callback_trait {
                 let _ = state;
                 Ok(())
             }
-            /// Which of the events inside a step ([`before_backward`](Self::before_backward),
+            /// Which of the events inside a step ([`before_batch`](Self::before_batch),
+            /// [`after_pred`](Self::after_pred), [`before_backward`](Self::before_backward),
             /// [`after_backward`](Self::after_backward)) this callback takes. The trainer delivers them
             /// only to callbacks that ask, so a run where nobody does pays nothing for them.
             fn step_hooks(&self) -> StepHooks {
