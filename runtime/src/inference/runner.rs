@@ -307,18 +307,16 @@ where
         let transfers = self.plan.transfers();
         let mut pass = self.data.pass();
         let mut batches = 0u64;
-        // A signal cuts the pass short (checked before each batch: one atomic load).
-        let mut cut_short = None;
+        let mut cut_short = None; // A signal cuts the pass short (one atomic load per batch).
         loop {
             if let Some(signal) = ctx.signal_received() {
                 cut_short = Some(signal);
                 break;
             }
             let Some(batch) = pass.next_batch() else { break };
-            // fastai's `before_batch` for a validation batch, to the callbacks that take it.
-            let batch = ctx.before_batch(batch?)?;
             self.outputs.clear();
-            let returned = (self.forward)(&model, batch, &mut self.outputs).batch_size();
+            // fastai's `before_batch` for a validation batch, to the callbacks that take it.
+            let returned = (self.forward)(&model, ctx.before_batch(batch?)?, &mut self.outputs).batch_size();
             if batches == 0 {
                 self.plan.check_names(
                     &self.outputs,
