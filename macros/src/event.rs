@@ -141,7 +141,10 @@ impl EventKind {
     pub fn in_step(self) -> bool {
         matches!(
             self,
-            EventKind::BeforeBatch | EventKind::AfterPred | EventKind::BeforeBackward | EventKind::AfterBackward
+            EventKind::BeforeBatch
+                | EventKind::AfterPred
+                | EventKind::BeforeBackward
+                | EventKind::AfterBackward
         )
     }
 

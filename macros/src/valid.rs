@@ -78,10 +78,15 @@ pub fn hook(hook: &Hook, errors: &Ctxt, callback_span: proc_macro2::Span) {
             let (name, ty) = hook.event.and_then(EventKind::payload).unwrap_or(("loss", "StepLoss"));
             // Another in-step event's payload: named here, rather than as a type mismatch
             // inside the generated call.
-            if let Some(other) = values.first().and_then(|value| payload_type(value)).filter(|other| *other != ty) {
+            if let Some(other) =
+                values.first().and_then(|value| payload_type(value)).filter(|other| *other != ty)
+            {
                 errors.push_spanned(
                     values[0],
-                    format!("`{other}` is another event's value: a `{event}` callback takes `{name}: &{ty}`"),
+                    format!(
+                        "`{other}` is another event's value: {} `{event}` callback takes `{name}: &{ty}`",
+                        if event.starts_with('a') { "an" } else { "a" }
+                    ),
                 );
             }
             if let Some(extra) = values.get(1) {

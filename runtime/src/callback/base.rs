@@ -175,7 +175,8 @@ pub enum Flow {
     /// End the current epoch after this step (see [`Context::skip_rest_of_epoch`]).
     SkipEpoch,
     /// Skip the rest of this batch (fastai's `CancelBatchException`): returned from
-    /// `before_step`, `before_backward` or `after_backward`, the step stops there (no backward
+    /// `before_step`, `before_batch`, `before_backward` or `after_backward`, the step stops there
+    /// (from `after_pred`, once the step function returns its loss; no backward
     /// or no optimizer step: the weights do not change), then every callback receives
     /// `after_cancel_batch`, and the step ends as any other: `after_step` (to the callbacks that
     /// fetch nothing: the step has no values), `trigger_step`. The step counts in `global_step`,

@@ -197,11 +197,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
             self.at.activity = Activity::Callback(i, "after_train");
             let callbacks = &mut self.callbacks;
             let outcome = catch_unwind(AssertUnwindSafe(|| {
-                callbacks.dispatch(
-                    i,
-                    Event::AfterTrain,
-                    &mut Context::new(&mut *state, Phase::Once),
-                )
+                callbacks.dispatch(i, Event::AfterTrain, &mut Context::new(&mut *state, Phase::Once))
             }));
             let name = &self.roster.names[i];
             let error = match outcome {
@@ -252,9 +248,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
         };
         for &i in takers {
             self.at.activity = Activity::Callback(i, event.name());
-            if let Err(e) =
-                self.callbacks.dispatch(i, event, &mut Context::new(&mut *state, Phase::InStep))
-            {
+            if let Err(e) = self.callbacks.dispatch(i, event, &mut Context::new(&mut *state, Phase::InStep)) {
                 return Err(callback_error(state, &self.roster.names, i, event.name(), e));
             }
         }
@@ -364,12 +358,9 @@ impl<C, M> Delivery<'_, '_, C, M> {
         }
         self.at.activity = Activity::Delivering(event.name());
         let phase = event.phase();
-        if let Err(e) = self.callbacks.dispatch_all(
-            0,
-            event,
-            &mut Context::new(self.state, phase),
-            &mut self.at.cursor,
-        ) {
+        if let Err(e) =
+            self.callbacks.dispatch_all(0, event, &mut Context::new(self.state, phase), &mut self.at.cursor)
+        {
             let at = self.at.cursor;
             return self.failed(event, at, e);
         }

@@ -139,7 +139,11 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let mut hook = Preds { dispatch, state, delivered: false, error: None };
         let output = catch_unwind(AssertUnwindSafe(|| {
             let pred = Some(&mut hook as &mut dyn PredHook);
-            step.step(&model, batch, &mut Step { outputs: &mut fetches.outputs, hyper: &hyper, counters: &counters, pred })
+            step.step(
+                &model,
+                batch,
+                &mut Step { outputs: &mut fetches.outputs, hyper: &hyper, counters: &counters, pred },
+            )
         }));
         let Preds { dispatch, state, delivered, error } = hook;
         state.model = Some(model);

@@ -20,7 +20,12 @@ fn take(log: &Log) -> Vec<String> {
     std::mem::take(&mut *log.lock().unwrap())
 }
 
-fn trainer<C, K>(model: Linear, data: Vec<Batch>, name: &str, callbacks: C) -> Trainer<Linear, Vec<Batch>, C, K>
+fn trainer<C, K>(
+    model: Linear,
+    data: Vec<Batch>,
+    name: &str,
+    callbacks: C,
+) -> Trainer<Linear, Vec<Batch>, C, K>
 where
     C: Callbacks<Linear, K>,
 {
@@ -80,7 +85,11 @@ fn before_batch_reads_and_replaces_the_batch_the_step_runs_on() {
             format!("before_batch g1 training=true x[0]={:.3}", firsts[1]),
         ]
     );
-    assert_eq!(take(&seen), vec![format!("step x={:?}", vec![0.0f32; 8]); 2], "the step ran on the replaced batches");
+    assert_eq!(
+        take(&seen),
+        vec![format!("step x={:?}", vec![0.0f32; 8]); 2],
+        "the step ran on the replaced batches"
+    );
 }
 
 /// Asks for the batch as a type it is not.
@@ -107,6 +116,43 @@ fn a_batch_asked_for_as_another_type_is_an_error_naming_both_types() {
         error.starts_with("callback `WrongType` failed in before_batch: the batch is a `(burn_tensor::tensor::api::base::Tensor<2>, burn_tensor::tensor::api::base::Tensor<2>)`, not a `burn_tensor::tensor::api::base::Tensor<2>`"),
         "{error}"
     );
+}
+
+/// Cancels the first batch from `before_batch`, and logs `after_cancel_batch`.
+struct CancelFirst(Log);
+
+impl<M> Callback<M> for CancelFirst {
+    fn step_hooks(&self) -> StepHooks {
+        StepHooks::BATCH
+    }
+    fn before_batch(&mut self, ctx: &mut Context<'_, M>, _batch: &StepBatch<'_>) -> burn_stoker::Result<()> {
+        self.0.lock().unwrap().push(format!("before_batch g{}", ctx.global_step()));
+        if ctx.global_step() == 0 { Err(burn_stoker::callback::Cancel::Batch.into()) } else { Ok(()) }
+    }
+    fn after_cancel_batch(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        self.0.lock().unwrap().push(format!("after_cancel_batch g{}", ctx.global_step()));
+        Ok(())
+    }
+}
+
+#[test]
+fn cancel_batch_from_before_batch_skips_the_step_function_and_the_optimizer() {
+    let device = burn_stoker::device::cpu();
+    let (log, steps): (Log, Log) = (Arc::default(), Arc::default());
+    let model = tiny_model(&device);
+    let before = weights(&model);
+    let step_log = steps.clone();
+    let report = trainer(model, tiny_data(1, &device), "cancel-batch", CancelFirst(log.clone()))
+        .train(move |model: &Linear, batch: Batch, _step: &mut Step<'_>| {
+            step_log.lock().unwrap().push("step".to_string());
+            mse(model, batch)
+        })
+        .unwrap();
+    // The cancelled step counts (as fastai's `after_batch` counts it) before `after_cancel_batch`.
+    assert_eq!(take(&log), vec!["before_batch g0", "after_cancel_batch g1"]);
+    assert!(take(&steps).is_empty(), "the step function did not run");
+    assert_eq!(weights(&report.model), before, "no optimizer step");
+    assert_eq!(report.counters.global_step(), 1, "the cancelled step counts, as fastai's");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -148,7 +194,8 @@ fn after_pred_replaces_the_output_the_loss_is_computed_from() {
     let losses = Arc::default();
     let data = tiny_data(2, &device);
     // With the output replaced by zeros, the loss is the mean of y².
-    let expected: Vec<f32> = data.iter().map(|(_, y)| y.clone().powi_scalar(2).mean().into_scalar::<f32>()).collect();
+    let expected: Vec<f32> =
+        data.iter().map(|(_, y)| y.clone().powi_scalar(2).mean().into_scalar::<f32>()).collect();
     trainer(tiny_model(&device), data, "after-pred", (ZeroPred(log.clone()), Losses(Arc::clone(&losses))))
         .train(|model: &Linear, (x, y): Batch, step: &mut Step<'_>| {
             let pred = step.pred(model.forward(x));
@@ -274,13 +321,16 @@ struct Mixed {
     pred: Option<Tensor<2>>,
 }
 
+/// One batch's draws: each sample's λ (before the max), and the shuffle.
+type Draw = (Vec<f32>, Vec<i64>);
+
 /// fastai's `MixUp`: each training batch is mixed with a shuffled copy of itself, sample by
 /// sample, with λ drawn from Beta(α, α) and kept at `max(λ, 1 - λ)`; the loss is the same mix of
 /// the losses against both targets. No mixing at validation (`run_valid = False`). `draws` gives
 /// the batch's λs (before the max) and its shuffle: drawn from Beta and a permutation in a
 /// program, given by hand in the test.
 struct MixUp {
-    draws: Box<dyn FnMut(usize) -> (Vec<f32>, Vec<i64>)>,
+    draws: Box<dyn FnMut(usize) -> Draw>,
     mixed: Option<Mixed>,
 }
 
@@ -333,7 +383,10 @@ fn labelled(device: &Device) -> Vec<Labelled> {
         .map(|b| {
             let xs: Vec<f32> = (0..12).map(|i| ((b * 12 + i) as f32 * 0.61).cos()).collect();
             let ys: Vec<i64> = (0..4).map(|i| ((b * 4 + i) * 7 % 3) as i64).collect();
-            (Tensor::from_data(TensorData::new(xs, [4, 3]), device), Tensor::from_data(TensorData::new(ys, [4]), device))
+            (
+                Tensor::from_data(TensorData::new(xs, [4, 3]), device),
+                Tensor::from_data(TensorData::new(ys, [4]), device),
+            )
         })
         .collect()
 }
@@ -346,7 +399,11 @@ impl Callback<Linear> for StepWeights {
     fn step_hooks(&self) -> StepHooks {
         StepHooks::BATCH
     }
-    fn before_batch(&mut self, ctx: &mut Context<'_, Linear>, _batch: &StepBatch<'_>) -> burn_stoker::Result<()> {
+    fn before_batch(
+        &mut self,
+        ctx: &mut Context<'_, Linear>,
+        _batch: &StepBatch<'_>,
+    ) -> burn_stoker::Result<()> {
         if ctx.training() {
             self.0.lock().unwrap().push(weights(ctx.model()));
         }
@@ -379,9 +436,11 @@ fn mixup_loss_on_mixed_batches_equals_a_hand_computation() {
     let model: Linear = LinearConfig::new(3, 3).init(&device);
     let data = labelled(&device);
     // Per step: each sample's λ before the max, and the shuffle.
-    let draws = [(vec![0.2f32, 0.7, 0.5, 0.95], vec![2i64, 0, 3, 1]), (vec![0.6, 0.1, 0.3, 0.8], vec![1, 3, 0, 2])];
+    let draws =
+        [(vec![0.2f32, 0.7, 0.5, 0.95], vec![2i64, 0, 3, 1]), (vec![0.6, 0.1, 0.3, 0.8], vec![1, 3, 0, 2])];
     let mut given = draws.clone().into_iter();
-    let mixup = MixUp { draws: Box::new(move |n| given.next().filter(|d| d.0.len() == n).unwrap()), mixed: None };
+    let mixup =
+        MixUp { draws: Box::new(move |n| given.next().filter(|d| d.0.len() == n).unwrap()), mixed: None };
     let (losses, starts, cost) = (Arc::default(), Arc::default(), Arc::default());
     let runner = InferenceRunner::new(data.clone(), |model: &Linear, (x, y): Labelled, out: &mut Outputs| {
         out.put("cost", cross_entropy(model.forward(x), y).mean());
@@ -417,7 +476,8 @@ fn mixup_loss_on_mixed_batches_equals_a_hand_computation() {
             let j = shuffle[i] as usize;
             let mixed: Vec<f64> = (0..3).map(|f| lam * xs[i * 3 + f] + (1.0 - lam) * xs[j * 3 + f]).collect();
             let w = &starts[step];
-            total += lam * hand_cross_entropy(w, &mixed, ys[i]) + (1.0 - lam) * hand_cross_entropy(w, &mixed, ys[j]);
+            total += lam * hand_cross_entropy(w, &mixed, ys[i])
+                + (1.0 - lam) * hand_cross_entropy(w, &mixed, ys[j]);
         }
         let expected = total / 4.0;
         let got = f64::from(losses[step]);

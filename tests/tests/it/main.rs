@@ -6,9 +6,9 @@
 // the crate root can give.
 extern crate burn_stoker as renamed;
 
+mod batch_events;
 #[cfg(feature = "hdf5")]
 mod callback_data;
-mod batch_events;
 mod checkpoint;
 mod counters;
 mod debug;

@@ -7,7 +7,9 @@
 use std::borrow::Cow;
 
 use super::{Activity, Roster, Whereabouts, wrap};
-use crate::callback::{BatchHooks, Callback, Callbacks, Context, Event, Phase, StepHooks, TrainState, deliver};
+use crate::callback::{
+    BatchHooks, Callback, Callbacks, Context, Event, Phase, StepHooks, TrainState, deliver,
+};
 use crate::error::{Break, Error, Result};
 
 /// The callbacks that take the batch (`before_batch`) and the model's output (`after_pred`),
@@ -16,22 +18,23 @@ use crate::error::{Break, Error, Result};
 pub(in crate::trainer) struct BatchTakers {
     pub(super) batch: Vec<usize>,
     pub(super) pred: Vec<usize>,
+    /// Either is not empty: the one flag a step reads.
+    any: bool,
 }
 
 impl BatchTakers {
     /// From the run order and every callback's hooks.
     pub(super) fn new(order: &[usize], hooks: &[StepHooks]) -> Self {
-        BatchTakers {
-            batch: order.iter().copied().filter(|&i| hooks[i].batch).collect(),
-            pred: order.iter().copied().filter(|&i| hooks[i].pred).collect(),
-        }
+        let batch: Vec<usize> = order.iter().copied().filter(|&i| hooks[i].batch).collect();
+        let pred: Vec<usize> = order.iter().copied().filter(|&i| hooks[i].pred).collect();
+        BatchTakers { any: !batch.is_empty() || !pred.is_empty(), batch, pred }
     }
 
     /// Whether some callback takes the batch or the model's output: the step then goes the cold
     /// way, which delivers them.
     #[inline]
     pub(in crate::trainer) fn any(&self) -> bool {
-        !self.batch.is_empty() || !self.pred.is_empty()
+        self.any
     }
 
     /// Whether some callback takes the batch.
