@@ -137,7 +137,7 @@ struct ScaleLoss;
 
 impl Callback<Mlp> for ScaleLoss {
     fn step_hooks(&self) -> burn_stoker::callback::StepHooks {
-        burn_stoker::callback::StepHooks { loss: true, gradients: false }
+        burn_stoker::callback::StepHooks::LOSS
     }
 }
 

@@ -31,7 +31,11 @@ pub enum EventKind {
     Trigger,
     /// Once, at the end, whatever happened.
     AfterTrain,
-    /// Inside the step, before backward: the loss (`&StepLoss`).
+    /// Inside the step, before the step function: the batch (`&StepBatch`).
+    BeforeBatch,
+    /// Inside the step, between the model's forward pass and the loss: its output (`&StepPred`).
+    AfterPred,
+    /// Inside the step, before backward: the loss (`&StepLoss`); fastai's `after_loss`.
     BeforeBackward,
     /// Inside the step, after backward: the gradients (`&StepGradients`).
     AfterBackward,
@@ -51,7 +55,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every event, in the order of the training loop.
-    pub const ALL: [EventKind; 19] = [
+    pub const ALL: [EventKind; 21] = [
         EventKind::Setup,
         EventKind::BeforeTrain,
         EventKind::BeforeEpoch,
@@ -63,6 +67,8 @@ impl EventKind {
         EventKind::TriggerEpoch,
         EventKind::Trigger,
         EventKind::AfterTrain,
+        EventKind::BeforeBatch,
+        EventKind::AfterPred,
         EventKind::BeforeBackward,
         EventKind::AfterBackward,
         EventKind::BeforeValidate,
@@ -87,6 +93,8 @@ impl EventKind {
             EventKind::TriggerEpoch => "trigger_epoch",
             EventKind::Trigger => "trigger",
             EventKind::AfterTrain => "after_train",
+            EventKind::BeforeBatch => "before_batch",
+            EventKind::AfterPred => "after_pred",
             EventKind::BeforeBackward => "before_backward",
             EventKind::AfterBackward => "after_backward",
             EventKind::BeforeValidate => "before_validate",
@@ -103,8 +111,12 @@ impl EventKind {
         EventKind::ALL.iter().filter(|event| event.written()).map(|event| event.name()).collect()
     }
 
-    /// The event named `name`, among those a user writes.
+    /// The event named `name`, among those a user writes; fastai's `after_loss` is another name
+    /// of `before_backward`.
     pub fn from_name(name: &str) -> Option<EventKind> {
+        if name == "after_loss" {
+            return Some(EventKind::BeforeBackward);
+        }
         EventKind::ALL.into_iter().find(|event| event.written() && event.name() == name)
     }
 
@@ -124,9 +136,16 @@ impl EventKind {
         self.runs_once() || self.in_step() || self.around()
     }
 
-    /// Whether the event runs inside the step, with its payload (the loss, the gradients).
+    /// Whether the event runs inside the step, with its payload (the batch, the model's output,
+    /// the loss, the gradients).
     pub fn in_step(self) -> bool {
-        matches!(self, EventKind::BeforeBackward | EventKind::AfterBackward)
+        matches!(
+            self,
+            EventKind::BeforeBatch
+                | EventKind::AfterPred
+                | EventKind::BeforeBackward
+                | EventKind::AfterBackward
+        )
     }
 
     /// Whether the event surrounds a validation pass, follows a cancellation, or brings a
@@ -149,6 +168,8 @@ impl EventKind {
     /// its name and its type's name in `__private`.
     pub fn payload(self) -> Option<(&'static str, &'static str)> {
         match self {
+            EventKind::BeforeBatch => Some(("batch", "StepBatch")),
+            EventKind::AfterPred => Some(("pred", "StepPred")),
             EventKind::BeforeBackward => Some(("loss", "StepLoss")),
             EventKind::AfterBackward => Some(("grads", "StepGradients")),
             _ => None,

@@ -300,12 +300,15 @@ fn trait_methods(rt: &Runtime, methods: Methods, model: &TokenStream) -> TokenSt
         });
     }
     // The events inside a step reach only the callbacks that ask for them.
-    let loss = !methods.events[EventKind::BeforeBackward.index()].is_empty();
-    let gradients = !methods.events[EventKind::AfterBackward.index()].is_empty();
-    if loss || gradients {
+    let takes = |event: EventKind| !methods.events[event.index()].is_empty();
+    let batch = takes(EventKind::BeforeBatch);
+    let pred = takes(EventKind::AfterPred);
+    let loss = takes(EventKind::BeforeBackward);
+    let gradients = takes(EventKind::AfterBackward);
+    if batch || pred || loss || gradients {
         out.extend(quote! {
             fn step_hooks(&self) -> #p::StepHooks {
-                #p::StepHooks { loss: #loss, gradients: #gradients }
+                #p::StepHooks { batch: #batch, pred: #pred, loss: #loss, gradients: #gradients }
             }
         });
     }
@@ -570,6 +573,7 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
     let mut wants = Vec::new();
     let mut dispatch = Vec::new();
     let mut state = Vec::new();
+    let mut members = Vec::new();
     let mut all = Vec::new();
     for (i, field) in input.fields.iter().enumerate() {
         let marker = format_ident!("__StokerMarker{}", i);
@@ -644,6 +648,9 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
             }
             index -= len;
         });
+        // The members themselves: a field's gate holds back no event they are lent for (the
+        // validation pass and the batch events are never gated).
+        members.push(quote!(#set::members(&mut self.#member, out);));
     }
     let checks = field_checks(&rt, input);
     quote! {
@@ -685,6 +692,13 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
             ) -> #p::Result<#p::Option<#p::StateValue>> {
                 #(#state)*
                 #p::Ok(#p::None)
+            }
+            #[allow(unused_variables)]
+            fn members<'__stoker_s>(
+                &'__stoker_s mut self,
+                out: &mut ::std::vec::Vec<&'__stoker_s mut (dyn #p::Callback<#m> + '__stoker_s)>,
+            ) {
+                #(#members)*
             }
             #[inline]
             #[allow(unused_mut, unused_variables)]

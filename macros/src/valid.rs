@@ -76,6 +76,19 @@ pub fn hook(hook: &Hook, errors: &Ctxt, callback_span: proc_macro2::Span) {
         }
         None if hook.event.is_some_and(|event| event.in_step()) => {
             let (name, ty) = hook.event.and_then(EventKind::payload).unwrap_or(("loss", "StepLoss"));
+            // Another in-step event's payload: named here, rather than as a type mismatch
+            // inside the generated call.
+            if let Some(other) =
+                values.first().and_then(|value| payload_type(value)).filter(|other| *other != ty)
+            {
+                errors.push_spanned(
+                    values[0],
+                    format!(
+                        "`{other}` is another event's value: {} `{event}` callback takes `{name}: &{ty}`",
+                        if event.starts_with('a') { "an" } else { "a" }
+                    ),
+                );
+            }
             if let Some(extra) = values.get(1) {
                 errors.push_spanned(
                     extra,
@@ -99,6 +112,15 @@ pub fn hook(hook: &Hook, errors: &Ctxt, callback_span: proc_macro2::Span) {
             }
         }
     }
+}
+
+/// The name of the in-step payload type `ty` names (`&StepBatch<'_>`, `&callback::StepLoss`...),
+/// if it names one.
+fn payload_type(ty: &syn::Type) -> Option<&'static str> {
+    let syn::Type::Reference(reference) = ty else { return None };
+    let syn::Type::Path(path) = &*reference.elem else { return None };
+    let last = path.path.segments.last()?.ident.to_string();
+    EventKind::ALL.iter().filter_map(|event| event.payload()).map(|(_, ty)| ty).find(|ty| last == *ty)
 }
 
 /// Check order constraints of the callback named `own`.

@@ -207,7 +207,7 @@ pub mod __private {
     pub use crate::callback::state::StateCallback;
     pub use crate::callback::{
         Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Order, Period, StateOp,
-        StepGradients, StepHooks, StepLoss, counters_before_step, deliver,
+        StepBatch, StepGradients, StepHooks, StepLoss, StepPred, counters_before_step, deliver,
     };
     pub use crate::error::{Error, Result};
     pub use crate::fetch::{Fetch, FetchValue, Fetched};

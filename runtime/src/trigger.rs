@@ -12,7 +12,8 @@
 mod proxy;
 
 use crate::callback::{
-    Callback, Context, Counters, Event, Period, PeriodSetting, StepGradients, StepLoss, for_each_event,
+    Callback, Context, Counters, Event, Period, PeriodSetting, StepBatch, StepGradients, StepLoss, StepPred,
+    for_each_event,
 };
 use crate::error::{Error, Result};
 use crate::fetch::Fetched;
@@ -125,6 +126,12 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
     // The wrapped callback's identity and state, as they are.
     crate::callback::forward_methods!((field inner);
         name order fetches chief_only save_state load_state step_hooks wants_fetch);
+    fn before_batch(&mut self, ctx: &mut Context<'_, M>, batch: &StepBatch<'_>) -> Result<()> {
+        self.inner.before_batch(ctx, batch)
+    }
+    fn after_pred(&mut self, ctx: &mut Context<'_, M>, pred: &StepPred<'_>) -> Result<()> {
+        self.inner.after_pred(ctx, pred)
+    }
     fn before_backward(&mut self, ctx: &mut Context<'_, M>, loss: &StepLoss<'_>) -> Result<()> {
         self.inner.before_backward(ctx, loss)
     }

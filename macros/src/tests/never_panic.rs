@@ -126,6 +126,9 @@ const SEEDS: &[(Kind, &str, &str)] = &[
     (Derive, "", "struct Empty {}"),
     (Derive, "", "struct Unit;"),
     // fastai's loop: the events inside a step, around validation and after a cancel; numeric order.
+    (Callback, "on = before_batch", "fn mix(batch: &StepBatch<'_>) -> Result<()> { Ok(()) }"),
+    (Callback, "on = after_pred", "fn keep<M>(ctx: &mut Context<'_, M>, pred: &StepPred<'_>) {}"),
+    (Callback, "on = after_loss", "fn triple(loss: &StepLoss<'_>) { loss.update(|l| l * 3.0); }"),
     (Callback, "on = before_backward", "fn double(loss: &StepLoss<'_>) { loss.update(|l| l * 2.0); }"),
     (Callback, "on = after_backward", "fn clip<M>(grads: &StepGradients, ctx: &mut Context<'_, M>) {}"),
     (Callback, "on = before_validate", "fn reset(ctx: &mut Context<'_, Rnn>) { ctx.model_mut().reset() }"),
@@ -194,6 +197,8 @@ const INVALID: &[(Kind, &str, &str)] = &[
     (Callback, "on = before_backward, every_k_steps = 2", "fn f() {}"),
     (Callback, "on = after_cancel_batch, enable_if = p", "fn f() {}"),
     (Callback, "on = after_backward", "fn f(a: &StepGradients, b: &StepGradients) {}"),
+    (Callback, "on = after_pred", "fn f(a: &StepBatch<'_>) {}"),
+    (Callback, "on = before_batch, every_k_epochs = 3", "fn f(a: &(), b: &StepLoss) {}"),
     (Order, "value = 1.5", "#[callback(on = trigger)] fn f() {}"),
     (Order, "-9, value = 3", "#[callback(on = trigger)] fn f() {}"),
     (Order, "4294967296", "#[callback(on = trigger)] fn f() {}"),

@@ -6,7 +6,7 @@ use super::context::Context;
 use super::counters::Counters;
 use super::event::{Event, for_each_event};
 use super::order::{Order, short_type_name};
-use super::step::{StepGradients, StepHooks, StepLoss};
+use super::step::{StepBatch, StepGradients, StepHooks, StepLoss, StepPred};
 use crate::error::Cancel;
 use crate::error::Result;
 use crate::fetch::{Fetch, Fetched};
@@ -72,7 +72,8 @@ macro_rules! define_callback_trait {
                 let _ = state;
                 Ok(())
             }
-            /// Which of the events inside a step ([`before_backward`](Self::before_backward),
+            /// Which of the events inside a step ([`before_batch`](Self::before_batch),
+            /// [`after_pred`](Self::after_pred), [`before_backward`](Self::before_backward),
             /// [`after_backward`](Self::after_backward)) this callback takes. The trainer delivers them
             /// only to callbacks that ask, so a run where nobody does pays nothing for them.
             fn step_hooks(&self) -> StepHooks {
@@ -174,7 +175,8 @@ pub enum Flow {
     /// End the current epoch after this step (see [`Context::skip_rest_of_epoch`]).
     SkipEpoch,
     /// Skip the rest of this batch (fastai's `CancelBatchException`): returned from
-    /// `before_step`, `before_backward` or `after_backward`, the step stops there (no backward
+    /// `before_step`, `before_batch`, `before_backward` or `after_backward`, the step stops there
+    /// (from `after_pred`, once the step function returns its loss; no backward
     /// or no optimizer step: the weights do not change), then every callback receives
     /// `after_cancel_batch`, and the step ends as any other: `after_step` (to the callbacks that
     /// fetch nothing: the step has no values), `trigger_step`. The step counts in `global_step`,

@@ -1,16 +1,21 @@
 //! What a callback sees at an event: [`Context`] over the trainer's state.
 
+use std::cell::RefCell;
 use std::path::Path;
 
 use burn::optim::ModuleOptimizer;
 
 use super::Outcome;
 use super::counters::Counters;
-use super::event::Phase;
+use super::event::{Event, Phase};
+use super::step::{StepBatch, StepPred};
 use crate::error::{Break, Error, Result};
 use crate::signal::StopHandle;
 use crate::state::{HyperParams, KeepPolicy, Monitors, check_copy_name};
 use crate::world::Execution;
+
+/// Why [`Context::model`] finds no model.
+const MODEL_ABSENT: &str = "the model is not in the context: the training step's after_pred (the step function holds the model), or a panic inside the training step lost it";
 
 /// What callbacks asked the trainer to do at the next step boundary.
 #[derive(Debug, Default)]
@@ -80,6 +85,26 @@ pub struct Context<'a, M> {
     /// counted yet, for the seeds' counters ([`tensorpack_local_step`](Self::tensorpack_local_step),
     /// [`neon_minibatch`](Self::neon_minibatch)). Set by the trainer at each delivery.
     pub(crate) phase: Phase,
+    /// During the validation pass of the callback that runs it, when some callback takes the
+    /// batch events: those callbacks, for [`before_batch`](Self::before_batch) and
+    /// [`after_pred`](Self::after_pred). `None` everywhere else.
+    pub(crate) batch_hooks: Option<&'a mut (dyn BatchHooks<M> + 'a)>,
+}
+
+/// The callbacks that take the batch events (`before_batch`, `after_pred`), lent by the trainer
+/// to the callback running a validation pass, which has no other way to reach them.
+pub(crate) trait BatchHooks<M> {
+    /// Deliver `event` (`before_batch` or `after_pred`) to each callback that takes it, in run
+    /// order.
+    fn deliver(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Result<()>;
+}
+
+impl<'a, M> Context<'a, M> {
+    /// The context of an event, without batch hooks.
+    #[inline(always)]
+    pub(crate) fn new(state: &'a mut TrainState<M>, phase: Phase) -> Self {
+        Context { state, phase, batch_hooks: None }
+    }
 }
 
 impl<M> Context<'_, M> {
@@ -165,15 +190,16 @@ impl<M> Context<'_, M> {
     ///
     /// # Panics
     /// If a panic inside the optimizer's step lost the model (then only `after_train` runs).
+    /// In `after_pred`, where the step function holds the model, too.
     pub fn model(&self) -> &M {
-        self.state.model.as_ref().expect("the model was lost by a panic inside the training step")
+        self.state.model.as_ref().expect(MODEL_ABSENT)
     }
     /// The model, to change its weights between steps.
     ///
     /// # Panics
     /// As [`model`](Self::model).
     pub fn model_mut(&mut self) -> &mut M {
-        self.state.model.as_mut().expect("the model was lost by a panic inside the training step")
+        self.state.model.as_mut().expect(MODEL_ABSENT)
     }
     /// The optimizer (its state is saved in checkpoints).
     pub fn optimizer(&self) -> &ModuleOptimizer {
@@ -361,6 +387,30 @@ impl<M> Context<'_, M> {
     /// ```
     pub fn request_validation(&mut self) -> Result<()> {
         Err(Error::Break(Break::Validate))
+    }
+    /// For a callback that runs batches itself, in its validation pass
+    /// ([`validate`](crate::callback::Callback::validate)): fastai's `before_batch` for a
+    /// validation batch. The callbacks that take it
+    /// ([`StepHooks::batch`](crate::callback::StepHooks::batch)) read and may replace `batch`,
+    /// seeing [`training`](Self::training) `false`; run the pass on what this returns.
+    /// [`InferenceRunner`](crate::inference::InferenceRunner) calls it before each batch.
+    /// Outside a validation pass, or when no callback takes the event, `batch` comes back as it
+    /// is at the cost of one branch. A cancel returned by such a callback is an error: a
+    /// validation batch cannot be cancelled.
+    pub fn before_batch<B: 'static>(&mut self, batch: B) -> Result<B> {
+        let Some(hooks) = self.batch_hooks.as_deref_mut() else { return Ok(batch) };
+        let slot = RefCell::new(Some(batch));
+        hooks.deliver(self.state, Event::BeforeBatch(&StepBatch::new(&slot)))?;
+        Ok(slot.into_inner().expect("the batch is in its slot after before_batch"))
+    }
+    /// For a callback that runs batches itself, in its validation pass: fastai's `after_pred`
+    /// for the model's output on a validation batch, as [`before_batch`](Self::before_batch)
+    /// does for the batch. Compute the validation loss and metrics from what this returns.
+    pub fn after_pred<T: 'static>(&mut self, pred: T) -> Result<T> {
+        let Some(hooks) = self.batch_hooks.as_deref_mut() else { return Ok(pred) };
+        let slot = RefCell::new(Some(pred));
+        hooks.deliver(self.state, Event::AfterPred(&StepPred::new(&slot)))?;
+        Ok(slot.into_inner().expect("the model's output is in its slot after after_pred"))
     }
 }
 

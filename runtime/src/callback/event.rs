@@ -9,7 +9,7 @@
 //! [`CallbackFactory`](crate::debug::CallbackFactory)'s closures. A new event is one entry here (and its
 //! place in the trainer's loop).
 
-use super::step::{StepGradients, StepLoss};
+use super::step::{StepBatch, StepGradients, StepLoss, StepPred};
 use crate::fetch::Fetched;
 
 /// The one list of the events, in the order a run delivers them.
@@ -59,11 +59,28 @@ macro_rules! for_each_event {
             trigger Trigger () Epoch;
             /// Always runs last: after success, a stop, an error or a panic.
             after_train AfterTrain () Once;
+            /// Inside the step, before the step function runs: read or replace the batch (fastai's
+            /// `before_batch`: MixUp, CutMix, label smoothing). Delivered only to callbacks whose
+            /// [`step_hooks`](crate::callback::Callback::step_hooks) have `batch`, at every
+            /// training step and at every batch of a validation pass (there
+            /// [`Context::training`](crate::callback::Context::training) is `false`). The model is
+            /// readable; counters are those of `before_step`.
+            before_batch BeforeBatch (batch: &StepBatch<'_> = batch; &'v StepBatch<'v>) InStep;
+            /// Inside the step, between the model's forward pass and the loss: read or replace the
+            /// model's output (fastai's `after_pred`), which the step function hands over with
+            /// [`Step::pred`](crate::trainer::Step::pred). Delivered only to callbacks whose
+            /// [`step_hooks`](crate::callback::Callback::step_hooks) have `pred`. The step
+            /// function holds the model meanwhile: the context does not reach it
+            /// ([`Context::model`](crate::callback::Context::model) panics there).
+            after_pred AfterPred (pred: &StepPred<'_> = pred; &'v StepPred<'v>) InStep;
             /// Inside the step, between the forward pass and backward: read or replace the loss
-            /// (fastai's `after_loss`, e.g. `RNNRegularizer`'s activation penalties). Delivered
-            /// only to callbacks whose [`step_hooks`](crate::callback::Callback::step_hooks) have `loss`.
-            /// The model is readable; counters are those of `before_step` (`global_step` does
-            /// not yet count this step).
+            /// (fastai's `after_loss`, which the DSL also accepts as this event's name:
+            /// `#[callback(on = after_loss)]`; e.g. `RNNRegularizer`'s activation penalties).
+            /// Delivered only to callbacks whose
+            /// [`step_hooks`](crate::callback::Callback::step_hooks) have `loss`. The model is
+            /// readable; counters are those of `before_step` (`global_step` does not yet count
+            /// this step).
+            #[doc(alias = "after_loss")]
             before_backward BeforeBackward (loss: &StepLoss<'_> = loss; &'v StepLoss<'v>) InStep;
             /// Inside the step, between backward and the optimizer: read, change or withhold the
             /// gradients (gradient clipping, accumulation). Delivered only to callbacks whose
@@ -110,8 +127,9 @@ pub enum Phase {
     AfterStep,
     /// `trigger_step`.
     TriggerStep,
-    /// Inside the step (`before_backward`, `after_backward`): never gated, since a loss or
-    /// gradient change that applied only at some steps would be a surprise.
+    /// Inside the step (`before_batch`, `after_pred`, `before_backward`, `after_backward`): never
+    /// gated, since a batch, output, loss or gradient change that applied only at some steps
+    /// would be a surprise.
     InStep,
     /// Around a validation pass or a cancellation (`before_validate`, `validate`, `after_validate`,
     /// `after_cancel_batch`, `after_cancel_epoch`, `after_cancel_fit`), or a deferred read's
@@ -130,8 +148,9 @@ macro_rules! define_event {
         /// ```text
         /// setup, before_train,
         /// for each epoch: before_epoch,
-        ///     for each step: before_step, <step: forward, before_backward, backward,
-        ///                                  after_backward, optimizer>, after_step(values),
+        ///     for each step: before_step, <step: before_batch, forward, after_pred, loss,
+        ///                                  before_backward, backward, after_backward,
+        ///                                  optimizer>, after_step(values),
         ///         fetched(deferred values of an earlier step, when they arrived), trigger_step
         ///     after_epoch, trigger_epoch (which calls trigger by default)
         /// after_train (always: after success, a stop, an error or a panic)

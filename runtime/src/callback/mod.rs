@@ -1,7 +1,8 @@
 //! The callback trait, its events, the context a callback sees, and composition with order.
 //!
 //! One file per concept, from the bottom up: [`event`](Event) (the events, listed once),
-//! `step` (the events inside a step: [`StepLoss`], [`StepGradients`], [`StepHooks`]),
+//! `step` (the events inside a step: [`StepBatch`], [`StepPred`], [`StepLoss`], [`StepGradients`],
+//! [`StepHooks`]),
 //! `counters` ([`Counters`]), `context` ([`Context`] over the trainer's state), `order`
 //! ([`Order`] and its topological sort), `base` (the [`Callback`] trait, [`Flow`], delivery) and
 //! `set` ([`Callbacks`]: tuples, `Vec`s, `Option`s of callbacks), `named` ([`Named`]: any
@@ -24,7 +25,7 @@ mod step;
 pub use crate::error::Cancel;
 pub use base::{Callback, CallbackReturn, Flow, deliver};
 pub use context::Context;
-pub(crate) use context::{CheckpointRequest, Control, TrainState};
+pub(crate) use context::{BatchHooks, CheckpointRequest, Control, TrainState};
 pub use counters::{Counters, counters_before_step};
 pub(crate) use event::for_each_event;
 pub use event::{Event, Phase};
@@ -36,4 +37,4 @@ pub use outcome::Outcome;
 pub use period::{Period, PeriodSetting};
 pub use set::{CallbackInfo, Callbacks, Single, StateOp};
 
-pub use step::{StepGradients, StepHooks, StepLoss};
+pub use step::{StepBatch, StepGradients, StepHooks, StepLoss, StepPred};

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use super::base::Callback;
 use super::context::Context;
 use super::event::for_each_event;
-use super::step::{StepGradients, StepLoss};
+use super::step::{StepBatch, StepGradients, StepLoss, StepPred};
 use crate::error::{Result, check_setting};
 use crate::fetch::Fetched;
 use crate::kind::CallbackKind;

@@ -76,6 +76,11 @@ pub trait Callbacks<M, Marker> {
     /// Save (`Ok(Some(state))` for a stateful callback) or restore callback `index`'s state.
     #[doc(hidden)]
     fn state(&mut self, index: usize, op: StateOp) -> Result<Option<serde_json::Value>>;
+    /// Push every callback of the set onto `out`, in flat-index order: the trainer lends the
+    /// ones that take the batch events to the callback running a validation pass
+    /// ([`Context::before_batch`]).
+    #[doc(hidden)]
+    fn members<'s>(&'s mut self, out: &mut Vec<&'s mut (dyn Callback<M> + 's)>);
     /// Deliver `event` to every callback of the set in registration order, the first having
     /// flat index `base`; `cursor` is set to each callback's flat index before it runs (so that an
     /// error or a panic can be attributed). Stops at the first error. The trainer uses this when
@@ -126,6 +131,9 @@ impl<M, C: Callback<M>> Callbacks<M, Single> for C {
             StateOp::Load(state) => self.load_state(state).map(|()| None),
         }
     }
+    fn members<'s>(&'s mut self, out: &mut Vec<&'s mut (dyn Callback<M> + 's)>) {
+        out.push(self);
+    }
     #[inline(always)]
     fn dispatch_all(
         &mut self,
@@ -160,6 +168,11 @@ impl<M, K, C: Callbacks<M, K>> Callbacks<M, Option<K>> for Option<C> {
         match self {
             Some(c) => c.state(index, op),
             None => Ok(None),
+        }
+    }
+    fn members<'s>(&'s mut self, out: &mut Vec<&'s mut (dyn Callback<M> + 's)>) {
+        if let Some(c) = self {
+            c.members(out);
         }
     }
     #[inline]
@@ -200,6 +213,9 @@ impl<M, K, C: Callbacks<M, K>> Callbacks<M, Vec<K>> for Vec<C> {
     fn state(&mut self, index: usize, op: StateOp) -> Result<Option<serde_json::Value>> {
         let (member, index) = locate(self, index);
         self[member].state(index, op)
+    }
+    fn members<'s>(&'s mut self, out: &mut Vec<&'s mut (dyn Callback<M> + 's)>) {
+        self.iter_mut().for_each(|member| member.members(out));
     }
     #[inline]
     fn dispatch_all(
@@ -296,6 +312,9 @@ macro_rules! tuple_callbacks {
                 let _ = (index, op);
                 Ok(None)
             }
+            fn members<'s>(&'s mut self, out: &mut Vec<&'s mut (dyn Callback<M> + 's)>) {
+                $(self.$index.members(out);)+
+            }
             #[inline]
             fn dispatch_all(
                 &mut self,
@@ -332,6 +351,7 @@ impl<M> Callbacks<M, ()> for () {
     fn state(&mut self, _index: usize, _op: StateOp) -> Result<Option<serde_json::Value>> {
         Ok(None)
     }
+    fn members<'s>(&'s mut self, _out: &mut Vec<&'s mut (dyn Callback<M> + 's)>) {}
     #[inline]
     fn dispatch_all(&mut self, _: usize, _: Event<'_>, _: &mut Context<'_, M>, _: &mut usize) -> Result<()> {
         Ok(())

@@ -4,7 +4,8 @@ use std::borrow::Cow;
 
 use super::tensors::host_fetches;
 use crate::callback::{
-    Callback, CallbackReturn, Context, Order, StepGradients, StepHooks, StepLoss, for_each_event,
+    Callback, CallbackReturn, Context, Order, StepBatch, StepGradients, StepHooks, StepLoss, StepPred,
+    for_each_event,
 };
 use crate::error::Result;
 use crate::fetch::{Fetch, Fetched};
@@ -15,14 +16,15 @@ use crate::fetch::{Fetch, Fetched};
 /// returns `()`, `burn_stoker::Result<()>` or a [`Flow`](crate::callback::Flow). An event without a closure
 /// costs a test of an `Option`; a closure is called through a pointer.
 ///
-/// The events inside a step are supported too: a [`before_backward`](Self::before_backward)
-/// closure (read or replace the loss) or an [`after_backward`](Self::after_backward) closure
-/// (read, change or withhold the gradients) makes the factory ask for that event in
-/// [`Callback::step_hooks`]; a factory without them asks for neither, so the trainer does not
-/// deliver them to it and the step pays nothing for them.
+/// The events inside a step are supported too: a [`before_batch`](Self::before_batch) closure
+/// (read or replace the batch), an [`after_pred`](Self::after_pred) closure (the model's
+/// output), a [`before_backward`](Self::before_backward) closure (read or replace the loss) or an
+/// [`after_backward`](Self::after_backward) closure (read, change or withhold the gradients)
+/// makes the factory ask for that event in [`Callback::step_hooks`]; a factory without them asks
+/// for none, so the trainer does not deliver them to it and the step pays nothing for them.
 ///
-/// In data-parallel training a factory with a `before_backward` or `after_backward` closure runs
-/// on every rank, any other on the chief alone; [`chief_only`](Self::chief_only) decides otherwise.
+/// In data-parallel training a factory with a closure for an event inside the step runs on every
+/// rank, any other on the chief alone; [`chief_only`](Self::chief_only) decides otherwise.
 ///
 /// Fetches ([`fetch`](Self::fetch)) are copied to the host at every step; to fetch less often,
 /// wrap the factory in a [`PeriodicCallback`](crate::trigger::PeriodicCallback). Order constraints are
@@ -119,12 +121,12 @@ macro_rules! factory_events {
             /// As [`chief_only`](CallbackFactory::chief_only) says; by default every rank when a
             /// closure changes the step, the chief otherwise.
             fn chief_only(&self) -> bool {
-                self.chief_only.unwrap_or_else(|| {
-                    self.handlers.before_backward.is_none() && self.handlers.after_backward.is_none()
-                })
+                self.chief_only.unwrap_or_else(|| Callback::<M>::step_hooks(self) == StepHooks::NONE)
             }
             fn step_hooks(&self) -> StepHooks {
                 StepHooks {
+                    batch: self.handlers.before_batch.is_some(),
+                    pred: self.handlers.after_pred.is_some(),
                     loss: self.handlers.before_backward.is_some(),
                     gradients: self.handlers.after_backward.is_some(),
                 }

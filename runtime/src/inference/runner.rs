@@ -114,6 +114,12 @@ impl InferenceCounts {
 /// set, to its monitors. Without it the runner is `chief_only`: the chief runs the whole set while
 /// the other ranks wait at the next step.
 ///
+/// **fastai's batch events.** Before each batch, the callbacks that take the batch
+/// ([`StepHooks::batch`](crate::callback::StepHooks::batch)) receive it in `before_batch`, with
+/// [`Context::training`] `false`, and may replace it: `forward` runs on what they leave. The
+/// forward function computes the outputs in one call, so `after_pred` is not delivered during its
+/// pass; a validation callback of one's own delivers it with [`Context::after_pred`].
+///
 /// **Signals.** When the trainer handles signals, a SIGINT or SIGTERM during a pass stops it
 /// before the next batch: its partial results are not put to the monitors (the log names them,
 /// with the epoch and the number of batches run), the pass is not counted in
@@ -301,8 +307,7 @@ where
         let transfers = self.plan.transfers();
         let mut pass = self.data.pass();
         let mut batches = 0u64;
-        // A signal cuts the pass short (checked before each batch: one atomic load).
-        let mut cut_short = None;
+        let mut cut_short = None; // A signal cuts the pass short (one atomic load per batch).
         loop {
             if let Some(signal) = ctx.signal_received() {
                 cut_short = Some(signal);
@@ -310,7 +315,8 @@ where
             }
             let Some(batch) = pass.next_batch() else { break };
             self.outputs.clear();
-            let returned = (self.forward)(&model, batch?, &mut self.outputs).batch_size();
+            // fastai's `before_batch` for a validation batch, to the callbacks that take it.
+            let returned = (self.forward)(&model, ctx.before_batch(batch?)?, &mut self.outputs).batch_size();
             if batches == 0 {
                 self.plan.check_names(
                     &self.outputs,

@@ -175,7 +175,7 @@ impl<C: Clock> StepProfiler<C> {
 
 impl<M: Module, C: Clock> Callback<M> for StepProfiler<C> {
     fn step_hooks(&self) -> StepHooks {
-        StepHooks { loss: true, gradients: true }
+        StepHooks::LOSS.and(StepHooks::GRADIENTS)
     }
 
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {

@@ -9,8 +9,10 @@ use crate::error::{Error, Result};
 
 /// Training data: anything that yields batches, epoch after epoch.
 pub trait TrainData {
-    /// What one step consumes.
-    type Batch;
+    /// What one step consumes. `'static` (owned tensors and values, as burn's batches are), so
+    /// that a `before_batch` callback can read and replace it by its type
+    /// ([`StepBatch`](crate::callback::StepBatch)).
+    type Batch: 'static;
     /// One pass over the data.
     type Iter<'a>: BatchIter<Self::Batch>
     where
@@ -29,7 +31,7 @@ pub trait BatchIter<B> {
 
 /// A burn data loader is training data; its number of batches per pass is worked out from its
 /// progress after the first batch (all batches but the last have the same size).
-impl<B> TrainData for Arc<dyn DataLoader<B>> {
+impl<B: 'static> TrainData for Arc<dyn DataLoader<B>> {
     type Batch = B;
     type Iter<'a>
         = Box<dyn DataLoaderIterator<B> + 'a>
@@ -56,7 +58,7 @@ impl<B> BatchIter<B> for Box<dyn DataLoaderIterator<B> + '_> {
 }
 
 /// Batches held in memory are training data (each pass clones them; burn tensors clone cheaply).
-impl<B: Clone> TrainData for Vec<B> {
+impl<B: Clone + 'static> TrainData for Vec<B> {
     type Batch = B;
     type Iter<'a>
         = VecBatches<'a, B>

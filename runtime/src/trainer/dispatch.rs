@@ -1,6 +1,9 @@
 //! The dispatcher: the run's callbacks with their names and order, and the delivery of events to
 //! them (the one-pass delivery when the order is the registration order, the error path that
 //! serves a cancel or a request for a validation pass, the name of the culprit of a panic).
+//! `lend`: who takes the batch events, and how a validation pass reaches them.
+
+mod lend;
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
@@ -12,6 +15,7 @@ use crate::callback::{
     CallbackInfo, Callbacks, Context, Counters, Event, Phase, StateOp, TrainState, resolve_order,
 };
 use crate::error::{Break, Cancel, Error, Result, panic_message};
+pub(super) use lend::BatchTakers;
 
 /// What the trainer is doing, to name the culprit of a panic.
 #[derive(Debug, Clone, Copy)]
@@ -42,6 +46,7 @@ struct Roster {
     /// Callbacks that take the loss before backward, and the gradients after it, in run order.
     loss_hooks: Vec<usize>,
     grad_hooks: Vec<usize>,
+    batch_takers: BatchTakers,
 }
 
 /// The run's callbacks and how events reach them.
@@ -88,9 +93,10 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
         let in_order = order.len() == count && order.iter().enumerate().all(|(position, &i)| position == i);
         let loss_hooks = order.iter().copied().filter(|&i| hooks[i].loss).collect();
         let grad_hooks = order.iter().copied().filter(|&i| hooks[i].gradients).collect();
+        let batch_takers = BatchTakers::new(&order, &hooks);
         Ok(Dispatcher {
             callbacks,
-            roster: Roster { names, order, in_order, loss_hooks, grad_hooks },
+            roster: Roster { names, order, in_order, loss_hooks, grad_hooks, batch_takers },
             at: Whereabouts { activity: Activity::Trainer, cursor: 0 },
             set_up: 0,
             subset: Vec::new(),
@@ -176,7 +182,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
             let i = self.roster.order[position];
             self.at.activity = Activity::Callback(i, "setup");
             self.callbacks
-                .dispatch(i, Event::Setup, &mut Context { state, phase: Phase::Once })
+                .dispatch(i, Event::Setup, &mut Context::new(state, Phase::Once))
                 .map_err(|e| wrap(&self.roster.names[i], "setup", e))?;
         }
         self.at.activity = Activity::Trainer;
@@ -191,11 +197,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
             self.at.activity = Activity::Callback(i, "after_train");
             let callbacks = &mut self.callbacks;
             let outcome = catch_unwind(AssertUnwindSafe(|| {
-                callbacks.dispatch(
-                    i,
-                    Event::AfterTrain,
-                    &mut Context { state: &mut *state, phase: Phase::Once },
-                )
+                callbacks.dispatch(i, Event::AfterTrain, &mut Context::new(&mut *state, Phase::Once))
             }));
             let name = &self.roster.names[i];
             let error = match outcome {
@@ -216,6 +218,12 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// The callbacks that take the batch and the model's output.
+    #[inline]
+    pub(super) fn batch_takers(&self) -> &BatchTakers {
+        &self.roster.batch_takers
+    }
+
     /// Whether some callback takes the loss before backward.
     #[inline]
     pub(super) fn takes_loss(&self) -> bool {
@@ -228,19 +236,19 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
         !self.roster.grad_hooks.is_empty()
     }
 
-    /// `event` (`before_backward` or `after_backward`) to the callbacks that take the loss or
-    /// the gradients, in run order.
+    /// `event` (`before_batch`, `after_pred`, `before_backward` or `after_backward`) to the
+    /// callbacks that take it, in run order.
     #[cold]
     pub(super) fn deliver_hook(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Result<()> {
         let takers = match event {
+            Event::BeforeBatch(_) => &self.roster.batch_takers.batch,
+            Event::AfterPred(_) => &self.roster.batch_takers.pred,
             Event::BeforeBackward(_) => &self.roster.loss_hooks,
             _ => &self.roster.grad_hooks,
         };
         for &i in takers {
             self.at.activity = Activity::Callback(i, event.name());
-            if let Err(e) =
-                self.callbacks.dispatch(i, event, &mut Context { state: &mut *state, phase: Phase::InStep })
-            {
+            if let Err(e) = self.callbacks.dispatch(i, event, &mut Context::new(&mut *state, Phase::InStep)) {
                 return Err(callback_error(state, &self.roster.names, i, event.name(), e));
             }
         }
@@ -350,12 +358,9 @@ impl<C, M> Delivery<'_, '_, C, M> {
         }
         self.at.activity = Activity::Delivering(event.name());
         let phase = event.phase();
-        if let Err(e) = self.callbacks.dispatch_all(
-            0,
-            event,
-            &mut Context { state: self.state, phase },
-            &mut self.at.cursor,
-        ) {
+        if let Err(e) =
+            self.callbacks.dispatch_all(0, event, &mut Context::new(self.state, phase), &mut self.at.cursor)
+        {
             let at = self.at.cursor;
             return self.failed(event, at, e);
         }
@@ -373,7 +378,7 @@ impl<C, M> Delivery<'_, '_, C, M> {
         for &i in &self.order[from..] {
             self.at.activity = Activity::Callback(i, event.name());
             if let Err(e) =
-                self.callbacks.dispatch(i, event.for_callback(i), &mut Context { state: self.state, phase })
+                self.callbacks.dispatch(i, event.for_callback(i), &mut Context::new(self.state, phase))
             {
                 return self.failed(event, i, e);
             }
@@ -435,9 +440,11 @@ impl<C, M> Delivery<'_, '_, C, M> {
         Delivery { callbacks: &mut *callbacks, roster, order, one_pass, at: &mut *at, state: &mut *state }
             .all(Event::BeforeValidate)?;
         at.activity = Activity::Callback(i, event.name());
-        if let Err(e) =
-            callbacks.dispatch(i, Event::Validate, &mut Context { state: &mut *state, phase: Phase::Around })
-        {
+        let pass = match roster.batch_takers.lend_to(i) {
+            true => lend::validate(callbacks, i, state, roster, at),
+            false => callbacks.dispatch(i, Event::Validate, &mut Context::new(&mut *state, Phase::Around)),
+        };
+        if let Err(e) = pass {
             return Err(callback_error(state, &roster.names, i, event.name(), e));
         }
         Delivery { callbacks, roster, order, one_pass, at, state }.all(Event::AfterValidate)

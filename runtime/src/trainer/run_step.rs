@@ -1,24 +1,26 @@
-//! How the trainer runs one step: the user's forward and loss, the loss and gradient hooks,
-//! backward, the exchange with the other ranks, the optimizer; then the step's values for
-//! `after_step`.
+//! How the trainer runs one step: the batch hook, the user's forward and loss (with the hook of
+//! the model's output), the loss and gradient hooks, backward, the exchange with the other ranks,
+//! the optimizer; then the step's values for `after_step`.
 
 use std::cell::RefCell;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 
-use super::dispatch::Activity;
+use super::dispatch::{Activity, Dispatcher};
 use super::run::Run;
+use super::step::PredHook;
 use super::{Step, StepOutput, TrainingStep};
-use crate::callback::{Callbacks, Event, StepGradients, StepLoss};
+use crate::callback::{Callbacks, Event, StepBatch, StepGradients, StepLoss, StepPred, TrainState};
 use crate::error::{Error, Result};
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// One step: the user's forward and loss, backward, the optimizer; with the events inside the
     /// step for the callbacks that asked for them.
     #[inline]
-    pub(super) fn run_step<B, S>(&mut self, batch: B, step: &mut S) -> Result<()>
+    pub(super) fn run_step<B: 'static, S>(&mut self, batch: B, step: &mut S) -> Result<()>
     where
         S: TrainingStep<M, B>,
     {
@@ -28,12 +30,22 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         if self.state.execution.grads_reduced_by_backend() {
             self.mark_distributed();
         }
-        let state = &mut self.state;
-        let output = step.step(
-            state.model.as_ref().expect("the model is present between steps"),
-            batch,
-            &mut Step { outputs: &mut self.fetches.outputs, hyper: &state.hyper, counters: &state.counters },
-        );
+        let output = match self.dispatch.batch_takers().any() {
+            true => self.hooked_step(batch, step)?,
+            false => {
+                let state = &mut self.state;
+                step.step(
+                    state.model.as_ref().expect("the model is present between steps"),
+                    batch,
+                    &mut Step {
+                        outputs: &mut self.fetches.outputs,
+                        hyper: &state.hyper,
+                        counters: &state.counters,
+                        pred: None,
+                    },
+                )
+            }
+        };
         let grads = match output {
             StepOutput::Loss(mut loss) => {
                 if self.dispatch.takes_loss() {
@@ -96,6 +108,53 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         self.state.model = Some(crate::world::cuda::mark_distributed(model));
     }
 
+    /// The step with fastai's batch events: `before_batch` for the callbacks that take the
+    /// batch, then the step function, handing the model's output to the callbacks that take it.
+    #[cold]
+    #[inline(never)]
+    fn hooked_step<B: 'static, S>(&mut self, batch: B, step: &mut S) -> Result<StepOutput>
+    where
+        S: TrainingStep<M, B>,
+    {
+        let batch = match self.dispatch.batch_takers().batch() {
+            true => {
+                let slot = RefCell::new(Some(batch));
+                self.dispatch.deliver_hook(&mut self.state, Event::BeforeBatch(&StepBatch::new(&slot)))?;
+                slot.into_inner().expect("the batch is in its slot after before_batch")
+            }
+            false => batch,
+        };
+        let Run { dispatch, state, fetches, .. } = self;
+        if !dispatch.batch_takers().pred() {
+            let model = state.model.as_ref().expect("the model is present between steps");
+            let (hyper, counters) = (&state.hyper, &state.counters);
+            let mut sees = Step { outputs: &mut fetches.outputs, hyper, counters, pred: None };
+            return Ok(step.step(model, batch, &mut sees));
+        }
+        // The step function holds the model while `after_pred` callbacks hold the state: the
+        // model is out of the state meanwhile (put back whatever happens), and the step reads
+        // the hyper-parameters and counters as they were when it started.
+        let model = state.model.take().expect("the model is present between steps");
+        let (hyper, counters) = (state.hyper.clone(), state.counters);
+        let mut hook = Preds { dispatch, state, delivered: false, error: None };
+        let output = catch_unwind(AssertUnwindSafe(|| {
+            let pred = Some(&mut hook as &mut dyn PredHook);
+            step.step(
+                &model,
+                batch,
+                &mut Step { outputs: &mut fetches.outputs, hyper: &hyper, counters: &counters, pred },
+            )
+        }));
+        let Preds { dispatch, state, delivered, error } = hook;
+        state.model = Some(model);
+        let output = output.unwrap_or_else(|panic| resume_unwind(panic));
+        match (error, delivered) {
+            (Some(error), _) => Err(error),
+            (None, false) => Err(dispatch.pred_not_handed_over()),
+            (None, true) => Ok(output),
+        }
+    }
+
     /// `before_backward` for the callbacks that take the loss.
     #[cold]
     fn take_loss(&mut self, loss: Tensor<1>) -> Result<Tensor<1>> {
@@ -110,5 +169,24 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let slot = StepGradients { grads: RefCell::new(grads) };
         self.dispatch.deliver_hook(&mut self.state, Event::AfterBackward(&slot))?;
         Ok(slot.grads.into_inner())
+    }
+}
+
+/// The `after_pred` callbacks, reached from the step function through [`Step::pred`].
+struct Preds<'r, C, M, K> {
+    dispatch: &'r mut Dispatcher<C, M, K>,
+    state: &'r mut TrainState<M>,
+    /// Whether the step function handed an output over.
+    delivered: bool,
+    /// The first error a callback returned; the outputs handed over after it are left as they are.
+    error: Option<Error>,
+}
+
+impl<C: Callbacks<M, K>, M, K> PredHook for Preds<'_, C, M, K> {
+    fn after_pred(&mut self, pred: &StepPred<'_>) {
+        self.delivered = true;
+        if self.error.is_none() {
+            self.error = self.dispatch.deliver_hook(self.state, Event::AfterPred(pred)).err();
+        }
     }
 }

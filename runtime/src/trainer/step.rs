@@ -2,23 +2,69 @@
 //! ([`StepOutput`]), and the trait a step implements ([`TrainingStep`], [`LossFn`] for a
 //! closure). How the trainer runs one is `run_step`'s.
 
+use std::cell::RefCell;
+
 use burn::module::Module;
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::Tensor;
 
-use crate::callback::Counters;
+use crate::callback::{Counters, StepPred};
 use crate::fetch::{OutputTensor, Outputs};
 use crate::state::HyperParams;
 
 /// What the training step sees besides the model and the batch: where to put named outputs, the
-/// hyper-parameters and the counters.
+/// hyper-parameters and the counters; and [`pred`](Self::pred), which hands the model's output to
+/// fastai's `after_pred` callbacks.
 pub struct Step<'a> {
     pub(super) outputs: &'a mut Outputs,
     pub(super) hyper: &'a HyperParams,
     pub(super) counters: &'a Counters,
+    /// The callbacks that take the model's output; `None` when none does.
+    pub(super) pred: Option<&'a mut dyn PredHook>,
+}
+
+/// Where [`Step::pred`] hands the model's output: the `after_pred` callbacks, by way of the
+/// trainer (`run_step`).
+pub(super) trait PredHook {
+    /// Deliver `after_pred` with `pred`. An error is kept for the trainer, which returns it once
+    /// the step function is done: the output is then left as it was.
+    fn after_pred(&mut self, pred: &StepPred<'_>);
 }
 
 impl Step<'_> {
+    /// Hand the model's output to the callbacks that take it in `after_pred` (fastai's
+    /// `after_pred`: read it, replace it), and compute the loss from what this returns:
+    ///
+    /// ```
+    /// use burn::nn::Linear;
+    /// use burn::tensor::Tensor;
+    /// use burn_stoker::trainer::Step;
+    ///
+    /// // A step function, for `Trainer::train(mse_step)`.
+    /// fn mse_step(model: &Linear, (x, y): (Tensor<2>, Tensor<2>), step: &mut Step<'_>) -> Tensor<1> {
+    ///     let pred = step.pred(model.forward(x));
+    ///     (pred - y).powi_scalar(2).mean()
+    /// }
+    /// # let _ = mse_step;
+    /// ```
+    ///
+    /// `T` is whatever the model returns (a tensor, a tuple, a struct of `'static` types), and
+    /// the callbacks read it as that type ([`StepPred`]). When no callback takes the output this
+    /// returns `pred` at the cost of one branch, so a step may always call it; when some do, a
+    /// step that does not call it fails with an error saying so (their `after_pred` would never
+    /// run). Called twice in a step (two models), it delivers `after_pred` twice. An error or a
+    /// cancel a callback returns ends the step once the step function returns, before backward.
+    #[inline]
+    pub fn pred<T: 'static>(&mut self, pred: T) -> T {
+        match &mut self.pred {
+            None => pred,
+            Some(hook) => {
+                let slot = RefCell::new(Some(pred));
+                hook.after_pred(&StepPred::new(&slot));
+                slot.into_inner().expect("the model's output is in its slot after after_pred")
+            }
+        }
+    }
     /// Put a named output (`"accuracy"`, logits...) that callbacks may fetch. The loss is always
     /// there as `"loss"`.
     #[inline]

@@ -1,7 +1,7 @@
 //! tensorpack's `ProxyCallback`: a callback that forwards every event to another one, as a base
 //! for callbacks that decorate another.
 
-use crate::callback::{Callback, Context, StepGradients, StepLoss, for_each_event};
+use crate::callback::{Callback, Context, StepBatch, StepGradients, StepLoss, StepPred, for_each_event};
 use crate::error::Result;
 use crate::fetch::Fetched;
 use crate::kind::CallbackKind;

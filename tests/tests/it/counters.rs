@@ -44,7 +44,7 @@ impl Counting {
 
 impl Callback<Linear> for Counting {
     fn step_hooks(&self) -> StepHooks {
-        StepHooks { loss: true, gradients: true }
+        StepHooks::LOSS.and(StepHooks::GRADIENTS)
     }
     fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.see("setup", ctx)

@@ -6,6 +6,7 @@
 // the crate root can give.
 extern crate burn_stoker as renamed;
 
+mod batch_events;
 #[cfg(feature = "hdf5")]
 mod callback_data;
 mod catalogue;

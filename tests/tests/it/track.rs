@@ -818,7 +818,7 @@ struct StepWork {
 
 impl Callback<Linear> for StepWork {
     fn step_hooks(&self) -> StepHooks {
-        StepHooks { loss: true, gradients: true }
+        StepHooks::LOSS.and(StepHooks::GRADIENTS)
     }
     fn before_backward(
         &mut self,

@@ -1,4 +1,4 @@
-use burn_stoker::callback::{StepGradients, StepHooks, StepLoss};
+use burn_stoker::callback::{StepBatch, StepGradients, StepHooks, StepLoss, StepPred};
 use burn_stoker::prelude::*;
 
 #[callback(on = setup)]
@@ -70,6 +70,21 @@ fn when_warm_by_path<M>(ctx: &mut Context<'_, M>) {
     let _ = ctx;
 }
 
+#[callback(on = before_batch)]
+fn on_before_batch<M>(batch: &StepBatch<'_>, ctx: &mut Context<'_, M>) {
+    let _ = (batch.type_name(), ctx.training());
+}
+
+#[callback(on = after_pred)]
+fn on_after_pred(pred: &StepPred<'_>) -> burn_stoker::Result<()> {
+    pred.update(|pred: f32| pred * 2.0)
+}
+
+#[callback(on = after_loss)]
+fn on_after_loss(loss: &StepLoss<'_>) {
+    loss.update(|loss| loss * 2.0);
+}
+
 #[callback(on = before_backward)]
 fn on_before_backward(loss: &StepLoss<'_>) {
     loss.update(|loss| loss * 2.0);
@@ -131,6 +146,9 @@ pub fn main() {
     );
     assert_set::<(), _, _>(&set);
     let fastai = (
+        OnBeforeBatch,
+        OnAfterPred,
+        OnAfterLoss,
         OnBeforeBackward,
         OnAfterBackward,
         OnBeforeValidate,
@@ -141,6 +159,9 @@ pub fn main() {
         OnAfterCancelFit,
     );
     assert_set::<(), _, _>(&fastai);
+    assert_eq!(Callback::<()>::step_hooks(&OnBeforeBatch), StepHooks::BATCH);
+    assert_eq!(Callback::<()>::step_hooks(&OnAfterPred), StepHooks::PRED);
+    assert_eq!(Callback::<()>::step_hooks(&OnAfterLoss), StepHooks::LOSS);
     assert_eq!(Callback::<()>::step_hooks(&OnBeforeBackward), StepHooks::LOSS);
     assert_eq!(Callback::<()>::step_hooks(&OnAfterBackward), StepHooks::GRADIENTS);
     assert_eq!(Callback::<()>::step_hooks(&OnBeforeValidate), StepHooks::NONE);
