@@ -288,6 +288,7 @@ mod tests {
             sample(StatMonitorParamSetter::new("learning_rate", "validation_loss", |v| v / 2.0, 0.0, 3)),
             sample(ScheduledHyperParamSetter::new("learning_rate", [(0, 0.1)]).into_callback()),
             sample(EarlyStopping::new("validation_loss")),
+            sample(crate::stop::ShortEpochCallback::new()),
             sample(EarlyStop::new("validation_loss", |(), v: f64| ((), v < 0.1))),
             sample(CsvWriter::new()),
             sample(Hist::new()),

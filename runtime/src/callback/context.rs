@@ -36,6 +36,9 @@ pub(crate) struct Control {
     pub(crate) cancelled_at: Option<(usize, &'static str)>,
     /// Between `before_validate` and `after_validate`: [`Context::training`] is `false`.
     pub(crate) validating: bool,
+    /// fastai's `ShortEpochCallback(pct, short_valid=True)` during a validation pass: the share
+    /// of the pass after which the validating callback cancels it (reset after each pass).
+    pub(crate) short_validation: Option<f64>,
 }
 
 /// A checkpoint to write: into which folder of checkpoints, keeping what, written when.
@@ -361,6 +364,16 @@ impl<M> Context<'_, M> {
     /// ```
     pub fn request_validation(&mut self) -> Result<()> {
         Err(Error::Break(Break::Validate))
+    }
+    /// Ask the validating callback to cancel this validation pass after the batch whose 0-based
+    /// index reaches `pct` of the pass (fastai's `ShortEpochCallback` with `short_valid`), from
+    /// `before_validate`. Read by [`InferenceRunner`](crate::inference::InferenceRunner).
+    pub(crate) fn shorten_validation(&mut self, pct: f64) {
+        self.state.control.short_validation = Some(pct);
+    }
+    /// The share of this validation pass after which it is cancelled, if one was asked for.
+    pub(crate) fn short_validation(&self) -> Option<f64> {
+        self.state.control.short_validation
     }
 }
 

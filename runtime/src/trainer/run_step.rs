@@ -12,7 +12,7 @@ use super::dispatch::Activity;
 use super::run::Run;
 use super::{Step, StepOutput, TrainingStep};
 use crate::callback::{Callbacks, Event, StepGradients, StepLoss};
-use crate::error::{Error, Result};
+use crate::error::{Break, Cancel, Error, Result};
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// One step: the user's forward and loss, backward, the optimizer; with the events inside the
@@ -104,11 +104,22 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         slot.loss.into_inner().ok_or_else(|| Error::msg("a before_backward callback removed the loss"))
     }
 
-    /// `after_backward` for the callbacks that take the gradients.
+    /// `after_backward` for the callbacks that take the gradients. A `Flow::CancelStep` there
+    /// (fastai's `CancelStepException` from its `before_step`) drops the gradients: every
+    /// callback receives `after_cancel_step`, and the step goes on without its optimizer step.
     #[cold]
     fn take_gradients(&mut self, grads: Option<GradientsParams>) -> Result<Option<GradientsParams>> {
         let slot = StepGradients { grads: RefCell::new(grads) };
-        self.dispatch.deliver_hook(&mut self.state, Event::AfterBackward(&slot))?;
-        Ok(slot.grads.into_inner())
+        match self.dispatch.deliver_hook(&mut self.state, Event::AfterBackward(&slot)) {
+            Ok(()) => Ok(slot.grads.into_inner()),
+            Err(Error::Break(Break::Cancel(Cancel::Step))) => {
+                drop(slot);
+                self.doing(Activity::Trainer);
+                self.deliver(Event::AfterCancelStep)?;
+                self.doing(Activity::Step);
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
     }
 }

@@ -16,6 +16,7 @@ mod docs;
 mod dsl;
 mod embedding;
 mod errors;
+mod fastai_cancels;
 mod fastai_loop;
 mod inference;
 mod lifecycle;
