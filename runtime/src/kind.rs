@@ -301,6 +301,7 @@ mod tests {
             sample(ProgressBar::new()),
             sample(ModelSummary::new()),
             sample(Recorder::new()),
+            sample(crate::track::LrFinder::<Linear>::new()),
             sample(TrainSummaryPrinter::new()),
             sample(EstimatedTimeLeft::new()),
             sample(ThroughputTracker::new()),

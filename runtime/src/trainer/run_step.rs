@@ -70,15 +70,17 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     }
 
     /// After a step that ran: its values to `after_step`; its deferred values join the next
-    /// read, started behind its work when due; the values of earlier steps that arrived are
-    /// delivered.
+    /// read, started behind its work when due, even when a callback cancelled in `after_step`
+    /// (the step counts: its deferred values arrive, before `after_epoch` or `after_train`); the
+    /// values of earlier steps that arrived are delivered.
     #[inline]
     pub(super) fn after_step(&mut self) -> Result<()> {
         let Run { dispatch, state, fetches, .. } = self;
         let values = fetches.values(&state.counters, |i| dispatch.name(i).to_string())?;
-        dispatch.deliver(state, Event::AfterStep(values))?;
+        let delivered = dispatch.deliver(state, Event::AfterStep(values));
         let global_step = self.state.counters.global_step;
         self.fetches.defer(global_step)?;
+        delivered?;
         if self.fetches.plan.has_pending() {
             self.deliver_deferred(global_step, false)?;
         }

@@ -233,7 +233,11 @@ fn fastai_cancel_train_skips_the_rest_of_the_epochs_training_and_still_validates
     // Step 1 never ran (the canceller is first) nor counted; then fastai's `after_cancel_train`,
     // the epoch's end, and its validation.
     // R, registered before the validator, receives trigger_epoch before the pass it asks for.
-    expected.extend([r("after_cancel_train", 1, 1, 1), r("after_epoch", 1, 1, 1), r("trigger_epoch", 1, 1, 1)]);
+    expected.extend([
+        r("after_cancel_train", 1, 1, 1),
+        r("after_epoch", 1, 1, 1),
+        r("trigger_epoch", 1, 1, 1),
+    ]);
     expected.extend([r("before_validate", 1, 1, 1), "validate e1".into(), r("after_validate", 1, 1, 1)]);
     expected.push(r("before_epoch", 2, 1, 0));
     for (g, l) in [(1, 0), (2, 1), (3, 2)] {

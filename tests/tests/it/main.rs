@@ -18,6 +18,7 @@ mod embedding;
 mod errors;
 mod fastai_cancels;
 mod fastai_loop;
+mod fastai_lr_find;
 mod inference;
 mod lifecycle;
 mod log_dir;
