@@ -51,11 +51,17 @@ pub enum EventKind {
     AfterCancelEpoch,
     /// After a `Flow::CancelFit`.
     AfterCancelFit,
+    /// After a `Flow::CancelStep`.
+    AfterCancelStep,
+    /// After a `Flow::CancelTrain`.
+    AfterCancelTrain,
+    /// After a `Flow::CancelValid`.
+    AfterCancelValidate,
 }
 
 impl EventKind {
     /// Every event, in the order of the training loop.
-    pub const ALL: [EventKind; 21] = [
+    pub const ALL: [EventKind; 24] = [
         EventKind::Setup,
         EventKind::BeforeTrain,
         EventKind::BeforeEpoch,
@@ -77,6 +83,9 @@ impl EventKind {
         EventKind::AfterCancelBatch,
         EventKind::AfterCancelEpoch,
         EventKind::AfterCancelFit,
+        EventKind::AfterCancelStep,
+        EventKind::AfterCancelTrain,
+        EventKind::AfterCancelValidate,
     ];
 
     /// The name a user writes, which is also the `Callback` method's name.
@@ -103,6 +112,9 @@ impl EventKind {
             EventKind::AfterCancelBatch => "after_cancel_batch",
             EventKind::AfterCancelEpoch => "after_cancel_epoch",
             EventKind::AfterCancelFit => "after_cancel_fit",
+            EventKind::AfterCancelStep => "after_cancel_step",
+            EventKind::AfterCancelTrain => "after_cancel_train",
+            EventKind::AfterCancelValidate => "after_cancel_validate",
         }
     }
 
@@ -161,6 +173,9 @@ impl EventKind {
                 | EventKind::AfterCancelBatch
                 | EventKind::AfterCancelEpoch
                 | EventKind::AfterCancelFit
+                | EventKind::AfterCancelStep
+                | EventKind::AfterCancelTrain
+                | EventKind::AfterCancelValidate
         )
     }
 

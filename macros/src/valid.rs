@@ -105,7 +105,8 @@ pub fn hook(hook: &Hook, errors: &Ctxt, callback_span: proc_macro2::Span) {
                     "this parameter receives nothing: name the value it fetches with `#[fetch(\"name\")]`, or take `ctx: &mut Context<'_, M>`".to_string()
                 } else {
                     format!(
-                        "a `{event}` callback takes only `ctx: &mut Context<'_, M>`; fetched values come to `after_step` with `#[fetch(...)]`"
+                        "{} `{event}` callback takes only `ctx: &mut Context<'_, M>`; fetched values come to `after_step` with `#[fetch(...)]`",
+                        if event.starts_with('a') { "an" } else { "a" }
                     )
                 };
                 errors.push_spanned(first, message);

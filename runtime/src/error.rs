@@ -208,8 +208,11 @@ impl Error {
 
 /// What a callback cancelled, as fastai's exceptions name it: a hand-written callback returns
 /// `Err(Cancel::Batch.into())`, what [`Flow::CancelBatch`](crate::callback::Flow::CancelBatch),
-/// [`Flow::CancelEpoch`](crate::callback::Flow::CancelEpoch) and
-/// [`Flow::CancelFit`](crate::callback::Flow::CancelFit) turn into.
+/// [`Flow::CancelEpoch`](crate::callback::Flow::CancelEpoch),
+/// [`Flow::CancelFit`](crate::callback::Flow::CancelFit),
+/// [`Flow::CancelStep`](crate::callback::Flow::CancelStep),
+/// [`Flow::CancelTrain`](crate::callback::Flow::CancelTrain) and
+/// [`Flow::CancelValid`](crate::callback::Flow::CancelValid) turn into.
 ///
 /// ```
 /// use burn_stoker::callback::{Callback, Cancel, Context};
@@ -231,6 +234,12 @@ pub enum Cancel {
     Epoch,
     /// fastai's `CancelFitException`.
     Fit,
+    /// fastai's `CancelStepException`.
+    Step,
+    /// fastai's `CancelTrainException`.
+    Train,
+    /// fastai's `CancelValidException`.
+    Valid,
 }
 
 /// Control flow on its way from a callback to the trainer: the payload of the hidden
@@ -257,6 +266,9 @@ impl Cancel {
             Cancel::Batch => "Flow::CancelBatch",
             Cancel::Epoch => "Flow::CancelEpoch",
             Cancel::Fit => "Flow::CancelFit",
+            Cancel::Step => "Flow::CancelStep",
+            Cancel::Train => "Flow::CancelTrain",
+            Cancel::Valid => "Flow::CancelValid",
         }
     }
 
@@ -271,6 +283,15 @@ impl Cancel {
             }
             Cancel::Fit => {
                 "CancelFit applies from before_train to trigger_epoch, not in setup, after_cancel_fit or after_train"
+            }
+            Cancel::Step => {
+                "CancelStep applies in after_backward, between backward and the optimizer (fastai's before_step); to skip the whole batch use CancelBatch"
+            }
+            Cancel::Train => {
+                "CancelTrain applies from before_epoch to the last trigger_step of the epoch, while it trains; after_epoch and later, its training is over"
+            }
+            Cancel::Valid => {
+                "CancelValid applies in before_validate and during the validation pass (validate), not in after_validate nor outside a pass"
             }
         }
     }

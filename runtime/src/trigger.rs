@@ -198,6 +198,15 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
     fn after_cancel_fit(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         self.inner.after_cancel_fit(ctx)
     }
+    fn after_cancel_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.inner.after_cancel_step(ctx)
+    }
+    fn after_cancel_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.inner.after_cancel_train(ctx)
+    }
+    fn after_cancel_validate(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.inner.after_cancel_validate(ctx)
+    }
 }
 
 /// Delivers the wrapped callback's per-step and per-epoch events only every `k` steps or epochs

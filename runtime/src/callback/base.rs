@@ -154,12 +154,15 @@ impl<T: CallbackReturn> CallbackReturn for Result<T> {
 /// - **tensorpack's**, at the next step boundary: [`Stop`](Flow::Stop) and
 ///   [`SkipEpoch`](Flow::SkipEpoch) let the rest of the event (every other callback) and the rest
 ///   of the step run, then act.
-/// - **fastai's**, at once: [`CancelBatch`](Flow::CancelBatch), [`CancelEpoch`](Flow::CancelEpoch)
-///   and [`CancelFit`](Flow::CancelFit) are fastai's `CancelBatchException`,
-///   `CancelEpochException` and `CancelFitException`: the callbacks after this one do not receive
-///   the event, the rest of the batch, epoch or training does not run, and the loop delivers
-///   `after_cancel_batch` / `after_cancel_epoch` / `after_cancel_fit` to every callback before going
-///   on. A hand-written callback returns `Err(Cancel::Batch.into())` for the same effect
+/// - **fastai's**, at once: [`CancelBatch`](Flow::CancelBatch), [`CancelEpoch`](Flow::CancelEpoch),
+///   [`CancelFit`](Flow::CancelFit), [`CancelStep`](Flow::CancelStep),
+///   [`CancelTrain`](Flow::CancelTrain) and [`CancelValid`](Flow::CancelValid) are fastai's
+///   `CancelBatchException`, `CancelEpochException`, `CancelFitException`,
+///   `CancelStepException`, `CancelTrainException` and `CancelValidException`: the callbacks after
+///   this one do not receive the event, the rest of the batch, epoch, training, optimizer step,
+///   training part of the epoch or validation pass does not run, and the loop delivers
+///   `after_cancel_batch` / `after_cancel_epoch` / `after_cancel_fit` / `after_cancel_step` /
+///   `after_cancel_train` / `after_cancel_validate` to every callback before going on. A hand-written callback returns `Err(Cancel::Batch.into())` for the same effect
 ///   (what these values turn into: see [`Cancel`](crate::callback::Cancel)).
 ///
 /// None of them costs the loop anything while no callback returns it.
@@ -197,6 +200,27 @@ pub enum Flow {
     /// ends [`Stopped`](crate::callback::Outcome::Stopped) with a reason naming the callback and the
     /// event. No checkpoint is written for it.
     CancelFit,
+    /// Skip this step's optimizer step (fastai's `CancelStepException`): returned from
+    /// `after_backward` (fastai's `before_step`, between backward and the optimizer), the
+    /// callbacks after this one miss `after_backward`, the gradients are dropped (the weights do
+    /// not change), every callback receives `after_cancel_step`, and the rest of the batch runs as
+    /// at any step: `after_step` with the step's values (the forward and the loss ran), then
+    /// `trigger_step`; the step counts. Returned from another event it is an error saying so.
+    CancelStep,
+    /// Skip the rest of this epoch's training (fastai's `CancelTrainException`): returned from
+    /// `before_epoch` or any event of a step, the rest of the step (if its optimizer has not run,
+    /// the weights do not change, and the step does not count) and the epoch's other steps do
+    /// not run, then every callback receives `after_cancel_train`, then `after_epoch` and
+    /// `trigger_epoch`, where the epoch's validation runs as usual (fastai's epoch validates
+    /// after a cancelled training part too). Returned from `after_epoch` or later in the epoch it
+    /// is an error: the epoch's training is over.
+    CancelTrain,
+    /// Skip the rest of this validation pass (fastai's `CancelValidException`): returned from
+    /// `before_validate` (the callbacks after this one miss it, and no pass runs) or from the
+    /// pass itself (`validate`: the validating callback returns it, or passes on a callback's),
+    /// every callback receives `after_cancel_validate`, then `after_validate`, and the event that
+    /// asked for the pass goes on. Returned from `after_validate` or outside a pass it is an error.
+    CancelValid,
 }
 
 impl CallbackReturn for Flow {
@@ -209,6 +233,9 @@ impl CallbackReturn for Flow {
             Flow::CancelBatch => return Err(Cancel::Batch.into()),
             Flow::CancelEpoch => return Err(Cancel::Epoch.into()),
             Flow::CancelFit => return Err(Cancel::Fit.into()),
+            Flow::CancelStep => return Err(Cancel::Step.into()),
+            Flow::CancelTrain => return Err(Cancel::Train.into()),
+            Flow::CancelValid => return Err(Cancel::Valid.into()),
         }
         Ok(())
     }

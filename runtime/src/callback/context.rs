@@ -41,6 +41,9 @@ pub(crate) struct Control {
     pub(crate) cancelled_at: Option<(usize, &'static str)>,
     /// Between `before_validate` and `after_validate`: [`Context::training`] is `false`.
     pub(crate) validating: bool,
+    /// fastai's `ShortEpochCallback(pct, short_valid=True)` during a validation pass: the share
+    /// of the pass after which the validating callback cancels it (reset after each pass).
+    pub(crate) short_validation: Option<f64>,
 }
 
 /// A checkpoint to write: into which folder of checkpoints, keeping what, written when.
@@ -411,6 +414,16 @@ impl<M> Context<'_, M> {
         let slot = RefCell::new(Some(pred));
         hooks.deliver(self.state, Event::AfterPred(&StepPred::new(&slot)))?;
         Ok(slot.into_inner().expect("the model's output is in its slot after after_pred"))
+    }
+    /// Ask the validating callback to cancel this validation pass after the batch whose 0-based
+    /// index reaches `pct` of the pass (fastai's `ShortEpochCallback` with `short_valid`), from
+    /// `before_validate`. Read by [`InferenceRunner`](crate::inference::InferenceRunner).
+    pub(crate) fn shorten_validation(&mut self, pct: f64) {
+        self.state.control.short_validation = Some(pct);
+    }
+    /// The share of this validation pass after which it is cancelled, if one was asked for.
+    pub(crate) fn short_validation(&self) -> Option<f64> {
+        self.state.control.short_validation
     }
 }
 

@@ -107,6 +107,19 @@ macro_rules! for_each_event {
             /// After a callback returned [`Flow::CancelFit`](crate::callback::Flow::CancelFit): the
             /// rest of training did not run (nor the epoch's `after_epoch`); `after_train` follows.
             after_cancel_fit AfterCancelFit () Around;
+            /// After a callback returned [`Flow::CancelStep`](crate::callback::Flow::CancelStep)
+            /// from `after_backward`: the step's gradients were dropped (no optimizer step); the
+            /// rest of the batch follows (`after_step`, `trigger_step`). Inside the step: the
+            /// counters do not count it yet.
+            after_cancel_step AfterCancelStep () InStep;
+            /// After a callback returned [`Flow::CancelTrain`](crate::callback::Flow::CancelTrain):
+            /// the rest of the epoch's training did not run; `after_epoch` and `trigger_epoch`
+            /// (where the epoch is validated) follow.
+            after_cancel_train AfterCancelTrain () Around;
+            /// After a callback returned [`Flow::CancelValid`](crate::callback::Flow::CancelValid)
+            /// in `before_validate` or during the pass: the rest of the pass did not run;
+            /// `after_validate` follows.
+            after_cancel_validate AfterCancelValidate () Around;
         }
     };
 }
@@ -127,12 +140,13 @@ pub enum Phase {
     AfterStep,
     /// `trigger_step`.
     TriggerStep,
-    /// Inside the step (`before_batch`, `after_pred`, `before_backward`, `after_backward`): never
-    /// gated, since a batch, output, loss or gradient change that applied only at some steps
-    /// would be a surprise.
+    /// Inside the step (`before_batch`, `after_pred`, `before_backward`, `after_backward`, and
+    /// `after_cancel_step`, which follows a cancel there): never gated, since a batch, output,
+    /// loss or gradient change that applied only at some steps would be a surprise.
     InStep,
     /// Around a validation pass or a cancellation (`before_validate`, `validate`, `after_validate`,
-    /// `after_cancel_batch`, `after_cancel_epoch`, `after_cancel_fit`), or a deferred read's
+    /// `after_cancel_batch`, `after_cancel_epoch`, `after_cancel_fit`, `after_cancel_train`,
+    /// `after_cancel_validate`), or a deferred read's
     /// arrival (`fetched`): never gated, since they follow what the loop did, not a period (a
     /// deferred read was asked for at a step the gate let through).
     Around,
@@ -158,8 +172,9 @@ macro_rules! define_event {
         ///
         /// and, where something happens: `before_validate`, `validate` (to the callback that asked),
         /// `after_validate` around a validation pass asked for from a trigger; `after_cancel_batch`,
-        /// `after_cancel_epoch`, `after_cancel_fit` after a [`Flow`](crate::callback::Flow) cancelled
-        /// part of the run (fastai's events).
+        /// `after_cancel_epoch`, `after_cancel_fit`, `after_cancel_step`, `after_cancel_train`,
+        /// `after_cancel_validate` after a [`Flow`](crate::callback::Flow) cancelled part of the
+        /// run (fastai's events).
         #[derive(Debug, Clone, Copy)]
         pub enum Event<'v> {
             $($(#[$doc])* $variant $(($payload))?,)*

@@ -18,6 +18,7 @@ use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
 use crate::fetch::{FetchPlan, Outputs};
 use crate::trainer::{BatchIter, TrainData};
+use results::PassEnd;
 
 /// What an [`InferenceRunner`]'s forward function returns: `()`, or the batch's number of
 /// datapoints as a `usize`.
@@ -300,14 +301,24 @@ where
         ctx.request_validation()
     }
 
+    /// The pass: every batch through the forward function and the inferencers, then their
+    /// results to the monitors. A signal stops it before the next batch. Under fastai's
+    /// [`ShortEpochCallback`](crate::stop::ShortEpochCallback) with `short_valid`, it stops after
+    /// the batch whose 0-based index reaches `pct` of the pass's length (fastai's
+    /// `iter / n_iter >= pct`), puts the results of the batches run, and returns
+    /// `Flow::CancelValid`'s cancel: every callback then receives `after_cancel_validate`.
     fn validate(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let model = ctx.model().valid();
         self.inferencers.iter_mut().for_each(|i| i.before_inference());
         self.totals.iter_mut().for_each(|total| *total = None);
         let transfers = self.plan.transfers();
         let mut pass = self.data.pass();
+        let short = if self.data_parallel { None } else { ctx.short_validation() };
+        let length = pass.batches_hint();
         let mut batches = 0u64;
-        let mut cut_short = None; // A signal cuts the pass short (one atomic load per batch).
+        // A signal cuts the pass short (checked before each batch: one atomic load).
+        let mut cut_short = None;
+        let mut cancelled = false;
         loop {
             if let Some(signal) = ctx.signal_received() {
                 cut_short = Some(signal);
@@ -354,30 +365,14 @@ where
                 }
             }
             batches += 1;
-        }
-        drop(pass);
-        let device_reads = self.read_totals()?;
-        let counts = &self.counts.0;
-        if cut_short.is_none() {
-            counts.passes.fetch_add(1, Ordering::Relaxed);
-        }
-        counts.batches.fetch_add(batches, Ordering::Relaxed);
-        counts.transfers.fetch_add(self.plan.transfers() - transfers + device_reads, Ordering::Relaxed);
-        if self.data_parallel {
-            return self.combine(ctx, batches, cut_short);
-        }
-        if let Some(signal) = cut_short {
-            self.report_cut_short(ctx, signal, batches);
-            return Ok(());
-        }
-        if batches == 0 {
-            return Err(Error::data("InferenceRunner: the inference data produced no batch"));
-        }
-        for inferencer in &mut self.inferencers {
-            for (name, value) in inferencer.after_inference() {
-                ctx.monitors().put_scalar(&name, value);
+            if let Some(pct) = short
+                && crate::stop::short_epoch_ends(pct, batches - 1, length)
+            {
+                cancelled = true;
+                break;
             }
         }
-        Ok(())
+        drop(pass);
+        self.end_pass(ctx, PassEnd { batches, cut_short, cancelled, transfers })
     }
 }

@@ -1,5 +1,6 @@
 //! Early stopping: Keras's [`EarlyStopping`] (patience, `min_delta`, baseline, warm-up, restoring
-//! the best weights) and neon's [`EarlyStop`] (a function of the user's decides).
+//! the best weights) and neon's [`EarlyStop`] (a function of the user's decides); fastai's
+//! [`ShortEpochCallback`], which cuts every epoch short.
 //!
 //! Both read a monitored scalar from [`Monitors`](crate::state::Monitors) when triggered (every
 //! epoch by default) and stop training with
@@ -9,9 +10,12 @@
 
 mod early_stop;
 mod early_stopping;
+mod short_epoch;
 
 pub use early_stop::EarlyStop;
 pub use early_stopping::EarlyStopping;
+pub use short_epoch::ShortEpochCallback;
+pub(crate) use short_epoch::short_epoch_ends;
 
 use serde_json::Value as Json;
 

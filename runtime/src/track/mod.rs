@@ -14,6 +14,8 @@
 //! | [`ModelSummary`] | Keras's `model.summary()`, Lightning's `ModelSummary` | the parameters per tensor and module and their bytes ([`ModelParams`]), once at the start: stdout, `model_summary.txt`, TensorBoard text |
 //! | [`Timed`] | tensorpack's `CallbackTimeLogger` | slow callbacks, on stderr |
 //! | [`StepProfiler`] | tensorpack's `GraphProfiler` | the time of each phase of a window of steps: `step_profile.json` (Chrome trace), `profile/<phase>_ms` |
+//! | [`Recorder`] | fastai's `Recorder` | the loss and learning rate of every step, the metrics of every epoch; `loss.png`, `lr.png` |
+//! | [`LrFinder`] | fastai's `LRFinder`, `lr_find` | a learning-rate sweep, stopped on divergence, the weights restored: the loss against the learning rate, `lr_find.png`, fastai's suggestions |
 //!
 //! `HostMemoryTracker`, `GpuUtilizationTracker` and `GpuMemoryTracker` (with [`GpuSource`],
 //! [`GpuMemory`] and [`NvmlSource`]) exist with the `sys-metrics` feature only (off by default):
@@ -31,6 +33,8 @@ mod gpu_memory;
 mod gpu_utilization;
 #[cfg(feature = "sys-metrics")]
 mod host_memory;
+mod lr_finder;
+mod lr_suggest;
 mod model_summary;
 mod plot;
 mod profile;
@@ -49,6 +53,8 @@ pub use gpu_memory::GpuMemoryTracker;
 pub use gpu_utilization::GpuUtilizationTracker;
 #[cfg(feature = "sys-metrics")]
 pub use host_memory::HostMemoryTracker;
+pub use lr_finder::{LR_FIND_PLOT, LrFinder};
+pub use lr_suggest::{SuggestedLr, Suggestion};
 pub use model_summary::{ModelParams, ModelSummary, ModuleParams, ParamTensor};
 pub use plot::{PLOT_MARGIN, PLOT_SIZE};
 pub use profile::{PROFILE_FILE, StepProfiler};

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use serde_json::Value as Json;
 
-use super::plot::{Plot, Series, write_plot};
+use super::lr_suggest::SmoothLoss;
+use super::plot::{Mark, Plot, Series, XAxis, write_plot};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
@@ -140,17 +141,19 @@ impl Recorder {
     /// every epoch (orange, at the epoch's last step, on the right axis) to a PNG file at `path`,
     /// written atomically.
     pub fn plot_loss(&self, path: impl AsRef<Path>) -> Result<()> {
-        let valid: Vec<(u64, f64)> =
-            self.values.iter().filter_map(|v| Some((v.global_step, v.valid_loss?))).collect();
+        let valid: Vec<(f64, f64)> =
+            self.values.iter().filter_map(|v| Some((v.global_step as f64, v.valid_loss?))).collect();
         let has_valid = valid.iter().any(|(_, v)| v.is_finite());
         let plot = Plot {
             title: if has_valid { "Training and validation loss" } else { "Training loss" },
-            left: Series { points: &self.losses, color: TRAIN_COLOR, label: "training loss" },
+            left: Series { points: &by_step(&self.losses), color: TRAIN_COLOR, label: "training loss" },
             right: has_valid.then_some(Series {
                 points: &valid,
                 color: VALID_COLOR,
                 label: "validation loss",
             }),
+            x: XAxis::Steps,
+            marks: &[],
         };
         write_plot(path.as_ref(), &plot)
     }
@@ -159,11 +162,57 @@ impl Recorder {
     pub fn plot_lr(&self, path: impl AsRef<Path>) -> Result<()> {
         let plot = Plot {
             title: "Learning rate",
-            left: Series { points: &self.lrs, color: TRAIN_COLOR, label: "learning rate" },
+            left: Series { points: &by_step(&self.lrs), color: TRAIN_COLOR, label: "learning rate" },
             right: None,
+            x: XAxis::Steps,
+            marks: &[],
         };
         write_plot(path.as_ref(), &plot)
     }
+}
+
+impl Recorder {
+    /// The learning rate and the smoothed loss of every step whose loss arrived: fastai's
+    /// `recorder.lrs` and `recorder.losses`, the loss smoothed as fastai's `Recorder` smooths it
+    /// (`AvgSmoothLoss(beta=0.98)`, from the first step recorded). After a sweep of
+    /// [`LrFinder`](super::LrFinder) in the same run they are the finder's
+    /// [`points`](super::LrFinder::points).
+    pub fn lr_find_points(&self) -> Vec<(f64, f64)> {
+        let mut smooth = SmoothLoss::new();
+        self.losses
+            .iter()
+            .filter_map(|&(step, loss)| {
+                let at = self.lrs.binary_search_by_key(&step, |&(s, _)| s).ok()?;
+                Some((self.lrs[at].1, smooth.add(loss)))
+            })
+            .collect()
+    }
+
+    /// Plot [`lr_find_points`](Self::lr_find_points), the smoothed loss against the learning
+    /// rate on a logarithmic scale, without the last 5 points, to a PNG file at `path`: fastai's
+    /// `recorder.plot_lr_find()`.
+    pub fn plot_lr_find(&self, path: impl AsRef<Path>) -> Result<()> {
+        plot_lr_find(path.as_ref(), &self.lr_find_points(), &[])
+    }
+}
+
+/// fastai's `plot_lr_find(skip_end=5)`: the loss against the learning rate, without the last 5
+/// points, with `marks`.
+pub(crate) fn plot_lr_find(path: &Path, points: &[(f64, f64)], marks: &[Mark<'_>]) -> Result<()> {
+    let shown = &points[..points.len().saturating_sub(5)];
+    let plot = Plot {
+        title: "Loss against the learning rate",
+        left: Series { points: shown, color: TRAIN_COLOR, label: "loss" },
+        right: None,
+        x: XAxis::Log("learning rate"),
+        marks,
+    };
+    write_plot(path, &plot)
+}
+
+/// `(global_step, value)` pairs as a plot's points.
+fn by_step(points: &[(u64, f64)]) -> Vec<(f64, f64)> {
+    points.iter().map(|&(step, value)| (step as f64, value)).collect()
 }
 
 impl<M> Callback<M> for Recorder {

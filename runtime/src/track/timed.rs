@@ -206,7 +206,10 @@ impl<C, T: Clock> Timed<C, T> {
             | Event::AfterValidate
             | Event::AfterCancelBatch
             | Event::AfterCancelEpoch
-            | Event::AfterCancelFit => {
+            | Event::AfterCancelFit
+            | Event::AfterCancelStep
+            | Event::AfterCancelTrain
+            | Event::AfterCancelValidate => {
                 member.epoch += spent;
             }
         }

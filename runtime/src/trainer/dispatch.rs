@@ -412,42 +412,58 @@ impl<C, M> Delivery<'_, '_, C, M> {
         if !matches!(error, Error::Break(Break::Validate)) || self.state.control.validating {
             return Err(callback_error(self.state, &self.roster.names, i, event.name(), error));
         }
-        let Delivery { callbacks, roster, order, one_pass, at, state } = self;
-        state.control.validating = true;
-        let pass = Delivery {
-            callbacks: &mut *callbacks,
+        let mut this = self;
+        this.state.control.validating = true;
+        let pass = this.again().validation_pass(i, event);
+        this.state.control.validating = false;
+        this.state.control.short_validation = None;
+        pass?;
+        let next = this.order.iter().position(|&j| j == i).map_or(this.order.len(), |position| position + 1);
+        this.each(event, next)
+    }
+
+    /// The same delivery, borrowed again for another event.
+    fn again(&mut self) -> Delivery<'_, '_, C, M> {
+        let (roster, order, one_pass) = (self.roster, self.order, self.one_pass);
+        Delivery {
+            callbacks: &mut *self.callbacks,
             roster,
             order,
             one_pass,
-            at: &mut *at,
-            state: &mut *state,
+            at: &mut *self.at,
+            state: &mut *self.state,
         }
-        .validation_pass(i, event);
-        state.control.validating = false;
-        pass?;
-        let next = order.iter().position(|&j| j == i).map_or(order.len(), |position| position + 1);
-        Delivery { callbacks, roster, order, one_pass, at, state }.each(event, next)
     }
 
-    /// The validation pass callback `i` asked for during `event`, with fastai's events around it.
-    /// An error or a panic of the pass itself is reported in `event` (the one the callback was
-    /// triggered by: `trigger_epoch`, `trigger_step`...), where the pass runs for the user.
-    fn validation_pass<K>(self, i: usize, event: Event<'_>) -> Result<()>
+    /// The validation pass callback `i` asked for during `event`, with fastai's events around it
+    /// (its `_with_events(..., 'validate', CancelValidException)`): a `CancelValid` from
+    /// `before_validate` or the pass is followed by `after_cancel_validate`, then
+    /// `after_validate` as always. An error or a panic of the pass itself is reported in `event`
+    /// (the one the callback was triggered by: `trigger_epoch`, `trigger_step`...), where the
+    /// pass runs for the user.
+    fn validation_pass<K>(mut self, i: usize, event: Event<'_>) -> Result<()>
     where
         C: Callbacks<M, K>,
     {
-        let Delivery { callbacks, roster, order, one_pass, at, state } = self;
-        Delivery { callbacks: &mut *callbacks, roster, order, one_pass, at: &mut *at, state: &mut *state }
-            .all(Event::BeforeValidate)?;
-        at.activity = Activity::Callback(i, event.name());
-        let pass = match roster.batch_takers.lend_to(i) {
-            true => lend::validate(callbacks, i, state, roster, at),
-            false => callbacks.dispatch(i, Event::Validate, &mut Context::new(&mut *state, Phase::Around)),
-        };
-        if let Err(e) = pass {
-            return Err(callback_error(state, &roster.names, i, event.name(), e));
+        let ran = self.again().all(Event::BeforeValidate).and_then(|()| {
+            self.at.activity = Activity::Callback(i, event.name());
+            let pass = match self.roster.batch_takers.lend_to(i) {
+                true => lend::validate(&mut *self.callbacks, i, &mut *self.state, self.roster, &mut *self.at),
+                false => {
+                    let mut ctx = Context::new(&mut *self.state, Phase::Around);
+                    self.callbacks.dispatch(i, Event::Validate, &mut ctx)
+                }
+            };
+            pass.map_err(|e| callback_error(self.state, &self.roster.names, i, event.name(), e))
+        });
+        match ran {
+            Ok(()) => {}
+            Err(Error::Break(Break::Cancel(Cancel::Valid))) => {
+                self.again().all(Event::AfterCancelValidate)?
+            }
+            Err(error) => return Err(error),
         }
-        Delivery { callbacks, roster, order, one_pass, at, state }.all(Event::AfterValidate)
+        self.all(Event::AfterValidate)
     }
 }
 

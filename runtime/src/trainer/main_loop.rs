@@ -101,10 +101,12 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             counters.epoch_num = epoch;
             counters.local_step = std::mem::take(&mut local_step);
             self.state.monitors.epoch_num = epoch;
-            // fastai's epoch level: a CancelEpoch from before_epoch or a step ends up here.
+            // fastai's epoch and train levels: a CancelEpoch or a CancelTrain from before_epoch
+            // or a step ends up here.
             match self.epoch_steps(data, step, &mut pass, &mut first) {
                 Ok(()) => {}
                 Err(Error::Break(Break::Cancel(Cancel::Epoch))) => self.cancelled_epoch()?,
+                Err(Error::Break(Break::Cancel(Cancel::Train))) => self.cancelled_train()?,
                 Err(error) => return Err(error),
             }
             self.state.control.skip_epoch = false;
@@ -212,6 +214,19 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     fn cancelled_epoch(&mut self) -> Result<()> {
         self.doing(Activity::Trainer);
         self.deliver(Event::AfterCancelEpoch)
+    }
+
+    /// A callback returned `Flow::CancelTrain` from `before_epoch` or a step: every callback
+    /// receives `after_cancel_train`; the epoch then ends as any other (its validation runs from
+    /// `trigger_epoch`). A `CancelEpoch` from `after_cancel_train` cancels the epoch, as fastai's
+    /// `after_cancel_train` runs inside the epoch.
+    #[cold]
+    fn cancelled_train(&mut self) -> Result<()> {
+        self.doing(Activity::Trainer);
+        match self.deliver(Event::AfterCancelTrain) {
+            Err(Error::Break(Break::Cancel(Cancel::Epoch))) => self.cancelled_epoch(),
+            other => other,
+        }
     }
 
     /// A callback returned `Flow::CancelFit`: training stops (the reason names the callback and

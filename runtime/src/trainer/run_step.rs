@@ -14,7 +14,7 @@ use super::run::Run;
 use super::step::PredHook;
 use super::{Step, StepOutput, TrainingStep};
 use crate::callback::{Callbacks, Event, StepBatch, StepGradients, StepLoss, StepPred, TrainState};
-use crate::error::{Error, Result};
+use crate::error::{Break, Cancel, Error, Result};
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// One step: the user's forward and loss, backward, the optimizer; with the events inside the
@@ -82,15 +82,17 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     }
 
     /// After a step that ran: its values to `after_step`; its deferred values join the next
-    /// read, started behind its work when due; the values of earlier steps that arrived are
-    /// delivered.
+    /// read, started behind its work when due, even when a callback cancelled in `after_step`
+    /// (the step counts: its deferred values arrive, before `after_epoch` or `after_train`); the
+    /// values of earlier steps that arrived are delivered.
     #[inline]
     pub(super) fn after_step(&mut self) -> Result<()> {
         let Run { dispatch, state, fetches, .. } = self;
         let values = fetches.values(&state.counters, |i| dispatch.name(i).to_string())?;
-        dispatch.deliver(state, Event::AfterStep(values))?;
+        let delivered = dispatch.deliver(state, Event::AfterStep(values));
         let global_step = self.state.counters.global_step;
         self.fetches.defer(global_step)?;
+        delivered?;
         if self.fetches.plan.has_pending() {
             self.deliver_deferred(global_step, false)?;
         }
@@ -163,12 +165,23 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         slot.loss.into_inner().ok_or_else(|| Error::msg("a before_backward callback removed the loss"))
     }
 
-    /// `after_backward` for the callbacks that take the gradients.
+    /// `after_backward` for the callbacks that take the gradients. A `Flow::CancelStep` there
+    /// (fastai's `CancelStepException` from its `before_step`) drops the gradients: every
+    /// callback receives `after_cancel_step`, and the step goes on without its optimizer step.
     #[cold]
     fn take_gradients(&mut self, grads: Option<GradientsParams>) -> Result<Option<GradientsParams>> {
         let slot = StepGradients { grads: RefCell::new(grads) };
-        self.dispatch.deliver_hook(&mut self.state, Event::AfterBackward(&slot))?;
-        Ok(slot.grads.into_inner())
+        match self.dispatch.deliver_hook(&mut self.state, Event::AfterBackward(&slot)) {
+            Ok(()) => Ok(slot.grads.into_inner()),
+            Err(Error::Break(Break::Cancel(Cancel::Step))) => {
+                drop(slot);
+                self.doing(Activity::Trainer);
+                self.deliver(Event::AfterCancelStep)?;
+                self.doing(Activity::Step);
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
     }
 }
 

@@ -126,6 +126,38 @@ fn on_after_cancel_fit<M>(ctx: &mut Context<'_, M>) -> Flow {
     Flow::Continue
 }
 
+#[callback(on = after_cancel_step)]
+fn on_after_cancel_step<M>(ctx: &mut Context<'_, M>) {
+    let _ = ctx.global_step();
+}
+
+#[callback(on = after_cancel_train)]
+fn on_after_cancel_train<M>(ctx: &mut Context<'_, M>) -> Flow {
+    let _ = ctx.epoch_num();
+    Flow::CancelEpoch
+}
+
+#[callback(on = after_cancel_validate)]
+fn on_after_cancel_validate<M>(ctx: &mut Context<'_, M>) {
+    assert!(!ctx.training());
+}
+
+/// The three cancels fastai adds to `CancelBatch`, `CancelEpoch` and `CancelFit`, from the DSL.
+#[callback(on = after_backward)]
+fn cancel_the_optimizer_step(grads: &StepGradients) -> Flow {
+    if grads.is_present() { Flow::CancelStep } else { Flow::Continue }
+}
+
+#[callback(on = before_step)]
+fn cancel_the_training<M>(ctx: &mut Context<'_, M>) -> Flow {
+    if ctx.local_step() > 2 { Flow::CancelTrain } else { Flow::Continue }
+}
+
+#[callback(on = before_validate)]
+fn cancel_the_validation() -> Flow {
+    Flow::CancelValid
+}
+
 fn assert_set<M, K, C: Callbacks<M, K>>(_: &C) {}
 
 pub fn main() {
@@ -157,12 +189,19 @@ pub fn main() {
         OnAfterCancelBatch,
         OnAfterCancelEpoch,
         OnAfterCancelFit,
+        OnAfterCancelStep,
+        OnAfterCancelTrain,
+        OnAfterCancelValidate,
     );
     assert_set::<(), _, _>(&fastai);
+    let cancels = (CancelTheOptimizerStep, CancelTheTraining, CancelTheValidation);
+    assert_set::<(), _, _>(&cancels);
     assert_eq!(Callback::<()>::step_hooks(&OnBeforeBatch), StepHooks::BATCH);
     assert_eq!(Callback::<()>::step_hooks(&OnAfterPred), StepHooks::PRED);
     assert_eq!(Callback::<()>::step_hooks(&OnAfterLoss), StepHooks::LOSS);
     assert_eq!(Callback::<()>::step_hooks(&OnBeforeBackward), StepHooks::LOSS);
     assert_eq!(Callback::<()>::step_hooks(&OnAfterBackward), StepHooks::GRADIENTS);
     assert_eq!(Callback::<()>::step_hooks(&OnBeforeValidate), StepHooks::NONE);
+    assert_eq!(Callback::<()>::step_hooks(&CancelTheOptimizerStep), StepHooks::GRADIENTS);
+    assert_eq!(Callback::<()>::step_hooks(&OnAfterCancelStep), StepHooks::NONE);
 }

@@ -1,13 +1,57 @@
 //! The end of an inference pass: the device totals read in one transfer, the partial sums
 //! combined over the ranks, a pass cut short reported.
 
+use std::sync::atomic::Ordering;
+
 use burn::module::Module;
 
 use super::InferenceRunner;
 use crate::callback::Context;
-use crate::error::{Error, Result};
+use crate::error::{Cancel, Error, Result};
+
+/// How a pass ended: its batches, whether a signal or a short validation cut it, the transfer
+/// count at its start.
+pub(super) struct PassEnd {
+    pub(super) batches: u64,
+    pub(super) cut_short: Option<&'static str>,
+    pub(super) cancelled: bool,
+    pub(super) transfers: u64,
+}
 
 impl<D, F> InferenceRunner<D, F> {
+    /// After a pass's last batch: the device totals read, the counts, then the results put (or
+    /// combined over the ranks; or dropped after a signal). A pass that a short validation cut
+    /// (fastai's `ShortEpochCallback`) puts its results and returns `Flow::CancelValid`'s cancel.
+    pub(super) fn end_pass<M: Module>(&mut self, ctx: &mut Context<'_, M>, end: PassEnd) -> Result<()> {
+        let PassEnd { batches, cut_short, cancelled, transfers } = end;
+        let device_reads = self.read_totals()?;
+        let counts = &self.counts.0;
+        if cut_short.is_none() && !cancelled {
+            counts.passes.fetch_add(1, Ordering::Relaxed);
+        }
+        counts.batches.fetch_add(batches, Ordering::Relaxed);
+        counts.transfers.fetch_add(self.plan.transfers() - transfers + device_reads, Ordering::Relaxed);
+        if self.data_parallel {
+            return self.combine(ctx, batches, cut_short);
+        }
+        if let Some(signal) = cut_short {
+            self.report_cut_short(ctx, signal, batches);
+            return Ok(());
+        }
+        if batches == 0 {
+            return Err(Error::data("InferenceRunner: the inference data produced no batch"));
+        }
+        for inferencer in &mut self.inferencers {
+            for (name, value) in inferencer.after_inference() {
+                ctx.monitors().put_scalar(&name, value);
+            }
+        }
+        if cancelled {
+            return Err(Cancel::Valid.into());
+        }
+        Ok(())
+    }
+
     /// The pass's device totals, every inferencer's in one transfer, handed to each; returns the
     /// number of transfers (0 when no inferencer sums on the device or the pass had no batch).
     pub(super) fn read_totals(&mut self) -> Result<u64> {

@@ -19,7 +19,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use self::text::{Align, Canvas, Label};
-use self::ticks::{tick_text, ticks};
+use self::ticks::{power_text, tick_text, ticks};
 use crate::error::{Error, Result};
 use crate::monitor::encode_png;
 use crate::state::{Image, write_atomic};
@@ -45,8 +45,10 @@ const LEGEND_ROWS: (i32, i32) = (40, 64);
 
 /// One line of a plot.
 pub(crate) struct Series<'a> {
-    /// Its points, `(global_step, value)`; those whose value is not finite are left out.
-    pub points: &'a [(u64, f64)],
+    /// Its points, `(x, value)`: `x` the global step, or the learning rate on a logarithmic x
+    /// axis; those whose value is not finite (or, on a logarithmic axis, whose `x` is not
+    /// positive) are left out.
+    pub points: &'a [(f64, f64)],
     /// Its colour (RGB).
     pub color: [u8; 3],
     /// Its name, in the legend and on its axis.
@@ -54,7 +56,8 @@ pub(crate) struct Series<'a> {
 }
 
 /// A plot: a line on the left axis and maybe one with a scale of its own on the right axis, the
-/// global step along the x axis.
+/// global step (or the learning rate, on a logarithmic scale) along the x axis, and points
+/// marked on the left line's scale.
 pub(crate) struct Plot<'a> {
     /// The title, above the plot.
     pub title: &'a str,
@@ -62,6 +65,30 @@ pub(crate) struct Plot<'a> {
     pub left: Series<'a>,
     /// The line whose scale the right axis shows, if any.
     pub right: Option<Series<'a>>,
+    /// What the x axis shows.
+    pub x: XAxis<'a>,
+    /// Points marked on the left axis's scale (fastai's suggested learning rates), each in the
+    /// legend.
+    pub marks: &'a [Mark<'a>],
+}
+
+/// What a plot's x axis shows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum XAxis<'a> {
+    /// The global step, its ticks whole numbers.
+    Steps,
+    /// A positive value on a logarithmic scale (ticks at the powers of ten), named.
+    Log(&'a str),
+}
+
+/// A point marked on a plot: a filled circle in its colour, its name in the legend.
+pub(crate) struct Mark<'a> {
+    /// Where, `(x, value)`, as the left line's points.
+    pub at: (f64, f64),
+    /// Its colour (RGB).
+    pub color: [u8; 3],
+    /// Its name, in the legend.
+    pub label: &'a str,
 }
 
 /// Draw `plot` and write it as a PNG file at `path`, atomically.
@@ -90,17 +117,19 @@ fn text_of(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-/// The finite points of `points`, as `(x, y)`.
-fn finite(points: &[(u64, f64)]) -> Vec<(f64, f64)> {
-    points.iter().filter(|(_, v)| v.is_finite()).map(|&(s, v)| (s as f64, v)).collect()
+/// The finite points of `points`, as `(x, y)`, with `x` as the axis places it (its logarithm on
+/// a logarithmic axis).
+fn finite(points: &[(f64, f64)], x: XAxis<'_>) -> Vec<(f64, f64)> {
+    let place = |s: f64| if matches!(x, XAxis::Log(_)) { s.log10() } else { s };
+    points.iter().map(|&(s, v)| (place(s), v)).filter(|(s, v)| s.is_finite() && v.is_finite()).collect()
 }
 
 /// Draw everything but the text into `pixels`, and say what text goes where.
 fn draw_shapes(pixels: &mut [u8], plot: &Plot<'_>) -> std::result::Result<Vec<Label>, String> {
     let (w, h) = (PLOT_SIZE.0 as i32, PLOT_SIZE.1 as i32);
     let m = PLOT_MARGIN as i32;
-    let left = finite(plot.left.points);
-    let right = plot.right.as_ref().map(|s| (s, finite(s.points))).filter(|(_, p)| !p.is_empty());
+    let left = finite(plot.left.points, plot.x);
+    let right = plot.right.as_ref().map(|s| (s, finite(s.points, plot.x))).filter(|(_, p)| !p.is_empty());
     // One x range for every line: the steps; each line its own y range.
     let (x0, x1) = range(left.iter().chain(right.iter().flat_map(|(_, p)| p)).map(|p| p.0));
     let (y0, y1) = range(left.iter().map(|p| p.1));
@@ -112,9 +141,13 @@ fn draw_shapes(pixels: &mut [u8], plot: &Plot<'_>) -> std::result::Result<Vec<La
     let mut left_chart = chart((y0, y1))?;
     let mut labels = vec![label(plot.title, (w / 2, 10), TITLE_SIZE, (Align::Center, Align::Start))];
     // The grid and tick marks, the frame, then the lines over them.
-    labels.extend(Axis::X.draw(&root, (x0, x1), &|x| left_chart.backend_coord(&(x, y0)).0)?);
+    let (x_axis, x_name) = match plot.x {
+        XAxis::Steps => (Axis::X, "step"),
+        XAxis::Log(name) => (Axis::LogX, name),
+    };
+    labels.extend(x_axis.draw(&root, (x0, x1), &|x| left_chart.backend_coord(&(x, y0)).0)?);
     labels.extend(Axis::Left.draw(&root, (y0, y1), &|y| left_chart.backend_coord(&(x0, y)).1)?);
-    labels.push(Axis::X.name_label("step"));
+    labels.push(Axis::X.name_label(x_name));
     labels.push(Axis::Left.name_label(plot.left.label));
     let frame = [(m - 2, m - 2), (w - m + 1, h - m + 1)];
     root.draw(&Rectangle::new(frame, ShapeStyle::from(&FRAME_COLOR))).map_err(text_of)?;
@@ -127,6 +160,13 @@ fn draw_shapes(pixels: &mut [u8], plot: &Plot<'_>) -> std::result::Result<Vec<La
         labels.push(Axis::Right.name_label(series.label));
         draw_line(&mut right_chart, points, series.color)?;
         legend.push((series.color, format!("{} (right axis)", series.label)));
+    }
+    for mark in plot.marks {
+        let at = finite(&[mark.at], plot.x);
+        let [r, g, b] = mark.color;
+        let style = ShapeStyle::from(&RGBColor(r, g, b)).filled();
+        left_chart.draw_series(at.iter().map(|&p| Circle::new(p, 5, style))).map_err(text_of)?;
+        legend.push((mark.color, mark.label.to_string()));
     }
     labels.extend(draw_legend(&root, &legend)?);
     root.present().map_err(text_of)?;
@@ -157,6 +197,8 @@ fn draw_line(
 enum Axis {
     /// The steps, below the area.
     X,
+    /// A logarithmic x axis: the values are the logarithms, the ticks powers of ten.
+    LogX,
     /// The left line's scale.
     Left,
     /// The right line's scale.
@@ -174,13 +216,14 @@ impl Axis {
     ) -> std::result::Result<Vec<Label>, String> {
         let (w, h) = (PLOT_SIZE.0 as i32, PLOT_SIZE.1 as i32);
         let m = PLOT_MARGIN as i32;
-        let (values, step) = if self == Axis::X { ticks(lo, hi, 10, true) } else { ticks(lo, hi, 6, false) };
+        let horizontal = matches!(self, Axis::X | Axis::LogX);
+        let (values, step) = if horizontal { ticks(lo, hi, 10, true) } else { ticks(lo, hi, 6, false) };
         let largest = values.iter().fold(0f64, |a, v| a.max(v.abs()));
         let mut labels = Vec::with_capacity(values.len());
         for &v in &values {
             let p = at(v);
             let (grid, mark, anchor, align) = match self {
-                Axis::X => (
+                Axis::X | Axis::LogX => (
                     Some([(p, m), (p, h - m - 1)]),
                     [(p, h - m + 1), (p, h - m + 5)],
                     (p, h - m + 8),
@@ -200,7 +243,8 @@ impl Axis {
                 root.draw(&PathElement::new(grid.to_vec(), GRID_COLOR)).map_err(text_of)?;
             }
             root.draw(&PathElement::new(mark.to_vec(), FRAME_COLOR)).map_err(text_of)?;
-            labels.push(label(&tick_text(v, step, largest), anchor, TICK_SIZE, align));
+            let text = if self == Axis::LogX { power_text(v) } else { tick_text(v, step, largest) };
+            labels.push(label(&text, anchor, TICK_SIZE, align));
         }
         Ok(labels)
     }
@@ -209,7 +253,7 @@ impl Axis {
     fn name_label(self, name: &str) -> Label {
         let (w, h) = (PLOT_SIZE.0 as i32, PLOT_SIZE.1 as i32);
         let (at, across) = match self {
-            Axis::X => {
+            Axis::X | Axis::LogX => {
                 return label(
                     name,
                     (w / 2, h - PLOT_MARGIN as i32 + 32),
@@ -313,12 +357,14 @@ mod tests {
     #[test]
     fn the_highest_and_lowest_points_are_drawn_inside_the_frame() {
         // The validation loss is highest at its first point, as in the guide's loss.png.
-        let train: Vec<(u64, f64)> = (1..=100).map(|s| (s, 2.0 / s as f64)).collect();
-        let valid = [(20, 0.36), (40, 0.18), (60, 0.17), (80, 0.12), (100, 0.13)];
+        let train: Vec<(f64, f64)> = (1..=100).map(|s| (s as f64, 2.0 / s as f64)).collect();
+        let valid = [(20.0, 0.36), (40.0, 0.18), (60.0, 0.17), (80.0, 0.12), (100.0, 0.13)];
         let plot = Plot {
             title: "loss",
             left: Series { points: &train, color: [31, 119, 180], label: "training loss" },
             right: Some(Series { points: &valid, color: [255, 127, 14], label: "validation loss" }),
+            x: XAxis::Steps,
+            marks: &[],
         };
         let mut pixels = vec![0u8; PLOT_SIZE.0 as usize * PLOT_SIZE.1 as usize * 3];
         draw_shapes(&mut pixels, &plot).unwrap();

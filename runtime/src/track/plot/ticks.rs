@@ -38,6 +38,18 @@ pub(crate) fn tick_text(value: f64, step: f64, largest: f64) -> String {
     }
 }
 
+/// The number of a tick of a logarithmic axis at the logarithm `exponent` (a whole number): the
+/// power of ten it stands for, as `0.001`, `1`, `100`, or `1e-7`, `1e4` beyond a thousandth and a
+/// thousand.
+pub(crate) fn power_text(exponent: f64) -> String {
+    let k = exponent.round() as i32;
+    match k {
+        -3..=-1 => format!("{:.*}", (-k) as usize, 10f64.powi(k)),
+        0..=3 => format!("{}", 10i64.pow(k as u32)),
+        _ => format!("1e{k}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,6 +74,13 @@ mod tests {
             ["1.00e-4", "1.02e-4", "1.04e-4", "1.06e-4", "1.08e-4", "1.10e-4"]
         );
         assert_eq!(texts(0.0, 3e6, 6, false), ["0", "5.0e5", "1.0e6", "1.5e6", "2.0e6", "2.5e6", "3.0e6"]);
+    }
+
+    #[test]
+    fn a_logarithmic_axis_reads_powers_of_ten() {
+        let texts: Vec<String> = (-7..=1).map(|k| power_text(f64::from(k))).collect();
+        assert_eq!(texts, ["1e-7", "1e-6", "1e-5", "1e-4", "0.001", "0.01", "0.1", "1", "10"]);
+        assert_eq!(power_text(4.0), "1e4");
     }
 
     #[test]
