@@ -172,6 +172,9 @@ fn open<M: Module>(
         } else {
             log_dir::prepare(&log_dir, settings.log_dir_policy, held)?
         });
+        // What a run that died between a write and its rename left (`write_atomic`'s
+        // temporaries): nobody else writes here while the lock is held.
+        crate::state::remove_leftover_temporaries(&log_dir);
     }
     let mut counters = Counters {
         epoch_num: starting_epoch.saturating_sub(1),
