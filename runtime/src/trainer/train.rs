@@ -145,7 +145,8 @@ fn open<M: Module>(
     } else {
         settings.log_dir.clone()
     };
-    let mut lock = if chief { Some(LogDirLock::acquire(&log_dir)?) } else { None };
+    let locks = super::lock::locking(settings.lock_log_dir);
+    let mut lock = if chief { Some(LogDirLock::acquire(&log_dir, locks)?) } else { None };
     let checkpoint = match &settings.resume {
         Resume::Fresh => None,
         Resume::Auto => Checkpoint::latest(&log_dir)?,
