@@ -29,6 +29,9 @@ use stoker_examples::{DigitsRun, train_digits, train_digits_in};
 
 /// Train an MLP on the 8x8 handwritten digits with stoker's default callbacks, validation every
 /// epoch, a learning-rate schedule and checkpoints.
+/// The most ranks `--threads` starts: one thread and one replica each, in one process.
+const MAX_THREADS: u64 = 256;
+
 #[derive(Debug, Parser)]
 #[command(name = "digits")]
 struct Cli {
@@ -51,8 +54,9 @@ struct Cli {
     /// DIR.backup-YYYYMMDD-HHMMSS), delete, or keep (write beside it).
     #[arg(long, value_name = "version|refuse|backup|delete|keep", default_value = "version")]
     log_dir_policy: LogDirPolicy,
-    /// Train N data-parallel ranks in this process, one thread each, on the device given N times.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "mpi")]
+    /// Train N data-parallel ranks in this process, one thread each, on the device given N times
+    /// (at most 256: each rank is a thread with its own replica; a wider world is `--mpi`'s).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_THREADS), conflicts_with = "mpi")]
     threads: Option<u64>,
     /// One rank per process, started by `mpirun -n N digits --mpi` (built with `--features mpi`).
     #[arg(long)]

@@ -45,9 +45,11 @@ fn cli_bad_arguments_exit_with_status_2_and_train_nothing() {
     let dir = scratch_dir("digits-cli");
     let log_dir = dir.join("log");
     let log = log_dir.to_str().unwrap();
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--threads", "2", "--mpi"], "cannot be used with"),
         (&["--threads", "0"], "--threads"),
+        (&["--threads", "257"], "1..=256"),
+        (&["--threads", "100000000"], "1..=256"),
         (&["--epochs", "0"], "--epochs"),
         (&["--log-dir-policy", "sometimes"], "refuse"),
         (&["--device", "tpu"], "tpu"),
@@ -128,4 +130,26 @@ fn cli_a_file_system_without_locks_names_the_opt_out_which_trains_unlocked() {
     assert!(trained.status.success(), "{}\n{stderr}", trained.status);
     assert!(stderr.contains("is not locked"), "no warning that the directory is not locked:\n{stderr}");
     assert!(log.join("checkpoints").is_dir());
+}
+
+/// The signal handler's wake-up pipe is close-on-exec from its creation (`pipe2` with
+/// `O_CLOEXEC`), not made so by a later `fcntl`: a process that another thread starts in between
+/// would inherit it. Watched with strace (which the test command installs).
+#[cfg(target_os = "linux")]
+#[test]
+fn cli_every_pipe_is_created_close_on_exec() {
+    let dir = scratch_dir("digits-pipe2");
+    let out = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=pipe,pipe2", DIGITS, "--epochs", "1", "--log-dir"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running strace (the test command installs it)");
+    assert!(out.status.success(), "{}\n{}", out.status, text(&out.stderr));
+    let stderr = text(&out.stderr);
+    let pipes: Vec<&str> = stderr.lines().filter(|l| l.contains("pipe")).collect();
+    assert!(!pipes.is_empty(), "no pipe was created (the signal handler makes one):\n{stderr}");
+    for pipe in pipes {
+        assert!(pipe.contains("pipe2(") && pipe.contains("O_CLOEXEC"), "not close-on-exec at once: {pipe}");
+    }
 }
