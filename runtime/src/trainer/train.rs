@@ -273,16 +273,18 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         }
     }
 
-    /// A signal that came after the loop's last boundary (during `after_train`, the final flush)
-    /// did not stop anything: reported, not dropped. The handlers are put back first, so nothing
-    /// can come in between unseen.
+    /// A signal that came after the loop's last boundary (during `after_train`, the final flush;
+    /// in a world, after the last exchange) did not stop anything: reported, not dropped. The
+    /// handlers are put back first, so nothing can come in between unseen.
     fn late_signal(&mut self, outcome: &Outcome) -> Option<String> {
-        drop(self.signals.take()?);
+        let world = self.late_world_signal.take();
+        let handled = self.signals.take().is_some();
+        let received = if handled { crate::signal::received() } else { None };
         let stopped_by_it = matches!(outcome, Outcome::Interrupted { .. });
-        crate::signal::received().filter(|_| !stopped_by_it).map(|signal| {
+        world.or(received).filter(|_| !stopped_by_it).map(|signal| {
             let name = signal_name(signal);
             crate::logging::warn!(bare:
-                "{name} received after the last step boundary (during after_train or the monitors' final flush): training had already ended; the run is reported as it ended, with the signal in TrainReport::late_signal"
+                "{name} received after the last step boundary (during after_train or the monitors' final flush; in a world, after the last exchange): training had already ended; the run is reported as it ended, with the signal in TrainReport::late_signal"
             );
             name
         })
