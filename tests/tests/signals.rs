@@ -26,10 +26,14 @@ use stoker_tests::{StopAt, mse, scratch_dir, tiny_data, tiny_model};
 
 type Batch = (Tensor<2>, Tensor<2>);
 
-/// One signal test at a time in this process.
+/// One signal test at a time in this process, with SIGINT's default action: the tests raise
+/// it in this process, which a shell's background job starts with SIGINT ignored (and stoker, as
+/// `nohup` asks, keeps an ignored SIGINT ignored).
 fn serial() -> MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+    let guard = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    set_disposition(libc::SIGINT, libc::SIG_DFL);
+    guard
 }
 
 fn raise(signal: i32) {
@@ -510,6 +514,7 @@ fn child(mode: &str) -> Command {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    stoker_tests::sigint_default(&mut command);
     command
 }
 

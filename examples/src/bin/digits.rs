@@ -77,8 +77,31 @@ fn mlflow_uri(uri: &str) -> Result<String, String> {
     MlflowLogger::new(uri).map(|_| uri.to_string()).map_err(|e| e.to_string())
 }
 
+/// burn's name (`BURN_DEVICE`) for the backend of the device named `name` (`--device`).
+fn burn_device_name(name: &str) -> Option<&'static str> {
+    match name.split(':').next()? {
+        "cpu" => Some("flex"),
+        "wgpu" => Some("wgpu"),
+        "vulkan" => Some("vulkan"),
+        "metal" => Some("metal"),
+        "cuda" => Some("cuda"),
+        "rocm" => Some("rocm"),
+        _ => None,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // burn loads an optimizer's state (a resume) on its default device, `BURN_DEVICE` or else the
+    // first GPU backend this build has: a resumed `--device cpu` run of a wgpu build would start
+    // wgpu (and the Vulkan driver) for nothing. The run's backend is the default from here on.
+    if std::env::var_os("BURN_DEVICE").is_none()
+        && let Some(backend) = burn_device_name(&cli.device)
+    {
+        // SAFETY: no other thread exists yet (nothing was started before the arguments were
+        // parsed), so nothing reads the environment meanwhile.
+        unsafe { std::env::set_var("BURN_DEVICE", backend) };
+    }
     let device = match burn_stoker::device::by_name(&cli.device) {
         Ok(device) => device,
         Err(error) => usage(
