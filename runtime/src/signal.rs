@@ -222,6 +222,17 @@ mod platform {
             return Ok(());
         }
         let mut fds = [0; 2];
+        // Close-on-exec from its creation: a process another thread starts meanwhile never
+        // inherits it.
+        #[cfg(not(any(target_os = "macos", target_os = "ios")))]
+        // SAFETY: pipe2(2) into a two-element array.
+        unsafe {
+            if libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        // macOS has no pipe2: the flags follow, with a window in which an exec inherits them.
+        #[cfg(any(target_os = "macos", target_os = "ios"))]
         // SAFETY: pipe(2) into a two-element array; fcntl on the descriptors just made.
         unsafe {
             if libc::pipe(fds.as_mut_ptr()) != 0 {

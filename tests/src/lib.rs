@@ -19,6 +19,22 @@ pub fn test_path(module: &str, name: &str) -> String {
     }
 }
 
+/// `command`, with SIGINT's default action put back in the child before it starts: a test that
+/// interrupts a child must work when the test command itself was started from a shell's
+/// background job, where SIGINT arrives ignored (and stoker, as `nohup` asks, keeps an ignored
+/// SIGINT ignored). A `pre_exec` registered after this one still runs after it.
+#[cfg(unix)]
+pub fn sigint_default(command: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: signal(2) is async-signal-safe, as a pre_exec closure must be.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        })
+    }
+}
+
 /// A fresh, empty directory under the system's temporary directory.
 pub fn scratch_dir(name: &str) -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);

@@ -26,10 +26,14 @@ use stoker_tests::{StopAt, mse, scratch_dir, tiny_data, tiny_model};
 
 type Batch = (Tensor<2>, Tensor<2>);
 
-/// One signal test at a time in this process.
+/// One signal test at a time in this process, with SIGINT's default action: the tests raise
+/// it in this process, which a shell's background job starts with SIGINT ignored (and stoker, as
+/// `nohup` asks, keeps an ignored SIGINT ignored).
 fn serial() -> MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+    let guard = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    set_disposition(libc::SIGINT, libc::SIG_DFL);
+    guard
 }
 
 fn raise(signal: i32) {
@@ -403,6 +407,37 @@ fn signal_during_after_train_is_reported() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// In a world a signal is acted on at the next exchange; one noticed after the last exchange of
+/// training (here in the last epoch's `trigger_epoch`, after which every step has run) stops
+/// nothing: every rank finishes and reports it in `late_signal`, as one device does for a signal
+/// after its last step boundary, instead of reporting an interrupt whose checkpoint was never
+/// written.
+#[test]
+fn signal_after_a_world_s_last_exchange_is_a_late_signal_on_every_rank() {
+    let _serial = serial();
+    let dir = scratch_dir("signal-world-late");
+    let device = burn_stoker::device::cpu();
+    let reports = burn_stoker::world::Threads::new([device.clone(), device])
+        .run(|world| {
+            let raise_at = RaiseAt { signal: libc::SIGTERM, step: 4, epoch_end: true };
+            let data = world.shard(tiny_data(4, world.device()));
+            Trainer::new(tiny_model(world.device()), SgdConfig::new().init(), data)
+                .default_callbacks(DefaultCallbacks::none())
+                .max_epoch(2)
+                .log_dir(&dir)
+                .world(world)
+                .callbacks(raise_at)
+                .train(|model: &Linear, batch: Batch, _step: &mut Step<'_>| mse(model, batch))
+        })
+        .expect("the world's reports");
+    for (rank, report) in reports.iter().enumerate() {
+        assert_eq!(report.outcome, Outcome::Finished, "rank {rank}");
+        assert_eq!(report.counters.global_step(), 4, "rank {rank}");
+        assert_eq!(report.late_signal.as_deref(), Some("SIGTERM"), "rank {rank}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 static CAUGHT: AtomicUsize = AtomicUsize::new(0);
 
 extern "C" fn count_signal(_signal: libc::c_int) {
@@ -479,6 +514,7 @@ fn child(mode: &str) -> Command {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    stoker_tests::sigint_default(&mut command);
     command
 }
 

@@ -29,6 +29,9 @@ use stoker_examples::{DigitsRun, train_digits, train_digits_in};
 
 /// Train an MLP on the 8x8 handwritten digits with stoker's default callbacks, validation every
 /// epoch, a learning-rate schedule and checkpoints.
+/// The most ranks `--threads` starts: one thread and one replica each, in one process.
+const MAX_THREADS: u64 = 256;
+
 #[derive(Debug, Parser)]
 #[command(name = "digits")]
 struct Cli {
@@ -51,8 +54,9 @@ struct Cli {
     /// DIR.backup-YYYYMMDD-HHMMSS), delete, or keep (write beside it).
     #[arg(long, value_name = "version|refuse|backup|delete|keep", default_value = "version")]
     log_dir_policy: LogDirPolicy,
-    /// Train N data-parallel ranks in this process, one thread each, on the device given N times.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "mpi")]
+    /// Train N data-parallel ranks in this process, one thread each, on the device given N times
+    /// (at most 256: each rank is a thread with its own replica; a wider world is `--mpi`'s).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_THREADS), conflicts_with = "mpi")]
     threads: Option<u64>,
     /// One rank per process, started by `mpirun -n N digits --mpi` (built with `--features mpi`).
     #[arg(long)]
@@ -73,8 +77,31 @@ fn mlflow_uri(uri: &str) -> Result<String, String> {
     MlflowLogger::new(uri).map(|_| uri.to_string()).map_err(|e| e.to_string())
 }
 
+/// burn's name (`BURN_DEVICE`) for the backend of the device named `name` (`--device`).
+fn burn_device_name(name: &str) -> Option<&'static str> {
+    match name.split(':').next()? {
+        "cpu" => Some("flex"),
+        "wgpu" => Some("wgpu"),
+        "vulkan" => Some("vulkan"),
+        "metal" => Some("metal"),
+        "cuda" => Some("cuda"),
+        "rocm" => Some("rocm"),
+        _ => None,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // burn loads an optimizer's state (a resume) on its default device, `BURN_DEVICE` or else the
+    // first GPU backend this build has: a resumed `--device cpu` run of a wgpu build would start
+    // wgpu (and the Vulkan driver) for nothing. The run's backend is the default from here on.
+    if std::env::var_os("BURN_DEVICE").is_none()
+        && let Some(backend) = burn_device_name(&cli.device)
+    {
+        // SAFETY: no other thread exists yet (nothing was started before the arguments were
+        // parsed), so nothing reads the environment meanwhile.
+        unsafe { std::env::set_var("BURN_DEVICE", backend) };
+    }
     let device = match burn_stoker::device::by_name(&cli.device) {
         Ok(device) => device,
         Err(error) => usage(

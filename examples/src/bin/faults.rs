@@ -332,6 +332,15 @@ mod faults {
             command.arg("--resume");
         }
         command.stdin(Stdio::null());
+        // SIGINT's default action in the child: the rounds interrupt it, also when this program
+        // was started from a shell's background job (SIGINT ignored, which digits keeps).
+        // SAFETY: signal(2) is async-signal-safe, as a pre_exec closure must be.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
         command
     }
 

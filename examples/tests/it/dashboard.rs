@@ -33,7 +33,7 @@ impl Tmux {
 
     /// `tmux -L <socket> args...`: its stdout, `None` when it failed.
     fn run(&self, args: &[&str]) -> Option<String> {
-        let out = Command::new("tmux")
+        let out = stoker_tests::sigint_default(&mut Command::new("tmux"))
             .arg("-L")
             .arg(&self.socket)
             .args(args)

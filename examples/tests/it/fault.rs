@@ -45,6 +45,8 @@ fn digits(dir: &Path, epochs: u64, resume: bool) -> Command {
     if resume {
         command.arg("--resume");
     }
+    #[cfg(unix)]
+    stoker_tests::sigint_default(&mut command);
     command
 }
 

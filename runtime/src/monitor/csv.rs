@@ -42,7 +42,8 @@ pub const CSV_FILE: &str = "stats.csv";
 /// - Resume, as [`JsonWriter`](crate::monitor::JsonWriter) does with `stats.json`: a resumed run keeps the
 ///   rows of the epochs before the one it resumes at, drops the rows a crashed run wrote after its
 ///   checkpoint, then appends. When the file's earlier rows differ from the checkpoint's history,
-///   the file is moved aside to `stats.csv.bak-<unix seconds>` and rewritten from the checkpoint.
+///   the file is moved aside to `stats.csv.bak-<unix seconds>` (`-2`, `-3`... when a backup of
+///   the same second holds that name) and rewritten from the checkpoint.
 ///   A run that is not resumed appends to a file whose last row is the epoch before its
 ///   `starting_epoch` (Keras's `append=True`), and moves any other existing file aside.
 ///
@@ -265,15 +266,11 @@ fn reconcile(
     }
 }
 
-/// Move the file at `path` aside to `<name>.bak-<unix seconds>`, saying why (`reason`).
+/// Move the file at `path` aside to `<name>.bak-<unix seconds>` (`-2`, `-3`... when taken),
+/// saying why (`reason`).
 fn back_up(path: &Path, reason: &str) -> Result<()> {
-    let seconds =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".bak-{seconds}"));
-    let backup = path.with_file_name(name);
+    let backup = crate::state::move_aside(path).map_err(|e| Error::io(path, e))?;
     crate::logging::info!("{} {reason}; moved it to {}", path.display(), backup.display());
-    std::fs::rename(path, &backup).map_err(|e| Error::io(path, e))?;
     Ok(())
 }
 

@@ -33,7 +33,8 @@ pub const STATS_FILE: &str = "stats.json";
 /// that was never interrupted (tensorpack instead keeps the file when its last row's epoch
 /// precedes the resumed epoch, and moves it aside otherwise). Otherwise an existing `stats.json` whose last `epoch_num` is the
 /// epoch before the run's starting epoch is appended to, and any other existing file is moved
-/// aside to `stats.json.bak-<unix seconds>` with a warning, as tensorpack does.
+/// aside to `stats.json.bak-<unix seconds>` with a warning, as tensorpack does (`-2`, `-3`...
+/// appended to a backup's name when a backup made the same second holds it: none is overwritten).
 ///
 /// Reading the file back, in Python:
 ///
@@ -116,11 +117,8 @@ impl JsonSink {
             ),
         };
         if let Some(reason) = backup_because {
-            let seconds =
-                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-            let backup = dir.join(format!("{STATS_FILE}.bak-{seconds}"));
+            let backup = crate::state::move_aside(&path).map_err(|e| Error::io(&path, e))?;
             crate::logging::info!("{} {reason}; moved it to {}", path.display(), backup.display());
-            std::fs::rename(&path, &backup).map_err(|e| Error::io(&path, e))?;
         }
         let sink = JsonSink { path, stats, dirty: false };
         // Prove the directory is writable now, before any step runs.

@@ -11,7 +11,9 @@
 //! count). When training ends they
 //! wait for the commands still queued or running, up to a bounded time
 //! ([`wait_at_end`](SendMonitorData::wait_at_end), 30 s by default); what is still running then
-//! is killed and what is still queued is dropped, each with a warning.
+//! is killed and what is still queued is dropped, each with a warning. On unix each command runs
+//! in a process group of its own: the kill reaches every process it started (a pipeline, a
+//! command in the background), and a Ctrl-C on the terminal goes to the trainer, not to it.
 
 mod runner;
 mod template;

@@ -305,7 +305,8 @@ const DEFAULT_MAX_QUEUE: usize = 10;
 /// name is taken), and the time it is named after.
 fn new_event_file(dir: &Path) -> std::io::Result<(PathBuf, File, Duration)> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let host = hostname();
+    // As TensorFlow's `socket.gethostname()`: the kernel's, never `/etc/hostname`.
+    let host = crate::state::host_name();
     let base = format!("events.out.tfevents.{}.{host}", now.as_secs());
     let mut path = dir.join(&base);
     let mut n = 1;
@@ -315,41 +316,6 @@ fn new_event_file(dir: &Path) -> std::io::Result<(PathBuf, File, Duration)> {
     }
     let file = File::options().write(true).create_new(true).open(&path)?;
     Ok((path, file, now))
-}
-
-/// The host name for the file name, as TensorFlow's `socket.gethostname()`: the kernel's
-/// (never `/etc/hostname`, absent on macOS and stale in some containers); "localhost" when there
-/// is none. Characters other than letters, digits, `-` and `.` become `_`.
-fn hostname() -> String {
-    let name = kernel_host_name()
-        .map(|n| n.trim().to_string())
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| "localhost".into());
-    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' }).collect()
-}
-
-/// The host name from sysinfo's `System::host_name` (feature `sys-metrics`; every platform).
-#[cfg(feature = "sys-metrics")]
-fn kernel_host_name() -> Option<String> {
-    sysinfo::System::host_name()
-}
-
-/// The host name from `gethostname(2)` (without the `sys-metrics` feature, on unix).
-#[cfg(all(not(feature = "sys-metrics"), unix))]
-fn kernel_host_name() -> Option<String> {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is writable for its whole length, which is passed.
-    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
-        return None;
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    Some(String::from_utf8_lossy(&buf[..end]).into_owned())
-}
-
-/// The host name from `COMPUTERNAME` (without the `sys-metrics` feature, on Windows and others).
-#[cfg(all(not(feature = "sys-metrics"), not(unix)))]
-fn kernel_host_name() -> Option<String> {
-    std::env::var("COMPUTERNAME").ok()
 }
 
 /// TFRecord's masked CRC-32C.
@@ -462,7 +428,7 @@ mod tests {
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
             .collect();
-        assert_eq!(hostname(), kernel);
+        assert_eq!(crate::state::host_name(), kernel);
     }
 
     #[test]

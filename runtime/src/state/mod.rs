@@ -13,6 +13,7 @@
 mod clock;
 mod hyper;
 mod keep;
+mod leftovers;
 mod log_file;
 mod monitors;
 mod persist;
@@ -24,14 +25,15 @@ pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use hyper::{HyperParams, LEARNING_RATE, SharedParam};
 pub use keep::KeepPolicy;
 pub(crate) use keep::check_copy_name;
+pub(crate) use leftovers::{
+    host_name, is_leftover, leftover_of, move_aside, remove_leftover_temporaries, temporary_name,
+};
 pub(crate) use log_file::{
     LengthRead, MAX_INDEX_BYTES, MAX_STATS_BYTES, open_own, read_bounded, read_exact_len, read_text_bounded,
     warn_if_shared,
 };
 pub use monitors::{Better, MonitorSink, Monitors};
-pub(crate) use persist::{
-    create_dir_all_synced, leftover_of, process_is_gone, sync_dir, temporary_name, write_new_file,
-};
+pub(crate) use persist::{create_dir_all_synced, sync_dir, write_new_file};
 pub use persist::{json_f64, parse_f64, write_atomic};
 pub(crate) use queue::{BoundedSender, bounded};
 pub use queue::{DroppedWork, MONITOR_QUEUE_CAPACITY, WriterFailure, WriterQueue};

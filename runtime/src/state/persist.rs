@@ -1,11 +1,12 @@
 //! How state is written to disk: floats in JSON (NaN and the infinities included), files
-//! replaced atomically through temporaries of unique names, directories created and synced.
+//! replaced atomically through temporaries of unique names ([`super::leftovers`]), directories
+//! created and synced.
 
-use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::leftovers::temporary_name;
 
 /// A finite value as a JSON number; NaN and the infinities as strings (JSON has no number for them).
 pub fn json_f64(v: f64) -> serde_json::Value {
@@ -34,54 +35,6 @@ pub fn parse_f64(v: &serde_json::Value) -> Option<f64> {
     }
 }
 
-/// Temporaries made by this process so far: with the process id, a name no other write has.
-static TEMPORARIES: AtomicU64 = AtomicU64::new(0);
-
-/// A name for a temporary entry beside `name`, of the form `NAME.<pid>-<n>.<suffix>`, unique to
-/// this process and this call: two writers never share one, and [`leftover_of`] tells which
-/// process made it.
-pub(crate) fn temporary_name(name: &OsStr, suffix: &str) -> OsString {
-    let mut temporary = name.to_os_string();
-    let n = TEMPORARIES.fetch_add(1, Ordering::Relaxed);
-    temporary.push(format!(".{}-{n}.{suffix}", std::process::id()));
-    temporary
-}
-
-/// The process that made the temporary entry `name` (named by [`temporary_name`] with `suffix`),
-/// and the name it stands in for; `None` when `name` is not of that form.
-pub(crate) fn leftover_of<'a>(name: &'a str, suffix: &str) -> Option<(&'a str, u32)> {
-    let rest = name.strip_suffix(suffix)?.strip_suffix('.')?;
-    let (base, tag) = rest.rsplit_once('.')?;
-    let (pid, n) = tag.split_once('-')?;
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if base.is_empty() || !digits(pid) || !digits(n) {
-        return None;
-    }
-    // A process id is a positive `pid_t`: any other number was not written by stoker.
-    let pid: i32 = pid.parse().ok()?;
-    Some((base, u32::try_from(pid).ok()?))
-}
-
-/// Whether the process `pid` has certainly ended, so that what it left half-written is a
-/// leftover. A process that exists, or one this system cannot tell about, has not.
-pub(crate) fn process_is_gone(pid: u32) -> bool {
-    #[cfg(unix)]
-    {
-        let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
-        if pid <= 0 {
-            return false;
-        }
-        // SAFETY: kill(2) with signal 0 sends nothing; it only checks that the process exists.
-        let sent = unsafe { libc::kill(pid, 0) };
-        sent != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = pid;
-        false
-    }
-}
-
 /// Create the file `path`, which must not exist yet (an existing file or symlink there is an
 /// error, never followed), with `bytes`, synced to disk. The directory entry is not synced.
 pub(crate) fn write_new_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -94,11 +47,13 @@ pub(crate) fn write_new_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     written
 }
 
-/// Write `bytes` to `path` atomically: a temporary file beside it (`NAME.<pid>-<n>.tmp`, a name
-/// no other write uses, created new so that nothing there is followed or overwritten), synced,
-/// then renamed over `path` (a symlink at `path` is replaced, not followed), then the directory
-/// synced. A crash at any moment leaves the old file or the new one, and at most a temporary
-/// file that a later checkpoint write removes once its process has ended.
+/// Write `bytes` to `path` atomically: a temporary file beside it (`NAME.<pid>-<n>-<host>.tmp`, a
+/// name no other write uses, created new so that nothing there is followed or overwritten),
+/// synced, then renamed over `path` (a symlink at `path` is replaced, not followed), then the
+/// directory synced. A crash at any moment leaves the old file or the new one, and at most a
+/// temporary file, which the next run in that log directory (or the next checkpoint written in
+/// that folder) removes once nobody can be writing it: once its process has ended, when it is
+/// this host's; once it has not changed for a day, when it is another host's.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_file_name(temporary_name(path.file_name().unwrap_or_default(), "tmp"));
     write_new_file(&tmp, bytes)?;
@@ -185,34 +140,6 @@ mod tests {
         names.sort();
         assert_eq!(names, ["index.json", "index.json.tmp", "stats.json", "stats.json.tmp", "victim"]);
         let _ = fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn temporary_names_are_unique_and_tell_their_process() {
-        let a = temporary_name(OsStr::new("step-5"), "tmp");
-        let b = temporary_name(OsStr::new("step-5"), "tmp");
-        assert_ne!(a, b);
-        let a = a.into_string().unwrap();
-        assert_eq!(leftover_of(&a, "tmp"), Some(("step-5", std::process::id())));
-        assert_eq!(leftover_of(&a, "deleting"), None);
-        assert_eq!(leftover_of("index.json.12-3.tmp", "tmp"), Some(("index.json", 12)));
-        assert_eq!(leftover_of("x.3000000000-3.tmp", "tmp"), None, "not a process id");
-        for not_ours in
-            ["step-5.tmp", "notes.tmp", ".12-3.tmp", "a.12-.tmp", "a.-3.tmp", "a.1x-3.tmp", "a.12-3.tmpx"]
-        {
-            assert_eq!(leftover_of(not_ours, "tmp"), None, "{not_ours}");
-        }
-    }
-
-    #[test]
-    fn only_a_process_that_is_certainly_gone_is_gone() {
-        assert!(!process_is_gone(std::process::id()));
-        #[cfg(unix)]
-        {
-            // Above Linux's largest pid_max (2^22): no process has it.
-            assert!(process_is_gone((1 << 22) + 7));
-            assert!(!process_is_gone(0), "0 is not a process id");
-        }
     }
 
     #[test]

@@ -66,6 +66,7 @@ pub(super) struct Settings {
     pub(super) seed: Option<u64>,
     pub(super) deferred_read_interval: Duration,
     pub(super) stop: StopHandle,
+    pub(super) lock_log_dir: bool,
 }
 
 impl Default for Settings {
@@ -85,6 +86,7 @@ impl Default for Settings {
             seed: None,
             deferred_read_interval: DEFERRED_READ_INTERVAL,
             stop: StopHandle::default(),
+            lock_log_dir: true,
         }
     }
 }
@@ -172,6 +174,17 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// earlier run is [`log_dir_policy`](Self::log_dir_policy)'s choice.
     pub fn log_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.settings.log_dir = dir.into();
+        self
+    }
+    /// Whether the run locks its log directory (yes by default): the operating system's file
+    /// lock on `LOG_DIR/.lock` keeps a second trainer out while this one runs. `false` (or the
+    /// environment variable `STOKER_NO_LOCK=1`) trains without it, with a warning, on a file
+    /// system that cannot lock (some cluster and FUSE file systems refuse `flock`, which is an
+    /// error naming this switch): nothing then keeps two runs from writing into one directory,
+    /// so make sure only one uses it. The guide's page on the log directory says which file
+    /// systems lock, and what locks local to each host mean for runs on several machines.
+    pub fn lock_log_dir(mut self, lock: bool) -> Self {
+        self.settings.lock_log_dir = lock;
         self
     }
     /// What a fresh run does when its log directory holds an earlier run: refuse to train (the

@@ -277,7 +277,7 @@ pub(super) fn prepare(dir: &Path, policy: LogDirPolicy, lock: LogDirLock) -> Res
                 dir.display(),
                 backup.display()
             );
-            let fresh = LogDirLock::acquire(dir)?;
+            let fresh = LogDirLock::acquire(dir, lock.locks())?;
             drop(lock);
             Ok(fresh)
         }
@@ -387,7 +387,7 @@ mod tests {
     fn after_a_backup_the_run_holds_the_new_directory_and_the_old_one_is_let_go() {
         let scratch = scratch("backup-lock");
         let dir = scratch.join("run");
-        let held = prepare(&dir, LogDirPolicy::Backup, LogDirLock::acquire(&dir).unwrap()).unwrap();
+        let held = prepare(&dir, LogDirPolicy::Backup, LogDirLock::acquire(&dir, true).unwrap()).unwrap();
         let backup = fs::read_dir(&scratch)
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -395,11 +395,11 @@ mod tests {
             .expect("a backup");
         assert!(backup.join(STATS_FILE).exists());
         assert!(!dir.join(STATS_FILE).exists());
-        let error = LogDirLock::acquire(&dir).expect_err("the new directory is held").to_string();
+        let error = LogDirLock::acquire(&dir, true).expect_err("the new directory is held").to_string();
         assert!(error.contains("is in use by another run"), "{error}");
-        LogDirLock::acquire(&backup).expect("the backup is nobody's");
+        LogDirLock::acquire(&backup, true).expect("the backup is nobody's");
         drop(held);
-        LogDirLock::acquire(&dir).expect("released with the run");
+        LogDirLock::acquire(&dir, true).expect("released with the run");
         let _ = fs::remove_dir_all(&scratch);
     }
 
@@ -408,10 +408,10 @@ mod tests {
         let scratch = scratch("delete-lock");
         let dir = scratch.join("run");
         fs::create_dir_all(dir.join(CHECKPOINT_DIR).join("step-4")).unwrap();
-        let held = prepare(&dir, LogDirPolicy::Delete, LogDirLock::acquire(&dir).unwrap()).unwrap();
+        let held = prepare(&dir, LogDirPolicy::Delete, LogDirLock::acquire(&dir, true).unwrap()).unwrap();
         let left: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(left, [LOCK_FILE]);
-        assert!(LogDirLock::acquire(&dir).is_err(), "still held");
+        assert!(LogDirLock::acquire(&dir, true).is_err(), "still held");
         drop(held);
         let _ = fs::remove_dir_all(&scratch);
     }

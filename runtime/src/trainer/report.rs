@@ -42,7 +42,9 @@ pub struct TrainReport<M> {
     /// A SIGINT or SIGTERM (`"SIGINT"`, `"SIGTERM"`) received after the loop's last step
     /// boundary, during `after_train` or the monitors' final flush: too late to stop anything
     /// ([`outcome`](Self::outcome) says how the run ended), reported here and on stderr rather
-    /// than dropped. `None` when the signal stopped the run ([`Outcome::Interrupted`]).
+    /// than dropped. In a world a signal is acted on at the next exchange: one that some rank
+    /// received after the last exchange of training (the last epoch's end) is late on every
+    /// rank. `None` when the signal stopped the run ([`Outcome::Interrupted`]).
     pub late_signal: Option<String>,
     /// What the run did, in a few lines: the outcome, the wall time, steps and steps per second,
     /// each scalar's last and best value, the log directory and the latest checkpoint. Printed

@@ -61,6 +61,7 @@ impl Restored {
         let dir = checkpoint.dir().display().to_string();
         load_model(&mut checkpoint, model, &dir)?;
         load_optimizer(&mut checkpoint, optimizer, &dir)?;
+        note_default_device(model, &dir);
         let number = |path: &[&str]| saved_number(&checkpoint, path);
         let epoch = number(&["resume_at", "epoch"])?;
         let local_step = number(&["resume_at", "local_step"])?;
@@ -169,6 +170,22 @@ fn load_optimizer(checkpoint: &mut Checkpoint, optimizer: &mut ModuleOptimizer, 
         .from_bytes(Bytes::from_bytes_vec(std::mem::take(&mut checkpoint.optimizer)))
         .map_err(|e| Error::checkpoint_from(format!("loading the optimizer of checkpoint {dir}: {e}"), e))?;
     Ok(())
+}
+
+/// burn's `ModuleOptimizer::load_record` puts the optimizer's state on burn's default device
+/// (`BURN_DEVICE`, else the first GPU backend of the build), whatever the run's; the state moves
+/// to each parameter's device at the first step. When that is another device than the model's
+/// (a `cpu` run of a build with a GPU backend), that device was started for the load: say how to
+/// avoid it.
+#[cold]
+fn note_default_device<M: Module>(model: &M, dir: &str) {
+    let Some(run) = model.devices().into_iter().next() else { return };
+    let default = burn::tensor::Device::default();
+    if default != run {
+        crate::logging::info!(
+            "burn loaded the optimizer's state of checkpoint {dir} on its default device ({default:?}), not this run's ({run:?}); it moves to the run's device at the first step. Set the environment variable BURN_DEVICE to the run's backend (flex for the CPU) before the program starts so that burn starts no other device"
+        );
+    }
 }
 
 /// The number at `path` in the checkpoint's trainer state, or an error naming it.

@@ -41,6 +41,8 @@ pub(crate) struct Run<M, C, K> {
     pub(super) run_id: String,
     /// The name of the signal (or `"StopHandle"`) that stopped training.
     pub(super) stopped_by: Option<String>,
+    /// A signal the world agreed on only at its final exchange, after training had ended.
+    pub(super) late_world_signal: Option<i32>,
     /// The last complete checkpoint written or resumed from.
     pub(super) last_checkpoint: Option<PathBuf>,
     /// When the run started (seconds since the Unix epoch): where a checkpoint's
@@ -70,6 +72,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             log_dir_policy: LogDirPolicy::default(),
             run_id: checkpoint::new_run_id(),
             stopped_by: None,
+            late_world_signal: None,
             last_checkpoint: None,
             started_at: checkpoint::now(),
             pass_len: None,

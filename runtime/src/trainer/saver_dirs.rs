@@ -24,11 +24,12 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let default = self.state.log_dir.join(CHECKPOINT_DIR);
         let roots: Vec<PathBuf> = self.state.control.savers.iter().filter_map(|s| s.root.clone()).collect();
         let resumed = self.resumed.as_ref().map(|r| (r.dir.as_path(), r.global_step));
+        let locks = self.lock.as_ref().is_none_or(LogDirLock::locks);
         for root in roots {
             if same_folder(&root, &default) {
                 continue;
             }
-            let lock = LogDirLock::acquire(&root)?;
+            let lock = LogDirLock::acquire(&root, locks)?;
             self.saver_locks.push(claim(&root, lock, &self.run_id, self.log_dir_policy, resumed)?);
         }
         Ok(())

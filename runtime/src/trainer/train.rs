@@ -145,7 +145,8 @@ fn open<M: Module>(
     } else {
         settings.log_dir.clone()
     };
-    let mut lock = if chief { Some(LogDirLock::acquire(&log_dir)?) } else { None };
+    let locks = super::lock::locking(settings.lock_log_dir);
+    let mut lock = if chief { Some(LogDirLock::acquire(&log_dir, locks)?) } else { None };
     let checkpoint = match &settings.resume {
         Resume::Fresh => None,
         Resume::Auto => Checkpoint::latest(&log_dir)?,
@@ -172,6 +173,9 @@ fn open<M: Module>(
         } else {
             log_dir::prepare(&log_dir, settings.log_dir_policy, held)?
         });
+        // What a run that died between a write and its rename left (`write_atomic`'s
+        // temporaries): nobody else writes here while the lock is held.
+        crate::state::remove_leftover_temporaries(&log_dir);
     }
     let mut counters = Counters {
         epoch_num: starting_epoch.saturating_sub(1),
@@ -269,16 +273,18 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         }
     }
 
-    /// A signal that came after the loop's last boundary (during `after_train`, the final flush)
-    /// did not stop anything: reported, not dropped. The handlers are put back first, so nothing
-    /// can come in between unseen.
+    /// A signal that came after the loop's last boundary (during `after_train`, the final flush;
+    /// in a world, after the last exchange) did not stop anything: reported, not dropped. The
+    /// handlers are put back first, so nothing can come in between unseen.
     fn late_signal(&mut self, outcome: &Outcome) -> Option<String> {
-        drop(self.signals.take()?);
+        let world = self.late_world_signal.take();
+        let handled = self.signals.take().is_some();
+        let received = if handled { crate::signal::received() } else { None };
         let stopped_by_it = matches!(outcome, Outcome::Interrupted { .. });
-        crate::signal::received().filter(|_| !stopped_by_it).map(|signal| {
+        world.or(received).filter(|_| !stopped_by_it).map(|signal| {
             let name = signal_name(signal);
             crate::logging::warn!(bare:
-                "{name} received after the last step boundary (during after_train or the monitors' final flush): training had already ended; the run is reported as it ended, with the signal in TrainReport::late_signal"
+                "{name} received after the last step boundary (during after_train or the monitors' final flush; in a world, after the last exchange): training had already ended; the run is reported as it ended, with the signal in TrainReport::late_signal"
             );
             name
         })

@@ -737,3 +737,57 @@ fn log_dir_keep_n_never_prunes_the_checkpoint_just_written() {
         steps_in(&archive)
     );
 }
+
+/// This host's name as a temporary's name carries it (`.` becomes `_`).
+#[cfg(target_os = "linux")]
+fn host_tag() -> String {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    kernel
+        .trim()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .take(40)
+        .collect()
+}
+
+/// The temporaries `write_atomic` leaves in the log directory when a run dies between a write
+/// and its rename are removed when the next run starts there, by the leftovers' rule: this
+/// host's once their process has ended, another host's (or an earlier version's, whose name
+/// carries no host) once they have not changed for a day; a live writer's stays.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_run_removes_the_temporaries_that_write_atomic_left_in_its_log_directory() {
+    let dir = scratch_dir("log-dir-temporaries");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Above Linux's largest pid_max (2^22): no process here has it.
+    let dead = (1u32 << 22) + 7;
+    let host = host_tag();
+    let mine_dead = format!("stats.json.{dead}-0-{host}.tmp");
+    let mine_live = format!("stats.json.{}-0-{host}.tmp", std::process::id());
+    let other_fresh = format!("stats.json.{dead}-1-another-host.tmp");
+    let old_aged = format!("loss.png.{dead}-2.tmp");
+    for name in [&mine_dead, &mine_live, &other_fresh, &old_aged] {
+        std::fs::write(dir.join(name), b"half-written").unwrap();
+    }
+    let two_days_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 24 * 3600);
+    std::fs::File::options()
+        .write(true)
+        .open(dir.join(&old_aged))
+        .unwrap()
+        .set_modified(two_days_ago)
+        .unwrap();
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(4, &device))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .log_dir(&dir)
+        .log_dir_policy(LogDirPolicy::Keep)
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .unwrap();
+    let present = |name: &str| dir.join(name).exists();
+    assert!(!present(&mine_dead), "this host's temporary of an ended process is removed");
+    assert!(!present(&old_aged), "an earlier version's temporary unchanged for a day is removed");
+    assert!(present(&mine_live), "a live writer's temporary stays");
+    assert!(present(&other_fresh), "another host's temporary written just now stays");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -31,6 +31,8 @@ fn mpirun(scenario: &str, log_dir: &Path, out: &Path, resume: bool) -> Command {
         command.arg("--resume");
     }
     command.stdin(Stdio::null());
+    // mpirun forwards the SIGINT a test sends it to the ranks.
+    stoker_tests::sigint_default(&mut command);
     command
 }
 

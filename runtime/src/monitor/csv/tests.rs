@@ -39,3 +39,23 @@ fn rows_read_back_equal_to_what_was_written_nan_included() {
     assert!(parse("epoch,a\n1,1\n", ',').is_err(), "no global_step column");
     assert!(parse("epoch,global_step,a\n2,4,1\n1,2,1\n", ',').is_err());
 }
+
+/// Two backups within one second keep both files: the second never overwrites the first.
+#[test]
+fn backups_made_within_one_second_keep_every_file() {
+    let dir = std::env::temp_dir().join(format!("stoker-csv-bak-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("stats.csv");
+    for text in ["first", "second", "third"] {
+        std::fs::write(&path, text).unwrap();
+        super::back_up(&path, "is a test").unwrap();
+    }
+    let mut kept: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    kept.sort();
+    assert_eq!(kept, ["first", "second", "third"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -109,11 +109,26 @@ fn run_commands(owner: &'static str, commands: &Receiver<String>, abandon: &Atom
     }
 }
 
+/// `sh -c command`, in a process group of its own (its id the shell's), so that a kill reaches
+/// what the command started too (a pipeline, a command in the background), not the shell alone.
 #[cfg(unix)]
 fn shell(command: &str) -> Command {
+    use std::os::unix::process::CommandExt;
     let mut shell = Command::new("sh");
-    shell.arg("-c").arg(command);
+    shell.arg("-c").arg(command).process_group(0);
     shell
+}
+
+/// Kill `child` and every process of its group (what the command started), then reap it.
+fn kill(child: &mut Child) {
+    #[cfg(unix)]
+    if let Ok(group) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: killpg(2) takes no pointer; the child is not reaped yet, so its id is still the
+        // id of its group (which it leads: `process_group(0)`).
+        unsafe { libc::killpg(group, libc::SIGKILL) };
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 #[cfg(not(unix))]
@@ -133,9 +148,10 @@ fn wait_for(owner: &'static str, command: &str, mut child: Child, abandon: &Atom
                 return;
             }
             Ok(None) if abandon.load(Ordering::Relaxed) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                crate::logging::warn!("{owner}: command `{command}` was still running; killed it");
+                kill(&mut child);
+                crate::logging::warn!(
+                    "{owner}: command `{command}` was still running; killed it and the processes it started"
+                );
                 return;
             }
             Ok(None) => {

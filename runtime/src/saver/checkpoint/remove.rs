@@ -8,14 +8,17 @@ use super::format::MANIFEST_FILE;
 use super::listing::{OLD, entries_of, list_readable, occupied, step_of};
 use super::read::read_manifest;
 use crate::error::{Error, Result};
-use crate::state::{check_copy_name, leftover_of, process_is_gone, sync_dir, temporary_name};
+use crate::state::{check_copy_name, is_leftover, leftover_of, sync_dir, temporary_name};
 
 /// Clean what a crash in the middle of a write left in `root`, and only that:
 ///
-/// - a temporary folder or file `X.<pid>-<n>.tmp` goes once its process `<pid>` has certainly
-///   ended (a live process's, this one's included, stays: it may be writing it);
-/// - a folder being removed, `X.<pid>-<n>.deleting`, goes when its process has ended or is this
-///   one (an earlier removal that failed is tried again);
+/// - a temporary folder or file `X.<pid>-<n>-<host>.tmp` goes once nobody can be writing it
+///   (`state::is_leftover`): this host's once its process `<pid>` has certainly ended (a live
+///   process's, this one's included, stays); another host's, whose process cannot be asked from
+///   here, once it has not changed for a day; an earlier version's `X.<pid>-<n>.tmp` (no host)
+///   once both hold;
+/// - a folder being removed, `X.<pid>-<n>-<host>.deleting`, goes when it is this process's (an
+///   earlier removal that failed is tried again) or by the same rule;
 /// - `step-N.tmp` and `step-N.deleting`, the names earlier versions used, go;
 /// - a checkpoint set aside while another of its name replaced it, `X.old` holding a manifest,
 ///   goes when `X` is there, and is put back as `X` when `X` is missing.
@@ -24,17 +27,16 @@ use crate::state::{check_copy_name, leftover_of, process_is_gone, sync_dir, temp
 /// log directory already keeps any other trainer out.
 pub(super) fn remove_leftovers(root: &Path) {
     let Ok(entries) = fs::read_dir(root) else { return };
-    let own = std::process::id();
     for entry in entries.flatten() {
         let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
         let Ok(kind) = entry.file_type() else { continue };
         let path = entry.path();
-        if let Some((_, pid)) = leftover_of(&name, "tmp") {
-            if pid != own && process_is_gone(pid) {
+        if let Some((_, maker)) = leftover_of(&name, "tmp") {
+            if is_leftover(&path, maker) {
                 let _ = if kind.is_dir() { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
             }
-        } else if let Some((_, pid)) = leftover_of(&name, "deleting") {
-            if kind.is_dir() && (pid == own || process_is_gone(pid)) {
+        } else if let Some((_, maker)) = leftover_of(&name, "deleting") {
+            if kind.is_dir() && (maker.is_this_process() || is_leftover(&path, maker)) {
                 let _ = fs::remove_dir_all(&path);
             }
         } else if kind.is_dir()

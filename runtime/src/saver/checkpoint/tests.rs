@@ -87,3 +87,43 @@ fn checkpoint_keep_every_n_hours_counts_from_each_runs_own_start() {
     assert_eq!(on_disk, ["step-10", "step-15", "step-25", "step-30", "step-50", "step-55"]);
     fs::remove_dir_all(&root).unwrap();
 }
+
+/// Set the modification time of the entry at `path` to `ago` before now.
+fn age(path: &Path, ago: std::time::Duration) {
+    let at = std::time::SystemTime::now() - ago;
+    fs::File::open(path).unwrap().set_modified(at).unwrap();
+}
+
+/// A temporary another host may be writing (a shared folder) is never removed while it may be
+/// live: this host cannot ask whether that host's process runs. This host's temporaries go as
+/// soon as their process has ended; another host's, and those of an earlier version that did
+/// not name its host, once they have not changed for a day.
+#[test]
+fn remove_leftovers_never_removes_another_host_s_live_temporary() {
+    let root = std::env::temp_dir().join(format!("stoker-leftovers-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&root);
+    fs::create_dir_all(&root).unwrap();
+    // Above Linux's largest pid_max (2^22): no process here has it, but another host's may.
+    let dead = (1u32 << 22) + 7;
+    let host = crate::state::host_name().replace('.', "_");
+    let other_old = format!("step-5.{dead}-0.tmp");
+    let other_new = format!("step-6.{dead}-0-another-host.tmp");
+    let mine_dead = format!("step-7.{dead}-0-{host}.tmp");
+    let mine_live = format!("step-8.{}-0-{host}.tmp", std::process::id());
+    for name in [&other_old, &other_new, &mine_dead, &mine_live] {
+        fs::create_dir(root.join(name)).unwrap();
+    }
+    super::remove::remove_leftovers(&root);
+    let present = |name: &str| root.join(name).exists();
+    assert!(present(&other_old), "a temporary of unknown host, written just now, is kept");
+    assert!(present(&other_new), "another host's temporary, written just now, is kept");
+    assert!(!present(&mine_dead), "this host's temporary of an ended process goes");
+    assert!(present(&mine_live), "this process's own temporary stays");
+    let two_days = std::time::Duration::from_secs(2 * 24 * 3600);
+    age(&root.join(&other_old), two_days);
+    age(&root.join(&other_new), two_days);
+    super::remove::remove_leftovers(&root);
+    assert!(!present(&other_old) && !present(&other_new), "unchanged for a day: leftovers");
+    assert!(present(&mine_live));
+    fs::remove_dir_all(&root).unwrap();
+}
