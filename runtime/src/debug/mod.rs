@@ -12,6 +12,7 @@ mod npz;
 mod numerics;
 mod process;
 mod shell;
+mod shell_input;
 mod startable;
 mod tensors;
 mod timeout;

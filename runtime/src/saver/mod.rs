@@ -46,12 +46,14 @@
 
 mod best_state;
 pub(crate) mod checkpoint;
+mod load;
 
 use std::borrow::Cow;
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub use best_state::SaveBestState;
+pub use load::LoadModel;
 pub use checkpoint::{
     CHECKPOINT_DIR, Checkpoint, FORMAT_VERSION, INDEX_FILE, KEEP_FILE, MANIFEST_FILE, MODEL_FILE,
     MONITORS_FILE, OPTIMIZER_FILE, TRAINER_FILE,
