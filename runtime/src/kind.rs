@@ -118,7 +118,7 @@ mod tests {
     use super::CallbackKind;
     use crate::callback::{Callback, CallbackExt, Context};
     use crate::debug::{
-        CallbackFactory, CheckNumerics, DumpTensorAsImage, DumpTensors, InjectShell, ProcessTensors,
+        CallbackFactory, CheckNumerics, DumpParamAsImage, DumpTensorAsImage, DumpTensors, InjectShell, ProcessTensors,
         StartProcOrThread, StepTimeout, TensorPrinter, TerminateOnNaN,
     };
     use crate::fetch::Outputs;
@@ -273,6 +273,7 @@ mod tests {
             sample(ProcessTensors::new(["loss"], |_, _: &mut Context<'_, Linear>| {})),
             sample(TensorPrinter::new(["loss"])),
             sample(DumpTensorAsImage::new("image")),
+            sample(DumpParamAsImage::new("weight")),
             sample(CallbackFactory::<Linear>::new().trigger(|_| {})),
             sample(TerminateOnNaN::new()),
             sample(CheckNumerics::new()),
