@@ -48,6 +48,32 @@ pub(super) struct H5File {
     end_time: Dataset,
 }
 
+/// Mark the descriptors this process holds on `path` close-on-exec: libhdf5 opens its files
+/// without `O_CLOEXEC`, so a program started meanwhile (a `SendStat` command, a
+/// `StartProcOrThread` process) would keep the file open, with HDF5's lock on it, for its whole
+/// life. Linux (`/proc/self/fd`); elsewhere nothing is done.
+fn close_on_exec(path: &Path) {
+    #[cfg(target_os = "linux")]
+    {
+        let Ok(target) = path.canonicalize() else { return };
+        let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return };
+        for entry in fds.flatten() {
+            let points_there = std::fs::read_link(entry.path()).is_ok_and(|link| link == target);
+            if let (true, Ok(fd)) = (points_there, entry.file_name().to_string_lossy().parse::<i32>()) {
+                // SAFETY: fcntl on a descriptor this process holds, changing only its flags.
+                unsafe {
+                    let flags = libc::fcntl(fd, libc::F_GETFD);
+                    if flags >= 0 {
+                        libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+                    }
+                }
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = path;
+}
+
 /// An HDF5 error as the crate's error, naming the file.
 pub(super) fn h5_error(path: &Path, what: &str, error: hdf5::Error) -> Error {
     Error::msg(format!("CallbackDataWriter: cannot {what} {}: {error}", path.display()))
@@ -88,10 +114,13 @@ impl H5File {
     /// Open the file at `path`: a new one (replacing one that is there), or, `resumed`, the one
     /// an earlier run wrote if there is one. Returns it and whether it is new.
     pub(super) fn open(path: &Path, resumed: bool) -> Result<(File, bool)> {
-        if resumed && path.exists() {
-            return Ok((File::open_rw(path).map_err(|e| h5_error(path, "open", e))?, false));
-        }
-        Ok((File::create(path).map_err(|e| h5_error(path, "create", e))?, true))
+        let opened = if resumed && path.exists() {
+            (File::open_rw(path).map_err(|e| h5_error(path, "open", e))?, false)
+        } else {
+            (File::create(path).map_err(|e| h5_error(path, "create", e))?, true)
+        };
+        close_on_exec(path);
+        Ok(opened)
     }
 
     /// Lay `layout` out in a new file (every group, dataset and attribute), or check that the
