@@ -22,6 +22,7 @@ mod lifecycle;
 mod log_dir;
 mod logging;
 mod mlflow;
+mod neon_defaults;
 mod modify;
 mod monitor_catalogue;
 mod monitors;
