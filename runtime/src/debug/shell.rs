@@ -47,7 +47,8 @@ use crate::error::{Error, Result};
 /// from), made absolute at setup, which says where on stderr ("InjectShell: create ... to open
 /// a prompt"), as tensorpack says at construction. An absolute path
 /// (`.file(log_dir.join("pause"))`) is used as it is. As tensorpack's `_after_train`, the file
-/// is removed at the end of training, so that it does not pause the next run.
+/// is removed at the end of training (with [`keep_file`](Self::keep_file) too), so that it does
+/// not pause the next run.
 ///
 /// The parameters are read by name (`params`, `param fc1.weight`): the path of burn's field
 /// names, as [`Hist`](crate::monitor::Hist) names them; reading one is one device-to-host
@@ -411,7 +412,7 @@ impl<M: Module> Callback<M> for InjectShell {
         if self.path.exists() { self.shell(ctx) } else { Ok(()) }
     }
     fn after_train(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        if self.path.as_os_str().is_empty() || self.keep_file {
+        if self.path.as_os_str().is_empty() {
             return Ok(());
         }
         match std::fs::remove_file(&self.path) {
