@@ -118,8 +118,8 @@ mod tests {
     use super::CallbackKind;
     use crate::callback::{Callback, CallbackExt, Context};
     use crate::debug::{
-        CallbackFactory, CheckNumerics, DumpParamAsImage, DumpTensorAsImage, DumpTensors, InjectShell, ProcessTensors,
-        StartProcOrThread, StepTimeout, TensorPrinter, TerminateOnNaN,
+        CallbackFactory, CheckNumerics, DumpParamAsImage, DumpTensorAsImage, DumpTensors, InjectShell,
+        ProcessTensors, StartProcOrThread, StepTimeout, TensorPrinter, TerminateOnNaN,
     };
     use crate::fetch::Outputs;
     use crate::inference::InferenceRunner;

@@ -298,7 +298,13 @@ impl<M> Context<'_, M> {
     /// The checkpoint goes to `<log dir>/checkpoints/`; a second request at one boundary for that
     /// folder replaces the first one's policy.
     pub fn request_checkpoint(&mut self, policy: KeepPolicy) {
-        self.request(CheckpointRequest { root: None, policy, time: None, run_start: None, keep_going: false });
+        self.request(CheckpointRequest {
+            root: None,
+            policy,
+            time: None,
+            run_start: None,
+            keep_going: false,
+        });
     }
     /// Ask for a checkpoint into `request.root` (one per folder at a boundary: a second
     /// request for a folder replaces the first).

@@ -213,7 +213,8 @@ pub(crate) fn put_and_write<M>(
         };
         let tag = if several { format!("{prefix}/{index}") } else { prefix.to_string() };
         ctx.monitors().put_image(&tag, image.clone());
-        let name = if batch { format!("{prefix}-{step}-{index}.png") } else { format!("{prefix}-{step}.png") };
+        let name =
+            if batch { format!("{prefix}-{step}-{index}.png") } else { format!("{prefix}-{step}.png") };
         if let Some(writer) = writer {
             writer.write(dir.join(name), Box::new(move || encode_png(&image)));
         }

@@ -141,20 +141,28 @@ pub(crate) fn param_images(values: &[f32], shape: &[usize]) -> Result<Vec<Image>
         [o, i, k] => (o, i, k, 1, false),
         [o, 3, h, w] => (o, h, w, 3, true),
         [o, i, h, w] => (o * i, h, w, 1, false),
-        _ => return Err(Error::msg(format!("DumpParamAsImage: a parameter of shape {shape:?} has no image layout"))),
+        _ => {
+            return Err(Error::msg(format!(
+                "DumpParamAsImage: a parameter of shape {shape:?} has no image layout"
+            )));
+        }
     };
     let size = height * width * channels;
     if size == 0 || values.len() != count * size {
         return Err(Error::msg(format!("DumpParamAsImage: a parameter of shape {shape:?} is empty")));
     }
-    let dim = |n: usize| u32::try_from(n).map_err(|_| Error::msg(format!("an image dimension of {n} is too large")));
+    let dim = |n: usize| {
+        u32::try_from(n).map_err(|_| Error::msg(format!("an image dimension of {n} is too large")))
+    };
     let (h, w) = (dim(height)?, dim(width)?);
     let images = values
         .chunks(size)
         .map(|filter| {
             // [3, H, W] -> [H, W, 3].
             let pixels: Vec<f32> = if transpose {
-                (0..height * width).flat_map(|p| (0..3).map(move |c| filter[c * height * width + p])).collect()
+                (0..height * width)
+                    .flat_map(|p| (0..3).map(move |c| filter[c * height * width + p]))
+                    .collect()
             } else {
                 filter.to_vec()
             };

@@ -375,7 +375,8 @@ fn param<M: Module>(
         return writeln!(out, "no parameter named `{name}`; known: {}", known.join(", "));
     };
     let values: Vec<f32> = tensor.clone().into_data().iter::<f32>().collect();
-    let (min, max) = values.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let (min, max) =
+        values.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)));
     let sum: f64 = values.iter().map(|&v| f64::from(v)).sum();
     let norm = values.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>().sqrt();
     let mean = sum / values.len().max(1) as f64;
@@ -386,8 +387,9 @@ fn param<M: Module>(
 
 /// A command with the wrong arguments (its usage), or an unknown one (the commands).
 fn usage(word: &str, out: &mut dyn Write) -> std::io::Result<()> {
-    const KNOWN: [&str; 11] =
-        ["help", "status", "monitors", "history", "hyper", "get", "set", "params", "param", "stop", "continue"];
+    const KNOWN: [&str; 11] = [
+        "help", "status", "monitors", "history", "hyper", "get", "set", "params", "param", "stop", "continue",
+    ];
     let expects = match word {
         "history" => Some("history NAME [N]"),
         "param" => Some("param NAME [N]"),

@@ -10,7 +10,10 @@ pub(super) const MAX_LINE: usize = 64 * 1024;
 pub(super) enum Input<'a> {
     Reader(&'a mut dyn BufRead),
     /// Stdin, read through its descriptor; `signals`: a signal also ends the wait.
-    Stdin { pending: &'a mut Pending, signals: bool },
+    Stdin {
+        pending: &'a mut Pending,
+        signals: bool,
+    },
 }
 
 /// What reading a line gave.
@@ -121,7 +124,9 @@ pub(super) fn next_line(
         let n = match read(&mut buf[..room]) {
             Ok(None) => return Ok(Read::Signal),
             Ok(Some(n)) => n,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock) => {
+            Err(e)
+                if matches!(e.kind(), std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock) =>
+            {
                 continue;
             }
             Err(e) => return Err(e),

@@ -99,7 +99,10 @@ impl Hist {
 
 /// The float parameters of `model` whose path contains one of `filter`'s keys (every one
 /// without a filter), with their values read to the host in **one** transfer, in visiting order.
-pub(crate) fn selected_parameters<M: Module>(model: &M, filter: Option<&[String]>) -> Vec<(String, Vec<f32>)> {
+pub(crate) fn selected_parameters<M: Module>(
+    model: &M,
+    filter: Option<&[String]>,
+) -> Vec<(String, Vec<f32>)> {
     let mut collect = Collect { path: Vec::new(), filter, found: Vec::new() };
     model.visit(&mut collect);
     if collect.found.is_empty() {

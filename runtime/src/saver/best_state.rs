@@ -8,9 +8,9 @@ use std::thread::JoinHandle;
 use burn::module::Module;
 use serde_json::{Value as Json, json};
 
+use super::checkpoint::MANIFEST_FILE;
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
-use super::checkpoint::MANIFEST_FILE;
 use crate::state::{BoundedSender, Watched, bounded, check_copy_name, json_f64, parse_f64, write_atomic};
 use crate::stop::Mode;
 

@@ -87,7 +87,10 @@ impl<M: Module> Callback<M> for LoadModel {
         })?;
         let model = ctx.model().clone().try_load_record(record).map_err(|e| {
             Error::context(
-                format!("LoadModel: {} does not fit the model being trained (another architecture?)", file.display()),
+                format!(
+                    "LoadModel: {} does not fit the model being trained (another architecture?)",
+                    file.display()
+                ),
                 e,
             )
         })?;

@@ -53,11 +53,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use best_state::SaveBestState;
-pub use load::LoadModel;
 pub use checkpoint::{
     CHECKPOINT_DIR, Checkpoint, FORMAT_VERSION, INDEX_FILE, KEEP_FILE, MANIFEST_FILE, MODEL_FILE,
     MONITORS_FILE, OPTIMIZER_FILE, TRAINER_FILE,
 };
+pub use load::LoadModel;
 
 use crate::callback::{Callback, CheckpointRequest, Context};
 use crate::error::{Error, Result, check_setting};

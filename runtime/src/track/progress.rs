@@ -251,7 +251,8 @@ impl<M> Callback<M> for ProgressBar {
     }
     fn before_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let counters = ctx.counters();
-        let bar = indicatif::ProgressBar::with_draw_target(Some(counters.steps_per_epoch()), self.draw_target());
+        let bar =
+            indicatif::ProgressBar::with_draw_target(Some(counters.steps_per_epoch()), self.draw_target());
         bar.set_style(
             indicatif::ProgressStyle::with_template(
                 "{prefix} [{bar:30}] {pos}/{len} [{elapsed_precise}<{eta_precise}, {per_sec}] {msg}",

@@ -14,11 +14,11 @@ use std::time::Duration;
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::AdamConfig;
 use burn::tensor::{Device, Tensor, TensorData};
+use burn_stoker::Error;
 use burn_stoker::debug::TerminateOnNaN;
 use burn_stoker::prelude::*;
-use burn_stoker::state::ManualClock;
-use burn_stoker::Error;
 use burn_stoker::saver::{Checkpoint, OnWriteError};
+use burn_stoker::state::ManualClock;
 use serde_json::Value as Json;
 use stoker_tests::reads::count_reads;
 use stoker_tests::{checkpoint_weights, mse, scratch_dir, tiny_data, tiny_model};
@@ -427,7 +427,8 @@ fn a_full_disk_is_logged_and_training_goes_on_by_default_keeping_the_earlier_che
     let [first, second, third] = wide_checkpoint_pages();
     let mount_point = scratch_dir("full-disk-goes-on").join("mnt");
     let kib = 4 * (first + second + 2 + third / 2);
-    let Some(tmpfs) = tmpfs_or_skip(&mount_point, Tmpfs::mount(&mount_point, kib + 4), std::env::var_os(SKIP_TMPFS))
+    let Some(tmpfs) =
+        tmpfs_or_skip(&mount_point, Tmpfs::mount(&mount_point, kib + 4), std::env::var_os(SKIP_TMPFS))
     else {
         return;
     };

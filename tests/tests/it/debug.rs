@@ -19,8 +19,8 @@ use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
 use burn_stoker::callback::{StepHooks, StepLoss};
 use burn_stoker::debug::{
-    CallbackFactory, CheckNumerics, DumpTensorAsImage, DumpTensors, INJECT_SHELL_FILE, InjectShell, ProcessTensors,
-    StartProcOrThread, StepTimeout, TensorPrinter, TensorValues, TimeoutAction,
+    CallbackFactory, CheckNumerics, DumpTensorAsImage, DumpTensors, INJECT_SHELL_FILE, InjectShell,
+    ProcessTensors, StartProcOrThread, StepTimeout, TensorPrinter, TensorValues, TimeoutAction,
 };
 use burn_stoker::prelude::*;
 use burn_stoker::state::ManualClock;
@@ -381,7 +381,10 @@ fn dump_tensor_as_image_writes_a_batch_with_prefix_scale_map_and_resize() {
 /// A writer of the monitors that keeps the images it receives: `(name, step, height, width,
 /// channels, pixels)`.
 #[derive(Clone, Default)]
-struct Images(Arc<Mutex<Vec<(String, u64, u32, u32, u8, Vec<u8>)>>>);
+struct Images(Arc<Mutex<Vec<SeenImage>>>);
+
+/// An image a writer received: `(name, step, height, width, channels, pixels)`.
+type SeenImage = (String, u64, u32, u32, u8, Vec<u8>);
 
 impl burn_stoker::state::MonitorSink for Images {
     fn name(&self) -> &str {
@@ -390,7 +393,8 @@ impl burn_stoker::state::MonitorSink for Images {
     fn write(&mut self, records: &[burn_stoker::state::Record]) -> std::io::Result<()> {
         for record in records {
             if let burn_stoker::state::Value::Image(image) = &record.value {
-                let entry = (record.name.to_string(), record.global_step, image.height, image.width, image.channels);
+                let entry =
+                    (record.name.to_string(), record.global_step, image.height, image.width, image.channels);
                 let (name, step, h, w, c) = entry;
                 self.0.lock().unwrap().push((name, step, h, w, c, image.pixels.clone()));
             }
@@ -420,8 +424,12 @@ fn with_images(images: &Images) -> AddImages {
 fn dump_tensor_as_image_puts_its_images_to_the_monitors_as_tensorpack_names_them() {
     let images = Images::default();
     let run = Run::new("image-monitors", 1, 2);
-    run.train((with_images(&images), DumpTensorAsImage::new("image"), DumpTensorAsImage::new("batch").prefix("rgb").named("rgb")))
-        .unwrap();
+    run.train((
+        with_images(&images),
+        DumpTensorAsImage::new("image"),
+        DumpTensorAsImage::new("batch").prefix("rgb").named("rgb"),
+    ))
+    .unwrap();
     let mut seen = images.0.lock().unwrap().clone();
     seen.sort();
     // One image under its prefix; a batch as `<prefix>/<index>` (tensorpack's put_image).
@@ -440,8 +448,14 @@ fn set_weights() -> CallbackFactory<Linear> {
     CallbackFactory::new().name("set").before_train(|ctx: &mut Context<'_, Linear>| {
         let device = ctx.model().weight.val().device();
         let model = ctx.model_mut();
-        model.weight = burn::module::Param::from_tensor(Tensor::from_data(TensorData::new(vec![1.0f32, 3.0], [2, 1]), &device));
-        model.bias = Some(burn::module::Param::from_tensor(Tensor::from_data(TensorData::new(vec![-2.0f32], [1]), &device)));
+        model.weight = burn::module::Param::from_tensor(Tensor::from_data(
+            TensorData::new(vec![1.0f32, 3.0], [2, 1]),
+            &device,
+        ));
+        model.bias = Some(burn::module::Param::from_tensor(Tensor::from_data(
+            TensorData::new(vec![-2.0f32], [1]),
+            &device,
+        )));
     })
 }
 
@@ -451,8 +465,12 @@ fn dump_param_as_image_writes_a_parameter_as_stretched_images_and_puts_them() {
     let run = Run::new("param-image", 2, 2);
     let mut run = run;
     run.learning_rate = 0.0;
-    run.train((set_weights(), with_images(&images), burn_stoker::debug::DumpParamAsImage::new("weight").resize(4, 2)))
-        .unwrap();
+    run.train((
+        set_weights(),
+        with_images(&images),
+        burn_stoker::debug::DumpParamAsImage::new("weight").resize(4, 2),
+    ))
+    .unwrap();
     // The [2, 1] weight is one 2x1 grey image, stretched from 1 (black) to 3 (white), 2x resized.
     assert_eq!(png_files(&run.dir), ["weight-2-0.png", "weight-4-0.png"]);
     let (width, height, color, pixels) = decode_png(&run.dir.join("weight-4-0.png"));
@@ -609,7 +627,8 @@ fn inject_shell_keeps_the_file_on_request_and_can_stop_training() {
     // stop: training ends after this trigger, with after_train.
     let run = Run::new("shell-stop", 3, 2);
     let out = Shared::default();
-    let shell = InjectShell::new().file(run.dir.join("pause")).with_io(std::io::Cursor::new("stop\n"), out.clone());
+    let shell =
+        InjectShell::new().file(run.dir.join("pause")).with_io(std::io::Cursor::new("stop\n"), out.clone());
     std::fs::write(run.dir.join("pause"), b"").unwrap();
     let report = run.train(shell).unwrap();
     assert_eq!(report.outcome, Outcome::Stopped("stopped from InjectShell".into()));

@@ -73,7 +73,10 @@ impl Callback<Linear> for Validation {
     }
 }
 
-fn trainer(dir: &Path, epochs: u64) -> Trainer<Linear, Vec<(burn::tensor::Tensor<2>, burn::tensor::Tensor<2>)>> {
+fn trainer(
+    dir: &Path,
+    epochs: u64,
+) -> Trainer<Linear, Vec<(burn::tensor::Tensor<2>, burn::tensor::Tensor<2>)>> {
     let device = burn_stoker::device::cpu();
     Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(3, &device))
         .learning_rate(0.1)
@@ -83,7 +86,11 @@ fn trainer(dir: &Path, epochs: u64) -> Trainer<Linear, Vec<(burn::tensor::Tensor
         .default_callbacks(DefaultCallbacks::none())
 }
 
-fn step_fn(model: &Linear, batch: (burn::tensor::Tensor<2>, burn::tensor::Tensor<2>), _: &mut Step<'_>) -> burn::tensor::Tensor<1> {
+fn step_fn(
+    model: &Linear,
+    batch: (burn::tensor::Tensor<2>, burn::tensor::Tensor<2>),
+    _: &mut Step<'_>,
+) -> burn::tensor::Tensor<1> {
     mse(model, batch)
 }
 
@@ -145,7 +152,10 @@ fn neon_model_file_loads_the_weights_before_the_first_step() {
     let path = file.display().to_string();
     let args = parse(&["--model_file", &path]);
     let log = WeightLog::default();
-    trainer(&dir.join("second"), 1).callbacks((args.model_loader().unwrap(), log.clone())).train(step_fn).unwrap();
+    trainer(&dir.join("second"), 1)
+        .callbacks((args.model_loader().unwrap(), log.clone()))
+        .train(step_fn)
+        .unwrap();
     assert_eq!(log.first(), (0, expected.clone()));
 
     // A checkpoint folder is read through its model.bpk.
@@ -154,7 +164,10 @@ fn neon_model_file_loads_the_weights_before_the_first_step() {
     trainer(&saved, 1).callbacks(ModelSaver::new(1)).train(step_fn).unwrap();
     let checkpoint = saved.join("checkpoints/step-3");
     let in_checkpoint = stoker_tests::checkpoint_weights(tiny_model(&device), &checkpoint);
-    trainer(&dir.join("fourth"), 1).callbacks((LoadModel::new(&checkpoint), log.clone())).train(step_fn).unwrap();
+    trainer(&dir.join("fourth"), 1)
+        .callbacks((LoadModel::new(&checkpoint), log.clone()))
+        .train(step_fn)
+        .unwrap();
     assert_eq!(log.first().1, in_checkpoint);
 
     // A missing file is an error at setup, before any step, naming it.
@@ -188,7 +201,10 @@ impl std::io::Write for Shared {
 fn neon_progress_bar_shows_the_cost_smoothed_over_10_steps_and_the_last_validation_loss() {
     let dir = scratch_dir("neon-progress");
     let out = Shared::default();
-    let defaults = DefaultCallbacks { progress: Some(ProgressBar::new().draw_to(out.clone())), ..DefaultCallbacks::none() };
+    let defaults = DefaultCallbacks {
+        progress: Some(ProgressBar::new().draw_to(out.clone())),
+        ..DefaultCallbacks::none()
+    };
     let device = burn_stoker::device::cpu();
     // 3 epochs of 20 steps; the step's loss is its global step number g (1 for the first).
     Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(20, &device))
@@ -209,8 +225,7 @@ fn neon_progress_bar_shows_the_cost_smoothed_over_10_steps_and_the_last_validati
         assert!(text.contains(cost), "{cost} missing:\n{text}");
     }
     // Never the mean of a partial window or of steps apart.
-    let shown: Vec<&str> =
-        text.split_whitespace().filter(|w| w.starts_with("cost=")).collect();
+    let shown: Vec<&str> = text.split_whitespace().filter(|w| w.starts_with("cost=")).collect();
     assert!(shown.iter().all(|c| ["cost=15.5", "cost=35.5", "cost=55.5"].contains(c)), "{shown:?}");
     // The last validation loss after each validation: on the epoch's finished bar, then on the
     // next epoch's.

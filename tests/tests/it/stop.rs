@@ -628,7 +628,9 @@ fn save_best_state_refuses_a_directory() {
     // The whole state is a checkpoint folder: a folder of the user's, or a file, is never
     // replaced by one.
     std::fs::write(dir.join("notes.txt"), b"mine").unwrap();
-    for (path, what) in [(dir.clone(), "a folder that is not a checkpoint"), (dir.join("notes.txt"), "a file")] {
+    for (path, what) in
+        [(dir.clone(), "a folder that is not a checkpoint"), (dir.join("notes.txt"), "a file")]
+    {
         let error = train(
             &dir,
             tiny_model(&device),

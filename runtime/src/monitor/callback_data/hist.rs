@@ -66,7 +66,8 @@ mod tests {
     fn values_are_binned_by_their_rounded_exponent_as_neon_bins_them() {
         // 0 and 2^-60 in bin 0; 1 (exponent 0) in bin 48; 3 (log2 1.58 -> 2) in bin 50; 2^-47
         // in bin 1; 2^15 and 2^16 in the last bin; 2^17 and NaN nowhere; negatives by |x|.
-        let values = [0.0, 2f32.powi(-60), 1.0, -3.0, 2f32.powi(-47), 2f32.powi(15), 65536.0, 131072.0, f32::NAN];
+        let values =
+            [0.0, 2f32.powi(-60), 1.0, -3.0, 2f32.powi(-47), 2f32.powi(15), 65536.0, 131072.0, f32::NAN];
         let counts = neon_histogram(&values);
         let mut expected = [0i32; BINS];
         expected[0] = 2;
