@@ -10,7 +10,7 @@
 //! | `HumanHyperParamSetter('learning_rate')` | [`HumanHyperParamSetter`]: edit `<log_dir>/hyper.txt` |
 //! | `SendStat('curl ... body={val-error-top1}', 'val-error-top1')` | [`SendStat`] with `--send-command` (default: append a line to `<log_dir>/val-error.txt`) |
 //! | `GPUUtilizationTracker()` | [`GpuUtilizationTracker`]: a one-line note without a GPU |
-//! | `InjectShell(shell='ipython')` | [`InjectShell`]: `touch <log_dir>/INJECT_SHELL.tmp` pauses at the end of the epoch |
+//! | `InjectShell(shell='ipython')` | [`InjectShell`]: `touch INJECT_SHELL.tmp` (in the working directory, as tensorpack) pauses at the end of the epoch |
 //! | `EstimatedTimeLeft()` | [`EstimatedTimeLeft`] |
 //! | extra: `MovingAverageSummary()`, `ProgressBar()`, `MergeAllSummaries()` | [`MovingAverageSummary`] of the training cost and error, the progress bar |
 //! | monitors: `TFEventWriter()`, `JSONWriter()`, `ScalarPrinter()` | stoker's default callbacks |

@@ -4,11 +4,15 @@
 //! | flag | what it adds |
 //! |---|---|
 //! | `--eval_freq N` | the program's validation (an [`InferenceRunner`](crate::inference::InferenceRunner) or any callback), run every `N` epochs; off without the flag, as in neon |
-//! | `--serialize N` | a [`ModelSaver`] checkpoint every `N` epochs |
-//! | `--history K` | how many of those checkpoints to keep (default 5) |
-//! | `--save_path DIR` | the log directory: checkpoints, `stats.json`, TensorBoard files |
+//! | `--serialize [N]` | a [`ModelSaver`] checkpoint every `N` epochs (`--serialize` alone: every epoch, neon's `const=1`) |
+//! | `-H K`, `--history K` | how many of those checkpoints to keep (default 1, neon's) |
+//! | `-s DIR`, `--save_path DIR` | the log directory: checkpoints, `stats.json`, TensorBoard files; without `--serialize`, it also turns checkpoints on, every epoch, as neon's `--save_path` does |
+//! | `--model_file FILE` | a [`LoadModel`]: the weights loaded from `FILE` (a burnpack or a checkpoint folder) before the first step |
 //! | `--progress_bar` / `--no_progress_bar` | the progress bar on (the default) or off |
 //! | `-o FILE`, `--output_file FILE` | (feature `hdf5`) neon's callback data in HDF5, a [`CallbackDataWriter`](crate::monitor::CallbackDataWriter) evaluating every `--eval_freq` epochs |
+//!
+//! Differs from neon: `--save_path` names the log directory, not the model file; checkpoints
+//! are folders in it (`checkpoints/step-N/`), never a pickle beside the program.
 //!
 //! ```
 //! use clap::Parser;
@@ -29,11 +33,12 @@
 //! assert!(defaults.progress.is_none());
 //! let saver = cli.callbacks.saver();
 //! assert!(saver.is_some());
+//! assert_eq!(cli.callbacks.history, 1);
 //! ```
 
 use std::path::{Path, PathBuf};
 
-use crate::saver::ModelSaver;
+use crate::saver::{LoadModel, ModelSaver};
 use crate::trainer::DefaultCallbacks;
 use crate::trigger::PeriodicTrigger;
 
@@ -43,15 +48,27 @@ pub struct CallbackArgs {
     /// Run validation every N epochs (off without this flag).
     #[arg(long = "eval_freq", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub eval_freq: Option<u64>,
-    /// Write a checkpoint (model, optimizer, callback state) every N epochs.
-    #[arg(long = "serialize", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Write a checkpoint (model, optimizer, callback state) every N epochs (every epoch when
+    /// given without N).
+    #[arg(
+        long = "serialize",
+        value_name = "N",
+        num_args = 0..=1,
+        default_missing_value = "1",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
     pub serialize: Option<u64>,
     /// How many of the --serialize checkpoints to keep.
-    #[arg(long = "history", value_name = "K", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(short = 'H', long = "history", value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub history: u64,
-    /// The log directory: checkpoints, stats.json and TensorBoard files go there.
-    #[arg(long = "save_path", value_name = "DIR")]
+    /// The log directory: checkpoints, stats.json and TensorBoard files go there; checkpoints
+    /// every epoch unless --serialize says otherwise.
+    #[arg(short = 's', long = "save_path", value_name = "DIR")]
     pub save_path: Option<PathBuf>,
+    /// Load the model's weights from this file (a burnpack, or a checkpoint folder) before
+    /// training.
+    #[arg(long = "model_file", value_name = "FILE")]
+    pub model_file: Option<PathBuf>,
     /// Show the progress bar (the default).
     #[arg(long = "progress_bar", overrides_with = "no_progress_bar")]
     pub progress_bar: bool,
@@ -74,13 +91,30 @@ impl CallbackArgs {
         defaults
     }
 
-    /// A [`ModelSaver`] keeping `--history` checkpoints, triggered every `--serialize` epochs;
-    /// `None` without `--serialize`. As neon's, it keeps no other checkpoint (no hourly one:
-    /// `keep_every_n_hours(f64::INFINITY)`).
+    /// A [`ModelSaver`] keeping `--history` checkpoints, triggered every `--serialize` epochs,
+    /// or every epoch when `--save_path` was given without `--serialize` (neon: "No schedule
+    /// given for model serialization, using default 1", said here too); `None` with neither. As
+    /// neon's, it keeps no other checkpoint (no hourly one: `keep_every_n_hours(f64::INFINITY)`).
     pub fn saver(&self) -> Option<PeriodicTrigger<ModelSaver>> {
-        let every = self.serialize?;
+        let every = match (self.serialize, &self.save_path) {
+            (Some(every), _) => every,
+            (None, Some(path)) => {
+                crate::logging::info!(
+                    "--save_path {} without --serialize: a checkpoint every epoch",
+                    path.display()
+                );
+                1
+            }
+            (None, None) => return None,
+        };
         let saver = ModelSaver::new(self.history as usize).keep_every_n_hours(f64::INFINITY);
         Some(PeriodicTrigger::new(saver).every_k_epochs(every))
+    }
+
+    /// The weights of `--model_file` loaded before the first step ([`LoadModel`]); `None`
+    /// without the flag.
+    pub fn model_loader(&self) -> Option<LoadModel> {
+        self.model_file.as_ref().map(LoadModel::new)
     }
 
     /// The program's validation callback, triggered every `--eval_freq` epochs; `None` without

@@ -118,8 +118,8 @@ mod tests {
     use super::CallbackKind;
     use crate::callback::{Callback, CallbackExt, Context};
     use crate::debug::{
-        CallbackFactory, CheckNumerics, DumpTensorAsImage, DumpTensors, InjectShell, ProcessTensors,
-        StartProcOrThread, StepTimeout, TensorPrinter, TerminateOnNaN,
+        CallbackFactory, CheckNumerics, DumpParamAsImage, DumpTensorAsImage, DumpTensors, InjectShell,
+        ProcessTensors, StartProcOrThread, StepTimeout, TensorPrinter, TerminateOnNaN,
     };
     use crate::fetch::Outputs;
     use crate::inference::InferenceRunner;
@@ -132,7 +132,7 @@ mod tests {
         HumanHyperParamSetter, HyperParamSetter, HyperParamSetterWithFunc, LrSchedulerSetter,
         ReduceLrOnPlateau, ScheduledHyperParamSetter, StatMonitorParamSetter,
     };
-    use crate::saver::{MaxSaver, MinSaver, ModelSaver, SaveBestState};
+    use crate::saver::{LoadModel, MaxSaver, MinSaver, ModelSaver, SaveBestState};
     use crate::stop::{EarlyStop, EarlyStopping};
     use crate::track::{
         EstimatedTimeLeft, ModelSummary, ProgressBar, Recorder, RunTimer, StepProfiler, ThroughputTracker,
@@ -178,6 +178,8 @@ mod tests {
             #[cfg(feature = "sys-metrics")]
             ("HostMemoryTracker", chief_only(HostMemoryTracker::new())),
             ("ThroughputTracker", chief_only(ThroughputTracker::new())),
+            ("StartProcOrThread", chief_only(StartProcOrThread::new())),
+            ("LoadModel", chief_only(LoadModel::new("model.bpk"))),
             (
                 "CallbackFactory(after_backward)",
                 chief_only(CallbackFactory::<Linear>::new().after_backward(|_, _| {})),
@@ -234,7 +236,7 @@ mod tests {
             ("Recorder", chief_only(Recorder::new())),
             ("DumpTensors", chief_only(DumpTensors::new(["loss"]))),
             ("TensorPrinter", chief_only(TensorPrinter::new(["loss"]))),
-            ("StartProcOrThread", chief_only(StartProcOrThread::new())),
+            ("StartProcOrThread.chief_only(true)", chief_only(StartProcOrThread::new().chief_only(true))),
             ("CallbackFactory", chief_only(CallbackFactory::<Linear>::new().trigger(|_| {}))),
             ("PeriodicTrigger(ModelSaver)", chief_only(PeriodicTrigger::new(ModelSaver::new(1)))),
             ("Named(ModelSaver)", chief_only(ModelSaver::new(1).named("archive"))),
@@ -271,6 +273,7 @@ mod tests {
             sample(ProcessTensors::new(["loss"], |_, _: &mut Context<'_, Linear>| {})),
             sample(TensorPrinter::new(["loss"])),
             sample(DumpTensorAsImage::new("image")),
+            sample(DumpParamAsImage::new("weight")),
             sample(CallbackFactory::<Linear>::new().trigger(|_| {})),
             sample(TerminateOnNaN::new()),
             sample(CheckNumerics::new()),
@@ -280,6 +283,7 @@ mod tests {
             sample(MinSaver::new("validation_loss")),
             sample(MaxSaver::new("validation_accuracy")),
             sample(SaveBestState::new("best.bpk", "validation_loss")),
+            sample(LoadModel::new("model.bpk")),
             sample(LrSchedulerSetter::new(lr)),
             sample(HumanHyperParamSetter::new("learning_rate")),
             sample(ScheduledHyperParamSetter::new("learning_rate", [(0, 0.1)])),

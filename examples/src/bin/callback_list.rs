@@ -4,7 +4,7 @@
 //! `cargo run --release -p stoker-examples --bin callback_list -- --help` for the options; neon's
 //! switches (`--eval_freq`, `--serialize`, `--history`, `--save_path`, `--no_progress_bar`) come
 //! from `burn_stoker::cli::CallbackArgs`. While it runs: edit `<save_path>/hyper.txt` to change the
-//! learning rate, `touch <save_path>/INJECT_SHELL.tmp` to pause at the end of the epoch and get
+//! learning rate, `touch INJECT_SHELL.tmp` (in the working directory) to pause at the end of the epoch and get
 //! a prompt.
 
 use std::process::ExitCode;

@@ -30,8 +30,9 @@ pub(crate) struct Control {
     /// Where each [`ModelSaver`](crate::saver::ModelSaver) of the run writes, registered at its
     /// setup: a checkpoint written without a saver asking (on an interrupt) goes to each.
     pub(crate) savers: Vec<CheckpointRequest>,
-    /// Copies of that checkpoint to write (MinSaver / MaxSaver folders).
-    pub(crate) copies: Vec<String>,
+    /// Copies of that checkpoint to write: the folder they go into (`None`: `<log
+    /// dir>/checkpoints`, MinSaver / MaxSaver) and their name (`SaveBestState`'s path elsewhere).
+    pub(crate) copies: Vec<(Option<std::path::PathBuf>, String)>,
     /// How training ended, set when the loop is over (what `after_train` sees).
     pub(crate) outcome: Option<Outcome>,
     /// The error that ended training, as text, with [`Outcome::Failed`].
@@ -58,6 +59,9 @@ pub(crate) struct CheckpointRequest {
     /// When the saver's run started (seconds since the Unix epoch), from which
     /// `keep_every_n_hours` counts; `None`: the trainer's start.
     pub(crate) run_start: Option<f64>,
+    /// Whether a write that fails is logged and training goes on (a `ModelSaver`'s
+    /// `OnWriteError::Log`, tensorpack's); `false`: the run fails.
+    pub(crate) keep_going: bool,
 }
 
 /// Everything the trainer holds that a callback may read or change.
@@ -323,7 +327,13 @@ impl<M> Context<'_, M> {
     /// The checkpoint goes to `<log dir>/checkpoints/`; a second request at one boundary for that
     /// folder replaces the first one's policy.
     pub fn request_checkpoint(&mut self, policy: KeepPolicy) {
-        self.request(CheckpointRequest { root: None, policy, time: None, run_start: None });
+        self.request(CheckpointRequest {
+            root: None,
+            policy,
+            time: None,
+            run_start: None,
+            keep_going: false,
+        });
     }
     /// Ask for a checkpoint into `request.root` (one per folder at a boundary: a second
     /// request for a folder replaces the first).
@@ -348,10 +358,20 @@ impl<M> Context<'_, M> {
         let name = name.into();
         check_copy_name(&name)
             .map_err(|why| Error::checkpoint(format!("the checkpoint copy name {name:?} {why}")))?;
-        if !self.state.control.copies.contains(&name) {
-            self.state.control.copies.push(name);
-        }
+        self.request_copy(None, name);
         Ok(())
+    }
+    /// Write the checkpoint of the next boundary also as the complete copy `dir` (its parent
+    /// folder and a name that [`request_checkpoint_copy`](Self::request_checkpoint_copy)
+    /// accepts, checked by the caller): [`SaveBestState`](crate::saver::SaveBestState)'s file.
+    pub(crate) fn request_checkpoint_copy_at(&mut self, parent: std::path::PathBuf, name: String) {
+        self.request_copy(Some(parent), name);
+    }
+    fn request_copy(&mut self, parent: Option<std::path::PathBuf>, name: String) {
+        let copy = (parent, name);
+        if !self.state.control.copies.contains(&copy) {
+            self.state.control.copies.push(copy);
+        }
     }
     /// End the current epoch after this step: its `after_epoch` and `trigger_epoch` still run.
     pub fn skip_rest_of_epoch(&mut self) {

@@ -28,6 +28,10 @@ type MapFn = Box<dyn FnMut(HostTensor<'_>) -> TensorData + Send>;
 /// written as `<prefix>-<global_step>.png`, a batch as `<prefix>-<global_step>-<index>.png`
 /// (index from 0). The prefix defaults to the tensor's name with `/` replaced by `_`.
 ///
+/// The images also go to the monitors, as tensorpack's `trainer.monitors.put_image(prefix,
+/// val)`: one image under the prefix, the images of a batch as `<prefix>/<index>`;
+/// [`TensorBoardWriter`](crate::monitor::TensorBoardWriter) shows them in its *Images* tab.
+///
 /// It writes the value of the last step of every epoch by default, of every `k`-th global step
 /// with [`every_k_steps`](Self::every_k_steps); the tensor is fetched only at those steps, and
 /// the images are encoded and written by a thread of its own, atomically. Every file is written
@@ -181,6 +185,42 @@ pub(crate) fn resize_nearest(image: &Image, height: u32, width: u32) -> Image {
     Image { height, width, channels: image.channels, pixels }
 }
 
+impl DumpTensorAsImage {
+    /// Write `images` as `<prefix>-<step>[-<index>].png` and put them to the monitors.
+    fn write_images<M>(&self, ctx: &mut Context<'_, M>, prefix: &str, images: Vec<Image>, batch: bool) {
+        let step = ctx.global_step();
+        put_and_write(ctx, self.writer.as_ref(), &self.dir, (prefix, step), images, batch, self.resize);
+    }
+}
+
+/// Put `images` to the monitors as tensorpack's `put_image(prefix, images)` names them (`prefix`
+/// for one image, `prefix/<index>` for each of several), resized when asked, and hand each to
+/// `writer` as `<dir>/<prefix>-<step>.png` (one image) or `<prefix>-<step>-<index>.png` (a batch).
+pub(crate) fn put_and_write<M>(
+    ctx: &mut Context<'_, M>,
+    writer: Option<&FileWriter>,
+    dir: &std::path::Path,
+    (prefix, step): (&str, u64),
+    images: Vec<Image>,
+    batch: bool,
+    resize: Option<(u32, u32)>,
+) {
+    let several = images.len() > 1;
+    for (index, image) in images.into_iter().enumerate() {
+        let image = match resize {
+            Some((h, w)) => resize_nearest(&image, h, w),
+            None => image,
+        };
+        let tag = if several { format!("{prefix}/{index}") } else { prefix.to_string() };
+        ctx.monitors().put_image(&tag, image.clone());
+        let name =
+            if batch { format!("{prefix}-{step}-{index}.png") } else { format!("{prefix}-{step}.png") };
+        if let Some(writer) = writer {
+            writer.write(dir.join(name), Box::new(move || encode_png(&image)));
+        }
+    }
+}
+
 impl<M> Callback<M> for DumpTensorAsImage {
     fn fetches(&self) -> &[Fetch] {
         self.tensors.fetches()
@@ -218,24 +258,7 @@ impl<M> Callback<M> for DumpTensorAsImage {
             }
         };
         let prefix = self.file_prefix();
-        let step = ctx.global_step();
-        let resize = self.resize;
-        for (index, image) in images.into_iter().enumerate() {
-            let name =
-                if batch { format!("{prefix}-{step}-{index}.png") } else { format!("{prefix}-{step}.png") };
-            if let Some(writer) = &self.writer {
-                writer.write(
-                    self.dir.join(name),
-                    Box::new(move || {
-                        let image = match resize {
-                            Some((h, w)) => resize_nearest(&image, h, w),
-                            None => image,
-                        };
-                        encode_png(&image)
-                    }),
-                );
-            }
-        }
+        self.write_images(ctx, &prefix, images, batch);
         Ok(())
     }
     fn after_train(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {

@@ -1,7 +1,8 @@
 //! Debugging callbacks: numerics checks ([`TerminateOnNaN`] on the loss, [`CheckNumerics`] on
 //! the weights), step outputs processed, printed or
 //! dumped along with the step ([`ProcessTensors`], [`TensorPrinter`], [`DumpTensors`] to `.npz`,
-//! [`DumpTensorAsImage`] to PNG), a file-triggered pause with a prompt ([`InjectShell`]), a step
+//! [`DumpTensorAsImage`] to PNG and TensorBoard), the model's parameters as images
+//! ([`DumpParamAsImage`]), a file-triggered pause with a prompt ([`InjectShell`]), a step
 //! watchdog ([`StepTimeout`]), helper threads and processes that live as long as training
 //! ([`StartProcOrThread`]), and callbacks made of closures ([`CallbackFactory`]).
 
@@ -10,8 +11,10 @@ mod factory;
 mod image;
 mod npz;
 mod numerics;
+mod param_image;
 mod process;
 mod shell;
+mod shell_input;
 mod startable;
 mod tensors;
 mod timeout;
@@ -21,6 +24,7 @@ pub use factory::CallbackFactory;
 pub use image::DumpTensorAsImage;
 pub use npz::{crc32, encode_npy, encode_npz, encode_zip};
 pub use numerics::CheckNumerics;
+pub use param_image::DumpParamAsImage;
 pub use process::{ProcessTensors, TensorPrinter};
 pub use shell::{INJECT_SHELL_FILE, InjectShell};
 pub use startable::{StartProcOrThread, StopFlag};

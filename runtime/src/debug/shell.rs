@@ -3,6 +3,10 @@
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::Tensor;
+
+use super::shell_input::{Input, MAX_LINE, Pending, Read};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
 
@@ -22,6 +26,8 @@ use crate::error::{Error, Result};
 /// hyper                 every hyper-parameter and its value
 /// get NAME              a hyper-parameter's value
 /// set NAME VALUE        set a hyper-parameter, from the next step on
+/// params                the model's parameters: name (burn's field path, `fc1.weight`), shape
+/// param NAME [N]        a parameter's shape, min, max, mean, L2 norm and first N values (8)
 /// stop                  stop training after this trigger (after_train still runs), then continue
 /// continue              resume training (also: c, exit, quit, and the end of the input)
 /// ```
@@ -33,9 +39,20 @@ use crate::error::{Error, Result};
 /// checked between lines.
 ///
 /// The prompt reads stdin and writes to stderr, or the reader and writer given to
-/// [`with_io`](Self::with_io). A relative file name is relative to the log directory: by
-/// default `<log_dir>/INJECT_SHELL.tmp`, so `touch train_log/INJECT_SHELL.tmp` pauses a run
-/// logging to `train_log`.
+/// [`with_io`](Self::with_io). A line longer than 64 KiB is read to its end and dropped (with a
+/// message), so input without a newline never grows memory without bound.
+///
+/// **The file** is where tensorpack puts it: `INJECT_SHELL.tmp`, a relative path taken from the
+/// working directory of the program (`touch INJECT_SHELL.tmp` in the folder the run was started
+/// from), made absolute at setup, which says where on stderr ("InjectShell: create ... to open
+/// a prompt"), as tensorpack says at construction. An absolute path
+/// (`.file(log_dir.join("pause"))`) is used as it is. As tensorpack's `_after_train`, the file
+/// is removed at the end of training (with [`keep_file`](Self::keep_file) too), so that it does
+/// not pause the next run.
+///
+/// The parameters are read by name (`params`, `param fc1.weight`): the path of burn's field
+/// names, as [`Hist`](crate::monitor::Hist) names them; reading one is one device-to-host
+/// transfer of that tensor, while training is paused.
 ///
 /// Differences from tensorpack, which opens an IPython or pdb shell on the trainer (Rust has no
 /// such shell): the prompt offers the commands above. When training continues, the file is
@@ -56,7 +73,7 @@ pub struct InjectShell {
     keep_file: bool,
     io: Option<(Box<dyn BufRead + Send>, Box<dyn Write + Send>)>,
     /// Bytes read from stdin past the last line handled.
-    pending: Vec<u8>,
+    pending: Pending,
 }
 crate::kind::kind!(InjectShell);
 
@@ -84,6 +101,8 @@ commands:
   hyper                 every hyper-parameter and its value
   get NAME              a hyper-parameter's value
   set NAME VALUE        set a hyper-parameter, from the next step on
+  params                the model's parameters: name, shape
+  param NAME [N]        a parameter's shape, statistics and first N values (8 by default)
   stop                  stop training after this trigger, then continue
   continue | c          resume training (also: exit, quit, end of input)
 ";
@@ -95,17 +114,18 @@ enum Next {
 }
 
 impl InjectShell {
-    /// Pause when `<log_dir>/INJECT_SHELL.tmp` exists; prompt on stdin and stderr.
+    /// Pause when `INJECT_SHELL.tmp` exists in the working directory; prompt on stdin and
+    /// stderr.
     pub fn new() -> Self {
         InjectShell {
             file: PathBuf::from(INJECT_SHELL_FILE),
             path: PathBuf::new(),
             keep_file: false,
             io: None,
-            pending: Vec::new(),
+            pending: Pending::default(),
         }
     }
-    /// The file that pauses training; a relative path is relative to the log directory.
+    /// The file that pauses training; a relative path is taken from the working directory.
     pub fn file(mut self, file: impl Into<PathBuf>) -> Self {
         self.file = file.into();
         self
@@ -130,7 +150,7 @@ impl InjectShell {
         &self.path
     }
 
-    fn shell<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+    fn shell<M: Module>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let io_error = |e: std::io::Error| Error::context("InjectShell", e);
         let mut stderr;
         let signals = ctx.signals_handled();
@@ -169,6 +189,10 @@ impl InjectShell {
                     break;
                 }
                 Read::Signal => continue,
+                Read::TooLong => {
+                    writeln!(output, "a line longer than {MAX_LINE} bytes: ignored").map_err(io_error)?;
+                    continue;
+                }
             }
             if ctx.signal_received().is_some() {
                 continue;
@@ -189,75 +213,8 @@ impl InjectShell {
     }
 }
 
-/// Where the prompt's lines come from.
-enum Input<'a> {
-    Reader(&'a mut dyn BufRead),
-    /// Stdin, read through its descriptor; `signals`: a signal also ends the wait.
-    Stdin {
-        pending: &'a mut Vec<u8>,
-        signals: bool,
-    },
-}
-
-/// What reading a line gave.
-enum Read {
-    Line,
-    End,
-    Signal,
-}
-
-impl Input<'_> {
-    fn read_line(&mut self, line: &mut String) -> std::io::Result<Read> {
-        match self {
-            Input::Reader(reader) => Ok(if reader.read_line(line)? == 0 { Read::End } else { Read::Line }),
-            #[cfg(unix)]
-            Input::Stdin { pending, signals } => stdin_line(pending, *signals, line),
-            #[cfg(not(unix))]
-            Input::Stdin { .. } => {
-                Ok(if std::io::stdin().lock().read_line(line)? == 0 { Read::End } else { Read::Line })
-            }
-        }
-    }
-}
-
-/// One line from descriptor 0 (`pending` keeps what was read past it), waiting for input and,
-/// when `signals`, for a signal together.
-#[cfg(unix)]
-fn stdin_line(pending: &mut Vec<u8>, signals: bool, line: &mut String) -> std::io::Result<Read> {
-    loop {
-        if let Some(end) = pending.iter().position(|&b| b == b'\n') {
-            let rest = pending.split_off(end + 1);
-            line.push_str(&String::from_utf8_lossy(pending));
-            *pending = rest;
-            return Ok(Read::Line);
-        }
-        if signals && !crate::signal::wait_readable_or_signal(0)? {
-            return Ok(Read::Signal);
-        }
-        let mut buf = [0u8; 4096];
-        // SAFETY: read(2) into a local buffer of its length.
-        let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 {
-            let error = std::io::Error::last_os_error();
-            match error.kind() {
-                std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock => continue,
-                _ => return Err(error),
-            }
-        }
-        if n == 0 {
-            if pending.is_empty() {
-                return Ok(Read::End);
-            }
-            line.push_str(&String::from_utf8_lossy(pending));
-            pending.clear();
-            return Ok(Read::Line);
-        }
-        pending.extend_from_slice(&buf[..n as usize]);
-    }
-}
-
 /// Run one command line.
-fn command<M>(line: &str, ctx: &mut Context<'_, M>, out: &mut dyn Write) -> std::io::Result<Next> {
+fn command<M: Module>(line: &str, ctx: &mut Context<'_, M>, out: &mut dyn Write) -> std::io::Result<Next> {
     let words: Vec<&str> = line.split_whitespace().collect();
     match words.as_slice() {
         [] => {}
@@ -266,6 +223,8 @@ fn command<M>(line: &str, ctx: &mut Context<'_, M>, out: &mut dyn Write) -> std:
         ["monitors" | "ls"] => monitors(ctx, out)?,
         ["history", name, rest @ ..] if rest.len() <= 1 => history(ctx, name, rest.first().copied(), out)?,
         ["hyper"] => hyper(ctx, out)?,
+        ["params"] => params(ctx, out)?,
+        ["param", name, rest @ ..] if rest.len() <= 1 => param(ctx, name, rest.first().copied(), out)?,
         ["get", name] => get(ctx, name, out)?,
         ["set", name, value] => set(ctx, name, value, out)?,
         ["stop"] => {
@@ -363,12 +322,77 @@ fn set<M>(ctx: &mut Context<'_, M>, name: &str, value: &str, out: &mut dyn Write
     }
 }
 
+/// The model's float parameters, by path, flattened (read on demand).
+struct Parameters {
+    path: Vec<String>,
+    found: Vec<(String, Vec<usize>, Tensor<1>)>,
+}
+
+impl ModuleVisitor for Parameters {
+    fn enter_module(&mut self, name: &str, _container_type: &str) {
+        self.path.push(name.to_string());
+    }
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.path.pop();
+    }
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let tensor = param.val();
+        let shape = tensor.dims().to_vec();
+        let n: usize = shape.iter().product();
+        self.found.push((self.path.join("."), shape, tensor.reshape([n])));
+    }
+}
+
+fn parameters<M: Module>(ctx: &Context<'_, M>) -> Vec<(String, Vec<usize>, Tensor<1>)> {
+    let mut visitor = Parameters { path: Vec::new(), found: Vec::new() };
+    ctx.model().visit(&mut visitor);
+    visitor.found
+}
+
+/// `params`: every float parameter's name and shape.
+fn params<M: Module>(ctx: &Context<'_, M>, out: &mut dyn Write) -> std::io::Result<()> {
+    for (name, shape, _) in parameters(ctx) {
+        writeln!(out, "{name} {shape:?}")?;
+    }
+    Ok(())
+}
+
+/// `param NAME [N]`: one parameter's shape, statistics and first `count` values.
+fn param<M: Module>(
+    ctx: &Context<'_, M>,
+    name: &str,
+    count: Option<&str>,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let count = match count.map(|n| (n, n.parse::<usize>())) {
+        None => 8,
+        Some((_, Ok(n))) => n,
+        Some((n, Err(_))) => return writeln!(out, "param: `{n}` is not a number of values"),
+    };
+    let all = parameters(ctx);
+    let Some((_, shape, tensor)) = all.iter().find(|(path, ..)| path == name) else {
+        let known: Vec<&str> = all.iter().map(|(path, ..)| path.as_str()).collect();
+        return writeln!(out, "no parameter named `{name}`; known: {}", known.join(", "));
+    };
+    let values: Vec<f32> = tensor.clone().into_data().iter::<f32>().collect();
+    let (min, max) =
+        values.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let sum: f64 = values.iter().map(|&v| f64::from(v)).sum();
+    let norm = values.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>().sqrt();
+    let mean = sum / values.len().max(1) as f64;
+    writeln!(out, "{name} {shape:?}: min {min}, max {max}, mean {mean}, norm {norm}")?;
+    let shown: Vec<String> = values.iter().take(count).map(f32::to_string).collect();
+    writeln!(out, "[{}{}]", shown.join(", "), if values.len() > count { ", ..." } else { "" })
+}
+
 /// A command with the wrong arguments (its usage), or an unknown one (the commands).
 fn usage(word: &str, out: &mut dyn Write) -> std::io::Result<()> {
-    const KNOWN: [&str; 9] =
-        ["help", "status", "monitors", "history", "hyper", "get", "set", "stop", "continue"];
+    const KNOWN: [&str; 11] = [
+        "help", "status", "monitors", "history", "hyper", "get", "set", "params", "param", "stop", "continue",
+    ];
     let expects = match word {
         "history" => Some("history NAME [N]"),
+        "param" => Some("param NAME [N]"),
         "get" => Some("get NAME"),
         "set" => Some("set NAME VALUE"),
         _ if KNOWN.contains(&word) => Some(word),
@@ -380,12 +404,22 @@ fn usage(word: &str, out: &mut dyn Write) -> std::io::Result<()> {
     }
 }
 
-impl<M> Callback<M> for InjectShell {
-    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        self.path = ctx.log_dir().join(&self.file);
+impl<M: Module> Callback<M> for InjectShell {
+    fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+        self.path = std::path::absolute(&self.file).map_err(|e| Error::io(&self.file, e))?;
+        crate::logging::info!("InjectShell: create {} to open a prompt", self.path.display());
         Ok(())
     }
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         if self.path.exists() { self.shell(ctx) } else { Ok(()) }
+    }
+    fn after_train(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+        if self.path.as_os_str().is_empty() {
+            return Ok(());
+        }
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&self.path, e)),
+            _ => Ok(()),
+        }
     }
 }

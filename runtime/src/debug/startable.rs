@@ -81,6 +81,14 @@ impl Item {
 /// command. With `stop_at_train_end(false)`, threads and processes are left running (tensorpack
 /// does the same; it stops only its `StoppableThread`s and processes).
 ///
+/// - **SIGINT masked**, as tensorpack's `start_proc_mask_signal`: a process starts with SIGINT
+///   ignored (kept through `exec`; on unix), a thread runs with SIGINT blocked. A Ctrl-C at the
+///   terminal, which reaches every process of the foreground group, leaves them running: the
+///   trainer receives it, stops at the step boundary, and `after_train` stops them in order.
+/// - **Every rank**: in data-parallel training it runs on every rank, tensorpack's `_chief_only
+///   = False` for this callback (each rank's helpers, e.g. a data feeder);
+///   [`chief_only(true)`](Self::chief_only) keeps it to the chief.
+///
 /// Anything else with a start and a stop (tensorpack's "startable") runs in a thread:
 /// `.thread("server", |stop| { server.start(); stop.wait(); server.stop(); })`.
 ///
@@ -106,6 +114,7 @@ pub struct StartProcOrThread {
     items: Vec<Item>,
     stop_at_train_end: bool,
     grace: Duration,
+    chief_only: bool,
 }
 crate::kind::kind!(StartProcOrThread);
 
@@ -116,6 +125,7 @@ impl std::fmt::Debug for StartProcOrThread {
             .field("items", &items)
             .field("stop_at_train_end", &self.stop_at_train_end)
             .field("grace", &self.grace)
+            .field("chief_only", &self.chief_only)
             .finish()
     }
 }
@@ -129,7 +139,12 @@ impl Default for StartProcOrThread {
 impl StartProcOrThread {
     /// Nothing to start yet; add threads and processes with the methods below.
     pub fn new() -> Self {
-        StartProcOrThread { items: Vec::new(), stop_at_train_end: true, grace: Duration::from_secs(5) }
+        StartProcOrThread {
+            items: Vec::new(),
+            stop_at_train_end: true,
+            grace: Duration::from_secs(5),
+            chief_only: false,
+        }
     }
     /// Start a thread named `name` running `body`, which receives its stop request.
     pub fn thread(mut self, name: impl Into<String>, body: impl FnOnce(StopFlag) + Send + 'static) -> Self {
@@ -149,6 +164,12 @@ impl StartProcOrThread {
     /// Whether to stop everything in `after_train` (default true; tensorpack's `stop_at_last`).
     pub fn stop_at_train_end(mut self, stop: bool) -> Self {
         self.stop_at_train_end = stop;
+        self
+    }
+    /// Whether it runs on the chief only in data-parallel training (default false: on every
+    /// rank, as tensorpack's).
+    pub fn chief_only(mut self, chief_only: bool) -> Self {
+        self.chief_only = chief_only;
         self
     }
     /// How long threads and processes have to stop before a process is killed and a thread left
@@ -176,7 +197,10 @@ impl StartProcOrThread {
                     let flag = flag.clone();
                     let spawned = std::thread::Builder::new()
                         .name(name.clone())
-                        .spawn(move || body(flag))
+                        .spawn(move || {
+                            block_sigint();
+                            body(flag)
+                        })
                         .map_err(|e| {
                             Error::context(format!("StartProcOrThread could not start thread `{name}`"), e)
                         })?;
@@ -186,6 +210,7 @@ impl StartProcOrThread {
                     if child.is_some() {
                         continue;
                     }
+                    ignore_sigint(command);
                     let spawned = command.spawn().map_err(|e| {
                         Error::context(format!("StartProcOrThread could not start {command:?}"), e)
                     })?;
@@ -268,6 +293,38 @@ impl StartProcOrThread {
     }
 }
 
+/// Block SIGINT in the calling thread (a started thread), so that the trainer's thread receives
+/// it.
+fn block_sigint() {
+    #[cfg(unix)]
+    // SAFETY: the set is initialized by `sigemptyset` before use; `pthread_sigmask` changes only
+    // the calling thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Start `command` with SIGINT ignored: a disposition that `exec` keeps.
+fn ignore_sigint(command: &mut Command) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the closure runs in the child between fork and exec and calls only
+        // `signal`, which is async-signal-safe; it allocates nothing and takes no lock.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = command;
+}
+
 /// SIGTERM where there are signals; a kill elsewhere.
 fn terminate(child: &mut Child) {
     if matches!(child.try_wait(), Ok(Some(_))) {
@@ -289,6 +346,9 @@ fn terminate(child: &mut Child) {
 }
 
 impl<M> Callback<M> for StartProcOrThread {
+    fn chief_only(&self) -> bool {
+        self.chief_only
+    }
     fn before_train(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
         self.start()
     }

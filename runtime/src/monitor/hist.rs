@@ -88,27 +88,38 @@ impl Hist {
     }
 
     fn put<M: Module>(&self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let mut collect = Collect { path: Vec::new(), filter: self.filter.as_deref(), found: Vec::new() };
-        ctx.model().visit(&mut collect);
-        if collect.found.is_empty() {
-            return Ok(());
-        }
-        let lengths: Vec<usize> = collect.found.iter().map(|(_, t)| t.dims()[0]).collect();
-        let (names, tensors): (Vec<String>, Vec<Tensor<1>>) = collect.found.into_iter().unzip();
-        // One transfer for every parameter.
-        let values: Vec<f32> = Tensor::cat(tensors, 0).into_data().iter::<f32>().collect();
+        let parameters = selected_parameters(ctx.model(), self.filter.as_deref());
         let monitors = ctx.monitors();
-        let mut start = 0;
-        for (name, len) in names.iter().zip(lengths) {
-            monitors.put_histogram(
-                &format!("{}{name}", self.prefix),
-                &values[start..start + len],
-                self.buckets,
-            );
-            start += len;
+        for (name, values) in &parameters {
+            monitors.put_histogram(&format!("{}{name}", self.prefix), values, self.buckets);
         }
         Ok(())
     }
+}
+
+/// The float parameters of `model` whose path contains one of `filter`'s keys (every one
+/// without a filter), with their values read to the host in **one** transfer, in visiting order.
+pub(crate) fn selected_parameters<M: Module>(
+    model: &M,
+    filter: Option<&[String]>,
+) -> Vec<(String, Vec<f32>)> {
+    let mut collect = Collect { path: Vec::new(), filter, found: Vec::new() };
+    model.visit(&mut collect);
+    if collect.found.is_empty() {
+        return Vec::new();
+    }
+    let lengths: Vec<usize> = collect.found.iter().map(|(_, t)| t.dims()[0]).collect();
+    let (names, tensors): (Vec<String>, Vec<Tensor<1>>) = collect.found.into_iter().unzip();
+    let values: Vec<f32> = Tensor::cat(tensors, 0).into_data().iter::<f32>().collect();
+    let mut start = 0;
+    names
+        .into_iter()
+        .zip(lengths)
+        .map(|(name, len)| {
+            start += len;
+            (name, values[start - len..start].to_vec())
+        })
+        .collect()
 }
 
 /// Collects the selected float parameters, flattened and detached, with their paths.

@@ -8,41 +8,55 @@ use std::thread::JoinHandle;
 use burn::module::Module;
 use serde_json::{Value as Json, json};
 
+use super::checkpoint::MANIFEST_FILE;
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
-use crate::state::{BoundedSender, Watched, bounded, json_f64, parse_f64, write_atomic};
+use crate::state::{BoundedSender, Watched, bounded, check_copy_name, json_f64, parse_f64, write_atomic};
 use crate::stop::Mode;
 
-/// Writes the model to `path` whenever a monitored statistic reaches its best value so far:
-/// neon's `SaveBestStateCallback`. The file is burn's burnpack, the format of a checkpoint's
-/// `model.bpk`: plain burn reads it back with `Module::load_file(path)`.
+/// Saves the state of training whenever a monitored statistic reaches its best value so far:
+/// neon's `SaveBestStateCallback`, which writes `model.serialize(keep_states=True)`: the weights
+/// with the optimizer's states and the epoch, a file a run continues from.
+///
+/// At `path` it writes a complete checkpoint (see [the checkpoint
+/// format](crate::saver#the-checkpoint-format)): the model (`model.bpk`, which plain burn reads
+/// back with `Module::load_file`), the optimizer's state, the counters and data position, the
+/// hyper-parameters, the callbacks' states and the monitors. A run resumes from it with
+/// [`Trainer::resume_from(path)`](crate::trainer::Trainer::resume_from), and
+/// [`LoadModel`](super::LoadModel) (neon's `--model_file`) starts a new run from its weights.
+/// [`weights_only`](Self::weights_only) writes the model alone, a burnpack file at `path`.
 ///
 /// At each trigger (every epoch by default) where the statistic has a new value (order this
 /// callback after the one that puts it), a value lower than the best so far (`Mode::Min`, the
-/// default, as neon keeps the lowest validation loss; higher with `Mode::Max`) replaces the
-/// file. NaN is never the best. A statistic never put is an error naming the scalars there are.
-///
-/// The file is replaced atomically (a temporary file beside it, synced, renamed over it): a crash
-/// leaves the previous best or the new one, never a mixture. Reading the weights off the device
-/// and writing them happen on a thread of their own, so training goes on meanwhile (with at most
-/// two models waiting for that thread: past that, training waits for it, after one warning on
-/// stderr); a failed
-/// write fails the run at the next trigger, or at the end of training, naming the file. Every
-/// write is finished when training returns.
+/// default, as neon keeps the lowest validation loss; higher with `Mode::Max`) makes the
+/// checkpoint of that boundary (after the epoch's `trigger_epoch`) also written at `path`,
+/// replacing the previous best only once the new one is complete, as a
+/// [`MinSaver`](super::MinSaver) copy is. NaN is never the best. A statistic never put is an
+/// error naming the scalars there are. The checkpoint is written on the training thread, at the
+/// boundary; with `weights_only`, reading the weights off the device and writing them happen on a
+/// thread of its own, so training goes on meanwhile (with at most two models waiting for that
+/// thread: past that, training waits for it, after one warning on stderr), a failed write fails
+/// the run at the next trigger, or at the end of training, naming the file, and every write is
+/// finished when training returns.
 ///
 /// A relative `path` is taken inside the log directory (neon takes it from the working
-/// directory); an absolute one is used as it is. The best value is callback state: a resumed run
-/// does not replace the file with a worse model.
+/// directory); an absolute one is used as it is. Its last component names the checkpoint folder
+/// as a [`MinSaver`](super::MinSaver)'s copy name is checked (not starting with `.` or `step-`,
+/// no `.tmp`, `.old`, `.deleting`, `.abandoned` ending); a folder already there that is not a
+/// checkpoint, or a file, is an error at setup (nothing of the user's is replaced). The best
+/// value is callback state: a resumed run does not replace the best state with a worse one.
 ///
 /// ```
 /// use burn_stoker::prelude::*;
 /// use burn_stoker::saver::SaveBestState;
 /// use burn_stoker::stop::Mode;
 ///
-/// // `<log dir>/best.bpk`: the model with the lowest validation cost so far.
-/// let best_cost = SaveBestState::new("best.bpk", "validation_cost");
-/// // The model with the highest validation accuracy so far.
-/// let best_accuracy = SaveBestState::new("/models/best-accuracy.bpk", "validation_accuracy").mode(Mode::Max);
+/// // `<log dir>/best/`: the state with the lowest validation cost so far; resume from it with
+/// // `Trainer::resume_from("<log dir>/best")`.
+/// let best_cost = SaveBestState::new("best", "validation_cost");
+/// // The weights alone of the model with the highest validation accuracy so far.
+/// let best_accuracy =
+///     SaveBestState::new("/models/best-accuracy.bpk", "validation_accuracy").mode(Mode::Max).weights_only();
 /// # let _ = (best_cost, best_accuracy);
 /// ```
 #[derive(Debug)]
@@ -53,13 +67,14 @@ pub struct SaveBestState {
     mode: Mode,
     best: Option<f64>,
     best_epoch: u64,
+    weights_only: bool,
     writer: Option<Writer>,
 }
 crate::kind::kind!(SaveBestState);
 
 impl SaveBestState {
-    /// Write the model to `path` whenever the monitored scalar `statistic` reaches its lowest
-    /// value so far.
+    /// Write the state of training to `path` whenever the monitored scalar `statistic` reaches
+    /// its lowest value so far.
     pub fn new(path: impl Into<PathBuf>, statistic: impl Into<String>) -> Self {
         SaveBestState {
             path: path.into(),
@@ -68,8 +83,16 @@ impl SaveBestState {
             mode: Mode::Min,
             best: None,
             best_epoch: 0,
+            weights_only: false,
             writer: None,
         }
+    }
+    /// Write the model's weights alone, a burnpack file at `path` (what this callback wrote
+    /// before it saved neon's whole state): smaller, written off the training thread, but no
+    /// run can continue from it.
+    pub fn weights_only(mut self) -> Self {
+        self.weights_only = true;
+        self
     }
     /// Whether lower (`Mode::Min`, the default) or higher (`Mode::Max`) is better; `Mode::Auto`
     /// tells from the statistic's name (see [`Mode::resolve`]).
@@ -91,6 +114,38 @@ impl SaveBestState {
     }
     fn label(&self) -> String {
         format!("SaveBestState({})", self.watched.name)
+    }
+    /// The folder the checkpoint goes into, and its name there.
+    fn copy_place(&self) -> (PathBuf, String) {
+        let parent = self.target.parent().map(Path::to_path_buf).unwrap_or_default();
+        let name = self.target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        (parent, name)
+    }
+    /// The target is a file (weights only) or a checkpoint's folder, never something of the
+    /// user's that would be replaced.
+    fn check_target(&self) -> Result<()> {
+        let owner = self.label();
+        let shown = self.target.display();
+        if self.weights_only {
+            if self.target.is_dir() {
+                return Err(Error::msg(format!(
+                    "{owner}: {shown} is a directory; give the path of the file to write"
+                )));
+            }
+            return Ok(());
+        }
+        let (_, name) = self.copy_place();
+        check_copy_name(&name).map_err(|why| {
+            Error::msg(format!("{owner}: the checkpoint folder name {name:?} of {shown} {why}"))
+        })?;
+        if self.target.exists() && !self.target.join(MANIFEST_FILE).is_file() {
+            let what = if self.target.is_dir() { "a folder that is not a checkpoint" } else { "a file" };
+            return Err(Error::msg(format!(
+                "{owner}: {shown} is {what}; the best state is a checkpoint folder written there \
+                 (weights_only() writes a file): give a path that is free or holds an earlier best state"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -194,12 +249,7 @@ impl<M: Module + 'static> Callback<M> for SaveBestState {
         }
         self.target =
             if self.path.is_absolute() { self.path.clone() } else { ctx.log_dir().join(&self.path) };
-        if self.target.is_dir() {
-            return Err(Error::msg(format!(
-                "{owner}: {} is a directory; give the path of the file to write",
-                self.target.display()
-            )));
-        }
+        self.check_target()?;
         if let Some(parent) = self.target.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
@@ -217,6 +267,11 @@ impl<M: Module + 'static> Callback<M> for SaveBestState {
         }
         self.best = Some(value);
         self.best_epoch = ctx.epoch_num();
+        if !self.weights_only {
+            let (parent, name) = self.copy_place();
+            ctx.request_checkpoint_copy_at(parent, name);
+            return Ok(());
+        }
         // A clone keeps this step's weights (the optimizer makes new tensors); the writer thread
         // reads them off the device.
         let model = ctx.model().clone();

@@ -46,6 +46,7 @@
 
 mod best_state;
 pub(crate) mod checkpoint;
+mod load;
 
 use std::borrow::Cow;
 use std::path::PathBuf;
@@ -56,6 +57,7 @@ pub use checkpoint::{
     CHECKPOINT_DIR, Checkpoint, FORMAT_VERSION, INDEX_FILE, KEEP_FILE, MANIFEST_FILE, MODEL_FILE,
     MONITORS_FILE, OPTIMIZER_FILE, TRAINER_FILE,
 };
+pub use load::LoadModel;
 
 use crate::callback::{Callback, CheckpointRequest, Context};
 use crate::error::{Error, Result, check_setting};
@@ -71,6 +73,11 @@ use crate::state::{
 /// [`checkpoint_dir`](Self::checkpoint_dir) (tensorpack's `ModelSaver`), keeping the last
 /// `max_to_keep` and, as tensorpack's default, one per half hour of training forever
 /// ([`keep_every_n_hours`](Self::keep_every_n_hours)).
+///
+/// A checkpoint that cannot be written (a full disk, an unwritable folder) is logged and training
+/// goes on, as tensorpack's `ModelSaver` does; the earlier checkpoints stay intact and the latest
+/// stays the last complete one. [`on_write_error(OnWriteError::Fail)`](Self::on_write_error)
+/// fails the run instead.
 ///
 /// The checkpoint is written once every callback has handled the event that asked for it (after
 /// the epoch's `trigger_epoch` and the epoch's statistics), so that it holds every callback's
@@ -112,8 +119,27 @@ pub struct ModelSaver<T = MonotonicClock> {
     start: Option<(f64, Duration)>,
     /// The folder of checkpoints, set at setup.
     root: Option<PathBuf>,
+    on_write_error: OnWriteError,
 }
 crate::kind::kind!(ModelSaver<T>);
+
+/// What a [`ModelSaver`] does when a checkpoint cannot be written (a full disk, a folder that
+/// became unwritable, a failing device): [`ModelSaver::on_write_error`].
+///
+/// Either way the checkpoint written before stays complete and the latest (the write goes into a
+/// temporary folder renamed only when complete, see [the checkpoint
+/// format](crate::saver#the-checkpoint-format)), and nothing half-written is left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnWriteError {
+    /// Log the error (naming the checkpoint, the file and the operating system's reason) and go
+    /// on training; the next trigger tries again. tensorpack's `ModelSaver`, which catches
+    /// `IOError`, `PermissionDeniedError` and `ResourceExhaustedError` ("Exception in
+    /// ModelSaver!"). The default.
+    #[default]
+    Log,
+    /// Fail the run with the error, at the boundary of the checkpoint (`after_train` still runs).
+    Fail,
+}
 
 impl Default for ModelSaver {
     fn default() -> Self {
@@ -131,11 +157,19 @@ impl ModelSaver {
             clock: MonotonicClock::new(),
             start: None,
             root: None,
+            on_write_error: OnWriteError::Log,
         }
     }
 }
 
 impl<T> ModelSaver<T> {
+    /// What a checkpoint that cannot be written does: logged and training goes on
+    /// ([`OnWriteError::Log`], tensorpack's, the default), or the run fails
+    /// ([`OnWriteError::Fail`]). The checkpoints written before are intact either way.
+    pub fn on_write_error(mut self, action: OnWriteError) -> Self {
+        self.on_write_error = action;
+        self
+    }
     /// Also keep forever one checkpoint per `hours` hours of training (tensorpack's
     /// `keep_checkpoint_every_n_hours`, 0.5 by default; fractions of an hour are fine;
     /// `f64::INFINITY` keeps none beyond the `max_to_keep` most recent, as TensorFlow's default
@@ -171,6 +205,7 @@ impl<T> ModelSaver<T> {
             clock,
             start: None,
             root: None,
+            on_write_error: self.on_write_error,
         }
     }
     /// What this saver keeps.
@@ -208,6 +243,7 @@ impl<M, T: Clock> Callback<M> for ModelSaver<T> {
             policy: self.policy,
             time: None,
             run_start: Some(start.0),
+            keep_going: self.on_write_error == OnWriteError::Log,
         };
         ctx.state.control.savers.push(request);
         self.root = Some(root);
@@ -222,6 +258,7 @@ impl<M, T: Clock> Callback<M> for ModelSaver<T> {
             policy: self.policy,
             time: Some(time),
             run_start: Some(wall),
+            keep_going: self.on_write_error == OnWriteError::Log,
         });
         Ok(())
     }

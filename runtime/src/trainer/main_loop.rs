@@ -367,7 +367,13 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         // request already made for a folder at this boundary stands.
         let control = &mut self.state.control;
         let savers = if control.savers.is_empty() {
-            vec![CheckpointRequest { root: None, policy: KeepPolicy::default(), time: None, run_start: None }]
+            vec![CheckpointRequest {
+                root: None,
+                policy: KeepPolicy::default(),
+                time: None,
+                run_start: None,
+                keep_going: false,
+            }]
         } else {
             control.savers.clone()
         };

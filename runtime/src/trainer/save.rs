@@ -57,8 +57,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let root = self.state.log_dir.join(CHECKPOINT_DIR);
         // The copies first: the checkpoint records the savers' new best values, so a crash
         // between the two must leave the older checkpoint, from which the copy is made again.
-        for copy in copies {
-            checkpoint::write_copy(&root, &copy, &content)?;
+        for (parent, name) in copies {
+            checkpoint::write_copy(parent.as_deref().unwrap_or(&root), &name, &content)?;
         }
         // One checkpoint per folder asked for (each ModelSaver's `checkpoint_dir`), the same
         // content in each, stamped with the time its saver's clock gives; `<log dir>/checkpoints`
@@ -69,7 +69,14 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             let folder = request.root.as_deref().unwrap_or(&root);
             content.time = request.time.unwrap_or_else(checkpoint::now);
             let run_start = request.run_start.unwrap_or(self.started_at);
-            self.last_checkpoint = Some(checkpoint::write(folder, &content, &request.policy, run_start)?);
+            match checkpoint::write(folder, &content, &request.policy, run_start) {
+                Ok(dir) => self.last_checkpoint = Some(dir),
+                // tensorpack's ModelSaver: "Exception in ModelSaver!", and training goes on.
+                Err(error) if request.keep_going => {
+                    crate::logging::error!("ModelSaver: {error}; training goes on");
+                }
+                Err(error) => return Err(error),
+            }
         }
         self.state.execution.checkpoint_written(started.elapsed());
         Ok(())

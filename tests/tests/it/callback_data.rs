@@ -48,9 +48,18 @@ with h5py.File(sys.argv[1], "r") as f:
     f.visititems(visit)
 print(json.dumps(out))
 "#;
-    let output = std::process::Command::new("python3").arg("-c").arg(program).arg(path).output().unwrap();
+    let output = h5py_command(program).arg(path).output().unwrap();
     assert!(output.status.success(), "h5py: {}", String::from_utf8_lossy(&output.stderr));
     serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// `python3 -c program`. The tests of this module run at once, each starting a python: the
+/// writer marks libhdf5's descriptors close-on-exec, else a python started by one test would hold
+/// another test's file open, with HDF5's lock, and h5py's own lock there fails with EAGAIN.
+fn h5py_command(program: &str) -> std::process::Command {
+    let mut command = std::process::Command::new("python3");
+    command.arg("-c").arg(program);
+    command
 }
 
 fn now() -> f64 {
@@ -179,5 +188,102 @@ fn callback_data_file_at_a_bad_path_is_an_error_at_setup_naming_it() {
                 .to_string();
         assert!(error.contains("CallbackDataWriter") && error.contains(says), "{path}: {error}");
         assert_eq!(steps, 0, "no step runs");
+    }
+}
+
+/// Records the weight matrix of the model (its float values, as neon's `HistCallback` sees `W`)
+/// at each epoch's end, or after each step.
+struct WeightLog {
+    per_step: bool,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Vec<f32>>>>,
+}
+
+impl WeightLog {
+    fn record(&self, model: &Linear) {
+        self.seen.lock().unwrap().push(model.weight.val().into_data().iter::<f32>().collect());
+    }
+}
+
+impl Callback<Linear> for WeightLog {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        if self.per_step {
+            self.record(ctx.model());
+        }
+        Ok(())
+    }
+    fn after_epoch(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        if !self.per_step {
+            self.record(ctx.model());
+        }
+        Ok(())
+    }
+}
+
+/// The `hist` group of the file, and the histograms neon's own rule gives for `weights` (one
+/// column each), both as h5py and numpy compute them: `Tensor.hist` of neon's CPU backend,
+/// `numpy.histogram(rint(log2(|x|)), bins=arange(65) - 48 with -inf first)`.
+fn hist_with_numpy(path: &Path, weights: &[Vec<f32>]) -> Json {
+    let program = r#"
+import h5py, json, sys
+import numpy as np
+weights = json.loads(sys.argv[2])
+bins = np.arange(64 + 1) + float(-48)
+bins[0] = -float('Inf')
+expected = []
+with np.errstate(divide='ignore'):
+    for w in weights:
+        h, _ = np.histogram(np.rint(np.log2(np.abs(np.array(w, dtype=np.float32)))), density=False, bins=bins)
+        expected.append(h.tolist())
+with h5py.File(sys.argv[1], "r") as f:
+    group = f["hist"]
+    attrs = {k: [str(v.dtype), v.tolist()] if hasattr(v, "dtype") else [type(v).__name__, v] for k, v in group.attrs.items()}
+    sets = {name: {"dtype": str(d.dtype), "shape": list(d.shape), "columns": d[...].T.tolist()} for name, d in group.items()}
+print(json.dumps({"attrs": attrs, "datasets": sets, "expected": expected}))
+"#;
+    let weights = serde_json::to_string(weights).unwrap();
+    let output = h5py_command(program).arg(path).arg(weights).output().unwrap();
+    assert!(output.status.success(), "h5py: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn callback_data_hist_group_holds_neons_histograms_of_the_weights() {
+    for per_minibatch in [false, true] {
+        let dir = scratch_dir("callback-data-hist");
+        let device = burn_stoker::device::cpu();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = WeightLog { per_step: per_minibatch, seen: seen.clone() };
+        // 2 -> 16: a weight of 32 values, spread over several exponents as it trains.
+        let model = burn::nn::LinearConfig::new(2, 16).init(&device);
+        Trainer::new(model, burn::optim::SgdConfig::new().init(), tiny_data(3, &device))
+            .max_epoch(2)
+            .learning_rate(0.3)
+            .log_dir(&dir)
+            .default_callbacks(DefaultCallbacks::none())
+            .callbacks((log, CallbackDataWriter::new("data.h5").hist(per_minibatch)))
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .unwrap();
+        let weights = seen.lock().unwrap().clone();
+        let steps = if per_minibatch { 6 } else { 2 };
+        assert_eq!(weights.len(), steps);
+        let hist = hist_with_numpy(&dir.join("data.h5"), &weights);
+        let markers = if per_minibatch { "minibatch" } else { "epoch" };
+        let attrs = json!({
+            "bins": ["int64", 64],
+            "offset": ["int64", -48],
+            "time_markers": ["str", markers],
+            "time_steps": ["int64", steps],
+        });
+        assert_eq!(hist["attrs"], attrs, "per_minibatch {per_minibatch}");
+        // The weight alone (neon's filter_key ['W']; the bias is left out), named by its path.
+        let datasets = hist["datasets"].as_object().unwrap();
+        assert_eq!(datasets.keys().collect::<Vec<_>>(), ["weight"], "{hist}");
+        let weight = &datasets["weight"];
+        assert_eq!(weight["dtype"], "int32");
+        assert_eq!(weight["shape"], json!([64, steps]));
+        // Column by column, what numpy computes from the weights by neon's rule.
+        assert_eq!(weight["columns"], hist["expected"], "per_minibatch {per_minibatch}");
+        let counted: i64 = weight["columns"][0].as_array().unwrap().iter().map(|c| c.as_i64().unwrap()).sum();
+        assert_eq!(counted, 32, "every weight is counted");
     }
 }

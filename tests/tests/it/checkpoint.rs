@@ -14,10 +14,11 @@ use std::time::Duration;
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::AdamConfig;
 use burn::tensor::{Device, Tensor, TensorData};
+use burn_stoker::Error;
 use burn_stoker::debug::TerminateOnNaN;
 use burn_stoker::prelude::*;
+use burn_stoker::saver::{Checkpoint, OnWriteError};
 use burn_stoker::state::ManualClock;
-use burn_stoker::{Error, saver::Checkpoint};
 use serde_json::Value as Json;
 use stoker_tests::reads::count_reads;
 use stoker_tests::{checkpoint_weights, mse, scratch_dir, tiny_data, tiny_model};
@@ -412,11 +413,40 @@ fn train_on_tmpfs_at(mount_point: &Path, kib: u64) -> Option<(Tmpfs, PathBuf, Er
     let log = tmpfs.dir.join("log");
     let probe = Probe::default();
     let error = wide_trainer(&log, 4)
-        .callbacks((ModelSaver::new(100), probe.clone()))
+        .callbacks((ModelSaver::new(100).on_write_error(OnWriteError::Fail), probe.clone()))
         .train(step_fn)
         .expect_err("the disk fills up")
         .error;
     Some((tmpfs, log, error, probe.steps()))
+}
+
+#[test]
+fn a_full_disk_is_logged_and_training_goes_on_by_default_keeping_the_earlier_checkpoints() {
+    // Room for step-5, step-10, the index (and its temporary copy) and half of step-15: step-15
+    // and step-20 cannot be written.
+    let [first, second, third] = wide_checkpoint_pages();
+    let mount_point = scratch_dir("full-disk-goes-on").join("mnt");
+    let kib = 4 * (first + second + 2 + third / 2);
+    let Some(tmpfs) =
+        tmpfs_or_skip(&mount_point, Tmpfs::mount(&mount_point, kib + 4), std::env::var_os(SKIP_TMPFS))
+    else {
+        return;
+    };
+    let log = tmpfs.dir.join("log");
+    let probe = Probe::default();
+    // tensorpack's ModelSaver: "Exception in ModelSaver!", and the run goes on.
+    let report = wide_trainer(&log, 4)
+        .callbacks((ModelSaver::new(100), probe.clone()))
+        .train(step_fn)
+        .expect("a checkpoint that cannot be written does not end the run");
+    assert_eq!(report.outcome, Outcome::Finished);
+    assert_eq!(probe.steps(), 20);
+    let root = log.join("checkpoints");
+    // The earlier checkpoints, intact; the latest is the last complete one; nothing half-written.
+    assert_eq!(tmp_leftovers(&tmpfs.dir), Vec::<PathBuf>::new());
+    assert_eq!(entries(&root), ["index.json", "step-10", "step-5"]);
+    assert_eq!(read_json(&root.join("index.json"))["latest"], "step-10");
+    assert_eq!(Checkpoint::latest(&log).unwrap().unwrap().global_step(), 10);
 }
 
 /// The mounted tmpfs; or, when mounting failed, a panic that says why and how to opt out, or

@@ -19,8 +19,8 @@ use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
 use burn_stoker::callback::{StepHooks, StepLoss};
 use burn_stoker::debug::{
-    CallbackFactory, CheckNumerics, DumpTensorAsImage, DumpTensors, InjectShell, ProcessTensors,
-    StartProcOrThread, StepTimeout, TensorPrinter, TensorValues, TimeoutAction,
+    CallbackFactory, CheckNumerics, DumpTensorAsImage, DumpTensors, INJECT_SHELL_FILE, InjectShell,
+    ProcessTensors, StartProcOrThread, StepTimeout, TensorPrinter, TensorValues, TimeoutAction,
 };
 use burn_stoker::prelude::*;
 use burn_stoker::state::ManualClock;
@@ -378,6 +378,161 @@ fn dump_tensor_as_image_writes_a_batch_with_prefix_scale_map_and_resize() {
     assert!(error.contains("shape [1] is not an image"), "{error}");
 }
 
+/// A writer of the monitors that keeps the images it receives: `(name, step, height, width,
+/// channels, pixels)`.
+#[derive(Clone, Default)]
+struct Images(Arc<Mutex<Vec<SeenImage>>>);
+
+/// An image a writer received: `(name, step, height, width, channels, pixels)`.
+type SeenImage = (String, u64, u32, u32, u8, Vec<u8>);
+
+impl burn_stoker::state::MonitorSink for Images {
+    fn name(&self) -> &str {
+        "Images"
+    }
+    fn write(&mut self, records: &[burn_stoker::state::Record]) -> std::io::Result<()> {
+        for record in records {
+            if let burn_stoker::state::Value::Image(image) = &record.value {
+                let entry =
+                    (record.name.to_string(), record.global_step, image.height, image.width, image.channels);
+                let (name, step, h, w, c) = entry;
+                self.0.lock().unwrap().push((name, step, h, w, c, image.pixels.clone()));
+            }
+        }
+        Ok(())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Adds an [`Images`] writer at setup.
+struct AddImages(Images);
+
+impl Callback<Linear> for AddImages {
+    fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        ctx.monitors().add_sink(self.0.clone());
+        Ok(())
+    }
+}
+
+fn with_images(images: &Images) -> AddImages {
+    AddImages(images.clone())
+}
+
+#[test]
+fn dump_tensor_as_image_puts_its_images_to_the_monitors_as_tensorpack_names_them() {
+    let images = Images::default();
+    let run = Run::new("image-monitors", 1, 2);
+    run.train((
+        with_images(&images),
+        DumpTensorAsImage::new("image"),
+        DumpTensorAsImage::new("batch").prefix("rgb").named("rgb"),
+    ))
+    .unwrap();
+    let mut seen = images.0.lock().unwrap().clone();
+    seen.sort();
+    // One image under its prefix; a batch as `<prefix>/<index>` (tensorpack's put_image).
+    assert_eq!(
+        seen,
+        [
+            ("image".to_string(), 2, 2, 3, 1, IMAGE_PIXELS.to_vec()),
+            ("rgb/0".to_string(), 2, 1, 2, 3, vec![0, 23, 46, 69, 92, 115]),
+            ("rgb/1".to_string(), 2, 1, 2, 3, vec![139, 162, 185, 208, 231, 255]),
+        ]
+    );
+}
+
+/// Sets the model's weight to `[[1], [3]]` and its bias to `[-2]` in `before_train`.
+fn set_weights() -> CallbackFactory<Linear> {
+    CallbackFactory::new().name("set").before_train(|ctx: &mut Context<'_, Linear>| {
+        let device = ctx.model().weight.val().device();
+        let model = ctx.model_mut();
+        model.weight = burn::module::Param::from_tensor(Tensor::from_data(
+            TensorData::new(vec![1.0f32, 3.0], [2, 1]),
+            &device,
+        ));
+        model.bias = Some(burn::module::Param::from_tensor(Tensor::from_data(
+            TensorData::new(vec![-2.0f32], [1]),
+            &device,
+        )));
+    })
+}
+
+#[test]
+fn dump_param_as_image_writes_a_parameter_as_stretched_images_and_puts_them() {
+    let images = Images::default();
+    let run = Run::new("param-image", 2, 2);
+    let mut run = run;
+    run.learning_rate = 0.0;
+    run.train((
+        set_weights(),
+        with_images(&images),
+        burn_stoker::debug::DumpParamAsImage::new("weight").resize(4, 2),
+    ))
+    .unwrap();
+    // The [2, 1] weight is one 2x1 grey image, stretched from 1 (black) to 3 (white), 2x resized.
+    assert_eq!(png_files(&run.dir), ["weight-2-0.png", "weight-4-0.png"]);
+    let (width, height, color, pixels) = decode_png(&run.dir.join("weight-4-0.png"));
+    assert_eq!((width, height, color), (2, 4, png::ColorType::Grayscale));
+    assert_eq!(pixels, [0, 0, 0, 0, 255, 255, 255, 255]);
+    let seen = images.0.lock().unwrap().clone();
+    let names: Vec<(String, u64)> = seen.iter().map(|(n, s, ..)| (n.clone(), *s)).collect();
+    assert_eq!(names, [("weight".to_string(), 2), ("weight".to_string(), 4)]);
+
+    // A parameter that is not there: an error at setup naming the ones that are.
+    let error = Run::new("param-image-bad", 1, 1)
+        .train(burn_stoker::debug::DumpParamAsImage::new("conv1.weight"))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("no float parameter `conv1.weight`; it has: weight, bias"), "{error}");
+}
+
+#[test]
+fn inject_shell_reads_the_models_parameters_by_name() {
+    let mut run = Run::new("shell-params", 1, 1);
+    run.learning_rate = 0.0;
+    std::fs::write(run.dir.join(INJECT_SHELL_FILE), b"").unwrap();
+    let out = Shared::default();
+    let input = "params\nparam weight\nparam bias 0\nparam nope\nparam\ncontinue\n";
+    let shell = in_log_dir(&run).with_io(std::io::Cursor::new(input), out.clone());
+    run.train((set_weights(), shell)).unwrap();
+    let text = out.text();
+    let prompt = text.split_once("\n").unwrap().1;
+    assert_eq!(
+        prompt,
+        "stoker> weight [2, 1]\nbias [1]\n\
+         stoker> weight [2, 1]: min 1, max 3, mean 2, norm 3.1622776601683795\n[1, 3]\n\
+         stoker> bias [1]: min -2, max -2, mean -2, norm 2\n[, ...]\n\
+         stoker> no parameter named `nope`; known: weight, bias\n\
+         stoker> usage: param NAME [N]\n\
+         stoker> InjectShell: training continues.\n"
+    );
+}
+
+#[test]
+fn inject_shell_looks_for_its_file_in_the_working_directory_and_removes_it_at_the_end() {
+    // tensorpack's `InjectShell(file='INJECT_SHELL.tmp')`: a path from the working directory.
+    let mut shell = InjectShell::new();
+    Run::new("shell-default-file", 1, 1).train(&mut shell).unwrap();
+    assert_eq!(shell.path(), std::env::current_dir().unwrap().join(INJECT_SHELL_FILE));
+    // A file left at the end (kept by keep_file, or created during the last epoch) is removed.
+    let run = Run::new("shell-after-train", 2, 1);
+    let file = run.dir.join("late");
+    let creator = CallbackFactory::<Linear>::new().name("late").trigger_epoch({
+        let file = file.clone();
+        move |ctx: &mut Context<'_, Linear>| {
+            if ctx.epoch_num() == 2 {
+                std::fs::write(&file, b"").unwrap();
+            }
+        }
+    });
+    // The shell looks before the file is created: it never pauses, and the file goes.
+    let shell = InjectShell::new().file(&file).with_io(std::io::Cursor::new(""), Shared::default());
+    run.train((shell, creator)).unwrap();
+    assert!(!file.exists());
+}
+
 // ---------------------------------------------------------------------------------------------
 // TensorPrinter
 
@@ -411,9 +566,15 @@ fn pauser_and_lr_log(at: u64, log: &Log) -> CallbackFactory<Linear> {
             let seen = ctx.global_step() as f64 * 1.5;
             ctx.monitors().put_scalar("seen", seen);
             if ctx.global_step() == at {
-                std::fs::write(ctx.log_dir().join("INJECT_SHELL.tmp"), b"").unwrap();
+                std::fs::write(ctx.log_dir().join(INJECT_SHELL_FILE), b"").unwrap();
             }
         })
+}
+
+/// An InjectShell looking for `INJECT_SHELL.tmp` in the run's log directory (tests run in one
+/// working directory at once; the default file is in it).
+fn in_log_dir(run: &Run) -> InjectShell {
+    InjectShell::new().file(run.dir.join(INJECT_SHELL_FILE))
 }
 
 #[test]
@@ -423,7 +584,7 @@ fn inject_shell_pauses_at_the_next_trigger_then_shows_monitors_and_sets_the_lear
     let out = Shared::default();
     let input =
         "monitors\nhistory seen 2\nget learning_rate\nset learning_rate 0.5\nset momentum 1\ncontinue\n";
-    let shell = InjectShell::new().with_io(std::io::Cursor::new(input), out.clone());
+    let shell = in_log_dir(&run).with_io(std::io::Cursor::new(input), out.clone());
     // The file appears at step 3 (in epoch 2): the shell opens at the trigger of epoch 2.
     let report = run.train((pauser_and_lr_log(3, &log), shell)).unwrap();
     assert_eq!(report.outcome, Outcome::Finished);
@@ -453,19 +614,21 @@ fn inject_shell_keeps_the_file_on_request_and_can_stop_training() {
     // keep_file: the file pauses at every trigger; the end of the input continues.
     let run = Run::new("shell-keep", 3, 1);
     let out = Shared::default();
-    let shell = InjectShell::new().keep_file(true).with_io(std::io::Cursor::new("status\nc\n"), out.clone());
+    let shell = in_log_dir(&run).keep_file(true).with_io(std::io::Cursor::new("status\nc\n"), out.clone());
     let log = new_log();
     run.train((pauser_and_lr_log(1, &log), shell)).unwrap();
     let text = out.text();
     let pauses: Vec<&str> = text.lines().filter(|l| l.contains("training paused")).collect();
     assert_eq!(pauses.len(), 3, "{text}");
     assert!(text.contains("stoker> epoch 1 of 3, global step 1, local step 1 of 1\n"), "{text}");
-    assert!(run.dir.join("INJECT_SHELL.tmp").exists());
+    // tensorpack's `_after_train`: the file goes at the end of training, kept or not.
+    assert!(!run.dir.join("INJECT_SHELL.tmp").exists());
 
     // stop: training ends after this trigger, with after_train.
     let run = Run::new("shell-stop", 3, 2);
     let out = Shared::default();
-    let shell = InjectShell::new().file("pause").with_io(std::io::Cursor::new("stop\n"), out.clone());
+    let shell =
+        InjectShell::new().file(run.dir.join("pause")).with_io(std::io::Cursor::new("stop\n"), out.clone());
     std::fs::write(run.dir.join("pause"), b"").unwrap();
     let report = run.train(shell).unwrap();
     assert_eq!(report.outcome, Outcome::Stopped("stopped from InjectShell".into()));
@@ -479,7 +642,7 @@ fn inject_shell_under_a_periodic_trigger_looks_every_k_steps() {
     let log = new_log();
     let out = Shared::default();
     let shell = PeriodicTrigger::new(
-        InjectShell::new().with_io(std::io::Cursor::new("set learning_rate 0.25\nquit\n"), out.clone()),
+        in_log_dir(&run).with_io(std::io::Cursor::new("set learning_rate 0.25\nquit\n"), out.clone()),
     )
     .every_k_steps(2);
     run.train((pauser_and_lr_log(2, &log), shell)).unwrap();
@@ -712,6 +875,55 @@ fn start_proc_or_thread_reports_what_failed_to_start_and_stops_the_rest() {
     }
     std::thread::sleep(Duration::from_millis(50));
     assert!(running.load(Ordering::SeqCst), "the thread was not stopped");
+}
+
+/// The signals a `/proc/.../status` line lists in hexadecimal (`SigIgn:`, `SigBlk:`) hold SIGINT.
+#[cfg(target_os = "linux")]
+fn holds_sigint(status: &str, field: &str) -> bool {
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("{field} in {status}"));
+    let mask = u64::from_str_radix(line[field.len()..].trim(), 16).unwrap();
+    mask & (1 << (libc::SIGINT - 1)) != 0
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn start_proc_or_thread_masks_sigint_for_its_children_and_runs_on_every_rank() {
+    // tensorpack's `_chief_only = False` for StartProcOrThread.
+    assert!(!Callback::<Linear>::chief_only(&StartProcOrThread::new()));
+    assert!(Callback::<Linear>::chief_only(&StartProcOrThread::new().chief_only(true)));
+
+    let run = Run::new("startable-sigint", 1, 2);
+    let status = run.dir.join("status");
+    // The process (grep, through sh) reads its own status: SIGINT ignored
+    // (start_proc_mask_signal), kept through exec; the file appears whole (renamed).
+    let mut command = Command::new("sh");
+    command.arg("-c").arg(format!(
+        "grep -E '^Sig(Ign|Blk):' /proc/self/status > {0}.tmp && mv {0}.tmp {0}",
+        status.display()
+    ));
+    let (sender, receiver) = mpsc::channel();
+    let helpers = StartProcOrThread::new().process(command).thread("reader", move |stop| {
+        sender.send(std::fs::read_to_string("/proc/thread-self/status").unwrap()).unwrap();
+        stop.wait();
+    });
+    // Training waits at its first step for the process's file: after training it is stopped.
+    let waiter = CallbackFactory::<Linear>::new().before_step({
+        let status = status.clone();
+        move |ctx| {
+            let start = std::time::Instant::now();
+            while ctx.global_step() == 0 && !status.exists() {
+                assert!(start.elapsed() < Duration::from_secs(60), "no {} within 60 s", status.display());
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    });
+    // The trainer handles signals here: without the mask, the child would get SIGINT's default.
+    let report = run.train((helpers, waiter)).unwrap();
+    assert_eq!(report.outcome, Outcome::Finished);
+    let process = std::fs::read_to_string(&status).unwrap();
+    assert!(holds_sigint(&process, "SigIgn:"), "the process does not ignore SIGINT:\n{process}");
+    let thread = receiver.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(holds_sigint(&thread, "SigBlk:"), "the thread does not block SIGINT:\n{thread}");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ mod mlflow;
 mod modify;
 mod monitor_catalogue;
 mod monitors;
+mod neon_defaults;
 mod param;
 mod resume;
 mod resume_guards;

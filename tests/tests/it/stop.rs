@@ -568,8 +568,8 @@ fn save_best_state_writes_the_best_epochs_model_atomically() {
         (
             script,
             Script::new("val_score", &history),
-            SaveBestState::new("best/min.bpk", "val_loss"),
-            SaveBestState::new(dir.join("max.bpk"), "val_score").mode(Mode::Max),
+            SaveBestState::new("best/min.bpk", "val_loss").weights_only(),
+            SaveBestState::new(dir.join("max.bpk"), "val_score").mode(Mode::Max).weights_only(),
         ),
     )
     .unwrap();
@@ -587,7 +587,7 @@ fn save_best_state_keeps_its_best_across_a_resume() {
     let history = [1.0, 0.5, 0.75];
     let script = Script::new("val_loss", &history);
     let seen = script.seen.clone();
-    let saver = || SaveBestState::new("best.bpk", "val_loss");
+    let saver = || SaveBestState::new("best.bpk", "val_loss").weights_only();
     train(&dir, tiny_model(&device), 2, false, (script, saver(), ModelSaver::new(3))).unwrap();
     assert_eq!(
         saved_state(&dir, "SaveBestState(val_loss)"),
@@ -615,7 +615,7 @@ fn save_best_state_refuses_a_directory() {
         tiny_model(&device),
         1,
         false,
-        (Script::new("val_loss", &[1.0]), SaveBestState::new(dir.clone(), "val_loss")),
+        (Script::new("val_loss", &[1.0]), SaveBestState::new(dir.clone(), "val_loss").weights_only()),
     )
     .unwrap_err();
     assert_eq!(
@@ -625,6 +625,24 @@ fn save_best_state_refuses_a_directory() {
             dir.display()
         )
     );
+    // The whole state is a checkpoint folder: a folder of the user's, or a file, is never
+    // replaced by one.
+    std::fs::write(dir.join("notes.txt"), b"mine").unwrap();
+    for (path, what) in
+        [(dir.clone(), "a folder that is not a checkpoint"), (dir.join("notes.txt"), "a file")]
+    {
+        let error = train(
+            &dir,
+            tiny_model(&device),
+            1,
+            false,
+            (Script::new("val_loss", &[1.0]), SaveBestState::new(path.clone(), "val_loss")),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains(&format!("{} is {what}", path.display())), "{error}");
+    }
+    assert_eq!(std::fs::read(dir.join("notes.txt")).unwrap(), b"mine");
 }
 
 /// Sets every weight to NaN in `trigger_epoch` of epoch `at` (before the savers after it).

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use hdf5::types::VarLenUnicode;
 use hdf5::{Dataset, File, Group, H5Type, Location};
 
+use super::hist::{BINS, OFFSET};
 use crate::error::{Error, Result};
 
 /// What the file holds beside the per-minibatch cost, decided at setup.
@@ -21,6 +22,9 @@ pub(super) struct Layout {
     pub(super) loss: bool,
     /// The datasets under `metrics/` (a `MetricCallback`'s metric names).
     pub(super) metrics: Vec<String>,
+    /// `HistCallback`'s group: whether a column per minibatch (else per epoch), and the
+    /// datasets under `hist/`.
+    pub(super) hist: Option<(bool, Vec<String>)>,
 }
 
 impl Layout {
@@ -39,8 +43,35 @@ pub(super) struct H5File {
     markers: Dataset,
     loss: Option<(Dataset, Dataset)>,
     metrics: Vec<Dataset>,
+    hist: Vec<Dataset>,
     start_time: Dataset,
     end_time: Dataset,
+}
+
+/// Mark the descriptors this process holds on `path` close-on-exec: libhdf5 opens its files
+/// without `O_CLOEXEC`, so a program started meanwhile (a `SendStat` command, a
+/// `StartProcOrThread` process) would keep the file open, with HDF5's lock on it, for its whole
+/// life. Linux (`/proc/self/fd`); elsewhere nothing is done.
+fn close_on_exec(path: &Path) {
+    #[cfg(target_os = "linux")]
+    {
+        let Ok(target) = path.canonicalize() else { return };
+        let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return };
+        for entry in fds.flatten() {
+            let points_there = std::fs::read_link(entry.path()).is_ok_and(|link| link == target);
+            if let (true, Ok(fd)) = (points_there, entry.file_name().to_string_lossy().parse::<i32>()) {
+                // SAFETY: fcntl on a descriptor this process holds, changing only its flags.
+                unsafe {
+                    let flags = libc::fcntl(fd, libc::F_GETFD);
+                    if flags >= 0 {
+                        libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+                    }
+                }
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = path;
 }
 
 /// An HDF5 error as the crate's error, naming the file.
@@ -83,10 +114,13 @@ impl H5File {
     /// Open the file at `path`: a new one (replacing one that is there), or, `resumed`, the one
     /// an earlier run wrote if there is one. Returns it and whether it is new.
     pub(super) fn open(path: &Path, resumed: bool) -> Result<(File, bool)> {
-        if resumed && path.exists() {
-            return Ok((File::open_rw(path).map_err(|e| h5_error(path, "open", e))?, false));
-        }
-        Ok((File::create(path).map_err(|e| h5_error(path, "create", e))?, true))
+        let opened = if resumed && path.exists() {
+            (File::open_rw(path).map_err(|e| h5_error(path, "open", e))?, false)
+        } else {
+            (File::create(path).map_err(|e| h5_error(path, "create", e))?, true)
+        };
+        close_on_exec(path);
+        Ok(opened)
     }
 
     /// Lay `layout` out in a new file (every group, dataset and attribute), or check that the
@@ -128,6 +162,27 @@ impl H5File {
         let timing = time.create_group("train")?;
         dataset::<f64>(&timing, "start_time", 1)?;
         dataset::<f64>(&timing, "end_time", 1)?;
+        if let Some((per_minibatch, names)) = &layout.hist {
+            Self::make_hist(file, layout, *per_minibatch, names)?;
+        }
+        Ok(())
+    }
+
+    /// `HistCallback.on_train_begin`'s group and its attributes, and a `(64, time_steps)` int32
+    /// dataset per parameter (neon's `require_dataset(name, shape=(64, points), dtype=int32)`).
+    fn make_hist(file: &File, layout: &Layout, per_minibatch: bool, names: &[String]) -> hdf5::Result<()> {
+        let hist = file.create_group("hist")?;
+        let steps = if per_minibatch { layout.total_minibatches } else { layout.total_epochs };
+        set_attr(&hist, "bins", &(BINS as i64))?;
+        set_attr(&hist, "offset", &i64::from(OFFSET))?;
+        set_str_attr(&hist, "time_markers", if per_minibatch { "minibatch" } else { "epoch" })?;
+        set_attr(&hist, "time_steps", &(steps as i64))?;
+        for name in names {
+            hist.new_dataset::<i32>()
+                .shape((BINS, steps as usize))
+                .alloc_time(Some(hdf5::plist::dataset_create::AllocTime::Early))
+                .create(name.as_str())?;
+        }
         Ok(())
     }
 
@@ -163,11 +218,14 @@ impl H5File {
         };
         let loss = if layout.loss { Some((get("cost/loss")?, get("time/loss")?)) } else { None };
         let metrics = layout.metrics.iter().map(|m| get(&format!("metrics/{m}"))).collect::<Result<_>>()?;
+        let hist_names = layout.hist.iter().flat_map(|(_, names)| names);
+        let hist = hist_names.map(|name| get(&format!("hist/{name}"))).collect::<Result<_>>()?;
         Ok(H5File {
             cost_train: get("cost/train")?,
             markers: get("time_markers/minibatch")?,
             loss,
             metrics,
+            hist,
             start_time: get("time/train/start_time")?,
             end_time: get("time/train/end_time")?,
             path: path.to_path_buf(),
@@ -216,6 +274,14 @@ impl H5File {
             if let Some(value) = value {
                 one(dataset, *value).map_err(self.error("write metrics in"))?;
             }
+        }
+        Ok(())
+    }
+
+    /// Column `column` of each `hist/` dataset: the histograms in the datasets' order.
+    pub(super) fn write_hist(&self, column: usize, histograms: &[[i32; BINS]]) -> Result<()> {
+        for (dataset, counts) in self.hist.iter().zip(histograms) {
+            dataset.write_slice(&counts[..], (.., column)).map_err(self.error("write hist in"))?;
         }
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! neon's layout (`Callbacks(model, output_file="data.h5")`, `-o data.h5`).
 
 mod file;
+mod hist;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -9,10 +10,13 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value as Json;
 
+use burn::module::Module;
+
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result, check_setting};
 use crate::fetch::{Fetch, FetchKind, Fetched};
 use file::{H5File, Layout};
+use hist::HistSetting;
 
 /// neon's `callback_data` saved to a file: an HDF5 file in neon's own layout, which neon's
 /// readers (`nvis`, `neon.visualizations.data.h5_cost_data`) and h5py read. It is neon's
@@ -26,6 +30,7 @@ use file::{H5File, Layout};
 /// | `cost/loss`, `time/loss` | float32, `(epochs // eval_freq,)` | `cost/loss`: `time_markers = "epoch_freq"`, `epoch_freq` | the validation loss and the pass's seconds (`LossCallback`) |
 /// | `metrics/<name>` | float32, `(epochs // eval_freq,)` | `time_markers = "epoch_freq"`, `epoch_freq` | each metric (`MetricCallback`) |
 /// | `time/train/start_time`, `end_time` | float64, `(1,)` | `units = "seconds"` | the wall clock at the start and the end (`RunTimerCallback`) |
+/// | `hist` (group), `hist/<parameter>` | int32, `(64, time_steps)` | group: `bins` (64), `offset` (-48), `time_markers` (`"minibatch"` or `"epoch"`), `time_steps` (int64) | with [`hist`](Self::hist): a column of each weight's histogram per minibatch or per epoch (`HistCallback`) |
 ///
 /// - **`cost/train`**, neon's `TrainCostCallback`: the mean of the last
 ///   [`window`](Self::window) (10) minibatch costs at each minibatch, the step's `"loss"`
@@ -53,9 +58,15 @@ use file::{H5File, Layout};
 /// - **Chief only**: in data-parallel training, only the chief (rank 0) writes the file.
 /// - **Path**: relative to the log directory, or absolute; its folder is created. A path that
 ///   is a folder, or that cannot be created, is an error at setup, before any step.
-/// - Differs from neon: `HistCallback`'s histograms (`hist/`) are not written (`monitor::Hist`
-///   writes TensorBoard histograms); the values are the monitors' (`f64`) stored as neon's
-///   float32.
+/// - **`hist/<parameter>`** (with [`hist`](Self::hist)), neon's `HistCallback`: for each weight
+///   (the parameters whose path contains `weight`, neon's `filter_key=['W']`;
+///   [`hist_filter`](Self::hist_filter) changes the keys), the counts of `rint(log2(|x|))` in
+///   neon's 64 bins from -48 (bin 0: below 2^-47.5 and the zeros; bin `i`: exponent `i - 48`;
+///   larger values and NaN uncounted), as neon's backends count them. A column per epoch
+///   (column `epoch - 1`, at each epoch's end), or per minibatch (column `global_step - 1`, after
+///   each step's update; a read of the weights at every step). The datasets are named by the
+///   parameters' paths (`fc1.weight`), where neon names them `<layer>_<index>_<attribute>`.
+/// - Differs from neon: the values are the monitors' (`f64`) stored as neon's float32.
 ///
 /// ```no_run
 /// use burn_stoker::monitor::CallbackDataWriter;
@@ -73,6 +84,7 @@ pub struct CallbackDataWriter {
     eval_freq: u64,
     loss: Option<String>,
     metrics: Vec<String>,
+    hist: Option<HistSetting>,
     /// From setup to `before_train`: the file opened, and whether it is new.
     opened: Option<(hdf5::File, PathBuf, bool)>,
     /// The state a checkpoint saved, applied at `before_train`.
@@ -115,6 +127,7 @@ impl CallbackDataWriter {
             eval_freq: 1,
             loss: None,
             metrics: Vec::new(),
+            hist: None,
             opened: None,
             restored: None,
             run: None,
@@ -152,6 +165,23 @@ impl CallbackDataWriter {
         self
     }
 
+    /// Write neon's `HistCallback` histograms of the weights in `hist/`: a column per minibatch
+    /// (`per_minibatch`, neon's `plot_per_mini`, a read of the weights at every step) or per
+    /// epoch.
+    pub fn hist(mut self, per_minibatch: bool) -> Self {
+        let filter = self.hist.take().map_or_else(|| vec!["weight".to_string()], |h| h.filter);
+        self.hist = Some(HistSetting { per_minibatch, filter });
+        self
+    }
+
+    /// The histograms are of the parameters whose path contains one of `keys` (`["weight"]` by
+    /// default; neon's `filter_key`); turns [`hist`](Self::hist) on, per epoch, if it is off.
+    pub fn hist_filter<S: Into<String>>(mut self, keys: impl IntoIterator<Item = S>) -> Self {
+        let per_minibatch = self.hist.as_ref().is_some_and(|h| h.per_minibatch);
+        self.hist = Some(HistSetting { per_minibatch, filter: keys.into_iter().map(Into::into).collect() });
+        self
+    }
+
     /// The file, as given.
     pub fn path(&self) -> &std::path::Path {
         &self.path
@@ -166,6 +196,9 @@ impl CallbackDataWriter {
                     "CallbackDataWriter: the scalar name {name:?} cannot name a dataset: it must be non-empty, without `/`"
                 )));
             }
+        }
+        if self.hist.as_ref().is_some_and(|h| h.filter.is_empty()) {
+            return Err(Error::msg("CallbackDataWriter: an empty hist_filter selects no parameter"));
         }
         if self.fetches[0].name.is_empty() {
             return Err(Error::msg("CallbackDataWriter: cost_output must be a non-empty output name"));
@@ -229,6 +262,13 @@ impl CallbackDataWriter {
         self.loss.iter().chain(&self.metrics)
     }
 
+    /// Column `column` of `hist/`: the histograms of the weights now (nothing without a column).
+    fn write_hist<M: Module>(&mut self, ctx: &Context<'_, M>, column: Option<u64>) -> Result<()> {
+        let (Some(setting), Some(column)) = (&self.hist, column) else { return Ok(()) };
+        let histograms: Vec<_> = setting.columns(ctx.model()).into_iter().map(|(_, counts)| counts).collect();
+        self.running()?.file.write_hist(column as usize, &histograms)
+    }
+
     /// Where the validation pass that ends now goes in neon's layout, if it has a place.
     fn evaluation_index<M>(&self, ctx: &Context<'_, M>) -> Option<usize> {
         let counters = ctx.counters();
@@ -239,7 +279,7 @@ impl CallbackDataWriter {
     }
 }
 
-impl<M> Callback<M> for CallbackDataWriter {
+impl<M: Module> Callback<M> for CallbackDataWriter {
     fn fetches(&self) -> &[Fetch] {
         &self.fetches
     }
@@ -275,6 +315,7 @@ impl<M> Callback<M> for CallbackDataWriter {
             eval_freq: self.eval_freq,
             loss: self.loss.is_some(),
             metrics: self.metrics.clone(),
+            hist: self.hist.as_ref().map(|h| (h.per_minibatch, h.names(ctx.model()))),
         };
         let file = H5File::start(file, &path, &layout, new)?;
         if !ctx.monitors_ref().is_resumed() {
@@ -310,8 +351,21 @@ impl<M> Callback<M> for CallbackDataWriter {
         Ok(())
     }
 
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if self.hist.as_ref().is_some_and(|h| h.per_minibatch) {
+            let total = ctx.counters().max_epoch() * ctx.counters().steps_per_epoch();
+            let column = ctx.global_step().checked_sub(1).filter(|&c| c < total);
+            self.write_hist(ctx, column)?;
+        }
+        Ok(())
+    }
+
     fn after_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let (epoch, step) = (ctx.epoch_num(), ctx.global_step());
+        if self.hist.as_ref().is_some_and(|h| !h.per_minibatch) {
+            let column = epoch.checked_sub(1).filter(|&c| c < ctx.counters().max_epoch());
+            self.write_hist(ctx, column)?;
+        }
         let run = self.running()?;
         run.write_pending()?;
         if epoch >= 1 {
