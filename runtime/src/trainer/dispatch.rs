@@ -436,11 +436,9 @@ impl<C, M> Delivery<'_, '_, C, M> {
     }
 
     /// The validation pass callback `i` asked for during `event`, with fastai's events around it
-    /// (its `_with_events(..., 'validate', CancelValidException)`): a `CancelValid` from
-    /// `before_validate` or the pass is followed by `after_cancel_validate`, then
-    /// `after_validate` as always. An error or a panic of the pass itself is reported in `event`
-    /// (the one the callback was triggered by: `trigger_epoch`, `trigger_step`...), where the
-    /// pass runs for the user.
+    /// (`_with_events(..., 'validate', CancelValidException)`): a `CancelValid` from `before_validate`
+    /// or the pass is followed by `after_cancel_validate`, then `after_validate` as always. An error
+    /// of the pass is reported in `event` (`trigger_epoch`...), where the pass runs for the user.
     fn validation_pass<K>(mut self, i: usize, event: Event<'_>) -> Result<()>
     where
         C: Callbacks<M, K>,
