@@ -3,8 +3,8 @@
 //! A rank of a CUDA world that fails tells the others at the exchange they wait in; but when it
 //! failed before its backward, the others wait inside theirs, in burn's NCCL reduction, which
 //! has no timeout and never returns without this rank's gradients. The failing rank's wait is
-//! therefore bounded: past [`FAILURE_WAIT`], the process ends with an error naming the rank and
-//! its failure, rather than hang without a word.
+//! therefore bounded: past `FAILURE_WAIT` (120 s), the process ends with an error naming the
+//! rank and its failure, rather than hang without a word.
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 /// How long a failed rank of a CUDA world waits for the others to meet it before ending the
 /// process: longer than any rank needs to finish a step it can finish.
+#[cfg(feature = "cuda")]
 pub(crate) const FAILURE_WAIT: Duration = Duration::from_secs(120);
 
 /// The bound on a failed CUDA rank's wait (see the module's documentation): past
