@@ -1038,9 +1038,13 @@ fn checkpoint_leftovers_are_removed_only_when_stoker_left_them_and_their_writer_
         // A live process's temporaries (pid 1 is always there).
         make_dir("step-7.1-0.tmp");
         std::fs::write(root.join("index.json.1-3.tmp"), b"{").unwrap();
-        // A dead process's.
-        make_dir(&format!("step-8.{DEAD_PID}-0.tmp"));
-        std::fs::write(root.join(format!("index.json.{DEAD_PID}-1.tmp")), b"{").unwrap();
+        // A dead process's of this host: removed.
+        let host = host_tag();
+        make_dir(&format!("step-8.{DEAD_PID}-0-{host}.tmp"));
+        std::fs::write(root.join(format!("index.json.{DEAD_PID}-1-{host}.tmp")), b"{").unwrap();
+        // An earlier version's (no host: maybe another host's), changed less than a day ago: kept.
+        make_dir(&format!("step-6.{DEAD_PID}-0.tmp"));
+        std::fs::write(root.join(format!("index.json.{DEAD_PID}-2.tmp")), b"{").unwrap();
         // What an earlier version left (one writer per directory then too).
         make_dir("step-9.tmp");
         make_dir("step-2.deleting");
@@ -1048,10 +1052,31 @@ fn checkpoint_leftovers_are_removed_only_when_stoker_left_them_and_their_writer_
         make_dir("notes.tmp");
         make_dir("scratch.deleting");
     });
+    let dead = |name: &str| name.replace("DEAD", &DEAD_PID.to_string());
     assert_eq!(
         entries(&root),
-        ["index.json", "index.json.1-3.tmp", "notes.tmp", "scratch.deleting", "step-5", "step-7.1-0.tmp",]
+        [
+            "index.json".to_string(),
+            "index.json.1-3.tmp".into(),
+            dead("index.json.DEAD-2.tmp"),
+            "notes.tmp".into(),
+            "scratch.deleting".into(),
+            "step-5".into(),
+            dead("step-6.DEAD-0.tmp"),
+            "step-7.1-0.tmp".into(),
+        ]
     );
+}
+
+/// This host as stoker's temporaries name it: the host name, characters other than letters,
+/// digits and `-` as `_`, at most 40.
+fn host_tag() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is writable for its whole length, which is passed.
+    assert_eq!(unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) }, 0);
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).trim().to_string();
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).take(40).collect()
 }
 
 /// Clears the immutable flag of every file under a folder when dropped.
