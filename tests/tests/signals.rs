@@ -365,7 +365,7 @@ fn shell_prompt_returns_when_a_signal_comes() {
     std::fs::write(dir.join("INJECT_SHELL.tmp"), "").unwrap();
     let reads = Arc::new(AtomicUsize::new(0));
     let input = std::io::BufReader::with_capacity(1, Typing { reads: reads.clone(), pending: Vec::new() });
-    let shell = InjectShell::new().with_io(input, std::io::sink());
+    let shell = InjectShell::new().file(dir.join("INJECT_SHELL.tmp")).with_io(input, std::io::sink());
     let seen = Seen::default();
     let report = train(trainer(&dir, 3), (shell, seen.clone()), &seen).expect("the report");
     assert_eq!(reads.load(Ordering::SeqCst), 1, "the prompt read on after the signal");
@@ -407,6 +407,26 @@ fn signal_during_after_train_is_reported() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Raises SIGTERM in the last `trigger_epoch` (at `step`) once every rank has reached it (it runs
+/// on every rank): the signal is process-wide, and a rank still before its last step boundary
+/// would notice it there and carry it into the epoch's exchange.
+struct RaiseTogether {
+    barrier: Arc<std::sync::Barrier>,
+    step: u64,
+}
+
+impl<M> Callback<M> for RaiseTogether {
+    fn chief_only(&self) -> bool {
+        false
+    }
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        if ctx.global_step() == self.step && self.barrier.wait().is_leader() {
+            raise(libc::SIGTERM);
+        }
+        Ok(())
+    }
+}
+
 /// In a world a signal is acted on at the next exchange; one noticed after the last exchange of
 /// training (here in the last epoch's `trigger_epoch`, after which every step has run) stops
 /// nothing: every rank finishes and reports it in `late_signal`, as one device does for a signal
@@ -417,9 +437,10 @@ fn signal_after_a_world_s_last_exchange_is_a_late_signal_on_every_rank() {
     let _serial = serial();
     let dir = scratch_dir("signal-world-late");
     let device = burn_stoker::device::cpu();
+    let barrier = Arc::new(std::sync::Barrier::new(2));
     let reports = burn_stoker::world::Threads::new([device.clone(), device])
         .run(|world| {
-            let raise_at = RaiseAt { signal: libc::SIGTERM, step: 4, epoch_end: true };
+            let raise_at = RaiseTogether { barrier: barrier.clone(), step: 4 };
             let data = world.shard(tiny_data(4, world.device()));
             Trainer::new(tiny_model(world.device()), SgdConfig::new().init(), data)
                 .default_callbacks(DefaultCallbacks::none())
@@ -596,7 +617,7 @@ fn signal_child() {
         ),
         "shell" => {
             std::fs::write(dir.join("INJECT_SHELL.tmp"), "").unwrap();
-            train(trainer(&dir, 3), InjectShell::new(), &seen)
+            train(trainer(&dir, 3), InjectShell::new().file(dir.join("INJECT_SHELL.tmp")), &seen)
         }
         other => panic!("unknown mode {other}"),
     };
