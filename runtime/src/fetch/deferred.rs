@@ -453,7 +453,10 @@ mod tests {
         let (mut outputs, mut delivered, mut most_held) = (Outputs::new(), Vec::new(), 0);
         for step in 1..=steps {
             outputs.clear();
-            outputs.put("activations", Tensor::<1>::from_floats(vec![step as f32; ELEMENTS].as_slice(), &device));
+            outputs.put(
+                "activations",
+                Tensor::<1>::from_floats(vec![step as f32; ELEMENTS].as_slice(), &device),
+            );
             plan.start_deferred(&outputs, bit, step, &[0]).unwrap();
             while plan.next_arrived(step, false).unwrap() {
                 delivered.push(plan.deferred_view().step());

@@ -174,13 +174,6 @@ fn share_by(same: bool, synchronous: bool) -> Share {
     }
 }
 
-/// How many averaged sets the chief's device holds for peers receiving `shares`: its own, one
-/// for the peers on other devices, one for each peer that needs its own.
-fn sets_made(shares: &[Share]) -> usize {
-    let moved = shares.contains(&Share::Moved);
-    1 + usize::from(moved) + shares.iter().filter(|&&s| s == Share::Own).count()
-}
-
 /// One rank's end of the channels: the chief holds one pair per peer (rank 1, 2, ...), and what
 /// each peer receives.
 pub(crate) enum ThreadLink {
@@ -315,8 +308,9 @@ impl ThreadLink {
 }
 
 /// `sum / size` for the chief, and for each peer as `shares` says ([`Share`]): the chief's own
-/// tensors, the one set moved to other devices, or a set of its own. [`sets_made`] sets are
-/// computed on the chief's device, each the same division of the same sum, so every rank's
+/// tensors, the one set moved to other devices, or a set of its own. One set for the chief, one
+/// for the peers on other devices if any, one for each peer that needs its own are computed on
+/// the chief's device, each the same division of the same sum, so every rank's
 /// gradients are equal bit for bit.
 fn average<M: Module>(
     model: &M,
@@ -338,7 +332,9 @@ fn average<M: Module>(
                 for (share, out) in self.shares.iter().zip(&mut self.theirs) {
                     let grad = match share {
                         Share::Own => sum.clone().div_scalar(self.size),
-                        Share::Moved => moved.get_or_insert_with(|| sum.clone().div_scalar(self.size)).clone(),
+                        Share::Moved => {
+                            moved.get_or_insert_with(|| sum.clone().div_scalar(self.size)).clone()
+                        }
                         // Registered below, once the chief's is made.
                         Share::Chief => continue,
                     };
@@ -385,6 +381,12 @@ fn handoff(device: &Device) {
 mod tests {
     use super::*;
 
+    /// How many averaged sets `average` makes on the chief's device for peers receiving `shares`.
+    fn sets_made(shares: &[Share]) -> usize {
+        let moved = shares.contains(&Share::Moved);
+        1 + usize::from(moved) + shares.iter().filter(|&&s| s == Share::Own).count()
+    }
+
     /// The chief's device holds one averaged set for a world on the CPU, two for peers on other
     /// devices, one per rank only where the ranks share an asynchronous device.
     #[test]
@@ -418,7 +420,12 @@ mod tests {
         let shares = [Share::Chief, Share::Moved, Share::Own, Share::Moved];
         let (mine, theirs) = average(&model, sum.grads(), 2, &shares);
         let weights = |grads: &GradientsParams| {
-            grads.get::<2>(model.weight.id).expect("the weight's gradient").into_data().try_to_vec::<f32>().unwrap()
+            grads
+                .get::<2>(model.weight.id)
+                .expect("the weight's gradient")
+                .into_data()
+                .try_to_vec::<f32>()
+                .unwrap()
         };
         let mine = weights(&mine.expect("the chief's"));
         assert_eq!(mine, weights(&grads()), "(g + g) / 2 = g");

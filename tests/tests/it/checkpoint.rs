@@ -1008,9 +1008,22 @@ fn checkpoint_leftovers_are_removed_only_when_stoker_left_them_and_their_writer_
         // A live process's temporaries (pid 1 is always there).
         make_dir("step-7.1-0.tmp");
         std::fs::write(root.join("index.json.1-3.tmp"), b"{").unwrap();
-        // A dead process's.
-        make_dir(&format!("step-8.{DEAD_PID}-0.tmp"));
-        std::fs::write(root.join(format!("index.json.{DEAD_PID}-1.tmp")), b"{").unwrap();
+        // A dead process's, of this host (the name says it: `.` in the host's name is `_`).
+        let host: String = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap()
+            .trim()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+            .collect();
+        make_dir(&format!("step-8.{DEAD_PID}-0-{host}.tmp"));
+        std::fs::write(root.join(format!("index.json.{DEAD_PID}-1-{host}.tmp")), b"{").unwrap();
+        // An earlier version's name (no host): a dead process's, unchanged for two days.
+        make_dir(&format!("step-6.{DEAD_PID}-2.tmp"));
+        let two_days_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 24 * 3600);
+        std::fs::File::open(root.join(format!("step-6.{DEAD_PID}-2.tmp")))
+            .unwrap()
+            .set_modified(two_days_ago)
+            .unwrap();
         // What an earlier version left (one writer per directory then too).
         make_dir("step-9.tmp");
         make_dir("step-2.deleting");
@@ -1306,7 +1319,7 @@ fn checkpoint_copy_names_that_are_not_plain_folder_names_are_refused() {
     let root = dir.join("checkpoints");
     assert_eq!(entries(&root), ["best"]);
     assert_eq!(Checkpoint::read(root.join("best")).unwrap().global_step(), 0);
-    assert_eq!(entries(&dir), [".lock", "checkpoints"]);
+    assert_eq!(entries(&dir), [".lock", "checkpoints", "history"]);
 }
 
 /// The log directory [`durability_probe`] trains into, from the environment (set by
@@ -1449,4 +1462,58 @@ fn checkpoint_new_folders_and_the_keep_mark_are_synced_into_their_parents() {
         );
         assert!(synced_after(&calls, at, Path::new(path).parent().unwrap()), "{path}'s folder is not synced");
     }
+}
+
+/// Puts a scalar at every step.
+struct PutEveryStep;
+
+impl<M> Callback<M> for PutEveryStep {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        let step = ctx.global_step() as f64;
+        ctx.monitors().put_scalar("per_step", step);
+        Ok(())
+    }
+}
+
+/// What a checkpoint writes does not grow with the steps recorded before it: the monitors'
+/// histories (a scalar put at every step, a row of stats.json at each) and `Recorder`'s loss and
+/// learning rate of every step go into the journal beside the checkpoints, each checkpoint
+/// appending what is new. The checkpoint at step 800 is about as large as the one at step 200
+/// (the statistics of 6 more epochs), where holding the histories whole made it 4 times larger.
+#[test]
+fn checkpoint_size_does_not_grow_with_the_recorded_history() {
+    let dir = scratch_dir("history-growth");
+    trainer(&dir, 8)
+        .steps_per_epoch(100)
+        .callbacks((PutEveryStep, burn_stoker::track::Recorder::new().plots(false), ModelSaver::new(100)))
+        .train(step_fn)
+        .unwrap();
+    let size = |step: u64| -> u64 {
+        let checkpoint = dir.join("checkpoints").join(format!("step-{step}"));
+        ["monitors.json", "trainer.json"]
+            .iter()
+            .map(|file| std::fs::metadata(checkpoint.join(file)).unwrap().len())
+            .sum()
+    };
+    let (early, late) = (size(200), size(800));
+    assert!(
+        late < early + 2000,
+        "the checkpoint at step 800 writes {late} bytes, the one at step 200 {early}"
+    );
+    // Every value is still restored: a resume sees the whole history.
+    let seen = Arc::new(AtomicU64::new(0));
+    let seen_in = seen.clone();
+    trainer(&dir, 9)
+        .steps_per_epoch(100)
+        .auto_resume(true)
+        .callbacks((
+            PutEveryStep,
+            burn_stoker::track::Recorder::new().plots(false),
+            burn_stoker::debug::CallbackFactory::new().before_train(move |ctx| {
+                seen_in.store(ctx.monitors_ref().history("per_step").len() as u64, Ordering::SeqCst);
+            }),
+        ))
+        .train(step_fn)
+        .unwrap();
+    assert_eq!(seen.load(Ordering::SeqCst), 800);
 }
