@@ -98,3 +98,44 @@ pub fn time_replica_checksum<M: Module>(model: &M, rounds: usize) -> (std::time:
     }
     (start.elapsed(), sum)
 }
+
+/// One checkpoint of the monitors after `steps` steps, one scalar put at each (and a row of
+/// `stats.json` each, an epoch every 1000 steps), the checkpoint before it `since` steps
+/// earlier: the bytes it writes (the monitors' file, plus what it appends to the journal when
+/// `journal` names one; without, the histories whole in the file, as every checkpoint held them
+/// before the journal) and the time it takes (the state built and serialized, the journal appended
+/// and synced). For the history benchmark; not a public API.
+pub fn time_monitors_checkpoint(
+    steps: u64,
+    since: u64,
+    journal: Option<PathBuf>,
+) -> Result<(u64, std::time::Duration)> {
+    let mut monitors = Monitors::new();
+    let journal_len =
+        |path: &Option<PathBuf>| path.as_ref().and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| m.len());
+    if let Some(path) = &journal {
+        monitors.keep_history_in(path.clone());
+    }
+    let put = |monitors: &mut Monitors, from: u64, to: u64| {
+        for step in from..to {
+            monitors.global_step = step + 1;
+            monitors.epoch_num = step / 1000 + 1;
+            monitors.put_scalar("loss", 1.0 / (step + 1) as f64);
+            monitors.end_row();
+            if (step + 1) % 1000 == 0 {
+                monitors.end_epoch();
+            }
+        }
+    };
+    let before = steps.saturating_sub(since);
+    put(&mut monitors, 0, before);
+    // The checkpoint before: its journal holds the history up to here.
+    serde_json::to_vec(&monitors.save_state()?).map_err(crate::error::Error::other)?;
+    put(&mut monitors, before, steps);
+    let appended_from = journal_len(&journal);
+    let start = std::time::Instant::now();
+    let file = serde_json::to_vec(&monitors.save_state()?).map_err(crate::error::Error::other)?;
+    let elapsed = start.elapsed();
+    let appended = journal_len(&journal).saturating_sub(appended_from);
+    Ok((file.len() as u64 + appended, elapsed))
+}

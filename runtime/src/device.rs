@@ -64,6 +64,20 @@ fn is_rocm(device: &Device) -> bool {
     matches!(device.clone().without_autodiff().as_dispatch(), DispatchDevice::Cube(CubeDevice::Hip(_)))
 }
 
+/// Whether `device` computes on the calling thread, each operation done when it returns: this
+/// build's CPU backend (burn-flex, burn-ndarray). A GPU's operations are queued on a stream and
+/// run later.
+pub(crate) fn is_synchronous(device: &Device) -> bool {
+    #[cfg(any(feature = "flex", feature = "ndarray"))]
+    let host = *device == cpu();
+    #[cfg(not(any(feature = "flex", feature = "ndarray")))]
+    let host = {
+        let _ = device;
+        false
+    };
+    host
+}
+
 /// Whether reading a tensor of `device` back waits for the device inside the read future's
 /// first poll: cubecl's CUDA and HIP runtimes wait on the copy's fence there, so a deferred
 /// read on them that is done at its first poll was not free (the trainer spaces such reads

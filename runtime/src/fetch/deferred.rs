@@ -21,7 +21,7 @@ struct Delivered {
 /// Every deferred read of a run: started and not yet delivered, the steps waiting for the next
 /// one, the spent ones kept for reuse, and the values being delivered. Owned by the
 /// [`FetchPlan`](super::plan::FetchPlan), which finds a step's tensors among its outputs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct DeferredReads {
     /// Reads started and not yet delivered, oldest first (the front may be partly delivered).
     /// At most one is in flight, except at a flush.
@@ -33,6 +33,10 @@ pub(super) struct DeferredReads {
     /// The least time between the starts of two reads that are not free
     /// ([`Trainer::deferred_read_interval`](crate::trainer::Trainer::deferred_read_interval)).
     read_interval: Duration,
+    /// The most bytes of deferred values the device holds for the reads (waiting for one or in
+    /// one in flight) before the oldest read is waited for
+    /// ([`Trainer::deferred_read_budget`](crate::trainer::Trainer::deferred_read_budget)).
+    byte_budget: u64,
     /// When the last read started, and whether it was free: done at its first poll, on a
     /// runtime that does not wait for the device in that poll.
     last_start: Option<Instant>,
@@ -55,6 +59,30 @@ pub(super) struct DeferredReads {
     waits: u64,
 }
 
+impl Default for DeferredReads {
+    fn default() -> Self {
+        DeferredReads {
+            pending: VecDeque::new(),
+            open: None,
+            spare: Vec::new(),
+            read_interval: Duration::ZERO,
+            byte_budget: u64::MAX,
+            last_start: None,
+            free_reads: false,
+            reads_wait: None,
+            #[cfg(test)]
+            reads_when_waited_for: false,
+            receivers: Vec::new(),
+            filled: 0,
+            values: Vec::new(),
+            slots: Vec::new(),
+            step: 0,
+            reads: 0,
+            waits: 0,
+        }
+    }
+}
+
 impl DeferredReads {
     /// The most steps one read gathers: once this many wait, the next read starts without
     /// waiting for the interval, and if a read is still in flight the training thread waits for
@@ -71,6 +99,21 @@ impl DeferredReads {
     /// The least time between the starts of two reads that are not free.
     pub(super) fn set_read_interval(&mut self, interval: Duration) {
         self.read_interval = interval;
+    }
+
+    /// The most bytes of deferred values held on the device before the oldest read is waited for.
+    pub(super) fn set_byte_budget(&mut self, bytes: u64) {
+        self.byte_budget = bytes;
+    }
+
+    /// Whether the values the device holds for the reads (the steps waiting for one, the reads in
+    /// flight, `taken`: the bytes of one taken out of `pending`) reach the byte budget, or the
+    /// steps waiting reach [`Self::MAX_STEPS_PER_READ`].
+    fn over_budget(&self, taken: u64) -> bool {
+        let Some(open) = &self.open else { return false };
+        let in_flight: u64 = self.pending.iter().filter(|r| r.done.is_none()).map(|r| r.bytes).sum();
+        let held = open.bytes.saturating_add(in_flight).saturating_add(taken);
+        open.steps.len() >= Self::MAX_STEPS_PER_READ || held >= self.byte_budget
     }
 
     /// An empty read for the pool.
@@ -96,7 +139,7 @@ impl DeferredReads {
             Some(open) => open,
             None => self.spare.pop().unwrap_or_else(|| self.new_read()),
         };
-        let (first_slot, first_dim) = (open.slots.len(), open.dims.len());
+        let (first_slot, first_dim, first_bytes) = (open.slots.len(), open.dims.len(), open.bytes);
         for found in tensors {
             let (slot, tensor) = match found {
                 Ok(found) => found,
@@ -104,6 +147,7 @@ impl DeferredReads {
                     open.slots.truncate(first_slot);
                     open.tensors.truncate(first_slot);
                     open.dims.truncate(first_dim);
+                    open.bytes = first_bytes;
                     self.open = Some(open);
                     return Err(error);
                 }
@@ -112,6 +156,8 @@ impl DeferredReads {
             tensor.extend_dims(&mut open.dims);
             open.slots.push((slot, (start, open.dims.len())));
             let flat = tensor.flat();
+            let bytes = flat.shape().num_elements().saturating_mul(flat.dtype().size());
+            open.bytes = open.bytes.saturating_add(bytes as u64);
             if self.reads_wait.is_none() {
                 self.reads_wait = Some(crate::device::reads_wait_in_poll(&flat.device()));
             }
@@ -133,7 +179,8 @@ impl DeferredReads {
 
     /// Start the read of the steps waiting for one, if there are any and it is due (or at
     /// once with `now`): no read is in flight, and the last read was free, or started
-    /// `read_interval` ago, or [`DeferredReads::MAX_STEPS_PER_READ`] steps wait.
+    /// `read_interval` ago, or [`DeferredReads::MAX_STEPS_PER_READ`] steps wait, or their values
+    /// reach the byte budget.
     fn start_if_due(&mut self, now: bool) {
         let Some(open) = &self.open else { return };
         if open.steps.is_empty() {
@@ -144,7 +191,7 @@ impl DeferredReads {
                 return;
             }
             if !self.free_reads
-                && open.steps.len() < Self::MAX_STEPS_PER_READ
+                && !self.over_budget(0)
                 && let Some(last) = self.last_start
                 && last.elapsed() < self.read_interval
             {
@@ -166,7 +213,8 @@ impl DeferredReads {
     /// values being delivered ([`DeferredReads::values`], [`DeferredReads::receivers`]);
     /// returns whether there was one. Waits for a read in flight only with `flush` (every step
     /// waiting is then read and delivered) or when [`DeferredReads::MAX_STEPS_PER_READ`] steps
-    /// wait behind it.
+    /// wait behind it, or the values the device holds for the reads reach the byte budget (the
+    /// oldest read is then waited for first).
     pub(super) fn next_arrived(&mut self, before: u64, flush: bool) -> Result<bool> {
         if flush {
             self.start_if_due(true);
@@ -176,8 +224,7 @@ impl DeferredReads {
             return Ok(false);
         };
         if !read.poll_now() {
-            let behind = self.open.as_ref().is_some_and(|o| o.steps.len() >= Self::MAX_STEPS_PER_READ);
-            if !flush && !behind {
+            if !flush && !self.over_budget(read.bytes) {
                 self.pending.push_front(read);
                 return Ok(false);
             }
@@ -374,5 +421,57 @@ mod tests {
         assert_eq!(delivered[MAX as usize + 1].0, u64::MAX);
         // Four reads (1; 2..=MAX+1; MAX+2..=2 MAX+1; the rest at the flush), each waited for.
         assert_eq!((reads, waits), (4, 4));
+    }
+
+    /// The steps whose values are on the device and not yet read back: waiting for a read, or
+    /// in a read in flight.
+    fn steps_on_device(reads: &DeferredReads) -> usize {
+        let open = reads.open.as_ref().map_or(0, |open| open.steps.len());
+        let in_flight: usize =
+            reads.pending.iter().filter(|read| read.done.is_none()).map(|read| read.steps.len()).sum();
+        open + in_flight
+    }
+
+    /// A deferred fetch of large tensors (1 MiB each) at every step, on a device that falls
+    /// behind and with reads spaced an hour apart: what the device holds for the reads stays
+    /// within the byte budget (256 MiB by default), plus the one step that reaches it; the oldest
+    /// read is waited for first. Every step's values are delivered once, in order.
+    #[test]
+    fn deferred_values_held_on_the_device_stay_within_the_byte_budget() {
+        const ELEMENTS: usize = 1 << 18;
+        const STEP_BYTES: u64 = 4 * ELEMENTS as u64;
+        let budget: u64 = 256 << 20;
+        let steps = 300u64;
+        let mut plan = FetchPlan::default();
+        let bit = plan.declare(&Fetch::deferred("activations"), "receiver").unwrap();
+        plan.own(0, &[bit]);
+        plan.set_read_interval(Duration::from_secs(3600));
+        plan.set_read_budget(budget);
+        plan.deferred_mut().reads_wait = Some(true);
+        plan.deferred_mut().reads_when_waited_for = true;
+        let device = crate::device::cpu();
+        let (mut outputs, mut delivered, mut most_held) = (Outputs::new(), Vec::new(), 0);
+        for step in 1..=steps {
+            outputs.clear();
+            outputs.put(
+                "activations",
+                Tensor::<1>::from_floats(vec![step as f32; ELEMENTS].as_slice(), &device),
+            );
+            plan.start_deferred(&outputs, bit, step, &[0]).unwrap();
+            while plan.next_arrived(step, false).unwrap() {
+                delivered.push(plan.deferred_view().step());
+            }
+            most_held = most_held.max(steps_on_device(plan.deferred_mut()) as u64 * STEP_BYTES);
+        }
+        while plan.next_arrived(u64::MAX, true).unwrap() {
+            delivered.push(plan.deferred_view().step());
+        }
+        assert_eq!(delivered, (1..=steps).collect::<Vec<u64>>());
+        assert!(
+            most_held <= budget + STEP_BYTES,
+            "{} MiB of deferred values held on the device, over the budget of {} MiB",
+            most_held >> 20,
+            budget >> 20
+        );
     }
 }

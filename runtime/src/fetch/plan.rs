@@ -202,6 +202,12 @@ impl FetchPlan {
         self.deferred.set_read_interval(interval);
     }
 
+    /// The most bytes of deferred values held on the device (for steps waiting for a read, and
+    /// in reads in flight) before the oldest read is waited for.
+    pub(crate) fn set_read_budget(&mut self, bytes: u64) {
+        self.deferred.set_byte_budget(bytes);
+    }
+
     /// Add the deferred slots in `mask` from `outputs` (global step `step`), for the callbacks
     /// `receivers`, to the next read, and start that read if it is due: no read is in flight,
     /// and the last one was free or started the read interval ago. Never waits for the device.
@@ -226,7 +232,7 @@ impl FetchPlan {
     /// [`FetchPlan::deferred_receivers`]; returns whether there was one. Waits for a read in
     /// flight only with `flush` (before an epoch's end, a checkpoint, the end: every step waiting
     /// is then read and delivered) or when [`DeferredReads::MAX_STEPS_PER_READ`] steps wait behind
-    /// it.
+    /// it, or the deferred values held on the device reach the byte budget.
     pub(crate) fn next_arrived(&mut self, before: u64, flush: bool) -> Result<bool> {
         self.deferred.next_arrived(before, flush)
     }

@@ -89,6 +89,8 @@ pub(super) struct PendingRead {
     pub(super) receivers: Vec<usize>,
     /// The steps' tensors, one per entry of `slots`, until the read starts.
     pub(super) tensors: Vec<Tensor<1>>,
+    /// The bytes of those tensors: what the device holds for this read until it is done.
+    pub(super) bytes: u64,
     /// The read in flight (its slot empty once it is done).
     read: Pin<Box<dyn Read>>,
     /// The read's values once they are here.
@@ -125,6 +127,7 @@ impl PendingRead {
             dims: Vec::new(),
             receivers: Vec::new(),
             tensors: Vec::new(),
+            bytes: 0,
             read: Box::pin(ReadSlot { start: read_async, future: None }),
             done: None,
             delivered: 0,
@@ -144,6 +147,7 @@ impl PendingRead {
         self.dims.clear();
         self.receivers.clear();
         self.tensors.clear();
+        self.bytes = 0;
         self.done = None;
         self.delivered = 0;
     }

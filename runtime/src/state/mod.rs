@@ -12,6 +12,7 @@
 
 mod clock;
 mod hyper;
+mod journal;
 mod keep;
 mod leftovers;
 mod log_file;
@@ -23,6 +24,8 @@ mod watched;
 
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use hyper::{HyperParams, LEARNING_RATE, SharedParam};
+pub use journal::JOURNAL_DIR;
+pub(crate) use journal::{Journal, Mark};
 pub use keep::KeepPolicy;
 pub(crate) use keep::check_copy_name;
 pub(crate) use leftovers::{

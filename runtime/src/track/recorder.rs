@@ -11,7 +11,7 @@ use super::plot::{Mark, Plot, Series, XAxis, write_plot};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
-use crate::state::{json_f64, parse_f64};
+use crate::state::{JOURNAL_DIR, Journal, Mark, json_f64, parse_f64};
 
 /// The file `plot_loss` writes at the end of training, in the log directory.
 pub const LOSS_PLOT: &str = "loss.png";
@@ -24,6 +24,9 @@ pub const TRAIN_COLOR: [u8; 3] = [31, 119, 180];
 pub const VALID_COLOR: [u8; 3] = [255, 127, 14];
 
 static LOSS: [Fetch; 1] = [Fetch::deferred("loss")];
+
+/// A value of every step: `(global_step, value)`.
+type Steps = Vec<(u64, f64)>;
 
 /// One epoch as the [`Recorder`] saw it (fastai's `Recorder.values`).
 #[derive(Debug, Clone, PartialEq)]
@@ -61,7 +64,12 @@ pub struct EpochValues {
 ///   `lr.png` are written to the log directory (on the chief), unless
 ///   [`plots(false)`](Self::plots); [`plot_loss`](Self::plot_loss) and
 ///   [`plot_lr`](Self::plot_lr) write them anywhere at any time.
-/// - Its records are saved in checkpoints: a resumed run's plots show the whole run.
+/// - Its records are saved with the checkpoints: a resumed run's plots show the whole run. The
+///   loss and learning rate of every step go into a journal in the log directory
+///   (`history/recorder-<id>.jsonl`), each checkpoint appending the steps since the one before
+///   and holding only the journal's length and checksum: a checkpoint's cost does not grow with
+///   the run. A resume reads the journal up to its checkpoint's length (checked) and cuts off
+///   what a later checkpoint left after it.
 ///
 /// The plots are 640 × 480 PNG images ([`PLOT_SIZE`](super::PLOT_SIZE)) drawn with plotters: white, the plot's
 /// area inside a [`PLOT_MARGIN`](super::PLOT_MARGIN) border, in a grey frame with a light grid at the ticks; the x
@@ -94,6 +102,37 @@ pub struct Recorder {
     values: Vec<EpochValues>,
     /// Where the current epoch's steps start in `losses`.
     epoch_start: usize,
+    /// Where the losses and learning rates go at each checkpoint (a journal in the log directory).
+    journal: RecorderJournal,
+}
+
+/// The [`Recorder`]'s journal: its losses and learning rates of every step, appended at each
+/// checkpoint to `history/recorder-<id>.jsonl` in the log directory, which the checkpoint names
+/// by its length instead of holding them (its cost does not grow with the run). Locked only at a
+/// checkpoint. A clone of a recorder starts without one.
+#[derive(Debug, Default)]
+struct RecorderJournal(std::sync::Mutex<Journaled>);
+
+/// The journal, and how many losses and learning rates it holds; the mark of a checkpoint's
+/// journal to read back at `before_train` (where the log directory is known).
+#[derive(Debug, Default)]
+struct Journaled {
+    journal: Journal,
+    losses: usize,
+    lrs: usize,
+    resume: Option<Mark>,
+}
+
+impl Clone for RecorderJournal {
+    fn clone(&self) -> Self {
+        RecorderJournal::default()
+    }
+}
+
+impl RecorderJournal {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Journaled> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 crate::kind::kind!(Recorder);
 
@@ -220,6 +259,25 @@ impl<M> Callback<M> for Recorder {
         &LOSS
     }
 
+    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let dir = ctx.log_dir().join(JOURNAL_DIR);
+        let mark = self.journal.lock().resume.take();
+        if let Some(mark) = mark {
+            (self.losses, self.lrs) = self.resume_journal(&mark, &dir)?;
+        }
+        // The chief's journal is in its log directory: a resumed run's when the checkpoint was
+        // written there, else a new one that the next checkpoint fills with the whole history.
+        let held = self.journal.0.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if ctx.is_chief() && !held.journal.is_in(&dir) {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            let name = format!("recorder-{nanos:x}-{:x}.jsonl", std::process::id());
+            *held = Journaled { journal: Journal::at(dir.join(name)), ..Journaled::default() };
+        }
+        Ok(())
+    }
+
     fn after_step(&mut self, ctx: &mut Context<'_, M>, _values: &Fetched<'_>) -> Result<()> {
         self.lrs.push((ctx.global_step(), ctx.learning_rate()));
         Ok(())
@@ -271,6 +329,7 @@ impl<M> Callback<M> for Recorder {
         let pairs = |p: &[(u64, f64)]| {
             Json::Array(p.iter().map(|&(s, v)| Json::from(vec![Json::from(s), json_f64(v)])).collect())
         };
+        let journal = self.append_to_journal()?;
         let values: Vec<Json> = self
             .values
             .iter()
@@ -286,12 +345,15 @@ impl<M> Callback<M> for Recorder {
                 })
             })
             .collect();
-        Ok(Some(serde_json::json!({
-            "losses": pairs(&self.losses),
-            "lrs": pairs(&self.lrs),
-            "values": values,
-            "epoch_start": self.epoch_start,
-        })))
+        let mut state = serde_json::json!({ "values": values, "epoch_start": self.epoch_start });
+        match journal {
+            Some(mark) => state["journal"] = mark.to_json(),
+            None => {
+                state["losses"] = pairs(&self.losses);
+                state["lrs"] = pairs(&self.lrs);
+            }
+        }
+        Ok(Some(state))
     }
 
     fn load_state(&mut self, state: Json) -> Result<()> {
@@ -305,7 +367,14 @@ impl<M> Callback<M> for Recorder {
                 .collect::<Option<_>>()
                 .ok_or_else(bad)
         };
-        let (losses, lrs) = (pairs("losses")?, pairs("lrs")?);
+        // A journal is read back at `before_train`, in the log directory then known.
+        let (losses, lrs) = match state.get("journal") {
+            Some(mark) => {
+                self.journal.lock().resume = Some(Mark::from_json(mark).ok_or_else(bad)?);
+                (Vec::new(), Vec::new())
+            }
+            None => (pairs("losses")?, pairs("lrs")?),
+        };
         let mut values = Vec::new();
         for v in state["values"].as_array().ok_or_else(bad)? {
             let metrics = v["metrics"]
@@ -330,5 +399,53 @@ impl<M> Callback<M> for Recorder {
         self.epoch_start = state["epoch_start"].as_u64().ok_or_else(bad)? as usize;
         (self.losses, self.lrs, self.values) = (losses, lrs, values);
         Ok(())
+    }
+}
+
+impl Recorder {
+    /// Append the losses and learning rates recorded since the last checkpoint to the journal,
+    /// synced: its mark; `None` without a journal (off the chief, or before training).
+    fn append_to_journal(&self) -> Result<Option<Mark>> {
+        let mut held = self.journal.lock();
+        if !held.journal.is_named() {
+            return Ok(None);
+        }
+        let mut lines = String::new();
+        let mut line = |kind: &str, (step, value): (u64, f64)| {
+            lines.push_str(&serde_json::json!([kind, step, json_f64(value)]).to_string());
+            lines.push('\n');
+        };
+        self.losses.iter().skip(held.losses).for_each(|&p| line("l", p));
+        self.lrs.iter().skip(held.lrs).for_each(|&p| line("r", p));
+        let mark = held.journal.append(lines.as_bytes()).map_err(|e| {
+            Error::checkpoint_from(format!("appending Recorder's losses to its journal: {e}"), e)
+        })?;
+        (held.losses, held.lrs) = (self.losses.len(), self.lrs.len());
+        Ok(Some(mark))
+    }
+
+    /// The losses and learning rates in the journal a checkpoint marks (looked for in `dir`, this
+    /// run's `history/` folder, first), read back and verified; appends go on after them.
+    fn resume_journal(&mut self, mark: &Mark, dir: &std::path::Path) -> Result<(Steps, Steps)> {
+        let bad = |what: &str| Error::checkpoint(format!("the saved state of Recorder is malformed: {what}"));
+        let (journal, bytes) = Journal::resume(mark, &[dir.to_path_buf()]).map_err(|e| {
+            Error::checkpoint_from(format!("reading Recorder's losses from {}: {e}", mark.file.display()), e)
+        })?;
+        let (mut losses, mut lrs) = (Vec::new(), Vec::new());
+        for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let entry: Vec<Json> = serde_json::from_slice(line).map_err(|_| bad("a line of its journal"))?;
+            let pair = match entry.as_slice() {
+                [_, step, value] => step.as_u64().zip(parse_f64(value)),
+                _ => None,
+            };
+            let pair = pair.ok_or_else(|| bad("a line of its journal"))?;
+            match entry[0].as_str() {
+                Some("l") => losses.push(pair),
+                Some("r") => lrs.push(pair),
+                _ => return Err(bad("a line of its journal")),
+            }
+        }
+        *self.journal.lock() = Journaled { journal, losses: losses.len(), lrs: lrs.len(), resume: None };
+        Ok((losses, lrs))
     }
 }

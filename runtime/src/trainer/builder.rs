@@ -48,6 +48,10 @@ pub struct Trainer<M, D, C = (), K = ()> {
 /// [`Trainer::deferred_read_interval`] says otherwise: 100 ms.
 pub const DEFERRED_READ_INTERVAL: Duration = Duration::from_millis(100);
 
+/// The most bytes of deferred values the device holds for their reads unless
+/// [`Trainer::deferred_read_budget`] says otherwise: 256 MiB.
+pub const DEFERRED_READ_BUDGET: u64 = 256 << 20;
+
 /// Everything a trainer is told besides its model, optimizer, data and callbacks; the builder's
 /// methods set it, [`Trainer::train`] reads it.
 #[derive(Debug)]
@@ -65,6 +69,7 @@ pub(super) struct Settings {
     pub(super) world: Option<World>,
     pub(super) seed: Option<u64>,
     pub(super) deferred_read_interval: Duration,
+    pub(super) deferred_read_budget: u64,
     pub(super) stop: StopHandle,
     pub(super) lock_log_dir: bool,
 }
@@ -85,6 +90,7 @@ impl Default for Settings {
             world: None,
             seed: None,
             deferred_read_interval: DEFERRED_READ_INTERVAL,
+            deferred_read_budget: DEFERRED_READ_BUDGET,
             stop: StopHandle::default(),
             lock_log_dir: true,
         }
@@ -150,6 +156,18 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// 0.63 with a synchronous fetch. `Duration::ZERO` reads whenever none is in flight.
     pub fn deferred_read_interval(mut self, interval: Duration) -> Self {
         self.settings.deferred_read_interval = interval;
+        self
+    }
+    /// The most bytes of deferred values ([`Fetch::deferred`](crate::fetch::Fetch::deferred))
+    /// the device holds for their reads ([`DEFERRED_READ_BUDGET`], 256 MiB, by default): the
+    /// values of the steps waiting for the next read and those of the read in flight. Once they
+    /// reach it, the step boundary waits for the oldest read (a device synchronization) and the
+    /// next one starts at once, whatever the read interval: a large deferred tensor (an
+    /// activation, a batch of images) never fills the device's memory with steps not yet read,
+    /// and a single step's values larger than the budget are read back at the next boundary.
+    /// `u64::MAX` lifts the bound (the steps are still bounded: a read gathers 1024 at most).
+    pub fn deferred_read_budget(mut self, bytes: u64) -> Self {
+        self.settings.deferred_read_budget = bytes;
         self
     }
     /// Train up to and including epoch `max_epoch`.

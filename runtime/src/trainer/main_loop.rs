@@ -11,7 +11,7 @@ use super::{BatchIter, TrainData, TrainingStep};
 use crate::callback::{Callbacks, CheckpointRequest, Event};
 use crate::error::{Break, Cancel, Error, Result};
 use crate::signal::{STOP_REQUEST, SignalGuard, signal_name};
-use crate::state::KeepPolicy;
+use crate::state::{JOURNAL_DIR, KeepPolicy};
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     pub(super) fn main_loop<D, S>(&mut self, data: &D, step: &mut S) -> Result<()>
@@ -22,6 +22,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         if self.is_chief() {
             crate::state::create_dir_all_synced(&self.state.log_dir)
                 .map_err(|e| Error::io(&self.state.log_dir, e))?;
+            // The monitors' long histories go beside the checkpoints, in the run's journal.
+            let journal = format!("monitors-{}.jsonl", self.run_id);
+            self.state.monitors.keep_history_in(self.state.log_dir.join(JOURNAL_DIR).join(journal));
         }
         self.dispatch.setup(&mut self.state)?;
         self.load_callback_states()?;

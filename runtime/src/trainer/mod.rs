@@ -42,7 +42,7 @@ mod summary;
 mod train;
 
 pub use crate::signal::StopHandle;
-pub use builder::{DEFERRED_READ_INTERVAL, Trainer};
+pub use builder::{DEFERRED_READ_BUDGET, DEFERRED_READ_INTERVAL, Trainer};
 pub use data::{BatchIter, TrainData, VecBatches};
 pub use defaults::DefaultCallbacks;
 pub use log_dir::LogDirPolicy;

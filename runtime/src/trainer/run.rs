@@ -100,7 +100,14 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// than the one resumed from.
     pub(super) fn restore(&mut self, restored: Restored) -> Result<()> {
         restored.refuse_other_world(self.state.execution.size())?;
-        self.state.monitors.load_state(&restored.monitors)?;
+        // The journal of the monitors' histories: in this run's log directory, or in the one the
+        // checkpoint is in (`<log dir>/checkpoints/step-N`), moved or copied with it.
+        let checkpoint_log_dir = restored.dir.parent().and_then(Path::parent);
+        let journal_dirs: Vec<PathBuf> = std::iter::once(self.state.log_dir.as_path())
+            .chain(checkpoint_log_dir)
+            .map(|dir| dir.join(crate::state::JOURNAL_DIR))
+            .collect();
+        self.state.monitors.load_state(&restored.monitors, &journal_dirs)?;
         self.state.monitors.global_step = restored.global_step;
         self.first_local_step = restored.local_step;
         let root = self.state.log_dir.join(CHECKPOINT_DIR);

@@ -132,7 +132,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             model,
             optimizer,
             trainer,
-            monitors: self.state.monitors.save_state(),
+            monitors: self.state.monitors.save_state()?,
             epoch_num: c.epoch_num,
             global_step: c.global_step,
             time: checkpoint::now(),

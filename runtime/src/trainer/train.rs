@@ -119,6 +119,7 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
     (run.signals, run.lock) = (signals, lock);
     run.log_dir_policy = settings.log_dir_policy;
     run.fetches.plan.set_read_interval(settings.deferred_read_interval);
+    run.fetches.plan.set_read_budget(settings.deferred_read_budget);
     let ready = if own_backward && run.dispatch.takes_loss() {
         Err(run.dispatch.own_backward_refused())
     } else {

@@ -1,7 +1,9 @@
 //! The threads transport: one process, one thread per device. Each step every rank sends its
 //! gradients to the chief, which moves them to its device (burn's `GradientsParams::to_device`),
 //! sums them in rank order (burn's `GradientsAccumulator`), divides by the size and sends the
-//! same averaged tensors back; every rank then moves them to its own device.
+//! same averaged tensors back; every rank then moves them to its own device. The chief's device
+//! holds as few averaged sets as the ranks' safety allows ([`Share`]): one on the CPU, two when
+//! the peers are on other devices, not one per rank.
 //!
 //! With the feature `cuda` and every device a CUDA device, burn averages the gradients inside
 //! `backward()` instead (see `cuda.rs`), and the exchanges carry only the words.
@@ -68,7 +70,8 @@ impl Threads {
             peers.push((up_rx, down_tx));
             links.push(ThreadLink::Peer { up: up_tx, down: down_rx });
         }
-        links.insert(0, ThreadLink::Chief { peers });
+        let shares = self.devices[1..].iter().map(|peer| share_of(&self.devices[0], peer)).collect();
+        links.insert(0, ThreadLink::Chief { peers, shares });
         #[cfg(feature = "cuda")]
         let reduced_by_backend = super::cuda::reduced_by_backend(&self.devices);
         #[cfg(not(feature = "cuda"))]
@@ -140,9 +143,41 @@ pub(crate) struct Down {
     model: Option<Box<dyn Any + Send>>,
 }
 
-/// One rank's end of the channels: the chief holds one pair per peer (rank 1, 2, ...).
+/// Which averaged gradients a peer receives from the chief.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Share {
+    /// The chief's own tensors: the peer is on the chief's device, which computes synchronously
+    /// (the CPU), where a rank writes a tensor in place only once every other rank has dropped it,
+    /// its reads done.
+    Chief,
+    /// One set for every peer on another device: each moves it to its own device (a new buffer
+    /// there), and nobody writes into it.
+    Moved,
+    /// A set of its own: the peer is on the chief's device and that device is asynchronous (a
+    /// GPU), where one rank's write in place (an optimizer may update a gradient it alone holds)
+    /// could reach a buffer another rank has not read yet.
+    Own,
+}
+
+/// What a peer on `peer` receives from a chief on `chief`.
+fn share_of(chief: &Device, peer: &Device) -> Share {
+    share_by(chief == peer, crate::device::is_synchronous(chief))
+}
+
+/// [`share_of`] for a peer on the chief's device (`same`) or not, the chief's device computing
+/// synchronously or not.
+fn share_by(same: bool, synchronous: bool) -> Share {
+    match (same, synchronous) {
+        (false, _) => Share::Moved,
+        (true, true) => Share::Chief,
+        (true, false) => Share::Own,
+    }
+}
+
+/// One rank's end of the channels: the chief holds one pair per peer (rank 1, 2, ...), and what
+/// each peer receives.
 pub(crate) enum ThreadLink {
-    Chief { peers: Vec<(Receiver<Up>, Sender<Down>)> },
+    Chief { peers: Vec<(Receiver<Up>, Sender<Down>)>, shares: Vec<Share> },
     Peer { up: Sender<Up>, down: Receiver<Down> },
 }
 
@@ -174,7 +209,7 @@ impl ThreadLink {
                     }
                 }
             }
-            ThreadLink::Chief { peers } => {
+            ThreadLink::Chief { peers, shares } => {
                 let mut complete = grads.is_some();
                 let mut sum = GradientsAccumulator::<M>::new();
                 if let Some(grads) = grads {
@@ -201,15 +236,16 @@ impl ThreadLink {
                         }
                     }
                 }
-                let mut averaged =
-                    if complete { average(model, sum.grads(), size, peers.len() + 1) } else { Vec::new() };
+                let (mine, mut theirs) = match complete {
+                    true => average(model, sum.grads(), size, shares),
+                    false => (None, Vec::new()),
+                };
                 if complete {
                     handoff(device);
                 }
-                let mine = averaged.pop();
-                for ((_, down), alive) in peers.iter().zip(alive) {
+                for (i, ((_, down), alive)) in peers.iter().zip(alive).enumerate() {
                     if alive {
-                        let grads = averaged.pop();
+                        let grads = theirs.get_mut(i).and_then(Option::take);
                         // A peer that left after sending is seen at the next exchange.
                         let _ = down.send(Down { grads, words: words.to_vec(), model: None });
                     }
@@ -244,7 +280,7 @@ impl ThreadLink {
                     }
                 }
             }
-            ThreadLink::Chief { peers } => {
+            ThreadLink::Chief { peers, .. } => {
                 // burn initializes parameters lazily, and a lazy parameter forked onto another
                 // device initializes there on its own (other random values): initialize first.
                 initialize(&model);
@@ -271,32 +307,53 @@ impl ThreadLink {
     }
 }
 
-/// `sum / size`, as `copies` sets of tensors (one for each rank), each in its own buffer: a
-/// rank's optimizer may update its gradients in place (burn does when a tensor's buffer is held
-/// once), and on an asynchronous device (wgpu) that write could reach a buffer another rank has
-/// not read yet. Every copy is the same division of the same sum, so the ranks' gradients are
-/// equal bit for bit.
-fn average<M: Module>(model: &M, sum: GradientsParams, size: usize, copies: usize) -> Vec<GradientsParams> {
-    struct Average {
+/// `sum / size` for the chief, and for each peer as `shares` says ([`Share`]): the chief's own
+/// tensors, the one set moved to other devices, or a set of its own. One set for the chief, one
+/// for the peers on other devices if any, one for each peer that needs its own are computed on
+/// the chief's device, each the same division of the same sum, so every rank's
+/// gradients are equal bit for bit.
+fn average<M: Module>(
+    model: &M,
+    sum: GradientsParams,
+    size: usize,
+    shares: &[Share],
+) -> (Option<GradientsParams>, Vec<Option<GradientsParams>>) {
+    struct Average<'s> {
         sum: GradientsParams,
         size: f64,
-        out: Vec<GradientsParams>,
+        shares: &'s [Share],
+        mine: GradientsParams,
+        theirs: Vec<GradientsParams>,
     }
-    impl ModuleVisitor for Average {
+    impl ModuleVisitor for Average<'_> {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             if let Some(sum) = self.sum.remove::<D>(param.id) {
-                let last = self.out.len() - 1;
-                for out in &mut self.out[..last] {
-                    out.register::<D>(param.id, sum.clone().div_scalar(self.size));
+                let mut moved: Option<Tensor<D>> = None;
+                for (share, out) in self.shares.iter().zip(&mut self.theirs) {
+                    let grad = match share {
+                        Share::Own => sum.clone().div_scalar(self.size),
+                        Share::Moved => {
+                            moved.get_or_insert_with(|| sum.clone().div_scalar(self.size)).clone()
+                        }
+                        // Registered below, once the chief's is made.
+                        Share::Chief => continue,
+                    };
+                    out.register::<D>(param.id, grad);
                 }
-                self.out[last].register::<D>(param.id, sum.div_scalar(self.size));
+                let mine = sum.div_scalar(self.size);
+                for (share, out) in self.shares.iter().zip(&mut self.theirs) {
+                    if *share == Share::Chief {
+                        out.register::<D>(param.id, mine.clone());
+                    }
+                }
+                self.mine.register::<D>(param.id, mine);
             }
         }
     }
-    let mut visitor =
-        Average { sum, size: size as f64, out: (0..copies).map(|_| GradientsParams::new()).collect() };
+    let theirs = shares.iter().map(|_| GradientsParams::new()).collect();
+    let mut visitor = Average { sum, size: size as f64, shares, mine: GradientsParams::new(), theirs };
     model.visit(&mut visitor);
-    visitor.out
+    (Some(visitor.mine), visitor.theirs.into_iter().map(Some).collect())
 }
 
 /// Initialize every lazily initialized parameter of `model` (reading a parameter does).
@@ -317,5 +374,64 @@ fn initialize<M: Module>(model: &M) {
 fn handoff(device: &Device) {
     if let Err(error) = device.sync() {
         panic!("stoker: the device failed while handing tensors to another rank: {error:?}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How many averaged sets `average` makes on the chief's device for peers receiving `shares`.
+    fn sets_made(shares: &[Share]) -> usize {
+        let moved = shares.contains(&Share::Moved);
+        1 + usize::from(moved) + shares.iter().filter(|&&s| s == Share::Own).count()
+    }
+
+    /// The chief's device holds one averaged set for a world on the CPU, two for peers on other
+    /// devices, one per rank only where the ranks share an asynchronous device.
+    #[test]
+    fn the_chief_holds_one_averaged_set_unless_ranks_share_an_asynchronous_device() {
+        let world = |same: &[bool], synchronous: bool| -> Vec<Share> {
+            same.iter().map(|&same| share_by(same, synchronous)).collect()
+        };
+        // Four ranks on the CPU: the chief's set, shared.
+        assert_eq!(world(&[true, true, true], true), [Share::Chief; 3]);
+        assert_eq!(sets_made(&world(&[true, true, true], true)), 1);
+        // Four GPUs: the chief's, and one set every peer moves to its own device.
+        assert_eq!(sets_made(&world(&[false, false, false], false)), 2);
+        // Four ranks on one GPU: a set each.
+        assert_eq!(sets_made(&world(&[true, true, true], false)), 4);
+        assert_eq!(share_of(&crate::device::cpu(), &crate::device::cpu()), Share::Chief);
+    }
+
+    /// What the peers receive is the chief's average, bit for bit, the same tensors on the CPU.
+    #[test]
+    fn every_share_is_the_same_average() {
+        use burn::module::Module;
+        let device = crate::device::cpu();
+        let model = burn::nn::LinearConfig::new(3, 2).init(&device);
+        let grads = || {
+            let loss = model.forward(Tensor::<2>::ones([4, 3], &device)).sum();
+            GradientsParams::from_grads(loss.backward(), &model)
+        };
+        let mut sum = GradientsAccumulator::new();
+        sum.accumulate(&model, grads());
+        sum.accumulate(&model, grads());
+        let shares = [Share::Chief, Share::Moved, Share::Own, Share::Moved];
+        let (mine, theirs) = average(&model, sum.grads(), 2, &shares);
+        let weights = |grads: &GradientsParams| {
+            grads
+                .get::<2>(model.weight.id)
+                .expect("the weight's gradient")
+                .into_data()
+                .try_to_vec::<f32>()
+                .unwrap()
+        };
+        let mine = weights(&mine.expect("the chief's"));
+        assert_eq!(mine, weights(&grads()), "(g + g) / 2 = g");
+        for share in &theirs {
+            assert_eq!(weights(share.as_ref().expect("a peer's")), mine);
+        }
+        let _ = model.devices();
     }
 }

@@ -1361,7 +1361,7 @@ fn checkpoint_copy_names_that_are_not_plain_folder_names_are_refused() {
     let root = dir.join("checkpoints");
     assert_eq!(entries(&root), ["best"]);
     assert_eq!(Checkpoint::read(root.join("best")).unwrap().global_step(), 0);
-    assert_eq!(entries(&dir), [".lock", "checkpoints"]);
+    assert_eq!(entries(&dir), [".lock", "checkpoints", "history"]);
 }
 
 /// The log directory [`durability_probe`] trains into, from the environment (set by
@@ -1504,4 +1504,58 @@ fn checkpoint_new_folders_and_the_keep_mark_are_synced_into_their_parents() {
         );
         assert!(synced_after(&calls, at, Path::new(path).parent().unwrap()), "{path}'s folder is not synced");
     }
+}
+
+/// Puts a scalar at every step.
+struct PutEveryStep;
+
+impl<M> Callback<M> for PutEveryStep {
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        let step = ctx.global_step() as f64;
+        ctx.monitors().put_scalar("per_step", step);
+        Ok(())
+    }
+}
+
+/// What a checkpoint writes does not grow with the steps recorded before it: the monitors'
+/// histories (a scalar put at every step, a row of stats.json at each) and `Recorder`'s loss and
+/// learning rate of every step go into the journal beside the checkpoints, each checkpoint
+/// appending what is new. The checkpoint at step 800 is about as large as the one at step 200
+/// (the statistics of 6 more epochs), where holding the histories whole made it 4 times larger.
+#[test]
+fn checkpoint_size_does_not_grow_with_the_recorded_history() {
+    let dir = scratch_dir("history-growth");
+    trainer(&dir, 8)
+        .steps_per_epoch(100)
+        .callbacks((PutEveryStep, burn_stoker::track::Recorder::new().plots(false), ModelSaver::new(100)))
+        .train(step_fn)
+        .unwrap();
+    let size = |step: u64| -> u64 {
+        let checkpoint = dir.join("checkpoints").join(format!("step-{step}"));
+        ["monitors.json", "trainer.json"]
+            .iter()
+            .map(|file| std::fs::metadata(checkpoint.join(file)).unwrap().len())
+            .sum()
+    };
+    let (early, late) = (size(200), size(800));
+    assert!(
+        late < early + 2000,
+        "the checkpoint at step 800 writes {late} bytes, the one at step 200 {early}"
+    );
+    // Every value is still restored: a resume sees the whole history.
+    let seen = Arc::new(AtomicU64::new(0));
+    let seen_in = seen.clone();
+    trainer(&dir, 9)
+        .steps_per_epoch(100)
+        .auto_resume(true)
+        .callbacks((
+            PutEveryStep,
+            burn_stoker::track::Recorder::new().plots(false),
+            burn_stoker::debug::CallbackFactory::new().before_train(move |ctx| {
+                seen_in.store(ctx.monitors_ref().history("per_step").len() as u64, Ordering::SeqCst);
+            }),
+        ))
+        .train(step_fn)
+        .unwrap();
+    assert_eq!(seen.load(Ordering::SeqCst), 800);
 }

@@ -195,6 +195,47 @@ fn read(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The lines of the journal a checkpoint's `mark` names (`{"file", "len", "crc32c"}`), up to its
+/// length, grouped by what they record (a scalar's values by name, the rows, a recorder's
+/// losses, its learning rates), each group in its order: two runs that record the same history
+/// have the same groups, whichever steps their checkpoints appended at.
+fn journal_lines(mark: &serde_json::Value) -> std::collections::BTreeMap<String, Vec<String>> {
+    let bytes = read(Path::new(mark["file"].as_str().expect("the journal's file")));
+    let len = mark["len"].as_u64().expect("the journal's length") as usize;
+    assert_eq!(crc32c_of(&bytes[..len]), mark["crc32c"].as_u64().unwrap(), "the journal's checksum");
+    let mut groups = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for line in String::from_utf8(bytes[..len].to_vec()).unwrap().lines() {
+        let entry: Vec<serde_json::Value> = serde_json::from_str(line).unwrap();
+        let group = match entry[0].as_str().unwrap() {
+            "h" => format!("h {}", entry[1]),
+            kind => kind.to_string(),
+        };
+        groups.entry(group).or_default().push(line.to_string());
+    }
+    groups
+}
+
+/// CRC-32C (Castagnoli), bit by bit: what the journal's mark records.
+fn crc32c_of(bytes: &[u8]) -> u64 {
+    let mut crc = !0u32;
+    for &byte in bytes {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82f6_3b78 } else { crc >> 1 };
+        }
+    }
+    u64::from(!crc)
+}
+
+/// A checkpoint's saved state without its journal's mark (which names a file of its own run).
+fn without_journal(state: &serde_json::Value) -> serde_json::Value {
+    let mut state = state.clone();
+    if let Some(object) = state.as_object_mut() {
+        object.remove("journal");
+    }
+    state
+}
+
 /// Train straight; train to `stop`, drop everything, resume from the directory and finish; then
 /// compare everything a run leaves.
 fn straight_and_resumed(every_step: bool, stop: u64) {
@@ -250,8 +291,14 @@ fn straight_and_resumed(every_step: bool, stop: u64) {
         one_more_step(&fresh_optimizer_bytes(&straight.model), straight.model.clone()),
         "the saved optimizer state matters (Adam's moments and time)"
     );
-    // Hyper-parameters, callback states, counters, data position: the whole trainer.json.
-    assert_eq!(a.trainer_state(), b.trainer_state());
+    // Hyper-parameters, callback states, counters, data position: the whole trainer.json (the
+    // Recorder's journal is a file of each run's own, compared below).
+    let without_recorder_journal = |state: &serde_json::Value| {
+        let mut state = state.clone();
+        state["callbacks"]["Recorder"]["journal"]["file"] = serde_json::Value::Null;
+        state
+    };
+    assert_eq!(without_recorder_journal(a.trainer_state()), without_recorder_journal(b.trainer_state()));
     assert_eq!(a.hyper_param("momentum_like"), Some(0.0));
     let tracker = a.callback_state("LossTracker").expect("the tracker's state is saved");
     assert_eq!(tracker["steps"], EPOCHS * 6);
@@ -264,8 +311,11 @@ fn straight_and_resumed(every_step: bool, stop: u64) {
         assert_eq!(deferred["sum"].as_f64().map(f64::to_bits), tracker["sum"].as_f64().map(f64::to_bits));
     }
     assert!(a.callback_state("MinSaver(mean_loss)").is_some_and(|s| s["best"].is_number()));
-    // The monitors' history and stats.json.
-    assert_eq!(a.monitors_state(), b.monitors_state());
+    // The monitors' history (in their journals, beside the checkpoints) and stats.json.
+    assert_eq!(without_journal(a.monitors_state()), without_journal(b.monitors_state()));
+    let (journal_a, journal_b) = (&a.monitors_state()["journal"], &b.monitors_state()["journal"]);
+    assert_eq!(journal_lines(journal_a), journal_lines(journal_b));
+    assert!(journal_lines(journal_a).contains_key("h \"mean_loss\""), "the values are in the journal");
     assert_eq!(read(&straight_dir.join("stats.json")), read(&split_dir.join("stats.json")));
     // A row at each epoch's end (steps 6, 12, ... 36) and at every 4th step between (4, 8, 16,
     // 20, 28, 32): what the callback put every 4 steps is all there.
@@ -288,7 +338,12 @@ fn straight_and_resumed(every_step: bool, stop: u64) {
     );
     // fastai's Recorder: its records come back from the checkpoint, so the resumed run's plot of
     // the losses is the straight run's, pixel for pixel.
-    assert!(a.callback_state("Recorder").is_some_and(|s| s["losses"].as_array().unwrap().len() == 36));
+    let (recorder_a, recorder_b) =
+        (a.callback_state("Recorder").unwrap(), b.callback_state("Recorder").unwrap());
+    assert_eq!(without_journal(recorder_a), without_journal(recorder_b));
+    let losses = journal_lines(&recorder_a["journal"]);
+    assert_eq!(losses["l"].len(), 36, "every step's loss is in the recorder's journal");
+    assert_eq!(losses, journal_lines(&recorder_b["journal"]));
     assert_eq!(read(&straight_dir.join("loss.png")), read(&split_dir.join("loss.png")));
     // The best copy is the same checkpoint.
     let best_a = Checkpoint::read(straight_dir.join("checkpoints/min-mean_loss")).unwrap();

@@ -1,8 +1,10 @@
 //! The monitor store: what callbacks put (scalars, images, histograms, texts), the history every
 //! callback can query ([`Monitors`], here), the threads of the writers that take it to disk
 //! ([`sink`]: the [`MonitorSink`] trait and a writer's thread; [`publish`]: sending what was
-//! put to them), and the monitors' state in a checkpoint ([`saved`]).
+//! put to them), and the monitors' state in a checkpoint ([`saved`]), whose long histories are
+//! kept beside it ([`journaled`]).
 
+mod journaled;
 mod publish;
 mod saved;
 mod sink;
@@ -14,6 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use sink::MonitorSink;
 use sink::SinkThread;
 
+use super::journal::Journal;
 use super::queue::WriterQueue;
 use super::record::{EpochStats, Histogram, Image, Record, StatsRow, Value};
 
@@ -48,6 +51,11 @@ pub struct Monitors {
     better: BTreeMap<Arc<str>, Better>,
     pub(crate) global_step: u64,
     pub(crate) epoch_num: u64,
+    /// The journal the histories go into at each checkpoint (unnamed: a checkpoint holds them
+    /// whole), how many values of each scalar and how many rows it holds.
+    journal: Journal,
+    journaled: BTreeMap<Arc<str>, usize>,
+    journaled_rows: usize,
 }
 
 impl std::fmt::Debug for Monitors {
@@ -82,6 +90,9 @@ impl Monitors {
             better: BTreeMap::new(),
             global_step: 0,
             epoch_num: 0,
+            journal: Journal::default(),
+            journaled: BTreeMap::new(),
+            journaled_rows: 0,
         }
     }
 

@@ -13,60 +13,102 @@ use crate::state::record::{EpochStats, StatsRow};
 
 impl Monitors {
     /// The history, the finished epochs' statistics, the current epoch's scalars, the rows of
-    /// `stats.json` and the scalars put since the last row, as JSON for a checkpoint. Non-finite values are kept (as the strings `"NaN"`, `"inf"`, `"-inf"`).
-    pub(crate) fn save_state(&self) -> serde_json::Value {
-        let history: Map<String, Json> = self
-            .history
+    /// `stats.json` and the scalars put since the last row, as JSON for a checkpoint. Non-finite
+    /// values are kept (as the strings `"NaN"`, `"inf"`, `"-inf"`). With a journal
+    /// ([`keep_history_in`](Self::keep_history_in)), the histories and the rows but the last are
+    /// appended to it and the checkpoint holds its mark: what it writes does not grow with the run.
+    pub(crate) fn save_state(&mut self) -> Result<serde_json::Value> {
+        let journal = match self.has_journal() {
+            true => Some(self.append_to_journal()?.to_json()),
+            false => None,
+        };
+        let scalars = |map: &mut dyn Iterator<Item = (&str, f64)>| -> Json {
+            Json::Object(map.map(|(k, v)| (k.to_string(), json_f64(v))).collect())
+        };
+        let rows = |rows: &[StatsRow]| -> Vec<Json> {
+            rows.iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "epoch_num": r.epoch_num,
+                        "global_step": r.global_step,
+                        "scalars": scalars(&mut r.scalars.iter().map(|(k, &v)| (k.as_str(), v))),
+                    })
+                })
+                .collect()
+        };
+        let mut state = serde_json::json!({
+            "epochs": self.epochs_json(),
+            "current": scalars(&mut self.current.iter().map(|(k, &v)| (&**k, v))),
+            "row": scalars(&mut self.row.iter().map(|(k, &v)| (&**k, v))),
+        });
+        match journal {
+            Some(mark) => {
+                state["journal"] = mark;
+                state["rows"] = Json::from(rows(self.rows_not_journaled()));
+            }
+            None => {
+                state["history"] = Json::Object(self.history_json());
+                state["history_epochs"] = Json::Object(
+                    self.history_epochs
+                        .iter()
+                        .map(|(name, e)| (name.to_string(), Json::from(e.clone())))
+                        .collect(),
+                );
+                state["rows"] = Json::from(rows(&self.rows));
+            }
+        }
+        Ok(state)
+    }
+
+    /// Every scalar's history, as `[step, value]` pairs by name.
+    fn history_json(&self) -> Map<String, Json> {
+        self.history
             .iter()
             .map(|(name, values)| {
                 let pairs = values.iter().map(|&(step, v)| Json::Array(vec![step.into(), json_f64(v)]));
                 (name.to_string(), Json::Array(pairs.collect()))
             })
-            .collect();
-        let scalars = |map: &mut dyn Iterator<Item = (&str, f64)>| -> Json {
-            Json::Object(map.map(|(k, v)| (k.to_string(), json_f64(v))).collect())
+            .collect()
+    }
+
+    /// The finished epochs' statistics.
+    fn epochs_json(&self) -> Vec<Json> {
+        let scalars = |map: &BTreeMap<String, f64>| -> Json {
+            Json::Object(map.iter().map(|(k, &v)| (k.clone(), json_f64(v))).collect())
         };
-        let epochs: Vec<Json> = self
-            .epochs
+        self.epochs
             .iter()
             .map(|e| {
                 serde_json::json!({
                     "epoch_num": e.epoch_num,
                     "global_step": e.global_step,
-                    "scalars": scalars(&mut e.scalars.iter().map(|(k, &v)| (k.as_str(), v))),
+                    "scalars": scalars(&e.scalars),
                 })
             })
-            .collect();
-        let rows: Vec<Json> = self
-            .rows
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "epoch_num": r.epoch_num,
-                    "global_step": r.global_step,
-                    "scalars": scalars(&mut r.scalars.iter().map(|(k, &v)| (k.as_str(), v))),
-                })
-            })
-            .collect();
-        let history_epochs: Map<String, Json> =
-            self.history_epochs.iter().map(|(name, e)| (name.to_string(), Json::from(e.clone()))).collect();
-        serde_json::json!({
-            "history": history,
-            "history_epochs": history_epochs,
-            "epochs": epochs,
-            "current": scalars(&mut self.current.iter().map(|(k, &v)| (&**k, v))),
-            "rows": rows,
-            "row": scalars(&mut self.row.iter().map(|(k, &v)| (&**k, v))),
-        })
+            .collect()
     }
 
-    /// Restore what [`save_state`](Self::save_state) saved.
-    pub(crate) fn load_state(&mut self, state: &Json) -> Result<()> {
-        let history = read_history(state)?;
+    /// Restore what [`save_state`](Self::save_state) saved; a journal it names is looked for in
+    /// `journal_dirs` first (the run's `history/` folder, the checkpoint's log directory's).
+    pub(crate) fn load_state(&mut self, state: &Json, journal_dirs: &[std::path::PathBuf]) -> Result<()> {
         let epochs = read_epochs(state)?;
         let current = read_scalars(&state["current"], "current")?;
-        let (rows, row) = read_rows(state, &epochs, &current)?;
-        self.history_epochs = read_history_epochs(state, &history, &epochs)?;
+        let (mut rows, row) = read_rows(state, &epochs, &current)?;
+        let history = match state.get("journal") {
+            Some(mark) => {
+                let ((history, history_epochs), mut journaled_rows) =
+                    self.resume_journal(mark, journal_dirs)?;
+                journaled_rows.append(&mut rows);
+                rows = journaled_rows;
+                self.history_epochs = history_epochs;
+                history
+            }
+            None => {
+                let history = read_history(state)?;
+                self.history_epochs = read_history_epochs(state, &history, &epochs)?;
+                history
+            }
+        };
         self.current = keyed(&history, current);
         self.row = keyed(&history, row);
         self.rows = rows;

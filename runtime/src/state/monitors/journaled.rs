@@ -1,0 +1,143 @@
+//! The monitors' long histories beside the checkpoints: every scalar's values and the rows of
+//! `stats.json` go into the run's journal ([`Journal`], `history/monitors-<run>.jsonl` in the log
+//! directory), each checkpoint appending what was put since the one before, as JSON lines:
+//!
+//! - `["h", name, global_step, epoch_num, value]`: a value of scalar `name`;
+//! - `["r", epoch_num, global_step, {name: value, ...}]`: a row of `stats.json` (the last row
+//!   stays in the checkpoint: a later row made at the same moment merges into it).
+//!
+//! A checkpoint holds the journal's mark (its length and checksum) instead of the histories, so
+//! that its size and the time it takes do not grow with the run.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::Value as Json;
+
+use super::Monitors;
+use crate::error::{Error, Result};
+use crate::state::journal::{Journal, Mark};
+use crate::state::persist::{json_f64, parse_f64};
+use crate::state::record::StatsRow;
+
+/// A scalar's history and the epoch of each value, as [`Monitors`] keeps them.
+pub(super) type Histories = (BTreeMap<Arc<str>, Vec<(u64, f64)>>, BTreeMap<Arc<str>, Vec<u64>>);
+
+impl Monitors {
+    /// Keep the histories in the journal at `path` from the next checkpoint on (the chief, at the
+    /// start of a run). A run resumed from a checkpoint whose journal is that file appends to it;
+    /// any other starts it anew, writing the whole history at its next checkpoint.
+    pub(crate) fn keep_history_in(&mut self, path: PathBuf) {
+        if !self.journal.is_at(&path) {
+            self.journal = Journal::at(path);
+            self.journaled.clear();
+            self.journaled_rows = 0;
+        }
+    }
+
+    /// Whether the histories go into a journal (else a checkpoint holds them whole).
+    pub(super) fn has_journal(&self) -> bool {
+        self.journal.is_named()
+    }
+
+    /// Append what was put since the last checkpoint to the journal, synced: the mark of the
+    /// history now, for the checkpoint. The rows of `stats.json` go in but the last.
+    pub(super) fn append_to_journal(&mut self) -> Result<Mark> {
+        let mut lines = Vec::new();
+        let mut counts = Vec::new();
+        for (name, values) in &self.history {
+            let from = self.journaled.get(name).copied().unwrap_or(0);
+            let epochs = self.history_epochs.get(name).map_or(&[][..], Vec::as_slice);
+            for (i, &(step, value)) in values.iter().enumerate().skip(from) {
+                let epoch = epochs.get(i).copied().unwrap_or(0);
+                write_line(&mut lines, &("h", &**name, step, epoch, json_f64(value)))?;
+            }
+            counts.push((name.clone(), values.len()));
+        }
+        let rows_end = self.rows.len().saturating_sub(1).max(self.journaled_rows);
+        for row in &self.rows[self.journaled_rows..rows_end] {
+            let scalars: serde_json::Map<String, Json> =
+                row.scalars.iter().map(|(k, &v)| (k.clone(), json_f64(v))).collect();
+            write_line(&mut lines, &("r", row.epoch_num, row.global_step, scalars))?;
+        }
+        let mark = self.journal.append(&lines).map_err(|e| {
+            Error::checkpoint_from(format!("appending the monitors' history to its journal: {e}"), e)
+        })?;
+        self.journaled.extend(counts);
+        self.journaled_rows = rows_end;
+        Ok(mark)
+    }
+
+    /// The rows a checkpoint holds itself: those not in the journal.
+    pub(super) fn rows_not_journaled(&self) -> &[StatsRow] {
+        &self.rows[self.journaled_rows.min(self.rows.len())..]
+    }
+
+    /// Resume the journal a checkpoint marks (looked for in `dirs` first, see
+    /// [`Journal::resume`]): the histories and the rows it holds, read back and verified; appends
+    /// go on after them.
+    pub(super) fn resume_journal(
+        &mut self,
+        mark: &Json,
+        dirs: &[PathBuf],
+    ) -> Result<(Histories, Vec<StatsRow>)> {
+        let bad = |what: String| Error::checkpoint(format!("the monitors' history is malformed: {what}"));
+        let mark = Mark::from_json(mark).ok_or_else(|| bad("journal".into()))?;
+        let (journal, bytes) = Journal::resume(&mark, dirs).map_err(|e| {
+            Error::checkpoint_from(
+                format!("reading the monitors' history from {}: {e}", mark.file.display()),
+                e,
+            )
+        })?;
+        let (histories, rows) = read_lines(&bytes).map_err(bad)?;
+        self.journal = journal;
+        self.journaled = histories.0.iter().map(|(name, values)| (name.clone(), values.len())).collect();
+        self.journaled_rows = rows.len();
+        Ok((histories, rows))
+    }
+}
+
+/// One JSON line.
+fn write_line(out: &mut Vec<u8>, value: &impl serde::Serialize) -> Result<()> {
+    serde_json::to_writer(&mut *out, value).map_err(|e| Error::checkpoint_from(format!("{e}"), e))?;
+    out.write_all(b"\n").map_err(|e| Error::checkpoint_from(format!("{e}"), e))
+}
+
+/// The histories and rows of a journal's lines; what is wrong, naming the line, otherwise.
+fn read_lines(bytes: &[u8]) -> std::result::Result<(Histories, Vec<StatsRow>), String> {
+    let (mut history, mut epochs): Histories = (BTreeMap::new(), BTreeMap::new());
+    let mut rows = Vec::new();
+    for (n, line) in bytes.split(|&b| b == b'\n').enumerate().filter(|(_, l)| !l.is_empty()) {
+        let bad = || format!("line {} of its journal", n + 1);
+        let entry: Vec<Json> = serde_json::from_slice(line).map_err(|_| bad())?;
+        match entry.as_slice() {
+            [kind, name, step, epoch, value] if kind == "h" => {
+                let name = name.as_str().ok_or_else(bad)?;
+                let (step, epoch) = (step.as_u64().ok_or_else(bad)?, epoch.as_u64().ok_or_else(bad)?);
+                let value = parse_f64(value).ok_or_else(bad)?;
+                let key = match history.get_key_value(name) {
+                    Some((key, _)) => Arc::clone(key),
+                    None => Arc::from(name),
+                };
+                history.entry(key.clone()).or_insert_with(Vec::new).push((step, value));
+                epochs.entry(key).or_insert_with(Vec::new).push(epoch);
+            }
+            [kind, epoch, step, scalars] if kind == "r" => {
+                let scalars = scalars
+                    .as_object()
+                    .ok_or_else(bad)?
+                    .iter()
+                    .map(|(k, v)| Some((k.clone(), parse_f64(v)?)))
+                    .collect::<Option<_>>()
+                    .ok_or_else(bad)?;
+                let (epoch_num, global_step) =
+                    (epoch.as_u64().ok_or_else(bad)?, step.as_u64().ok_or_else(bad)?);
+                rows.push(StatsRow { epoch_num, global_step, scalars });
+            }
+            _ => return Err(bad()),
+        }
+    }
+    Ok(((history, epochs), rows))
+}
