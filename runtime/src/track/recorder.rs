@@ -11,7 +11,7 @@ use super::plot::{Mark, Plot, Series, XAxis, write_plot};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
-use crate::state::{JOURNAL_DIR, Journal, Mark, json_f64, parse_f64};
+use crate::state::{JOURNAL_DIR, Journal, Mark as JournalMark, json_f64, parse_f64};
 
 /// The file `plot_loss` writes at the end of training, in the log directory.
 pub const LOSS_PLOT: &str = "loss.png";
@@ -120,7 +120,7 @@ struct Journaled {
     journal: Journal,
     losses: usize,
     lrs: usize,
-    resume: Option<Mark>,
+    resume: Option<JournalMark>,
 }
 
 impl Clone for RecorderJournal {
@@ -370,7 +370,7 @@ impl<M> Callback<M> for Recorder {
         // A journal is read back at `before_train`, in the log directory then known.
         let (losses, lrs) = match state.get("journal") {
             Some(mark) => {
-                self.journal.lock().resume = Some(Mark::from_json(mark).ok_or_else(bad)?);
+                self.journal.lock().resume = Some(JournalMark::from_json(mark).ok_or_else(bad)?);
                 (Vec::new(), Vec::new())
             }
             None => (pairs("losses")?, pairs("lrs")?),
@@ -405,7 +405,7 @@ impl<M> Callback<M> for Recorder {
 impl Recorder {
     /// Append the losses and learning rates recorded since the last checkpoint to the journal,
     /// synced: its mark; `None` without a journal (off the chief, or before training).
-    fn append_to_journal(&self) -> Result<Option<Mark>> {
+    fn append_to_journal(&self) -> Result<Option<JournalMark>> {
         let mut held = self.journal.lock();
         if !held.journal.is_named() {
             return Ok(None);
@@ -426,7 +426,7 @@ impl Recorder {
 
     /// The losses and learning rates in the journal a checkpoint marks (looked for in `dir`, this
     /// run's `history/` folder, first), read back and verified; appends go on after them.
-    fn resume_journal(&mut self, mark: &Mark, dir: &std::path::Path) -> Result<(Steps, Steps)> {
+    fn resume_journal(&mut self, mark: &JournalMark, dir: &std::path::Path) -> Result<(Steps, Steps)> {
         let bad = |what: &str| Error::checkpoint(format!("the saved state of Recorder is malformed: {what}"));
         let (journal, bytes) = Journal::resume(mark, &[dir.to_path_buf()]).map_err(|e| {
             Error::checkpoint_from(format!("reading Recorder's losses from {}: {e}", mark.file.display()), e)
