@@ -12,7 +12,9 @@ use crate::state::{json_f64, parse_f64};
 /// Whether [`ReduceLrOnPlateau`] waits for a statistic to stop decreasing or increasing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PlateauMode {
-    /// `Max` when the statistic's name contains `acc` (an accuracy), `Min` otherwise (Keras's rule).
+    /// `Max` when the statistic's name contains `acc` (an accuracy), `Min` otherwise: tf.keras 2's
+    /// rule. Keras 3 minimizes `loss` and `val_loss`, asks any other compiled metric which way it
+    /// improves, and raises when it cannot tell; name the mode for an `f1` or an `auc`.
     #[default]
     Auto,
     /// The statistic should decrease (a loss, an error rate).
@@ -140,9 +142,10 @@ impl ReduceLrOnPlateau {
         self.mode = mode;
         self
     }
-    /// How much better a value must be to count as an improvement (default 1e-4).
+    /// How much better a value must be to count as an improvement (default 1e-4; its absolute
+    /// value is used, as in Keras).
     pub fn min_delta(mut self, delta: f64) -> Self {
-        self.min_delta = delta;
+        self.min_delta = delta.abs();
         self
     }
     /// Epochs to wait after a reduction before counting epochs without improvement again
@@ -160,7 +163,10 @@ impl ReduceLrOnPlateau {
     /// `Epoch 5: ReduceLROnPlateau reducing learning rate to 0.05.` (the 1-based epoch, the new
     /// value as Python writes a float; another hyper-parameter than the learning rate is named by
     /// its name). A `log` record at `Info`, a line on stderr without a logger (see
-    /// [`logging`](crate::logging)), where Keras prints it on stdout after a line break.
+    /// [`logging`](crate::logging)), where Keras prints it on stdout after a line break. The value
+    /// is the `f64` rate's; Keras's rate is a `float32` variable read back as a double, so the
+    /// same reduction of 0.1 by 0.1 reads `0.010000000149011612` there and `0.010000000000000002`
+    /// here.
     pub fn verbose(mut self, enable: bool) -> Self {
         self.verbose = enable;
         self
@@ -318,7 +324,18 @@ fn python_float(value: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::python_float;
+    use super::{ReduceLrOnPlateau, python_float};
+
+    /// Keras's `MonitorCallback` keeps `abs(min_delta)`: a negative delta is the same threshold.
+    #[test]
+    fn a_negative_min_delta_counts_as_its_absolute_value() {
+        for delta in [0.25, -0.25] {
+            let mut plateau = ReduceLrOnPlateau::new("val_loss").min_delta(delta);
+            plateau.best = 1.0;
+            assert!(!plateau.improves(0.8), "{delta}: 0.8 is not 0.25 below 1.0");
+            assert!(plateau.improves(0.7), "{delta}: 0.7 is");
+        }
+    }
 
     /// What Python's `str()` gives for each, checked by hand against CPython.
     #[test]

@@ -416,6 +416,41 @@ fn restore_best_weights_gives_the_best_epochs_weights_after_a_stop_and_at_the_en
     assert_eq!(model, Script::weights_at(&seen, 3));
 }
 
+/// Keras's `test_early_stopping_final_weights_when_restoring_model_weights`
+/// (early_stopping_test.py), its 0-based epochs counted from 1 here: patience 2 stops at the fifth
+/// epoch with the third's weights; with a baseline of 0.5 that no epoch beats and patience 5, five
+/// epochs run and the third's weights come back.
+#[test]
+fn kerass_restore_best_weights_cases_restore_the_same_epoch() {
+    let stop = |patience| EarlyStopping::new("val_loss").patience(patience).restore_best_weights(true);
+    let (epoch, model, seen) = restored(&[0.2, 0.15, 0.1, 0.11, 0.12], 9, stop(2));
+    assert_eq!(epoch, 5);
+    assert_eq!(model, Script::weights_at(&seen, 3));
+    let (epoch, model, seen) = restored(&[0.9, 0.8, 0.7, 0.71, 0.72, 0.73], 9, stop(5).baseline(0.5));
+    assert_eq!(epoch, 5);
+    assert_eq!(model, Script::weights_at(&seen, 3));
+}
+
+/// Keras's `test_early_stopping` (early_stopping_test.py): the direction `mode="auto"` gives each
+/// of its metrics, which Keras 3 asks the compiled metric for and stoker reads from the name, and
+/// no direction for `unknown` (a `ValueError` there, an error at setup here).
+#[test]
+fn kerass_auto_mode_cases_resolve_to_the_same_direction() {
+    let cases = [
+        ("val_mse", Mode::Min),
+        ("val_loss", Mode::Min),
+        ("loss", Mode::Min),
+        ("acc", Mode::Max),
+        ("val_accuracy", Mode::Max),
+        ("hinge", Mode::Min),
+        ("f1_score", Mode::Max),
+    ];
+    for (name, mode) in cases {
+        assert_eq!(Mode::Auto.resolve(name), Some(mode), "{name}");
+    }
+    assert_eq!(Mode::Auto.resolve("unknown"), None);
+}
+
 /// The saved state of the callback `name` in the latest checkpoint under `dir`.
 fn saved_state(dir: &Path, name: &str) -> Json {
     let checkpoint = burn_stoker::saver::Checkpoint::latest(dir).unwrap().expect("a checkpoint");
