@@ -24,7 +24,7 @@ mod scalar_stats;
 pub use classification::{BinaryClassificationStats, ClassificationError};
 pub use inferencer::Inferencer;
 pub use multi_label::MultiLabelStats;
-pub use runner::{ForwardOutput, InferenceCounts, InferenceRunner};
+pub use runner::{ForwardOutput, InferenceCounts, InferenceForward, InferenceRunner, PredThenScore};
 pub use scalar_stats::ScalarStats;
 
 use crate::error::{Error, Result};

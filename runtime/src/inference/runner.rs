@@ -2,6 +2,7 @@
 //! batch to its inferencers.
 
 mod batch_size;
+mod forward;
 mod results;
 
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
 use crate::fetch::{FetchPlan, Outputs};
 use crate::trainer::{BatchIter, TrainData};
+pub use forward::{InferenceForward, PredThenScore};
 use results::PassEnd;
 
 /// What an [`InferenceRunner`]'s forward function returns: `()`, or the batch's number of
@@ -117,9 +119,10 @@ impl InferenceCounts {
 ///
 /// **fastai's batch events.** Before each batch, the callbacks that take the batch
 /// ([`StepHooks::batch`](crate::callback::StepHooks::batch)) receive it in `before_batch`, with
-/// [`Context::training`] `false`, and may replace it: `forward` runs on what they leave. The
-/// forward function computes the outputs in one call, so `after_pred` is not delivered during its
-/// pass; a validation callback of one's own delivers it with [`Context::after_pred`].
+/// [`Context::training`] `false`, and may replace it: `forward` runs on what they leave. A forward
+/// function computes the outputs in one call, so `after_pred` has no place in it: give the runner
+/// a prediction and a scoring function instead ([`pred_then_score`](Self::pred_then_score)), and
+/// the callbacks that take the model's output receive it between the two.
 ///
 /// **Signals.** When the trainer handles signals, a SIGINT or SIGTERM during a pass stops it
 /// before the next batch: its partial results are not put to the monitors (the log names them,
@@ -249,12 +252,41 @@ impl<D, F> InferenceRunner<D, F> {
     }
 }
 
-impl<M, D, F, R> Callback<M> for InferenceRunner<D, F>
+impl<D, P, S> InferenceRunner<D, PredThenScore<P, S>> {
+    /// Inference over `data` with the forward function in two parts, so that fastai's
+    /// `after_pred` is delivered between them ([`PredThenScore`]): `predict` computes the model's
+    /// output from the batch, the callbacks that take it
+    /// ([`StepHooks::pred`](crate::callback::StepHooks::pred)) read and may replace it, with
+    /// [`Context::training`] `false`, and `score` puts the outputs from what they left and the
+    /// batch, returning `()` or the batch size as `forward` does.
+    ///
+    /// ```
+    /// use burn::nn::Linear;
+    /// use burn::tensor::Tensor;
+    /// use burn_stoker::prelude::*;
+    ///
+    /// let validation: Vec<(Tensor<2>, Tensor<2>)> = Vec::new();
+    /// let runner = InferenceRunner::pred_then_score(
+    ///     validation,
+    ///     |model: &Linear, (x, _): &(Tensor<2>, Tensor<2>)| model.forward(x.clone()),
+    ///     |pred: Tensor<2>, (x, y): (Tensor<2>, Tensor<2>), out: &mut Outputs| {
+    ///         out.put("cost", (pred - y).powi_scalar(2).mean());
+    ///         x.dims()[0]
+    ///     },
+    /// )
+    /// .with(ScalarStats::new(["cost"]));
+    /// # let _ = runner;
+    /// ```
+    pub fn pred_then_score(data: D, predict: P, score: S) -> Self {
+        InferenceRunner::new(data, PredThenScore { predict, score })
+    }
+}
+
+impl<M, D, F> Callback<M> for InferenceRunner<D, F>
 where
     M: Module,
     D: TrainData,
-    F: FnMut(&M, D::Batch, &mut Outputs) -> R,
-    R: ForwardOutput,
+    F: InferenceForward<M, D::Batch>,
 {
     /// Chief-only, unless [`data_parallel`](InferenceRunner::data_parallel).
     fn chief_only(&self) -> bool {
@@ -327,7 +359,8 @@ where
             let Some(batch) = pass.next_batch() else { break };
             self.outputs.clear();
             // fastai's `before_batch` for a validation batch, to the callbacks that take it.
-            let returned = (self.forward)(&model, ctx.before_batch(batch?)?, &mut self.outputs).batch_size();
+            let batch = ctx.before_batch(batch?)?;
+            let returned = self.forward.run_batch(&model, batch, &mut self.outputs, ctx)?.batch_size();
             if batches == 0 {
                 self.plan.check_names(
                     &self.outputs,

@@ -167,7 +167,8 @@ impl<M> Callback<M> for ZeroPred {
     }
     fn after_pred(&mut self, ctx: &mut Context<'_, M>, pred: &StepPred<'_>) -> burn_stoker::Result<()> {
         let dims = pred.with(|pred: &Tensor<2>| pred.dims())?;
-        self.0.lock().unwrap().push(format!("after_pred g{} {dims:?}", ctx.global_step()));
+        let (step, training) = (ctx.global_step(), ctx.training());
+        self.0.lock().unwrap().push(format!("after_pred g{step} training={training} {dims:?}"));
         pred.update(|pred: Tensor<2>| pred * 0.0)
     }
 }
@@ -202,7 +203,7 @@ fn after_pred_replaces_the_output_the_loss_is_computed_from() {
             (pred - y).powi_scalar(2).mean()
         })
         .unwrap();
-    assert_eq!(take(&log), vec!["after_pred g0 [4, 1]", "after_pred g1 [4, 1]"]);
+    assert_eq!(take(&log), vec!["after_pred g0 training=true [4, 1]", "after_pred g1 training=true [4, 1]"]);
     assert_eq!(*losses.lock().unwrap(), expected);
 }
 
@@ -298,6 +299,44 @@ fn batch_events_reach_the_callbacks_during_validation_with_training_false() {
     // The validation pass's batches, unchanged: ZeroInputs replaces training batches only.
     expected.extend(firsts.iter().map(|x| format!("before_batch g1 training=false x[0]={x:.3}")));
     assert_eq!(take(&log), expected);
+}
+
+/// `InferenceRunner::pred_then_score` delivers `after_pred` between its two functions, with
+/// `Context::training` false: the validation cost is computed from the output the callback left
+/// (zeros here: the mean of y² over the samples, by hand).
+#[test]
+fn after_pred_reaches_the_callbacks_during_validation_between_predict_and_score() {
+    let device = burn_stoker::device::cpu();
+    let log: Log = Arc::default();
+    let validation = tiny_data(3, &device);
+    let (mut sum, mut samples) = (0.0f64, 0usize);
+    for (x, y) in &validation {
+        let n = x.dims()[0];
+        sum += n as f64 * y.clone().powi_scalar(2).mean().into_scalar::<f32>() as f64;
+        samples += n;
+    }
+    let runner = InferenceRunner::pred_then_score(
+        validation,
+        |model: &Linear, (x, _): &Batch| model.forward(x.clone()),
+        |pred: Tensor<2>, (x, y): Batch, out: &mut Outputs| {
+            out.put("cost", (pred - y).powi_scalar(2).mean());
+            x.dims()[0]
+        },
+    )
+    .with(ScalarStats::new(["cost"]));
+    let cost = Arc::default();
+    let callbacks = (runner, ZeroPred(log.clone()), ValidationCost(Arc::clone(&cost)));
+    trainer(tiny_model(&device), tiny_data(1, &device), "valid-pred", callbacks)
+        .train(|model: &Linear, (x, y): Batch, step: &mut Step<'_>| {
+            (step.pred(model.forward(x)) - y).powi_scalar(2).mean()
+        })
+        .unwrap();
+    let validated = cost.lock().unwrap().expect("the validation cost");
+    assert!((validated - sum / samples as f64).abs() < 1e-6, "{validated} vs {}", sum / samples as f64);
+    // One after_pred in the training step, one per validation batch (at global step 1).
+    let seen = take(&log);
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert!(seen[1..].iter().all(|line| line.starts_with("after_pred g1 training=false")), "{seen:?}");
 }
 
 // ---------------------------------------------------------------------------------------------
