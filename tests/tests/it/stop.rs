@@ -419,7 +419,8 @@ fn restore_best_weights_gives_the_best_epochs_weights_after_a_stop_and_at_the_en
 /// Keras's `test_early_stopping_final_weights_when_restoring_model_weights`
 /// (early_stopping_test.py), its 0-based epochs counted from 1 here: patience 2 stops at the fifth
 /// epoch with the third's weights; with a baseline of 0.5 that no epoch beats and patience 5, five
-/// epochs run and the third's weights come back.
+/// epochs run and the third's weights come back; and so they do when another callback stops the
+/// run after the fourth epoch.
 #[test]
 fn kerass_restore_best_weights_cases_restore_the_same_epoch() {
     let stop = |patience| EarlyStopping::new("val_loss").patience(patience).restore_best_weights(true);
@@ -429,6 +430,19 @@ fn kerass_restore_best_weights_cases_restore_the_same_epoch() {
     let (epoch, model, seen) = restored(&[0.9, 0.8, 0.7, 0.71, 0.72, 0.73], 9, stop(5).baseline(0.5));
     assert_eq!(epoch, 5);
     assert_eq!(model, Script::weights_at(&seen, 3));
+    // Another callback stops the run after the fourth epoch: the third's weights come back.
+    let device = burn_stoker::device::cpu();
+    let script = Script::new("val_loss", &[0.9, 0.8, 0.7, 0.71, 0.72, 0.73]);
+    let seen = script.seen.clone();
+    let other = burn_stoker::debug::CallbackFactory::new().name("Other").after_epoch(|ctx| {
+        if ctx.epoch_num() == 4 {
+            ctx.request_stop("another callback");
+        }
+    });
+    let callbacks = (script, stop(5).baseline(0.5), other);
+    let report = train(&scratch_dir("stop-restore-other"), tiny_model(&device), 9, false, callbacks).unwrap();
+    assert_eq!(report.counters.epoch_num(), 4);
+    assert_eq!(weights(&report.model), Script::weights_at(&seen, 3));
 }
 
 /// Keras's `test_early_stopping` (early_stopping_test.py): the direction `mode="auto"` gives each
