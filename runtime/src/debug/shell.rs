@@ -268,6 +268,11 @@ fn monitors<M>(ctx: &Context<'_, M>, out: &mut dyn Write) -> std::io::Result<()>
     Ok(())
 }
 
+/// A command's optional number of values: `default` without one, `None` when it is not a number.
+fn parse_count(count: Option<&str>, default: usize) -> Option<usize> {
+    count.map_or(Some(default), |n| n.parse().ok())
+}
+
 /// `history NAME [N]`: the last `count` values of a scalar (all of them without `count`).
 fn history<M>(
     ctx: &Context<'_, M>,
@@ -275,10 +280,8 @@ fn history<M>(
     count: Option<&str>,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    let count = match count.map(|n| (n, n.parse::<usize>())) {
-        None => usize::MAX,
-        Some((_, Ok(n))) => n,
-        Some((n, Err(_))) => return writeln!(out, "history: `{n}` is not a number of values"),
+    let Some(count) = parse_count(count, usize::MAX) else {
+        return writeln!(out, "history: `{}` is not a number of values", count.unwrap_or_default());
     };
     let history = ctx.monitors_ref().history(name);
     if history.is_empty() {
@@ -364,10 +367,8 @@ fn param<M: Module>(
     count: Option<&str>,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    let count = match count.map(|n| (n, n.parse::<usize>())) {
-        None => 8,
-        Some((_, Ok(n))) => n,
-        Some((n, Err(_))) => return writeln!(out, "param: `{n}` is not a number of values"),
+    let Some(count) = parse_count(count, 8) else {
+        return writeln!(out, "param: `{}` is not a number of values", count.unwrap_or_default());
     };
     let all = parameters(ctx);
     let Some((_, shape, tensor)) = all.iter().find(|(path, ..)| path == name) else {

@@ -137,6 +137,23 @@ impl Journal {
     }
 }
 
+/// One entry of a journal, as the line `value` serializes to, after `out`'s lines.
+pub(crate) fn push_line(out: &mut Vec<u8>, value: &impl serde::Serialize) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, value)?;
+    out.push(b'\n');
+    Ok(())
+}
+
+/// The entries of a journal's history (each line a JSON array), with each line's 1-based
+/// number; `None` for a line that is not one.
+pub(crate) fn entries(bytes: &[u8]) -> impl Iterator<Item = (usize, Option<Vec<Json>>)> + '_ {
+    bytes
+        .split(|&b| b == b'\n')
+        .enumerate()
+        .filter(|(_, line)| !line.is_empty())
+        .map(|(n, line)| (n + 1, serde_json::from_slice(line).ok()))
+}
+
 /// The first `mark.len` bytes of the journal at `path`, checked against the mark.
 fn read_verified(path: &Path, mark: &Mark) -> std::io::Result<Vec<u8>> {
     let bytes = read_prefix(path, mark.len)?;

@@ -25,7 +25,7 @@ mod watched;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use hyper::{HyperParams, LEARNING_RATE, SharedParam};
 pub use journal::JOURNAL_DIR;
-pub(crate) use journal::{Journal, Mark};
+pub(crate) use journal::{Journal, Mark, entries as journal_entries, push_line as push_journal_line};
 pub use keep::KeepPolicy;
 pub(crate) use keep::check_copy_name;
 pub(crate) use leftovers::{

@@ -11,7 +11,9 @@ use super::plot::{Mark, Plot, Series, XAxis, write_plot};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
-use crate::state::{JOURNAL_DIR, Journal, Mark as JournalMark, json_f64, parse_f64};
+use crate::state::{
+    JOURNAL_DIR, Journal, Mark as JournalMark, journal_entries, json_f64, parse_f64, push_journal_line,
+};
 
 /// The file `plot_loss` writes at the end of training, in the log directory.
 pub const LOSS_PLOT: &str = "loss.png";
@@ -410,16 +412,15 @@ impl Recorder {
         if !held.journal.is_named() {
             return Ok(None);
         }
-        let mut lines = String::new();
-        let mut line = |kind: &str, (step, value): (u64, f64)| {
-            lines.push_str(&serde_json::json!([kind, step, json_f64(value)]).to_string());
-            lines.push('\n');
-        };
-        self.losses.iter().skip(held.losses).for_each(|&p| line("l", p));
-        self.lrs.iter().skip(held.lrs).for_each(|&p| line("r", p));
-        let mark = held.journal.append(lines.as_bytes()).map_err(|e| {
+        let failed = |e: std::io::Error| {
             Error::checkpoint_from(format!("appending Recorder's losses to its journal: {e}"), e)
-        })?;
+        };
+        let mut lines = Vec::new();
+        let losses = self.losses.iter().skip(held.losses).map(|p| ("l", p));
+        for (kind, &(step, value)) in losses.chain(self.lrs.iter().skip(held.lrs).map(|p| ("r", p))) {
+            push_journal_line(&mut lines, &(kind, step, json_f64(value))).map_err(failed)?;
+        }
+        let mark = held.journal.append(&lines).map_err(failed)?;
         (held.losses, held.lrs) = (self.losses.len(), self.lrs.len());
         Ok(Some(mark))
     }
@@ -432,8 +433,8 @@ impl Recorder {
             Error::checkpoint_from(format!("reading Recorder's losses from {}: {e}", mark.file.display()), e)
         })?;
         let (mut losses, mut lrs) = (Vec::new(), Vec::new());
-        for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            let entry: Vec<Json> = serde_json::from_slice(line).map_err(|_| bad("a line of its journal"))?;
+        for (_, entry) in journal_entries(&bytes) {
+            let entry = entry.ok_or_else(|| bad("a line of its journal"))?;
             let pair = match entry.as_slice() {
                 [_, step, value] => step.as_u64().zip(parse_f64(value)),
                 _ => None,

@@ -10,7 +10,6 @@
 //! that its size and the time it takes do not grow with the run.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -18,7 +17,7 @@ use serde_json::Value as Json;
 
 use super::Monitors;
 use crate::error::{Error, Result};
-use crate::state::journal::{Journal, Mark};
+use crate::state::journal::{Journal, Mark, entries, push_line};
 use crate::state::persist::{json_f64, parse_f64};
 use crate::state::record::StatsRow;
 
@@ -101,17 +100,16 @@ impl Monitors {
 
 /// One JSON line.
 fn write_line(out: &mut Vec<u8>, value: &impl serde::Serialize) -> Result<()> {
-    serde_json::to_writer(&mut *out, value).map_err(|e| Error::checkpoint_from(format!("{e}"), e))?;
-    out.write_all(b"\n").map_err(|e| Error::checkpoint_from(format!("{e}"), e))
+    push_line(out, value).map_err(|e| Error::checkpoint_from(format!("{e}"), e))
 }
 
 /// The histories and rows of a journal's lines; what is wrong, naming the line, otherwise.
 fn read_lines(bytes: &[u8]) -> std::result::Result<(Histories, Vec<StatsRow>), String> {
     let (mut history, mut epochs): Histories = (BTreeMap::new(), BTreeMap::new());
     let mut rows = Vec::new();
-    for (n, line) in bytes.split(|&b| b == b'\n').enumerate().filter(|(_, l)| !l.is_empty()) {
-        let bad = || format!("line {} of its journal", n + 1);
-        let entry: Vec<Json> = serde_json::from_slice(line).map_err(|_| bad())?;
+    for (n, entry) in entries(bytes) {
+        let bad = || format!("line {n} of its journal");
+        let entry = entry.ok_or_else(bad)?;
         match entry.as_slice() {
             [kind, name, step, epoch, value] if kind == "h" => {
                 let name = name.as_str().ok_or_else(bad)?;
