@@ -19,7 +19,12 @@
 //! built with `--features mpi`), where a SIGKILL goes to one rank drawn at random (mpirun then
 //! ends the job), a SIGINT to `mpirun` (which passes it on as SIGTERM after
 //! `odls_base_sigkill_timeout`), and the full disk is the chief's log directory; the reference is
-//! an uninterrupted world of the same size.
+//! an uninterrupted world of the same size. `--threads N` trains N ranks in the one process
+//! (`digits --threads N`).
+//!
+//! Each run trains under `--log-dir-policy refuse` in the round's folder; `--versioned` uses the
+//! example's own default instead (`version`: the first attempt creates `version_0`, every resume
+//! must continue it, on every rank).
 
 #[cfg(unix)]
 fn main() -> std::process::ExitCode {
@@ -52,6 +57,10 @@ mod faults {
         tmpfs: bool,
         /// The ranks of an MPI world (`None`: one process).
         mpi: Option<u64>,
+        /// The ranks of a threads world in the one process (`None`: one rank).
+        threads: Option<u64>,
+        /// The example's default log-directory policy (`version`) instead of `refuse`.
+        versioned: bool,
     }
 
     /// SplitMix64: enough randomness for choosing faults, and repeatable from `--seed`.
@@ -106,7 +115,7 @@ mod faults {
             Err(problem) => {
                 eprintln!("error: {problem}");
                 eprintln!(
-                    "usage: faults [--rounds N] [--epochs N] [--seed N] [--digits PATH] [--work DIR] [--no-tmpfs] [--mpi N]"
+                    "usage: faults [--rounds N] [--epochs N] [--seed N] [--digits PATH] [--work DIR] [--no-tmpfs] [--mpi N] [--threads N] [--versioned]"
                 );
                 return ExitCode::from(2);
             }
@@ -147,6 +156,8 @@ mod faults {
             work: std::env::temp_dir().join(format!("stoker-faults-{}", std::process::id())),
             tmpfs: true,
             mpi: None,
+            threads: None,
+            versioned: false,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -162,6 +173,8 @@ mod faults {
                 "--work" => options.work = value("--work")?.into(),
                 "--no-tmpfs" => options.tmpfs = false,
                 "--mpi" => options.mpi = Some(number(value("--mpi")?, "--mpi")?),
+                "--threads" => options.threads = Some(number(value("--threads")?, "--threads")?),
+                "--versioned" => options.versioned = true,
                 other => return Err(format!("unknown argument `{other}`")),
             }
         }
@@ -325,9 +338,12 @@ mod faults {
             .arg("--log-dir")
             .arg(log)
             .arg("--log-dir-policy")
-            .arg("refuse")
+            .arg(if options.versioned { "version" } else { "refuse" })
             .arg("--epochs")
             .arg(options.epochs.to_string());
+        if let Some(threads) = options.threads {
+            command.arg("--threads").arg(threads.to_string());
+        }
         if resume {
             command.arg("--resume");
         }
@@ -441,7 +457,11 @@ mod faults {
         collect.0
     }
 
+    /// The newest complete checkpoint of the round's run: in `log`, or in `log/version_0` under
+    /// `--versioned` (every attempt of a round must train there).
     fn latest(log: &Path) -> Result<Option<Checkpoint>, String> {
+        let versioned = log.join("version_0");
+        let log = if versioned.is_dir() { versioned.as_path() } else { log };
         if !log.join("checkpoints").is_dir() {
             return Ok(None);
         }

@@ -114,9 +114,15 @@ impl Journal {
         if self.file.is_none() {
             self.file = Some(open_for_append(&path)?);
         }
+        let before = (self.len, self.crc32c);
         self.write_at_end(bytes)?;
         let file = self.file.as_ref().ok_or_else(|| std::io::Error::other("the journal is not open"))?;
-        file.sync_data()?;
+        if let Err(error) = file.sync_data() {
+            // Not appended: the next append writes these lines again, over them, not after them.
+            (self.len, self.crc32c) = before;
+            let _ = file.set_len(self.len);
+            return Err(error);
+        }
         Ok(Mark { file: absolute(&path), len: self.len, crc32c: self.crc32c })
     }
 

@@ -65,7 +65,19 @@ pub(crate) fn open_own(options: &mut OpenOptions, path: &Path) -> std::io::Resul
             }
         })?;
         check_regular(&file)?;
-        let owner = file.metadata()?.uid();
+        let metadata = file.metadata()?;
+        // A second name is another place the same bytes live (a hard link planted to a file of
+        // this user's, or a backup made with `cp -l`): writing would change it there too.
+        if metadata.nlink() > 1 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "it is a file with {} names (hard links); stoker writes only into a file of one name in a log directory (remove it)",
+                    metadata.nlink()
+                ),
+            ));
+        }
+        let owner = metadata.uid();
         // SAFETY: geteuid(2) cannot fail and touches no memory.
         let me = unsafe { libc::geteuid() };
         if owner != me {
@@ -229,6 +241,10 @@ mod tests {
         fifo(&dir.join("fifo"));
         assert!(open_own(OpenOptions::new().write(true), &dir.join("fifo")).is_err());
         assert!(open_own(OpenOptions::new().append(true), &dir.join("victim")).is_ok());
+        assert_eq!(std::fs::read(dir.join("victim")).unwrap(), b"precious");
+        std::fs::hard_link(dir.join("victim"), dir.join("second")).unwrap();
+        let error = open_own(OpenOptions::new().write(true), &dir.join("second")).unwrap_err();
+        assert!(error.to_string().contains("2 names"), "{error}");
         assert_eq!(std::fs::read(dir.join("victim")).unwrap(), b"precious");
         let _ = std::fs::remove_dir_all(&dir);
     }

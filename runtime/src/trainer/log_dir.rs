@@ -9,7 +9,7 @@ use std::str::FromStr;
 use super::lock::{LOCK_FILE, LogDirLock};
 use crate::error::{Error, Result};
 use crate::monitor::STATS_FILE;
-use crate::saver::CHECKPOINT_DIR;
+use crate::saver::{CHECKPOINT_DIR, Checkpoint};
 use crate::state::sync_dir;
 
 /// How a TensorBoard event file's name starts (`TensorBoardWriter`'s, and TensorFlow's).
@@ -136,7 +136,7 @@ fn versions(base: &Path) -> Result<Vec<u64>> {
     let mut found = Vec::new();
     for entry in entries(base)? {
         let name = entry.file_name();
-        let number = name.to_str().and_then(|n| n.strip_prefix(VERSION_PREFIX)).and_then(|n| n.parse().ok());
+        let number = name.to_str().and_then(version_number);
         if let Some(number) = number
             && entry.path().is_dir()
         {
@@ -147,23 +147,60 @@ fn versions(base: &Path) -> Result<Vec<u64>> {
     Ok(found)
 }
 
-/// The log directory a run under [`LogDirPolicy::NewVersion`] trains in: with `resume`, the
-/// newest `base/version_N` (`version_0`, created, when there is none); otherwise a new
-/// `base/version_N`, created here (`create_dir` fails on one that exists, so a run started at
-/// the same moment takes the next number).
-pub(super) fn versioned_dir(base: &Path, resume: bool) -> Result<PathBuf> {
+/// N of a folder named `version_N`: digits only (`version_+5` and `version_ 5` are not one).
+fn version_number(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix(VERSION_PREFIX)?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The folder `base/version_N`.
+pub(super) fn version_dir(base: &Path, number: u64) -> PathBuf {
+    base.join(format!("{VERSION_PREFIX}{number}"))
+}
+
+/// The log directory a run under [`LogDirPolicy::NewVersion`] trains in, and its N. With
+/// `resume`: the newest `base/version_N` that holds a readable checkpoint, with that checkpoint
+/// (newer folders without one, a run that failed in setup or was killed before its first
+/// checkpoint, are named in a warning and left as they are); the newest folder when none holds
+/// one; `version_0`, created, when there is none. Otherwise a new `base/version_N`, created here
+/// (`create_dir` fails on one that exists, so a run started at the same moment takes the next
+/// number).
+pub(super) fn versioned_dir(base: &Path, resume: bool) -> Result<(PathBuf, u64, Option<Checkpoint>)> {
     crate::state::create_dir_all_synced(base).map_err(|e| Error::io(base, e))?;
     let existing = versions(base)?;
-    if resume && let Some(newest) = existing.last() {
-        return Ok(base.join(format!("{VERSION_PREFIX}{newest}")));
+    if resume && let Some(&newest) = existing.last() {
+        let mut skipped = Vec::new();
+        for &number in existing.iter().rev() {
+            let dir = version_dir(base, number);
+            match Checkpoint::latest(&dir) {
+                Ok(Some(checkpoint)) => {
+                    if !skipped.is_empty() {
+                        crate::logging::warn!(
+                            "resuming {} (its checkpoint {}): the newer {} no checkpoint to resume ({}); left as they are",
+                            dir.display(),
+                            checkpoint.dir().display(),
+                            if skipped.len() == 1 { "folder holds" } else { "folders hold" },
+                            skipped.join("; ")
+                        );
+                    }
+                    return Ok((dir, number, Some(checkpoint)));
+                }
+                Ok(None) => skipped.push(format!("{VERSION_PREFIX}{number}: none")),
+                Err(error) => skipped.push(format!("{VERSION_PREFIX}{number}: {error}")),
+            }
+        }
+        return Ok((version_dir(base, newest), newest, None));
     }
     let mut next = existing.last().map_or(0, |n| n + 1);
     loop {
-        let dir = base.join(format!("{VERSION_PREFIX}{next}"));
+        let dir = version_dir(base, next);
         match fs::create_dir(&dir) {
             Ok(()) => {
                 sync_dir(base).map_err(|e| Error::io(base, e))?;
-                return Ok(dir);
+                return Ok((dir, next, None));
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => next += 1,
             Err(e) => return Err(Error::io(&dir, e)),

@@ -27,6 +27,7 @@ mod data;
 mod data_parallel;
 mod defaults;
 mod dispatch;
+mod draws;
 mod fetches;
 mod lock;
 mod log_dir;

@@ -51,6 +51,8 @@ pub(crate) struct Run<M, C, K> {
     /// The batches in each pass over this rank's data, when the data says (recorded in
     /// checkpoints: a resume over data of another length is refused).
     pub(super) pass_len: Option<u64>,
+    /// With a seed, what seeds the devices before each step (`draws.rs`).
+    pub(super) step_seeds: Option<super::draws::StepSeeds>,
 }
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
@@ -76,6 +78,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             last_checkpoint: None,
             started_at: checkpoint::now(),
             pass_len: None,
+            step_seeds: None,
         })
     }
 

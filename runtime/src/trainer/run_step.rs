@@ -26,6 +26,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     {
         self.doing(Activity::Step);
         self.fetches.outputs.clear();
+        if let Some(seeds) = &self.step_seeds {
+            seeds.before_step(self.state.counters.global_step);
+        }
         #[cfg(feature = "cuda")]
         if self.state.execution.grads_reduced_by_backend() {
             self.mark_distributed();

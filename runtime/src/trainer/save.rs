@@ -11,6 +11,15 @@ use crate::error::{Error, Result};
 use crate::monitor::json_f64;
 use crate::saver::checkpoint::{self, CHECKPOINT_DIR, Content};
 
+/// A write of a checkpoint boundary that failed, logged: training goes on, the latest complete
+/// checkpoint stays the latest (tensorpack's ModelSaver: "Exception in ModelSaver!").
+fn skipped(error: &Error) -> Result<()> {
+    crate::logging::error!(
+        "ModelSaver: {error}; this boundary's checkpoint is not written, training goes on"
+    );
+    Ok(())
+}
+
 /// Where a checkpoint is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Boundary {
@@ -53,12 +62,28 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        let mut content = self.content(at)?;
+        // Every write of this boundary follows the savers' policy: training goes on after a
+        // failed write (a full disk) unless a checkpoint asked here says otherwise
+        // (`OnWriteError::Fail`, a checkpoint asked by a callback or a signal).
+        let keep_going = requests.iter().all(|request| request.keep_going);
+        let mut content = match self.content(at) {
+            Ok(content) => content,
+            // The journals' append (a full disk); a callback whose state fails is an error.
+            Err(error @ (Error::Checkpoint { .. } | Error::Io { .. })) if keep_going => {
+                return skipped(&error);
+            }
+            Err(error) => return Err(error),
+        };
         let root = self.state.log_dir.join(CHECKPOINT_DIR);
         // The copies first: the checkpoint records the savers' new best values, so a crash
-        // between the two must leave the older checkpoint, from which the copy is made again.
+        // between the two must leave the older checkpoint, from which the copy is made again
+        // (and a copy that failed leaves this boundary's checkpoints unwritten, for that reason).
         for (parent, name) in copies {
-            checkpoint::write_copy(parent.as_deref().unwrap_or(&root), &name, &content)?;
+            match checkpoint::write_copy(parent.as_deref().unwrap_or(&root), &name, &content) {
+                Ok(_) => {}
+                Err(error) if keep_going => return skipped(&error),
+                Err(error) => return Err(error),
+            }
         }
         // One checkpoint per folder asked for (each ModelSaver's `checkpoint_dir`), the same
         // content in each, stamped with the time its saver's clock gives; `<log dir>/checkpoints`
@@ -84,6 +109,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
 
     fn content(&mut self, at: Boundary) -> Result<Content> {
         let model = self.state.model.as_ref().ok_or_else(|| Error::msg("the model was lost"))?;
+        // BatchNorm's last update of its running statistics, which waits aside until the next
+        // forward, is part of what the next step uses: saved with the rest.
+        crate::world::buffers::sync(model);
         let model = model
             .clone()
             .into_record()

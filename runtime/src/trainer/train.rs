@@ -78,7 +78,7 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
     own_backward: bool,
 ) -> Result<Run<M, C, K>> {
     let chief = execution.is_chief();
-    let opened = open(&mut settings, chief, &mut model, &mut optimizer);
+    let opened = open(&mut settings, &mut execution, &mut model, &mut optimizer);
     let state = |(opened, optimizer): (Opened, ModuleOptimizer), hyper| TrainState {
         counters: opened.counters,
         model: None,
@@ -113,6 +113,7 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
         for device in model.devices() {
             device.seed(seed.wrapping_add(execution.rank() as u64));
         }
+        run.step_seeds = Some(super::draws::StepSeeds::new(seed, execution.rank(), model.devices()));
     }
     let means = execution.means().to_vec();
     (run.state.model, run.state.execution) = (Some(model), execution);
@@ -131,25 +132,27 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
     }
 }
 
-/// The log directory (a `version_N` folder of it under `LogDirPolicy::NewVersion`), held by the
-/// chief for the whole run (other ranks never write there); the checkpoint to resume from, read
-/// back; the log-directory policy applied to an earlier run by a run that resumes nothing there.
+/// The log directory (a `version_N` folder of it under `LogDirPolicy::NewVersion`, the chief's
+/// choice for every rank), held by the chief for the whole run (other ranks never write there);
+/// the checkpoint to resume from, read back; the log-directory policy applied to an earlier run
+/// by a run that resumes nothing there.
 fn open<M: Module>(
     settings: &mut Settings,
-    chief: bool,
+    execution: &mut Execution,
     model: &mut M,
     optimizer: &mut ModuleOptimizer,
 ) -> Result<Opened> {
+    let chief = execution.is_chief();
     let resume_auto = matches!(settings.resume, Resume::Auto);
-    let log_dir = if chief && settings.log_dir_policy == LogDirPolicy::NewVersion {
-        log_dir::versioned_dir(&settings.log_dir, resume_auto)?
-    } else {
-        settings.log_dir.clone()
+    let (log_dir, found) = match settings.log_dir_policy {
+        LogDirPolicy::NewVersion => versioned(&settings.log_dir, resume_auto, execution, model)?,
+        _ => (settings.log_dir.clone(), None),
     };
     let locks = super::lock::locking(settings.lock_log_dir);
     let mut lock = if chief { Some(LogDirLock::acquire(&log_dir, locks)?) } else { None };
     let checkpoint = match &settings.resume {
         Resume::Fresh => None,
+        Resume::Auto if found.is_some() => found,
         Resume::Auto => Checkpoint::latest(&log_dir)?,
         Resume::From(path) => Some(Checkpoint::latest(path)?.ok_or_else(|| {
             Error::checkpoint(format!("no checkpoint to resume from in {}", path.display()))
@@ -194,6 +197,31 @@ fn open<M: Module>(
         None => None,
     };
     Ok(Opened { log_dir, lock, counters, restored })
+}
+
+/// The `version_N` folder of `base` this run trains in: the chief chooses it (and, resuming,
+/// finds its checkpoint) and tells the other ranks its N, so that every rank of a world reads the
+/// same folder's checkpoints.
+fn versioned<M: Module>(
+    base: &std::path::Path,
+    resume: bool,
+    execution: &mut Execution,
+    model: &M,
+) -> Result<(PathBuf, Option<Checkpoint>)> {
+    let (dir, number, found) = match execution.is_chief() {
+        true => log_dir::versioned_dir(base, resume)?,
+        false => (PathBuf::new(), 0, None),
+    };
+    if execution.size() == 1 {
+        return Ok((dir, found));
+    }
+    // N, the chief's alone in the sum (exact in an f64 below 2^53).
+    let mut chosen = [if execution.is_chief() { number as f64 } else { 0.0 }];
+    execution.sum(model, &mut chosen)?;
+    match execution.is_chief() {
+        true => Ok((dir, found)),
+        false => Ok((log_dir::version_dir(base, chosen[0] as u64), None)),
+    }
 }
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
@@ -300,7 +328,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         summary: TrainSummary,
     ) -> Result<TrainReport<M>, TrainError<M>> {
         let plan = &self.fetches.plan;
-        let report = self.state.model.take().map(|model| TrainReport {
+        let report = self.state.model.take().inspect(crate::world::buffers::sync).map(|model| TrainReport {
             model,
             outcome,
             counters: self.state.counters,

@@ -6,6 +6,7 @@ use burn::module::Module;
 use burn::optim::GradientsParams;
 
 use super::World;
+use super::buffers;
 use super::check::{Facts, check};
 use super::flat;
 use super::words::{self, Kind, Layout};
@@ -51,8 +52,14 @@ pub(crate) struct Agreement {
     stopping: bool,
     /// Whether every rank skips the rest of this epoch.
     skip: bool,
-    /// This replica's checksum, for the next exchange to compare (an epoch's end).
+    /// The chief's checksum, for the next exchange to carry (an epoch's end).
     replica: Option<u64>,
+    /// The number of elements of the model's buffers (`buffers`: BatchNorm's statistics).
+    buffer_len: usize,
+    /// The buffers an epoch's last exchange carries: the chief's, sent; the others', received.
+    buffers: Vec<f32>,
+    /// Whether the next exchange carries the buffers (an epoch's end).
+    carry_buffers: bool,
     /// Whether the chief has said that its checkpoints take longer than `mpirun` allows.
     warned_slow_checkpoint: bool,
 }
@@ -70,6 +77,9 @@ impl Agreement {
             stopping: false,
             skip: false,
             replica: None,
+            buffer_len: 0,
+            buffers: Vec::new(),
+            carry_buffers: false,
             warned_slow_checkpoint: false,
         }
     }
@@ -97,7 +107,13 @@ impl Agreement {
         grads: Option<GradientsParams>,
     ) -> Result<Option<GradientsParams>> {
         self.broken = true;
-        let averaged = self.world.exchange(model, grads, &mut self.words)?;
+        let averaged = match std::mem::take(&mut self.carry_buffers) && grads.is_none() {
+            true => {
+                self.world.exchange_buffers(model, &mut self.words, &mut self.buffers);
+                None
+            }
+            false => self.world.exchange(model, grads, &mut self.words)?,
+        };
         self.broken = false;
         Ok(averaged)
     }
@@ -153,6 +169,7 @@ impl Agreement {
         let model = self.world.broadcast_model(model, &mut self.words);
         self.broken = false;
         self.check(Kind::Start)?;
+        self.buffer_len = buffers::len(&model);
         Ok(model)
     }
 
@@ -224,8 +241,7 @@ impl Agreement {
     ) -> Result<(Option<GradientsParams>, Agreed)> {
         let kind = if grads.is_some() { Kind::Step } else { Kind::Boundary };
         self.fill(kind, asks, hyper);
-        let replica = self.replica.take();
-        if let Some(sum) = replica
+        if let Some(sum) = self.replica.take()
             && self.world.rank() == 0
         {
             words::put_reference(&mut self.words, words::REPLICA, sum);
@@ -240,9 +256,6 @@ impl Agreement {
         }
         let grads = self.exchange(model, grads)?;
         self.check(kind)?;
-        if let Some(own) = replica {
-            self.check_replica(own)?;
-        }
         for (k, mean) in means.iter_mut().enumerate() {
             let slot = self.layout.mean(k);
             if mean.is_some() && self.words[slot + 1] > 0.0 {
@@ -254,17 +267,36 @@ impl Agreement {
     }
 
     /// The exchange at an epoch's end: as [`exchange_words`](Self::exchange_words) with no
-    /// gradients, and the replicas compared (unless the world does not check them).
+    /// gradients, carrying the chief's buffers to every rank (see `buffers`), then the replicas
+    /// compared with the chief's, buffers included (unless the world does not check them).
     pub(crate) fn epoch_end<M: Module>(
         &mut self,
         model: &M,
         asks: &Asks,
         hyper: &mut HyperParams,
     ) -> Result<Agreed> {
-        if self.world.check_replicas {
+        let chief = self.world.rank() == 0;
+        if self.buffer_len > 0 {
+            buffers::sync(model);
+            match chief {
+                true => buffers::read(model, &mut self.buffers),
+                false => self.buffers.resize(self.buffer_len, 0.0),
+            }
+            self.carry_buffers = true;
+        }
+        if self.world.check_replicas && chief {
             self.replica = Some(flat::checksum(model));
         }
-        self.exchange_words(model, None, asks, hyper, &mut []).map(|(_, agreed)| agreed)
+        let exchanged = self.exchange_words(model, None, asks, hyper, &mut []);
+        self.carry_buffers = false;
+        let agreed = exchanged?.1;
+        if !chief && self.buffer_len > 0 {
+            buffers::write(model, &self.buffers);
+        }
+        if self.world.check_replicas && !chief {
+            self.check_replica(flat::checksum(model))?;
+        }
+        Ok(agreed)
     }
 
     /// This replica's checksum against the chief's (when the chief sent one).

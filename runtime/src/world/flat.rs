@@ -107,7 +107,7 @@ fn check_len<M: Module>(model: &M, len: usize, what: &str) {
 }
 
 /// Copies `data` (any float dtype) into `out` as f32; `out.len()` is its element count.
-fn copy_out(data: TensorData, out: &mut [f32]) {
+pub(crate) fn copy_out(data: TensorData, out: &mut [f32]) {
     let data = if data.dtype() == DType::F32 { data } else { data.convert::<f32>() };
     match data.as_slice::<f32>() {
         Ok(values) => out.copy_from_slice(values),
@@ -120,7 +120,7 @@ fn copy_out(data: TensorData, out: &mut [f32]) {
 }
 
 /// A tensor of `shape` and `dtype` on `device`, with the values `values` (f32).
-fn tensor_from<const D: usize>(
+pub(crate) fn tensor_from<const D: usize>(
     values: &[f32],
     shape: burn::tensor::Shape,
     dtype: DType,
@@ -272,7 +272,11 @@ pub(crate) fn read_params<M: Module>(model: M, buf: &[f32]) -> M {
 
 /// `new`, a parameter's new value, given what `old` had besides its values: the gradient
 /// checkpointing strategy, `require_grad`, the distributed mark.
-fn like<const D: usize>(old: &Tensor<D>, mut new: Tensor<D>, id: burn::module::ParamId) -> Tensor<D> {
+pub(crate) fn like<const D: usize>(
+    old: &Tensor<D>,
+    mut new: Tensor<D>,
+    id: burn::module::ParamId,
+) -> Tensor<D> {
     if let Some(strategy) = old.gradient_checkpointing_strategy() {
         new = new.with_gradient_checkpointing_strategy(strategy);
     }
@@ -292,7 +296,7 @@ fn like<const D: usize>(old: &Tensor<D>, mut new: Tensor<D>, id: burn::module::P
 /// Two replicas in one process that shared parameter buffers (a clone, or a fork onto the same
 /// device) would race on an asynchronous device: burn updates a parameter in place when its
 /// buffer is held once, and one replica's in-place update could reach the buffer before the
-/// other replica's pending read of it.
+/// other replica's pending read of it. Its running states are its own too ([`super::buffers::own`]).
 pub(crate) fn copy_params<M: Module>(model: &M) -> M {
     struct Copy;
     impl ModuleMapper for Copy {
@@ -305,7 +309,7 @@ pub(crate) fn copy_params<M: Module>(model: &M) -> M {
             Param::from_mapped_value(id, like(&old, new, id), mapper)
         }
     }
-    model.clone().map(&mut Copy)
+    super::buffers::own(model).map(&mut Copy)
 }
 
 #[cfg(test)]

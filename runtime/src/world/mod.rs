@@ -47,6 +47,7 @@
 //! ```
 
 pub(crate) mod agree;
+pub(crate) mod buffers;
 mod check;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
@@ -263,7 +264,7 @@ impl World {
     ) -> Result<Option<GradientsParams>> {
         let (grads, local) = if self.grads_reduced_by_backend { (None, Some(grads)) } else { (grads, None) };
         let averaged = match &mut self.link {
-            Link::Threads(link) => link.exchange(model, grads, words, &self.device, self.size),
+            Link::Threads(link) => link.exchange(model, grads, words, &self.device, self.size, None),
             #[cfg(feature = "mpi")]
             Link::Mpi { comm, send, recv, words: sent } => {
                 mpi_exchange(comm, (send, recv, sent), model, grads, words, &self.device, self.size)
@@ -272,12 +273,45 @@ impl World {
         Ok(local.unwrap_or(averaged))
     }
 
+    /// An exchange without gradients (an epoch's end) that also carries the chief's buffers
+    /// (`buffers`, [`buffers::read`]'s layout): every other rank's `buffers` become the chief's,
+    /// bit for bit; the chief's stay as they are.
+    pub(crate) fn exchange_buffers<M: Module>(&mut self, model: &M, words: &mut [f64], buffers: &mut [f32]) {
+        match &mut self.link {
+            Link::Threads(link) => {
+                link.exchange(model, None, words, &self.device, self.size, Some(buffers));
+            }
+            #[cfg(feature = "mpi")]
+            Link::Mpi { comm, send, recv, words: sent } => {
+                // The gradients' buffer, as every exchange without gradients sends it (a failing
+                // rank's too), the chief's buffers at its start; the other ranks put -0.0 there,
+                // which adds to any value without changing its bits (+0.0 would turn a -0.0
+                // into a +0.0).
+                let len = flat::grad_len(model);
+                send.resize(len, 0.0);
+                recv.resize(len, 0.0);
+                send.fill(0.0);
+                let n = buffers.len();
+                match self.rank {
+                    0 => send[..n].copy_from_slice(buffers),
+                    _ => send[..n].fill(-0.0),
+                }
+                sent.clear();
+                sent.extend_from_slice(words);
+                comm.all_reduce_sums((send, recv), (sent, words));
+                if self.rank != 0 {
+                    buffers.copy_from_slice(&recv[..n]);
+                }
+            }
+        }
+    }
+
     /// `words` summed element-wise over the ranks, in place, with nothing else: the small
     /// exchanges of a length every rank knows (the layout check before the first large one).
     pub(crate) fn sum_words<M: Module>(&mut self, model: &M, words: &mut [f64]) {
         match &mut self.link {
             Link::Threads(link) => {
-                link.exchange(model, None, words, &self.device, self.size);
+                link.exchange(model, None, words, &self.device, self.size, None);
             }
             #[cfg(feature = "mpi")]
             Link::Mpi { comm, .. } => {

@@ -141,6 +141,8 @@ pub(crate) struct Down {
     grads: Option<GradientsParams>,
     words: Vec<f64>,
     model: Option<Box<dyn Any + Send>>,
+    /// The chief's buffers, at an epoch's end (`World::exchange_buffers`).
+    buffers: Option<Vec<f32>>,
 }
 
 /// Which averaged gradients a peer receives from the chief.
@@ -189,6 +191,7 @@ impl ThreadLink {
         words: &mut [f64],
         device: &Device,
         size: usize,
+        buffers: Option<&mut [f32]>,
     ) -> Option<GradientsParams> {
         match self {
             ThreadLink::Peer { up, down } => {
@@ -200,6 +203,9 @@ impl ThreadLink {
                 match reply {
                     Some(reply) => {
                         words.copy_from_slice(&reply.words);
+                        if let (Some(mine), Some(chief)) = (buffers, &reply.buffers) {
+                            mine.copy_from_slice(chief);
+                        }
                         reply.grads.map(|grads| grads.to_device(device, model))
                     }
                     None => {
@@ -247,7 +253,8 @@ impl ThreadLink {
                     if alive {
                         let grads = theirs.get_mut(i).and_then(Option::take);
                         // A peer that left after sending is seen at the next exchange.
-                        let _ = down.send(Down { grads, words: words.to_vec(), model: None });
+                        let buffers = buffers.as_deref().map(<[f32]>::to_vec);
+                        let _ = down.send(Down { grads, words: words.to_vec(), model: None, buffers });
                     }
                 }
                 mine
@@ -299,7 +306,12 @@ impl ThreadLink {
                 for ((_, down), copy) in peers.iter().zip(copies) {
                     // Each peer's replica in buffers of its own (see `flat::copy_params`).
                     let chief: Box<dyn Any + Send> = Box::new(copy);
-                    let _ = down.send(Down { grads: None, words: words.to_vec(), model: Some(chief) });
+                    let _ = down.send(Down {
+                        grads: None,
+                        words: words.to_vec(),
+                        model: Some(chief),
+                        buffers: None,
+                    });
                 }
                 model
             }

@@ -17,6 +17,10 @@
 //! - `partial-grad`: rank 1's step leaves the bias out (only the chief has its gradient);
 //! - `slow-save`: 2 epochs of 1000 steps per rank, 20 ms of sleep per step, a checkpoint that
 //!   takes 5 s to write (a large model's), `OUT/started` after step 20.
+//! - `bn`: the ConvNet with BatchNorm and dropout 0.3 (`stoker_tests::families`), seeded, 3
+//!   epochs of 4 steps per rank, under `LogDirPolicy::NewVersion`; `bn-stop`: the same, with a
+//!   checkpoint and a stop at global step 6. Its record's `weights` are every float tensor's
+//!   bits, BatchNorm's statistics included.
 //!
 //! Every rank writes its process id into `OUT/pid-R` first.
 
@@ -115,7 +119,11 @@ fn main() -> ExitCode {
         drop(world);
         return ExitCode::FAILURE;
     }
-    match run(scenario, &log_dir, &out, resume, world, &device) {
+    let result = match scenario {
+        "bn" | "bn-stop" => run_bn(scenario == "bn-stop", &log_dir, &out, resume, world, &device),
+        _ => run(scenario, &log_dir, &out, resume, world, &device),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             // Also in a file: mpirun interleaves the ranks' stderr.
@@ -202,6 +210,38 @@ fn run(
         "chief_steps": chief_steps.load(Ordering::SeqCst),
         "every_setups": every_setups.load(Ordering::SeqCst),
         "every_steps": every_steps.load(Ordering::SeqCst),
+    });
+    let path = out.join(format!("rank-{rank}.json"));
+    std::fs::write(&path, record.to_string()).map_err(|e| burn_stoker::Error::io(&path, e))
+}
+
+/// The `bn` and `bn-stop` scenarios.
+fn run_bn(
+    stop: bool,
+    log_dir: &Path,
+    out: &Path,
+    resume: bool,
+    world: World,
+    device: &Device,
+) -> burn_stoker::Result<()> {
+    use stoker_tests::families::{ConvBn, all_bits, image_batches};
+    let rank = world.rank();
+    let data = world.shard(image_batches(8, 4, device));
+    let report = Trainer::new(ConvBn::new(0.3, device), AdamConfig::new().init(), data)
+        .default_callbacks(DefaultCallbacks::none())
+        .learning_rate(0.01)
+        .max_epoch(3)
+        .seed(7)
+        .log_dir(log_dir)
+        .log_dir_policy(burn_stoker::trainer::LogDirPolicy::NewVersion)
+        .auto_resume(resume)
+        .world(world)
+        .callbacks(stop.then_some(stoker_tests::CheckpointAndStop(6)))
+        .train(ConvBn::step)?;
+    let record = json!({
+        "rank": rank,
+        "global_step": report.counters.global_step(),
+        "weights": all_bits(&report.model),
     });
     let path = out.join(format!("rank-{rank}.json"));
     std::fs::write(&path, record.to_string()).map_err(|e| burn_stoker::Error::io(&path, e))

@@ -1559,3 +1559,43 @@ fn checkpoint_size_does_not_grow_with_the_recorded_history() {
         .unwrap();
     assert_eq!(seen.load(Ordering::SeqCst), 800);
 }
+
+/// At the end of epoch `0`, before the savers that follow it: fills the log directory's
+/// filesystem with `LOG/filler`.
+struct FillAt(u64);
+
+impl<M> Callback<M> for FillAt {
+    fn trigger_epoch(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        use std::io::Write;
+        if ctx.epoch_num() == self.0 {
+            let mut filler = std::fs::File::create(ctx.log_dir().join("filler")).unwrap();
+            let page = [0u8; 4096];
+            while filler.write_all(&page).is_ok() {}
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_full_disk_under_a_best_copy_and_the_journal_is_logged_and_training_goes_on_by_default() {
+    // Before, only the checkpoint's own files followed `OnWriteError::Log` (the default): the
+    // best copy (MinSaver's) and the monitors' journal on a full disk failed the run.
+    let mount_point = scratch_dir("full-disk-copy").join("mnt");
+    let Some(tmpfs) =
+        tmpfs_or_skip(&mount_point, Tmpfs::mount(&mount_point, 2048), std::env::var_os(SKIP_TMPFS))
+    else {
+        return;
+    };
+    let log = tmpfs.dir.join("log");
+    let report = wide_trainer(&log, 4)
+        .callbacks((PutVal(&VALS), FillAt(2), ModelSaver::new(10), MinSaver::new("val")))
+        .train(step_fn)
+        .expect("a copy that cannot be written does not end the run");
+    assert_eq!(report.outcome, Outcome::Finished);
+    assert_eq!(report.counters.global_step(), 20);
+    let root = log.join("checkpoints");
+    // Epoch 1's checkpoint and copy; epochs 2 to 4 (val 3, then 1: better) could write neither.
+    assert_eq!(Checkpoint::read(root.join("min-val")).unwrap().global_step(), 5);
+    assert_eq!(Checkpoint::latest(&log).unwrap().unwrap().global_step(), 5);
+    assert_eq!(tmp_leftovers(&tmpfs.dir), Vec::<PathBuf>::new());
+}

@@ -204,3 +204,30 @@ fn new_version_trains_each_run_in_a_new_folder_and_auto_resume_continues_the_new
     assert_eq!(resumed.counters.global_step(), 8);
     assert!(!dir.join("version_2").exists());
 }
+
+#[test]
+fn auto_resume_skips_newer_versions_without_a_checkpoint_and_resumes_the_newest_with_one() {
+    // Before, a resume took the newest `version_N` whatever it held: a run that failed in setup
+    // or was killed before its first checkpoint left an empty one, and the resume silently
+    // started from step 0 there, leaving the previous version's checkpoints behind.
+    let dir = scratch_dir("log-dir-versions-empty");
+    let run = |resume: bool, epochs: u64| {
+        trainer(&dir)
+            .max_epoch(epochs)
+            .log_dir_policy(LogDirPolicy::NewVersion)
+            .auto_resume(resume)
+            .callbacks(ModelSaver::new(3))
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .expect("a versioned run never refuses")
+    };
+    assert_eq!(run(false, 1).summary.log_dir, dir.join("version_0"));
+    // A run that died before its first checkpoint, and a folder that is no version.
+    std::fs::create_dir_all(dir.join("version_1/checkpoints")).unwrap();
+    std::fs::create_dir_all(dir.join("version_+5")).unwrap();
+    let resumed = run(true, 2);
+    assert_eq!(resumed.summary.log_dir, dir.join("version_0"));
+    assert_eq!(resumed.counters.global_step(), 8, "continued from version_0's step 4");
+    assert!(dir.join("version_1").is_dir(), "the empty folder is left as it is");
+    // A fresh run takes the number after the highest version, not after `version_+5`.
+    assert_eq!(run(false, 1).summary.log_dir, dir.join("version_2"));
+}

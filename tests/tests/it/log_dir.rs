@@ -455,6 +455,22 @@ fn log_dir_a_lock_file_planted_as_a_symlink_is_refused_and_its_target_kept() {
 }
 
 #[test]
+fn log_dir_a_lock_file_planted_as_a_hard_link_to_a_file_of_the_user_is_refused_and_the_file_kept() {
+    // The owner check passes (the file is the user's own): before, the lock's holder line was
+    // written into it, cutting it, where hard links to files of others are allowed (macOS,
+    // `fs.protected_hardlinks=0`) or the user made one.
+    let scratch = scratch_dir("log-dir-lock-hardlink");
+    let victim = victim(&scratch);
+    let dir = scratch.join("run");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::hard_link(&victim, dir.join(".lock")).unwrap();
+    let result = run_with(&dir, 1, (), false);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n", "the other name's file is untouched");
+    let error = result.expect_err("a lock file with two names").to_string();
+    assert!(error.contains(".lock") && error.contains("2 names"), "{error}");
+}
+
+#[test]
 fn log_dir_a_new_hyper_txt_is_not_written_through_a_planted_temporary_symlink() {
     use burn_stoker::param::HumanHyperParamSetter;
     let scratch = scratch_dir("log-dir-hyper-symlink");

@@ -18,6 +18,7 @@ mod docs;
 mod dsl;
 mod embedding;
 mod errors;
+mod families;
 mod fastai_cancels;
 mod fastai_loop;
 mod fastai_lr_find;

@@ -88,3 +88,39 @@ fn a_checkpoint_whose_global_step_leaves_no_room_to_count_is_refused() {
     });
     assert!(error.contains(&format!("is malformed: global step {} leaves no room", u64::MAX - 1)), "{error}");
 }
+
+/// The manifest of the checkpoint in `step` with its run id set to `run`, sealed again.
+fn set_manifest_run(step: &Path, run: &str) {
+    let path = step.join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    manifest["run"] = serde_json::json!(run);
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    // Sealed as stoker seals it: `trainer.json` recorded again as it is.
+    let trainer = std::fs::read(step.join("trainer.json")).unwrap();
+    stoker_tests::reseal(step, "trainer.json", &trainer);
+}
+
+#[test]
+fn a_checkpoint_whose_run_id_is_a_path_is_damaged_and_touches_no_file_outside_its_journals() {
+    let dir = scratch_dir("resume-run-id-path");
+    stopped_at(&dir, 4, 3, 6);
+    let step = latest_checkpoint(&dir);
+    let journal = std::fs::read_dir(dir.join("history"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("monitors-"))
+        .expect("the monitors' journal");
+    // A file of the user's, two folders above the journals, that a crafted run id reaches:
+    // `history/monitors-x/../../victim.jsonl`. It starts with the journal's lines, so that a
+    // reader that follows the path finds them and then cuts what follows.
+    let victim = dir.join("victim.jsonl");
+    let mut contents = std::fs::read(&journal).unwrap();
+    contents.extend_from_slice(b"{\"the user's\": \"data\"}\n");
+    std::fs::write(&victim, &contents).unwrap();
+    std::fs::create_dir_all(dir.join("history/monitors-x")).unwrap();
+    set_manifest_run(&step, "x/../../victim");
+    let error = trainer(&dir, 4, 3).auto_resume(true).train(mse).expect_err("refused").to_string();
+    assert!(error.contains("run id \"x/../../victim\" is not one stoker writes"), "{error}");
+    assert_eq!(std::fs::read(&victim).unwrap(), contents, "the user's file is untouched");
+}

@@ -337,3 +337,27 @@ fn over_mpi_a_rank_whose_model_lacks_a_layer_fails_every_rank_naming_it() {
     }
     assert!(errors[1].contains("here, rank 1: 18 parameters in 1 tensors"), "{errors:?}");
 }
+
+#[test]
+fn over_mpi_batchnorm_and_dropout_under_new_version_folders_resume_bit_for_bit() {
+    // Before: rank 1 looked for the checkpoint in the base folder (only the chief mapped it to
+    // `version_0`) and the resume failed at its first step; the resumed ranks' dropout drew what
+    // the first steps had drawn; BatchNorm's checkpoint lacked its last update.
+    let (output, straight, _) = run("bn", &scratch_dir("mpi-bn-straight"), false);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(straight.len(), 2, "{}", text(&output));
+    assert_eq!(straight[0]["global_step"], 12);
+    assert_eq!(straight[0]["weights"], straight[1]["weights"], "the chief's statistics on every rank");
+    let dir = scratch_dir("mpi-bn");
+    let (output, stopped, _) = run("bn-stop", &dir, false);
+    assert!(output.status.success(), "{}", text(&output));
+    // The chief's stop is agreed at the next step's exchange; its checkpoint is step 6's.
+    assert_eq!(stopped[0]["global_step"], 7);
+    let (output, resumed, _) = run("bn", &dir, true);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(resumed.len(), 2, "{}", text(&output));
+    for rank in 0..2 {
+        assert_eq!(resumed[rank]["weights"], straight[rank]["weights"], "rank {rank}, bit for bit");
+    }
+    assert!(!dir.join("version_1").exists(), "the resume trained in version_0");
+}

@@ -175,6 +175,8 @@ enum Case {
     /// (c) with the terminal dashboard instead of the progress bar and the printer (drawing only
     /// when stderr is a terminal: `instructions.py` runs it under `script`).
     Dashboard,
+    /// (c) with `Trainer::seed`: the devices seeded before every step.
+    Seeded,
 }
 
 fn stoker_loop<M: Classifier>(data: &[DigitBatch], steps: u64, case: Case, device: &Device) -> f64 {
@@ -195,7 +197,9 @@ fn stoker_loop<M: Classifier>(data: &[DigitBatch], steps: u64, case: Case, devic
         burn_stoker::trainer::DEFERRED_READ_INTERVAL
     };
     let mut clock = Clock { steps, data, start: None, elapsed: Duration::ZERO };
-    let report = Trainer::new(fresh::<M>(device), AdamConfig::new().init(), data.to_vec())
+    let trainer = Trainer::new(fresh::<M>(device), AdamConfig::new().init(), data.to_vec());
+    let trainer = if case == Case::Seeded { trainer.seed(7) } else { trainer };
+    let report = trainer
         .max_epoch(1)
         .steps_per_epoch(WARMUP + steps)
         .log_dir(&dir)
@@ -353,7 +357,7 @@ fn report(model: &str, floats: &str, device: &str, steps: u64, rounds: usize, ra
 
 /// Run one case once (`--one case model steps`).
 fn one(mut args: impl Iterator<Item = String>, device: &Device) {
-    let usage = "usage: compare --one <a|b|c|d|e|f|g|h|i|j> <mlp|conv> <steps>";
+    let usage = "usage: compare --one <a|b|c|d|e|f|g|h|i|j|k> <mlp|conv> <steps>";
     let case = args.next().expect(usage);
     let model = args.next().expect(usage);
     let steps: u64 = args.next().and_then(|a| a.parse().ok()).expect(usage);
@@ -369,6 +373,7 @@ fn one(mut args: impl Iterator<Item = String>, device: &Device) {
             "h" => drop(stoker_loop::<M>(&data, steps, Case::UsersDeferred, device)),
             "i" => drop(stoker_loop::<M>(&data, steps, Case::UsersDeferredEager, device)),
             "j" => drop(stoker_loop::<M>(&data, steps, Case::Dashboard, device)),
+            "k" => drop(stoker_loop::<M>(&data, steps, Case::Seeded, device)),
             #[cfg(feature = "learner")]
             "f" => drop(learner::run::<M>(&data, steps, device)),
             other => panic!("unknown case `{other}` (f needs --features learner)"),

@@ -57,6 +57,12 @@ pub(crate) fn new_run_id() -> String {
     format!("{nanos:x}-{:x}", std::process::id())
 }
 
+/// Whether `run` is a run id a checkpoint may carry: what [`new_run_id`] makes, and any other
+/// name of 1 to 64 ASCII letters, digits, `-` and `_` (a file name's part, never a path).
+pub(crate) fn is_run_id(run: &str) -> bool {
+    (1..=64).contains(&run.len()) && run.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// The name of the checkpoint at `global_step`.
 pub(super) fn checkpoint_name(global_step: u64) -> String {
     format!("step-{global_step}")

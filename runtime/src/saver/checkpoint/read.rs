@@ -130,6 +130,13 @@ impl Checkpoint {
     fn read_verified(dir: &Path) -> Result<Checkpoint, Unreadable> {
         let corrupt = Unreadable::corrupt;
         let manifest = read_manifest(dir)?;
+        if let Some(run) = manifest.run.as_deref().filter(|run| !super::format::is_run_id(run)) {
+            // It names the run's journals (`history/monitors-<run>.jsonl`): a crafted one such as
+            // `x/../../data/train` would reach any `.jsonl` file the user can write.
+            return Err(corrupt(format!(
+                "the manifest's run id {run:?} is not one stoker writes (1 to 64 letters, digits, `-` or `_`)"
+            )));
+        }
         let mut contents = Vec::with_capacity(FILES.len());
         for file in FILES {
             let sum = manifest

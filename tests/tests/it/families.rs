@@ -1,0 +1,147 @@
+//! Users' own models with the features they turn on together: a ConvNet with BatchNorm in a
+//! data-parallel world (each rank's statistics its own, the chief's given to every rank at each
+//! epoch's end), its resume in a world and with dropout on one device, bit for bit; a world
+//! under `LogDirPolicy::NewVersion` resuming every rank from the chief's folder.
+
+use std::path::Path;
+use std::process::Command;
+
+use burn::optim::AdamConfig;
+use burn::tensor::{Device, Tensor};
+use burn_stoker::prelude::*;
+use burn_stoker::world::Threads;
+use stoker_tests::families::{ConvBn, all_bits, image_batches};
+use stoker_tests::{CheckpointAndStop, scratch_dir};
+
+/// Rows per batch, batches of the whole data (a world shares them out), epochs.
+const ROWS: usize = 4;
+const BATCHES: usize = 8;
+const EPOCHS: u64 = 3;
+
+type Images = Vec<(Tensor<4>, Tensor<2>)>;
+type Bits = Vec<Vec<u32>>;
+
+fn cpu() -> Device {
+    burn_stoker::device::cpu()
+}
+
+/// A trainer of the ConvNet (dropout `p`) on `data`, Adam, no default callbacks, `dir`.
+fn trainer(p: f64, data: Images, device: &Device, dir: &Path) -> Trainer<ConvBn, Images> {
+    Trainer::new(ConvBn::new(p, device), AdamConfig::new().init(), data)
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .learning_rate(0.01)
+        .max_epoch(EPOCHS)
+        .log_dir(dir)
+}
+
+/// Two ranks of the threads transport train the ConvNet without dropout in `dir`; `stop_at`: a
+/// checkpoint and a stop at that global step; `resume`: from `dir`'s checkpoint. Returns each
+/// rank's global step and every float tensor's bits.
+fn world(dir: &Path, stop_at: Option<u64>, resume: bool, policy: LogDirPolicy) -> Vec<(u64, Bits)> {
+    Threads::new([cpu(), cpu()])
+        .run(|world| {
+            let data = world.shard(image_batches(BATCHES, ROWS, world.device()));
+            let device = world.device().clone();
+            let report = trainer(0.0, data, &device, dir)
+                .log_dir_policy(policy)
+                .auto_resume(resume)
+                .callbacks(stop_at.map(CheckpointAndStop))
+                .world(world)
+                .train(ConvBn::step)?;
+            Ok::<_, TrainError<ConvBn>>((report.counters.global_step(), all_bits(&report.model)))
+        })
+        .expect("the world trains")
+}
+
+#[test]
+fn batchnorm_in_a_world_of_two_threads_keeps_the_replicas_equal_and_repeats_bit_for_bit() {
+    // Before each rank owned its statistics, the ranks' replicas shared them (burn's clone of a
+    // `RunningState` shares it), the ranks updated them at racy moments, and the replicas'
+    // check failed at the end of the first epoch in most runs.
+    let runs: Vec<Vec<(u64, Bits)>> =
+        (0..3).map(|_| world(&scratch_dir("bn-world"), None, false, LogDirPolicy::Refuse)).collect();
+    let steps = EPOCHS * (BATCHES / 2) as u64;
+    for ranks in &runs {
+        assert_eq!(ranks[0].0, steps);
+        assert_eq!(ranks[0], ranks[1], "both ranks end with the same weights and statistics");
+    }
+    assert_eq!(runs[0], runs[1], "a run repeats bit for bit");
+    assert_eq!(runs[0], runs[2], "a run repeats bit for bit");
+    // The statistics moved: BatchNorm's running mean (zeros at the start) is not zero.
+    let bn_mean = &runs[0][0].1[4];
+    assert!(bn_mean.iter().any(|&bits| f32::from_bits(bits) != 0.0), "{bn_mean:?}");
+}
+
+#[test]
+fn batchnorm_in_a_world_of_two_threads_resumes_bit_for_bit() {
+    let straight = world(&scratch_dir("bn-world-straight"), None, false, LogDirPolicy::Refuse);
+    let dir = scratch_dir("bn-world-resumed");
+    // Stopped in the middle of the second epoch, then resumed from its checkpoint.
+    let stopped = world(&dir, Some(6), false, LogDirPolicy::Refuse);
+    // The chief's stop is agreed at the next step's exchange; its checkpoint is step 6's.
+    assert_eq!(stopped[0].0, 7);
+    let resumed = world(&dir, None, true, LogDirPolicy::Refuse);
+    assert_eq!(resumed, straight, "every rank's weights and statistics, bit for bit");
+}
+
+#[test]
+fn a_world_under_new_version_resumes_every_rank_from_the_chiefs_folder() {
+    // Before, only the chief mapped the log directory to its `version_N`: rank 1 looked for a
+    // checkpoint in the base folder, started at step 0, and the ranks' counters disagreed.
+    let straight = world(&scratch_dir("bn-world-version-straight"), None, false, LogDirPolicy::NewVersion);
+    let dir = scratch_dir("bn-world-version");
+    let stopped = world(&dir, Some(5), true, LogDirPolicy::NewVersion);
+    assert_eq!(stopped[0].0, 6, "stopped one step after the chief's checkpoint at step 5");
+    assert!(dir.join("version_0/checkpoints").is_dir());
+    let resumed = world(&dir, None, true, LogDirPolicy::NewVersion);
+    assert_eq!(resumed, straight);
+    assert!(!dir.join("version_1").exists(), "the resume trained in version_0");
+}
+
+const CHILD: &str = "STOKER_FAMILIES_TEST_CHILD";
+
+/// The ConvNet with dropout 0.3 on one device, seeded; `stop_at`: a checkpoint and a stop there;
+/// `resume`: from `dir`. Returns the global step and every float tensor's bits.
+fn one_device(dir: &Path, stop_at: Option<u64>, resume: bool) -> (u64, Bits) {
+    let device = cpu();
+    let trainer =
+        trainer(0.3, image_batches(BATCHES, ROWS, &device), &device, dir).seed(7).auto_resume(resume);
+    let report = trainer.callbacks(stop_at.map(CheckpointAndStop)).train(ConvBn::step).expect("training");
+    (report.counters.global_step(), all_bits(&report.model))
+}
+
+#[test]
+fn dropout_and_batchnorm_on_one_device_resume_bit_for_bit() {
+    // Dropout draws from burn's generator, one per process: the runs go to a child process of
+    // their own, where no other test draws meanwhile.
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            &stoker_tests::test_path(module_path!(), "dropout_resume_child"),
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .expect("running the test binary");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stdout));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("1 passed"));
+}
+
+#[test]
+fn dropout_resume_child() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    let straight = one_device(&scratch_dir("dropout-straight"), None, false);
+    assert_eq!(straight, one_device(&scratch_dir("dropout-again"), None, false), "a seeded run repeats");
+    // Stopped in the middle of the second epoch (before, the resumed run's dropout drew what the
+    // first steps had drawn, and BatchNorm's checkpoint lacked its last update).
+    let dir = scratch_dir("dropout-resumed");
+    assert_eq!(one_device(&dir, Some(11), false).0, 11);
+    assert_eq!(
+        one_device(&dir, None, true),
+        straight,
+        "the resumed run's weights and statistics, bit for bit"
+    );
+}
