@@ -313,11 +313,13 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// - **the data order**: a `Vec` of batches is taken in order; a burn `DataLoader` shuffles
     ///   with the seed given to `DataLoaderBuilder::shuffle(seed)`, and stoker keeps the
     ///   position in it across a resume (see [`resume_from`](Self::resume_from));
-    /// - **a resumed run's draws**: burn does not expose the generator's state, so a checkpoint
-    ///   does not hold it; a resume seeds afresh and its step draws differ from the ones an
-    ///   uninterrupted run would have made (a step without random operations resumes exactly);
     /// - **several ranks sharing one device's generator** (threads on one CPU or GPU): the
     ///   ranks draw from it in whatever order they run.
+    ///
+    /// The devices are seeded before every step, from `seed`, the rank and the global step (and
+    /// once with `seed + rank` when training starts): burn does not expose a generator's state,
+    /// so no checkpoint could hold it, and seeded per step a resumed run's steps draw what the
+    /// uninterrupted run's drew (dropout included).
     pub fn seed(mut self, seed: u64) -> Self {
         self.settings.seed = Some(seed);
         self

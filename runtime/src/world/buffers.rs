@@ -4,7 +4,8 @@
 //!
 //! The policy in a world, as PyTorch DDP's `broadcast_buffers` has it: each rank owns its
 //! buffers and updates them from its own batches (a replica made in this process gets running
-//! states of its own: [`own`]); at each epoch's end the chief's buffers travel in the epoch's
+//! states of its own: `threads`' `copy_params`, as a clone of a burn module shares its
+//! `RunningState`s, one value behind a lock); at each epoch's end the chief's buffers travel in the epoch's
 //! last exchange and replace every other rank's, before the replicas are compared. Between two
 //! epochs' ends a rank's running statistics are its own shard's; at an epoch's end, and in every
 //! checkpoint (the chief writes them), they are the chief's.
@@ -26,13 +27,6 @@ fn is_buffer<const D: usize>(tensor: &Tensor<D>) -> bool {
 /// Every `RunningState`'s pending update folded into its value (burn does it in `valid`).
 pub(crate) fn sync<M: Module>(model: &M) {
     drop(model.valid());
-}
-
-/// `model` with running states of its own: a clone of a burn module shares its `RunningState`s
-/// with the original (one value behind a lock, updated by whichever clone runs a forward), and
-/// burn's `valid` and `train` make new ones, with the same values.
-pub(crate) fn own<M: Module>(model: &M) -> M {
-    model.valid().train()
 }
 
 /// The number of elements of the model's buffers.
@@ -139,10 +133,10 @@ mod tests {
     }
 
     #[test]
-    fn a_replica_made_with_own_does_not_share_the_running_statistics() {
+    fn a_peers_replica_does_not_share_the_running_statistics() {
         let net = net();
         let shared = net.clone();
-        let owned = own(&net);
+        let owned = super::super::threads::copy_params(&net);
         forward(&net, 2.0);
         sync(&net);
         let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());

@@ -290,28 +290,6 @@ pub(crate) fn like<const D: usize>(
     new
 }
 
-/// A copy of `model` whose float parameters are in buffers of their own (same ids, values,
-/// devices, `require_grad`, distributed marks), made by device operations on the calling thread.
-///
-/// Two replicas in one process that shared parameter buffers (a clone, or a fork onto the same
-/// device) would race on an asynchronous device: burn updates a parameter in place when its
-/// buffer is held once, and one replica's in-place update could reach the buffer before the
-/// other replica's pending read of it. Its running states are its own too ([`super::buffers::own`]).
-pub(crate) fn copy_params<M: Module>(model: &M) -> M {
-    struct Copy;
-    impl ModuleMapper for Copy {
-        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-            let (id, old, mapper) = param.consume();
-            // `x * 1` is `x` bit for bit (negative zeros and NaNs included), in a new buffer,
-            // computed outside autodiff so that the copy is a leaf.
-            let copy = old.clone().without_autodiff().mul_scalar(1.0);
-            let new = if old.is_autodiff() { copy.autodiff() } else { copy };
-            Param::from_mapped_value(id, like(&old, new, id), mapper)
-        }
-    }
-    super::buffers::own(model).map(&mut Copy)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

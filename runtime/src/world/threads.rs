@@ -11,7 +11,7 @@
 use std::any::Any;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::{Device, Tensor};
 
@@ -301,10 +301,10 @@ impl ThreadLink {
                         Err(_) => words[failed(i + 1)] = 1.0,
                     }
                 }
-                let copies: Vec<M> = peers.iter().map(|_| super::flat::copy_params(&model)).collect();
+                let copies: Vec<M> = peers.iter().map(|_| copy_params(&model)).collect();
                 handoff(device);
                 for ((_, down), copy) in peers.iter().zip(copies) {
-                    // Each peer's replica in buffers of its own (see `flat::copy_params`).
+                    // Each peer's replica in buffers of its own (see `copy_params`).
                     let chief: Box<dyn Any + Send> = Box::new(copy);
                     let _ = down.send(Down {
                         grads: None,
@@ -317,6 +317,29 @@ impl ThreadLink {
             }
         }
     }
+}
+
+/// A copy of `model` whose float parameters are in buffers of their own (same ids, values,
+/// devices, `require_grad`, distributed marks), made by device operations on the calling thread.
+///
+/// Two replicas in one process that shared parameter buffers (a clone, or a fork onto the same
+/// device) would race on an asynchronous device: burn updates a parameter in place when its
+/// buffer is held once, and one replica's in-place update could reach the buffer before the
+/// other replica's pending read of it. Its running states are its own too: a clone shares burn's
+/// `RunningState`s, which `valid` and `train` make anew (see `buffers`).
+pub(crate) fn copy_params<M: Module>(model: &M) -> M {
+    struct Copy;
+    impl ModuleMapper for Copy {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            let (id, old, mapper) = param.consume();
+            // `x * 1` is `x` bit for bit (negative zeros and NaNs included), in a new buffer,
+            // computed outside autodiff so that the copy is a leaf.
+            let copy = old.clone().without_autodiff().mul_scalar(1.0);
+            let new = if old.is_autodiff() { copy.autodiff() } else { copy };
+            Param::from_mapped_value(id, super::flat::like(&old, new, id), mapper)
+        }
+    }
+    model.valid().train().map(&mut Copy)
 }
 
 /// `sum / size` for the chief, and for each peer as `shares` says ([`Share`]): the chief's own

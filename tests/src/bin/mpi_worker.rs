@@ -211,8 +211,7 @@ fn run(
         "every_setups": every_setups.load(Ordering::SeqCst),
         "every_steps": every_steps.load(Ordering::SeqCst),
     });
-    let path = out.join(format!("rank-{rank}.json"));
-    std::fs::write(&path, record.to_string()).map_err(|e| burn_stoker::Error::io(&path, e))
+    write_record(out, rank, &record)
 }
 
 /// The `bn` and `bn-stop` scenarios.
@@ -243,6 +242,11 @@ fn run_bn(
         "global_step": report.counters.global_step(),
         "weights": all_bits(&report.model),
     });
+    write_record(out, rank, &record)
+}
+
+/// `record` into `OUT/rank-R.json`.
+fn write_record(out: &Path, rank: usize, record: &serde_json::Value) -> burn_stoker::Result<()> {
     let path = out.join(format!("rank-{rank}.json"));
     std::fs::write(&path, record.to_string()).map_err(|e| burn_stoker::Error::io(&path, e))
 }

@@ -3,6 +3,7 @@
 //! finishes it), a world stopped by one rank's handle, results read from the report without
 //! files, the errors a caller branches on by variant, and `LogDirPolicy::NewVersion`.
 
+use std::path::Path;
 use std::sync::mpsc::{Sender, channel};
 
 use burn::nn::Linear;
@@ -181,18 +182,21 @@ fn errors_a_caller_branches_on_have_variants_of_their_own() {
     assert!(error.to_string().contains("holds an earlier run"), "{error}");
 }
 
+/// A run of `epochs` epochs under `LogDirPolicy::NewVersion` in `dir`, resuming when `resume`.
+fn versioned_run(dir: &Path, resume: bool, epochs: u64) -> TrainReport<Linear> {
+    trainer(dir)
+        .max_epoch(epochs)
+        .log_dir_policy(LogDirPolicy::NewVersion)
+        .auto_resume(resume)
+        .callbacks(ModelSaver::new(3))
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .expect("a versioned run never refuses")
+}
+
 #[test]
 fn new_version_trains_each_run_in_a_new_folder_and_auto_resume_continues_the_newest() {
     let dir = scratch_dir("log-dir-versions");
-    let run = |resume: bool, epochs: u64| {
-        trainer(&dir)
-            .max_epoch(epochs)
-            .log_dir_policy(LogDirPolicy::NewVersion)
-            .auto_resume(resume)
-            .callbacks(ModelSaver::new(3))
-            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
-            .expect("a versioned run never refuses")
-    };
+    let run = |resume: bool, epochs: u64| versioned_run(&dir, resume, epochs);
     let first = run(false, 1);
     assert_eq!(first.summary.log_dir, dir.join("version_0"));
     let second = run(false, 1);
@@ -211,15 +215,7 @@ fn auto_resume_skips_newer_versions_without_a_checkpoint_and_resumes_the_newest_
     // or was killed before its first checkpoint left an empty one, and the resume silently
     // started from step 0 there, leaving the previous version's checkpoints behind.
     let dir = scratch_dir("log-dir-versions-empty");
-    let run = |resume: bool, epochs: u64| {
-        trainer(&dir)
-            .max_epoch(epochs)
-            .log_dir_policy(LogDirPolicy::NewVersion)
-            .auto_resume(resume)
-            .callbacks(ModelSaver::new(3))
-            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
-            .expect("a versioned run never refuses")
-    };
+    let run = |resume: bool, epochs: u64| versioned_run(&dir, resume, epochs);
     assert_eq!(run(false, 1).summary.log_dir, dir.join("version_0"));
     // A run that died before its first checkpoint, and a folder that is no version.
     std::fs::create_dir_all(dir.join("version_1/checkpoints")).unwrap();

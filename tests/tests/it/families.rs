@@ -74,6 +74,32 @@ fn batchnorm_in_a_world_of_two_threads_keeps_the_replicas_equal_and_repeats_bit_
 }
 
 #[test]
+fn in_a_world_each_rank_updates_its_own_batchnorm_statistics_and_every_rank_ends_with_the_chiefs() {
+    // Learning rate 0: the weights stay as they are and the statistics follow the batches
+    // alone, so the chief's are what one device computes over the chief's shard (batches 0, 2,
+    // ...). Before, the ranks' replicas shared one set of statistics (burn's clone of a
+    // `RunningState`), which averaged both ranks' updates.
+    let dir = scratch_dir("bn-world-own");
+    let chiefs: Images = image_batches(BATCHES, ROWS, &cpu()).into_iter().step_by(2).collect();
+    let single = trainer(0.0, chiefs, &cpu(), &scratch_dir("bn-world-own-single"))
+        .learning_rate(0.0)
+        .train(ConvBn::step)
+        .expect("one device");
+    let single = all_bits(&single.model);
+    let ranks = Threads::new([cpu(), cpu()])
+        .run(|world| {
+            let data = world.shard(image_batches(BATCHES, ROWS, world.device()));
+            let device = world.device().clone();
+            let report =
+                trainer(0.0, data, &device, &dir).learning_rate(0.0).world(world).train(ConvBn::step)?;
+            Ok::<_, TrainError<ConvBn>>(all_bits(&report.model))
+        })
+        .expect("the world trains");
+    assert_eq!(ranks[0], single, "the chief's statistics are its own batches'");
+    assert_eq!(ranks[1], single, "every rank ends an epoch with the chief's");
+}
+
+#[test]
 fn batchnorm_in_a_world_of_two_threads_resumes_bit_for_bit() {
     let straight = world(&scratch_dir("bn-world-straight"), None, false, LogDirPolicy::Refuse);
     let dir = scratch_dir("bn-world-resumed");
