@@ -39,7 +39,7 @@ CASES = {
     "g": "(g) (d) + synchronous fetch of 2 scalars every step",
     "h": "(h) (d) + deferred fetch of 2 scalars every step",
     "j": "(j) (c), the dashboard for progress bar + printer",
-    "k": "(k) (c) + Trainer::seed (the devices seeded before every step)",
+    "k": "(k) (b) + Trainer::seed (the devices seeded before every step)",
 }
 
 # The cases that need a terminal on stderr (the dashboard draws only there): run under `script`,

@@ -422,6 +422,8 @@ pub fn train_digits_in(
     let error = match (chief, report.latest("validation_error")) {
         (false, _) => f64::NAN,
         (true, Some(error)) => error,
+        // Stopped (a Ctrl-C, a kill of another rank) before its first validation.
+        (true, None) if report.outcome != burn_stoker::callback::Outcome::Finished => f64::NAN,
         (true, None) => return Err(burn_stoker::Error::msg("the run put no validation_error")),
     };
     Ok((report, error))

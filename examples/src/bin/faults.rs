@@ -8,8 +8,9 @@
 //! the full disk in a temporary directory), fills part of it with a filler file so that the
 //! run's log directory has room for only part of its files (in about half of the rounds), then
 //! starts `digits --log-dir … --epochs N` and, at random, lets it run, kills it with SIGKILL or
-//! interrupts it with SIGINT after a random delay. A run that stops on a full disk gets its
-//! space back (the filler is deleted); every run that did not finish is resumed with
+//! interrupts it with SIGINT after a random delay. A run that met a full disk (which it logs,
+//! going on without the checkpoints it could not write) gets its space back (the filler is
+//! deleted); every run that did not finish, or met a full disk, is resumed with
 //! `--resume`, and the round goes on until one finishes. After every attempt the newest
 //! complete checkpoint (as `Checkpoint::latest` reads it) must be at least as new as the one
 //! before: a crash, a signal or a full disk may lose the work since the last checkpoint, never
@@ -263,7 +264,12 @@ mod faults {
                         tally.disk_full += 1;
                         full_seen = true;
                         // Give the space back, as a user would, and resume.
-                        std::fs::remove_file(&filler).map_err(|e| format!("{}: {e}", filler.display()))?;
+                        match std::fs::remove_file(&filler) {
+                            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                                return Err(format!("{}: {e}", filler.display()));
+                            }
+                            _ => {}
+                        }
                     }
                     Ended::Finished => {}
                 }
@@ -404,6 +410,12 @@ mod faults {
             std::thread::sleep(Duration::from_millis(5));
         };
         let stderr = reader.join().unwrap_or_default();
+        // A full disk is logged and training goes on (the savers' default, `OnWriteError::Log`):
+        // a run that met one may finish without its last checkpoints. As a user would, the round
+        // gives the space back and resumes from the last complete one.
+        if stderr.contains("No space left on device") && (status.success() || fault == Fault::None) {
+            return Ok(Ended::DiskFull);
+        }
         if options.mpi.is_some() {
             return match (status.success(), fault) {
                 (true, _) => Ok(Ended::Finished),

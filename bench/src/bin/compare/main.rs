@@ -175,19 +175,20 @@ enum Case {
     /// (c) with the terminal dashboard instead of the progress bar and the printer (drawing only
     /// when stderr is a terminal: `instructions.py` runs it under `script`).
     Dashboard,
-    /// (c) with `Trainer::seed`: the devices seeded before every step.
+    /// (b) with `Trainer::seed`: the devices seeded before every step.
     Seeded,
 }
 
 fn stoker_loop<M: Classifier>(data: &[DigitBatch], steps: u64, case: Case, device: &Device) -> f64 {
     let dir = std::env::temp_dir().join(format!("stoker-bench-{}", std::process::id()));
     let defaults = match case {
-        Case::Bare => DefaultCallbacks::none(),
+        Case::Bare | Case::Seeded => DefaultCallbacks::none(),
         Case::Dashboard => DefaultCallbacks { progress: None, printer: None, ..DefaultCallbacks::default() },
         _ => DefaultCallbacks::default(),
     };
     let dashboard = (case == Case::Dashboard).then(burn_stoker::monitor::Dashboard::new);
-    let users = (!matches!(case, Case::Bare | Case::Defaults | Case::Dashboard)).then(Users20::default);
+    let users = (!matches!(case, Case::Bare | Case::Seeded | Case::Defaults | Case::Dashboard))
+        .then(Users20::default);
     let watch = (case == Case::UsersFetch).then(Watch::default);
     let deferred = matches!(case, Case::UsersDeferred | Case::UsersDeferredEager);
     let every = (case == Case::UsersEveryStep || deferred).then(|| EveryStep::new(deferred));
