@@ -1,16 +1,20 @@
 //! Users' own models with the features they turn on together: a ConvNet with BatchNorm in a
 //! data-parallel world (each rank's statistics its own, the chief's given to every rank at each
-//! epoch's end), its resume in a world and with dropout on one device, bit for bit; a world
-//! under `LogDirPolicy::NewVersion` resuming every rank from the chief's folder.
+//! epoch's end); the ConvNet, an LSTM and a transformer encoder resumed bit for bit in a world
+//! and, with dropout, on one device; a world under `LogDirPolicy::NewVersion` resuming every
+//! rank from the chief's folder.
 
 use std::path::Path;
 use std::process::Command;
 
+use burn::module::Module;
 use burn::optim::AdamConfig;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, Int, Tensor};
 use burn_stoker::prelude::*;
 use burn_stoker::world::Threads;
-use stoker_tests::families::{ConvBn, all_bits, image_batches};
+use stoker_tests::families::{
+    ConvBn, LstmNet, TinyTransformer, all_bits, image_batches, sequence_batches, token_batches,
+};
 use stoker_tests::{CheckpointAndStop, scratch_dir};
 
 /// Rows per batch, batches of the whole data (a world shares them out), epochs.
@@ -35,23 +39,46 @@ fn trainer(p: f64, data: Images, device: &Device, dir: &Path) -> Trainer<ConvBn,
         .log_dir(dir)
 }
 
-/// Two ranks of the threads transport train the ConvNet without dropout in `dir`; `stop_at`: a
-/// checkpoint and a stop at that global step; `resume`: from `dir`'s checkpoint. Returns each
-/// rank's global step and every float tensor's bits.
-fn world(dir: &Path, stop_at: Option<u64>, resume: bool, policy: LogDirPolicy) -> Vec<(u64, Bits)> {
+/// Two ranks of the threads transport train `model` on their shards of `data` in `dir`, Adam,
+/// `EPOCHS` epochs; `stop_at`: a checkpoint and a stop at that global step; `resume`: from
+/// `dir`'s checkpoint. Returns each rank's global step and every float tensor's bits.
+fn world_of<M: Module + 'static, B: Clone + 'static>(
+    (model, data, step): (fn(&Device) -> M, fn(&Device) -> Vec<B>, StepFn<M, B>),
+    dir: &Path,
+    stop_at: Option<u64>,
+    resume: bool,
+    policy: LogDirPolicy,
+) -> Vec<(u64, Bits)> {
     Threads::new([cpu(), cpu()])
         .run(|world| {
-            let data = world.shard(image_batches(BATCHES, ROWS, world.device()));
             let device = world.device().clone();
-            let report = trainer(0.0, data, &device, dir)
+            let report = Trainer::new(model(&device), AdamConfig::new().init(), world.shard(data(&device)))
+                .default_callbacks(DefaultCallbacks::none())
+                .handle_signals(false)
+                .learning_rate(0.01)
+                .max_epoch(EPOCHS)
+                .log_dir(dir)
                 .log_dir_policy(policy)
                 .auto_resume(resume)
                 .callbacks(stop_at.map(CheckpointAndStop))
                 .world(world)
-                .train(ConvBn::step)?;
-            Ok::<_, TrainError<ConvBn>>((report.counters.global_step(), all_bits(&report.model)))
+                .train(step)?;
+            Ok::<_, TrainError<M>>((report.counters.global_step(), all_bits(&report.model)))
         })
         .expect("the world trains")
+}
+
+/// A family's step function.
+type StepFn<M, B> = fn(&M, B, &mut Step<'_>) -> Tensor<1>;
+
+/// The ConvNet without dropout (the ranks of one process share burn-flex's generator).
+fn convnet() -> (fn(&Device) -> ConvBn, fn(&Device) -> Images, StepFn<ConvBn, (Tensor<4>, Tensor<2>)>) {
+    (|device| ConvBn::new(0.0, device), |device| image_batches(BATCHES, ROWS, device), ConvBn::step)
+}
+
+/// [`world_of`] the ConvNet.
+fn world(dir: &Path, stop_at: Option<u64>, resume: bool, policy: LogDirPolicy) -> Vec<(u64, Bits)> {
+    world_of(convnet(), dir, stop_at, resume, policy)
 }
 
 #[test]
@@ -127,14 +154,44 @@ fn a_world_under_new_version_resumes_every_rank_from_the_chiefs_folder() {
 
 const CHILD: &str = "STOKER_FAMILIES_TEST_CHILD";
 
-/// The ConvNet with dropout 0.3 on one device, seeded; `stop_at`: a checkpoint and a stop there;
-/// `resume`: from `dir`. Returns the global step and every float tensor's bits.
-fn one_device(dir: &Path, stop_at: Option<u64>, resume: bool) -> (u64, Bits) {
-    let device = cpu();
-    let trainer =
-        trainer(0.3, image_batches(BATCHES, ROWS, &device), &device, dir).seed(7).auto_resume(resume);
-    let report = trainer.callbacks(stop_at.map(CheckpointAndStop)).train(ConvBn::step).expect("training");
+/// `model` trained on `data` on one device, seeded, Adam, `EPOCHS` epochs, in `dir`; `stop_at`:
+/// a checkpoint and a stop there; `resume`: from `dir`. Returns the global step and every float
+/// tensor's bits.
+fn one_device<M: Module + 'static, B: Clone + 'static>(
+    (model, data, step): (M, Vec<B>, StepFn<M, B>),
+    dir: &Path,
+    stop_at: Option<u64>,
+    resume: bool,
+) -> (u64, Bits) {
+    let report = Trainer::new(model, AdamConfig::new().init(), data)
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .learning_rate(0.01)
+        .max_epoch(EPOCHS)
+        .log_dir(dir)
+        .seed(7)
+        .auto_resume(resume)
+        .callbacks(stop_at.map(CheckpointAndStop))
+        .train(step)
+        .expect("training");
     (report.counters.global_step(), all_bits(&report.model))
+}
+
+/// A family trained straight (twice: a seeded run repeats), and stopped in the middle of the
+/// second epoch then resumed: all three end bit for bit.
+fn resumes_on_one_device<M: Module + 'static, B: Clone + 'static>(
+    name: &str,
+    family: impl Fn() -> (M, Vec<B>, StepFn<M, B>),
+) {
+    let straight = one_device(family(), &scratch_dir(name), None, false);
+    assert_eq!(
+        straight,
+        one_device(family(), &scratch_dir(name), None, false),
+        "{name}: a seeded run repeats"
+    );
+    let dir = scratch_dir(name);
+    assert_eq!(one_device(family(), &dir, Some(11), false).0, 11);
+    assert_eq!(one_device(family(), &dir, None, true), straight, "{name}: the resumed run, bit for bit");
 }
 
 #[test]
@@ -159,15 +216,48 @@ fn dropout_resume_child() {
     if std::env::var_os(CHILD).is_none() {
         return;
     }
-    let straight = one_device(&scratch_dir("dropout-straight"), None, false);
-    assert_eq!(straight, one_device(&scratch_dir("dropout-again"), None, false), "a seeded run repeats");
-    // Stopped in the middle of the second epoch (before, the resumed run's dropout drew what the
-    // first steps had drawn, and BatchNorm's checkpoint lacked its last update).
-    let dir = scratch_dir("dropout-resumed");
-    assert_eq!(one_device(&dir, Some(11), false).0, 11);
-    assert_eq!(
-        one_device(&dir, None, true),
-        straight,
-        "the resumed run's weights and statistics, bit for bit"
-    );
+    // Before, the resumed run's dropout drew what the first steps had drawn, and BatchNorm's
+    // checkpoint lacked its last update.
+    let device = cpu();
+    resumes_on_one_device("dropout-convnet", || {
+        (ConvBn::new(0.3, &device), image_batches(BATCHES, ROWS, &device), ConvBn::step as StepFn<_, _>)
+    });
+    resumes_on_one_device("dropout-lstm", || {
+        (LstmNet::new(&device), sequence_batches(BATCHES, ROWS, &device), LstmNet::step as StepFn<_, _>)
+    });
+    resumes_on_one_device("dropout-transformer", || {
+        (
+            TinyTransformer::new(0.2, &device),
+            token_batches(BATCHES, ROWS, &device),
+            TinyTransformer::step as StepFn<_, _>,
+        )
+    });
+}
+
+#[test]
+fn an_lstm_and_a_transformer_in_a_world_of_two_threads_resume_bit_for_bit() {
+    fn lstm() -> (
+        fn(&Device) -> LstmNet,
+        fn(&Device) -> Vec<(Tensor<3>, Tensor<2>)>,
+        StepFn<LstmNet, (Tensor<3>, Tensor<2>)>,
+    ) {
+        (LstmNet::new, |device| sequence_batches(BATCHES, ROWS, device), LstmNet::step)
+    }
+    type Tokens = (Tensor<2, Int>, Tensor<2>);
+    fn transformer()
+    -> (fn(&Device) -> TinyTransformer, fn(&Device) -> Vec<Tokens>, StepFn<TinyTransformer, Tokens>) {
+        (
+            |device| TinyTransformer::new(0.0, device),
+            |device| token_batches(BATCHES, ROWS, device),
+            TinyTransformer::step,
+        )
+    }
+    let straight = world_of(lstm(), &scratch_dir("lstm-world"), None, false, LogDirPolicy::NewVersion);
+    let dir = scratch_dir("lstm-world-resumed");
+    assert_eq!(world_of(lstm(), &dir, Some(6), false, LogDirPolicy::NewVersion)[0].0, 7);
+    assert_eq!(world_of(lstm(), &dir, None, true, LogDirPolicy::NewVersion), straight, "LSTM");
+    let straight = world_of(transformer(), &scratch_dir("tf-world"), None, false, LogDirPolicy::NewVersion);
+    let dir = scratch_dir("tf-world-resumed");
+    assert_eq!(world_of(transformer(), &dir, Some(6), false, LogDirPolicy::NewVersion)[0].0, 7);
+    assert_eq!(world_of(transformer(), &dir, None, true, LogDirPolicy::NewVersion), straight, "transformer");
 }
