@@ -43,7 +43,7 @@ fn trainer(p: f64, data: Images, device: &Device, dir: &Path) -> Trainer<ConvBn,
 /// `EPOCHS` epochs; `stop_at`: a checkpoint and a stop at that global step; `resume`: from
 /// `dir`'s checkpoint. Returns each rank's global step and every float tensor's bits.
 fn world_of<M: Module + 'static, B: Clone + 'static>(
-    (model, data, step): (fn(&Device) -> M, fn(&Device) -> Vec<B>, StepFn<M, B>),
+    (model, data, step): Family<M, B>,
     dir: &Path,
     stop_at: Option<u64>,
     resume: bool,
@@ -71,8 +71,11 @@ fn world_of<M: Module + 'static, B: Clone + 'static>(
 /// A family's step function.
 type StepFn<M, B> = fn(&M, B, &mut Step<'_>) -> Tensor<1>;
 
+/// A family in a world: each rank's model and data on its device, and the step.
+type Family<M, B> = (fn(&Device) -> M, fn(&Device) -> Vec<B>, StepFn<M, B>);
+
 /// The ConvNet without dropout (the ranks of one process share burn-flex's generator).
-fn convnet() -> (fn(&Device) -> ConvBn, fn(&Device) -> Images, StepFn<ConvBn, (Tensor<4>, Tensor<2>)>) {
+fn convnet() -> Family<ConvBn, (Tensor<4>, Tensor<2>)> {
     (|device| ConvBn::new(0.0, device), |device| image_batches(BATCHES, ROWS, device), ConvBn::step)
 }
 
@@ -236,16 +239,11 @@ fn dropout_resume_child() {
 
 #[test]
 fn an_lstm_and_a_transformer_in_a_world_of_two_threads_resume_bit_for_bit() {
-    fn lstm() -> (
-        fn(&Device) -> LstmNet,
-        fn(&Device) -> Vec<(Tensor<3>, Tensor<2>)>,
-        StepFn<LstmNet, (Tensor<3>, Tensor<2>)>,
-    ) {
+    fn lstm() -> Family<LstmNet, (Tensor<3>, Tensor<2>)> {
         (LstmNet::new, |device| sequence_batches(BATCHES, ROWS, device), LstmNet::step)
     }
     type Tokens = (Tensor<2, Int>, Tensor<2>);
-    fn transformer()
-    -> (fn(&Device) -> TinyTransformer, fn(&Device) -> Vec<Tokens>, StepFn<TinyTransformer, Tokens>) {
+    fn transformer() -> Family<TinyTransformer, Tokens> {
         (
             |device| TinyTransformer::new(0.0, device),
             |device| token_batches(BATCHES, ROWS, device),
