@@ -11,6 +11,7 @@ use super::check::{Facts, check};
 use super::flat;
 use super::words::{self, Kind, Layout};
 use crate::error::{Error, Result};
+use crate::signal::STOP_REQUEST;
 use crate::state::HyperParams;
 
 /// What one rank brings to an exchange besides its gradients: what it asks of every rank, and
@@ -349,7 +350,13 @@ impl Agreement {
         let (layout, words) = (self.layout, &self.words);
         let interrupted = words[words::SIGINT] + words[words::SIGTERM] > 0.0;
         let agreed = Agreed {
-            signal: interrupted.then_some(if words[words::SIGINT] > 0.0 { SIGINT } else { SIGTERM }),
+            // A stop asked through this rank's StopHandle travels as a SIGTERM; the rank that
+            // asked reports it as what it was.
+            signal: interrupted.then_some(match (words[words::SIGINT] > 0.0, self.signal) {
+                (true, _) => SIGINT,
+                (false, Some(STOP_REQUEST)) => STOP_REQUEST,
+                (false, _) => SIGTERM,
+            }),
             stop_rank: layout.first_stop(words),
             skip: words[words::SKIP] > 0.0,
         };

@@ -117,6 +117,54 @@ fn one_ranks_stop_handle_stops_every_rank_of_a_world_at_the_same_step() {
     assert!(checkpoint.is_some(), "the chief wrote a checkpoint");
 }
 
+/// On every rank: rank 1 alone uses its trainer's `handle` at global step `at`.
+struct Rank1Stops {
+    handle: StopHandle,
+    at: u64,
+}
+
+impl Callback<Linear> for Rank1Stops {
+    fn chief_only(&self) -> bool {
+        false
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        if ctx.rank() == 1 && ctx.global_step() == self.at {
+            self.handle.stop();
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn in_a_world_the_rank_whose_stop_handle_stopped_it_reports_stop_handle() {
+    // The stop travels to the other ranks as a SIGTERM does; the rank that asked reported it as a
+    // SIGTERM too.
+    let dir = scratch_dir("stop-handle-world-name");
+    let device = burn_stoker::device::cpu();
+    let reports = Threads::new(vec![device.clone(), device.clone()])
+        .run(|world| {
+            let device = world.device().clone();
+            let data = world.shard(tiny_data(8, &device));
+            let trainer = Trainer::new(tiny_model(&device), SgdConfig::new().init(), data)
+                .default_callbacks(DefaultCallbacks::none())
+                .handle_signals(false)
+                .max_epoch(3)
+                .log_dir(&dir)
+                .world(world);
+            let handle = trainer.stop_handle();
+            trainer
+                .callbacks(Rank1Stops { handle, at: 3 })
+                .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        })
+        .expect("the world stops cleanly");
+    let signal = |report: &TrainReport<Linear>| match &report.outcome {
+        Outcome::Interrupted { signal, .. } => signal.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(signal(&reports[1]), "StopHandle", "the rank that asked");
+    assert_eq!(signal(&reports[0]), "SIGTERM", "the others see it as a SIGTERM");
+}
+
 /// Uses `handle` on rank `rank` at global step `at`.
 struct StopAtStep {
     handle: StopHandle,
