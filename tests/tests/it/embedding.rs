@@ -86,11 +86,15 @@ fn a_stop_handle_stops_at_a_step_boundary_with_a_checkpoint_and_a_resume_finishe
     assert_eq!(resumed.counters.global_step(), 12);
 }
 
-#[test]
-fn one_ranks_stop_handle_stops_every_rank_of_a_world_at_the_same_step() {
-    let dir = scratch_dir("stop-handle-world");
+/// Two ranks of the threads transport train 3 epochs of the tiny model in a scratch folder
+/// `name`, each with the callback `callback` makes of its trainer's stop handle and its rank.
+fn stop_handle_world<C: Callback<Linear> + 'static>(
+    name: &str,
+    callback: impl Fn(StopHandle, usize) -> C + Sync,
+) -> Vec<TrainReport<Linear>> {
+    let dir = scratch_dir(name);
     let device = burn_stoker::device::cpu();
-    let reports = Threads::new(vec![device.clone(), device.clone()])
+    Threads::new(vec![device.clone(), device.clone()])
         .run(|world| {
             let rank = world.rank();
             let device = world.device().clone();
@@ -102,12 +106,17 @@ fn one_ranks_stop_handle_stops_every_rank_of_a_world_at_the_same_step() {
                 .log_dir(&dir)
                 .world(world);
             let handle = trainer.stop_handle();
-            // Rank 1 (not the chief) asks to stop during step 3.
             trainer
-                .callbacks(StopAtStep { handle, rank, at: 3 })
+                .callbacks(callback(handle, rank))
                 .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
         })
-        .expect("the world stops cleanly");
+        .expect("the world stops cleanly")
+}
+
+#[test]
+fn one_ranks_stop_handle_stops_every_rank_of_a_world_at_the_same_step() {
+    // Rank 1 (not the chief) asks to stop during step 3.
+    let reports = stop_handle_world("stop-handle-world", |handle, rank| StopAtStep { handle, rank, at: 3 });
     for (rank, report) in reports.iter().enumerate() {
         assert!(matches!(report.outcome, Outcome::Interrupted { .. }), "rank {rank}: {:?}", report.outcome);
         assert_eq!(report.counters.global_step(), reports[0].counters.global_step(), "rank {rank}");
@@ -139,24 +148,7 @@ impl Callback<Linear> for Rank1Stops {
 fn in_a_world_the_rank_whose_stop_handle_stopped_it_reports_stop_handle() {
     // The stop travels to the other ranks as a SIGTERM does; the rank that asked reported it as a
     // SIGTERM too.
-    let dir = scratch_dir("stop-handle-world-name");
-    let device = burn_stoker::device::cpu();
-    let reports = Threads::new(vec![device.clone(), device.clone()])
-        .run(|world| {
-            let device = world.device().clone();
-            let data = world.shard(tiny_data(8, &device));
-            let trainer = Trainer::new(tiny_model(&device), SgdConfig::new().init(), data)
-                .default_callbacks(DefaultCallbacks::none())
-                .handle_signals(false)
-                .max_epoch(3)
-                .log_dir(&dir)
-                .world(world);
-            let handle = trainer.stop_handle();
-            trainer
-                .callbacks(Rank1Stops { handle, at: 3 })
-                .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
-        })
-        .expect("the world stops cleanly");
+    let reports = stop_handle_world("stop-handle-world-name", |handle, _| Rank1Stops { handle, at: 3 });
     let signal = |report: &TrainReport<Linear>| match &report.outcome {
         Outcome::Interrupted { signal, .. } => signal.clone(),
         other => panic!("{other:?}"),
