@@ -110,10 +110,11 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
         }
     };
     if let Some(seed) = settings.seed {
-        for device in model.devices() {
+        let devices = model.devices();
+        for device in &devices {
             device.seed(seed.wrapping_add(execution.rank() as u64));
         }
-        run.step_seeds = Some(super::draws::StepSeeds::new(seed, execution.rank(), model.devices()));
+        run.step_seeds = Some(super::draws::StepSeeds::new(seed, execution.rank(), devices));
     }
     let means = execution.means().to_vec();
     (run.state.model, run.state.execution) = (Some(model), execution);

@@ -108,13 +108,9 @@ impl Agreement {
         grads: Option<GradientsParams>,
     ) -> Result<Option<GradientsParams>> {
         self.broken = true;
-        let averaged = match std::mem::take(&mut self.carry_buffers) && grads.is_none() {
-            true => {
-                self.world.exchange_buffers(model, &mut self.words, &mut self.buffers);
-                None
-            }
-            false => self.world.exchange(model, grads, &mut self.words)?,
-        };
+        let buffers =
+            (std::mem::take(&mut self.carry_buffers) && grads.is_none()).then_some(&mut self.buffers[..]);
+        let averaged = self.world.exchange(model, grads, &mut self.words, buffers)?;
         self.broken = false;
         Ok(averaged)
     }
@@ -191,7 +187,7 @@ impl Agreement {
         };
         self.words.fill(0.0);
         self.words[self.layout.failed(rank)] = 1.0;
-        let _ = self.world.exchange(model, None, &mut self.words);
+        let _ = self.world.exchange(model, None, &mut self.words, None);
         self.failed = Some(self.layout.first_failed(&self.words).unwrap_or(rank));
         self.world.settled = true;
     }

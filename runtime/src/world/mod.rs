@@ -256,54 +256,27 @@ impl World {
     ///
     /// When the backend has already averaged `grads` (CUDA), only the words travel and `grads`
     /// come back as they are; a failure on another rank is in the words.
+    ///
+    /// An exchange without gradients (an epoch's end) may carry the chief's buffers (`buffers`,
+    /// [`buffers::read`]'s layout): every other rank's become the chief's, bit for bit; the
+    /// chief's stay as they are.
     pub(crate) fn exchange<M: Module>(
         &mut self,
         model: &M,
         grads: Option<GradientsParams>,
         words: &mut [f64],
+        buffers: Option<&mut [f32]>,
     ) -> Result<Option<GradientsParams>> {
         let (grads, local) = if self.grads_reduced_by_backend { (None, Some(grads)) } else { (grads, None) };
         let averaged = match &mut self.link {
-            Link::Threads(link) => link.exchange(model, grads, words, &self.device, self.size, None),
+            Link::Threads(link) => link.exchange(model, grads, words, &self.device, self.size, buffers),
             #[cfg(feature = "mpi")]
             Link::Mpi { comm, send, recv, words: sent } => {
-                mpi_exchange(comm, (send, recv, sent), model, grads, words, &self.device, self.size)
+                let payload = (grads, buffers.map(|values| (values, self.rank == 0)));
+                mpi_exchange(comm, (send, recv, sent), model, payload, words, &self.device, self.size)
             }
         };
         Ok(local.unwrap_or(averaged))
-    }
-
-    /// An exchange without gradients (an epoch's end) that also carries the chief's buffers
-    /// (`buffers`, [`buffers::read`]'s layout): every other rank's `buffers` become the chief's,
-    /// bit for bit; the chief's stay as they are.
-    pub(crate) fn exchange_buffers<M: Module>(&mut self, model: &M, words: &mut [f64], buffers: &mut [f32]) {
-        match &mut self.link {
-            Link::Threads(link) => {
-                link.exchange(model, None, words, &self.device, self.size, Some(buffers));
-            }
-            #[cfg(feature = "mpi")]
-            Link::Mpi { comm, send, recv, words: sent } => {
-                // The gradients' buffer, as every exchange without gradients sends it (a failing
-                // rank's too), the chief's buffers at its start; the other ranks put -0.0 there,
-                // which adds to any value without changing its bits (+0.0 would turn a -0.0
-                // into a +0.0).
-                let len = flat::grad_len(model);
-                send.resize(len, 0.0);
-                recv.resize(len, 0.0);
-                send.fill(0.0);
-                let n = buffers.len();
-                match self.rank {
-                    0 => send[..n].copy_from_slice(buffers),
-                    _ => send[..n].fill(-0.0),
-                }
-                sent.clear();
-                sent.extend_from_slice(words);
-                comm.all_reduce_sums((send, recv), (sent, words));
-                if self.rank != 0 {
-                    buffers.copy_from_slice(&recv[..n]);
-                }
-            }
-        }
     }
 
     /// `words` summed element-wise over the ranks, in place, with nothing else: the small
@@ -355,13 +328,15 @@ impl World {
 }
 
 /// One MPI exchange: the gradients (zeros when this rank has none) and the words, in one round
-/// trip, the sums read back.
+/// trip, the sums read back. Without gradients, the buffers (and whether this rank is the chief)
+/// ride at the start of the zeros: the chief's values, -0.0 from the other ranks, which adds to
+/// any value without changing its bits (+0.0 would turn a -0.0 into a +0.0).
 #[cfg(feature = "mpi")]
 fn mpi_exchange<M: Module>(
     comm: &mpi::MpiComm,
     (send, recv, sent): (&mut Vec<f32>, &mut Vec<f32>, &mut Vec<f64>),
     model: &M,
-    grads: Option<GradientsParams>,
+    (grads, buffers): (Option<GradientsParams>, Option<(&mut [f32], bool)>),
     words: &mut [f64],
     device: &Device,
     size: usize,
@@ -373,9 +348,19 @@ fn mpi_exchange<M: Module>(
         Some(grads) => flat::write_grads(model, grads, send),
         None => send.fill(0.0),
     }
+    if let (None, Some((values, chief))) = (&grads, &buffers) {
+        let values: &[f32] = values;
+        match chief {
+            true => send[..values.len()].copy_from_slice(values),
+            false => send[..values.len()].fill(-0.0),
+        }
+    }
     sent.clear();
     sent.extend_from_slice(words);
     comm.all_reduce_sums((send, recv), (sent, words));
+    if let (None, Some((values, false))) = (&grads, buffers) {
+        values.copy_from_slice(&recv[..values.len()]);
+    }
     let local = grads?;
     let scale = 1.0 / size as f32;
     for value in &mut recv[..flat::param_len(model)] {
