@@ -332,11 +332,13 @@ mod tests {
         all.into_iter().chain(feature_samples()).collect()
     }
 
-    /// The built-ins of the features `dashboard` and `hdf5`, with them.
+    /// The built-ins of the features `dashboard`, `hdf5` and `mlflow`, with them.
     fn feature_samples() -> Vec<Sample> {
         Vec::from([
             #[cfg(feature = "dashboard")]
             sample(crate::monitor::Dashboard::new()),
+            #[cfg(feature = "mlflow")]
+            sample(crate::monitor::MlflowLogger::new("http://127.0.0.1:1").unwrap()),
             #[cfg(feature = "hdf5")]
             sample(crate::monitor::CallbackDataWriter::new("data.h5")),
         ])
@@ -409,6 +411,7 @@ mod tests {
             .filter(|ty| cfg!(feature = "sys-metrics") || !SYS_METRICS.contains(&ty.as_str()))
             .filter(|ty| cfg!(feature = "dashboard") || ty.as_str() != "Dashboard")
             .filter(|ty| cfg!(feature = "hdf5") || ty.as_str() != "CallbackDataWriter")
+            .filter(|ty| cfg!(feature = "mlflow") || ty.as_str() != "MlflowLogger")
             .collect();
         assert!(
             missing.is_empty(),

@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 
 use serde_json::{Value as Json, json};
 
@@ -22,6 +23,12 @@ pub enum Mode {
     Healthy,
     /// HTTP 500 with an MLflow error body, every time.
     FailLogBatch,
+    /// A slow server: answers `runs/create` at once, then holds every `runs/log-batch` (without
+    /// answering) until [`Fake::release`] is called, and answers as `Healthy` from then on.
+    HoldLogBatch,
+    /// A server that never answers: it accepts each connection and holds it open, reading nothing
+    /// and answering nothing (nothing is recorded).
+    Silent,
 }
 
 /// One request the fake server received.
@@ -33,13 +40,19 @@ pub struct Request {
     pub body: Json,
 }
 
-/// A fake MLflow tracking server on 127.0.0.1.
+/// A fake MLflow tracking server on 127.0.0.1. A clone is a handle on the same server (for a
+/// callback that releases it).
+#[derive(Clone)]
 pub struct Fake {
     /// `http://127.0.0.1:PORT`, for `MlflowLogger::new`.
     pub uri: String,
     requests: Arc<Mutex<Vec<Request>>>,
     /// What the server found wrong in a request (MLflow would refuse it, or the test cannot read it).
     problems: Arc<Mutex<Vec<String>>>,
+    /// How many requests it answered.
+    answered: Arc<AtomicUsize>,
+    /// Whether [`Mode::HoldLogBatch`]'s held requests may be answered.
+    released: Arc<(Mutex<bool>, Condvar)>,
 }
 
 impl Fake {
@@ -47,18 +60,41 @@ impl Fake {
     pub fn start(mode: Mode) -> Fake {
         let listener = TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1:0");
         let uri = format!("http://{}", listener.local_addr().unwrap());
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let problems = Arc::new(Mutex::new(Vec::new()));
-        let (r, p) = (Arc::clone(&requests), Arc::clone(&problems));
+        let fake = Fake {
+            uri,
+            requests: Arc::new(Mutex::new(Vec::new())),
+            problems: Arc::new(Mutex::new(Vec::new())),
+            answered: Arc::new(AtomicUsize::new(0)),
+            released: Arc::new((Mutex::new(false), Condvar::new())),
+        };
+        let server = fake.clone();
         std::thread::spawn(move || {
+            // The connections a silent server holds open.
+            let mut held = Vec::new();
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
-                if let Err(problem) = serve(stream, mode, &r) {
-                    p.lock().unwrap().push(problem);
+                if mode == Mode::Silent {
+                    held.push(stream);
+                    continue;
+                }
+                if let Err(problem) = serve(stream, mode, &server) {
+                    server.problems.lock().unwrap().push(problem);
                 }
             }
         });
-        Fake { uri, requests, problems }
+        fake
+    }
+
+    /// Let [`Mode::HoldLogBatch`] answer the request it holds and every later one.
+    pub fn release(&self) {
+        let (released, wake) = &*self.released;
+        *released.lock().unwrap() = true;
+        wake.notify_all();
+    }
+
+    /// How many requests the server answered so far.
+    pub fn answered(&self) -> usize {
+        self.answered.load(Ordering::SeqCst)
     }
 
     /// Every request received, in order.
@@ -105,8 +141,9 @@ impl Fake {
     }
 }
 
-/// Read one HTTP/1.1 request from `stream`, check it, record it, answer it, close the connection.
-fn serve(stream: TcpStream, mode: Mode, requests: &Mutex<Vec<Request>>) -> Result<(), String> {
+/// Read one HTTP/1.1 request from `stream`, check it, record it, answer it (under
+/// [`Mode::HoldLogBatch`], a `runs/log-batch` once released), close the connection.
+fn serve(stream: TcpStream, mode: Mode, fake: &Fake) -> Result<(), String> {
     let mut reader = BufReader::new(stream.try_clone().map_err(|e| e.to_string())?);
     let mut line = String::new();
     reader.read_line(&mut line).map_err(|e| e.to_string())?;
@@ -158,7 +195,11 @@ fn serve(stream: TcpStream, mode: Mode, requests: &Mutex<Vec<Request>>) -> Resul
     }
     let body: Json = serde_json::from_slice(&body)
         .map_err(|e| format!("{path}: the body is not JSON ({e}): {}", String::from_utf8_lossy(&body)))?;
-    requests.lock().unwrap().push(Request { path: path.clone(), body: body.clone() });
+    fake.requests.lock().unwrap().push(Request { path: path.clone(), body: body.clone() });
+    if mode == Mode::HoldLogBatch && path == "/api/2.0/mlflow/runs/log-batch" {
+        let (released, wake) = &*fake.released;
+        let _released = wake.wait_while(released.lock().unwrap(), |released| !*released).unwrap();
+    }
     problems.extend(check(&path, &body));
 
     let error =
@@ -211,6 +252,7 @@ fn serve(stream: TcpStream, mode: Mode, requests: &Mutex<Vec<Request>>) -> Resul
     )
     .map_err(|e| e.to_string())?;
     stream.flush().map_err(|e| e.to_string())?;
+    fake.answered.fetch_add(1, Ordering::SeqCst);
     if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
 }
 
@@ -268,9 +310,10 @@ fn check(path: &str, body: &Json) -> Vec<String> {
         "/api/2.0/mlflow/runs/update" => {
             need(body["run_id"] == RUN_ID, "another run_id".into());
             let status = body["status"].as_str().unwrap_or_default();
-            need(["FINISHED", "FAILED", "KILLED"].contains(&status), format!("status {status}"));
+            // RUNNING again: a resumed run continues the run it had created.
+            need(["FINISHED", "FAILED", "KILLED", "RUNNING"].contains(&status), format!("status {status}"));
             need(
-                body["end_time"].as_i64().is_some_and(|t| t > 1_600_000_000_000),
+                status == "RUNNING" || body["end_time"].as_i64().is_some_and(|t| t > 1_600_000_000_000),
                 "end_time is not in ms".into(),
             );
         }

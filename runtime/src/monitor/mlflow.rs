@@ -3,16 +3,16 @@
 
 mod sink;
 
-use std::sync::{Arc, Mutex};
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use serde_json::Value as Json;
+use serde_json::{Value as Json, json};
 
 pub use sink::MLFLOW_SINK_NAME;
-use sink::{MlflowSink, RunStatus, Settings, mlflow_key};
+use sink::{MlflowSink, RunLink, RunStatus, Settings, mlflow_key};
 
-use crate::callback::Context;
-use crate::callback::Outcome;
+use crate::callback::{Callback, Context, Outcome};
 use crate::error::{Error, Result};
 #[cfg(doc)]
 use crate::state::MonitorSink;
@@ -27,6 +27,9 @@ const MLFLOW_MAX_PARAM_VALUE_LENGTH: usize = 6000;
 
 /// How long one request may take by default, connecting included.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the end of training waits by default for the sink's last requests.
+const DEFAULT_END_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Sends every monitored scalar to an [MLflow](https://mlflow.org) tracking server, through
 /// MLflow's REST API 2.0. Feature `mlflow` (off by default).
@@ -54,12 +57,33 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// are sent as MLflow's own client sends them (`"NaN"`, `"Infinity"`, `"-Infinity"`). Runs on
 /// the chief only in data-parallel training, as every monitor writer does.
 ///
+/// # A slow or unreachable server
+///
+/// The sink never slows a step. Its queue (256 batches of records, one per event that put
+/// something) is one that drops rather than waits: when the server is too slow for the run,
+/// what does not fit is dropped and counted, with one warning on stderr naming the writer
+/// ([`MLFLOW_SINK_NAME`]), and the run's [`TrainReport::dropped`](crate::trainer::TrainReport::dropped)
+/// gives the count. A request that got no answer (the connection refused or dropped, the
+/// [`timeout`](MlflowLogger::timeout) reached) is tried twice more, after 1 s and 4 s, on the
+/// writer's thread. When training ends, the sink has [`end_timeout`](MlflowLogger::end_timeout)
+/// (10 s by default) to send what is left and end the run; past it the run is reported with
+/// the writer failed and the sink's thread is left to end on its own.
+///
 /// A tracker that fails (down, refusing a request) never stops training: as with every monitor
 /// writer, the first error is reported once on stderr, the sink is disabled for the rest of the
 /// run, and [`TrainReport::writer_failures`](crate::trainer::TrainReport::writer_failures)
 /// names it ([`MLFLOW_SINK_NAME`]) with the error: the URL, the HTTP status and MLflow's
-/// `error_code` and `message`. The run it had created is then ended as `FAILED` (best effort),
-/// since its metrics are incomplete.
+/// `error_code` and `message`. The run it had created is then ended as `FAILED` (best effort,
+/// when the server answers at all), since its metrics are incomplete.
+///
+/// # Resuming
+///
+/// The MLflow run's id is part of the callback's state in every checkpoint: a run resumed from
+/// it logs into the same MLflow run (`runs/update` sets it `RUNNING` again; no second
+/// `runs/create`, and the params are not sent again), as MLflow's own
+/// `mlflow.start_run(run_id=...)` does. The steps replayed since the checkpoint are logged a
+/// second time at the same steps. A checkpoint taken before the server had answered
+/// `runs/create` holds no id: a run resumed from it creates a new MLflow run.
 ///
 /// # Plain HTTP only
 ///
@@ -94,9 +118,11 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub struct MlflowLogger {
     settings: Settings,
-    /// The status decided in `after_train`, read by the sink when it closes.
-    status: Arc<Mutex<Option<RunStatus>>>,
+    /// What the callback and its sink share: the run's id and the status decided in
+    /// `after_train`.
+    link: Arc<Mutex<RunLink>>,
 }
+crate::kind::kind!(MlflowLogger);
 
 impl MlflowLogger {
     /// Log to the MLflow tracking server at `tracking_uri` (`http://host:port`, as
@@ -124,8 +150,9 @@ impl MlflowLogger {
                 params: Vec::new(),
                 max_batch: MLFLOW_MAX_METRICS_PER_BATCH,
                 timeout: DEFAULT_TIMEOUT,
+                end_timeout: DEFAULT_END_TIMEOUT,
             },
-            status: Arc::new(Mutex::new(None)),
+            link: Arc::new(Mutex::new(RunLink::default())),
         })
     }
 
@@ -183,10 +210,25 @@ impl MlflowLogger {
     }
 
     /// How long one request may take, connecting included (30 s by default); past it the
-    /// request fails, and with it the sink.
+    /// request is tried again (twice, see [A slow or unreachable
+    /// server](MlflowLogger#a-slow-or-unreachable-server)), then fails, and with it the sink.
+    /// Training does not wait for it meanwhile.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.settings.timeout = timeout;
         self
+    }
+
+    /// How long the end of training waits for the sink to send what is left and end the run
+    /// (10 s by default): past it the sink is reported failed in
+    /// [`TrainReport::writer_failures`](crate::trainer::TrainReport::writer_failures), what it had
+    /// not sent is lost, and training's end goes on without it.
+    pub fn end_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.end_timeout = timeout;
+        self
+    }
+
+    fn link(&self) -> MutexGuard<'_, RunLink> {
+        self.link.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -208,23 +250,50 @@ fn key_or_config(prefix: &str) -> String {
     if prefix.is_empty() { "config".into() } else { prefix.into() }
 }
 
-#[crate::callback]
-impl MlflowLogger {
-    #[on(setup)]
-    fn start<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let sink = MlflowSink::new(self.settings.clone(), Arc::clone(&self.status));
+/// Registers the sink at `setup`, decides the run's status in `after_train`, and keeps the
+/// MLflow run's id in checkpoints.
+impl<M> Callback<M> for MlflowLogger {
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Borrowed("MlflowLogger")
+    }
+
+    /// `{"run_id": ...}`: the MLflow run's id, `null` until the server has answered `runs/create`.
+    fn save_state(&self) -> Result<Option<Json>> {
+        Ok(Some(json!({ "run_id": self.link().run_id })))
+    }
+
+    /// Continue the MLflow run the checkpoint names. Called right after `setup`, before any record
+    /// reaches the sink (the trainer publishes what setup put only after the states are loaded).
+    fn load_state(&mut self, state: Json) -> Result<()> {
+        let run_id = match state.get("run_id") {
+            None | Some(Json::Null) => None,
+            Some(Json::String(id)) => Some(id.clone()),
+            Some(other) => {
+                return Err(Error::checkpoint(format!(
+                    "the saved state of MlflowLogger is malformed: run_id {other} is not a string"
+                )));
+            }
+        };
+        self.link().run_id = run_id;
+        Ok(())
+    }
+
+    fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        // A new training: nothing of an earlier one with this logger carries over.
+        *self.link() = RunLink::default();
+        let sink = MlflowSink::new(self.settings.clone(), Arc::clone(&self.link));
         ctx.monitors().add_sink(sink);
         Ok(())
     }
 
-    #[on(after_train)]
-    fn decide_status<M>(&mut self, ctx: &mut Context<'_, M>) {
+    fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let status = match ctx.outcome() {
             Some(Outcome::Finished | Outcome::Stopped(_)) => RunStatus::Finished,
             Some(Outcome::Interrupted { .. }) => RunStatus::Killed,
             Some(Outcome::NonFinite { .. } | Outcome::Failed) | None => RunStatus::Failed,
         };
-        *self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(status);
+        self.link().status = Some(status);
+        Ok(())
     }
 }
 

@@ -16,8 +16,9 @@
 //!
 //! A writer's queue is bounded ([`MonitorSink::queue_capacity`], 256 batches by default): a writer
 //! that falls that far behind makes training wait for it, with one warning, so that memory stays
-//! bounded and nothing is lost. A writer that fails is reported once on stderr and disabled;
-//! training goes on, and the run's
+//! bounded and nothing is lost; a remote writer (MLflow's) drops and counts instead
+//! ([`MonitorSink::drops_when_full`]), so that a server never sets the steps' pace. A writer that
+//! fails is reported once on stderr and disabled; training goes on, and the run's
 //! [`TrainReport::writer_failures`](crate::trainer::TrainReport::writer_failures) names it and
 //! the step it failed at (see [`crate::state::WriterQueue`]).
 

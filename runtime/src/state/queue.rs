@@ -10,7 +10,9 @@ use std::sync::{Arc, OnceLock};
 use crate::error::Error;
 
 /// How many batches of records a monitor writer's queue holds by default (a batch is what the
-/// callbacks put during one event). When it is full, training waits for the writer.
+/// callbacks put during one event). When it is full, training waits for the writer, unless the
+/// writer [drops](super::MonitorSink::drops_when_full) (a remote one: then the batch is dropped
+/// and counted).
 pub const MONITOR_QUEUE_CAPACITY: usize = 256;
 
 /// A background writer that failed during a run: it was disabled at its first error (reported
@@ -54,7 +56,8 @@ impl std::error::Error for WriterFailure {
     }
 }
 
-/// Work a full queue dropped during a run (commands, see [`WriterQueue`]).
+/// Work a full queue dropped during a run (commands, a remote writer's records: see
+/// [`WriterQueue`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DroppedWork {
     /// The queue's name (`"SendStat(validation_error)"`...).
@@ -83,13 +86,15 @@ struct QueueState {
 /// [`MONITOR_QUEUE_CAPACITY`] batches of records by default), so a stalled writer cannot grow
 /// memory without end. When one is full:
 ///
-/// - a queue of **data** (monitor records, tensor dumps, printed tensors, the best model's
-///   copies) makes the training thread **wait** for room, after one warning on stderr naming
-///   it: nothing is lost, and training goes as fast as the writer. [`waits`](Self::waits)
-///   counts the sends that found it full.
+/// - a queue of **data** for a local writer (monitor records, tensor dumps, printed tensors,
+///   the best model's copies) makes the training thread **wait** for room, after one warning on
+///   stderr naming it: nothing is lost, and training goes as fast as the writer.
+///   [`waits`](Self::waits) counts the sends that found it full.
 /// - a queue of **commands** ([`SendMonitorData`](crate::monitor::SendMonitorData),
-///   [`SendStat`](crate::monitor::SendStat)) **drops and counts** the newest command, after one
-///   warning: a hung command never stalls training.
+///   [`SendStat`](crate::monitor::SendStat)) and the queue of a **remote** monitor writer (one
+///   whose [`MonitorSink::drops_when_full`](super::MonitorSink::drops_when_full) says so: the
+///   MLflow writer) **drop and count** the newest item, after one warning naming the queue: a
+///   hung command or a slow server never stalls training.
 ///   [`TrainReport::dropped`](crate::trainer::TrainReport::dropped) gives the counts.
 ///
 /// A monitor writer that failed is disabled: nothing more is sent to it, and what was queued is
@@ -127,7 +132,7 @@ impl WriterQueue {
         self.state.waits.load(Ordering::SeqCst)
     }
 
-    /// How many items the queue dropped because it was full (command queues only).
+    /// How many items the queue dropped because it was full (the queues that drop only).
     pub fn dropped(&self) -> u64 {
         self.state.dropped.load(Ordering::SeqCst)
     }

@@ -36,8 +36,9 @@ pub struct TrainReport<M> {
     pub writer_failures: Vec<WriterFailure>,
     /// Work that background queues dropped because they were full: commands of
     /// [`SendMonitorData`](crate::monitor::SendMonitorData) and
-    /// [`SendStat`](crate::monitor::SendStat) (see [`crate::state::WriterQueue`]). Empty when
-    /// nothing was dropped.
+    /// [`SendStat`](crate::monitor::SendStat), batches of records for a remote writer (the
+    /// MLflow writer, whose server was too slow for the run; see [`crate::state::WriterQueue`]).
+    /// Empty when nothing was dropped.
     pub dropped: Vec<DroppedWork>,
     /// A SIGINT or SIGTERM (`"SIGINT"`, `"SIGTERM"`) received after the loop's last step
     /// boundary, during `after_train` or the monitors' final flush: too late to stop anything

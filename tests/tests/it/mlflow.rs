@@ -2,11 +2,18 @@
 //! (`stoker_tests::mlflow`), and, ignored by default, against a real one. The example's `--mlflow`
 //! is tested in `examples/tests/it/sink.rs`.
 
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
 use burn::nn::Linear;
-use burn_stoker::monitor::{MLFLOW_MAX_METRICS_PER_BATCH, MlflowLogger};
+use burn_stoker::monitor::{MLFLOW_MAX_METRICS_PER_BATCH, MLFLOW_SINK_NAME, MlflowLogger};
 use burn_stoker::prelude::*;
+use burn_stoker::saver::Checkpoint;
 use serde_json::{Value as Json, json};
-use stoker_tests::mlflow::{Fake, Mode};
+use stoker_tests::mlflow::{Fake, Mode, RUN_ID, calls};
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 
 /// Puts `a` and `b` after every step, and stops or fails at the end of epoch `at` when told.
@@ -112,6 +119,141 @@ fn sink_mlflow_refuses_a_uri_it_cannot_reach() {
     }
     assert!(MlflowLogger::new("http://127.0.0.1:5000/").is_ok());
     assert_eq!(MLFLOW_MAX_METRICS_PER_BATCH, 1000);
+}
+
+/// At `after_train` (every step is over), notes how many requests the fake server had answered,
+/// then releases what it holds.
+struct ReleaseAtEnd {
+    fake: Fake,
+    answered: Arc<AtomicUsize>,
+}
+
+impl<M> Callback<M> for ReleaseAtEnd {
+    fn after_train(&mut self, _ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        self.answered.store(self.fake.answered(), Ordering::SeqCst);
+        self.fake.release();
+        Ok(())
+    }
+}
+
+/// Train the tiny model in `dir` for `epochs` epochs of `steps` steps with `callbacks`.
+fn train_in<K, C: Callbacks<Linear, K>>(
+    dir: &Path,
+    steps: usize,
+    epochs: u64,
+    callbacks: C,
+    resume: bool,
+) -> Result<TrainReport<Linear>, TrainError<Linear>> {
+    let device = burn_stoker::device::cpu();
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(steps, &device))
+        .max_epoch(epochs)
+        .log_dir(dir)
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .auto_resume(resume)
+        .callbacks(callbacks)
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+}
+
+/// What `report` says the MLflow writer's full queue dropped (panics when it dropped nothing).
+fn dropped_by_mlflow(report: &TrainReport<Linear>) -> u64 {
+    let dropped = report.dropped.iter().find(|d| d.queue == MLFLOW_SINK_NAME);
+    dropped.unwrap_or_else(|| panic!("the MLflow writer dropped nothing: {:?}", report.dropped)).dropped
+}
+
+#[test]
+fn sink_mlflow_a_slow_server_never_slows_training_what_it_cannot_take_is_dropped_and_counted() {
+    // The server answers runs/create, then holds the first log-batch (the params) until every
+    // step is over: a training that waited for the writer could only go on once that request
+    // timed out (20 s here), failing the writer.
+    let fake = Fake::start(Mode::HoldLogBatch);
+    let answered = Arc::new(AtomicUsize::new(usize::MAX));
+    let release = ReleaseAtEnd { fake: fake.clone(), answered: Arc::clone(&answered) };
+    let logger =
+        MlflowLogger::new(&fake.uri).unwrap().param("optimizer", "sgd").timeout(Duration::from_secs(20));
+    let (steps, epochs) = (200, 3);
+    let dir = scratch_dir("sink-mlflow-slow");
+    let report = train_in(&dir, steps, epochs, (Scalars::default(), logger, release), false)
+        .expect("training succeeds");
+    assert_eq!(
+        answered.load(Ordering::SeqCst),
+        1,
+        "every step ran while the server had answered runs/create only"
+    );
+    assert!(report.writer_failures.is_empty(), "{:?}", report.writer_failures);
+    let dropped = dropped_by_mlflow(&report);
+    // Nothing lost silently: each step's metrics reached the server, or the batch holding them
+    // is in the count (a step put one batch).
+    let total = steps as u64 * epochs;
+    let sent: BTreeSet<u64> =
+        fake.metrics().iter().filter(|(k, ..)| k == "a").map(|&(_, step, _)| step).collect();
+    assert!(
+        sent.len() as u64 + dropped >= total,
+        "{} steps sent, {dropped} batches dropped, of {total}",
+        sent.len()
+    );
+    assert!((sent.len() as u64) < total, "every step was sent: nothing was dropped");
+    assert_eq!(fake.params().get("optimizer").map(String::as_str), Some("sgd"));
+    assert_eq!(fake.bodies("runs/update").last().map(|b| b["status"].clone()), Some(json!("FINISHED")));
+    fake.assert_no_problems();
+}
+
+#[test]
+fn sink_mlflow_a_server_that_never_answers_never_stalls_training_and_the_end_waits_a_bounded_time() {
+    let fake = Fake::start(Mode::Silent);
+    // Its first request (runs/create) is never answered: the writer waits on it for 10 s, the
+    // end of training for 1 s.
+    let logger = MlflowLogger::new(&fake.uri)
+        .unwrap()
+        .timeout(Duration::from_secs(10))
+        .end_timeout(Duration::from_secs(1));
+    let dir = scratch_dir("sink-mlflow-silent");
+    let report = train_in(&dir, 200, 3, (Scalars::default(), logger), false).expect("training succeeds");
+    // Training never waited for it: its queue filled and dropped.
+    assert!(dropped_by_mlflow(&report) > 0);
+    assert_eq!(report.writer_failures.len(), 1, "{:?}", report.writer_failures);
+    let failure = &report.writer_failures[0];
+    assert_eq!(failure.writer, MLFLOW_SINK_NAME, "{failure}");
+    let error = failure.error.to_string();
+    assert!(error.contains("after training ended"), "not the end's bounded wait: {error}");
+}
+
+/// At each epoch's end, before the checkpoint, waits until the fake server has received a
+/// `runs/log-batch` (the params', sent once the run was created): the checkpoint then knows the run.
+struct RunCreated(Fake);
+
+impl<M> Callback<M> for RunCreated {
+    fn trigger_epoch(&mut self, _ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.0.bodies("runs/log-batch").is_empty() {
+            assert!(Instant::now() < deadline, "no runs/log-batch in 60 s: {:?}", calls(&self.0));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn sink_mlflow_a_resumed_run_logs_into_the_same_mlflow_run() {
+    let fake = Fake::start(Mode::Healthy);
+    let dir = scratch_dir("sink-mlflow-resume");
+    let callbacks = || {
+        let logger = MlflowLogger::new(&fake.uri).unwrap().param("optimizer", "sgd");
+        (Scalars::default(), RunCreated(fake.clone()), ModelSaver::new(10), logger)
+    };
+    train_in(&dir, 4, 2, callbacks(), false).expect("the first run trains");
+    let report = train_in(&dir, 4, 3, callbacks(), true).expect("the resumed run trains");
+    assert_eq!(report.counters.global_step(), 12);
+    let calls = calls(&fake);
+    assert_eq!(fake.bodies("runs/create").len(), 1, "a second MLflow run: {calls:?}");
+    let statuses: Vec<Json> = fake.bodies("runs/update").iter().map(|b| b["status"].clone()).collect();
+    assert_eq!(statuses, [json!("FINISHED"), json!("RUNNING"), json!("FINISHED")], "{calls:?}");
+    // The resumed epoch's metrics went into the run (the fake refuses another run id).
+    let steps: BTreeSet<u64> = fake.metrics().iter().filter(|(k, ..)| k == "a").map(|&(_, s, _)| s).collect();
+    assert_eq!(steps, (1..=12).collect(), "{calls:?}");
+    let latest = Checkpoint::latest(&dir).unwrap().expect("a checkpoint");
+    assert_eq!(latest.callback_state("MlflowLogger"), Some(&json!({ "run_id": RUN_ID })));
+    fake.assert_no_problems();
 }
 
 /// `GET {uri}/api/2.0/mlflow/{endpoint}` on a real MLflow server, as JSON.

@@ -2,8 +2,8 @@
 //! HTTP/1.1, on the monitors' writer thread.
 
 use std::io;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value as Json, json};
 
@@ -21,6 +21,19 @@ const MLFLOW_MAX_KEY_LENGTH: usize = 250;
 /// tracking server failed.
 #[cfg_attr(docsrs, doc(cfg(feature = "mlflow")))]
 pub const MLFLOW_SINK_NAME: &str = "MLflow";
+
+/// The pauses before the second and the third try of a request that got no answer.
+const RETRY_PAUSES: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(4)];
+
+/// What [`MlflowLogger`](super::MlflowLogger) and its sink share.
+#[derive(Debug, Default)]
+pub(super) struct RunLink {
+    /// The MLflow run's id: the checkpoint's after a resume (set by `load_state` before the
+    /// sink needs it), the one the server gave once the sink created the run.
+    pub(super) run_id: Option<String>,
+    /// The status decided in `after_train`, read by the sink when it closes.
+    pub(super) status: Option<RunStatus>,
+}
 
 /// How an MLflow run ended: the `status` of `runs/update`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +70,15 @@ pub(super) struct Settings {
     pub(super) params: Vec<(String, String)>,
     pub(super) max_batch: usize,
     pub(super) timeout: Duration,
+    /// How long the end of training waits for the last requests.
+    pub(super) end_timeout: Duration,
+}
+
+/// A request that failed: whether the server answered (an HTTP error, an answer it could not
+/// read) or not (the connection refused or dropped, the timeout reached: worth another try).
+enum Failure {
+    Answered(io::Error),
+    Unanswered(io::Error),
 }
 
 /// The writer behind [`MlflowLogger`](super::MlflowLogger): talks to the tracking server on the
@@ -74,7 +96,12 @@ pub(super) struct MlflowSink {
     pending: Vec<Json>,
     /// Whether `runs/update` was sent.
     ended: bool,
-    status: Arc<Mutex<Option<RunStatus>>>,
+    /// Whether the server answered the last request: a sink that failed on a server that
+    /// does not answer does not try again to end the run.
+    answering: bool,
+    /// Once closing: when the end of training stops waiting (no request goes past it).
+    deadline: Option<Instant>,
+    link: Arc<Mutex<RunLink>>,
 }
 
 impl std::fmt::Debug for MlflowSink {
@@ -88,29 +115,84 @@ impl std::fmt::Debug for MlflowSink {
 }
 
 impl MlflowSink {
-    pub(super) fn new(settings: Settings, status: Arc<Mutex<Option<RunStatus>>>) -> MlflowSink {
+    pub(super) fn new(settings: Settings, link: Arc<Mutex<RunLink>>) -> MlflowSink {
         let agent = ureq::Agent::config_builder()
             // MLflow's error bodies say what was wrong: read them rather than stop at the status.
             .http_status_as_error(false)
             .timeout_global(Some(settings.timeout))
             .build()
             .into();
-        MlflowSink { settings, agent, run_id: None, pending: Vec::new(), ended: false, status }
+        let (run_id, pending, ended, answering, deadline) = (None, Vec::new(), false, true, None);
+        MlflowSink { settings, agent, run_id, pending, ended, answering, deadline, link }
     }
 
-    /// `POST {tracking_uri}/api/2.0/mlflow/{endpoint}` with `body`; MLflow's JSON answer, or an
-    /// error naming the URL, the HTTP status and MLflow's `error_code` and `message`.
-    fn post(&self, endpoint: &str, body: &Json) -> io::Result<Json> {
+    fn link(&self) -> MutexGuard<'_, RunLink> {
+        self.link.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How long the next request may take: the timeout, less once closing if the end's
+    /// deadline comes first (`None` past it).
+    fn time_left(&self) -> Option<Duration> {
+        match self.deadline {
+            None => Some(self.settings.timeout),
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                (!left.is_zero()).then(|| left.min(self.settings.timeout))
+            }
+        }
+    }
+
+    /// `POST {tracking_uri}/api/2.0/mlflow/{endpoint}` with `body`, tried again after each of
+    /// [`RETRY_PAUSES`] while the server does not answer (and the end's deadline allows); MLflow's
+    /// JSON answer, or an error naming the URL, the HTTP status and MLflow's `error_code` and
+    /// `message`.
+    fn post(&mut self, endpoint: &str, body: &Json) -> io::Result<Json> {
         let url = format!("{}/api/2.0/mlflow/{endpoint}", self.settings.tracking_uri);
+        let body = body.to_string();
+        let mut pauses = RETRY_PAUSES.iter();
+        loop {
+            let Some(timeout) = self.time_left() else {
+                self.answering = false;
+                let end = self.settings.end_timeout;
+                return Err(io::Error::other(format!(
+                    "POST {url}: not sent, the {end:?} the end of training allows are over"
+                )));
+            };
+            match self.post_once(&url, &body, timeout) {
+                Ok(answer) => {
+                    self.answering = true;
+                    return Ok(answer);
+                }
+                Err(Failure::Answered(error)) => {
+                    self.answering = true;
+                    return Err(error);
+                }
+                Err(Failure::Unanswered(error)) => {
+                    self.answering = false;
+                    match pauses.next() {
+                        Some(&pause) if self.time_left().is_some_and(|left| left > pause) => {
+                            std::thread::sleep(pause);
+                        }
+                        _ => return Err(error),
+                    }
+                }
+            }
+        }
+    }
+
+    /// One try of [`post`](Self::post), within `timeout`.
+    fn post_once(&self, url: &str, body: &str, timeout: Duration) -> Result<Json, Failure> {
         let fail = |what: String| io::Error::other(format!("POST {url}: {what}"));
-        let mut response = self
-            .agent
-            .post(&url)
+        let request = self.agent.post(url).config().timeout_global(Some(timeout)).build();
+        let mut response = request
             .content_type("application/json")
-            .send(body.to_string())
-            .map_err(|e| fail(e.to_string()))?;
+            .send(body)
+            .map_err(|e| Failure::Unanswered(fail(e.to_string())))?;
         let status = response.status();
-        let text = response.body_mut().read_to_string().map_err(|e| fail(format!("HTTP {status}: {e}")))?;
+        let text = response
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| Failure::Unanswered(fail(format!("HTTP {status}: {e}"))))?;
         let answer = serde_json::from_str::<Json>(&text);
         if !status.is_success() {
             let said = match &answer {
@@ -121,19 +203,29 @@ impl MlflowSink {
                 ),
                 _ => clip(&text),
             };
-            return Err(fail(format!("HTTP {status}: {said}")));
+            return Err(Failure::Answered(fail(format!("HTTP {status}: {said}"))));
         }
         match answer {
             Ok(answer) => Ok(answer),
             Err(_) if text.trim().is_empty() => Ok(json!({})),
-            Err(e) => Err(fail(format!("HTTP {status}, but the answer is not JSON ({e}): {}", clip(&text)))),
+            Err(e) => Err(Failure::Answered(fail(format!(
+                "HTTP {status}, but the answer is not JSON ({e}): {}",
+                clip(&text)
+            )))),
         }
     }
 
-    /// The run's id, creating the run (and logging the params) the first time.
+    /// The run's id, the first time continuing the run a resumed checkpoint names (set
+    /// `RUNNING` again), or else creating the run and logging the params.
     fn run_id(&mut self) -> io::Result<String> {
         if let Some(id) = &self.run_id {
             return Ok(id.clone());
+        }
+        let resumed = self.link().run_id.clone();
+        if let Some(id) = resumed {
+            self.post("runs/update", &json!({ "run_id": id, "status": "RUNNING" }))?;
+            self.run_id = Some(id.clone());
+            return Ok(id);
         }
         let created = self.post(
             "runs/create",
@@ -151,9 +243,15 @@ impl MlflowSink {
             )));
         };
         self.run_id = Some(id.clone());
-        for chunk in self.settings.params.chunks(MLFLOW_MAX_PARAMS_PER_BATCH) {
-            let params: Vec<Json> = chunk.iter().map(|(k, v)| json!({ "key": k, "value": v })).collect();
-            self.post("runs/log-batch", &json!({ "run_id": id, "metrics": [], "params": params }))?;
+        self.link().run_id = Some(id.clone());
+        let batches: Vec<Json> = (self.settings.params.chunks(MLFLOW_MAX_PARAMS_PER_BATCH))
+            .map(|chunk| {
+                let params: Vec<Json> = chunk.iter().map(|(k, v)| json!({ "key": k, "value": v })).collect();
+                json!({ "run_id": id, "metrics": [], "params": params })
+            })
+            .collect();
+        for batch in &batches {
+            self.post("runs/log-batch", batch)?;
         }
         Ok(id)
     }
@@ -185,6 +283,17 @@ impl MonitorSink for MlflowSink {
         MLFLOW_SINK_NAME
     }
 
+    /// A server's pace never sets the steps': what a full queue cannot take is dropped and
+    /// counted.
+    fn drops_when_full(&self) -> bool {
+        true
+    }
+
+    /// [`MlflowLogger::end_timeout`](super::MlflowLogger::end_timeout).
+    fn close_timeout(&self) -> Option<Duration> {
+        Some(self.settings.end_timeout)
+    }
+
     fn write(&mut self, records: &[Record]) -> io::Result<()> {
         // The run exists from the first records on, whatever they hold.
         self.run_id()?;
@@ -211,23 +320,24 @@ impl MonitorSink for MlflowSink {
         Ok(())
     }
 
+    /// Send what is left and end the run, within the end's time
+    /// ([`close_timeout`](MonitorSink::close_timeout), from now).
     fn close(&mut self) -> io::Result<()> {
+        self.deadline = Some(Instant::now() + self.settings.end_timeout);
         self.send(true)?;
-        let status = self
-            .status
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .unwrap_or(RunStatus::Finished);
+        let status = self.link().status.unwrap_or(RunStatus::Finished);
         self.end(status)
     }
 }
 
 impl Drop for MlflowSink {
-    /// A sink dropped before it ended its run failed: end the run as `FAILED` (best effort), so
-    /// that MLflow does not show it running forever with half its metrics.
+    /// A sink dropped before it ended its run failed: end the run as `FAILED` (best effort, when
+    /// the server answered the last request), so that MLflow does not show it running forever
+    /// with half its metrics.
     fn drop(&mut self) {
         if self.run_id.is_some()
             && !self.ended
+            && self.answering
             && let Err(error) = self.end(RunStatus::Failed)
         {
             crate::logging::warn!("MLflow: could not mark the run as FAILED: {error}");

@@ -5,14 +5,15 @@ use std::sync::Arc;
 
 use super::Monitors;
 use super::sink::{Message, MonitorSink, SinkThread, run_sink};
-use crate::error::{Error, panic_message};
 use crate::state::queue::{DroppedWork, WriterFailure, WriterQueue, bounded};
 use crate::state::record::{EpochStats, Record, StatsRow};
 
 impl Monitors {
     /// Start a writer on its own thread; every record put from now on reaches it, through a
-    /// queue of [`MonitorSink::queue_capacity`] batches. Returns a view of that queue (how often
-    /// training waited for the writer, whether it failed), readable from any thread.
+    /// queue of [`MonitorSink::queue_capacity`] batches (which, full, makes training wait, or
+    /// drops and counts when the writer [drops](MonitorSink::drops_when_full)). Returns a view of
+    /// that queue (how often training waited for the writer or it dropped, whether it failed),
+    /// readable from any thread.
     ///
     /// # Panics
     /// If the operating system cannot start a thread.
@@ -21,11 +22,16 @@ impl Monitors {
         let (sender, receiver) = bounded(name.clone(), sink.queue_capacity());
         let queue = sender.queue().clone();
         let thread_queue = queue.clone();
+        let (drops_when_full, close_timeout) = (sink.drops_when_full(), sink.close_timeout());
+        let (ending, ended) = std::sync::mpsc::channel();
         let handle = std::thread::Builder::new()
             .name(format!("stoker-{name}"))
-            .spawn(move || run_sink(sink, &receiver, &thread_queue))
+            .spawn(move || {
+                let _ending = ending;
+                run_sink(sink, &receiver, &thread_queue);
+            })
             .expect("spawning a monitor writer thread");
-        self.sinks.push(SinkThread { sender, handle });
+        self.sinks.push(SinkThread { sender, handle, drops_when_full, close_timeout, ended });
         self.queues.push(queue.clone());
         queue
     }
@@ -43,7 +49,7 @@ impl Monitors {
     }
 
     /// Send the waiting records to every writer that has not failed (waiting for a writer
-    /// whose queue is full).
+    /// whose queue is full, or dropping for one that [drops](MonitorSink::drops_when_full)).
     pub(crate) fn publish(&mut self) {
         if self.pending.is_empty() {
             return;
@@ -56,8 +62,7 @@ impl Monitors {
         let batch: Arc<[Record]> = self.pending.drain(..).collect();
         for sink in &self.sinks {
             if !sink.sender.queue().failed() {
-                // A writer whose thread ended was recorded as failed, or is when joined.
-                let _ = sink.sender.send_waiting(Message::Records(batch.clone(), row.clone()));
+                sink.send(Message::Records(batch.clone(), row.clone()));
             }
         }
     }
@@ -94,25 +99,21 @@ impl Monitors {
         let stats = Arc::new(stats);
         for sink in &self.sinks {
             if !sink.sender.queue().failed() {
-                let _ = sink.sender.send_waiting(Message::EndEpoch(stats.clone()));
+                sink.send(Message::EndEpoch(stats.clone()));
             }
         }
     }
 
     /// Send what waits (the scalars put since the last row as a last [`StatsRow`], those put
     /// since the last epoch ended as a last [`EpochStats`]), stop every writer and wait for it
-    /// to finish writing. A writer that failed, now or
+    /// to finish writing (at most its [`close_timeout`](MonitorSink::close_timeout), one writer
+    /// after the other). A writer that failed, now or
     /// before, is in [`writer_failures`](Self::writer_failures); nothing here is an error.
     pub(crate) fn close(&mut self) {
         self.end_row();
         self.end_epoch();
         for sink in self.sinks.drain(..) {
-            let queue = sink.sender.queue().clone();
-            drop(sink.sender);
-            if let Err(payload) = sink.handle.join() {
-                let message = format!("the writer thread panicked: {}", panic_message(&*payload));
-                queue.fail(Error::Monitor { message, source: None }, self.global_step, self.epoch_num);
-            }
+            sink.close((self.global_step, self.epoch_num));
         }
     }
 

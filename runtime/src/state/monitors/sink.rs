@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result, panic_message};
 use crate::state::queue::{BoundedSender, MONITOR_QUEUE_CAPACITY, WriterQueue};
@@ -13,7 +13,11 @@ use crate::state::record::{EpochStats, Record, StatsRow};
 ///
 /// The trainer hands it what the callbacks put through a bounded queue of
 /// [`queue_capacity`](Self::queue_capacity) batches: when the writer falls that far behind,
-/// training waits for it (one warning on stderr), so memory stays bounded and nothing is lost.
+/// training waits for it (one warning on stderr), so memory stays bounded and nothing is lost;
+/// a remote writer (a tracking server, whose pace is the network's) says
+/// [`drops_when_full`](Self::drops_when_full) instead, and what its full queue cannot take is
+/// dropped and counted. At the end the trainer waits for the writer to finish, at most
+/// [`close_timeout`](Self::close_timeout) when it gives one.
 /// The first error a method returns disables the writer for the rest of the run: it is reported
 /// once on stderr (the writer, the error, the global step and epoch of the records it failed on),
 /// nothing more is written to it, training goes on, and the run's
@@ -25,6 +29,24 @@ pub trait MonitorSink: Send + 'static {
     /// [`MONITOR_QUEUE_CAPACITY`] by default, at least 1.
     fn queue_capacity(&self) -> usize {
         MONITOR_QUEUE_CAPACITY
+    }
+    /// Whether a batch that finds this writer's queue full is dropped and counted (one warning
+    /// on stderr naming the writer; the run's
+    /// [`TrainReport::dropped`](crate::trainer::TrainReport::dropped) gives the count) rather
+    /// than making training wait for room. `false` by default: a local file loses nothing.
+    /// `true` for a writer that talks to a server, so that a slow or hung server never sets
+    /// the pace of the steps.
+    fn drops_when_full(&self) -> bool {
+        false
+    }
+    /// How long the end of training waits for this writer to write what is left and
+    /// [`close`](Self::close); `None` (the default): until it is done. Past it, the writer is
+    /// reported failed (in
+    /// [`TrainReport::writer_failures`](crate::trainer::TrainReport::writer_failures)), what it
+    /// had not written is lost, and its thread is left to end on its own: set it for a writer
+    /// whose last requests may never be answered.
+    fn close_timeout(&self) -> Option<Duration> {
+        None
     }
     /// Write a batch of records.
     fn write(&mut self, records: &[Record]) -> std::io::Result<()>;
@@ -72,6 +94,49 @@ pub(super) enum Message {
 pub(super) struct SinkThread {
     pub(super) sender: BoundedSender<Message>,
     pub(super) handle: JoinHandle<()>,
+    /// [`MonitorSink::drops_when_full`].
+    pub(super) drops_when_full: bool,
+    /// [`MonitorSink::close_timeout`].
+    pub(super) close_timeout: Option<Duration>,
+    /// Disconnected when the thread ends (its sender is dropped there), so that the end can
+    /// wait for it a bounded time.
+    pub(super) ended: Receiver<()>,
+}
+
+impl SinkThread {
+    /// Send `message` as the writer asks when its queue is full: waiting for room, or dropping
+    /// and counting it.
+    #[inline]
+    pub(super) fn send(&self, message: Message) {
+        // A writer whose thread ended was recorded as failed, or is when joined.
+        let _ = if self.drops_when_full {
+            self.sender.send_or_drop(message).map(drop)
+        } else {
+            self.sender.send_waiting(message)
+        };
+    }
+
+    /// Close the queue and wait for the thread to write what is left and end: at most its
+    /// [`close_timeout`](MonitorSink::close_timeout), after which the writer is recorded as
+    /// failed at `at` (global step, epoch) and its thread left behind.
+    pub(super) fn close(self, at: (u64, u64)) {
+        let queue = self.sender.queue().clone();
+        drop(self.sender);
+        if let Some(limit) = self.close_timeout
+            && let Err(RecvTimeoutError::Timeout) = self.ended.recv_timeout(limit)
+        {
+            let message = format!(
+                "it had not finished {limit:?} after training ended (its close_timeout): what it had \
+                 not written is lost, and its thread is left to end on its own"
+            );
+            queue.fail(Error::Monitor { message, source: None }, at.0, at.1);
+            return;
+        }
+        if let Err(payload) = self.handle.join() {
+            let message = format!("the writer thread panicked: {}", panic_message(&*payload));
+            queue.fail(Error::Monitor { message, source: None }, at.0, at.1);
+        }
+    }
 }
 
 /// The writer thread: writes until the channel closes, then closes the writer; it flushes the
@@ -86,6 +151,10 @@ pub(super) fn run_sink(sink: impl MonitorSink, receiver: &Receiver<Message>, que
     let mut unflushed = None;
     let mut next = receiver.recv().ok();
     while let Some(message) = next {
+        if queue.failed() {
+            // Failed from outside: the end stopped waiting for it.
+            sink = None;
+        }
         if let Some(writer) = sink.as_mut() {
             match &message {
                 Message::Records(records, row) => {
@@ -137,7 +206,7 @@ pub(super) fn run_sink(sink: impl MonitorSink, receiver: &Receiver<Message>, que
             Err(TryRecvError::Disconnected) => None,
         };
     }
-    if let Some(mut writer) = sink
+    if let Some(mut writer) = sink.filter(|_| !queue.failed())
         && let Err(error) = shielded(|| writer.close())
     {
         let (step, epoch) = unflushed.unwrap_or(at);
