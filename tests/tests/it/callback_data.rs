@@ -287,3 +287,148 @@ fn callback_data_hist_group_holds_neons_histograms_of_the_weights() {
         assert_eq!(counted, 32, "every weight is counted");
     }
 }
+
+/// A run of `max_epoch` epochs of 3 steps into `dir` writing `writer`, a checkpoint at each
+/// epoch's end, stopped at global step `stop_at` (if any); `resume`: the log directory's latest
+/// checkpoint is resumed.
+fn run_writer(
+    dir: &Path,
+    max_epoch: u64,
+    stop_at: Option<u64>,
+    resume: bool,
+    writer: CallbackDataWriter,
+) -> burn_stoker::Result<()> {
+    let device = burn_stoker::device::cpu();
+    let saver = PeriodicTrigger::new(ModelSaver::new(100)).every_k_epochs(1);
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(3, &device))
+        .max_epoch(max_epoch)
+        .log_dir(dir)
+        .auto_resume(resume)
+        .handle_signals(false)
+        .default_callbacks(DefaultCallbacks::none())
+        .callbacks((saver, stop_at.map(stoker_tests::StopAt), writer))
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .map(|_| ())
+        .map_err(burn_stoker::Error::from)
+}
+
+/// The entries of `dir` whose names start with `prefix`.
+fn named(dir: &Path, prefix: &str) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn callback_data_file_is_never_created_through_a_planted_symlink() {
+    let dir = scratch_dir("callback-data-symlink");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("data.h5")).unwrap();
+    run_writer(&dir, 2, None, false, CallbackDataWriter::new("data.h5")).unwrap();
+    let victim_now = std::fs::read(&victim).unwrap();
+    assert!(
+        victim_now == b"precious",
+        "the file was written through the symlink: {} bytes there now",
+        victim_now.len()
+    );
+    let kind = std::fs::symlink_metadata(dir.join("data.h5")).unwrap().file_type();
+    assert!(kind.is_file(), "data.h5 is a new regular file in the symlink's place: {kind:?}");
+    let (_, costs) = dataset(&read_with_h5py(&dir.join("data.h5")), "cost/train");
+    assert_eq!(costs.len(), 6);
+}
+
+#[test]
+fn callback_data_file_that_is_a_fifo_is_an_error_on_resume_not_a_hang() {
+    let dir = scratch_dir("callback-data-fifo");
+    run_writer(&dir, 4, Some(6), false, CallbackDataWriter::new("data.h5")).unwrap();
+    std::fs::remove_file(dir.join("data.h5")).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(dir.join("data.h5")).status().unwrap();
+    assert!(made.success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let run_dir = dir.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(
+            run_writer(&run_dir, 4, None, true, CallbackDataWriter::new("data.h5"))
+                .map_err(|e| e.to_string()),
+        );
+    });
+    let result = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the resume hung on the FIFO");
+    let error = result.expect_err("a FIFO is no HDF5 file");
+    assert!(error.contains("data.h5") && error.contains("not a regular file"), "{error}");
+}
+
+#[test]
+fn callback_data_file_damaged_by_a_crash_is_moved_aside_and_the_resume_goes_on() {
+    let dir = scratch_dir("callback-data-damaged");
+    run_writer(&dir, 4, Some(6), false, CallbackDataWriter::new("data.h5")).unwrap();
+    // What a crash in the middle of a write can leave: the file cut short.
+    let path = dir.join("data.h5");
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 3]).unwrap();
+    run_writer(&dir, 4, None, true, CallbackDataWriter::new("data.h5")).unwrap();
+    let aside = named(&dir, "data.h5.bak-");
+    assert_eq!(aside.len(), 1, "the damaged file is moved aside: {aside:?}");
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), &bytes[..bytes.len() / 3]);
+    let file = read_with_h5py(&path);
+    assert_eq!(file["config"]["attrs"]["total_minibatches"], json!(["int64", 12]));
+    let (_, costs) = dataset(&file, "cost/train");
+    assert_eq!(costs.len(), 12);
+    // The resumed run's minibatches (7 to 12) are in the new file.
+    assert!(costs[6..].iter().all(|&c| c > 0.0), "{costs:?}");
+}
+
+#[test]
+fn callback_data_with_max_epoch_u64_max_overflows_nothing() {
+    let dir = scratch_dir("callback-data-unbounded");
+    let writer = CallbackDataWriter::new("data.h5").hist(true);
+    run_writer(&dir, u64::MAX, Some(6), false, writer).unwrap();
+    let file = read_with_h5py(&dir.join("data.h5"));
+    // No total fits in int64: said as -1, and the datasets hold what was written.
+    let config = json!({"kind": "group", "attrs": {"total_minibatches": ["int64", -1], "total_epochs": ["int64", -1]}});
+    assert_eq!(file["config"], config);
+    let (entry, costs) = dataset(&file, "cost/train");
+    assert_eq!(entry["shape"], json!([6]));
+    assert!(costs.iter().all(|&c| c > 0.0), "{costs:?}");
+    let (entry, markers) = dataset(&file, "time_markers/minibatch");
+    assert_eq!(entry["shape"], json!([2]));
+    assert_eq!(markers, [3.0, 6.0]);
+    assert_eq!(file["hist/weight"]["shape"], json!([64, 6]));
+    assert_eq!(file["hist"]["attrs"]["time_steps"], json!(["int64", -1]));
+}
+
+#[test]
+fn callback_data_file_takes_space_as_it_is_written_not_up_front() {
+    let dir = scratch_dir("callback-data-space");
+    // 100,000 epochs of 3 steps planned, one run: a per-minibatch histogram of 64 x 300,000
+    // int32 (77 MB) allocated up front, were it.
+    let writer = CallbackDataWriter::new("data.h5").hist(true);
+    run_writer(&dir, 100_000, Some(3), false, writer).unwrap();
+    let size = std::fs::metadata(dir.join("data.h5")).unwrap().len();
+    assert!(size < 1 << 20, "data.h5 takes {size} bytes after 3 steps");
+    // neon's shapes all the same (its readers check `len(cost/train) == total_minibatches`),
+    // growable: chunked, with no maximum.
+    let program = r#"
+import h5py, json, sys
+with h5py.File(sys.argv[1], "r") as f:
+    out = {n: [list(f[n].shape), list(f[n].maxshape), f[n].chunks is not None, f[n][..., :3].tolist()] for n in ["cost/train", "hist/weight"]}
+print(json.dumps(out))
+"#;
+    let output = h5py_command(program).arg(dir.join("data.h5")).output().unwrap();
+    assert!(output.status.success(), "h5py: {}", String::from_utf8_lossy(&output.stderr));
+    let shapes: Json = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(shapes["cost/train"][0], json!([300_000]));
+    assert_eq!(shapes["cost/train"][1], json!([null]));
+    assert_eq!(shapes["cost/train"][2], json!(true));
+    assert!(
+        shapes["cost/train"][3].as_array().unwrap().iter().all(|c| c.as_f64().unwrap() > 0.0),
+        "{shapes}"
+    );
+    assert_eq!(shapes["hist/weight"][0], json!([64, 300_000]));
+    assert_eq!(shapes["hist/weight"][1], json!([64, null]));
+    assert_eq!(shapes["hist/weight"][2], json!(true));
+}

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use hdf5::types::VarLenUnicode;
-use hdf5::{Dataset, File, Group, H5Type, Location};
+use hdf5::{Dataset, Extent, File, Group, H5Type, Location};
 
 use super::hist::{BINS, OFFSET};
 use crate::error::{Error, Result};
@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 pub(super) struct Layout {
     /// `config.attrs['total_epochs']`: the run's epochs.
     pub(super) total_epochs: u64,
-    /// `config.attrs['total_minibatches']`: steps per epoch times epochs.
-    pub(super) total_minibatches: u64,
+    /// `config.attrs['total_minibatches']`: steps per epoch times epochs (`None` beyond `u64`).
+    pub(super) total_minibatches: Option<u64>,
     /// `LossCallback`'s and `MetricCallback`'s `epoch_freq`.
     pub(super) eval_freq: u64,
     /// Whether `cost/loss` and `time/loss` exist (a `LossCallback`).
@@ -29,9 +29,33 @@ pub(super) struct Layout {
 
 impl Layout {
     /// `epochs // epoch_freq`: the length of the per-evaluation datasets.
-    pub(super) fn evaluations(&self) -> usize {
-        (self.total_epochs / self.eval_freq) as usize
+    fn evaluations(&self) -> Option<u64> {
+        self.total_epochs.checked_div(self.eval_freq)
     }
+
+    /// The `(total_epochs, total_minibatches)` attributes, as [`planned`] writes them.
+    fn sizes(&self) -> (i64, i64) {
+        (planned(Some(self.total_epochs)).0, planned(self.total_minibatches).0)
+    }
+}
+
+/// A planned length as neon's int64 attribute, and the first length of a dataset of it: `-1` and
+/// 0 when it is unknown or beyond int64 (`max_epoch(u64::MAX)`), the dataset then growing as it
+/// is written.
+fn planned(n: Option<u64>) -> (i64, usize) {
+    n.and_then(|n| Some((i64::try_from(n).ok()?, usize::try_from(n).ok()?))).unwrap_or((-1, 0))
+}
+
+/// The values of a one-dimensional dataset in one chunk (4 KiB of float32), and the columns of a
+/// histogram dataset in one (64 x 64 int32, 16 KiB): space is taken a chunk at a time, as the
+/// values are written.
+const CHUNK: usize = 1024;
+const HIST_CHUNK: usize = 64;
+
+/// An index as a dataset's, or an error naming what it indexes.
+pub(super) fn index(i: u64, what: &str) -> Result<usize> {
+    usize::try_from(i)
+        .map_err(|_| Error::msg(format!("CallbackDataWriter: {what} {i} is beyond this machine's indices")))
 }
 
 /// The open file and the datasets a run writes.
@@ -48,45 +72,42 @@ pub(super) struct H5File {
     end_time: Dataset,
 }
 
-/// Mark the descriptors this process holds on `path` close-on-exec: libhdf5 opens its files
-/// without `O_CLOEXEC`, so a program started meanwhile (a `SendStat` command, a
-/// `StartProcOrThread` process) would keep the file open, with HDF5's lock on it, for its whole
-/// life. Linux (`/proc/self/fd`); elsewhere nothing is done.
-fn close_on_exec(path: &Path) {
-    #[cfg(target_os = "linux")]
-    {
-        let Ok(target) = path.canonicalize() else { return };
-        let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return };
-        for entry in fds.flatten() {
-            let points_there = std::fs::read_link(entry.path()).is_ok_and(|link| link == target);
-            if let (true, Ok(fd)) = (points_there, entry.file_name().to_string_lossy().parse::<i32>()) {
-                // SAFETY: fcntl on a descriptor this process holds, changing only its flags.
-                unsafe {
-                    let flags = libc::fcntl(fd, libc::F_GETFD);
-                    if flags >= 0 {
-                        libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-                    }
-                }
-            }
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = path;
-}
-
 /// An HDF5 error as the crate's error, naming the file.
 pub(super) fn h5_error(path: &Path, what: &str, error: hdf5::Error) -> Error {
     Error::msg(format!("CallbackDataWriter: cannot {what} {}: {error}", path.display()))
 }
 
-/// A one-dimensional dataset of `T` and `len` values, its space allocated at once (so that the
-/// file's structure is complete, and on disk, from the first flush on) and filled with zeros.
+/// A one-dimensional dataset of `T` and `len` values (zeros until written), chunked and growable
+/// (no maximum): its space is taken as it is written, and a write past its end extends it.
 fn dataset<T: H5Type>(group: &Group, name: &str, len: usize) -> hdf5::Result<Dataset> {
+    group.new_dataset::<T>().chunk(CHUNK).shape([Extent::resizable(len)]).create(name)
+}
+
+/// A dataset of one value, its space allocated at once.
+fn single<T: H5Type>(group: &Group, name: &str) -> hdf5::Result<Dataset> {
     group
         .new_dataset::<T>()
-        .shape(len)
+        .shape(1)
         .alloc_time(Some(hdf5::plist::dataset_create::AllocTime::Early))
         .create(name)
+}
+
+/// Extend `dataset` along its axis `axis` to at least `len` (a dataset of an unknown plan grows
+/// as it is written).
+fn grow(dataset: &Dataset, axis: usize, len: usize) -> hdf5::Result<()> {
+    let mut shape = dataset.shape();
+    if shape.get(axis).is_some_and(|&n| n < len) {
+        shape[axis] = len;
+        dataset.resize(shape)?;
+    }
+    Ok(())
+}
+
+/// Write `values` into the one-dimensional `dataset` from `start` on, extending it if needed.
+fn write_from<T: H5Type>(dataset: &Dataset, start: usize, values: &[T]) -> hdf5::Result<()> {
+    let end = start.checked_add(values.len()).ok_or_else(|| hdf5::Error::from("an index beyond usize"))?;
+    grow(dataset, 0, end)?;
+    dataset.write_slice(values, start..end)
 }
 
 /// Set the scalar attribute `name` of `location`, creating it when missing.
@@ -111,18 +132,6 @@ fn evaluation_attrs(dataset: &Dataset, eval_freq: u64) -> hdf5::Result<()> {
 }
 
 impl H5File {
-    /// Open the file at `path`: a new one (replacing one that is there), or, `resumed`, the one
-    /// an earlier run wrote if there is one. Returns it and whether it is new.
-    pub(super) fn open(path: &Path, resumed: bool) -> Result<(File, bool)> {
-        let opened = if resumed && path.exists() {
-            (File::open_rw(path).map_err(|e| h5_error(path, "open", e))?, false)
-        } else {
-            (File::create(path).map_err(|e| h5_error(path, "create", e))?, true)
-        };
-        close_on_exec(path);
-        Ok(opened)
-    }
-
     /// Lay `layout` out in a new file (every group, dataset and attribute), or check that the
     /// file an earlier run wrote has it; then flush.
     pub(super) fn start(file: File, path: &Path, layout: &Layout, new: bool) -> Result<H5File> {
@@ -138,30 +147,32 @@ impl H5File {
 
     fn make(file: &File, layout: &Layout) -> hdf5::Result<()> {
         let config = file.create_group("config")?;
-        set_attr(&config, "total_minibatches", &(layout.total_minibatches as i64))?;
-        set_attr(&config, "total_epochs", &(layout.total_epochs as i64))?;
+        let (epochs, minibatches) = layout.sizes();
+        set_attr(&config, "total_minibatches", &minibatches)?;
+        set_attr(&config, "total_epochs", &epochs)?;
         let markers = file.create_group("time_markers")?;
         // h5py's default type, which neon's `create_dataset("minibatch", (epochs,))` gets.
-        dataset::<f32>(&markers, "minibatch", layout.total_epochs as usize)?;
+        dataset::<f32>(&markers, "minibatch", planned(Some(layout.total_epochs)).1)?;
         let cost = file.create_group("cost")?;
-        let train = dataset::<f32>(&cost, "train", layout.total_minibatches as usize)?;
+        let train = dataset::<f32>(&cost, "train", planned(layout.total_minibatches).1)?;
         set_str_attr(&train, "time_markers", "minibatch")?;
         let time = file.create_group("time")?;
+        let evaluations = planned(layout.evaluations()).1;
         if layout.loss {
-            let loss = dataset::<f32>(&cost, "loss", layout.evaluations())?;
+            let loss = dataset::<f32>(&cost, "loss", evaluations)?;
             evaluation_attrs(&loss, layout.eval_freq)?;
-            dataset::<f32>(&time, "loss", layout.evaluations())?;
+            dataset::<f32>(&time, "loss", evaluations)?;
         }
         if !layout.metrics.is_empty() {
             let metrics = file.create_group("metrics")?;
             for name in &layout.metrics {
-                let metric = dataset::<f32>(&metrics, name, layout.evaluations())?;
+                let metric = dataset::<f32>(&metrics, name, evaluations)?;
                 evaluation_attrs(&metric, layout.eval_freq)?;
             }
         }
         let timing = time.create_group("train")?;
-        dataset::<f64>(&timing, "start_time", 1)?;
-        dataset::<f64>(&timing, "end_time", 1)?;
+        single::<f64>(&timing, "start_time")?;
+        single::<f64>(&timing, "end_time")?;
         if let Some((per_minibatch, names)) = &layout.hist {
             Self::make_hist(file, layout, *per_minibatch, names)?;
         }
@@ -169,18 +180,19 @@ impl H5File {
     }
 
     /// `HistCallback.on_train_begin`'s group and its attributes, and a `(64, time_steps)` int32
-    /// dataset per parameter (neon's `require_dataset(name, shape=(64, points), dtype=int32)`).
+    /// dataset per parameter (neon's `require_dataset(name, shape=(64, points), dtype=int32)`),
+    /// chunked and growable along its columns.
     fn make_hist(file: &File, layout: &Layout, per_minibatch: bool, names: &[String]) -> hdf5::Result<()> {
         let hist = file.create_group("hist")?;
-        let steps = if per_minibatch { layout.total_minibatches } else { layout.total_epochs };
+        let steps = planned(if per_minibatch { layout.total_minibatches } else { Some(layout.total_epochs) });
         set_attr(&hist, "bins", &(BINS as i64))?;
         set_attr(&hist, "offset", &i64::from(OFFSET))?;
         set_str_attr(&hist, "time_markers", if per_minibatch { "minibatch" } else { "epoch" })?;
-        set_attr(&hist, "time_steps", &(steps as i64))?;
+        set_attr(&hist, "time_steps", &steps.0)?;
         for name in names {
             hist.new_dataset::<i32>()
-                .shape((BINS, steps as usize))
-                .alloc_time(Some(hdf5::plist::dataset_create::AllocTime::Early))
+                .chunk((BINS, HIST_CHUNK))
+                .shape([Extent::fixed(BINS), Extent::resizable(steps.1)])
                 .create(name.as_str())?;
         }
         Ok(())
@@ -191,7 +203,8 @@ impl H5File {
         let read =
             |name: &str| -> Option<i64> { file.group("config").ok()?.attr(name).ok()?.read_scalar().ok() };
         let found = (read("total_epochs"), read("total_minibatches"));
-        let wanted = (Some(layout.total_epochs as i64), Some(layout.total_minibatches as i64));
+        let (epochs, minibatches) = layout.sizes();
+        let wanted = (Some(epochs), Some(minibatches));
         if found != wanted {
             let number = |n: Option<i64>| n.map_or("no number of".to_string(), |n| n.to_string());
             return Err(Error::msg(format!(
@@ -200,8 +213,8 @@ impl H5File {
                 path.display(),
                 number(found.0),
                 number(found.1),
-                layout.total_epochs,
-                layout.total_minibatches
+                epochs,
+                minibatches
             )));
         }
         Ok(())
@@ -239,19 +252,18 @@ impl H5File {
 
     /// Write `costs` into `cost/train` from index `start` on.
     pub(super) fn write_costs(&self, start: usize, costs: &[f32]) -> Result<()> {
-        self.cost_train
-            .write_slice(costs, start..start + costs.len())
-            .map_err(self.error("write cost/train in"))
+        write_from(&self.cost_train, start, costs).map_err(self.error("write cost/train in"))
     }
 
     /// The end of epoch `epoch` (0-based) after `minibatches` minibatches in all: neon's
     /// `time_markers`.
     pub(super) fn end_epoch(&self, epoch: usize, minibatches: u64) -> Result<()> {
         let marks = || -> hdf5::Result<()> {
-            self.markers.write_slice(&[minibatches as f32], epoch..epoch + 1)?;
+            write_from(&self.markers, epoch, &[minibatches as f32])?;
             let group = self.file.group("time_markers")?;
-            set_attr(&group, "epochs_complete", &(epoch as i64 + 1))?;
-            set_attr(&group, "minibatches_complete", &(minibatches as i64))
+            let complete = i64::try_from(epoch).map_or(i64::MAX, |e| e.saturating_add(1));
+            set_attr(&group, "epochs_complete", &complete)?;
+            set_attr(&group, "minibatches_complete", &i64::try_from(minibatches).unwrap_or(i64::MAX))
         };
         marks().map_err(self.error("write time_markers in"))
     }
@@ -264,7 +276,7 @@ impl H5File {
         loss: Option<(f32, f32)>,
         metrics: &[Option<f32>],
     ) -> Result<()> {
-        let one = |dataset: &Dataset, value: f32| dataset.write_slice(&[value], index..index + 1);
+        let one = |dataset: &Dataset, value: f32| write_from(dataset, index, &[value]);
         if let (Some((cost, time)), Some((cost_set, time_set))) = (loss, &self.loss) {
             one(cost_set, cost)
                 .and_then(|()| one(time_set, time))
@@ -281,7 +293,9 @@ impl H5File {
     /// Column `column` of each `hist/` dataset: the histograms in the datasets' order.
     pub(super) fn write_hist(&self, column: usize, histograms: &[[i32; BINS]]) -> Result<()> {
         for (dataset, counts) in self.hist.iter().zip(histograms) {
-            dataset.write_slice(&counts[..], (.., column)).map_err(self.error("write hist in"))?;
+            grow(dataset, 1, column.saturating_add(1))
+                .and_then(|()| dataset.write_slice(&counts[..], (.., column)))
+                .map_err(self.error("write hist in"))?;
         }
         Ok(())
     }

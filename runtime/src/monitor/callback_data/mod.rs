@@ -3,6 +3,7 @@
 
 mod file;
 mod hist;
+mod open;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use burn::module::Module;
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result, check_setting};
 use crate::fetch::{Fetch, FetchKind, Fetched};
-use file::{H5File, Layout};
+use file::{H5File, Layout, index};
 use hist::HistSetting;
 
 /// neon's `callback_data` saved to a file: an HDF5 file in neon's own layout, which neon's
@@ -24,7 +25,7 @@ use hist::HistSetting;
 ///
 /// | path | type, shape | attributes | written |
 /// |---|---|---|---|
-/// | `config` (group) | | `total_minibatches`, `total_epochs` (int64) | at setup |
+/// | `config` (group) | | `total_minibatches`, `total_epochs` (int64; -1 when beyond int64, as with `max_epoch(u64::MAX)`) | at setup |
 /// | `time_markers/minibatch` | float32, `(epochs,)` | group: `epochs_complete`, `minibatches_complete` (int64) | at each epoch's end: the minibatches done so far |
 /// | `cost/train` | float32, `(total_minibatches,)` | `time_markers = "minibatch"` | each minibatch's cost, averaged as `TrainCostCallback` does |
 /// | `cost/loss`, `time/loss` | float32, `(epochs // eval_freq,)` | `cost/loss`: `time_markers = "epoch_freq"`, `epoch_freq` | the validation loss and the pass's seconds (`LossCallback`) |
@@ -43,18 +44,30 @@ use hist::HistSetting;
 ///   `epoch // epoch_freq`), the value the pass put; `time/loss` is the pass's duration. A pass
 ///   elsewhere (in the middle of an epoch, at another epoch) has no place in neon's layout: it
 ///   is skipped with one warning.
-/// - **Crashes**: the file's datasets are allocated when it is created, and it is flushed
-///   (`H5Fflush`) at creation, at each epoch's end, after each validation pass written and at the
-///   end of training (also after an error). A process killed (`kill -9`) loses what came after the
-///   last flush: at most the epoch in progress and its validation; what was flushed stays
-///   readable. The minibatch costs not yet written are saved in each checkpoint, and a resumed run
-///   writes them first.
+/// - **Space**: the datasets have neon's shapes from the start (zeros where nothing was written
+///   yet), but they are chunked (1024 values, or 64 columns of a histogram) and take space a
+///   chunk at a time as they are written: a per-minibatch histogram planned over 1,000 epochs of
+///   1,000 steps takes nothing for the steps not run. They are growable (no maximum): when the
+///   run's size is beyond int64 (`max_epoch(u64::MAX)`, a run a callback stops) they start empty,
+///   the totals are -1, and each write extends its dataset.
+/// - **Crashes**: the file is flushed (`H5Fflush`) at creation, at each epoch's end, after each
+///   validation pass written and at the end of training (also after an error). A process killed
+///   (`kill -9`) loses what came after the last flush: at most the epoch in progress and its
+///   validation; what was flushed stays readable. The minibatch costs not yet written are saved
+///   in each checkpoint, and a resumed run writes them first.
 /// - **Resume**: a resumed run goes on writing the file it finds, whose `total_epochs` and
 ///   `total_minibatches` must be this run's (an error at setup otherwise, naming both); the
 ///   minibatches and epochs it runs again are written again, so the file ends as an
-///   uninterrupted run's; `start_time` stays the first run's. A resumed run that finds no file
-///   starts one (with a warning: what came before the resume is not in it). A run that is not
-///   resumed replaces a file already there, with a warning, as neon does.
+///   uninterrupted run's; `start_time` stays the first run's. A file HDF5 cannot read (damaged by
+///   a crash in the middle of a write) is moved aside to `<name>.bak-<unix seconds>`, with a
+///   warning, and a new one started, as when a resumed run finds no file: what came before the
+///   resume is not in it. A run that is not resumed replaces a file already there, with a
+///   warning, as neon does.
+/// - **What is there**: as every file of the log directory, the file is never written through a
+///   symlink: a new file is created new (`O_EXCL`) after the entry at its path, a symlink or
+///   anything else, is removed; a resumed run's file is opened only when it is a regular file of
+///   this user's with one name (a symlink, a FIFO or another user's file there is an error at
+///   setup that says so, and nothing is written).
 /// - **Chief only**: in data-parallel training, only the chief (rank 0) writes the file.
 /// - **Path**: relative to the log directory, or absolute; its folder is created. A path that
 ///   is a folder, or that cannot be created, is an error at setup, before any step.
@@ -205,29 +218,6 @@ impl CallbackDataWriter {
         }
         Ok(())
     }
-
-    /// Open the file at `path`: new, or (`resumed`) the one an earlier run wrote.
-    fn open(path: &std::path::Path, resumed: bool) -> Result<(hdf5::File, bool)> {
-        if path.is_dir() {
-            return Err(Error::msg(format!(
-                "CallbackDataWriter: {} is a folder, not a file",
-                path.display()
-            )));
-        }
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        }
-        let exists = path.exists();
-        if resumed && !exists {
-            crate::logging::warn!(
-                "CallbackDataWriter: {} is missing; a new one holds only what this resumed run writes",
-                path.display()
-            );
-        } else if !resumed && exists {
-            crate::logging::warn!("CallbackDataWriter: overwriting {}", path.display());
-        }
-        H5File::open(path, resumed)
-    }
 }
 
 /// Seconds since the Unix epoch (Python's `time.time()`).
@@ -242,7 +232,8 @@ impl Running {
         while let Some(&(first, _)) = rest.first() {
             let run = rest.iter().enumerate().take_while(|&(i, &(step, _))| step == first + i as u64).count();
             let costs: Vec<f32> = rest[..run].iter().map(|&(_, cost)| cost).collect();
-            self.file.write_costs(first as usize - 1, &costs)?;
+            // A cost is fetched at a step, global steps counting from 1.
+            self.file.write_costs(index(first.saturating_sub(1), "the global step")?, &costs)?;
             rest = &rest[run..];
         }
         self.pending.clear();
@@ -266,7 +257,7 @@ impl CallbackDataWriter {
     fn write_hist<M: Module>(&mut self, ctx: &Context<'_, M>, column: Option<u64>) -> Result<()> {
         let (Some(setting), Some(column)) = (&self.hist, column) else { return Ok(()) };
         let histograms: Vec<_> = setting.columns(ctx.model()).into_iter().map(|(_, counts)| counts).collect();
-        self.running()?.file.write_hist(column as usize, &histograms)
+        self.running()?.file.write_hist(index(column, "the hist column")?, &histograms)
     }
 
     /// Where the validation pass that ends now goes in neon's layout, if it has a place.
@@ -274,8 +265,9 @@ impl CallbackDataWriter {
         let counters = ctx.counters();
         let at_epoch_end = counters.local_step() == counters.steps_per_epoch();
         let epoch = counters.epoch_num();
-        (at_epoch_end && epoch.is_multiple_of(self.eval_freq) && epoch <= counters.max_epoch())
-            .then(|| (epoch / self.eval_freq) as usize - 1)
+        let evaluation = (epoch / self.eval_freq).checked_sub(1).and_then(|i| usize::try_from(i).ok());
+        evaluation
+            .filter(|_| at_epoch_end && epoch.is_multiple_of(self.eval_freq) && epoch <= counters.max_epoch())
     }
 }
 
@@ -287,7 +279,7 @@ impl<M: Module> Callback<M> for CallbackDataWriter {
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         self.check()?;
         let path = ctx.log_dir().join(&self.path);
-        let (file, new) = Self::open(&path, ctx.monitors_ref().is_resumed())?;
+        let (file, new) = open::open(&path, ctx.monitors_ref().is_resumed())?;
         self.opened = Some((file, path, new));
         Ok(())
     }
@@ -311,7 +303,7 @@ impl<M: Module> Callback<M> for CallbackDataWriter {
         let counters = ctx.counters();
         let layout = Layout {
             total_epochs: counters.max_epoch(),
-            total_minibatches: counters.max_epoch() * counters.steps_per_epoch(),
+            total_minibatches: counters.max_epoch().checked_mul(counters.steps_per_epoch()),
             eval_freq: self.eval_freq,
             loss: self.loss.is_some(),
             metrics: self.metrics.clone(),
@@ -353,8 +345,8 @@ impl<M: Module> Callback<M> for CallbackDataWriter {
 
     fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         if self.hist.as_ref().is_some_and(|h| h.per_minibatch) {
-            let total = ctx.counters().max_epoch() * ctx.counters().steps_per_epoch();
-            let column = ctx.global_step().checked_sub(1).filter(|&c| c < total);
+            let total = ctx.counters().max_epoch().checked_mul(ctx.counters().steps_per_epoch());
+            let column = ctx.global_step().checked_sub(1).filter(|&c| total.is_none_or(|total| c < total));
             self.write_hist(ctx, column)?;
         }
         Ok(())
@@ -368,8 +360,8 @@ impl<M: Module> Callback<M> for CallbackDataWriter {
         }
         let run = self.running()?;
         run.write_pending()?;
-        if epoch >= 1 {
-            run.file.end_epoch(epoch as usize - 1, step)?;
+        if let Some(epoch) = epoch.checked_sub(1) {
+            run.file.end_epoch(index(epoch, "the epoch")?, step)?;
         }
         run.file.flush()
     }
