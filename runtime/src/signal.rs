@@ -23,10 +23,18 @@
 //! `write`, async-signal-safe too.
 //!
 //! A stop asked from inside the program, through a [`StopHandle`] (public as
-//! `burn_stoker::trainer::StopHandle`), is noticed at the same boundary, beside the signal.
+//! `burn_stoker::trainer::StopHandle`), is noticed at the same boundary, beside the signal, and
+//! wakes a prompt waiting on stdin through the same pipe. Who uses the terminal, a prompt or the
+//! dashboard that steps aside for it, is `prompt`'s.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+mod prompt;
+
+#[cfg(unix)]
+pub(crate) use prompt::wait_readable_or_stop;
+pub(crate) use prompt::{TerminalHold, hold_terminal, open_prompt};
 
 /// The number a stop asked through a [`StopHandle`](crate::trainer::StopHandle) travels under where a signal's would: it is
 /// acted on as a SIGTERM is (in a world, the other ranks see it as one), and named `StopHandle`.
@@ -53,9 +61,11 @@ pub(crate) const STOP_REQUEST: i32 = -1;
 pub struct StopHandle(Arc<AtomicBool>);
 
 impl StopHandle {
-    /// Ask the run to stop at its next step boundary, with a checkpoint.
+    /// Ask the run to stop at its next step boundary, with a checkpoint (an `InjectShell`
+    /// prompt waiting for a line returns at once).
     pub fn stop(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.0.store(true, Ordering::SeqCst);
+        platform::wake();
     }
 
     /// Whether a stop was asked.
@@ -134,13 +144,6 @@ pub(crate) fn restore_terminal_on_exit(fd: i32, leave: &'static [u8]) -> std::io
 #[cfg(feature = "dashboard")]
 pub(crate) fn forget_terminal() {
     platform::terminal::disarm();
-}
-
-/// Wait until `fd` is readable or a signal is received (unix; `None`: cannot wait that way, read
-/// as usual). `Some(true)`: readable; `Some(false)`: a signal came.
-#[cfg(unix)]
-pub(crate) fn wait_readable_or_signal(fd: i32) -> std::io::Result<bool> {
-    platform::wait_readable_or_signal(fd)
 }
 
 #[cfg(unix)]
@@ -314,9 +317,24 @@ mod platform {
         }
     }
 
-    pub(super) fn wait_readable_or_signal(fd: i32) -> std::io::Result<bool> {
+    /// Wake a prompt waiting in [`wait_readable_or`] (a byte to the pipe, if there is one).
+    pub(super) fn wake() {
+        let fd = WAKE_WRITE.load(Ordering::SeqCst);
+        if fd >= 0 {
+            // SAFETY: write(2) of one byte to a non-blocking pipe.
+            let _ = unsafe { libc::write(fd, b"!".as_ptr().cast(), 1) };
+        }
+    }
+
+    /// Wait until `fd` is readable (`Ok(true)`) or `ended` holds (`Ok(false)`), asked again each
+    /// time a signal or [`wake`] writes to the pipe.
+    pub(super) fn wait_readable_or(fd: i32, ended: &dyn Fn() -> bool) -> std::io::Result<bool> {
+        {
+            let _held = HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            wake_pipe()?;
+        }
         loop {
-            if super::received().is_some() {
+            if ended() {
                 return Ok(false);
             }
             let wake = WAKE_READ.load(Ordering::SeqCst);
@@ -337,10 +355,10 @@ mod platform {
             if fds[0].revents != 0 {
                 return Ok(true);
             }
-            if super::received().is_some() {
+            if ended() {
                 return Ok(false);
             }
-            // A byte left from an earlier signal: drop it and wait again.
+            // A byte left from an earlier signal or stop: drop it and wait again.
             drain();
         }
     }
@@ -433,6 +451,7 @@ mod platform {
         Ok(())
     }
     pub(super) fn release() {}
+    pub(super) fn wake() {}
     pub(super) fn name(signal: i32) -> String {
         if signal == super::STOP_REQUEST { "StopHandle".into() } else { format!("signal {signal}") }
     }

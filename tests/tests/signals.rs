@@ -619,6 +619,22 @@ fn signal_child() {
             std::fs::write(dir.join("INJECT_SHELL.tmp"), "").unwrap();
             train(trainer(&dir, 3), InjectShell::new().file(dir.join("INJECT_SHELL.tmp")), &seen)
         }
+        // The prompt open on stdin; a thread stops the run through its StopHandle once the test
+        // creates `stop-now` (after it saw the prompt). `STOKER_SIGNALS=off`: signals not handled.
+        "shell-stop" => {
+            std::fs::write(dir.join("INJECT_SHELL.tmp"), "").unwrap();
+            let signals = std::env::var("STOKER_SIGNALS").as_deref() != Ok("off");
+            let trainer = trainer(&dir, 3).handle_signals(signals);
+            let stop = trainer.stop_handle();
+            let go = dir.join("stop-now");
+            std::thread::spawn(move || {
+                while !go.exists() {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                stop.stop();
+            });
+            train(trainer, InjectShell::new().file(dir.join("INJECT_SHELL.tmp")), &seen)
+        }
         other => panic!("unknown mode {other}"),
     };
     let report = report.unwrap();
@@ -721,4 +737,49 @@ fn shell_prompt_on_stdin_returns_on_sigint() {
     );
     assert!(stdout.contains("step=5"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Read `stderr` until it shows the prompt; what was read.
+fn read_until_prompt(stderr: &mut impl Read) -> String {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 256];
+    while !String::from_utf8_lossy(&seen).contains("stoker> ") {
+        let n = stderr.read(&mut buf).unwrap();
+        assert!(n > 0, "the child ended before its prompt:\n{}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+/// A StopHandle stop while the prompt waits on stdin (a pipe nobody writes to) wakes it: the run
+/// stops at that boundary with its checkpoint, no signal needed; with the signals handled or not.
+#[test]
+fn shell_prompt_on_stdin_returns_on_a_stop_handle_stop() {
+    let _serial = serial();
+    for signals in ["on", "off"] {
+        let dir = scratch_dir("shell-stop");
+        let mut process = child("shell-stop")
+            .env("STOKER_SIGNAL_DIR", &dir)
+            .env("STOKER_SIGNALS", signals)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = process.stdin.take().unwrap();
+        let mut stderr = process.stderr.take().unwrap();
+        let before = read_until_prompt(&mut stderr);
+        std::fs::write(dir.join("stop-now"), "").unwrap();
+        process.stderr = Some(stderr);
+        // The child's stdin stays open until it ends: only the stop can end the prompt.
+        let (status, stdout, rest) = finish(process, Duration::from_secs(120));
+        drop(stdin);
+        assert!(status.success(), "signals {signals}: {status}\n{stdout}\n{before}{rest}");
+        assert!(
+            stdout.contains("outcome=Interrupted { signal: \"StopHandle\", checkpoint: Some(")
+                && stdout.contains("step=5"),
+            "signals {signals}: the run did not stop at the prompt's boundary:\n{stdout}\n{before}{rest}"
+        );
+        assert!(rest.contains("InjectShell: a stop was asked (StopHandle): leaving the prompt"), "{rest}");
+        assert_eq!(Checkpoint::latest(&dir).unwrap().unwrap().global_step(), 5);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -2,7 +2,7 @@
 //! the digits MLP trained with `monitor::Dashboard`, and a callback that ends the run as asked.
 //!
 //! `dashboard_faults --log-dir DIR --epochs N [--error-at E] [--panic-at E] [--linger SECONDS]
-//! [--final-scalar]`
+//! [--final-scalar] [--shell FILE]`
 //!
 //! - `--error-at E`: the callback returns an error at the end of epoch E (the run fails; the
 //!   program prints `training failed: ...` and exits with status 1);
@@ -10,7 +10,9 @@
 //! - `--linger SECONDS`: its `after_train` sleeps that long (the trainer, and the dashboard, are
 //!   still there: a second SIGINT meanwhile exits at once);
 //! - `--final-scalar`: its `after_train` puts the scalar `final_score` (0.75), the run's last
-//!   value, which the dashboard's last frame must show.
+//!   value, which the dashboard's last frame must show;
+//! - `--shell FILE`: an `InjectShell` too, whose prompt opens at an epoch's end once `FILE`
+//!   exists (the dashboard steps aside while it is open).
 //!
 //! The exit status is digits': 0 finished, 130 interrupted, 1 failed.
 
@@ -19,6 +21,7 @@ use std::time::Duration;
 
 use burn::optim::AdamConfig;
 use burn_stoker::callback::Outcome;
+use burn_stoker::debug::InjectShell;
 use burn_stoker::monitor::Dashboard;
 use burn_stoker::prelude::*;
 use clap::Parser;
@@ -46,6 +49,9 @@ struct Cli {
     /// Put the scalar `final_score` in `after_train`.
     #[arg(long)]
     final_scalar: bool,
+    /// Add an `InjectShell` that opens its prompt when this file exists.
+    #[arg(long, value_name = "FILE")]
+    shell: Option<String>,
 }
 
 /// Ends the run as the command line asks.
@@ -93,12 +99,13 @@ fn main() -> ExitCode {
         linger: Duration::from_secs(cli.linger),
         final_scalar: cli.final_scalar,
     };
+    let shell = cli.shell.map(|file| InjectShell::new().file(file));
     let result = Trainer::new(model, AdamConfig::new().init(), train)
         .max_epoch(cli.epochs)
         .log_dir(&cli.log_dir)
         .default_callbacks(DefaultCallbacks { progress: None, printer: None, ..DefaultCallbacks::default() })
         // The fault before the dashboard: its `after_train` runs first, the dashboard still shown.
-        .callbacks((TrainingScalars::default(), fault, Dashboard::new().fetch(["cost"])))
+        .callbacks((TrainingScalars::default(), fault, Dashboard::new().fetch(["cost"]), shell))
         .train(|model: &Mlp, batch: DigitBatch, step: &mut Step<'_>| {
             digit_outputs(model, batch, step.outputs())
         });

@@ -319,3 +319,52 @@ fn dashboard_in_a_world_of_two_threads_stops_on_q_and_restores_the_terminal() {
     assert!(after.contains("interrupted by "), "{after}");
     assert_eq!(tmux.modes(), (false, true), "the terminal is restored");
 }
+
+/// `InjectShell`'s prompt opened while the dashboard holds the terminal: the dashboard puts the
+/// terminal back while the prompt is open (no alternate screen, no raw mode, nothing drawn over
+/// the prompt), the typed lines reach the prompt, and once it closes the dashboard takes the
+/// terminal again and `q` stops the run at a step boundary with a checkpoint.
+#[test]
+fn dashboard_steps_aside_while_inject_shell_s_prompt_is_open() {
+    let dir = scratch_dir("dashboard-shell");
+    let pause = scratch_dir("dashboard-shell-pause").join("pause");
+    let args = format!("--epochs 1000 --shell '{}'", pause.display());
+    let tmux = Tmux::start("shell", &faults_command(&dir, &args));
+    tmux.wait_for("second epoch", |s| epoch_shown(s).is_some_and(|e| e >= 2));
+    std::fs::write(&pause, "").unwrap();
+    let is_prompt = |line: &str| line.trim_end() == "stoker>";
+    let prompt = tmux.wait_for("InjectShell's prompt", |s| {
+        s.contains("training paused at epoch") && s.lines().any(is_prompt)
+    });
+    assert_eq!(
+        tmux.modes(),
+        (false, true),
+        "while the prompt is open: the normal screen, the cursor shown:\n{prompt}"
+    );
+    assert!(!prompt.contains('│'), "the dashboard drew over the prompt:\n{prompt}");
+
+    // A command typed with Enter reaches the prompt, and its answer stays on the screen.
+    tmux.run(&["send-keys", "status", "Enter"]).expect("send-keys");
+    let answer = tmux.wait_for("the answer to `status`", |s| s.contains(" of 1000, global step "));
+    assert!(answer.contains("stoker> status"), "{answer}");
+    assert!(!answer.contains('│'), "the dashboard drew over the prompt:\n{answer}");
+    assert_eq!(tmux.modes(), (false, true), "the prompt still open:\n{answer}");
+
+    // Closed, the dashboard is back, and `q` reaches it.
+    tmux.run(&["send-keys", "continue", "Enter"]).expect("send-keys");
+    let back = tmux.wait_for("the dashboard back, running", |s| s.contains("stoker ─ running"));
+    assert_eq!(tmux.modes(), (true, false), "the dashboard holds the terminal again:\n{back}");
+    assert!(!pause.exists(), "the prompt removes its file when training continues");
+    tmux.run(&["send-keys", "q"]).expect("send-keys");
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("program exited with 130"), "q stops the run:\n{after}");
+    assert!(after.contains("interrupted (checkpoint written)"), "{after}");
+    assert_eq!(tmux.modes(), (false, true), "the terminal is restored");
+    let line = after.lines().find(|l| l.starts_with("interrupted at global step ")).expect("the program's line");
+    let step: u64 = line["interrupted at global step ".len()..].trim().parse().expect("a step");
+    let checkpoint = ["checkpoints", "version_0/checkpoints"]
+        .iter()
+        .map(|folder| dir.join(folder).join(format!("step-{step}")))
+        .find(|path| path.is_dir());
+    assert!(checkpoint.is_some(), "no checkpoint of step {step} in {}:\n{after}", dir.display());
+}

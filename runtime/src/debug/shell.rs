@@ -9,6 +9,7 @@ use burn::tensor::Tensor;
 use super::shell_input::{Input, MAX_LINE, Pending, Read};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
+use crate::signal::StopHandle;
 
 /// Pauses training when a file exists, for a person to inspect and steer it from a prompt
 /// (tensorpack's `InjectShell(file='INJECT_SHELL.tmp')`).
@@ -32,11 +33,16 @@ use crate::error::{Error, Result};
 /// continue              resume training (also: c, exit, quit, and the end of the input)
 /// ```
 ///
-/// A SIGINT or SIGTERM (when the trainer handles signals) ends the prompt at once, as `stop`
-/// would: training stops at this boundary with its checkpoint. On stdin (unix) the prompt waits
-/// for input and for the signal together, reading the descriptor itself (unbuffered, so that
-/// several lines pasted at once are all read); a reader given to [`with_io`](Self::with_io) is
-/// checked between lines.
+/// A SIGINT or SIGTERM (when the trainer handles signals), or a stop asked through the run's
+/// [`StopHandle`](crate::trainer::StopHandle), ends the prompt at once: training stops at this
+/// boundary with its checkpoint. On stdin (unix) the prompt waits for input and for those
+/// together, reading the descriptor itself (unbuffered, so that several lines pasted at once are
+/// all read); a reader given to [`with_io`](Self::with_io) is checked between lines.
+///
+/// With a [`Dashboard`](crate::monitor::Dashboard) holding the terminal, the prompt on stdin and
+/// stderr waits until the dashboard has stepped aside (the terminal put back as it was: out of
+/// raw mode and of the alternate screen, no key read) and the dashboard takes the terminal again
+/// once the prompt closes.
 ///
 /// The prompt reads stdin and writes to stderr, or the reader and writer given to
 /// [`with_io`](Self::with_io). A line longer than 64 KiB is read to its end and dropped (with a
@@ -154,11 +160,14 @@ impl InjectShell {
         let io_error = |e: std::io::Error| Error::context("InjectShell", e);
         let mut stderr;
         let signals = ctx.signals_handled();
+        let stop = ctx.stop_handle();
+        // On the terminal, the dashboard stepped aside, until the prompt returns.
+        let _terminal = self.io.is_none().then(crate::signal::open_prompt);
         let (mut input, output): (Input<'_>, &mut dyn Write) = match &mut self.io {
             Some((input, output)) => (Input::Reader(input.as_mut()), output.as_mut()),
             None => {
                 stderr = std::io::stderr();
-                (Input::Stdin { pending: &mut self.pending, signals }, &mut stderr)
+                (Input::Stdin { pending: &mut self.pending, signals, stop: &stop }, &mut stderr)
             }
         };
         writeln!(
@@ -172,10 +181,10 @@ impl InjectShell {
         .map_err(io_error)?;
         let mut line = String::new();
         loop {
-            if let Some(signal) = ctx.signal_received() {
+            if let Some(why) = leave_for(ctx, &stop) {
                 writeln!(
                     output,
-                    "\nInjectShell: {signal} received: leaving the prompt; training stops at this boundary."
+                    "\nInjectShell: {why}: leaving the prompt; training stops at this boundary."
                 )
                 .map_err(io_error)?;
                 break;
@@ -194,7 +203,7 @@ impl InjectShell {
                     continue;
                 }
             }
-            if ctx.signal_received().is_some() {
+            if leave_for(ctx, &stop).is_some() {
                 continue;
             }
             match command(line.trim(), ctx, output).map_err(io_error)? {
@@ -210,6 +219,15 @@ impl InjectShell {
             }
         }
         writeln!(output, "InjectShell: training continues.").and_then(|()| output.flush()).map_err(io_error)
+    }
+}
+
+/// Why the prompt must close at once, if it must: a signal, or a stop asked through the run's
+/// [`StopHandle`].
+fn leave_for<M>(ctx: &Context<'_, M>, stop: &StopHandle) -> Option<String> {
+    match ctx.signal_received() {
+        Some(signal) => Some(format!("{signal} received")),
+        None => stop.is_stopped().then(|| "a stop was asked (StopHandle)".to_string()),
     }
 }
 

@@ -1,7 +1,10 @@
 //! Where [`InjectShell`](super::InjectShell)'s lines come from: a reader, or stdin read through
-//! its descriptor; each line bounded, so that input without a newline cannot grow memory.
+//! its descriptor (on unix, its wait ended by a signal or a `StopHandle` stop); each line
+//! bounded, so that input without a newline cannot grow memory.
 
 use std::io::BufRead;
+
+use crate::signal::StopHandle;
 
 /// The longest line kept, in bytes: a longer one is read to its end and dropped.
 pub(super) const MAX_LINE: usize = 64 * 1024;
@@ -9,10 +12,12 @@ pub(super) const MAX_LINE: usize = 64 * 1024;
 /// Where the prompt's lines come from.
 pub(super) enum Input<'a> {
     Reader(&'a mut dyn BufRead),
-    /// Stdin, read through its descriptor; `signals`: a signal also ends the wait.
+    /// Stdin, read through its descriptor; a stop asked through `stop` ends the wait, and with
+    /// `signals` a signal does too.
     Stdin {
         pending: &'a mut Pending,
         signals: bool,
+        stop: &'a StopHandle,
     },
 }
 
@@ -23,6 +28,7 @@ pub(super) enum Read {
     /// A line longer than [`MAX_LINE`], read to its end and dropped.
     TooLong,
     End,
+    /// A signal or a stop ended the wait.
     Signal,
 }
 
@@ -40,10 +46,10 @@ impl Input<'_> {
         match self {
             Input::Reader(reader) => reader_line(*reader, line),
             #[cfg(unix)]
-            Input::Stdin { pending, signals } => {
-                let signals = *signals;
+            Input::Stdin { pending, signals, stop } => {
+                let (signals, stop) = (*signals, *stop);
                 next_line(pending, line, |buf| {
-                    if signals && !crate::signal::wait_readable_or_signal(0)? {
+                    if !crate::signal::wait_readable_or_stop(0, stop, signals)? {
                         return Ok(None);
                     }
                     // SAFETY: read(2) into a buffer of its length.

@@ -4,7 +4,9 @@
 //! more), a second Ctrl-C key, and a second SIGINT or SIGTERM from outside, whose immediate exit
 //! in the signal handler puts back the terminal's settings saved here before raw mode and writes
 //! [`LEAVE`] (`crate::signal::restore_terminal_on_exit`). The screen thread draws and reads the
-//! keys, off the step's path.
+//! keys, off the step's path. While a prompt is open on the terminal (`InjectShell`'s, through
+//! `crate::signal::open_prompt`) it steps aside: the terminal put back, no frame drawn, no key
+//! read; it takes the terminal again when the prompt closes.
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::AtomicBool;
@@ -21,6 +23,7 @@ use ratatui::crossterm::{cursor, execute, terminal};
 
 use super::screen::{View, render, text_of};
 use super::state::{Shared, Status};
+use crate::signal::TerminalHold;
 
 /// How often the screen is drawn, and the step outputs fetched.
 pub(super) const REFRESH: Duration = Duration::from_millis(250);
@@ -112,11 +115,13 @@ pub(super) fn spawn(shared: Arc<Shared>, stop: Box<dyn Fn() + Send>) -> std::io:
         }
     }
     shared.drawing.store(true, Relaxed);
-    // A thread that cannot start drops the closure, and `Ended` in it: `drawing` is cleared.
+    // A thread that cannot start drops the closure, and `Ended` in it: `drawing` is cleared; and
+    // the hold on the terminal, counted in before a prompt can open.
     let ended = Ended(shared.clone());
+    let hold = crate::signal::hold_terminal();
     std::thread::Builder::new().name("stoker-dashboard".into()).spawn(move || {
         let _ended = ended;
-        let last = match run(&shared, stop.as_ref()) {
+        let last = match run(&shared, &hold, stop.as_ref()) {
             Ok(Some(last)) => last,
             Ok(None) => return,
             Err(e) => {
@@ -143,9 +148,27 @@ fn repaint(screen: &mut Terminal<CrosstermBackend<std::io::Stderr>>) -> std::io:
     screen.resize(ratatui::layout::Rect::new(0, 0, size.width, size.height))
 }
 
+/// A prompt is open on the terminal: put the terminal back for it and wait until it closes, then
+/// take the terminal again (`true`). `false`: the terminal was put back by someone else (the panic
+/// hook), or the run closed meanwhile; the screen thread then ends, drawing nothing more.
+fn step_aside(hold: &TerminalHold, shared: &Shared) -> std::io::Result<bool> {
+    {
+        let _guard = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
+        if !OWNED.load(Relaxed) {
+            return Ok(false);
+        }
+        restore();
+    }
+    if !hold.step_aside(&|| shared.closing.load(Acquire)) {
+        return Ok(false);
+    }
+    enter()?;
+    Ok(true)
+}
+
 /// The screen thread's loop; returns the text of the last frame, `None` when the terminal was
 /// put back by someone else (the panic hook).
-fn run(shared: &Shared, stop: &dyn Fn()) -> std::io::Result<Option<String>> {
+fn run(shared: &Shared, hold: &TerminalHold, stop: &dyn Fn()) -> std::io::Result<Option<String>> {
     let mut screen = Terminal::new(CrosstermBackend::new(std::io::stderr()))?;
     repaint(&mut screen)?;
     // When the next frame is due, and when the screen was last painted whole.
@@ -154,6 +177,14 @@ fn run(shared: &Shared, stop: &dyn Fn()) -> std::io::Result<Option<String>> {
     while !(shared.closing.load(Acquire) && shared.written.load(Acquire)) {
         if !OWNED.load(Relaxed) {
             return Ok(None);
+        }
+        if hold.prompt_open() {
+            if !step_aside(hold, shared)? {
+                return Ok(None);
+            }
+            repaint(&mut screen)?;
+            (due, repainted) = (Instant::now(), Instant::now());
+            continue;
         }
         let wait = due.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
         if event::poll(wait)? {
