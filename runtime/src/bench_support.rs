@@ -139,3 +139,10 @@ pub fn time_monitors_checkpoint(
     let appended = journal_len(&journal).saturating_sub(appended_from);
     Ok((file.len() as u64 + appended, elapsed))
 }
+
+/// The `f32`s this process has given to MPI's element-wise sums since it started: its share of
+/// what the world's exchanges sent (for the tests of what an exchange carries; not a public API).
+#[cfg(feature = "mpi")]
+pub fn mpi_floats_reduced() -> u64 {
+    crate::world::mpi::floats_reduced()
+}

@@ -11,10 +11,12 @@
 //! its next step boundary, writes a checkpoint, runs `after_train` and returns; loops inside
 //! callbacks (a validation pass, the data replay of a resumed run, the `InjectShell` prompt)
 //! check the record and end early. A second signal ends the process at once with status
-//! 128 + the signal's number, unless it repeats the first (the same signal) within
-//! [`REPEAT_WINDOW_MS`]: one Ctrl-C can arrive twice, through the terminal's process group and
-//! through a launcher that forwards it (a wrapper script, `mpirun` under some launchers), and a
-//! repeat that close is the same request. A second press after the window exits at once.
+//! 128 + the signal's number, unless it comes within [`REPEAT_WINDOW_MS`] of the first, whatever
+//! its number: one Ctrl-C can arrive twice, through the terminal's process group and through a
+//! launcher that forwards it (a wrapper script, `mpirun` under some launchers), which may forward
+//! it as a SIGTERM, and a second signal that close is the same request (the run reports the
+//! first). A second press after the window exits at once, and first kills the helper processes
+//! the run started ([`kill_helpers`]).
 //!
 //! The handler touches atomics, writes one byte to a pipe (for a prompt waiting in `poll`) and
 //! may call `_exit`: all async-signal-safe. Before that `_exit` it puts back a terminal that the
@@ -29,6 +31,10 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+mod children;
+
+pub(crate) use children::{forget_helper, kill_helpers, spawn_helper};
 
 mod prompt;
 
@@ -78,7 +84,8 @@ impl StopHandle {
 /// The signal received while trainers ran (0: none).
 static RECEIVED: AtomicUsize = AtomicUsize::new(0);
 
-/// A repeat of the first signal this soon after it (milliseconds) counts as the same request.
+/// A second signal this soon after the first (milliseconds), whatever its number, counts as the
+/// same request.
 pub(crate) const REPEAT_WINDOW_MS: u64 = 1000;
 
 /// A running trainer's hold on the signal handler; dropping the last one puts the previous
@@ -172,14 +179,16 @@ mod platform {
     extern "C" fn on_signal(signal: libc::c_int) {
         let now = monotonic_ns();
         let _ = FIRST_AT.compare_exchange(0, now.max(1), Ordering::SeqCst, Ordering::SeqCst);
-        let first = RECEIVED.swap(signal as usize, Ordering::SeqCst);
-        if first != 0 {
+        // The first signal is the one recorded (and reported); a second one does not replace it.
+        let first = RECEIVED.compare_exchange(0, signal as usize, Ordering::SeqCst, Ordering::SeqCst);
+        if first.is_err() {
             let since = now.saturating_sub(FIRST_AT.load(Ordering::SeqCst));
-            if first == signal as usize && since < super::REPEAT_WINDOW_MS * 1_000_000 {
+            if since < super::REPEAT_WINDOW_MS * 1_000_000 {
                 return;
             }
             #[cfg(feature = "dashboard")]
             terminal::restore();
+            super::kill_helpers();
             // SAFETY: _exit is async-signal-safe.
             unsafe { libc::_exit(128 + signal) };
         }

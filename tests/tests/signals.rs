@@ -615,6 +615,14 @@ fn signal_child() {
             ),
             &seen,
         ),
+        "mixed" => train(
+            trainer(&dir, 3),
+            (
+                RaiseAt { signal: libc::SIGTERM, step: 2, epoch_end: false },
+                RaiseAt { signal: libc::SIGINT, step: 2, epoch_end: false }.named("then-sigint"),
+            ),
+            &seen,
+        ),
         "shell" => {
             std::fs::write(dir.join("INJECT_SHELL.tmp"), "").unwrap();
             train(trainer(&dir, 3), InjectShell::new().file(dir.join("INJECT_SHELL.tmp")), &seen)
@@ -706,6 +714,25 @@ fn signal_sigint_repeated_at_once_is_one_request() {
         finish(child("repeat").env("STOKER_SIGNAL_DIR", &dir).spawn().unwrap(), Duration::from_secs(120));
     assert!(status.success(), "{status}\n{stdout}\n{stderr}");
     assert!(stdout.contains("outcome=Interrupted") && stdout.contains("step=2"), "{stdout}\n{stderr}");
+    assert_eq!(Checkpoint::latest(&dir).unwrap().unwrap().global_step(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One stop request that arrives as two different signals at once (a launcher turns a Ctrl-C
+/// into a SIGTERM to each rank while the terminal's process group gets the SIGINT): within the
+/// window, the second is the same request whatever its number, so the run stops with its
+/// checkpoint and reports the first.
+#[test]
+fn signal_sigterm_then_sigint_at_once_is_one_request() {
+    let _serial = serial();
+    let dir = scratch_dir("signal-mixed");
+    let (status, stdout, stderr) =
+        finish(child("mixed").env("STOKER_SIGNAL_DIR", &dir).spawn().unwrap(), Duration::from_secs(120));
+    assert!(status.success(), "{status}\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("outcome=Interrupted { signal: \"SIGTERM\"") && stdout.contains("step=2"),
+        "{stdout}\n{stderr}"
+    );
     assert_eq!(Checkpoint::latest(&dir).unwrap().unwrap().global_step(), 2);
     let _ = std::fs::remove_dir_all(&dir);
 }

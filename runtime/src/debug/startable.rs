@@ -85,6 +85,11 @@ impl Item {
 ///   ignored (kept through `exec`; on unix), a thread runs with SIGINT blocked. A Ctrl-C at the
 ///   terminal, which reaches every process of the foreground group, leaves them running: the
 ///   trainer receives it, stops at the step boundary, and `after_train` stops them in order.
+/// - **Ends with the process**, with [`stop_at_train_end`](Self::stop_at_train_end) on: when the
+///   process ends at once (a second Ctrl-C, [`StepTimeout`](crate::debug::StepTimeout)'s abort,
+///   the CUDA watchdog, an MPI abort), its processes are killed first (SIGKILL; no grace period
+///   then); on Linux they also receive SIGKILL when the process ends in any other way (a SIGKILL,
+///   a crash: `PR_SET_PDEATHSIG`). With `stop_at_train_end(false)` they are left alone.
 /// - **Every rank**: in data-parallel training it runs on every rank, tensorpack's `_chief_only
 ///   = False` for this callback (each rank's helpers, e.g. a data feeder);
 ///   [`chief_only(true)`](Self::chief_only) keeps it to the chief.
@@ -211,7 +216,17 @@ impl StartProcOrThread {
                         continue;
                     }
                     ignore_sigint(command);
-                    let spawned = command.spawn().map_err(|e| {
+                    let spawned = if self.stop_at_train_end {
+                        // It ends with the process, even one that ends at once.
+                        let placeholder = Command::new(command.get_program());
+                        let taken = std::mem::replace(command, placeholder);
+                        let (taken, spawned) = crate::signal::spawn_helper(taken, false);
+                        *command = taken;
+                        spawned
+                    } else {
+                        command.spawn()
+                    };
+                    let spawned = spawned.map_err(|e| {
                         Error::context(format!("StartProcOrThread could not start {command:?}"), e)
                     })?;
                     *child = Some(spawned);
@@ -280,6 +295,7 @@ impl StartProcOrThread {
                             errors.push(format!("waiting for {description} after SIGKILL: {e}"));
                         }
                     }
+                    crate::signal::forget_helper(process.id());
                     // Keep the pid visible (the process is reaped).
                     *child = Some(process);
                 }

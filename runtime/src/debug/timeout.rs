@@ -248,8 +248,10 @@ fn record_timeout<C>(watch: &Watch<C>, step: u64) {
     }
 }
 
-/// End the process now, without exit handlers (a hung thread may hold what they need).
+/// End the process now, without exit handlers (a hung thread may hold what they need), the
+/// helper processes killed first (`StartProcOrThread`'s, the command monitors').
 fn exit_now(code: i32) -> ! {
+    crate::signal::kill_helpers();
     #[cfg(unix)]
     // SAFETY: `_exit` takes no pointer and does not return.
     unsafe {

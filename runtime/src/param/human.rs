@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::Target;
 use crate::callback::{Callback, Context};
 use crate::error::Result;
-use crate::state::{open_own, read_text_bounded, write_atomic};
+use crate::state::{open_own, read_own_text_bounded, write_atomic};
 
 /// Sets a hyper-parameter to the value a person writes in a file during training (tensorpack's
 /// `HumanHyperParamSetter`): tune the learning rate without stopping the run.
@@ -20,10 +20,12 @@ use crate::state::{open_own, read_text_bounded, write_atomic};
 /// (after every epoch by default; wrap it in [`PeriodicTrigger`](crate::trigger::PeriodicTrigger) to read
 /// every `k` steps), the file is read and the parameter's line sets it.
 ///
-/// Only a regular file (or a link to one) of at most [`MAX_FILE_BYTES`](Self::MAX_FILE_BYTES)
-/// (1 MiB) is read: a FIFO, a device (a link to `/dev/zero`), a directory or a larger file is a
-/// warning and the value stays, so that nothing put in the file's place can block training or
-/// exhaust its memory. The file is opened without blocking (a FIFO without a writer does not hold
+/// Only a regular file of this process's user, under one name, of at most
+/// [`MAX_FILE_BYTES`](Self::MAX_FILE_BYTES) (1 MiB) is read: a symbolic link (even to a regular
+/// file: the warnings about its lines would show another file's contents), a hard link, another
+/// user's file, a FIFO, a device, a directory or a larger file is a warning and the value stays,
+/// so that nothing put in the file's place can block training, exhaust its memory or show what
+/// another file holds. The file is opened without blocking (a FIFO without a writer does not hold
 /// the open) and checked once open, so a file swapped between the check and the read is caught.
 ///
 /// The file never stops training: a missing or unreadable file, a line that is not `name:value`,
@@ -175,7 +177,7 @@ impl HumanHyperParamSetter {
 
     /// Read the file and set the parameter from it; problems become warnings.
     fn read_and_set<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let reading = match read_text_bounded(&self.path, Self::MAX_FILE_BYTES) {
+        let reading = match read_own_text_bounded(&self.path, Self::MAX_FILE_BYTES) {
             Ok(text) => self.parse(&text),
             Err(e) => Reading {
                 value: None,
@@ -207,7 +209,7 @@ impl HumanHyperParamSetter {
     /// Create the file, or add the parameter's line to it, with the current value (then seen).
     fn ensure_line(&mut self, value: f64) -> std::io::Result<()> {
         let line = format!("{}:{value:?}\n", self.target.param);
-        match read_text_bounded(&self.path, Self::MAX_FILE_BYTES) {
+        match read_own_text_bounded(&self.path, Self::MAX_FILE_BYTES) {
             Ok(text) if self.has_line(&text) => Ok(()),
             Ok(text) => {
                 // Never through a symlink planted there, never into another user's file.

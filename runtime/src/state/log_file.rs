@@ -58,7 +58,7 @@ pub(crate) fn open_own(options: &mut OpenOptions, path: &Path) -> std::io::Resul
             if e.raw_os_error() == Some(libc::ELOOP) {
                 std::io::Error::new(
                     e.kind(),
-                    "it is a symbolic link; stoker never writes through one in a log directory (remove it)",
+                    "it is a symbolic link; in a log directory stoker never writes through one, nor reads a file a person edits through one (remove it)",
                 )
             } else {
                 e
@@ -100,7 +100,21 @@ pub(crate) fn open_own(options: &mut OpenOptions, path: &Path) -> std::io::Resul
 /// (a symlink to `/dev/zero`) or a larger file is an error, found before anything is read when
 /// its size says so.
 pub(crate) fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    let file = open_regular(OpenOptions::new().read(true), path)?;
+    read_open_bounded(open_regular(OpenOptions::new().read(true), path)?, limit)
+}
+
+/// The text of a file a person edits in the log directory (`hyper.txt`), whose lines its
+/// reader may quote in warnings: opened as [`open_own`] opens a file to write into it (never
+/// through a symlink, only a regular file of one name that this process's user owns), so that a
+/// link planted there never shows another file's lines; then read as [`read_text_bounded`] reads.
+pub(crate) fn read_own_text_bounded(path: &Path, limit: u64) -> std::io::Result<String> {
+    let bytes = read_open_bounded(open_own(OpenOptions::new().read(true), path)?, limit)?;
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8"))
+}
+
+/// The bytes of the open regular file `file`, if it holds at most `limit` (see [`read_bounded`]).
+fn read_open_bounded(file: File, limit: u64) -> std::io::Result<Vec<u8>> {
     let too_large = || {
         std::io::Error::new(
             std::io::ErrorKind::FileTooLarge,
@@ -145,8 +159,11 @@ pub(crate) fn read_exact_len(path: &Path, len: u64) -> Result<Vec<u8>, LengthRea
     if size > len {
         return Err(LengthRead::Length(size));
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-    file.take(len + 1).read_to_end(&mut bytes).map_err(LengthRead::Io)?;
+    // Room for what the file holds, not for what `len` claims: `len` comes from a manifest, which
+    // a crafted or damaged one sets to anything (a reservation of `u64::MAX` bytes panics, one of
+    // a terabyte aborts where memory is not overcommitted).
+    let mut bytes = Vec::with_capacity(usize::try_from(size.min(len)).unwrap_or(0));
+    file.take(len.saturating_add(1)).read_to_end(&mut bytes).map_err(LengthRead::Io)?;
     if bytes.len() as u64 != len {
         return Err(LengthRead::Length(bytes.len() as u64));
     }

@@ -32,8 +32,8 @@ pub(crate) use leftovers::{
     host_name, is_leftover, leftover_of, move_aside, remove_leftover_temporaries, temporary_name,
 };
 pub(crate) use log_file::{
-    LengthRead, MAX_INDEX_BYTES, MAX_STATS_BYTES, open_own, read_bounded, read_exact_len, read_text_bounded,
-    warn_if_shared,
+    LengthRead, MAX_INDEX_BYTES, MAX_STATS_BYTES, open_own, read_bounded, read_exact_len,
+    read_own_text_bounded, read_text_bounded, warn_if_shared,
 };
 pub use monitors::{Better, MonitorSink, Monitors};
 pub(crate) use persist::{create_dir_all_synced, sync_dir, write_new_file};

@@ -327,10 +327,13 @@ impl World {
     }
 }
 
-/// One MPI exchange: the gradients (zeros when this rank has none) and the words, in one round
-/// trip, the sums read back. Without gradients, the buffers (and whether this rank is the chief)
-/// ride at the start of the zeros: the chief's values, -0.0 from the other ranks, which adds to
-/// any value without changing its bits (+0.0 would turn a -0.0 into a +0.0).
+/// One MPI exchange. A rank with gradients sends them with the words, in one round trip. A rank
+/// without (an epoch's end, the end of training, a callback's sum, a failure) sends its words
+/// first, and then only what the others' words ask for ([`words::GRADS`], [`words::BUFFERS`]):
+/// zeros of the gradients' length when some rank sent gradients (a failing rank meeting the
+/// others at a step), else the buffers when some rank carries them (an epoch's end: the chief's
+/// values, -0.0 from the other ranks, which adds to any value without changing its bits, where
+/// +0.0 would turn a -0.0 into a +0.0), else nothing: an exchange of words alone sends the words.
 #[cfg(feature = "mpi")]
 fn mpi_exchange<M: Module>(
     comm: &mpi::MpiComm,
@@ -341,30 +344,56 @@ fn mpi_exchange<M: Module>(
     device: &Device,
     size: usize,
 ) -> Option<GradientsParams> {
+    sent.clear();
+    sent.extend_from_slice(words);
+    sent[words::GRADS] = if grads.is_some() { 1.0 } else { 0.0 };
+    sent[words::BUFFERS] = if buffers.is_some() { 1.0 } else { 0.0 };
+    let Some(local) = grads else {
+        comm.all_reduce_words_first(sent, words);
+        mpi_words_asked(comm, (send, recv), model, buffers, words);
+        return None;
+    };
     let len = flat::grad_len(model);
     send.resize(len, 0.0);
     recv.resize(len, 0.0);
-    match &grads {
-        Some(grads) => flat::write_grads(model, grads, send),
-        None => send.fill(0.0),
-    }
-    if let (None, Some((values, chief))) = (&grads, &buffers) {
-        let values: &[f32] = values;
-        match chief {
-            true => send[..values.len()].copy_from_slice(values),
-            false => send[..values.len()].fill(-0.0),
-        }
-    }
-    sent.clear();
-    sent.extend_from_slice(words);
+    flat::write_grads(model, &local, send);
     comm.all_reduce_sums((send, recv), (sent, words));
-    if let (None, Some((values, false))) = (&grads, buffers) {
-        values.copy_from_slice(&recv[..values.len()]);
-    }
-    let local = grads?;
     let scale = 1.0 / size as f32;
     for value in &mut recv[..flat::param_len(model)] {
         *value *= scale;
     }
     Some(flat::read_grads(model, recv, &local, device))
+}
+
+/// After a rank without gradients summed its words: the `f32`s the summed `words` ask of it (see
+/// [`mpi_exchange`]), summed with the other ranks', the buffers it carries read back from them.
+#[cfg(feature = "mpi")]
+fn mpi_words_asked<M: Module>(
+    comm: &mpi::MpiComm,
+    (send, recv): (&mut Vec<f32>, &mut Vec<f32>),
+    model: &M,
+    buffers: Option<(&mut [f32], bool)>,
+    words: &[f64],
+) {
+    let len = match (words[words::GRADS] > 0.0, words[words::BUFFERS] > 0.0, &buffers) {
+        (true, ..) => flat::grad_len(model),
+        (false, true, Some((values, _))) => values.len(),
+        (false, true, None) => buffers::len(model),
+        (false, false, _) => return,
+    };
+    send.clear();
+    send.resize(len, 0.0);
+    recv.resize(len, 0.0);
+    if let Some((values, chief)) = &buffers {
+        let n = values.len().min(len);
+        match chief {
+            true => send[..n].copy_from_slice(&values[..n]),
+            false => send[..n].fill(-0.0),
+        }
+    }
+    comm.all_reduce_floats(send, recv);
+    if let Some((values, false)) = buffers {
+        let n = values.len().min(len);
+        values[..n].copy_from_slice(&recv[..n]);
+    }
 }

@@ -6,6 +6,7 @@
 
 use std::cell::Cell;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use mpi::Threading;
 use mpi::collective::SystemOperation;
@@ -16,6 +17,15 @@ use crate::error::{Error, Result};
 
 /// The most elements one `MPI_Allreduce` call takes: MPI counts are C `int`s.
 const MAX_COUNT: usize = 1 << 30;
+
+/// The `f32`s this process has given to MPI's element-wise sums so far: its share of what the
+/// exchanges send, which the tests read (`bench_support::mpi_floats_reduced`).
+static FLOATS_REDUCED: AtomicU64 = AtomicU64::new(0);
+
+/// The `f32`s this process has given to MPI's sums so far (see [`FLOATS_REDUCED`]).
+pub(crate) fn floats_reduced() -> u64 {
+    FLOATS_REDUCED.load(Ordering::Relaxed)
+}
 
 /// This process's MPI world (rsmpi over OpenMPI).
 ///
@@ -105,11 +115,44 @@ impl MpiComm {
         mpi::request::scope(|scope| {
             let words =
                 self.world.immediate_all_reduce_into(scope, words_send, words, SystemOperation::sum());
-            for (send, recv) in send.chunks(MAX_COUNT).zip(recv.chunks_mut(MAX_COUNT)) {
-                self.world.all_reduce_into(send, recv, SystemOperation::sum());
-            }
+            self.all_reduce_floats(send, recv);
             words.wait();
         });
+    }
+
+    /// The words' sum alone, in the non-blocking call [`all_reduce_sums`](Self::all_reduce_sums)
+    /// makes for them (a blocking call would not match it), waited for. A rank without gradients
+    /// sends its words first and learns from their sum what else it must add, with
+    /// [`all_reduce_floats`](Self::all_reduce_floats): together they match another rank's
+    /// `all_reduce_sums` whose `f32`s are as many.
+    ///
+    /// # Panics
+    ///
+    /// When `send` and `recv` differ in length, or hold more than 2^30 elements.
+    pub(crate) fn all_reduce_words_first(&self, send: &[f64], recv: &mut [f64]) {
+        check_lengths(send, recv);
+        assert!(
+            send.len() <= MAX_COUNT,
+            "all_reduce_words_first: {} words are more than one MPI call takes",
+            send.len()
+        );
+        mpi::request::scope(|scope| {
+            self.world.immediate_all_reduce_into(scope, send, recv, SystemOperation::sum()).wait();
+        });
+    }
+
+    /// `send` summed into `recv` over the ranks, in the blocking calls of at most [`MAX_COUNT`]
+    /// elements each that [`all_reduce_sums`](Self::all_reduce_sums) makes for its `f32`s.
+    ///
+    /// # Panics
+    ///
+    /// When `send` and `recv` differ in length.
+    pub(crate) fn all_reduce_floats(&self, send: &[f32], recv: &mut [f32]) {
+        check_lengths(send, recv);
+        FLOATS_REDUCED.fetch_add(send.len() as u64, Ordering::Relaxed);
+        for (send, recv) in send.chunks(MAX_COUNT).zip(recv.chunks_mut(MAX_COUNT)) {
+            self.world.all_reduce_into(send, recv, SystemOperation::sum());
+        }
     }
 
     /// Element-wise sum over all ranks of `send` into `recv`, `f64`s only: the small exchanges
@@ -134,6 +177,7 @@ impl MpiComm {
     pub(crate) fn abort(&self, code: i32, message: &str) -> ! {
         crate::logging::error!("{message}");
         crate::logging::flush();
+        crate::signal::kill_helpers();
         self.world.abort(code)
     }
 }

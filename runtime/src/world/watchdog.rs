@@ -26,6 +26,7 @@ pub(crate) fn failure(rank: usize, error: &crate::error::Error) -> Watchdog {
     );
     Watchdog::start(FAILURE_WAIT, move || {
         crate::logging::error!("{message}");
+        crate::signal::kill_helpers();
         std::process::exit(1);
     })
 }

@@ -46,7 +46,15 @@ pub(crate) const SUM_LEN: usize = 11;
 pub(crate) const REPLICA: usize = 13;
 /// 1 where the chief put its checksum at [`REPLICA`].
 pub(crate) const REPLICA_SET: usize = 15;
-const FIXED: usize = 16;
+/// Ranks whose exchange carries gradients (MPI): a rank without any learns from it that it must
+/// add zeros of the gradients' length, as a failing rank meeting the others at a step does.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) const GRADS: usize = 16;
+/// Ranks whose exchange carries the chief's buffers, an epoch's end (MPI): a rank that does not
+/// learns from it that it must add zeros of the buffers' length.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) const BUFFERS: usize = 17;
+const FIXED: usize = 18;
 /// How many values one sum over ranks for callbacks carries.
 pub(crate) const USER: usize = 32;
 

@@ -17,6 +17,8 @@
 //! - `partial-grad`: rank 1's step leaves the bias out (only the chief has its gradient);
 //! - `slow-save`: 2 epochs of 1000 steps per rank, 20 ms of sleep per step, a checkpoint that
 //!   takes 5 s to write (a large model's), `OUT/started` after step 20.
+//! - `sums`: two epochs of 5 steps per rank with SGD, a sum over ranks at every step (each
+//!   rank's record holds `floats_reduced`, the `f32`s its exchanges gave MPI);
 //! - `bn`: the ConvNet with BatchNorm and dropout 0.3 (`stoker_tests::families`), seeded, 3
 //!   epochs of 4 steps per rank, under `LogDirPolicy::NewVersion`; `bn-stop`: the same, with a
 //!   checkpoint and a stop at global step 6. Its record's `weights` are every float tensor's
@@ -79,6 +81,8 @@ impl Callback<Linear> for SlowSave {
 /// step 20 (for the SIGINT test).
 struct Script {
     started: PathBuf,
+    /// Sum a value over the ranks at every step (`sums`).
+    sums: bool,
 }
 
 impl Callback<Linear> for Script {
@@ -88,6 +92,11 @@ impl Callback<Linear> for Script {
     fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         if ctx.rank() == 1 && ctx.global_step() == 5 && ctx.counters().max_epoch() == 9 {
             ctx.request_stop("rank 1 had enough");
+        }
+        if self.sums {
+            let mut one = [1.0];
+            ctx.sum_over_ranks(&mut one)?;
+            assert_eq!(one[0], ctx.world_size() as f64, "the sum over ranks of a 1 from each");
         }
         if ctx.rank() == 0 && ctx.global_step() == 20 {
             std::fs::write(&self.started, b"").map_err(|e| burn_stoker::Error::io(&self.started, e))?;
@@ -145,9 +154,10 @@ fn run(
     let rank = world.rank();
     let size = world.size();
     let optimizer: ModuleOptimizer =
-        if scenario == "sgd" { SgdConfig::new().init() } else { AdamConfig::new().init() };
+        if matches!(scenario, "sgd" | "sums") { SgdConfig::new().init() } else { AdamConfig::new().init() };
     let (steps, epochs) = match scenario {
         "callbacks" => (8, 2),
+        "sums" => (10, 2),
         "stop" => (20, 9),
         "long" => (800, 3),
         "far" => (99, 1 + u64::from(resume)),
@@ -159,7 +169,7 @@ fn run(
     let every = Count { chief_only: false, setups: Default::default(), steps: Default::default() };
     let (chief_setups, chief_steps, every_setups, every_steps) =
         (chief.setups.clone(), chief.steps.clone(), every.setups.clone(), every.steps.clone());
-    let script = Script { started: out.join("started") };
+    let script = Script { started: out.join("started"), sums: scenario == "sums" };
     let defaults =
         if scenario == "callbacks" { DefaultCallbacks::default() } else { DefaultCallbacks::none() };
     let mut model = fixed_model(device);
@@ -210,6 +220,7 @@ fn run(
         "chief_steps": chief_steps.load(Ordering::SeqCst),
         "every_setups": every_setups.load(Ordering::SeqCst),
         "every_steps": every_steps.load(Ordering::SeqCst),
+        "floats_reduced": burn_stoker::bench_support::mpi_floats_reduced(),
     });
     write_record(out, rank, &record)
 }

@@ -130,3 +130,45 @@ fn logging_a_best_saver_on_a_statistic_never_put_warns_once_and_saves_nothing() 
         assert!(warning.message.contains("has been put yet"), "{warning:?}");
     }
 }
+
+/// `hyper.txt` as a symlink planted in the log directory, to another file of this user's (a key,
+/// a token): `HumanHyperParamSetter` does not read through it, so no warning quotes the target's
+/// lines (its warning about a line that is not `name:value` once echoed them), and it says what
+/// is wrong instead.
+#[cfg(unix)]
+#[test]
+fn logging_a_hyper_file_linked_elsewhere_quotes_none_of_the_target_s_lines() {
+    use burn::nn::Linear;
+    use burn_stoker::param::HumanHyperParamSetter;
+    use burn_stoker::prelude::*;
+    use stoker_tests::{mse, tiny_data, tiny_model};
+    logger();
+    let dir = scratch_dir("logging-hyper-link");
+    let elsewhere = scratch_dir("logging-hyper-link-target");
+    let token = format!("PRIVATE-KEY-LINE-{}", std::process::id());
+    let target = elsewhere.join("id_key");
+    let contents = format!("{token}\nlearning_rate:0.5\n");
+    std::fs::write(&target, &contents).unwrap();
+    std::os::unix::fs::symlink(&target, dir.join("hyper.txt")).unwrap();
+    let device = burn_stoker::device::cpu();
+    let report =
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+            .max_epoch(2)
+            .learning_rate(0.1)
+            .log_dir(&dir)
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .callbacks(HumanHyperParamSetter::new("learning_rate"))
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .unwrap();
+    assert_eq!(report.outcome, Outcome::Finished);
+    let records = logger().records.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let quoting: Vec<&Captured> = records.iter().filter(|r| r.message.contains(&token)).collect();
+    assert!(quoting.is_empty(), "a message quotes the link's target: {quoting:#?}");
+    let about: Vec<&Captured> = records
+        .iter()
+        .filter(|r| r.message.contains(&dir.display().to_string()) && r.message.contains("symbolic link"))
+        .collect();
+    assert!(!about.is_empty(), "no warning says that hyper.txt is a symbolic link: {records:#?}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), contents, "the target was changed");
+}

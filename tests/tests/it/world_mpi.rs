@@ -105,6 +105,22 @@ fn two_mpi_ranks_with_adam_train_what_one_rank_with_twice_the_batch_trains() {
     equivalent("adam", AdamConfig::new().init());
 }
 
+/// What a rank's exchanges give MPI to sum: the weights once at the start (the fixtures' 6 -> 3
+/// `Linear`: 21 values) and the gradients at each step (21, and a flag per parameter: 23), and
+/// nothing more: an exchange of the words alone (a callback's sum over ranks, an epoch's end, the
+/// final one) sends the words only. Each once sent zeros the size of the gradients beside them.
+#[test]
+fn over_mpi_an_exchange_of_words_alone_sends_no_gradient_sized_buffer() {
+    let (output, records, _) = run("sums", &scratch_dir("mpi-sums"), false);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(records.len(), 2, "{}", text(&output));
+    for record in &records {
+        assert_eq!(record["global_step"], 10, "{record}");
+        assert_eq!(record["floats_reduced"], 21 + 10 * 23, "{record}");
+    }
+    assert_eq!(records[0]["weights"], records[1]["weights"], "the replicas must be bit-identical");
+}
+
 #[test]
 fn over_mpi_chief_only_callbacks_run_once_and_one_rank_writes() {
     let dir = scratch_dir("mpi-callbacks");

@@ -195,6 +195,7 @@ fn run(shared: &Shared, hold: &TerminalHold, stop: &dyn Fn()) -> std::io::Result
                     if is_ctrl_c && ctrl_c {
                         restore();
                         let _ = writeln!(std::io::stderr(), "stoker: a second Ctrl-C: exiting at once");
+                        crate::signal::kill_helpers();
                         std::process::exit(130);
                     }
                     if is_ctrl_c || matches!(key.code, KeyCode::Char('q') | KeyCode::Char('Q')) {

@@ -1,5 +1,6 @@
 //! Running the commands with `sh -c` on a thread of their own, one after the other, with a
-//! bounded queue and a bounded wait at the end.
+//! bounded queue and a bounded wait at the end. Each command is a helper that ends with the
+//! process, its process group killed when the process ends at once (`signal::spawn_helper`).
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -99,8 +100,15 @@ fn run_commands(owner: &'static str, commands: &Receiver<String>, abandon: &Atom
             dropped += 1;
             continue;
         }
-        match shell(&command).stdin(Stdio::null()).spawn() {
-            Ok(child) => wait_for(owner, &command, child, abandon),
+        let mut started = shell(&command);
+        started.stdin(Stdio::null());
+        // Killed with its group if the process ends at once (see `signal::spawn_helper`).
+        match crate::signal::spawn_helper(started, true).1 {
+            Ok(child) => {
+                let pid = child.id();
+                wait_for(owner, &command, child, abandon);
+                crate::signal::forget_helper(pid);
+            }
             Err(e) => crate::logging::warn!("{owner}: command `{command}` could not start: {e}"),
         }
     }

@@ -127,3 +127,30 @@ fn remove_leftovers_never_removes_another_host_s_live_temporary() {
     assert!(present(&mine_live));
     fs::remove_dir_all(&root).unwrap();
 }
+
+/// A manifest crafted (or damaged) to give a file a huge length, sealed so that it passes its own
+/// checksum: the checkpoint is refused as damaged, naming the file and both lengths, before any
+/// memory is set aside for that length (it once reserved the manifest's length first: `u64::MAX`
+/// panicked with a capacity overflow, a terabyte aborted the process where memory is not
+/// overcommitted).
+#[test]
+fn a_manifest_length_past_the_file_s_size_is_refused_before_it_is_allocated() {
+    let root = std::env::temp_dir().join(format!("stoker-unit-huge-len-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&root);
+    write_at(&root, 1.0e9, 5, 1.0, 0.0);
+    let dir = root.join(checkpoint_name(5));
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let original: Manifest = serde_json::from_slice(&fs::read(&manifest_path).unwrap()).unwrap();
+    for huge in [u64::MAX, 1 << 40] {
+        let mut crafted: Manifest = serde_json::from_value(serde_json::to_value(&original).unwrap()).unwrap();
+        crafted.checksum = None;
+        crafted.files.get_mut(MODEL_FILE).unwrap().len = huge;
+        fs::write(&manifest_path, crafted.seal().unwrap()).unwrap();
+        let error = super::Checkpoint::read(&dir).unwrap_err().to_string();
+        assert!(
+            error.contains(&format!("{MODEL_FILE} is 1 bytes long, the manifest says {huge}")),
+            "{huge}: {error}"
+        );
+    }
+    fs::remove_dir_all(&root).unwrap();
+}
