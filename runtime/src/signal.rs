@@ -33,11 +33,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 mod children;
-
-pub(crate) use children::{forget_helper, kill_helpers, spawn_helper};
-
 mod prompt;
 
+pub(crate) use children::{forget_helper, kill_helpers, spawn_helper};
 #[cfg(unix)]
 pub(crate) use prompt::wait_readable_or_stop;
 pub(crate) use prompt::{TerminalHold, hold_terminal, open_prompt};
