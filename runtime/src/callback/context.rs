@@ -240,6 +240,13 @@ impl<M> Context<'_, M> {
     pub fn log_dir(&self) -> &Path {
         &self.state.log_dir
     }
+    /// The folders holding this run's checkpoints, once the callbacks are set up: the log
+    /// directory (a best state's folder), its `checkpoints/`, and each saver's own folder.
+    pub(crate) fn checkpoint_folders(&self) -> Vec<std::path::PathBuf> {
+        let log_dir = &self.state.log_dir;
+        let savers = self.state.control.savers.iter().filter_map(|saver| saver.root.clone());
+        [log_dir.clone(), log_dir.join(crate::state::CHECKPOINTS)].into_iter().chain(savers).collect()
+    }
     /// Stop training at the next step boundary (tensorpack's `StopTraining`); `after_train`
     /// still runs for every callback, and the run ends with
     /// [`Outcome::Stopped`](crate::callback::Outcome::Stopped) and this reason (the first one

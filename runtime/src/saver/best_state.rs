@@ -44,7 +44,11 @@ use crate::stop::Mode;
 /// as a [`MinSaver`](super::MinSaver)'s copy name is checked (not starting with `.` or `step-`,
 /// no `.tmp`, `.old`, `.deleting`, `.abandoned` ending); a folder already there that is not a
 /// checkpoint, or a file, is an error at setup (nothing of the user's is replaced). The best
-/// value is callback state: a resumed run does not replace the best state with a worse one.
+/// value is callback state: a resumed run does not replace the best state with a worse one. A
+/// run resumed from an earlier checkpoint (sent back in time) sets the best state written after
+/// that checkpoint aside as `<name>.abandoned` (nothing is deleted) before it trains: that
+/// abandoned timeline's best would otherwise be replaced by the resumed run's next improvement,
+/// which can be worse. A `weights_only` file records no step and is not set aside.
 ///
 /// ```
 /// use burn_stoker::prelude::*;
@@ -69,6 +73,9 @@ pub struct SaveBestState {
     best_epoch: u64,
     weights_only: bool,
     writer: Option<Writer>,
+    /// Whether the run resumed (its state was loaded): the best state written after the
+    /// checkpoint it resumed from is set aside before training.
+    resumed: bool,
 }
 crate::kind::kind!(SaveBestState);
 
@@ -85,6 +92,7 @@ impl SaveBestState {
             best_epoch: 0,
             weights_only: false,
             writer: None,
+            resumed: false,
         }
     }
     /// Write the model's weights alone, a burnpack file at `path` (what this callback wrote
@@ -238,6 +246,18 @@ impl<M: Module + 'static> Callback<M> for SaveBestState {
         };
         self.best_epoch = state.get("best_epoch").and_then(Json::as_u64).ok_or_else(|| bad("best_epoch"))?;
         self.watched.seen = state.get("seen").and_then(Json::as_u64).ok_or_else(|| bad("seen"))? as usize;
+        self.resumed = true;
+        Ok(())
+    }
+
+    /// A run sent back to an earlier checkpoint: the best state at `path` written after it (the
+    /// abandoned timeline's best, better than anything the restored best value knows of) is set
+    /// aside as `<name>.abandoned`, as MinSaver's copies are, instead of being replaced by the
+    /// resumed run's next improvement. A weights-only file records no step, and stays.
+    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if self.resumed && !self.weights_only && ctx.is_chief() {
+            crate::saver::checkpoint::abandon_if_newer(&self.target, ctx.global_step())?;
+        }
         Ok(())
     }
 

@@ -52,6 +52,17 @@ pub(crate) struct Journal {
     crc32c: u32,
     /// The file, open once appended to.
     file: Option<File>,
+    /// The copies of the history kept in other folders ([`mirror_into`](Self::mirror_into)), and
+    /// how many of its bytes each holds.
+    mirrors: Vec<(PathBuf, u64)>,
+}
+
+/// Whether a journal that could not be read back is missing or holds another history (removed,
+/// cut back, replaced): what a resume survives with a shorter history. Any other failure (a
+/// permission, an I/O error) is not.
+pub(crate) fn is_missing_or_mismatched(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{InvalidData, NotFound, UnexpectedEof};
+    matches!(error.kind(), NotFound | UnexpectedEof | InvalidData)
 }
 
 impl Journal {
@@ -68,8 +79,12 @@ impl Journal {
         for place in places.iter().filter(|place| place.exists()) {
             match read_verified(place, mark) {
                 Ok(bytes) => {
-                    let journal =
-                        Journal { path: Some(place.clone()), len: mark.len, crc32c: mark.crc32c, file: None };
+                    let journal = Journal {
+                        path: Some(place.clone()),
+                        len: mark.len,
+                        crc32c: mark.crc32c,
+                        ..Journal::default()
+                    };
                     return Ok((journal, bytes));
                 }
                 Err(error) => {
@@ -124,6 +139,38 @@ impl Journal {
             return Err(error);
         }
         Ok(Mark { file: absolute(&path), len: self.len, crc32c: self.crc32c })
+    }
+
+    /// Keep a copy of the history in the folder `dir` under the journal's name, so that a folder
+    /// of checkpoints outside the log directory (a saver's `checkpoint_dir`) holds the history its
+    /// checkpoints name: a resume finds it there when the log directory is gone. The first copy a
+    /// run makes into a folder is written whole (atomically: it replaces whatever timeline was
+    /// there); later ones append what the journal gained since, synced.
+    pub(crate) fn mirror_into(&mut self, dir: &Path) -> std::io::Result<()> {
+        let path = self.path.clone().ok_or_else(|| std::io::Error::other("the journal has no file"))?;
+        let target = dir.join(path.file_name().unwrap_or_default());
+        if same_file(&target, &path) {
+            return Ok(());
+        }
+        let known = self.mirrors.iter().position(|(place, _)| *place == target);
+        let from = known.map_or(0, |i| self.mirrors[i].1);
+        let bytes = read_range(&path, from, self.len)?;
+        match known {
+            None => {
+                super::create_dir_all_synced(dir)?;
+                super::write_atomic(&target, &bytes)?;
+                self.mirrors.push((target, self.len));
+            }
+            Some(i) => {
+                let mut file = open_own(OpenOptions::new().write(true), &target)?;
+                file.set_len(from)?;
+                file.seek(SeekFrom::Start(from))?;
+                file.write_all(&bytes)?;
+                file.sync_data()?;
+                self.mirrors[i].1 = self.len;
+            }
+        }
+        Ok(())
     }
 
     /// Write `bytes` at the end of the history (cutting off anything after it first).
@@ -214,6 +261,21 @@ fn read_prefix(path: &Path, len: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The bytes `from..to` of the journal at `path` (a regular file, never waited on).
+fn read_range(path: &Path, from: u64, to: u64) -> std::io::Result<Vec<u8>> {
+    let mut file = open_regular(OpenOptions::new().read(true), path)?;
+    file.seek(SeekFrom::Start(from))?;
+    let mut bytes = Vec::with_capacity(usize::try_from(to.saturating_sub(from)).unwrap_or(0));
+    file.take(to.saturating_sub(from)).read_to_end(&mut bytes)?;
+    if (bytes.len() as u64) < to.saturating_sub(from) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the journal is shorter than its history",
+        ));
+    }
+    Ok(bytes)
+}
+
 /// `path` made absolute (a checkpoint names its journal wherever the run was started from).
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
@@ -277,6 +339,31 @@ mod tests {
         let mark = Mark { file: path.clone(), len: 9, crc32c: 0 };
         assert!(Journal::resume(&mark, &[]).unwrap_err().to_string().contains("holds 4 bytes"));
         assert_eq!(Mark::from_json(&mark.to_json()), Some(mark));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_mirror_holds_the_history_whole_then_follows_each_append() {
+        let dir = scratch("mirror");
+        let path = dir.join(JOURNAL_DIR).join("a.jsonl");
+        let archive = dir.join("archive").join(JOURNAL_DIR);
+        // Whatever another timeline left there is replaced by the first copy.
+        std::fs::create_dir_all(&archive).unwrap();
+        std::fs::write(archive.join("a.jsonl"), b"[7]\n[7]\n[7]\n").unwrap();
+        let mut journal = Journal::at(path.clone());
+        journal.append(b"[1]\n").unwrap();
+        journal.mirror_into(&archive).unwrap();
+        assert_eq!(std::fs::read(archive.join("a.jsonl")).unwrap(), b"[1]\n");
+        let mark = journal.append(b"[2]\n").unwrap();
+        journal.mirror_into(&archive).unwrap();
+        assert_eq!(std::fs::read(archive.join("a.jsonl")).unwrap(), b"[1]\n[2]\n");
+        // The log directory's journal gone, the mark is read from the copy.
+        std::fs::remove_dir_all(dir.join(JOURNAL_DIR)).unwrap();
+        let error = Journal::resume(&mark, &[]).unwrap_err();
+        assert!(is_missing_or_mismatched(&error), "{error}");
+        let (found, bytes) = Journal::resume(&mark, std::slice::from_ref(&archive)).unwrap();
+        assert!(found.is_at(&archive.join("a.jsonl")));
+        assert_eq!(bytes, b"[1]\n[2]\n");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

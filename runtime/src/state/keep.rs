@@ -1,4 +1,11 @@
-//! Which checkpoints to keep: what a callback asks for with a checkpoint.
+//! Which checkpoints to keep: what a callback asks for with a checkpoint, and the names of the
+//! checkpoint layout that the layers below the savers read (the savers' `checkpoint` module
+//! publishes them).
+
+/// The folder of checkpoints inside the log directory (`saver::checkpoint::CHECKPOINT_DIR`).
+pub(crate) const CHECKPOINTS: &str = "checkpoints";
+/// The file of a checkpoint holding the callbacks' states (`saver::checkpoint::TRAINER_FILE`).
+pub(crate) const TRAINER: &str = "trainer.json";
 
 /// Which checkpoints to keep (tensorpack's `max_to_keep` and `keep_checkpoint_every_n_hours`).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -25,9 +25,12 @@ mod watched;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use hyper::{HyperParams, LEARNING_RATE, SharedParam};
 pub use journal::JOURNAL_DIR;
-pub(crate) use journal::{Journal, Mark, entries as journal_entries, push_line as push_journal_line};
+pub(crate) use journal::{
+    Journal, Mark, entries as journal_entries, is_missing_or_mismatched as journal_missing_or_mismatched,
+    push_line as push_journal_line,
+};
 pub use keep::KeepPolicy;
-pub(crate) use keep::check_copy_name;
+pub(crate) use keep::{CHECKPOINTS, TRAINER, check_copy_name};
 pub(crate) use leftovers::{
     host_name, is_leftover, leftover_of, move_aside, remove_leftover_temporaries, temporary_name,
 };
@@ -36,6 +39,7 @@ pub(crate) use log_file::{
     read_own_text_bounded, read_text_bounded, warn_if_shared,
 };
 pub use monitors::{Better, MonitorSink, Monitors};
+pub(crate) use monitors::{ReadJournal, journal_name};
 pub(crate) use persist::{create_dir_all_synced, sync_dir, write_new_file};
 pub use persist::{json_f64, parse_f64, write_atomic};
 pub(crate) use queue::{BoundedSender, bounded};

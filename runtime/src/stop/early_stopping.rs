@@ -12,7 +12,7 @@ use serde_json::{Value as Json, json};
 use super::{Mode, file_safe, state_f64, state_u64};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
-use crate::state::{Watched, json_f64, write_atomic};
+use crate::state::{TRAINER, Watched, json_f64, write_atomic};
 
 /// The best weights kept in memory: a clone of the model (burn's tensors are reference-counted
 /// and the optimizer makes new ones at every step, so the clone keeps the weights it was taken
@@ -57,7 +57,10 @@ struct BestWeights {
 /// in every checkpoint: a resumed run stops at the epoch an uninterrupted run would. With
 /// `restore_best_weights`, each checkpoint also saves the best weights (when they changed since
 /// the previous one) to `<log dir>/early-stopping-<monitor>/best-step-<global step>.bpk`
-/// (burnpack; the last two are kept), and a resumed run reads them back.
+/// (burnpack), and a resumed run reads them back. A file is kept while a checkpoint names it
+/// (in the log directory, its `checkpoints/` or a saver's own folder, the checkpoints set aside
+/// by a rollback included) and for the last two checkpoints written: a run resumed from any
+/// checkpoint still there, however old, restores the best weights that checkpoint knew.
 ///
 /// **Deliberate differences from Keras**: a NaN value is never an improvement (Keras would take
 /// a first NaN as the best and then never improve on it); the monitor has no default name
@@ -104,6 +107,9 @@ pub struct EarlyStopping {
     pending_weights: Option<String>,
     /// The global steps of the best weights written by the last two checkpoints.
     written: Cell<[Option<u64>; 2]>,
+    /// The folders whose checkpoints may name a best weights file (the log directory, its
+    /// `checkpoints/`, every saver's own folder): a file one of them names is kept.
+    checkpoint_folders: Vec<PathBuf>,
 }
 crate::kind::kind!(EarlyStopping);
 
@@ -153,6 +159,7 @@ impl EarlyStopping {
             log_dir: PathBuf::new(),
             pending_weights: None,
             written: Cell::new([None, None]),
+            checkpoint_folders: Vec::new(),
         }
     }
     /// Whether the statistic should go down or up (`Mode::Auto` by default).
@@ -253,26 +260,44 @@ impl EarlyStopping {
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let path = dir.join(Self::weights_file(weights.global_step));
         write_atomic(&path, &bytes).map_err(|e| Error::io(&path, e))?;
-        let keep = [Some(weights.global_step), last];
-        self.written.set(keep);
+        self.written.set([Some(weights.global_step), last]);
+        let mut keep = named_by_checkpoints(&self.checkpoint_folders, &self.label());
+        keep.extend([Some(weights.global_step), last]);
         remove_other_weights(&dir, &keep);
         Ok(())
     }
+}
+
+/// The steps of the best weights files that the checkpoints in `folders` (each a folder holding
+/// checkpoints, `step-N`, copies, set-aside ones) name in the state of the callback `owner`: a
+/// run resumed from any of them finds its best weights.
+fn named_by_checkpoints(folders: &[PathBuf], owner: &str) -> Vec<Option<u64>> {
+    let mut steps = Vec::new();
+    for folder in folders {
+        let Ok(entries) = std::fs::read_dir(folder) else { continue };
+        for entry in entries.flatten() {
+            let Ok(bytes) = std::fs::read(entry.path().join(TRAINER)) else {
+                continue;
+            };
+            let Ok(trainer) = serde_json::from_slice::<Json>(&bytes) else { continue };
+            let file =
+                trainer.get("callbacks").and_then(|c| c.get(owner)).and_then(|s| s.get("best_weights"));
+            steps.push(file.and_then(Json::as_str).and_then(step_of_file));
+        }
+    }
+    steps
+}
+
+/// The global step in a best weights file's name, `best-step-<N>.bpk`.
+fn step_of_file(name: &str) -> Option<u64> {
+    name.strip_prefix("best-step-")?.strip_suffix(".bpk")?.parse().ok()
 }
 
 /// Remove the `best-step-N.bpk` files of `dir` other than those of the steps in `keep`.
 fn remove_other_weights(dir: &Path, keep: &[Option<u64>]) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(step) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("best-step-"))
-            .and_then(|n| n.strip_suffix(".bpk"))
-            .and_then(|n| n.parse::<u64>().ok())
-        else {
-            continue;
-        };
+        let Some(step) = entry.file_name().to_str().and_then(step_of_file) else { continue };
         if !keep.contains(&Some(step)) {
             let _ = std::fs::remove_file(entry.path());
         }
@@ -327,13 +352,13 @@ impl<M: Module + 'static> Callback<M> for EarlyStopping {
     }
 
     fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.checkpoint_folders = ctx.checkpoint_folders();
         let Some(file) = self.pending_weights.take() else { return Ok(()) };
         if !self.restore_best_weights {
             return Ok(());
         }
         let path = self.weights_dir().join(&file);
-        let step =
-            file.strip_prefix("best-step-").and_then(|n| n.strip_suffix(".bpk")).and_then(|n| n.parse().ok());
+        let step = step_of_file(&file);
         let loaded = ModuleRecord::load(&path)
             .and_then(|record| ctx.model().clone().try_load_record(record))
             .map_err(|e| format!("{e:?}"));

@@ -12,7 +12,8 @@ use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
 use crate::state::{
-    JOURNAL_DIR, Journal, Mark as JournalMark, journal_entries, json_f64, parse_f64, push_journal_line,
+    JOURNAL_DIR, Journal, Mark as JournalMark, journal_entries, journal_missing_or_mismatched, json_f64,
+    parse_f64, push_journal_line,
 };
 
 /// The file `plot_loss` writes at the end of training, in the log directory.
@@ -429,9 +430,22 @@ impl Recorder {
     /// run's `history/` folder, first), read back and verified; appends go on after them.
     fn resume_journal(&mut self, mark: &JournalMark, dir: &std::path::Path) -> Result<(Steps, Steps)> {
         let bad = |what: &str| Error::checkpoint(format!("the saved state of Recorder is malformed: {what}"));
-        let (journal, bytes) = Journal::resume(mark, &[dir.to_path_buf()]).map_err(|e| {
-            Error::checkpoint_from(format!("reading Recorder's losses from {}: {e}", mark.file.display()), e)
-        })?;
+        let (journal, bytes) = match Journal::resume(mark, &[dir.to_path_buf()]) {
+            Ok(found) => found,
+            // Gone with its log directory, or cut back by another timeline: a shorter record.
+            Err(e) if journal_missing_or_mismatched(&e) => {
+                crate::logging::warn!(
+                    "Recorder: the losses recorded before this checkpoint cannot be read from {}: {e}; it records from here on",
+                    mark.file.display()
+                );
+                *self.journal.lock() = Journaled::default();
+                return Ok((Vec::new(), Vec::new()));
+            }
+            Err(e) => {
+                let what = format!("reading Recorder's losses from {}: {e}", mark.file.display());
+                return Err(Error::checkpoint_from(what, e));
+            }
+        };
         let (mut losses, mut lrs) = (Vec::new(), Vec::new());
         for (_, entry) in journal_entries(&bytes) {
             let entry = entry.ok_or_else(|| bad("a line of its journal"))?;

@@ -9,6 +9,7 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use super::versions::VersionsHold;
 use crate::error::{Error, Result};
 use crate::state::open_own;
 
@@ -34,6 +35,8 @@ pub(crate) struct LogDirLock {
     file: Option<File>,
     /// The directory, as held in [`HELD`].
     dir: PathBuf,
+    /// A run in a `version_N` folder: its shared hold on the base directory.
+    versions: VersionsHold,
 }
 
 /// The log directories this process holds. A lock file naming this process that no run here
@@ -86,7 +89,7 @@ impl LogDirLock {
                 "the log directory {} is not locked (Trainer::lock_log_dir(false) or {NO_LOCK_VAR}=1): nothing keeps a second run from writing into it at the same time; make sure that only one run uses it",
                 dir.display()
             );
-            return Ok(LogDirLock { file: None, dir: held_dir });
+            return Ok(LogDirLock { file: None, dir: held_dir, versions: VersionsHold::default() });
         }
         let path: PathBuf = dir.join(LOCK_FILE);
         // Never through a symlink planted there (`.lock -> ~/.bashrc` would be truncated below),
@@ -116,7 +119,13 @@ impl LogDirLock {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         write_holder(&mut file, &format!("{me} since unix time {since}")).map_err(|e| Error::io(&path, e))?;
         held().push(held_dir.clone());
-        Ok(LogDirLock { file: Some(file), dir: held_dir })
+        Ok(LogDirLock { file: Some(file), dir: held_dir, versions: VersionsHold::default() })
+    }
+
+    /// Keep `versions`, the base's hold of a run in a `version_N` folder, as long as this lock.
+    pub(super) fn with_versions(mut self, versions: VersionsHold) -> LogDirLock {
+        self.versions = versions;
+        self
     }
 
     /// Whether it holds the lock (false: the directory is held without it, the opt-out).

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use super::lock::{LOCK_FILE, LogDirLock};
+use super::versions::{VERSIONS_LOCK_FILE, VersionsHold};
 use crate::error::{Error, Result};
 use crate::monitor::STATS_FILE;
 use crate::saver::{CHECKPOINT_DIR, Checkpoint};
@@ -62,10 +63,13 @@ pub enum LogDirPolicy {
     /// a new, empty `LOG_DIR` (tensorpack's `b`). The backup is the directory as it was, every
     /// file in it, renamed: nothing is copied, nothing is lost, and a run can resume from it
     /// later (`resume_from("LOG_DIR.backup-.../checkpoints")`, into another log directory).
+    /// Refused, nothing moved, while a run trains in one of the directory's `version_N` folders
+    /// ([`NewVersion`](Self::NewVersion)).
     Backup,
-    /// Delete everything in the directory but the lock file, with a line on stderr saying what
+    /// Delete everything in the directory but the lock files, with a line on stderr saying what
     /// was deleted, and train in it (tensorpack's `d`). The earlier run is lost: choose it only
-    /// for runs you do not want.
+    /// for runs you do not want. Refused, nothing deleted, while a run trains in one of the
+    /// directory's `version_N` folders ([`NewVersion`](Self::NewVersion)).
     Delete,
     /// Leave the earlier run's files where they are and write this run beside them (tensorpack's
     /// `k`), with a warning on stderr. The two runs then mix: the earlier run's checkpoints count
@@ -290,11 +294,13 @@ pub(super) fn prepare(dir: &Path, policy: LogDirPolicy, lock: LogDirLock) -> Res
             Ok(lock)
         }
         LogDirPolicy::Delete => {
+            let _versions = VersionsHold::exclusive(dir, lock.locks(), false)?;
             delete_contents(dir)?;
             crate::logging::info!("deleted the earlier run in the log directory {} ({holds})", dir.display());
             Ok(lock)
         }
         LogDirPolicy::Backup => {
+            let versions = VersionsHold::exclusive(dir, lock.locks(), true)?;
             let backup = backup_path(dir)?;
             // The lock file moves with the directory (this run still holds it there, and drops it
             // below); the new directory gets a new lock before anything is written into it.
@@ -315,7 +321,7 @@ pub(super) fn prepare(dir: &Path, policy: LogDirPolicy, lock: LogDirLock) -> Res
                 backup.display()
             );
             let fresh = LogDirLock::acquire(dir, lock.locks())?;
-            drop(lock);
+            drop((lock, versions));
             Ok(fresh)
         }
     }
@@ -329,11 +335,11 @@ fn parent_dir(path: &Path) -> &Path {
     }
 }
 
-/// Remove every entry of `dir` but its lock file (a symlink is removed, not followed).
+/// Remove every entry of `dir` but its lock files (a symlink is removed, not followed).
 fn delete_contents(dir: &Path) -> Result<()> {
     for entry in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
-        if entry.file_name() == LOCK_FILE {
+        if entry.file_name() == LOCK_FILE || entry.file_name() == VERSIONS_LOCK_FILE {
             continue;
         }
         let path = entry.path();

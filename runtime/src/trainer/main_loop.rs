@@ -23,7 +23,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             crate::state::create_dir_all_synced(&self.state.log_dir)
                 .map_err(|e| Error::io(&self.state.log_dir, e))?;
             // The monitors' long histories go beside the checkpoints, in the run's journal.
-            let journal = format!("monitors-{}.jsonl", self.run_id);
+            let journal = crate::state::journal_name(&self.run_id);
             self.state.monitors.keep_history_in(self.state.log_dir.join(JOURNAL_DIR).join(journal));
         }
         self.dispatch.setup(&mut self.state)?;

@@ -41,6 +41,7 @@ mod saver_dirs;
 mod step;
 mod summary;
 mod train;
+mod versions;
 
 pub use crate::signal::StopHandle;
 pub use builder::{DEFERRED_READ_BUDGET, DEFERRED_READ_INTERVAL, Trainer};

@@ -12,7 +12,7 @@ use crate::callback::Counters;
 use crate::error::{Error, Result};
 use crate::monitor::parse_f64;
 use crate::saver::Checkpoint;
-use crate::state::HyperParams;
+use crate::state::{HyperParams, ReadJournal};
 
 /// How far the trainer is in its data: passes started, batches taken from the current pass.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -42,6 +42,11 @@ pub(super) struct Restored {
     /// Whether the run resumes even where the data position no longer means the same samples
     /// (`Trainer::resume_inexact`).
     pub(super) inexact: bool,
+    /// The monitors' journal, read back before the log directory's policy acted.
+    pub(super) journal: Option<ReadJournal>,
+    /// Whether the log directory holds the checkpoint's run (it goes back there to the
+    /// checkpoint's step, whatever folder the checkpoint is in).
+    pub(super) continues: bool,
 }
 
 fn malformed(checkpoint: &Checkpoint, what: &str) -> Error {
@@ -88,6 +93,8 @@ impl Restored {
             world_size: checkpoint.trainer.pointer("/world/size").and_then(Json::as_u64),
             pass_len: checkpoint.trainer.pointer("/data/batches_per_pass").and_then(Json::as_u64),
             inexact: false,
+            journal: None,
+            continues: false,
         })
     }
 

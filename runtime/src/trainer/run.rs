@@ -101,16 +101,10 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
 
     /// Restore the monitors, remember the rest for after setup, and set aside checkpoints newer
     /// than the one resumed from.
-    pub(super) fn restore(&mut self, restored: Restored) -> Result<()> {
+    pub(super) fn restore(&mut self, mut restored: Restored) -> Result<()> {
         restored.refuse_other_world(self.state.execution.size())?;
-        // The journal of the monitors' histories: in this run's log directory, or in the one the
-        // checkpoint is in (`<log dir>/checkpoints/step-N`), moved or copied with it.
-        let checkpoint_log_dir = restored.dir.parent().and_then(Path::parent);
-        let journal_dirs: Vec<PathBuf> = std::iter::once(self.state.log_dir.as_path())
-            .chain(checkpoint_log_dir)
-            .map(|dir| dir.join(crate::state::JOURNAL_DIR))
-            .collect();
-        self.state.monitors.load_state(&restored.monitors, &journal_dirs)?;
+        // The journal of the monitors' histories, read when the checkpoint was.
+        self.state.monitors.load_state(&restored.monitors, restored.journal.take())?;
         self.state.monitors.global_step = restored.global_step;
         self.first_local_step = restored.local_step;
         let root = self.state.log_dir.join(CHECKPOINT_DIR);
@@ -120,7 +114,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             (Ok(a), Ok(b)) => a == b,
             _ => false,
         };
-        if self.is_chief() && restored.dir.parent().is_some_and(|parent| same_folder(parent, &root)) {
+        let in_root = restored.dir.parent().is_some_and(|parent| same_folder(parent, &root));
+        if self.is_chief() && (in_root || (restored.continues && root.is_dir())) {
             checkpoint::abandon_newer(&root, restored.global_step)?;
         }
         if let Some(run) = &restored.run {

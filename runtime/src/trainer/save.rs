@@ -1,15 +1,18 @@
 //! Writing the trainer's checkpoints: what a checkpoint holds, where it goes, and the check
 //! that no checkpoint of non-finite numbers is ever written.
 
+use std::path::Path;
+
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::Tensor;
 use serde_json::{Map, Value as Json};
 
 use super::run::Run;
-use crate::callback::Callbacks;
+use crate::callback::{Callbacks, CheckpointRequest};
 use crate::error::{Error, Result};
 use crate::monitor::json_f64;
 use crate::saver::checkpoint::{self, CHECKPOINT_DIR, Content};
+use crate::state::JOURNAL_DIR;
 
 /// A write of a checkpoint boundary that failed, logged: training goes on, the latest complete
 /// checkpoint stays the latest (tensorpack's ModelSaver: "Exception in ModelSaver!").
@@ -66,7 +69,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         // failed write (a full disk) unless a checkpoint asked here says otherwise
         // (`OnWriteError::Fail`, a checkpoint asked by a callback or a signal).
         let keep_going = requests.iter().all(|request| request.keep_going);
-        let mut content = match self.content(at) {
+        let content = match self.content(at) {
             Ok(content) => content,
             // The journals' append (a full disk); a callback whose state fails is an error.
             Err(error @ (Error::Checkpoint { .. } | Error::Io { .. })) if keep_going => {
@@ -85,13 +88,38 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 Err(error) => return Err(error),
             }
         }
+        self.write_into_folders(requests, content, &root)?;
+        self.state.execution.checkpoint_written(started.elapsed());
+        Ok(())
+    }
+
+    /// Write `content` into every folder this boundary's `requests` name.
+    fn write_into_folders(
+        &mut self,
+        mut requests: Vec<CheckpointRequest>,
+        mut content: Content,
+        root: &Path,
+    ) -> Result<()> {
         // One checkpoint per folder asked for (each ModelSaver's `checkpoint_dir`), the same
         // content in each, stamped with the time its saver's clock gives; `<log dir>/checkpoints`
         // last, so that the run's last checkpoint is the one `auto_resume` reads when it has one.
-        let mut requests = requests;
         requests.sort_by_key(|request| request.root.is_none());
         for request in requests {
-            let folder = request.root.as_deref().unwrap_or(&root);
+            let folder = request.root.as_deref().unwrap_or(root);
+            // A saver's own folder holds a copy of the monitors' history its checkpoints name:
+            // it resumes without the log directory.
+            if !super::saver_dirs::same_folder(folder, root)
+                && let Err(error) = self.state.monitors.mirror_journal(&folder.join(JOURNAL_DIR))
+            {
+                match request.keep_going {
+                    true => crate::logging::error!(
+                        "ModelSaver: {error}; its checkpoint in {} is not written, training goes on",
+                        folder.display()
+                    ),
+                    false => return Err(error),
+                }
+                continue;
+            }
             content.time = request.time.unwrap_or_else(checkpoint::now);
             let run_start = request.run_start.unwrap_or(self.started_at);
             match checkpoint::write(folder, &content, &request.policy, run_start) {
@@ -103,7 +131,6 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 Err(error) => return Err(error),
             }
         }
-        self.state.execution.checkpoint_written(started.elapsed());
         Ok(())
     }
 

@@ -36,7 +36,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     }
 }
 
-fn same_folder(a: &Path, b: &Path) -> bool {
+/// Whether `a` and `b` name the same folder (as canonical paths; spelled alike when missing).
+pub(super) fn same_folder(a: &Path, b: &Path) -> bool {
     match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,

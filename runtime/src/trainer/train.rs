@@ -3,7 +3,7 @@
 //! callback that was set up, whatever happened, then the report).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use burn::module::Module;
@@ -15,12 +15,14 @@ use super::lock::LogDirLock;
 use super::log_dir::{self, LogDirPolicy, is_within};
 use super::restore::Restored;
 use super::run::Run;
+use super::versions::VersionsHold;
 use super::{LossFn, Step, TrainData, TrainError, TrainReport, TrainSummary, Trainer, TrainingStep};
 use crate::callback::{Callbacks, Control, Counters, Outcome, TrainState};
 use crate::error::{Error, Result, panic_message};
 use crate::saver::Checkpoint;
+use crate::saver::checkpoint::{self, CHECKPOINT_DIR};
 use crate::signal::{SignalGuard, signal_name};
-use crate::state::Monitors;
+use crate::state::{JOURNAL_DIR, Monitors, ReadJournal, journal_name};
 use crate::world::Execution;
 
 impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
@@ -145,12 +147,21 @@ fn open<M: Module>(
 ) -> Result<Opened> {
     let chief = execution.is_chief();
     let resume_auto = matches!(settings.resume, Resume::Auto);
+    let locks = super::lock::locking(settings.lock_log_dir);
+    // A run in a `version_N` folder holds the base against a Delete or a Backup of it, from
+    // before it chooses its folder.
+    let versions = match settings.log_dir_policy {
+        LogDirPolicy::NewVersion if chief => VersionsHold::shared(&settings.log_dir, locks)?,
+        _ => VersionsHold::default(),
+    };
     let (log_dir, found) = match settings.log_dir_policy {
         LogDirPolicy::NewVersion => versioned(&settings.log_dir, resume_auto, execution, model)?,
         _ => (settings.log_dir.clone(), None),
     };
-    let locks = super::lock::locking(settings.lock_log_dir);
-    let mut lock = if chief { Some(LogDirLock::acquire(&log_dir, locks)?) } else { None };
+    let mut lock = match chief {
+        true => Some(LogDirLock::acquire(&log_dir, locks)?.with_versions(versions)),
+        false => None,
+    };
     let checkpoint = match &settings.resume {
         Resume::Fresh => None,
         Resume::Auto if found.is_some() => found,
@@ -167,11 +178,19 @@ fn open<M: Module>(
             "starting_epoch must be between 1 and max_epoch ({max_epoch}), not {starting_epoch}"
         )));
     }
+    // Everything the resume reads is read before the policy below may move or remove it: the
+    // monitors' journal, in the log directory that wrote the checkpoint.
+    let journal = checkpoint.as_ref().map(|c| ReadJournal::of(&c.monitors, &journal_dirs(&log_dir, c.dir())));
+    let journal = journal.transpose()?.flatten();
     // A run that resumes nothing from its log directory is a fresh run there: the chief,
     // holding the lock, applies the policy to an earlier run it finds. `auto_resume` says the
     // directory is this run's, checkpoint or not (a run killed before its first checkpoint
-    // starts again with `--resume`).
-    let resumes_here = resume_auto || checkpoint.as_ref().is_some_and(|c| is_within(c.dir(), &log_dir));
+    // starts again with `--resume`); so does a checkpoint in it, or one of the run the directory
+    // holds (resumed from a saver's own folder: the run goes back to it, as from one of its
+    // checkpoints).
+    let continues = checkpoint.as_ref().is_some_and(|c| holds_run(&log_dir, c.run()));
+    let resumes_here =
+        resume_auto || continues || checkpoint.as_ref().is_some_and(|c| is_within(c.dir(), &log_dir));
     if let Some(held) = lock.take() {
         lock = Some(if resumes_here {
             held
@@ -193,11 +212,31 @@ fn open<M: Module>(
     let restored = match checkpoint {
         Some(checkpoint) => {
             let restored = Restored::read(checkpoint, model, optimizer, &mut settings.hyper, &mut counters)?;
-            Some(Restored { inexact: settings.resume_inexact, ..restored })
+            Some(Restored { inexact: settings.resume_inexact, journal, continues, ..restored })
         }
         None => None,
     };
     Ok(Opened { log_dir, lock, counters, restored })
+}
+
+/// Where a checkpoint's journal is looked for, before where it was written: this run's log
+/// directory, the checkpoint's own folder (a saver folder holds a copy) and the log directory of
+/// `<log dir>/checkpoints/step-N`, moved or copied with it.
+fn journal_dirs(log_dir: &Path, checkpoint: &Path) -> Vec<PathBuf> {
+    let folder = checkpoint.parent();
+    std::iter::once(log_dir)
+        .chain(folder)
+        .chain(folder.and_then(Path::parent))
+        .map(|dir| dir.join(JOURNAL_DIR))
+        .collect()
+}
+
+/// Whether the log directory `dir` holds the run `run` (the run a checkpoint continues): its
+/// checkpoints' index records it, or its `history/` holds that run's journal.
+fn holds_run(dir: &Path, run: Option<&str>) -> bool {
+    let Some(run) = run else { return false };
+    checkpoint::run_of(&dir.join(CHECKPOINT_DIR)).as_deref() == Some(run)
+        || dir.join(JOURNAL_DIR).join(journal_name(run)).is_file()
 }
 
 /// The `version_N` folder of `base` this run trains in: the chief chooses it (and, resuming,

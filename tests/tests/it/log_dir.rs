@@ -807,3 +807,58 @@ fn a_run_removes_the_temporaries_that_write_atomic_left_in_its_log_directory() {
     assert!(present(&other_fresh), "another host's temporary written just now stays");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 39, item 5: a base log directory holding a run of its own and, in a `version_N` folder,
+/// a run training now. `LogDirPolicy::Delete` or `Backup` of the base would delete or move that
+/// live folder from under its run (whose lock is inside it): both are refused while it trains,
+/// the folder untouched, and act once it has ended. Before: the base was emptied or moved with
+/// the live run's folder in it.
+#[test]
+fn log_dir_delete_and_backup_of_a_base_wait_for_its_live_version_runs() {
+    let base = scratch_dir("log-dir-live-version");
+    // The base's own run, trained there with the default policy.
+    run_with(&base, 1, (), false).expect("the base's own run");
+    let (started_tx, started) = channel();
+    let (go_on, go_on_rx) = channel();
+    let hold = Hold { started: started_tx, go_on: Arc::new(Mutex::new(go_on_rx)) };
+    let versioned_base = base.clone();
+    let live = std::thread::spawn(move || {
+        let device = burn_stoker::device::cpu();
+        Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .max_epoch(1)
+            .log_dir(&versioned_base)
+            .log_dir_policy(LogDirPolicy::NewVersion)
+            .callbacks((hold, ModelSaver::new(1)))
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .map(|report| report.summary.log_dir.clone())
+    });
+    started.recv().unwrap();
+    let acting = |policy| {
+        let device = burn_stoker::device::cpu();
+        Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .max_epoch(1)
+            .log_dir(&base)
+            .log_dir_policy(policy)
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .map_err(burn_stoker::Error::from)
+    };
+    for policy in [LogDirPolicy::Delete, LogDirPolicy::Backup] {
+        let error = acting(policy).expect_err("a version run is live").to_string();
+        assert!(error.contains("version_N") && error.contains("Nothing was changed"), "{policy:?}: {error}");
+        assert!(
+            base.join("version_0").is_dir() && base.join("stats.json").is_file(),
+            "{policy:?}: untouched"
+        );
+    }
+    go_on.send(()).unwrap();
+    let live_dir = live.join().unwrap().expect("the live version run ends as it would have");
+    assert_eq!(live_dir, base.join("version_0"));
+    assert!(base.join("version_0/checkpoints/step-4").is_dir(), "its checkpoint is in its folder");
+    // Ended: the base can be deleted now.
+    acting(LogDirPolicy::Delete).expect("no live version run");
+    assert!(!base.join("version_0").exists());
+}

@@ -34,6 +34,7 @@ mod neon_defaults;
 mod param;
 mod resume;
 mod resume_guards;
+mod rollback;
 mod seed;
 mod stop;
 mod summary;

@@ -523,6 +523,32 @@ fn a_resumed_run_keeps_the_counters_and_the_best_weights() {
     assert_eq!(saved_state(&dir, "EarlyStopping(val_loss)")["stopped_epoch"], json!(4));
 }
 
+/// Issue 39, item 9: the best weights travel with every checkpoint that names them. Bests at
+/// epochs 1, 2, 4 and 6 wrote four weights files; the run sent back to epoch 3's end (a
+/// checkpoint kept by `ModelSaver::new(10)`, whose best is epoch 2's) restores epoch 2's weights
+/// at the end, epoch 4 being worse this time. Before: only the last two files were kept, epoch
+/// 2's was gone ("cannot read the best weights"), and epoch 4's weights took its place.
+#[test]
+fn a_run_sent_back_to_an_older_checkpoint_restores_the_best_weights_it_names() {
+    let device = burn_stoker::device::cpu();
+    let dir = scratch_dir("stop-older-best");
+    let stop = || EarlyStopping::new("val_loss").patience(10).restore_best_weights(true);
+    let first = Script::new("val_loss", &[1.0, 0.5, 0.9, 0.4, 0.8, 0.3]);
+    let seen = first.seen.clone();
+    train(&dir, tiny_model(&device), 6, false, (first, stop(), ModelSaver::new(10))).unwrap();
+    let report = Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(2, &device))
+        .learning_rate(0.1)
+        .max_epoch(4)
+        .log_dir(&dir)
+        .resume_from(dir.join("checkpoints/step-6"))
+        .default_callbacks(DefaultCallbacks::none())
+        .handle_signals(false)
+        .callbacks((Script::new("val_loss", &[1.0, 0.5, 0.9, 0.95]), stop(), ModelSaver::new(10)))
+        .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+        .unwrap();
+    assert_eq!(weights(&report.model), Script::weights_at(&seen, 2), "epoch 2's weights, the best");
+}
+
 #[test]
 fn early_stop_calls_the_users_function_with_its_state() {
     // Stop under a target.

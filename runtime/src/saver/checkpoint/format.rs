@@ -5,7 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::Value as Json;
 
 /// The folder of checkpoints inside the log directory.
-pub const CHECKPOINT_DIR: &str = "checkpoints";
+pub const CHECKPOINT_DIR: &str = crate::state::CHECKPOINTS;
 /// The index naming the latest complete checkpoint, inside [`CHECKPOINT_DIR`].
 pub const INDEX_FILE: &str = "index.json";
 /// The model's file inside a checkpoint (burnpack, loadable by plain burn with
@@ -14,7 +14,7 @@ pub const MODEL_FILE: &str = "model.bpk";
 /// The optimizer's file inside a checkpoint (burnpack, `ModuleOptimizer::load`).
 pub const OPTIMIZER_FILE: &str = "optimizer.bpk";
 /// Counters, data position, hyper-parameters and callbacks' states inside a checkpoint.
-pub const TRAINER_FILE: &str = "trainer.json";
+pub const TRAINER_FILE: &str = crate::state::TRAINER;
 /// The monitors' history inside a checkpoint.
 pub const MONITORS_FILE: &str = "monitors.json";
 /// Each file's length and CRC-32C, written last inside a checkpoint.

@@ -18,7 +18,7 @@ pub use format::{
 };
 pub(crate) use format::{Content, new_run_id, now};
 pub use read::Checkpoint;
-pub(crate) use remove::abandon_newer;
+pub(crate) use remove::{abandon_if_newer, abandon_newer};
 pub(crate) use write::{run_of, write, write_copy};
 
 #[cfg(test)]

@@ -124,26 +124,51 @@ pub(crate) fn abandon_newer(root: &Path, global_step: u64) -> Result<()> {
     for (from, checkpoint) in
         newer.into_iter().map(|p| (p, true)).chain(copies.into_iter().map(|p| (p, false)))
     {
-        let name = from.file_name().unwrap_or_default().to_string_lossy().into_owned();
-        let mut to = root.join(format!("{name}.abandoned"));
-        let mut k = 1u64;
-        while occupied(&to) {
-            k += 1;
-            to = root.join(format!("{name}.{k}.abandoned"));
-        }
-        let (from_shown, to_shown) = (from.display(), to.display());
-        if checkpoint || stepped_back {
-            crate::logging::warn!(
-                "{from_shown} is newer than the checkpoint this run resumes from; moved it to {to_shown}"
-            );
-        } else {
-            crate::logging::info!(
-                "{from_shown} is newer than the checkpoint this run resumes from; moved it to {to_shown}"
-            );
-        }
-        fs::rename(&from, &to).map_err(|e| Error::io(&from, e))?;
+        set_aside(&from, checkpoint || stepped_back)?;
     }
     sync_dir(root).map_err(|e| Error::io(root, e))
+}
+
+/// Set aside the complete checkpoint at `path` (a SaveBestState's best state) when it was written
+/// after `global_step`, the step a run resumes from: it is the abandoned timeline's best, which
+/// the resumed run's first improvement would otherwise replace with a worse one. Returns where
+/// it went.
+pub(crate) fn abandon_if_newer(path: &Path, global_step: u64) -> Result<Option<PathBuf>> {
+    let newer = read_manifest(path).is_ok_and(|manifest| manifest.global_step > global_step);
+    if !newer {
+        return Ok(None);
+    }
+    let to = set_aside(path, true)?;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        sync_dir(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    Ok(Some(to))
+}
+
+/// Rename `from` to `<name>.abandoned` beside it, or `<name>.<k>.abandoned` with the first `k`
+/// from 2 that is free when an earlier rollback set one of that name aside already; a warning
+/// (`loud`) or a note says so.
+fn set_aside(from: &Path, loud: bool) -> Result<PathBuf> {
+    let name = from.file_name().unwrap_or_default().to_string_lossy().into_owned();
+    let root = from.parent().unwrap_or(Path::new(""));
+    let mut to = root.join(format!("{name}.abandoned"));
+    let mut k = 1u64;
+    while occupied(&to) {
+        k += 1;
+        to = root.join(format!("{name}.{k}.abandoned"));
+    }
+    let (from_shown, to_shown) = (from.display(), to.display());
+    if loud {
+        crate::logging::warn!(
+            "{from_shown} is newer than the checkpoint this run resumes from; moved it to {to_shown}"
+        );
+    } else {
+        crate::logging::info!(
+            "{from_shown} is newer than the checkpoint this run resumes from; moved it to {to_shown}"
+        );
+    }
+    fs::rename(from, &to).map_err(|e| Error::io(from, e))?;
+    Ok(to)
 }
 
 /// The checkpoint copies in `root` (a folder of a copy's name, or its `.old` window, holding a

@@ -10,26 +10,33 @@
 //! that its size and the time it takes do not grow with the run.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value as Json;
 
 use super::Monitors;
 use crate::error::{Error, Result};
-use crate::state::journal::{Journal, Mark, entries, push_line};
+use crate::state::journal::{Journal, Mark, entries, is_missing_or_mismatched, push_line};
 use crate::state::persist::{json_f64, parse_f64};
 use crate::state::record::StatsRow;
 
 /// A scalar's history and the epoch of each value, as [`Monitors`] keeps them.
 pub(super) type Histories = (BTreeMap<Arc<str>, Vec<(u64, f64)>>, BTreeMap<Arc<str>, Vec<u64>>);
 
+/// The name of the monitors' journal of the run `run` in a log directory's `history/` folder.
+pub(crate) fn journal_name(run: &str) -> String {
+    format!("monitors-{run}.jsonl")
+}
+
 impl Monitors {
     /// Keep the histories in the journal at `path` from the next checkpoint on (the chief, at the
     /// start of a run). A run resumed from a checkpoint whose journal is that file appends to it;
     /// any other starts it anew, writing the whole history at its next checkpoint.
     pub(crate) fn keep_history_in(&mut self, path: PathBuf) {
-        if !self.journal.is_at(&path) {
+        // A journal resumed from a file since removed or moved away (the log directory's policy
+        // acted after the resume read it) starts anew too.
+        if !self.journal.is_at(&path) || !path.is_file() {
             self.journal = Journal::at(path);
             self.journaled.clear();
             self.journaled_rows = 0;
@@ -74,27 +81,68 @@ impl Monitors {
         &self.rows[self.journaled_rows.min(self.rows.len())..]
     }
 
-    /// Resume the journal a checkpoint marks (looked for in `dirs` first, see
-    /// [`Journal::resume`]): the histories and the rows it holds, read back and verified; appends
-    /// go on after them.
-    pub(super) fn resume_journal(
-        &mut self,
-        mark: &Json,
-        dirs: &[PathBuf],
-    ) -> Result<(Histories, Vec<StatsRow>)> {
+    /// Resume the journal a checkpoint marks, read back beforehand ([`ReadJournal::of`]): the
+    /// histories and the rows it holds, verified; appends go on after them. A journal that is
+    /// missing, or holds another history (removed with its log directory, cut back by another
+    /// timeline), is a warning: the run resumes with the history the checkpoint holds itself, and
+    /// a new journal keeps it from there on.
+    pub(super) fn resume_journal(&mut self, read: ReadJournal) -> Result<(Histories, Vec<StatsRow>)> {
         let bad = |what: String| Error::checkpoint(format!("the monitors' history is malformed: {what}"));
-        let mark = Mark::from_json(mark).ok_or_else(|| bad("journal".into()))?;
-        let (journal, bytes) = Journal::resume(&mark, dirs).map_err(|e| {
-            Error::checkpoint_from(
-                format!("reading the monitors' history from {}: {e}", mark.file.display()),
-                e,
-            )
-        })?;
+        let (journal, bytes) = match read.read {
+            Ok(found) => found,
+            Err(e) if is_missing_or_mismatched(&e) => {
+                crate::logging::warn!(
+                    "the monitors' history up to this checkpoint cannot be read from {}: {e}; resuming with the part the checkpoint holds itself (the epochs' statistics, the last rows of stats.json), the scalars' earlier values are not restored",
+                    read.file.display()
+                );
+                self.journal = Journal::default();
+                (self.journaled, self.journaled_rows) = (BTreeMap::new(), 0);
+                return Ok(((BTreeMap::new(), BTreeMap::new()), Vec::new()));
+            }
+            Err(e) => {
+                return Err(Error::checkpoint_from(
+                    format!("reading the monitors' history from {}: {e}", read.file.display()),
+                    e,
+                ));
+            }
+        };
         let (histories, rows) = read_lines(&bytes).map_err(bad)?;
         self.journal = journal;
         self.journaled = histories.0.iter().map(|(name, values)| (name.clone(), values.len())).collect();
         self.journaled_rows = rows.len();
         Ok((histories, rows))
+    }
+
+    /// Keep a copy of the journal's history in `dir` (the `history/` folder of a saver's own
+    /// folder), as [`Journal::mirror_into`] does; nothing without a journal.
+    pub(crate) fn mirror_journal(&mut self, dir: &Path) -> Result<()> {
+        if !self.has_journal() {
+            return Ok(());
+        }
+        self.journal.mirror_into(dir).map_err(|e| {
+            Error::checkpoint_from(format!("copying the monitors' history into {}: {e}", dir.display()), e)
+        })
+    }
+}
+
+/// The journal a checkpoint's monitors name, read back before anything could move or remove it
+/// (a log-directory policy acting on the folder it is in): its history's bytes, or why they
+/// could not be read.
+#[derive(Debug)]
+pub(crate) struct ReadJournal {
+    /// The file the checkpoint names (for messages).
+    file: PathBuf,
+    read: std::io::Result<(Journal, Vec<u8>)>,
+}
+
+impl ReadJournal {
+    /// The journal the monitors' state `state` (a checkpoint's) names, looked for in each of
+    /// `dirs` first (see [`Journal::resume`]); `None` when the state holds its history itself.
+    pub(crate) fn of(state: &Json, dirs: &[PathBuf]) -> Result<Option<ReadJournal>> {
+        let Some(mark) = state.get("journal") else { return Ok(None) };
+        let mark = Mark::from_json(mark)
+            .ok_or_else(|| Error::checkpoint("the monitors' history is malformed: journal"))?;
+        Ok(Some(ReadJournal { file: mark.file.clone(), read: Journal::resume(&mark, dirs) }))
     }
 }
 

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub(crate) use journaled::{ReadJournal, journal_name};
 pub use sink::MonitorSink;
 use sink::SinkThread;
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value as Json};
 
 use super::Monitors;
+use super::journaled::ReadJournal;
 use crate::error::{Error, Result};
 use crate::state::persist::{json_f64, parse_f64};
 use crate::state::record::{EpochStats, StatsRow};
@@ -88,16 +89,19 @@ impl Monitors {
             .collect()
     }
 
-    /// Restore what [`save_state`](Self::save_state) saved; a journal it names is looked for in
-    /// `journal_dirs` first (the run's `history/` folder, the checkpoint's log directory's).
-    pub(crate) fn load_state(&mut self, state: &Json, journal_dirs: &[std::path::PathBuf]) -> Result<()> {
+    /// Restore what [`save_state`](Self::save_state) saved, with the journal it names as read
+    /// back beforehand ([`ReadJournal::of`]; read now, where it was written, when not given).
+    pub(crate) fn load_state(&mut self, state: &Json, journal: Option<ReadJournal>) -> Result<()> {
         let epochs = read_epochs(state)?;
         let current = read_scalars(&state["current"], "current")?;
         let (mut rows, row) = read_rows(state, &epochs, &current)?;
-        let history = match state.get("journal") {
-            Some(mark) => {
-                let ((history, history_epochs), mut journaled_rows) =
-                    self.resume_journal(mark, journal_dirs)?;
+        let journal = match journal {
+            Some(journal) => Some(journal),
+            None => ReadJournal::of(state, &[])?,
+        };
+        let history = match journal {
+            Some(journal) => {
+                let ((history, history_epochs), mut journaled_rows) = self.resume_journal(journal)?;
                 journaled_rows.append(&mut rows);
                 rows = journaled_rows;
                 self.history_epochs = history_epochs;

@@ -1,0 +1,93 @@
+//! A base log directory's `version_N` runs and the policies that act on the whole base: a run
+//! in one of its `version_N` folders (`LogDirPolicy::NewVersion`) holds a shared lock on the
+//! base's `.versions.lock` while it trains (taken before it chooses its folder), and
+//! `LogDirPolicy::Delete` / `LogDirPolicy::Backup`, which delete or move the base with every
+//! folder in it, take that lock exclusively first. They are refused while a version run is live
+//! instead of removing its folder from under it (its own lock is inside that folder, and its
+//! later checkpoints would go into unlinked files).
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::state::open_own;
+
+/// The file of the base log directory that its version runs lock shared.
+pub(super) const VERSIONS_LOCK_FILE: &str = ".versions.lock";
+
+/// How long a version run waits for a Delete or a Backup of its base that is acting right now.
+const POLICY_WAIT: Duration = Duration::from_secs(10);
+
+/// A hold on a base's `.versions.lock`, released when dropped (`None`: held without locks, the
+/// opt-out, or nothing to hold).
+#[derive(Debug, Default)]
+pub(crate) struct VersionsHold {
+    /// The locked file, held open for the lock's lifetime (never read).
+    _file: Option<File>,
+}
+
+impl VersionsHold {
+    /// The shared hold a run in a `version_N` folder of `base` keeps while it trains. A Delete
+    /// or a Backup of `base` acting at this moment is waited for a while.
+    pub(super) fn shared(base: &Path, lock: bool) -> Result<VersionsHold> {
+        if !lock {
+            return Ok(VersionsHold { _file: None });
+        }
+        crate::state::create_dir_all_synced(base).map_err(|e| Error::io(base, e))?;
+        let file = open(base)?;
+        let started = Instant::now();
+        loop {
+            match file.try_lock_shared() {
+                Ok(()) => return Ok(VersionsHold { _file: Some(file) }),
+                Err(TryLockError::WouldBlock) if started.elapsed() < POLICY_WAIT => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(TryLockError::WouldBlock) => {
+                    return Err(Error::LogDirInUse {
+                        dir: base.to_path_buf(),
+                        message: format!(
+                            "the log directory {} is being deleted or moved aside by another run (LogDirPolicy::Delete or Backup), which has not finished in {} s: wait until it has, or give this run another log_dir",
+                            base.display(),
+                            POLICY_WAIT.as_secs()
+                        ),
+                    });
+                }
+                Err(TryLockError::Error(e)) => return Err(Error::io(&base.join(VERSIONS_LOCK_FILE), e)),
+            }
+        }
+    }
+
+    /// The exclusive hold `LogDirPolicy::Backup` (`backup`) or `Delete` takes on `dir` before it
+    /// acts: an error when a run trains in one of its `version_N` folders. Nothing to hold when
+    /// no version run ever trained there.
+    pub(super) fn exclusive(dir: &Path, lock: bool, backup: bool) -> Result<VersionsHold> {
+        if !lock || !dir.join(VERSIONS_LOCK_FILE).is_file() {
+            return Ok(VersionsHold { _file: None });
+        }
+        let file = open(dir)?;
+        match file.try_lock() {
+            Ok(()) => Ok(VersionsHold { _file: Some(file) }),
+            Err(TryLockError::WouldBlock) => {
+                let (policy, acts) =
+                    if backup { ("Backup", "move it aside") } else { ("Delete", "delete it") };
+                Err(Error::LogDirInUse {
+                    dir: dir.to_path_buf(),
+                    message: format!(
+                        "the log directory {} holds a run training now in one of its version_N folders (LogDirPolicy::NewVersion): LogDirPolicy::{policy} would {acts} with that run's folder, from under it. Nothing was changed: wait until that run ends, or give this run another log_dir",
+                        dir.display()
+                    ),
+                })
+            }
+            Err(TryLockError::Error(e)) => Err(Error::io(&dir.join(VERSIONS_LOCK_FILE), e)),
+        }
+    }
+}
+
+/// `dir`'s `.versions.lock`, created if needed: never through a symlink, never a FIFO, never
+/// another user's file.
+fn open(dir: &Path) -> Result<File> {
+    let path = dir.join(VERSIONS_LOCK_FILE);
+    open_own(OpenOptions::new().read(true).write(true).create(true).truncate(false), &path)
+        .map_err(|e| Error::io(&path, e))
+}
