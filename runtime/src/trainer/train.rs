@@ -107,7 +107,7 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
     let (mut run, signals, lock, restored) = match run {
         Ok(run) => run,
         Err(error) => {
-            execution.fail(Some(&model));
+            execution.fail(Some(&model), &error);
             return Err(error);
         }
     };

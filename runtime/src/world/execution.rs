@@ -182,9 +182,16 @@ impl Execution {
         }
     }
 
-    /// A failure on this rank before the loop: told to the others at the exchange they wait in.
-    pub(crate) fn fail<M: Module>(&mut self, model: Option<&M>) {
+    /// A failure on this rank before the loop (`error`, a refused log directory): told to the
+    /// others at the exchange they wait in. On CUDA they may wait inside their first backward
+    /// instead, where no exchange reaches them: this rank's wait is bounded, as at the end.
+    pub(crate) fn fail<M: Module>(&mut self, model: Option<&M>, error: &crate::error::Error) {
         if let Execution::DataParallel(agreement) = self {
+            #[cfg(feature = "cuda")]
+            let _bounded =
+                agreement.world.grads_reduced_by_backend().then(|| super::watchdog::failure(agreement.rank(), error));
+            #[cfg(not(feature = "cuda"))]
+            let _ = error;
             agreement.fail(model);
         }
     }

@@ -27,7 +27,11 @@ pub(crate) fn failure(rank: usize, error: &crate::error::Error) -> Watchdog {
     Watchdog::start(FAILURE_WAIT, move || {
         crate::logging::error!("{message}");
         crate::signal::kill_helpers();
-        std::process::exit(1);
+        // At once, as the signal handler's exit: `exit` would run the atexit handlers and
+        // flush stdio, while the other ranks' threads hold the CUDA driver's and NCCL's locks
+        // inside the reduction (a handler waiting on one of them hangs the exit itself).
+        // SAFETY: `_exit` ends the process; nothing runs after it.
+        unsafe { libc::_exit(1) };
     })
 }
 

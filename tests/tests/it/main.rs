@@ -25,6 +25,7 @@ mod fastai_lr_find;
 mod inference;
 mod lifecycle;
 mod log_dir;
+mod matrix;
 mod logging;
 mod mlflow;
 mod modify;
