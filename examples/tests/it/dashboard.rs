@@ -360,7 +360,8 @@ fn dashboard_steps_aside_while_inject_shell_s_prompt_is_open() {
     assert!(after.contains("program exited with 130"), "q stops the run:\n{after}");
     assert!(after.contains("interrupted (checkpoint written)"), "{after}");
     assert_eq!(tmux.modes(), (false, true), "the terminal is restored");
-    let line = after.lines().find(|l| l.starts_with("interrupted at global step ")).expect("the program's line");
+    let line =
+        after.lines().find(|l| l.starts_with("interrupted at global step ")).expect("the program's line");
     let step: u64 = line["interrupted at global step ".len()..].trim().parse().expect("a step");
     let checkpoint = ["checkpoints", "version_0/checkpoints"]
         .iter()

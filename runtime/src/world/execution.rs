@@ -188,8 +188,10 @@ impl Execution {
     pub(crate) fn fail<M: Module>(&mut self, model: Option<&M>, error: &crate::error::Error) {
         if let Execution::DataParallel(agreement) = self {
             #[cfg(feature = "cuda")]
-            let _bounded =
-                agreement.world.grads_reduced_by_backend().then(|| super::watchdog::failure(agreement.rank(), error));
+            let _bounded = agreement
+                .world
+                .grads_reduced_by_backend()
+                .then(|| super::watchdog::failure(agreement.rank(), error));
             #[cfg(not(feature = "cuda"))]
             let _ = error;
             agreement.fail(model);
