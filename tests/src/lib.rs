@@ -329,6 +329,16 @@ impl Drop for Tmpfs {
     }
 }
 
+/// The names in `dir`, sorted (a panic naming `dir` when it cannot be read).
+pub fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// The folder of the checkpoint with the highest step in `log_dir/checkpoints`.
 pub fn latest_checkpoint(log_dir: &Path) -> PathBuf {
     std::fs::read_dir(log_dir.join("checkpoints"))

@@ -21,7 +21,7 @@ use burn_stoker::saver::{Checkpoint, OnWriteError};
 use burn_stoker::state::ManualClock;
 use serde_json::Value as Json;
 use stoker_tests::reads::count_reads;
-use stoker_tests::{checkpoint_weights, mse, scratch_dir, tiny_data, tiny_model};
+use stoker_tests::{checkpoint_weights, entries, mse, scratch_dir, tiny_data, tiny_model};
 
 type Batch = (Tensor<2>, Tensor<2>);
 
@@ -67,16 +67,6 @@ impl<M> Callback<M> for Probe {
         self.steps.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
-}
-
-/// The names in `dir`, sorted.
-fn entries(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 /// The `step-N` folders in `dir`, by increasing N.

@@ -12,7 +12,7 @@ use burn::optim::SgdConfig;
 use burn_stoker::prelude::*;
 use burn_stoker::saver::{Checkpoint, SaveBestState};
 use burn_stoker::trainer::LogDirPolicy;
-use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
+use stoker_tests::{entries, mse, scratch_dir, tiny_data, tiny_model, weights};
 
 /// Steps per epoch of the runs below.
 const STEPS: u64 = 4;
@@ -94,7 +94,7 @@ fn a_run_resumes_from_its_archive_under_every_policy_with_its_whole_history() {
         let first =
             run(&log_dir, policy, 6, None, (savers(&archive), straight.clone())).expect("the first run");
         let archived: Vec<String> =
-            sorted_names(&archive).into_iter().filter(|n| n.starts_with("step-")).collect();
+            entries(&archive).into_iter().filter(|n| n.starts_with("step-")).collect();
         assert_eq!(archived, ["step-16", "step-24", "step-8"], "{policy:?}");
         // Sent back to epoch 4's end, from the archive.
         let resumed = StepHistory::default();
@@ -110,7 +110,7 @@ fn a_run_resumes_from_its_archive_under_every_policy_with_its_whole_history() {
         assert_eq!(resumed.values(), straight.values(), "{policy:?}: the whole history");
         assert_eq!(straight.values().len(), 24);
         if policy != NewVersion {
-            let names = sorted_names(&log_dir.join("checkpoints"));
+            let names = entries(&log_dir.join("checkpoints"));
             assert!(
                 names.contains(&"step-24.abandoned".to_string()) && names.contains(&"step-24".to_string()),
                 "{policy:?}: the abandoned timeline's step-24 set aside, the resumed run's written: {names:?}"
@@ -203,18 +203,8 @@ fn save_best_state_sets_the_abandoned_timelines_best_aside_on_a_rollback() {
     let from = log_dir.join("checkpoints/step-8");
     run(&log_dir, LogDirPolicy::Refuse, 4, Some(&from), callbacks(&[1.0, 0.5, 0.9, 0.45])).expect("resumed");
     let aside = log_dir.join("best.abandoned");
-    assert!(aside.is_dir(), "the abandoned timeline's best is set aside: {:?}", sorted_names(&log_dir));
+    assert!(aside.is_dir(), "the abandoned timeline's best is set aside: {:?}", entries(&log_dir));
     assert_eq!(std::fs::read(aside.join("model.bpk")).unwrap(), abandoned_best);
     let best_now = Checkpoint::read(log_dir.join("best")).unwrap();
     assert_eq!(best_now.callback_state("SaveBestState(val_loss)").unwrap()["best"], 0.45);
-}
-
-/// The names in `dir`, sorted.
-fn sorted_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
