@@ -105,6 +105,22 @@ pub(super) enum Resume {
     Auto,
 }
 
+/// The callbacks of a trainer whose [`callbacks`](Trainer::callbacks) was not called yet: only
+/// `()`. A second `.callbacks(...)` fails to compile on this bound, with the fix in its message.
+#[diagnostic::on_unimplemented(
+    message = "`.callbacks(...)` was already called on this trainer: a second call would replace the first",
+    label = "this trainer already has its callbacks",
+    note = "give every callback in one call, as a tuple: `.callbacks((first, second))`"
+)]
+pub trait NoCallbacksYet: sealed::Sealed {}
+impl NoCallbacksYet for () {}
+
+mod sealed {
+    /// Only `()` is [`NoCallbacksYet`](super::NoCallbacksYet).
+    pub trait Sealed {}
+    impl Sealed for () {}
+}
+
 impl<M: Module, D: TrainData> Trainer<M, D, (), ()> {
     /// A trainer of `model` with `optimizer` (burn's, e.g. `AdamConfig::new().init()`) on `data`,
     /// with the default callbacks, one epoch, learning rate 1e-3 and log directory `train_log`.
@@ -121,8 +137,13 @@ impl<M: Module, D: TrainData> Trainer<M, D, (), ()> {
 }
 
 impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
-    /// The callbacks: one callback, a tuple, a `Vec`, or a `#[derive(Callbacks)]` struct.
-    pub fn callbacks<K2, C2: Callbacks<M, K2>>(self, callbacks: C2) -> Trainer<M, D, C2, K2> {
+    /// The callbacks: one callback, a tuple, a `Vec`, or a `#[derive(Callbacks)]` struct, all in
+    /// one call. A second call does not compile (it would replace the first silently): give
+    /// them together, `.callbacks((a, b))`.
+    pub fn callbacks<K2, C2: Callbacks<M, K2>>(self, callbacks: C2) -> Trainer<M, D, C2, K2>
+    where
+        C: NoCallbacksYet,
+    {
         Trainer {
             model: self.model,
             optimizer: self.optimizer,

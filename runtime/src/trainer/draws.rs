@@ -3,29 +3,47 @@
 //! every step from the seed, the rank and the global step. burn does not expose a generator's
 //! state, so no checkpoint could hold it; seeded per step, a resumed run's step `n` draws what the
 //! uninterrupted run's step `n` drew, whatever came before.
+//!
+//! burn's generators are process-wide (one per backend, not one per device or thread), so the
+//! ranks of a threads world would draw from one generator in the order their threads reach it.
+//! There, each rank holds [`DRAWS`] from seeding its step until its forward and loss returned:
+//! the ranks' forward passes take turns, and each draws only what its own seed gives.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use burn::tensor::Device;
+
+/// Held by one rank of a threads world from seeding its step to the end of its forward and
+/// loss (see the module's doc).
+static DRAWS: Mutex<()> = Mutex::new(());
 
 /// The seed of every step of one rank, and the devices it seeds.
 pub(crate) struct StepSeeds {
     seed: u64,
     rank: u64,
     devices: Vec<Device>,
+    /// Whether other ranks draw from this process's generators (a threads world).
+    shared: bool,
 }
 
 impl StepSeeds {
-    /// The seeds of rank `rank`'s steps from `seed`, for the model's `devices`.
-    pub(super) fn new(seed: u64, rank: usize, devices: Vec<Device>) -> Self {
-        StepSeeds { seed, rank: rank as u64, devices }
+    /// The seeds of rank `rank`'s steps from `seed`, for the model's `devices`; `shared`: other
+    /// ranks of the world run in this process.
+    pub(super) fn new(seed: u64, rank: usize, devices: Vec<Device>, shared: bool) -> Self {
+        StepSeeds { seed, rank: rank as u64, devices, shared }
     }
 
-    /// Seed the devices for global step `step` (the step about to run, counted from 0).
+    /// Seed the devices for global step `step` (the step about to run, counted from 0). When
+    /// other ranks share the generators, the returned guard holds them until it is dropped,
+    /// after the step's forward and loss.
     #[inline]
-    pub(super) fn before_step(&self, step: u64) {
+    pub(super) fn before_step(&self, step: u64) -> Option<MutexGuard<'static, ()>> {
+        let turn = self.shared.then(|| DRAWS.lock().unwrap_or_else(PoisonError::into_inner));
         let seed = step_seed(self.seed, self.rank, step);
         for device in &self.devices {
             device.seed(seed);
         }
+        turn
     }
 }
 

@@ -32,6 +32,7 @@ mod fetches;
 mod lock;
 mod log_dir;
 mod main_loop;
+mod misuse;
 mod report;
 mod restore;
 mod run;
@@ -44,7 +45,7 @@ mod train;
 mod versions;
 
 pub use crate::signal::StopHandle;
-pub use builder::{DEFERRED_READ_BUDGET, DEFERRED_READ_INTERVAL, Trainer};
+pub use builder::{DEFERRED_READ_BUDGET, DEFERRED_READ_INTERVAL, NoCallbacksYet, Trainer};
 pub use data::{BatchIter, TrainData, VecBatches};
 pub use defaults::DefaultCallbacks;
 pub use log_dir::LogDirPolicy;

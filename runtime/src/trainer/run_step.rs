@@ -26,9 +26,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     {
         self.doing(Activity::Step);
         self.fetches.outputs.clear();
-        if let Some(seeds) = &self.step_seeds {
-            seeds.before_step(self.state.counters.global_step);
-        }
+        // In a threads world, the ranks' forward passes take turns while they draw (draws.rs).
+        let draws = self.step_seeds.as_ref().and_then(|s| s.before_step(self.state.counters.global_step));
         #[cfg(feature = "cuda")]
         if self.state.execution.grads_reduced_by_backend() {
             self.mark_distributed();
@@ -67,6 +66,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 grads
             }
         };
+        drop(draws);
         let mut grads = self.agree_step(grads)?;
         if self.dispatch.takes_gradients() {
             grads = self.take_gradients(grads)?;

@@ -53,6 +53,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         S: TrainingStep<M, D::Batch>,
     {
         let Trainer { model, optimizer, data, callbacks, mut settings, marker: _ } = self;
+        super::misuse::require_autodiff(&model)?;
         let (execution, model) = Execution::start(settings.world.take(), &settings.hyper, model)?;
         let printer = settings.defaults.train_summary.clone();
         let defaults = std::mem::take(&mut settings.defaults);
@@ -101,7 +102,8 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
             false => None,
         };
         let (lock, restored) = (opened.lock.take(), opened.restored.take());
-        let run = Run::new(callbacks, state((opened, optimizer), settings.hyper), chief)?;
+        let world_size = execution.size();
+        let run = Run::new(callbacks, state((opened, optimizer), settings.hyper), chief, world_size)?;
         Ok((run, signals, lock, restored))
     });
     let (mut run, signals, lock, restored) = match run {
@@ -116,7 +118,8 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
         for device in &devices {
             device.seed(seed.wrapping_add(execution.rank() as u64));
         }
-        run.step_seeds = Some(super::draws::StepSeeds::new(seed, execution.rank(), devices));
+        let shared = execution.ranks_share_the_process();
+        run.step_seeds = Some(super::draws::StepSeeds::new(seed, execution.rank(), devices, shared));
     }
     let means = execution.means().to_vec();
     (run.state.model, run.state.execution) = (Some(model), execution);
@@ -150,9 +153,13 @@ fn open<M: Module>(
     let locks = super::lock::locking(settings.lock_log_dir);
     // A run in a `version_N` folder holds the base against a Delete or a Backup of it, from
     // before it chooses its folder.
-    let versions = match settings.log_dir_policy {
-        LogDirPolicy::NewVersion if chief => VersionsHold::shared(&settings.log_dir, locks)?,
-        _ => VersionsHold::default(),
+    // Choosing the folder and locking it is one act (versions.rs).
+    let (versions, choosing) = match settings.log_dir_policy {
+        LogDirPolicy::NewVersion if chief => (
+            VersionsHold::shared(&settings.log_dir, locks)?,
+            VersionsHold::choosing(&settings.log_dir, locks)?,
+        ),
+        _ => Default::default(),
     };
     let (log_dir, found) = match settings.log_dir_policy {
         LogDirPolicy::NewVersion => versioned(&settings.log_dir, resume_auto, execution, model)?,
@@ -162,6 +169,7 @@ fn open<M: Module>(
         true => Some(LogDirLock::acquire(&log_dir, locks)?.with_versions(versions)),
         false => None,
     };
+    drop(choosing);
     let checkpoint = match &settings.resume {
         Resume::Fresh => None,
         Resume::Auto if found.is_some() => found,
