@@ -333,14 +333,14 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     ///   before building it (`device.seed(s)`, then `Config::init(&device)`);
     /// - **the data order**: a `Vec` of batches is taken in order; a burn `DataLoader` shuffles
     ///   with the seed given to `DataLoaderBuilder::shuffle(seed)`, and stoker keeps the
-    ///   position in it across a resume (see [`resume_from`](Self::resume_from));
-    /// - **several ranks sharing one device's generator** (threads on one CPU or GPU): the
-    ///   ranks draw from it in whatever order they run.
+    ///   position in it across a resume (see [`resume_from`](Self::resume_from)).
     ///
     /// The devices are seeded before every step, from `seed`, the rank and the global step (and
     /// once with `seed + rank` when training starts): burn does not expose a generator's state,
     /// so no checkpoint could hold it, and seeded per step a resumed run's steps draw what the
-    /// uninterrupted run's drew (dropout included).
+    /// uninterrupted run's drew (dropout included). burn's generators are one per process, so in
+    /// a seeded threads world the ranks' forward and backward passes take turns (their exchanges
+    /// and optimizer steps still overlap): each rank draws what its own seed gives.
     pub fn seed(mut self, seed: u64) -> Self {
         self.settings.seed = Some(seed);
         self
