@@ -41,6 +41,8 @@ pub struct Trainer<M, D, C = (), K = ()> {
     pub(super) data: D,
     pub(super) callbacks: C,
     pub(super) settings: Settings,
+    /// The test set's runner ([`Trainer::test`]).
+    pub(super) test: Option<super::test_phase::TestPhase<M>>,
     pub(super) marker: PhantomData<fn() -> K>,
 }
 
@@ -72,6 +74,8 @@ pub(super) struct Settings {
     pub(super) deferred_read_budget: u64,
     pub(super) stop: StopHandle,
     pub(super) lock_log_dir: bool,
+    /// The weights the test set is evaluated with ([`Trainer::test_weights`]).
+    pub(super) test_weights: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -93,6 +97,7 @@ impl Default for Settings {
             deferred_read_budget: DEFERRED_READ_BUDGET,
             stop: StopHandle::default(),
             lock_log_dir: true,
+            test_weights: None,
         }
     }
 }
@@ -115,6 +120,7 @@ impl<M: Module, D: TrainData> Trainer<M, D, (), ()> {
             data,
             callbacks: (),
             settings: Settings::default(),
+            test: None,
             marker: PhantomData,
         }
     }
@@ -129,6 +135,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             data: self.data,
             callbacks,
             settings: self.settings,
+            test: self.test,
             marker: PhantomData,
         }
     }
