@@ -10,9 +10,9 @@ use burn::optim::ModuleOptimizer;
 
 use super::test_phase::TestPhase;
 use super::{DefaultCallbacks, LogDirPolicy, TrainData};
-use crate::callback::{Callback, Callbacks};
 #[cfg(doc)]
 use crate::callback::Outcome;
+use crate::callback::{Callback, Callbacks};
 #[cfg(doc)]
 use crate::inference::InferenceRunner;
 use crate::signal::StopHandle;

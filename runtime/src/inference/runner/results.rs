@@ -13,39 +13,37 @@ use crate::error::{Cancel, Error, Result};
 /// One inferencer's values on the device during a pass: the running total of its batch sums,
 /// or, for one that [joins them](super::Inferencer::concatenates_on_device), its batches'
 /// values, joined once at the pass's end.
-pub(super) enum DeviceTotal {
-    Sum(Option<Tensor<1>>),
-    Join(Vec<Tensor<1>>),
+pub(super) struct DeviceTotal {
+    joins: bool,
+    total: Option<Tensor<1>>,
+    parts: Vec<Tensor<1>>,
 }
 
 impl DeviceTotal {
     pub(super) fn new(joins: bool) -> Self {
-        if joins { DeviceTotal::Join(Vec::new()) } else { DeviceTotal::Sum(None) }
+        DeviceTotal { joins, total: None, parts: Vec::new() }
     }
     pub(super) fn clear(&mut self) {
-        match self {
-            DeviceTotal::Sum(total) => *total = None,
-            DeviceTotal::Join(parts) => parts.clear(),
-        }
+        self.total = None;
+        self.parts.clear();
     }
     /// One batch's values: added to the total, or kept after the others.
     pub(super) fn add(&mut self, values: Tensor<1>) {
-        match self {
-            DeviceTotal::Sum(total) => {
-                *total = Some(match total.take() {
-                    Some(running) => running + values,
-                    None => values,
-                })
-            }
-            DeviceTotal::Join(parts) => parts.push(values),
+        if self.joins {
+            self.parts.push(values);
+            return;
         }
+        self.total = Some(match self.total.take() {
+            Some(running) => running + values,
+            None => values,
+        });
     }
     /// The pass's total (or its values end to end), leaving this empty; `None` after no batch.
     fn take(&mut self) -> Option<Tensor<1>> {
-        match self {
-            DeviceTotal::Sum(total) => total.take(),
-            DeviceTotal::Join(parts) if parts.is_empty() => None,
-            DeviceTotal::Join(parts) => Some(crate::fetch::joined(parts)),
+        match self.joins {
+            false => self.total.take(),
+            true if self.parts.is_empty() => None,
+            true => Some(crate::fetch::joined(&mut self.parts)),
         }
     }
 }
