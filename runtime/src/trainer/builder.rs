@@ -8,10 +8,13 @@ use std::time::Duration;
 use burn::module::Module;
 use burn::optim::ModuleOptimizer;
 
+use super::test_phase::TestPhase;
 use super::{DefaultCallbacks, LogDirPolicy, TrainData};
-use crate::callback::Callbacks;
 #[cfg(doc)]
 use crate::callback::Outcome;
+use crate::callback::{Callback, Callbacks};
+#[cfg(doc)]
+use crate::inference::InferenceRunner;
 use crate::signal::StopHandle;
 use crate::state::HyperParams;
 use crate::world::World;
@@ -41,6 +44,8 @@ pub struct Trainer<M, D, C = (), K = ()> {
     pub(super) data: D,
     pub(super) callbacks: C,
     pub(super) settings: Settings,
+    /// The test set's runner ([`Trainer::test`]).
+    pub(super) test: Option<TestPhase<M>>,
     pub(super) marker: PhantomData<fn() -> K>,
 }
 
@@ -72,6 +77,8 @@ pub(super) struct Settings {
     pub(super) deferred_read_budget: u64,
     pub(super) stop: StopHandle,
     pub(super) lock_log_dir: bool,
+    /// The weights the test set is evaluated with ([`Trainer::test_weights`]).
+    pub(super) test_weights: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -93,6 +100,7 @@ impl Default for Settings {
             deferred_read_budget: DEFERRED_READ_BUDGET,
             stop: StopHandle::default(),
             lock_log_dir: true,
+            test_weights: None,
         }
     }
 }
@@ -131,6 +139,7 @@ impl<M: Module, D: TrainData> Trainer<M, D, (), ()> {
             data,
             callbacks: (),
             settings: Settings::default(),
+            test: None,
             marker: PhantomData,
         }
     }
@@ -150,6 +159,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             data: self.data,
             callbacks,
             settings: self.settings,
+            test: self.test,
             marker: PhantomData,
         }
     }
@@ -392,5 +402,73 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// ```
     pub fn stop_handle(&self) -> StopHandle {
         self.settings.stop.clone()
+    }
+}
+
+impl<M, D, C, K> Trainer<M, D, C, K> {
+    /// Evaluate a test set once training ends (Lightning's `trainer.test`, Keras's `evaluate`):
+    /// `runner`, an [`InferenceRunner`] over the test set whose inferencers name their results
+    /// `test_...` (`.prefix("test")`: `test_accuracy`, `test_cost`), runs one pass after every
+    /// callback's `after_train`, and its results go to the monitors: `stats.json` (a last row),
+    /// TensorBoard and the other writers, the end-of-training summary, and
+    /// [`TrainReport::test`](super::TrainReport::test) /
+    /// [`TrainReport::latest`](super::TrainReport::latest).
+    ///
+    /// - **Weights.** The model as training leaves it: the best weights when an
+    ///   [`EarlyStopping`](crate::stop::EarlyStopping) with `restore_best_weights` put them back
+    ///   in its `after_train`, the final ones otherwise; or those of a best copy, with
+    ///   [`test_weights`](Self::test_weights). The report's model stays the one training left.
+    /// - **When.** After a run that ended without an error and was not interrupted
+    ///   ([`Outcome::Finished`] or [`Outcome::Stopped`], an early stop included); after a
+    ///   failure, a signal, a [`StopHandle`](crate::trainer::StopHandle) stop or non-finite
+    ///   weights the test set is not evaluated (the log says so). An error of the pass fails the
+    ///   run, with its report.
+    /// - **Where.** On the chief, over the whole test set, the other ranks of a world doing
+    ///   nothing: the runner must not be [`data_parallel`](InferenceRunner::data_parallel)
+    ///   (refused before training starts). The runner is not one of the run's callbacks: it
+    ///   takes no other event, and no callback receives the test set's batch events.
+    ///
+    /// ```no_run
+    /// # use burn_stoker::prelude::*;
+    /// # use burn::nn::{Linear, LinearConfig};
+    /// # use burn::optim::SgdConfig;
+    /// # use burn::tensor::{Device, Tensor};
+    /// # use burn_stoker::inference::MulticlassStats;
+    /// # let device = Device::default().autodiff();
+    /// # let (train, valid, test): (Vec<(Tensor<2>, Tensor<1>)>, Vec<(Tensor<2>, Tensor<1>)>, Vec<(Tensor<2>, Tensor<1>)>) = (Vec::new(), Vec::new(), Vec::new());
+    /// fn forward(model: &Linear, (x, label): (Tensor<2>, Tensor<1>), out: &mut Outputs) {
+    ///     out.put("logits", model.forward(x));
+    ///     out.put("label", label);
+    /// }
+    /// let model: Linear = LinearConfig::new(8, 3).init(&device);
+    /// let report = Trainer::new(model, SgdConfig::new().init(), train)
+    ///     .max_epoch(20)
+    ///     .callbacks((
+    ///         InferenceRunner::new(valid, forward).with(MulticlassStats::new("logits", "label", 3)),
+    ///         EarlyStopping::new("val_accuracy").patience(3).restore_best_weights(true),
+    ///     ))
+    ///     .test(InferenceRunner::new(test, forward).with(MulticlassStats::new("logits", "label", 3).prefix("test")))
+    ///     .train(|model: &Linear, (x, label): (Tensor<2>, Tensor<1>), _: &mut Step<'_>| {
+    ///         let (n, device) = (x.dims()[0], x.device());
+    ///         burn::nn::loss::CrossEntropyLossConfig::new()
+    ///             .init(&device)
+    ///             .forward(model.forward(x), label.int().reshape([n]))
+    ///     })?;
+    /// println!("test accuracy {:?}", report.latest("test_accuracy"));
+    /// # Ok::<(), burn_stoker::Error>(())
+    /// ```
+    pub fn test(mut self, runner: impl Callback<M> + 'static) -> Self {
+        self.test = Some(TestPhase::new(runner));
+        self
+    }
+    /// The weights the test set is evaluated with ([`test`](Self::test)): those of a burnpack
+    /// or a checkpoint folder (its `model.bpk`), such as a `MinSaver` / `MaxSaver` best copy
+    /// (`"checkpoints/min-val_loss"`) or a [`SaveBestState`](crate::saver::SaveBestState) file.
+    /// A relative path is taken from the log directory. When the file does not exist (no best
+    /// copy was written), the log says so and the weights training left are evaluated; one
+    /// that is not a model of this architecture fails the run.
+    pub fn test_weights(mut self, path: impl Into<PathBuf>) -> Self {
+        self.settings.test_weights = Some(path.into());
+        self
     }
 }

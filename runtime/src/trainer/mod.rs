@@ -20,7 +20,8 @@
 //! - what a run does: `train` ([`Trainer::train`]: prepare, loop, finish), `main_loop` (the
 //!   epochs, the steps and the boundaries between them), `run_step` (one step), `save` (writing
 //!   checkpoints), `data_parallel` (what this rank asks of the others at an exchange, and what
-//!   it does with what they agreed).
+//!   it does with what they agreed), `test_phase` (a test set evaluated once training ends,
+//!   [`Trainer::test`]).
 
 mod builder;
 mod data;
@@ -41,6 +42,7 @@ mod save;
 mod saver_dirs;
 mod step;
 mod summary;
+mod test_phase;
 mod train;
 mod versions;
 

@@ -15,6 +15,7 @@ use super::lock::LogDirLock;
 use super::log_dir::{self, LogDirPolicy, is_within};
 use super::restore::Restored;
 use super::run::Run;
+use super::test_phase::TestPhase;
 use super::versions::VersionsHold;
 use super::{LossFn, Step, TrainData, TrainError, TrainReport, TrainSummary, Trainer, TrainingStep};
 use crate::callback::{Callbacks, Control, Counters, Outcome, TrainState};
@@ -52,13 +53,20 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         M: 'static,
         S: TrainingStep<M, D::Batch>,
     {
-        let Trainer { model, optimizer, data, callbacks, mut settings, marker: _ } = self;
+        let Trainer { model, optimizer, data, callbacks, mut settings, test, marker: _ } = self;
         super::misuse::require_autodiff(&model)?;
+        if test.as_ref().is_some_and(|test| !test.chief_only()) {
+            return Err(Error::Misuse(
+                "Trainer::test: the test set's runner runs on the chief after training, over the whole set: it cannot be data_parallel".into(),
+            )
+            .into());
+        }
         let (execution, model) = Execution::start(settings.world.take(), &settings.hyper, model)?;
         let printer = settings.defaults.train_summary.clone();
         let defaults = std::mem::take(&mut settings.defaults);
+        let test = (test, settings.test_weights.take());
         let run = prepare(model, optimizer, (defaults, callbacks), settings, execution, S::OWN_BACKWARD)?;
-        run.train(&data, step, printer.as_ref())
+        run.train(&data, step, printer.as_ref(), test)
     }
 }
 
@@ -280,6 +288,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         data: &D,
         mut step: S,
         printer: Option<&super::TrainSummaryPrinter>,
+        (test, test_weights): (Option<TestPhase<M>>, Option<PathBuf>),
     ) -> Result<TrainReport<M>, TrainError<M>>
     where
         D: TrainData,
@@ -304,9 +313,14 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             self.state.control.failure = Some(error.to_string());
         }
         let after = self.dispatch.after_train(&mut self.state);
+        let ok = result.is_ok() && after.is_ok();
+        let tested = self.test_phase(test, &outcome, ok, test_weights.as_deref());
         self.state.monitors.publish();
         self.state.monitors.close();
-        let result = result.and(after);
+        let (result, test) = match tested {
+            Ok(test) => (result.and(after), test),
+            Err(error) => (result.and(after).and(Err(error)), Vec::new()),
+        };
         let late_signal = self.late_signal(&outcome);
         let summary = TrainSummary::new(
             outcome.clone(),
@@ -322,7 +336,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         {
             printer.print(&summary);
         }
-        self.report(result, outcome, late_signal, summary)
+        self.report(result, outcome, late_signal, summary).map(|report| TrainReport { test, ..report })
     }
 
     /// `f`, with a panic inside it caught and named after where it happened.
@@ -387,6 +401,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             dropped: self.state.monitors.dropped(),
             late_signal,
             summary,
+            test: Vec::new(),
         });
         match (result, report) {
             (Ok(()), Some(report)) => Ok(report),

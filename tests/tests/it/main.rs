@@ -27,6 +27,7 @@ mod lifecycle;
 mod log_dir;
 mod logging;
 mod matrix;
+mod metrics;
 mod misuse;
 mod mlflow;
 mod modify;
