@@ -60,7 +60,10 @@ use crate::fetch::{Fetch, Fetched, Outputs};
 /// .with(WorstLoss { fetches: [Fetch::host("losses")], worst: f64::NEG_INFINITY });
 /// # let _ = runner;
 /// ```
-pub trait Inferencer {
+///
+/// `Send`, so that a trainer holding an [`InferenceRunner`](super::InferenceRunner) can move to
+/// another thread.
+pub trait Inferencer: Send {
     /// The inferencer's name in error messages (its type's name by default).
     fn name(&self) -> Cow<'static, str> {
         Cow::Borrowed(short_type_name::<Self>())

@@ -457,7 +457,7 @@ impl<M, D, C, K> Trainer<M, D, C, K> {
     /// println!("test accuracy {:?}", report.latest("test_accuracy"));
     /// # Ok::<(), burn_stoker::Error>(())
     /// ```
-    pub fn test(mut self, runner: impl Callback<M> + 'static) -> Self {
+    pub fn test(mut self, runner: impl Callback<M> + Send + 'static) -> Self {
         self.test = Some(TestPhase::new(runner));
         self
     }

@@ -18,12 +18,12 @@ use crate::saver::checkpoint::MODEL_FILE;
 
 /// The runner of the test set, taken by [`Trainer::test`].
 pub(super) struct TestPhase<M> {
-    runner: Box<dyn Callback<M>>,
+    runner: Box<dyn Callback<M> + Send>,
 }
 
 impl<M> TestPhase<M> {
     /// The test phase of `runner`.
-    pub(super) fn new(runner: impl Callback<M> + 'static) -> Self {
+    pub(super) fn new(runner: impl Callback<M> + Send + 'static) -> Self {
         TestPhase { runner: Box::new(runner) }
     }
     /// Whether the runner runs on the chief alone (not `data_parallel`).

@@ -159,16 +159,7 @@ fn open<M: Module>(
     let chief = execution.is_chief();
     let resume_auto = matches!(settings.resume, Resume::Auto);
     let locks = super::lock::locking(settings.lock_log_dir);
-    // A run in a `version_N` folder holds the base against a Delete or a Backup of it, from
-    // before it chooses its folder.
-    // Choosing the folder and locking it is one act (versions.rs).
-    let (versions, choosing) = match settings.log_dir_policy {
-        LogDirPolicy::NewVersion if chief => (
-            VersionsHold::shared(&settings.log_dir, locks)?,
-            VersionsHold::choosing(&settings.log_dir, locks)?,
-        ),
-        _ => Default::default(),
-    };
+    let (versions, choosing) = version_holds(settings, chief, locks)?;
     let (log_dir, found) = match settings.log_dir_policy {
         LogDirPolicy::NewVersion => versioned(&settings.log_dir, resume_auto, execution, model)?,
         _ => (settings.log_dir.clone(), None),
@@ -233,6 +224,19 @@ fn open<M: Module>(
         None => None,
     };
     Ok(Opened { log_dir, lock, counters, restored })
+}
+
+/// The holds a `NewVersion` chief takes on the base log directory (versions.rs): shared, against
+/// a Delete or a Backup of the base, from before it chooses its folder until it ends; and
+/// exclusive while it chooses its folder and locks it, so that the two are one act.
+fn version_holds(settings: &Settings, chief: bool, locks: bool) -> Result<(VersionsHold, VersionsHold)> {
+    match settings.log_dir_policy {
+        LogDirPolicy::NewVersion if chief => Ok((
+            VersionsHold::shared(&settings.log_dir, locks)?,
+            VersionsHold::choosing(&settings.log_dir, locks)?,
+        )),
+        _ => Ok(Default::default()),
+    }
 }
 
 /// Where a checkpoint's journal is looked for, before where it was written: this run's log
