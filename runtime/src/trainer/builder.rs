@@ -35,6 +35,9 @@ use crate::world::World;
 ///     })?;
 /// # Ok::<(), burn_stoker::Error>(())
 /// ```
+#[doc(alias = "Learner")]
+#[doc(alias = "LearnerBuilder")]
+#[doc(alias = "SupervisedTraining")]
 pub struct Trainer<M, D, C = (), K = ()> {
     pub(super) model: M,
     pub(super) optimizer: ModuleOptimizer,
@@ -171,6 +174,9 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         self
     }
     /// Train up to and including epoch `max_epoch`.
+    #[doc(alias = "num_epochs")]
+    #[doc(alias = "max_epochs")]
+    #[doc(alias = "epochs")]
     pub fn max_epoch(mut self, max_epoch: u64) -> Self {
         self.settings.max_epoch = max_epoch;
         self
@@ -266,6 +272,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     ///
     /// Random operations inside the step (dropout) draw from the backend's generator, which burn
     /// does not expose: [`seed`](Self::seed) it to repeat them.
+    #[doc(alias = "ckpt_path")]
     pub fn resume_from(mut self, path: impl Into<PathBuf>) -> Self {
         self.settings.resume = Resume::From(path.into());
         self
@@ -320,6 +327,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// once with `seed + rank` when training starts): burn does not expose a generator's state,
     /// so no checkpoint could hold it, and seeded per step a resumed run's steps draw what the
     /// uninterrupted run's drew (dropout included).
+    #[doc(alias = "seed_everything")]
     pub fn seed(mut self, seed: u64) -> Self {
         self.settings.seed = Some(seed);
         self
