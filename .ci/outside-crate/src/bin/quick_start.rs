@@ -2,6 +2,7 @@ use burn::module::Module;
 use burn::nn::{Linear, LinearConfig, Relu};
 use burn::optim::AdamConfig;
 use burn::tensor::{Device, Distribution, Tensor};
+use burn_stoker::monitor::TrainCost;
 use burn_stoker::prelude::*;
 
 // 1. Your model: any burn `Module`.
@@ -38,10 +39,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .learning_rate(1e-2)
         .log_dir("train_log/quick-start")
         .log_dir_policy(LogDirPolicy::NewVersion) // each run in a new version_N folder
+        .callbacks(TrainCost::new()) // each epoch's mean loss, printed and logged as train_cost
         // 4. The step: the loss of one batch; the trainer runs backward and the optimizer.
         .train(|model: &Model, (x, y): (Tensor<2>, Tensor<2>), _step: &mut Step<'_>| {
             (model.forward(x) - y).powi_scalar(2).mean()
         })?;
-    println!("{}", report.summary);
+    report.model.save_file("model.bpk")?; // the trained weights, in burn's own format
     Ok(())
 }
