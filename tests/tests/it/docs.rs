@@ -303,7 +303,8 @@ fn the_crate_outside_the_workspace_is_the_readme_and_the_quick_start_as_written(
     let mut lines =
         toml[0].strip_prefix("[dependencies]\n").expect("the install block's [dependencies]").lines();
     assert!(lines.next().is_some_and(|line| line.starts_with("burn-stoker = ")), "{}", toml[0]);
-    let mut theirs = dependencies.lines();
+    // The [dependencies] table alone: up to the blank line before the next table.
+    let mut theirs = dependencies.split("\n\n").next().unwrap().lines();
     assert_eq!(theirs.next(), Some(r#"burn-stoker = { path = "../../runtime" }"#));
     assert_eq!(
         lines.collect::<Vec<_>>(),
