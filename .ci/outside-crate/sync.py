@@ -58,23 +58,6 @@ def install_lines():
     return lines
 
 
-# Not the README's, and in a table of their own (`cfg(all())` holds everywhere) so that
-# [dependencies] stays the README's block: the feature sets that the workspace's build gives two
-# crates burn depends on (examples/Cargo.toml says why it names them). A feature set is part of a
-# crate's build, and cubecl-environment's is part of all of burn's: with these lines CI builds this
-# crate with the burn it compiled for the workspace, instead of compiling burn once more. They add
-# no API the programs could use.
-SHARED_BUILD = [
-    "# Not the README's: the feature sets the workspace's build gives cubecl-environment and",
-    "# thiserror, so that CI reuses the workspace's build of burn (sync.py says more).",
-    "[target.'cfg(all())'.dependencies]",
-    'cubecl-environment = { version = "0.11.3", default-features = false, features = ["tracing"] }',
-    'tracing = { version = "0.1.44", default-features = false, features = ["std"] }',
-    'thiserror = "2"',
-    "",
-]
-
-
 def manifest():
     lines = install_lines()
     # This clone's runtime stands for the README's `burn-stoker` line (a path or git source).
@@ -103,7 +86,6 @@ def manifest():
         "[dependencies]",
         *lines,
         "",
-        *SHARED_BUILD,
     ])
 
 
