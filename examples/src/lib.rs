@@ -414,13 +414,10 @@ pub fn train_digits_in(
         .log_dir(&run.log_dir)
         .auto_resume(run.resume)
         .log_dir_policy(run.log_dir_policy)
-        .default_callbacks(if run.dashboard {
-            DefaultCallbacks { progress: None, printer: None, ..DefaultCallbacks::default() }
-        } else {
-            DefaultCallbacks {
-                progress: Some(ProgressBar::new().show(["cost", "accuracy"])),
-                ..DefaultCallbacks::default()
-            }
+        // With `--dashboard`, the dashboard replaces the progress bar and the printer itself.
+        .default_callbacks(DefaultCallbacks {
+            progress: Some(ProgressBar::new().show(["cost", "accuracy"])),
+            ..DefaultCallbacks::default()
         })
         .callbacks(callbacks)
         .train(|model: &Mlp, batch: DigitBatch, step: &mut Step<'_>| {

@@ -35,6 +35,7 @@ pub fn time_event_delivery<M: Module, K, C: Callbacks<M, K>>(
             stop: Default::default(),
         },
         true,
+        1,
     )?;
     let start = std::time::Instant::now();
     for _ in 0..events {

@@ -131,6 +131,10 @@ pub enum Error {
         /// Each difference: `"batch_size 32 there, 64 now"`.
         differences: Vec<String>,
     },
+    /// The trainer was set up in a way that cannot train as asked, found before training starts
+    /// (a model on a device without autodiff, a chief-only callback that takes a value inside
+    /// the step of a data-parallel world): the message says what to change.
+    Misuse(String),
     /// Any other failure, with its message.
     Message(String),
     /// Another library's error (or a callback's own), kept as the source: built by
@@ -311,6 +315,7 @@ impl fmt::Display for Error {
             | Error::HyperParam(message)
             | Error::Checkpoint { message, .. }
             | Error::NonFinite(message)
+            | Error::Misuse(message)
             | Error::Message(message)
             | Error::Other { message, .. } => f.write_str(message),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
@@ -370,6 +375,7 @@ impl std::error::Error for Error {
             | Error::LogDirInUse { .. }
             | Error::EarlierRun { .. }
             | Error::ConfigMismatch { .. }
+            | Error::Misuse(_)
             | Error::Message(_) => None,
         }
     }

@@ -45,6 +45,9 @@ pub(crate) struct Control {
     /// fastai's `ShortEpochCallback(pct, short_valid=True)` during a validation pass: the share
     /// of the pass after which the validating callback cancels it (reset after each pass).
     pub(crate) short_validation: Option<f64>,
+    /// A callback draws on the terminal (the dashboard, from its setup): the progress bar and
+    /// the scalar printer step aside.
+    pub(crate) terminal_held: bool,
 }
 
 /// A checkpoint to write: into which folder of checkpoints, keeping what, written when.
@@ -447,6 +450,15 @@ impl<M> Context<'_, M> {
     /// `before_validate`. Read by [`InferenceRunner`](crate::inference::InferenceRunner).
     pub(crate) fn shorten_validation(&mut self, pct: f64) {
         self.state.control.short_validation = Some(pct);
+    }
+    /// Say that this callback draws on the whole terminal (from `setup`): the progress bar and
+    /// the scalar printer draw nothing beside it.
+    pub(crate) fn hold_terminal(&mut self) {
+        self.state.control.terminal_held = true;
+    }
+    /// Whether a callback holds the terminal ([`hold_terminal`](Self::hold_terminal)).
+    pub(crate) fn terminal_held(&self) -> bool {
+        self.state.control.terminal_held
     }
     /// The share of this validation pass after which it is cancelled, if one was asked for.
     pub(crate) fn short_validation(&self) -> Option<f64> {

@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use super::{InferenceRunner, ScalarStats};
 use crate::callback::short_type_name;
 use crate::error::Result;
+use crate::state::Image;
 use burn::tensor::Tensor;
 
 use crate::fetch::{Fetch, Fetched, Outputs};
@@ -132,6 +133,43 @@ pub trait Inferencer {
             "{}: says its sums are on the device (Inferencer::sums_on_device) but does not implement Inferencer::device_sums",
             self.name()
         )))
+    }
+    /// Whether the runner keeps this inferencer's batch values on the device and joins them end
+    /// to end rather than adding them (false by default): an inferencer that needs every
+    /// per-sample value of the pass (an AUROC ranks every score) and still wants one transfer.
+    /// With [`sums_on_device`](Self::sums_on_device) also true, [`batch_sums`](Self::batch_sums)
+    /// may then return a tensor of any length at each batch (the batch's values, say `n` rows of
+    /// a score and a label); the runner keeps them on the device and hands their concatenation,
+    /// in batch order, to [`device_sums`](Self::device_sums) in the pass's one transfer. The
+    /// device holds the pass's values until its end: keep them to a few per sample.
+    fn concatenates_on_device(&self) -> bool {
+        false
+    }
+    /// Values of this pass that a [data-parallel](InferenceRunner::data_parallel) runner gathers
+    /// from every rank rather than sums: each rank's list, of any length, joined in rank order
+    /// and handed to [`merge_gathered`](Self::merge_gathered) on every rank, after
+    /// [`merge`](Self::merge). `None`, the default, gathers nothing. For what no sum of fixed
+    /// length holds exactly (the scores an AUROC ranks); [`partial`](Self::partial) must still
+    /// say `Some` (an empty list will do) for the runner to accept the inferencer. It costs a
+    /// second exchange in the pass, of every rank's values.
+    fn gathered(&self) -> Option<Vec<f64>> {
+        None
+    }
+    /// Replace this pass's gathered values by `all`: every rank's [`gathered`](Self::gathered)
+    /// list, rank 0's first. The default fails naming the inferencer.
+    fn merge_gathered(&mut self, all: &[f64]) -> Result<()> {
+        let _ = all;
+        Err(crate::error::Error::msg(format!(
+            "{}: gives values to gather (Inferencer::gathered) but does not implement Inferencer::merge_gathered",
+            self.name()
+        )))
+    }
+    /// Images of the pass, put to the monitors after the scalars of
+    /// [`after_inference`](Self::after_inference) (TensorBoard shows them; other writers skip
+    /// them), on the chief alone in a data-parallel runner. None by default;
+    /// [`MulticlassStats`](super::MulticlassStats) puts its confusion matrix.
+    fn images(&mut self) -> Vec<(String, Image)> {
+        Vec::new()
     }
     /// Replace this pass's state by `summed`, the element-wise sum over the ranks of what
     /// [`partial`](Self::partial) gave (the same length); [`after_inference`](Self::after_inference)

@@ -5,7 +5,15 @@
 //! data, with one device-to-host transfer per batch for all their values — and puts their results
 //! to the monitors. The inferencers: [`ScalarStats`] (means over datapoints), [`ClassificationError`]
 //! (the true error of the set), [`BinaryClassificationStats`] (precision, recall, F1),
-//! [`MultiLabelStats`] (neon's per-class statistics), or one of the user's.
+//! [`MultiLabelStats`] (neon's per-class statistics), [`TopKAccuracy`], [`MulticlassStats`] (the
+//! confusion matrix, with precision, recall and F1 macro, micro and weighted, and its image),
+//! [`Auroc`] (binary and one-vs-rest), or one of the user's. The classification metrics count on
+//! the device and leave it once per pass, as scikit-learn computes them (its `zero_division`
+//! default, its tie-breaking).
+//!
+//! A runner given to [`Trainer::test`](crate::trainer::Trainer::test) evaluates a test set once
+//! training ends (Lightning's `trainer.test`, Keras's `evaluate`): give its inferencers the
+//! prefix `test`.
 //!
 //! In a data-parallel world the runner validates on the chief alone, over the whole set; with
 //! [`InferenceRunner::data_parallel`] (tensorpack's `DataParallelInferenceRunner`) every rank
@@ -13,17 +21,23 @@
 //! are added up over the ranks, and the chief reports the statistics of the whole set.
 //!
 //! One file per concept: the trait (`inferencer`), each inferencer (`scalar_stats`,
-//! `classification`, `multi_label`) and the runner (`runner`).
+//! `classification`, `multi_label`, `multiclass`, `auroc`), what the multiclass ones compute on
+//! the device (`classes`) and the runner (`runner`).
 
+mod auroc;
+mod classes;
 mod classification;
 mod inferencer;
 mod multi_label;
+mod multiclass;
 mod runner;
 mod scalar_stats;
 
+pub use auroc::Auroc;
 pub use classification::{BinaryClassificationStats, ClassificationError};
 pub use inferencer::Inferencer;
 pub use multi_label::MultiLabelStats;
+pub use multiclass::{MulticlassStats, TopKAccuracy};
 pub use runner::{ForwardOutput, InferenceCounts, InferenceForward, InferenceRunner, PredThenScore};
 pub use scalar_stats::ScalarStats;
 
@@ -115,6 +129,7 @@ mod tests {
             inferencer.set_batch_size(n);
             let sums = inferencer.batch_sums(&outputs).unwrap();
             total = Some(match total {
+                Some(total) if inferencer.concatenates_on_device() => Tensor::cat(vec![total, sums], 0),
                 Some(total) => total + sums,
                 None => sums,
             });
@@ -130,7 +145,7 @@ mod tests {
         assert_eq!(device.partial().map(|p| p.len()), host.partial().map(|p| p.len()));
         for ((name, on_device), (_, on_host)) in device.after_inference().iter().zip(host.after_inference()) {
             assert!(
-                (on_device - on_host).abs() < 1e-6,
+                (on_device - on_host).abs() < 1e-6 || (on_device.is_nan() && on_host.is_nan()),
                 "{name}: {on_device} on the device, {on_host} on the host"
             );
         }
@@ -140,6 +155,11 @@ mod tests {
     fn the_sums_added_on_the_device_give_what_the_host_path_gives() {
         device_equals_host(ScalarStats::new(["cost"]));
         device_equals_host(ClassificationError::new("wrong", "validation_error"));
+        device_equals_host(TopKAccuracy::new("predicted", "labels", 1));
+        device_equals_host(MulticlassStats::new("predicted", "labels", 2));
+        device_equals_host(MulticlassStats::new("pred", "label", 2));
+        device_equals_host(Auroc::binary("pred", "label"));
+        device_equals_host(Auroc::one_vs_rest("predicted", "labels", 2));
         assert!(!BinaryClassificationStats::new("pred", "label").sums_on_device());
     }
 
@@ -151,18 +171,26 @@ mod tests {
         let (mut even, mut odd, mut merged) = (inferencer.clone(), inferencer.clone(), inferencer);
         pass(&mut even, &[0, 2]);
         pass(&mut odd, &[1, 3]);
+        let gathered = even.gathered().map(|even| [even, odd.gathered().unwrap()].concat());
         let (even, odd) = (even.partial().unwrap(), odd.partial().unwrap());
         assert_eq!(even.len(), odd.len());
         let summed: Vec<f64> = even.iter().zip(&odd).map(|(a, b)| a + b).collect();
         merged.before_inference();
         merged.merge(&summed).unwrap();
+        if let Some(all) = gathered {
+            merged.merge_gathered(&all).unwrap();
+        }
         let got = merged.after_inference();
         assert_eq!(got.len(), expected.len());
         for ((name, value), (expected_name, expected_value)) in got.iter().zip(&expected) {
             assert_eq!(name, expected_name);
-            assert!((value - expected_value).abs() < 1e-12, "{name}: {value} merged, {expected_value} whole");
+            assert!(
+                (value - expected_value).abs() < 1e-12 || (value.is_nan() && expected_value.is_nan()),
+                "{name}: {value} merged, {expected_value} whole"
+            );
         }
-        assert!(merged.merge(&summed[1..]).is_err(), "a sum of the wrong length is refused");
+        let wrong = if summed.is_empty() { vec![1.0] } else { summed[1..].to_vec() };
+        assert!(merged.merge(&wrong).is_err(), "a sum of the wrong length is refused");
     }
 
     #[test]
@@ -175,6 +203,10 @@ mod tests {
             MultiLabelStats::new("predicted", "labels", ["a", "b"]).neon_batch_mean(true),
         );
         halves_merge_into_the_whole(MultiLabelStats::new("predicted", "labels", ["a", "b"]).argmax(true));
+        halves_merge_into_the_whole(TopKAccuracy::new("predicted", "labels", 1));
+        halves_merge_into_the_whole(MulticlassStats::new("predicted", "labels", 2));
+        halves_merge_into_the_whole(Auroc::binary("pred", "label"));
+        halves_merge_into_the_whole(Auroc::one_vs_rest("predicted", "labels", 2));
     }
 
     struct Opaque;

@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use batch_size::inferred_batch_size;
 use burn::module::Module;
-use burn::tensor::Tensor;
 
 use super::Inferencer;
 #[cfg(doc)]
@@ -20,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::fetch::{FetchPlan, Outputs};
 use crate::trainer::{BatchIter, TrainData};
 pub use forward::{InferenceForward, PredThenScore};
-use results::PassEnd;
+use results::{DeviceTotal, PassEnd};
 
 /// What an [`InferenceRunner`]'s forward function returns: `()`, or the batch's number of
 /// datapoints as a `usize`.
@@ -147,7 +146,6 @@ impl InferenceCounts {
 #[doc(alias = "validation_step")]
 #[doc(alias = "validation_data")]
 #[doc(alias = "InferenceStep")]
-#[doc(alias = "Evaluator")]
 pub struct InferenceRunner<D = (), F = ()> {
     data: D,
     forward: F,
@@ -156,9 +154,10 @@ pub struct InferenceRunner<D = (), F = ()> {
     mask: u64,
     /// The slots of the inferencers that read each batch on the host.
     host_mask: u64,
-    /// Per inferencer: whether it adds its batches up on the device, and its running total.
+    /// Per inferencer: whether it adds its batches up on the device, and its running total (or
+    /// its batches' values kept, for one that joins them: [`Inferencer::concatenates_on_device`]).
     on_device: Vec<bool>,
-    totals: Vec<Option<Tensor<1>>>,
+    totals: Vec<DeviceTotal>,
     outputs: Outputs,
     needs_batch_size: bool,
     /// The outputs whose first dimension is the batch size, learnt on the first batch.
@@ -316,7 +315,7 @@ where
             }
         }
         self.on_device = self.inferencers.iter().map(|i| i.sums_on_device()).collect();
-        self.totals = self.inferencers.iter().map(|_| None).collect();
+        self.totals = self.inferencers.iter().map(|i| DeviceTotal::new(i.concatenates_on_device())).collect();
         for (inferencer, &on_device) in self.inferencers.iter().zip(&self.on_device) {
             for fetch in inferencer.fetches() {
                 let bit = self.plan.declare(fetch, "InferenceRunner")?;
@@ -346,7 +345,7 @@ where
     fn validate(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let model = ctx.model().valid();
         self.inferencers.iter_mut().for_each(|i| i.before_inference());
-        self.totals.iter_mut().for_each(|total| *total = None);
+        self.totals.iter_mut().for_each(DeviceTotal::clear);
         let transfers = self.plan.transfers();
         let mut pass = self.data.pass();
         let short = if self.data_parallel { None } else { ctx.short_validation() };
@@ -392,11 +391,7 @@ where
                     inferencer.set_batch_size(size);
                 }
                 if on_device {
-                    let sums = inferencer.batch_sums(&self.outputs)?;
-                    *total = Some(match total.take() {
-                        Some(running) => running + sums,
-                        None => sums,
-                    });
+                    total.add(inferencer.batch_sums(&self.outputs)?);
                 } else {
                     inferencer.on_batch(&values)?;
                 }

@@ -83,10 +83,15 @@ impl ScalarPrinter {
     }
 }
 
+/// Opened when training starts, once every callback is set up: nothing is printed beside a
+/// callback that holds the terminal (the dashboard).
 #[crate::callback]
 impl ScalarPrinter {
-    #[on(setup)]
+    #[on(before_train)]
     fn open<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if ctx.terminal_held() {
+            return Ok(());
+        }
         let sink = self.sink(Box::new(std::io::stdout()))?;
         ctx.monitors().add_sink(sink);
         Ok(())

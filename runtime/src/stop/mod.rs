@@ -70,6 +70,7 @@ const HIGHER_IS_BETTER: &[&str] = &[
     "fscore",
     "fmeasure",
     "auc",
+    "auroc",
     "iou",
     "miou",
     "dice",
@@ -89,7 +90,7 @@ impl Mode {
     /// stoker's statistics are plain names, so `Auto` reads the words of the name (split at every
     /// character that is not a letter or a digit, case ignored): a word such as `loss`, `cost`,
     /// `error`, `wrong`, `mse`, `mae`, `perplexity` means lower is better; `accuracy`, `acc`,
-    /// `correct`, `precision`, `recall`, `f1`, `auc`, `iou`, `psnr` means higher is better. A
+    /// `correct`, `precision`, `recall`, `f1`, `auc`, `auroc`, `iou`, `psnr` means higher is better. A
     /// name with words of both kinds, or of neither, cannot be told: name the mode.
     ///
     /// ```
@@ -98,6 +99,7 @@ impl Mode {
     /// assert_eq!(Mode::Auto.resolve("val-error-top1"), Some(Mode::Min));
     /// assert_eq!(Mode::Auto.resolve("validation_accuracy"), Some(Mode::Max));
     /// assert_eq!(Mode::Auto.resolve("val_f1"), Some(Mode::Max));
+    /// assert_eq!(Mode::Auto.resolve("val_auroc"), Some(Mode::Max));
     /// assert_eq!(Mode::Auto.resolve("throughput"), None);
     /// assert_eq!(Mode::Max.resolve("val_loss"), Some(Mode::Max));
     /// ```

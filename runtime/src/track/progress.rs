@@ -62,6 +62,8 @@ pub struct ProgressBar {
     target: Option<Lines>,
     /// Whether the bar draws anywhere (checked at `before_train`).
     drawn: bool,
+    /// Whether another callback holds the terminal (checked at `before_train`): no bar at all.
+    stepped_aside: bool,
     bar: Option<indicatif::ProgressBar>,
     /// The last `window` costs, of consecutive steps, and the step of the last one.
     recent: VecDeque<f32>,
@@ -91,6 +93,7 @@ impl ProgressBar {
             validation: Some(Cow::Borrowed(VALIDATION_LOSS)),
             target: None,
             drawn: false,
+            stepped_aside: false,
             bar: None,
             recent: VecDeque::new(),
             last_step: 0,
@@ -248,11 +251,16 @@ impl<M> Callback<M> for ProgressBar {
     fn wants_fetch(&self, counters: &Counters) -> bool {
         self.drawn && self.reads(counters.next_step())
     }
-    fn before_train(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        self.drawn = !self.draw_target().is_hidden();
+    /// Nothing is drawn beside a callback that holds the terminal (the dashboard).
+    fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.stepped_aside = ctx.terminal_held();
+        self.drawn = !self.stepped_aside && !self.draw_target().is_hidden();
         Ok(())
     }
     fn before_epoch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if self.stepped_aside {
+            return Ok(());
+        }
         let counters = ctx.counters();
         let bar =
             indicatif::ProgressBar::with_draw_target(Some(counters.steps_per_epoch()), self.draw_target());

@@ -8,10 +8,13 @@ use std::time::Duration;
 use burn::module::Module;
 use burn::optim::ModuleOptimizer;
 
+use super::test_phase::TestPhase;
 use super::{DefaultCallbacks, LogDirPolicy, TrainData};
-use crate::callback::Callbacks;
 #[cfg(doc)]
 use crate::callback::Outcome;
+use crate::callback::{Callback, Callbacks};
+#[cfg(doc)]
+use crate::inference::InferenceRunner;
 use crate::signal::StopHandle;
 use crate::state::HyperParams;
 use crate::world::World;
@@ -44,6 +47,8 @@ pub struct Trainer<M, D, C = (), K = ()> {
     pub(super) data: D,
     pub(super) callbacks: C,
     pub(super) settings: Settings,
+    /// The test set's runner ([`Trainer::test`]).
+    pub(super) test: Option<TestPhase<M>>,
     pub(super) marker: PhantomData<fn() -> K>,
 }
 
@@ -75,6 +80,8 @@ pub(super) struct Settings {
     pub(super) deferred_read_budget: u64,
     pub(super) stop: StopHandle,
     pub(super) lock_log_dir: bool,
+    /// The weights the test set is evaluated with ([`Trainer::test_weights`]).
+    pub(super) test_weights: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -96,6 +103,7 @@ impl Default for Settings {
             deferred_read_budget: DEFERRED_READ_BUDGET,
             stop: StopHandle::default(),
             lock_log_dir: true,
+            test_weights: None,
         }
     }
 }
@@ -108,6 +116,22 @@ pub(super) enum Resume {
     Auto,
 }
 
+/// The callbacks of a trainer whose [`callbacks`](Trainer::callbacks) was not called yet: only
+/// `()`. A second `.callbacks(...)` fails to compile on this bound, with the fix in its message.
+#[diagnostic::on_unimplemented(
+    message = "`.callbacks(...)` was already called on this trainer: a second call would replace the first",
+    label = "this trainer already has its callbacks",
+    note = "give every callback in one call, as a tuple: `.callbacks((first, second))`"
+)]
+pub trait NoCallbacksYet: sealed::Sealed {}
+impl NoCallbacksYet for () {}
+
+mod sealed {
+    /// Only `()` is [`NoCallbacksYet`](super::NoCallbacksYet).
+    pub trait Sealed {}
+    impl Sealed for () {}
+}
+
 impl<M: Module, D: TrainData> Trainer<M, D, (), ()> {
     /// A trainer of `model` with `optimizer` (burn's, e.g. `AdamConfig::new().init()`) on `data`,
     /// with the default callbacks, one epoch, learning rate 1e-3 and log directory `train_log`.
@@ -118,20 +142,27 @@ impl<M: Module, D: TrainData> Trainer<M, D, (), ()> {
             data,
             callbacks: (),
             settings: Settings::default(),
+            test: None,
             marker: PhantomData,
         }
     }
 }
 
 impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
-    /// The callbacks: one callback, a tuple, a `Vec`, or a `#[derive(Callbacks)]` struct.
-    pub fn callbacks<K2, C2: Callbacks<M, K2>>(self, callbacks: C2) -> Trainer<M, D, C2, K2> {
+    /// The callbacks: one callback, a tuple, a `Vec`, or a `#[derive(Callbacks)]` struct, all in
+    /// one call. A second call does not compile (it would replace the first silently): give
+    /// them together, `.callbacks((a, b))`.
+    pub fn callbacks<K2, C2: Callbacks<M, K2>>(self, callbacks: C2) -> Trainer<M, D, C2, K2>
+    where
+        C: NoCallbacksYet,
+    {
         Trainer {
             model: self.model,
             optimizer: self.optimizer,
             data: self.data,
             callbacks,
             settings: self.settings,
+            test: self.test,
             marker: PhantomData,
         }
     }
@@ -319,14 +350,14 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     ///   before building it (`device.seed(s)`, then `Config::init(&device)`);
     /// - **the data order**: a `Vec` of batches is taken in order; a burn `DataLoader` shuffles
     ///   with the seed given to `DataLoaderBuilder::shuffle(seed)`, and stoker keeps the
-    ///   position in it across a resume (see [`resume_from`](Self::resume_from));
-    /// - **several ranks sharing one device's generator** (threads on one CPU or GPU): the
-    ///   ranks draw from it in whatever order they run.
+    ///   position in it across a resume (see [`resume_from`](Self::resume_from)).
     ///
     /// The devices are seeded before every step, from `seed`, the rank and the global step (and
     /// once with `seed + rank` when training starts): burn does not expose a generator's state,
     /// so no checkpoint could hold it, and seeded per step a resumed run's steps draw what the
-    /// uninterrupted run's drew (dropout included).
+    /// uninterrupted run's drew (dropout included). burn's generators are one per process, so in
+    /// a seeded threads world the ranks' forward and backward passes take turns (their exchanges
+    /// and optimizer steps still overlap): each rank draws what its own seed gives.
     #[doc(alias = "seed_everything")]
     pub fn seed(mut self, seed: u64) -> Self {
         self.settings.seed = Some(seed);
@@ -379,5 +410,75 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// ```
     pub fn stop_handle(&self) -> StopHandle {
         self.settings.stop.clone()
+    }
+}
+
+impl<M, D, C, K> Trainer<M, D, C, K> {
+    /// Evaluate a test set once training ends (Lightning's `trainer.test`, Keras's `evaluate`):
+    /// `runner`, an [`InferenceRunner`] over the test set whose inferencers name their results
+    /// `test_...` (`.prefix("test")`: `test_accuracy`, `test_cost`), runs one pass after every
+    /// callback's `after_train`, and its results go to the monitors: `stats.json` (a last row),
+    /// TensorBoard and the other writers, the end-of-training summary, and
+    /// [`TrainReport::test`](super::TrainReport::test) /
+    /// [`TrainReport::latest`](super::TrainReport::latest).
+    ///
+    /// - **Weights.** The model as training leaves it: the best weights when an
+    ///   [`EarlyStopping`](crate::stop::EarlyStopping) with `restore_best_weights` put them back
+    ///   in its `after_train`, the final ones otherwise; or those of a best copy, with
+    ///   [`test_weights`](Self::test_weights). The report's model stays the one training left.
+    /// - **When.** After a run that ended without an error and was not interrupted
+    ///   ([`Outcome::Finished`] or [`Outcome::Stopped`], an early stop included); after a
+    ///   failure, a signal, a [`StopHandle`](crate::trainer::StopHandle) stop or non-finite
+    ///   weights the test set is not evaluated (the log says so). An error of the pass fails the
+    ///   run, with its report.
+    /// - **Where.** On the chief, over the whole test set, the other ranks of a world doing
+    ///   nothing: the runner must not be [`data_parallel`](InferenceRunner::data_parallel)
+    ///   (refused before training starts). The runner is not one of the run's callbacks: it
+    ///   takes no other event, and no callback receives the test set's batch events.
+    ///
+    /// ```no_run
+    /// # use burn_stoker::prelude::*;
+    /// # use burn::nn::{Linear, LinearConfig};
+    /// # use burn::optim::SgdConfig;
+    /// # use burn::tensor::{Device, Tensor};
+    /// # use burn_stoker::inference::MulticlassStats;
+    /// # let device = Device::default().autodiff();
+    /// # let (train, valid, test): (Vec<(Tensor<2>, Tensor<1>)>, Vec<(Tensor<2>, Tensor<1>)>, Vec<(Tensor<2>, Tensor<1>)>) = (Vec::new(), Vec::new(), Vec::new());
+    /// fn forward(model: &Linear, (x, label): (Tensor<2>, Tensor<1>), out: &mut Outputs) {
+    ///     out.put("logits", model.forward(x));
+    ///     out.put("label", label);
+    /// }
+    /// let model: Linear = LinearConfig::new(8, 3).init(&device);
+    /// let report = Trainer::new(model, SgdConfig::new().init(), train)
+    ///     .max_epoch(20)
+    ///     .callbacks((
+    ///         InferenceRunner::new(valid, forward).with(MulticlassStats::new("logits", "label", 3)),
+    ///         EarlyStopping::new("val_accuracy").patience(3).restore_best_weights(true),
+    ///     ))
+    ///     .test(InferenceRunner::new(test, forward).with(MulticlassStats::new("logits", "label", 3).prefix("test")))
+    ///     .train(|model: &Linear, (x, label): (Tensor<2>, Tensor<1>), _: &mut Step<'_>| {
+    ///         let (n, device) = (x.dims()[0], x.device());
+    ///         burn::nn::loss::CrossEntropyLossConfig::new()
+    ///             .init(&device)
+    ///             .forward(model.forward(x), label.int().reshape([n]))
+    ///     })?;
+    /// println!("test accuracy {:?}", report.latest("test_accuracy"));
+    /// # Ok::<(), burn_stoker::Error>(())
+    /// ```
+    #[doc(alias = "evaluate")]
+    #[doc(alias = "Evaluator")]
+    pub fn test(mut self, runner: impl Callback<M> + 'static) -> Self {
+        self.test = Some(TestPhase::new(runner));
+        self
+    }
+    /// The weights the test set is evaluated with ([`test`](Self::test)): those of a burnpack
+    /// or a checkpoint folder (its `model.bpk`), such as a `MinSaver` / `MaxSaver` best copy
+    /// (`"checkpoints/min-val_loss"`) or a [`SaveBestState`](crate::saver::SaveBestState) file.
+    /// A relative path is taken from the log directory. When the file does not exist (no best
+    /// copy was written), the log says so and the weights training left are evaluated; one
+    /// that is not a model of this architecture fails the run.
+    pub fn test_weights(mut self, path: impl Into<PathBuf>) -> Self {
+        self.settings.test_weights = Some(path.into());
+        self
     }
 }

@@ -20,7 +20,8 @@
 //! - what a run does: `train` ([`Trainer::train`]: prepare, loop, finish), `main_loop` (the
 //!   epochs, the steps and the boundaries between them), `run_step` (one step), `save` (writing
 //!   checkpoints), `data_parallel` (what this rank asks of the others at an exchange, and what
-//!   it does with what they agreed).
+//!   it does with what they agreed), `test_phase` (a test set evaluated once training ends,
+//!   [`Trainer::test`]).
 
 mod builder;
 mod data;
@@ -32,6 +33,7 @@ mod fetches;
 mod lock;
 mod log_dir;
 mod main_loop;
+mod misuse;
 mod report;
 mod restore;
 mod run;
@@ -40,11 +42,12 @@ mod save;
 mod saver_dirs;
 mod step;
 mod summary;
+mod test_phase;
 mod train;
 mod versions;
 
 pub use crate::signal::StopHandle;
-pub use builder::{DEFERRED_READ_BUDGET, DEFERRED_READ_INTERVAL, Trainer};
+pub use builder::{DEFERRED_READ_BUDGET, DEFERRED_READ_INTERVAL, NoCallbacksYet, Trainer};
 pub use data::{BatchIter, TrainData, VecBatches};
 pub use defaults::DefaultCallbacks;
 pub use log_dir::LogDirPolicy;

@@ -53,6 +53,9 @@ pub struct TrainReport<M> {
     /// at the end of training by the default [`TrainSummaryPrinter`](super::TrainSummaryPrinter);
     /// here in every case, to print (`println!("{}", report.summary)`) or inspect.
     pub summary: TrainSummary,
+    /// The test set's results ([`Trainer::test`]), as its runner put them to the monitors
+    /// (`test_accuracy`, ...), in the order of their names; empty when no test set was evaluated.
+    pub test: Vec<(String, f64)>,
 }
 
 /// A run that ended with an error, with what it had trained: the error, and the report (the

@@ -56,11 +56,14 @@ pub(crate) struct Run<M, C, K> {
 }
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
-    /// The run of `callbacks` over `state`: names, order and fetches resolved (off the chief,
-    /// without the chief-only callbacks).
-    pub(crate) fn new(callbacks: C, state: TrainState<M>, chief: bool) -> Result<Self> {
+    /// The run of `callbacks` over `state`, one rank of `world_size`: names, order and fetches
+    /// resolved (off the chief, without the chief-only callbacks).
+    pub(crate) fn new(callbacks: C, state: TrainState<M>, chief: bool, world_size: usize) -> Result<Self> {
         let mut fetches = StepFetches::new();
-        let dispatch = Dispatcher::new(callbacks, chief, |i, info, active| fetches.declare(i, info, active))?;
+        let dispatch = Dispatcher::new(callbacks, chief, |i, info, active| {
+            super::misuse::refuse_chief_only_step_hooks(info, world_size)?;
+            fetches.declare(i, info, active)
+        })?;
         Ok(Run {
             dispatch,
             state,

@@ -15,6 +15,7 @@ use super::lock::LogDirLock;
 use super::log_dir::{self, LogDirPolicy, is_within};
 use super::restore::Restored;
 use super::run::Run;
+use super::test_phase::TestPhase;
 use super::versions::VersionsHold;
 use super::{LossFn, Step, TrainData, TrainError, TrainReport, TrainSummary, Trainer, TrainingStep};
 use crate::callback::{Callbacks, Control, Counters, Outcome, TrainState};
@@ -55,12 +56,20 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         M: 'static,
         S: TrainingStep<M, D::Batch>,
     {
-        let Trainer { model, optimizer, data, callbacks, mut settings, marker: _ } = self;
+        let Trainer { model, optimizer, data, callbacks, mut settings, test, marker: _ } = self;
+        super::misuse::require_autodiff(&model)?;
+        if test.as_ref().is_some_and(|test| !test.chief_only()) {
+            return Err(Error::Misuse(
+                "Trainer::test: the test set's runner runs on the chief after training, over the whole set: it cannot be data_parallel".into(),
+            )
+            .into());
+        }
         let (execution, model) = Execution::start(settings.world.take(), &settings.hyper, model)?;
         let printer = settings.defaults.train_summary.clone();
         let defaults = std::mem::take(&mut settings.defaults);
+        let test = (test, settings.test_weights.take());
         let run = prepare(model, optimizer, (defaults, callbacks), settings, execution, S::OWN_BACKWARD)?;
-        run.train(&data, step, printer.as_ref())
+        run.train(&data, step, printer.as_ref(), test)
     }
 }
 
@@ -104,7 +113,8 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
             false => None,
         };
         let (lock, restored) = (opened.lock.take(), opened.restored.take());
-        let run = Run::new(callbacks, state((opened, optimizer), settings.hyper), chief)?;
+        let world_size = execution.size();
+        let run = Run::new(callbacks, state((opened, optimizer), settings.hyper), chief, world_size)?;
         Ok((run, signals, lock, restored))
     });
     let (mut run, signals, lock, restored) = match run {
@@ -119,7 +129,8 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
         for device in &devices {
             device.seed(seed.wrapping_add(execution.rank() as u64));
         }
-        run.step_seeds = Some(super::draws::StepSeeds::new(seed, execution.rank(), devices));
+        let shared = execution.ranks_share_the_process();
+        run.step_seeds = Some(super::draws::StepSeeds::new(seed, execution.rank(), devices, shared));
     }
     let means = execution.means().to_vec();
     (run.state.model, run.state.execution) = (Some(model), execution);
@@ -153,9 +164,13 @@ fn open<M: Module>(
     let locks = super::lock::locking(settings.lock_log_dir);
     // A run in a `version_N` folder holds the base against a Delete or a Backup of it, from
     // before it chooses its folder.
-    let versions = match settings.log_dir_policy {
-        LogDirPolicy::NewVersion if chief => VersionsHold::shared(&settings.log_dir, locks)?,
-        _ => VersionsHold::default(),
+    // Choosing the folder and locking it is one act (versions.rs).
+    let (versions, choosing) = match settings.log_dir_policy {
+        LogDirPolicy::NewVersion if chief => (
+            VersionsHold::shared(&settings.log_dir, locks)?,
+            VersionsHold::choosing(&settings.log_dir, locks)?,
+        ),
+        _ => Default::default(),
     };
     let (log_dir, found) = match settings.log_dir_policy {
         LogDirPolicy::NewVersion => versioned(&settings.log_dir, resume_auto, execution, model)?,
@@ -165,6 +180,7 @@ fn open<M: Module>(
         true => Some(LogDirLock::acquire(&log_dir, locks)?.with_versions(versions)),
         false => None,
     };
+    drop(choosing);
     let checkpoint = match &settings.resume {
         Resume::Fresh => None,
         Resume::Auto if found.is_some() => found,
@@ -275,6 +291,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         data: &D,
         mut step: S,
         printer: Option<&super::TrainSummaryPrinter>,
+        (test, test_weights): (Option<TestPhase<M>>, Option<PathBuf>),
     ) -> Result<TrainReport<M>, TrainError<M>>
     where
         D: TrainData,
@@ -299,9 +316,14 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             self.state.control.failure = Some(error.to_string());
         }
         let after = self.dispatch.after_train(&mut self.state);
+        let ok = result.is_ok() && after.is_ok();
+        let tested = self.test_phase(test, &outcome, ok, test_weights.as_deref());
         self.state.monitors.publish();
         self.state.monitors.close();
-        let result = result.and(after);
+        let (result, test) = match tested {
+            Ok(test) => (result.and(after), test),
+            Err(error) => (result.and(after).and(Err(error)), Vec::new()),
+        };
         let late_signal = self.late_signal(&outcome);
         let summary = TrainSummary::new(
             outcome.clone(),
@@ -317,7 +339,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         {
             printer.print(&summary);
         }
-        self.report(result, outcome, late_signal, summary)
+        self.report(result, outcome, late_signal, summary).map(|report| TrainReport { test, ..report })
     }
 
     /// `f`, with a panic inside it caught and named after where it happened.
@@ -382,6 +404,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             dropped: self.state.monitors.dropped(),
             late_signal,
             summary,
+            test: Vec::new(),
         });
         match (result, report) {
             (Ok(()), Some(report)) => Ok(report),

@@ -5,6 +5,11 @@
 //! folder in it, take that lock exclusively first. They are refused while a version run is live
 //! instead of removing its folder from under it (its own lock is inside that folder, and its
 //! later checkpoints would go into unlinked files).
+//!
+//! Choosing a `version_N` folder and locking it is one act: a run holds the base's
+//! `.versions.choose` exclusively from before it looks at the folders until it holds its own
+//! folder's lock, so a fresh run's new folder is never taken by a `--resume` started at the
+//! same moment, nor the other way round.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::Path;
@@ -15,6 +20,9 @@ use crate::state::open_own;
 
 /// The file of the base log directory that its version runs lock shared.
 pub(super) const VERSIONS_LOCK_FILE: &str = ".versions.lock";
+
+/// The file of the base log directory a run locks exclusively while it chooses its folder.
+pub(super) const CHOOSE_LOCK_FILE: &str = ".versions.choose";
 
 /// How long a version run waits for a Delete or a Backup of its base that is acting right now.
 const POLICY_WAIT: Duration = Duration::from_secs(10);
@@ -56,6 +64,20 @@ impl VersionsHold {
                 Err(TryLockError::Error(e)) => return Err(Error::io(&base.join(VERSIONS_LOCK_FILE), e)),
             }
         }
+    }
+
+    /// The exclusive hold a run keeps on `base` while it chooses its `version_N` folder and
+    /// locks it (see the module's doc): waits for another run choosing at this moment.
+    pub(super) fn choosing(base: &Path, lock: bool) -> Result<VersionsHold> {
+        if !lock {
+            return Ok(VersionsHold { _file: None });
+        }
+        crate::state::create_dir_all_synced(base).map_err(|e| Error::io(base, e))?;
+        let path = base.join(CHOOSE_LOCK_FILE);
+        let file = open_own(OpenOptions::new().read(true).write(true).create(true).truncate(false), &path)
+            .map_err(|e| Error::io(&path, e))?;
+        file.lock().map_err(|e| Error::io(&path, e))?;
+        Ok(VersionsHold { _file: Some(file) })
     }
 
     /// The exclusive hold `LogDirPolicy::Backup` (`backup`) or `Delete` takes on `dir` before it

@@ -221,6 +221,15 @@ impl Execution {
         }
     }
 
+    /// Whether other ranks of this world run in this process (a threads world of two or more):
+    /// burn's generators are process-wide, so their draws come from one generator.
+    pub(crate) fn ranks_share_the_process(&self) -> bool {
+        match self {
+            Execution::Single => false,
+            Execution::DataParallel(agreement) => !agreement.world.under_mpi() && agreement.world.size() > 1,
+        }
+    }
+
     /// Whether a callback may cancel (fastai's `Cancel*`): not in a world, where every rank
     /// must agree on the steps it runs.
     pub(crate) fn cancels_allowed(&self) -> bool {

@@ -49,6 +49,12 @@ pub(crate) struct MpiComm {
     _not_sync: PhantomData<Cell<()>>,
 }
 
+// SAFETY: MPI is initialized with `MPI_THREAD_SERIALIZED` or more (`init` refuses less), so its
+// calls may come from any thread, one at a time. An `MpiComm` is not `Sync`, so the one thread
+// that owns it makes them; moving it to another thread moves that ownership. (rsmpi's
+// communicator holds OpenMPI's `MPI_Comm`, a raw pointer, hence no automatic `Send`.)
+unsafe impl Send for MpiComm {}
+
 impl MpiComm {
     /// Initialize MPI (once per process) with `MPI_THREAD_SERIALIZED`.
     ///

@@ -862,3 +862,40 @@ fn log_dir_delete_and_backup_of_a_base_wait_for_its_live_version_runs() {
     acting(LogDirPolicy::Delete).expect("no live version run");
     assert!(!base.join("version_0").exists());
 }
+
+/// Issue 39, item 4: a fresh run's `create_dir` of its new `version_N` and the lock it then takes
+/// were two acts, so a `--resume` started at that moment could take the new folder first (and
+/// the fresh run failed on its lock). Choosing a folder and locking it is now one act under the
+/// base's `.versions.choose`: a run choosing while another one holds it (this test, standing in
+/// for a run caught between the two acts) waits, and creates nothing until it may. Before: the
+/// fresh run created `version_0` at once.
+#[test]
+fn log_dir_a_run_choosing_its_version_folder_waits_for_another_run_choosing_at_that_moment() {
+    let base = scratch_dir("log-dir-choosing");
+    std::fs::create_dir_all(&base).unwrap();
+    let choosing = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(base.join(".versions.choose"))
+        .unwrap();
+    choosing.lock().unwrap();
+    let fresh_base = base.clone();
+    let fresh = std::thread::spawn(move || {
+        let device = burn_stoker::device::cpu();
+        Trainer::new(tiny_model(&device), SgdConfig::new().init(), tiny_data(STEPS as usize, &device))
+            .default_callbacks(DefaultCallbacks::none())
+            .handle_signals(false)
+            .max_epoch(1)
+            .log_dir(&fresh_base)
+            .log_dir_policy(LogDirPolicy::NewVersion)
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .map(|report| report.summary.log_dir.clone())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    assert!(!base.join("version_0").exists(), "the run chose its folder while another run was choosing");
+    drop(choosing);
+    let dir = fresh.join().unwrap().expect("the run trains once the other has chosen");
+    assert_eq!(dir, base.join("version_0"));
+}

@@ -27,6 +27,8 @@ mod lifecycle;
 mod log_dir;
 mod logging;
 mod matrix;
+mod metrics;
+mod misuse;
 mod mlflow;
 mod modify;
 mod monitor_catalogue;

@@ -366,27 +366,15 @@ fn every_pair_with_callback_data_trains_stops_and_resumes_to_the_uninterrupted_w
 #[test]
 fn every_model_family_on_every_world_resumes_bit_for_bit_after_sigkill_and_ctrl_c() {
     let mut cases = Vec::new();
-    let mut open = Vec::new();
     for model in ["mlp", "convbn", "lstm", "transformer"] {
         for world in ["one", "threads", "mpi"] {
             for stop in [Stop::Kill, Stop::CtrlC] {
-                let case = Case { model, world, features: vec!["versioned"], stop, full_disk: false };
-                // An open defect (issue 39): a model with dropout in a threads world whose ranks
-                // share one CPU device resumes to other weights (its ranks draw from one
-                // generator, in the order the threads reach it).
-                match world == "threads" && ["convbn", "transformer"].contains(&model) {
-                    true => open.push(case.name()),
-                    false => cases.push(case),
-                }
+                cases.push(Case { model, world, features: vec!["versioned"], stop, full_disk: false });
             }
         }
     }
     let count = cases.len();
     let failures = run_all(cases, &scratch_dir("matrix-families"));
-    println!(
-        "model families: {count} cases run, {} failed; not run (open defect): {}",
-        failures.len(),
-        open.join(", ")
-    );
+    println!("model families: {count} cases run, {} failed", failures.len());
     assert!(failures.is_empty(), "{} of {count} cases failed:\n{}", failures.len(), failures.join("\n\n"));
 }

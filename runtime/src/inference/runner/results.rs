@@ -4,10 +4,49 @@
 use std::sync::atomic::Ordering;
 
 use burn::module::Module;
+use burn::tensor::Tensor;
 
 use super::InferenceRunner;
 use crate::callback::Context;
 use crate::error::{Cancel, Error, Result};
+
+/// One inferencer's values on the device during a pass: the running total of its batch sums,
+/// or, for one that [joins them](super::Inferencer::concatenates_on_device), its batches'
+/// values, joined once at the pass's end.
+pub(super) struct DeviceTotal {
+    joins: bool,
+    total: Option<Tensor<1>>,
+    parts: Vec<Tensor<1>>,
+}
+
+impl DeviceTotal {
+    pub(super) fn new(joins: bool) -> Self {
+        DeviceTotal { joins, total: None, parts: Vec::new() }
+    }
+    pub(super) fn clear(&mut self) {
+        self.total = None;
+        self.parts.clear();
+    }
+    /// One batch's values: added to the total, or kept after the others.
+    pub(super) fn add(&mut self, values: Tensor<1>) {
+        if self.joins {
+            self.parts.push(values);
+            return;
+        }
+        self.total = Some(match self.total.take() {
+            Some(running) => running + values,
+            None => values,
+        });
+    }
+    /// The pass's total (or its values end to end), leaving this empty; `None` after no batch.
+    fn take(&mut self) -> Option<Tensor<1>> {
+        match self.joins {
+            false => self.total.take(),
+            true if self.parts.is_empty() => None,
+            true => Some(crate::fetch::joined(&mut self.parts)),
+        }
+    }
+}
 
 /// How a pass ended: its batches, whether a signal or a short validation cut it, the transfer
 /// count at its start.
@@ -45,6 +84,9 @@ impl<D, F> InferenceRunner<D, F> {
             for (name, value) in inferencer.after_inference() {
                 ctx.monitors().put_scalar(&name, value);
             }
+            for (name, image) in inferencer.images() {
+                ctx.monitors().put_image(&name, image);
+            }
         }
         if cancelled {
             return Err(Cancel::Valid.into());
@@ -62,6 +104,13 @@ impl<D, F> InferenceRunner<D, F> {
                 lengths.push((k, total.dims()[0]));
                 parts.push(total);
             }
+        }
+        // A pass whose joined values are all empty (batches of no sample) still reads nothing.
+        if parts.iter().all(|part| part.dims()[0] == 0) {
+            for (k, _) in lengths {
+                self.inferencers[k].device_sums(&[])?;
+            }
+            return Ok(0);
         }
         if parts.is_empty() {
             return Ok(0);
@@ -115,6 +164,15 @@ impl<D, F> InferenceRunner<D, F> {
             lengths.push(partial.len());
             values.extend(partial);
         }
+        // Each gathering inferencer's list length, in this rank's slot of `world_size` slots.
+        let (size, rank) = (ctx.world_size(), ctx.rank());
+        for inferencer in &self.inferencers {
+            if let Some(own) = inferencer.gathered() {
+                let mut slots = vec![0.0; size];
+                slots[rank] = own.len() as f64;
+                values.extend(slots);
+            }
+        }
         values[0] = values.len() as f64;
         let expected = values[0] * ctx.world_size() as f64;
         ctx.sum_over_ranks(&mut values)?;
@@ -142,14 +200,52 @@ impl<D, F> InferenceRunner<D, F> {
             inferencer.merge(summed)?;
             rest = tail;
         }
+        self.gather(ctx, rest)?;
         let chief = ctx.is_chief();
         for inferencer in &mut self.inferencers {
             let results = inferencer.after_inference();
+            let images = inferencer.images();
             if chief {
                 for (name, value) in results {
                     ctx.monitors().put_scalar(&name, value);
                 }
+                for (name, image) in images {
+                    ctx.monitors().put_image(&name, image);
+                }
             }
+        }
+        Ok(())
+    }
+
+    /// The values the inferencers gather ([`Inferencer::gathered`](super::Inferencer::gathered))
+    /// joined over the ranks: `lengths` holds, for each gathering inferencer in turn, the length
+    /// of each rank's list (summed over the ranks in the first exchange, each rank filling its
+    /// own slot); a second [`Context::sum_over_ranks`] of every rank's values, each in its
+    /// place and zeros elsewhere, joins them exactly (a value plus zeros is itself). No
+    /// exchange when no inferencer gathers.
+    fn gather<M: Module>(&mut self, ctx: &mut Context<'_, M>, lengths: &[f64]) -> Result<()> {
+        let (size, rank) = (ctx.world_size(), ctx.rank());
+        let gathering: Vec<usize> =
+            (0..self.inferencers.len()).filter(|&k| self.inferencers[k].gathered().is_some()).collect();
+        if gathering.is_empty() {
+            return Ok(());
+        }
+        let per_rank: Vec<&[f64]> = lengths.chunks(size).collect();
+        let total: f64 = lengths.iter().sum();
+        let mut values = vec![0.0; total as usize];
+        let mut start = 0;
+        for (&k, counts) in gathering.iter().zip(&per_rank) {
+            let own = self.inferencers[k].gathered().unwrap_or_default();
+            let offset = start + counts[..rank].iter().sum::<f64>() as usize;
+            values[offset..offset + own.len()].copy_from_slice(&own);
+            start += counts.iter().sum::<f64>() as usize;
+        }
+        ctx.sum_over_ranks(&mut values)?;
+        let mut rest = &values[..];
+        for (&k, counts) in gathering.iter().zip(&per_rank) {
+            let (all, tail) = rest.split_at(counts.iter().sum::<f64>() as usize);
+            self.inferencers[k].merge_gathered(all)?;
+            rest = tail;
         }
         Ok(())
     }

@@ -48,12 +48,11 @@ use crate::fetch::{Fetch, Fetched};
 ///
 /// ```
 /// use burn_stoker::monitor::Dashboard;
-/// use burn_stoker::trainer::DefaultCallbacks;
 ///
-/// // The dashboard instead of the progress bar and the printer; the step's `cost` every 250 ms.
-/// let defaults = DefaultCallbacks { progress: None, printer: None, ..DefaultCallbacks::default() };
+/// // The dashboard instead of the progress bar and the printer (they step aside by themselves);
+/// // the step's `cost` every 250 ms.
 /// let dashboard = Dashboard::new().fetch(["cost"]).scalars(["cost", "accuracy", "validation_error"]);
-/// # let _ = (defaults, dashboard);
+/// # let _ = dashboard;
 /// ```
 #[derive(Debug, Default)]
 #[doc(alias = "TuiMetricsRenderer")]
@@ -137,6 +136,9 @@ impl<M> Callback<M> for Dashboard {
         if !ctx.is_chief() {
             return Ok(());
         }
+        // It replaces the progress bar and the scalar printer (its own printer below when
+        // there is no terminal).
+        ctx.hold_terminal();
         if !terminal::available() {
             let printer = ScalarPrinter::new().sink(Box::new(std::io::stdout()))?;
             ctx.monitors().add_sink(printer);
