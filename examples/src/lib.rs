@@ -23,13 +23,21 @@ pub mod learner;
 // which has burn, burn_stoker and the digits (`Mlp`, `DigitBatcher`, `load_digits`, `digit_outputs`)
 // at hand. `rust,no_run` blocks are compiled, not run.
 /// The README's example, compiled as a doc test (the README is also burn-stoker's page on the
-/// registry).
+/// registry); CI also builds and runs it in a crate outside the workspace (`.ci/outside-crate`).
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct Readme;
 #[cfg(doctest)]
 #[doc = include_str!("../../book/src/introduction.md")]
 pub struct BookIntroduction;
+/// The quick start's program is also built and run by CI in a crate outside the workspace
+/// (`.ci/outside-crate`), as the README's example is.
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/quick-start.md")]
+pub struct BookQuickStart;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/glossary.md")]
+pub struct BookGlossary;
 #[cfg(doctest)]
 #[doc = include_str!("../../book/src/events-and-lifecycle.md")]
 pub struct BookEventsAndLifecycle;
@@ -324,8 +332,9 @@ impl SaveConfig {
 }
 
 /// Train the MLP on the digits with the default callbacks, validation every epoch, a
-/// learning-rate schedule, checkpoints every epoch (the last 3 kept) and a copy of the one with
-/// the lowest validation error; with `run.mlflow`, the scalars also go to that MLflow server.
+/// learning-rate schedule, checkpoints every epoch (the last 3 kept, and one per half hour of
+/// training) and a copy of the one with the lowest validation error; with `run.mlflow`, the
+/// scalars also go to that MLflow server.
 /// Returns the report and the final validation error.
 ///
 /// The weights are initialized from the seed and the data order follows it, so that two runs

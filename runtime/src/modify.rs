@@ -134,6 +134,8 @@ impl<M> Callback<M> for RnnRegularizer {
 /// # let _ = (clip, by_value);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[doc(alias = "gradient_clip_val")]
+#[doc(alias = "global_clipnorm")]
 pub struct GradientClip {
     limit: f32,
     by_value: bool,
@@ -287,6 +289,8 @@ impl<M: Module> Callback<M> for GradientClip {
 /// # let _ = accumulate;
 /// ```
 #[derive(Debug)]
+#[doc(alias = "accumulate_grad_batches")]
+#[doc(alias = "grads_accumulation")]
 pub struct GradientAccumulation {
     k: u64,
     mean: bool,

@@ -36,9 +36,11 @@ mod children;
 mod prompt;
 
 pub(crate) use children::{forget_helper, kill_helpers, spawn_helper};
+pub(crate) use prompt::open_prompt;
 #[cfg(unix)]
 pub(crate) use prompt::wait_readable_or_stop;
-pub(crate) use prompt::{TerminalHold, hold_terminal, open_prompt};
+#[cfg(feature = "dashboard")]
+pub(crate) use prompt::{TerminalHold, hold_terminal};
 
 /// The number a stop asked through a [`StopHandle`](crate::trainer::StopHandle) travels under where a signal's would: it is
 /// acted on as a SIGTERM is (in a world, the other ranks see it as one), and named `StopHandle`.

@@ -452,7 +452,8 @@ impl<M> Context<'_, M> {
         self.state.control.short_validation = Some(pct);
     }
     /// Say that this callback draws on the whole terminal (from `setup`): the progress bar and
-    /// the scalar printer draw nothing beside it.
+    /// the scalar printer draw nothing beside it. The dashboard's alone.
+    #[cfg(feature = "dashboard")]
     pub(crate) fn hold_terminal(&mut self) {
         self.state.control.terminal_held = true;
     }

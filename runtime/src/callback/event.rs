@@ -32,13 +32,21 @@ macro_rules! for_each_event {
             /// Once, before anything runs: prepare what the callback needs.
             setup Setup () Once;
             /// After setup, before the first step (a resumed run's state is already loaded).
+            #[doc(alias = "on_fit_start")]
+            #[doc(alias = "on_train_begin")]
+            #[doc(alias = "on_train_start")]
             before_train BeforeTrain () Once;
             /// At the start of each epoch. Keep it cheap.
+            #[doc(alias = "on_train_epoch_start")]
+            #[doc(alias = "on_epoch_begin")]
             before_epoch BeforeEpoch () Epoch;
             /// Before each step.
+            #[doc(alias = "on_train_batch_start")]
+            #[doc(alias = "on_train_batch_begin")]
             before_step BeforeStep () BeforeStep;
             /// After each step, with the values fetched at it: what this callback (and any other)
             /// asked for.
+            #[doc(alias = "on_train_batch_end")]
             after_step AfterStep (values: &Fetched<'_> = &values; Fetched<'v>) AfterStep;
             /// The values of this callback's deferred fetches
             /// ([`Fetch::deferred`](crate::fetch::Fetch::deferred)), read back from the device
@@ -51,6 +59,8 @@ macro_rules! for_each_event {
             /// After each step's `after_step`; `global_step` already counts the step.
             trigger_step TriggerStep () TriggerStep;
             /// At the end of each epoch. Keep it cheap.
+            #[doc(alias = "on_train_epoch_end")]
+            #[doc(alias = "on_epoch_end")]
             after_epoch AfterEpoch () Epoch;
             /// After `after_epoch`. By default calls `trigger`.
             trigger_epoch TriggerEpoch () Epoch -> trigger;
@@ -58,6 +68,9 @@ macro_rules! for_each_event {
             /// another period under [`PeriodicTrigger`](crate::trigger::PeriodicTrigger).
             trigger Trigger () Epoch;
             /// Always runs last: after success, a stop, an error or a panic.
+            #[doc(alias = "on_fit_end")]
+            #[doc(alias = "on_train_end")]
+            #[doc(alias = "on_exception")]
             after_train AfterTrain () Once;
             /// Inside the step, before the step function runs: read or replace the batch (fastai's
             /// `before_batch`: MixUp, CutMix, label smoothing). Delivered only to callbacks whose

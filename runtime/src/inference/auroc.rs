@@ -46,6 +46,8 @@ use crate::fetch::{Fetch, Fetched, OutputTensor, Outputs};
 /// # let _ = (runner, multiclass);
 /// ```
 #[derive(Debug, Clone)]
+#[doc(alias = "AurocMetric")]
+#[doc(alias = "AUC")]
 pub struct Auroc {
     fetches: [Fetch; 2],
     names: [&'static str; 2],

@@ -36,6 +36,8 @@ use crate::state::Image;
 /// # let _ = runner;
 /// ```
 #[derive(Debug, Clone)]
+#[doc(alias = "TopKAccuracyMetric")]
+#[doc(alias = "TopKCategoricalAccuracy")]
 pub struct TopKAccuracy {
     fetches: [Fetch; 2],
     names: [&'static str; 2],
@@ -168,6 +170,10 @@ impl Inferencer for TopKAccuracy {
 /// # let _ = (runner, test);
 /// ```
 #[derive(Debug, Clone)]
+#[doc(alias = "ConfusionMatrix")]
+#[doc(alias = "PrecisionMetric")]
+#[doc(alias = "RecallMetric")]
+#[doc(alias = "FBetaScoreMetric")]
 pub struct MulticlassStats {
     fetches: [Fetch; 2],
     names: [&'static str; 2],

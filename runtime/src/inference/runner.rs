@@ -143,6 +143,9 @@ impl InferenceCounts {
 ///
 /// The parameters' defaults let an order target name the bare type: `#[order(after = InferenceRunner)]`,
 /// which designates every runner, named or not (`InferenceRunner(test)` designates that one alone).
+#[doc(alias = "validation_step")]
+#[doc(alias = "validation_data")]
+#[doc(alias = "InferenceStep")]
 pub struct InferenceRunner<D = (), F = ()> {
     data: D,
     forward: F,

@@ -55,6 +55,8 @@ pub const CSV_FILE: &str = "stats.csv";
 /// # let _ = callbacks;
 /// ```
 #[derive(Debug, Clone)]
+#[doc(alias = "CSVLogger")]
+#[doc(alias = "CsvLogger")]
 pub struct CsvWriter {
     file: PathBuf,
     separator: char,

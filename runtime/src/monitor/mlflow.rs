@@ -116,6 +116,7 @@ const DEFAULT_END_TIMEOUT: Duration = Duration::from_secs(10);
 /// ```
 #[cfg_attr(docsrs, doc(cfg(feature = "mlflow")))]
 #[derive(Debug)]
+#[doc(alias = "MLFlowLogger")]
 pub struct MlflowLogger {
     settings: Settings,
     /// What the callback and its sink share: the run's id and the status decided in

@@ -98,6 +98,8 @@ use crate::error::{Error, Result};
 /// # let _ = defaults;
 /// ```
 #[derive(Debug, Clone)]
+#[doc(alias = "TensorBoard")]
+#[doc(alias = "TensorBoardLogger")]
 pub struct TensorBoardWriter {
     max_queue: usize,
     flush_secs: u64,

@@ -64,6 +64,8 @@ use crate::error::Result;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone)]
+#[doc(alias = "LRScheduler")]
+#[doc(alias = "lr_scheduler")]
 pub struct LrSchedulerSetter {
     target: Target,
     /// The scheduler as it was given.

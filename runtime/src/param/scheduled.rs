@@ -62,6 +62,7 @@ use crate::error::{Error, Result};
 /// # Ok::<(), burn_stoker::Error>(())
 /// ```
 #[derive(Debug, Clone)]
+#[doc(alias = "LearningRateScheduler")]
 pub struct ScheduledHyperParamSetter {
     target: Target,
     schedule: Vec<(u64, f64)>,

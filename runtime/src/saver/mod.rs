@@ -111,6 +111,9 @@ use crate::state::{
 /// also prunes the previous run's checkpoints beyond `max_to_keep` (tensorpack's new saver
 /// forgets them, so they are never deleted).
 #[derive(Debug, Clone)]
+#[doc(alias = "ModelCheckpoint")]
+#[doc(alias = "FileCheckpointer")]
+#[doc(alias = "Checkpointer")]
 pub struct ModelSaver<T = MonotonicClock> {
     policy: KeepPolicy,
     checkpoint_dir: Option<PathBuf>,
@@ -282,6 +285,9 @@ impl<M, T: Clock> Callback<M> for ModelSaver<T> {
 /// # let _ = (best_error, best_accuracy);
 /// ```
 #[derive(Debug, Clone, PartialEq)]
+#[doc(alias = "ModelCheckpoint")]
+#[doc(alias = "save_best_only")]
+#[doc(alias = "MetricCheckpointingStrategy")]
 pub struct BestSaver<const MAX: bool> {
     watched: Watched,
     copy_name: Option<String>,

@@ -11,7 +11,6 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use super::StopHandle;
 
@@ -57,15 +56,19 @@ impl Drop for PromptOpen {
 
 /// A thread holding the terminal (the dashboard's screen thread), from [`hold_terminal`] until
 /// dropped: it steps aside for a prompt ([`TerminalHold::step_aside`]).
+// The dashboard's alone (and this module's tests'): without it nothing holds the terminal.
+#[cfg(any(feature = "dashboard", test))]
 #[derive(Debug)]
 pub(crate) struct TerminalHold(());
 
 /// Count a holder of the terminal in: a prompt opened from now on waits until it steps aside.
+#[cfg(any(feature = "dashboard", test))]
 pub(crate) fn hold_terminal() -> TerminalHold {
     users().holders += 1;
     TerminalHold(())
 }
 
+#[cfg(any(feature = "dashboard", test))]
 impl TerminalHold {
     /// Whether a prompt is open (or opening): the holder must step aside.
     #[inline]
@@ -82,7 +85,7 @@ impl TerminalHold {
         CHANGED.notify_all();
         while PROMPTS.load(Ordering::SeqCst) > 0 && !give_up() {
             users = CHANGED
-                .wait_timeout(users, Duration::from_millis(100))
+                .wait_timeout(users, std::time::Duration::from_millis(100))
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
@@ -91,6 +94,7 @@ impl TerminalHold {
     }
 }
 
+#[cfg(any(feature = "dashboard", test))]
 impl Drop for TerminalHold {
     fn drop(&mut self) {
         users().holders -= 1;

@@ -88,6 +88,7 @@ struct BestWeights {
 ///     .patience(3);
 /// # let _ = (stop, warm);
 /// ```
+#[doc(alias = "MetricEarlyStoppingStrategy")]
 pub struct EarlyStopping {
     watched: Watched,
     mode: Mode,

@@ -49,6 +49,9 @@ const VALIDATION_LOSS: &str = "validation_cost";
 /// # let _ = bar;
 /// ```
 #[derive(Debug)]
+#[doc(alias = "ProgbarLogger")]
+#[doc(alias = "TQDMProgressBar")]
+#[doc(alias = "RichProgressBar")]
 pub struct ProgressBar {
     /// The cost's fetch first (when on), then the shown outputs.
     fetches: Vec<Fetch>,

@@ -96,6 +96,7 @@ pub struct EpochValues {
 /// # let _ = recorder;
 /// ```
 #[derive(Debug, Clone, Default)]
+#[doc(alias = "LearningRateMonitor")]
 pub struct Recorder {
     valid_loss: Option<String>,
     metrics: Vec<String>,

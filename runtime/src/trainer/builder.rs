@@ -38,6 +38,9 @@ use crate::world::World;
 ///     })?;
 /// # Ok::<(), burn_stoker::Error>(())
 /// ```
+#[doc(alias = "Learner")]
+#[doc(alias = "LearnerBuilder")]
+#[doc(alias = "SupervisedTraining")]
 pub struct Trainer<M, D, C = (), K = ()> {
     pub(super) model: M,
     pub(super) optimizer: ModuleOptimizer,
@@ -202,6 +205,9 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         self
     }
     /// Train up to and including epoch `max_epoch`.
+    #[doc(alias = "num_epochs")]
+    #[doc(alias = "max_epochs")]
+    #[doc(alias = "epochs")]
     pub fn max_epoch(mut self, max_epoch: u64) -> Self {
         self.settings.max_epoch = max_epoch;
         self
@@ -297,6 +303,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     ///
     /// Random operations inside the step (dropout) draw from the backend's generator, which burn
     /// does not expose: [`seed`](Self::seed) it to repeat them.
+    #[doc(alias = "ckpt_path")]
     pub fn resume_from(mut self, path: impl Into<PathBuf>) -> Self {
         self.settings.resume = Resume::From(path.into());
         self
@@ -351,6 +358,7 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// uninterrupted run's drew (dropout included). burn's generators are one per process, so in
     /// a seeded threads world the ranks' forward and backward passes take turns (their exchanges
     /// and optimizer steps still overlap): each rank draws what its own seed gives.
+    #[doc(alias = "seed_everything")]
     pub fn seed(mut self, seed: u64) -> Self {
         self.settings.seed = Some(seed);
         self
@@ -457,6 +465,8 @@ impl<M, D, C, K> Trainer<M, D, C, K> {
     /// println!("test accuracy {:?}", report.latest("test_accuracy"));
     /// # Ok::<(), burn_stoker::Error>(())
     /// ```
+    #[doc(alias = "evaluate")]
+    #[doc(alias = "Evaluator")]
     pub fn test(mut self, runner: impl Callback<M> + Send + 'static) -> Self {
         self.test = Some(TestPhase::new(runner));
         self

@@ -41,8 +41,8 @@ const EVENT_FILE_PREFIX: &str = "events.out.tfevents.";
 ///
 /// The default, [`Refuse`](Self::Refuse), loses nothing and mixes nothing, and does not start a
 /// run that was probably meant to be a resume: its error says what the directory holds and how
-/// to choose. Parsed from `"refuse"`, `"backup"`, `"delete"` or `"keep"` ([`FromStr`]) for a
-/// command line.
+/// to choose. Parsed from `"refuse"`, `"backup"`, `"delete"`, `"keep"` or `"version"`
+/// ([`FromStr`], any case) for a command line, and written back by [`name`](Self::name).
 ///
 /// ```
 /// use burn_stoker::trainer::LogDirPolicy;
@@ -92,7 +92,8 @@ pub enum LogDirPolicy {
 }
 
 impl LogDirPolicy {
-    /// The policy's name on a command line: `refuse`, `backup`, `delete` or `keep`.
+    /// The policy's name on a command line, which [`FromStr`] parses back: `refuse`, `backup`,
+    /// `delete`, `keep`, or `version` for [`NewVersion`](Self::NewVersion).
     pub fn name(self) -> &'static str {
         match self {
             LogDirPolicy::Refuse => "refuse",

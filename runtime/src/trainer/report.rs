@@ -11,6 +11,7 @@ use crate::state::{DroppedWork, WriterFailure};
 
 /// How a run ended, and the trained model.
 #[derive(Debug)]
+#[doc(alias = "LearningResult")]
 pub struct TrainReport<M> {
     /// The model after the last step.
     pub model: M,

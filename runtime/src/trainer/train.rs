@@ -36,6 +36,9 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// A monitor writer that fails does not fail the run: it is disabled and listed in
     /// [`TrainReport::writer_failures`]. A NaN or infinite loss or weights stop it cleanly with
     /// [`Outcome::NonFinite`], without a checkpoint of them.
+    #[doc(alias = "fit")]
+    #[doc(alias = "launch")]
+    #[doc(alias = "training_step")]
     pub fn train<F>(self, step: F) -> Result<TrainReport<M>, TrainError<M>>
     where
         M: 'static,

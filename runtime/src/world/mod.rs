@@ -76,6 +76,9 @@ use crate::error::Result;
 
 /// One rank's place in a data-parallel world: its rank (0 is the chief), the world's size, and
 /// the link to the other ranks. Given to [`Trainer::world`](crate::trainer::Trainer::world).
+#[doc(alias = "DDP")]
+#[doc(alias = "DistributedDataParallel")]
+#[doc(alias = "MultiDeviceLearningStrategy")]
 pub struct World {
     rank: usize,
     size: usize,

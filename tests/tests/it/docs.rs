@@ -250,3 +250,65 @@ fn every_row_the_catalogue_calls_the_same_names_a_test() {
     }
     assert!(rows >= 150, "{rows} rows read in the catalogue's tables");
 }
+
+/// The fenced blocks of `text` whose info string's first word is `language` (`rust,no_run` is
+/// `rust`), in order, each without its fences.
+fn fenced_blocks<'a>(text: &'a str, language: &str) -> Vec<&'a str> {
+    let mut blocks = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("```") {
+        let after = &rest[start + 3..];
+        let Some((info, body)) = after.split_once('\n') else { break };
+        let Some(end) = body.find("\n```") else { break };
+        if info.trim().split(',').next() == Some(language) {
+            blocks.push(&body[..end + 1]);
+        }
+        rest = &body[end + 4..];
+    }
+    blocks
+}
+
+/// CI builds and runs the README's example and the quick start's program in a crate outside the
+/// workspace (`.ci/outside-crate`, written by its `sync.py`): its programs are the pages' Rust
+/// blocks as they are, which hide no line from the reader (a copy would lack it), and its
+/// dependencies are the README's install block, but that burn-stoker is this clone's by path.
+#[test]
+fn the_crate_outside_the_workspace_is_the_readme_and_the_quick_start_as_written() {
+    let copies = [
+        ("README.md", ".ci/outside-crate/src/main.rs"),
+        ("book/src/quick-start.md", ".ci/outside-crate/src/bin/quick_start.rs"),
+    ];
+    for (page, copy) in copies {
+        let text = read(page);
+        let block =
+            *fenced_blocks(&text, "rust").first().unwrap_or_else(|| panic!("{page} has no Rust block"));
+        assert!(block.contains("fn main()"), "{page}'s first Rust block is not a program");
+        assert!(
+            !block.lines().any(|line| line == "#" || line.starts_with("# ")),
+            "{page}'s first Rust block hides lines from the reader"
+        );
+        assert!(
+            read(copy) == block,
+            "{copy} differs from {page}'s Rust block: run python3 .ci/outside-crate/sync.py"
+        );
+    }
+    let readme = read("README.md");
+    let install = readme.split("\n## Install\n").nth(1).expect("the README's Install section");
+    let install = install.split("\n## ").next().unwrap();
+    let toml = fenced_blocks(install, "toml");
+    assert_eq!(toml.len(), 1, "the README's Install section has one toml block");
+    let manifest = read(".ci/outside-crate/Cargo.toml");
+    let dependencies =
+        manifest.split("\n[dependencies]\n").nth(1).expect("[dependencies] in the outside crate");
+    let mut lines =
+        toml[0].strip_prefix("[dependencies]\n").expect("the install block's [dependencies]").lines();
+    assert!(lines.next().is_some_and(|line| line.starts_with("burn-stoker = ")), "{}", toml[0]);
+    // The [dependencies] table alone: up to the blank line before the next table.
+    let mut theirs = dependencies.split("\n\n").next().unwrap().lines();
+    assert_eq!(theirs.next(), Some(r#"burn-stoker = { path = "../../runtime" }"#));
+    assert_eq!(
+        lines.collect::<Vec<_>>(),
+        theirs.collect::<Vec<_>>(),
+        "the README's install block, then the outside crate's"
+    );
+}

@@ -14,7 +14,7 @@ use crate::Result;
 use crate::callback::{Callback, Context, Counters};
 use crate::fetch::{Fetch, Fetched};
 
-/// A dashboard in the terminal, as burn-train's: the curves of the monitored scalars, training
+/// A dashboard in the terminal, like burn-train's: the curves of the monitored scalars, training
 /// and validation side by side, the progress of the epoch and of the run with the time left, the
 /// learning rate, and the run's status (running, validating, stopping at the next boundary,
 /// interrupted, stopped, finished, failed). The chief's only; a callback, so it replaces
@@ -25,7 +25,9 @@ use crate::fetch::{Fetch, Fetched};
 /// end of training, after every callback's `after_train`, once the values they put have reached
 /// it, and puts it back on every way out: the end of training, a stop, an error, a panic (a
 /// panic hook restores the terminal, then reports as before), a second SIGINT or SIGTERM from
-/// outside (which exits at once). The last frame stays on the screen, but after a panic (whose
+/// outside (which exits at once; signals are handled on Unix only). Not after a death that runs
+/// none of the process's code (SIGKILL, `std::process::exit` or `abort` elsewhere): `reset`
+/// puts the terminal back then. The last frame stays on the screen, but after a panic (whose
 /// message does). Keys: `q` stops the run at its next step boundary with a checkpoint, as a Ctrl-C
 /// does (through the run's [`StopHandle`](crate::trainer::StopHandle), so the run ends
 /// [`Interrupted`](crate::callback::Outcome::Interrupted) by `"StopHandle"`); Ctrl-C (the
@@ -53,6 +55,7 @@ use crate::fetch::{Fetch, Fetched};
 /// # let _ = dashboard;
 /// ```
 #[derive(Debug, Default)]
+#[doc(alias = "TuiMetricsRenderer")]
 pub struct Dashboard {
     selection: Option<Vec<String>>,
     fetches: Vec<Fetch>,
