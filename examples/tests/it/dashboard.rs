@@ -208,7 +208,7 @@ fn dashboard_falls_back_to_the_printer_when_stderr_is_not_a_terminal() {
     assert!(stdout.contains("epoch 2 (global step 90):") && stdout.contains("validation_error"), "{stdout}");
     // The dashboard replaces the default printer: each epoch printed once (issue 40, item 2;
     // before, the default printer printed it a second time beside the dashboard's).
-    assert_eq!(stdout.matches("epoch 2 (global step 90):").count(), 1, "{stdout}");
+    assert_eq!(stdout.lines().filter(|l| *l == "epoch 2 (global step 90):").count(), 1, "{stdout}");
     assert!(!stderr.contains("\x1b[?1049h"), "no alternate screen without a terminal: {stderr:?}");
 }
 
