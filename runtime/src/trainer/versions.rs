@@ -61,7 +61,7 @@ impl VersionsHold {
                         ),
                     });
                 }
-                Err(TryLockError::Error(e)) => return Err(Error::io(&base.join(VERSIONS_LOCK_FILE), e)),
+                Err(TryLockError::Error(e)) => return Err(Error::io(base.join(VERSIONS_LOCK_FILE), e)),
             }
         }
     }
@@ -101,7 +101,7 @@ impl VersionsHold {
                     ),
                 })
             }
-            Err(TryLockError::Error(e)) => Err(Error::io(&dir.join(VERSIONS_LOCK_FILE), e)),
+            Err(TryLockError::Error(e)) => Err(Error::io(dir.join(VERSIONS_LOCK_FILE), e)),
         }
     }
 }
