@@ -77,15 +77,16 @@ mod tests {
         let token = Authorization::from_vars(vars(&[("MLFLOW_TRACKING_TOKEN", "t0k")])).unwrap();
         assert_eq!(token.header(), "Bearer t0k");
         assert_eq!(format!("{token:?}"), "Authorization(Bearer <redacted>)");
-        let both = [
+        const BOTH: &[(&str, &str)] = &[
             ("MLFLOW_TRACKING_TOKEN", "t0k"),
             ("MLFLOW_TRACKING_USERNAME", "user"),
             ("MLFLOW_TRACKING_PASSWORD", "pass"),
         ];
-        let basic = Authorization::from_vars(vars(&both)).unwrap();
+        let basic = Authorization::from_vars(vars(BOTH)).unwrap();
         assert_eq!(basic.header(), "Basic dXNlcjpwYXNz");
         assert_eq!(Authorization::from_vars(vars(&[("MLFLOW_TRACKING_TOKEN", "")])), None);
-        let user_only = [("MLFLOW_TRACKING_USERNAME", "user"), ("MLFLOW_TRACKING_TOKEN", "t0k")];
-        assert_eq!(Authorization::from_vars(vars(&user_only)).unwrap().header(), "Bearer t0k");
+        const USER_ONLY: &[(&str, &str)] =
+            &[("MLFLOW_TRACKING_USERNAME", "user"), ("MLFLOW_TRACKING_TOKEN", "t0k")];
+        assert_eq!(Authorization::from_vars(vars(USER_ONLY)).unwrap().header(), "Bearer t0k");
     }
 }
