@@ -38,6 +38,8 @@ pub struct Request {
     pub path: String,
     /// Its JSON body.
     pub body: Json,
+    /// Its `Authorization` header, if any.
+    pub authorization: Option<String>,
 }
 
 /// A fake MLflow tracking server on 127.0.0.1. A clone is a handle on the same server (for a
@@ -195,7 +197,11 @@ fn serve(stream: TcpStream, mode: Mode, fake: &Fake) -> Result<(), String> {
     }
     let body: Json = serde_json::from_slice(&body)
         .map_err(|e| format!("{path}: the body is not JSON ({e}): {}", String::from_utf8_lossy(&body)))?;
-    fake.requests.lock().unwrap().push(Request { path: path.clone(), body: body.clone() });
+    fake.requests.lock().unwrap().push(Request {
+        path: path.clone(),
+        body: body.clone(),
+        authorization: headers.get("authorization").cloned(),
+    });
     if mode == Mode::HoldLogBatch && path == "/api/2.0/mlflow/runs/log-batch" {
         let (released, wake) = &*fake.released;
         let _released = wake.wait_while(released.lock().unwrap(), |released| !*released).unwrap();

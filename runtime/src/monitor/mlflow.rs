@@ -1,6 +1,7 @@
 //! The MLflow tracking-server writer (feature `mlflow`): [`MlflowLogger`] and the sink it
 //! registers, which speaks MLflow's REST API 2.0 over plain HTTP/1.1.
 
+mod auth;
 mod sink;
 
 use std::borrow::Cow;
@@ -85,16 +86,25 @@ const DEFAULT_END_TIMEOUT: Duration = Duration::from_secs(10);
 /// second time at the same steps. A checkpoint taken before the server had answered
 /// `runs/create` holds no id: a run resumed from it creates a new MLflow run.
 ///
+/// # Credentials
+///
+/// As MLflow's own client, the logger reads MLflow's environment variables when it is made
+/// ([`new`](MlflowLogger::new), [`from_env`](MlflowLogger::from_env)) and sends with every
+/// request the header `Authorization: Basic <base64 of user:password>` when
+/// `MLFLOW_TRACKING_USERNAME` and `MLFLOW_TRACKING_PASSWORD` are both set, else
+/// `Authorization: Bearer <token>` when `MLFLOW_TRACKING_TOKEN` is set; none otherwise. Over
+/// plain HTTP they travel in clear text: give them only to a server on the same machine or a
+/// forwarder that adds TLS (below). The logger's `Debug` never shows them.
+///
 /// # Plain HTTP only
 ///
-/// The sink speaks plain HTTP/1.1 (through `ureq`, built without TLS) and sends no credentials:
-/// TLS would bring a C-compiled cryptography crate (`ring`) into the build. To reach a server
+/// The sink speaks plain HTTP/1.1 (through `ureq`, built without TLS): TLS would bring a C-compiled cryptography crate (`ring`) into the build. To reach a server
 /// behind `https://`, either
 ///
 /// - run a local forwarder that adds the TLS and give its `http://` address: an SSH tunnel to the
 ///   server's own plain-HTTP port (`ssh -N -L 5000:127.0.0.1:5000 tracking-host`, then
 ///   `http://127.0.0.1:5000`), or a TLS client proxy such as stunnel (client mode) or a local
-///   nginx whose `proxy_pass` is the `https://` URL (it can add an `Authorization` header too);
+///   nginx whose `proxy_pass` is the `https://` URL;
 /// - or send the records yourself: implement [`MonitorSink`] with the HTTP client of your choice
 ///   and register it from a callback's `setup` with
 ///   [`Monitors::add_sink`](crate::state::Monitors::add_sink), as this type does. The same way
@@ -131,6 +141,9 @@ impl MlflowLogger {
     ///
     /// Only plain `http://` is supported (see [Plain HTTP only](MlflowLogger#plain-http-only)
     /// for an `https://` server). Any other URI is an error naming it.
+    ///
+    /// The credentials come from MLflow's environment variables, read here (see
+    /// [Credentials](MlflowLogger#credentials)).
     pub fn new(tracking_uri: impl Into<String>) -> Result<Self> {
         let uri = tracking_uri.into();
         let host = uri.strip_prefix("http://").map(|rest| rest.split('/').next().unwrap_or_default());
@@ -152,9 +165,32 @@ impl MlflowLogger {
                 max_batch: MLFLOW_MAX_METRICS_PER_BATCH,
                 timeout: DEFAULT_TIMEOUT,
                 end_timeout: DEFAULT_END_TIMEOUT,
+                authorization: auth::Authorization::from_env(),
             },
             link: Arc::new(Mutex::new(RunLink::default())),
         })
+    }
+
+    /// Log to the tracking server `MLFLOW_TRACKING_URI` names, as MLflow's own client does when
+    /// given no URI; an error when it is unset or empty. Otherwise [`new`](Self::new).
+    ///
+    /// ```
+    /// use burn_stoker::monitor::MlflowLogger;
+    ///
+    /// // With `MLFLOW_TRACKING_URI=http://127.0.0.1:5000` in the environment:
+    /// match MlflowLogger::from_env() {
+    ///     Ok(logger) => drop(logger),
+    ///     Err(e) => assert!(e.to_string().contains("MLFLOW_TRACKING_URI"), "{e}"),
+    /// }
+    /// ```
+    pub fn from_env() -> Result<Self> {
+        match std::env::var("MLFLOW_TRACKING_URI") {
+            Ok(uri) if !uri.is_empty() => Self::new(uri),
+            _ => Err(Error::msg(
+                "MLflow: MLFLOW_TRACKING_URI is not set: set it to the tracking server's http:// address, \
+                 or give the address to MlflowLogger::new",
+            )),
+        }
     }
 
     /// The experiment the run belongs to, by id (`"0"`, MLflow's default experiment, unless

@@ -56,7 +56,7 @@ pub use mlflow::{MLFLOW_MAX_METRICS_PER_BATCH, MLFLOW_SINK_NAME, MlflowLogger};
 pub use png::encode_png;
 pub use printer::{PrinterSink, ScalarPrinter};
 pub use send::{COMMAND_QUEUE_CAPACITY, SendMonitorData, SendStat};
-pub use tensorboard::TensorBoardSink;
+pub use tensorboard::{HParamValue, SessionStatus, TensorBoardSink};
 pub use train_cost::{TRAIN_COST, TrainCost, TrainLogger, TrainLoggerSink};
 
 use crate::callback::Context;
@@ -88,12 +88,26 @@ use crate::error::{Error, Result};
 /// epoch) writes what is held, as tensorpack's flush at every epoch; the end of training writes
 /// everything.
 ///
+/// TensorBoard's *HParams* tab lists the run: at setup the writer starts an HParams session with
+/// the learning rate, every hyper-parameter registered by then (the trainer's
+/// [`hyper_param`](crate::trainer::Trainer::hyper_param) and its kin, those a callback's `setup`
+/// registered before this writer's) at their values then, and those given with
+/// [`hparams`](Self::hparams); at the end of training it writes the experiment summary (those
+/// hyper-parameters, and every scalar tag written as a metric, shown with its last value) and
+/// the session's end: `Success` when training finished or a callback stopped it, `Failure`
+/// after an error or a non-finite loss. A run a signal interrupted gets no end (it goes on when
+/// resumed); a resumed run ends the session.
+///
 /// ```
 /// use burn_stoker::monitor::TensorBoardWriter;
 /// use burn_stoker::trainer::DefaultCallbacks;
 ///
 /// // tensorpack's TFEventWriter(max_queue=10, flush_secs=120, split_files=True).
-/// let tensorboard = TensorBoardWriter::new().max_queue(10).flush_secs(120).split_files(true);
+/// let tensorboard = TensorBoardWriter::new()
+///     .max_queue(10)
+///     .flush_secs(120)
+///     .split_files(true)
+///     .hparams([("optimizer", "adam".into()), ("batch_size", 32u32.into())]);
 /// let defaults = DefaultCallbacks { tensorboard: Some(tensorboard), ..DefaultCallbacks::default() };
 /// # let _ = defaults;
 /// ```
@@ -104,6 +118,9 @@ pub struct TensorBoardWriter {
     max_queue: usize,
     flush_secs: u64,
     split_files: bool,
+    hparams: Vec<(String, HParamValue)>,
+    /// How the HParams session ends, shared with the sink (see [`TensorBoardSink::end_status`]).
+    end_status: Option<std::sync::Arc<std::sync::atomic::AtomicU8>>,
 }
 
 impl Default for TensorBoardWriter {
@@ -116,7 +133,13 @@ impl TensorBoardWriter {
     /// The writer with its defaults: 10 events held at most, written as soon as the writer has
     /// caught up, one file.
     pub fn new() -> Self {
-        TensorBoardWriter { max_queue: 10, flush_secs: 0, split_files: false }
+        TensorBoardWriter {
+            max_queue: 10,
+            flush_secs: 0,
+            split_files: false,
+            hparams: Vec::new(),
+            end_status: None,
+        }
     }
 
     /// Hold at most `max_queue` events before writing them (at least 1; tensorpack's
@@ -138,6 +161,28 @@ impl TensorBoardWriter {
         self.split_files = split;
         self
     }
+
+    /// More hyper-parameters for TensorBoard's *HParams* tab, after the learning rate and the
+    /// registered ones (a name given twice: the last value); numbers, texts or flags
+    /// ([`HParamValue`]). They are only shown, never read by training.
+    pub fn hparams<N: Into<String>>(mut self, hparams: impl IntoIterator<Item = (N, HParamValue)>) -> Self {
+        self.hparams.extend(hparams.into_iter().map(|(name, value)| (name.into(), value)));
+        self
+    }
+
+    /// The HParams session's hyper-parameters: the learning rate, the registered ones, then
+    /// [`hparams`](Self::hparams)' (a later value of a name replaces an earlier one).
+    fn session_hparams(&self, hyper: &crate::state::HyperParams) -> Vec<(String, HParamValue)> {
+        let mut all: Vec<(String, HParamValue)> = Vec::new();
+        let registered = hyper.names().filter_map(|name| Some((name.to_owned(), hyper.get(name)?.into())));
+        for (name, value) in registered.chain(self.hparams.iter().cloned()) {
+            match all.iter_mut().find(|(n, _)| *n == name) {
+                Some(entry) => entry.1 = value,
+                None => all.push((name, value)),
+            }
+        }
+        all
+    }
 }
 
 #[crate::callback]
@@ -155,7 +200,25 @@ impl TensorBoardWriter {
             let step = ctx.global_step() + 1;
             sink.restart_at(step).map_err(|e| Error::io(sink.path(), e))?;
         }
+        let hparams = self.session_hparams(ctx.hyper());
+        sink.start_session(hparams).map_err(|e| Error::io(sink.path(), e))?;
+        self.end_status = Some(sink.end_status());
         ctx.monitors().add_sink(sink);
         Ok(())
+    }
+
+    /// The HParams session's status, from how training ended; the sink writes it when closed.
+    #[on(after_train)]
+    fn end<M>(&mut self, ctx: &mut Context<'_, M>) {
+        use crate::callback::Outcome;
+        let status = match ctx.outcome() {
+            Some(Outcome::Finished | Outcome::Stopped(_)) => SessionStatus::Success as u8,
+            Some(Outcome::Failed | Outcome::NonFinite { .. }) => SessionStatus::Failure as u8,
+            Some(Outcome::Interrupted { .. }) => u8::MAX,
+            None => SessionStatus::Unknown as u8,
+        };
+        if let Some(end_status) = &self.end_status {
+            end_status.store(status, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }

@@ -6,14 +6,22 @@
 //! `tests/monitors.rs`; the `tensorboard-rs` crate is unmaintained, and `prost` with generated
 //! TensorFlow protos would add a build step and dozens of types for these few fields.
 
+mod hparams;
+mod proto;
+
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::png::encode_png;
 use crate::error::io_error_at;
 use crate::state::{EpochStats, Histogram, MonitorSink, Record, Value};
+pub use hparams::{HParamValue, SessionStatus};
+use proto::Proto;
 
 /// Pending bytes past which [`TensorBoardSink::write`] writes them out without waiting for
 /// [`flush`](TensorBoardSink::flush).
@@ -56,6 +64,13 @@ pub struct TensorBoardSink {
     reopen: bool,
     /// When the held events were last written.
     last_write: Instant,
+    /// The HParams session's hyper-parameters, once [`start_session`](Self::start_session) began
+    /// it and until it ends.
+    session: Option<Vec<(String, HParamValue)>>,
+    /// Every scalar tag written: the HParams experiment's metrics.
+    scalar_tags: BTreeSet<String>,
+    /// How the session ends when the sink is closed (a [`SessionStatus`]; `u8::MAX`: not at all).
+    end_status: Arc<AtomicU8>,
 }
 
 impl TensorBoardSink {
@@ -80,6 +95,9 @@ impl TensorBoardSink {
             split_files: false,
             reopen: false,
             last_write: Instant::now(),
+            session: None,
+            scalar_tags: BTreeSet::new(),
+            end_status: Arc::new(AtomicU8::new(SessionStatus::Unknown as u8)),
         };
         sink.version_event(now);
         sink.flush()?;
@@ -159,6 +177,60 @@ impl TensorBoardSink {
         self.flush()
     }
 
+    /// Start a session of TensorBoard's *HParams* tab: write its start (the hyper-parameters'
+    /// values) now. [`end_session`](Self::end_session), or closing the sink, ends it with the
+    /// experiment summary (the hyper-parameters and, as metrics, every scalar tag written) and
+    /// the status; the tab then lists the run with its hyper-parameters and the last value of
+    /// each metric.
+    ///
+    /// ```
+    /// use burn_stoker::monitor::{SessionStatus, TensorBoardSink};
+    ///
+    /// # let dir = std::env::temp_dir().join(format!("stoker-doc-hparams-{}", std::process::id()));
+    /// let mut sink = TensorBoardSink::create(&dir)?;
+    /// sink.start_session(vec![("learning_rate".into(), 1e-3.into()), ("optimizer".into(), "adam".into())])?;
+    /// // ... scalars written ...
+    /// sink.end_session(SessionStatus::Success)?;
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn start_session(&mut self, hparams: Vec<(String, HParamValue)>) -> std::io::Result<()> {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+        self.hparams_event(hparams::SESSION_START_INFO_TAG, &hparams::session_start(&hparams, now), 0);
+        self.session = Some(hparams);
+        self.flush()
+    }
+
+    /// End the session [`start_session`](Self::start_session) began (nothing when none is
+    /// going on): write the experiment summary and the session's end with `status`, at the last
+    /// step written.
+    pub fn end_session(&mut self, status: SessionStatus) -> std::io::Result<()> {
+        let Some(hparams) = self.session.take() else { return Ok(()) };
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+        let experiment = hparams::experiment(&hparams, &self.scalar_tags, now);
+        self.hparams_event(hparams::EXPERIMENT_TAG, &experiment, 0);
+        self.hparams_event(hparams::SESSION_END_INFO_TAG, &hparams::session_end(status, now), 0);
+        self.flush()
+    }
+
+    /// Where the status closing the sink ends the session with is set (by the writer's
+    /// callback, from the run's outcome); `u8::MAX` leaves the session without an end.
+    pub(crate) fn end_status(&self) -> Arc<AtomicU8> {
+        self.end_status.clone()
+    }
+
+    /// One event holding one HParams plugin summary.
+    fn hparams_event(&mut self, tag: &str, data: &Proto, step: u64) {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let mut summary = Proto::default();
+        summary.message(1, &hparams::summary_value(tag, data));
+        let mut event = Proto::default();
+        event.double(1, now.as_secs_f64());
+        event.varint(2, step);
+        event.message(5, &summary);
+        self.record(&event.0);
+    }
+
     /// The event file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -175,6 +247,9 @@ impl TensorBoardSink {
         }
         let mut first_error = None;
         for record in records {
+            if matches!(record.value, Value::Scalar(_)) && !self.scalar_tags.contains(&*record.name) {
+                self.scalar_tags.insert(record.name.to_string());
+            }
             match summary_value(record) {
                 Ok(value) => {
                     let mut summary = Proto::default();
@@ -286,8 +361,17 @@ impl MonitorSink for TensorBoardSink {
     fn end_epoch(&mut self, _stats: &EpochStats) -> std::io::Result<()> {
         TensorBoardSink::end_epoch(self).map_err(|e| io_error_at(self.path(), e))
     }
+    /// Ends the HParams session, if one was started, with the status the writer's callback set.
     fn close(&mut self) -> std::io::Result<()> {
-        TensorBoardSink::flush(self).map_err(|e| io_error_at(self.path(), e))
+        let status = match self.end_status.load(Ordering::Relaxed) {
+            1 => Some(SessionStatus::Success),
+            2 => Some(SessionStatus::Failure),
+            3 => Some(SessionStatus::Running),
+            u8::MAX => None,
+            _ => Some(SessionStatus::Unknown),
+        };
+        let ended = status.map_or(Ok(()), |status| self.end_session(status));
+        ended.and_then(|()| TensorBoardSink::flush(self)).map_err(|e| io_error_at(self.path(), e))
     }
 }
 
@@ -373,75 +457,5 @@ fn histogram_proto(h: &Histogram) -> Proto {
     proto
 }
 
-/// A protocol-buffer message being encoded.
-#[derive(Default)]
-struct Proto(Vec<u8>);
-
-impl Proto {
-    fn key(&mut self, field: u32, wire_type: u8) {
-        self.raw_varint((u64::from(field) << 3) | u64::from(wire_type));
-    }
-    fn raw_varint(&mut self, mut value: u64) {
-        while value >= 0x80 {
-            self.0.push((value as u8) | 0x80);
-            value >>= 7;
-        }
-        self.0.push(value as u8);
-    }
-    fn varint(&mut self, field: u32, value: u64) {
-        self.key(field, 0);
-        self.raw_varint(value);
-    }
-    fn double(&mut self, field: u32, value: f64) {
-        self.key(field, 1);
-        self.0.extend_from_slice(&value.to_le_bytes());
-    }
-    fn float(&mut self, field: u32, value: f32) {
-        self.key(field, 5);
-        self.0.extend_from_slice(&value.to_le_bytes());
-    }
-    fn bytes(&mut self, field: u32, value: &[u8]) {
-        self.key(field, 2);
-        self.raw_varint(value.len() as u64);
-        self.0.extend_from_slice(value);
-    }
-    fn message(&mut self, field: u32, message: &Proto) {
-        self.bytes(field, &message.0);
-    }
-    fn packed_doubles(&mut self, field: u32, values: &[f64]) {
-        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        self.bytes(field, &bytes);
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// With or without `sys-metrics`, the name is the kernel's (what `/proc` says on Linux).
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn writer_host_name_is_the_kernels() {
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
-        let kernel: String = kernel
-            .trim()
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
-            .collect();
-        assert_eq!(crate::state::host_name(), kernel);
-    }
-
-    #[test]
-    fn masked_crc_matches_tensorflow() {
-        // CRC-32C of "123456789" is 0xE3069283; TensorFlow masks it as rotr(crc, 15) + 0xa282ead8.
-        assert_eq!(crc32c::crc32c(b"123456789"), 0xE306_9283);
-        assert_eq!(masked_crc(b"123456789"), 0xE306_9283u32.rotate_right(15).wrapping_add(0xa282_ead8));
-    }
-
-    #[test]
-    fn varints_encode_like_protobuf() {
-        let mut proto = Proto::default();
-        proto.varint(2, 300);
-        assert_eq!(proto.0, vec![0x10, 0xac, 0x02]);
-    }
-}
+mod tests;

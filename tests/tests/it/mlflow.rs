@@ -324,3 +324,78 @@ fn sink_mlflow_real_server_has_every_metric_param_and_the_status() {
 fn now_ms() -> u128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
 }
+
+/// MLflow's environment variables, as its own client reads them: `MLFLOW_TRACKING_URI` when no
+/// URI is given (`MlflowLogger::from_env`), a bearer token from `MLFLOW_TRACKING_TOKEN`, basic
+/// auth from `MLFLOW_TRACKING_USERNAME` and `MLFLOW_TRACKING_PASSWORD` (before the token). Every
+/// request reaches the fake server with the header. The variables are set for a copy of this
+/// test run in a child process (setting them in this process would race the other tests); the
+/// fake server runs here.
+#[test]
+fn sink_mlflow_reads_the_uri_and_the_credentials_from_mlflows_environment_variables() {
+    const CHILD: &str = "STOKER_TEST_MLFLOW_ENV_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let device = burn_stoker::device::cpu();
+        let logger = MlflowLogger::from_env().expect("MLFLOW_TRACKING_URI is set");
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+            .max_epoch(1)
+            .log_dir(scratch_dir("sink-mlflow-env"))
+            .default_callbacks(DefaultCallbacks::none())
+            .callbacks((Scalars::default(), logger))
+            .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
+            .expect("training succeeds");
+        return;
+    }
+    let name = "sink_mlflow_reads_the_uri_and_the_credentials_from_mlflows_environment_variables";
+    let run_child = |uri: Option<&str>, vars: &[(&str, &str)]| {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+        child
+            .args(["--exact", &stoker_tests::test_path(module_path!(), name), "--nocapture"])
+            .env(CHILD, "1");
+        for var in [
+            "MLFLOW_TRACKING_URI",
+            "MLFLOW_TRACKING_TOKEN",
+            "MLFLOW_TRACKING_USERNAME",
+            "MLFLOW_TRACKING_PASSWORD",
+        ] {
+            child.env_remove(var);
+        }
+        if let Some(uri) = uri {
+            child.env("MLFLOW_TRACKING_URI", uri);
+        }
+        child.envs(vars.iter().copied());
+        let out = child.output().unwrap();
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success() && text.contains("1 passed"), text)
+    };
+    let headers = |fake: &Fake| -> BTreeSet<Option<String>> {
+        fake.requests().into_iter().map(|r| r.authorization).collect()
+    };
+
+    let fake = Fake::start(Mode::Healthy);
+    let (ok, text) = run_child(Some(&fake.uri), &[("MLFLOW_TRACKING_TOKEN", "s3cret-t0ken")]);
+    assert!(ok, "{text}");
+    fake.assert_no_problems();
+    assert!(fake.requests().len() >= 3, "runs/create, log-batch, runs/update: {:?}", calls(&fake));
+    assert_eq!(headers(&fake), BTreeSet::from([Some("Bearer s3cret-t0ken".to_string())]));
+
+    let fake = Fake::start(Mode::Healthy);
+    let basic = [
+        ("MLFLOW_TRACKING_USERNAME", "alice"),
+        ("MLFLOW_TRACKING_PASSWORD", "open sesame"),
+        ("MLFLOW_TRACKING_TOKEN", "ignored"),
+    ];
+    let (ok, text) = run_child(Some(&fake.uri), &basic);
+    assert!(ok, "{text}");
+    // base64("alice:open sesame"), as Python's base64.b64encode gives it.
+    assert_eq!(headers(&fake), BTreeSet::from([Some("Basic YWxpY2U6b3BlbiBzZXNhbWU=".to_string())]));
+
+    let fake = Fake::start(Mode::Healthy);
+    let (ok, text) = run_child(Some(&fake.uri), &[]);
+    assert!(ok, "{text}");
+    assert_eq!(headers(&fake), BTreeSet::from([None]), "no credentials, no header");
+
+    let (ok, text) = run_child(None, &[]);
+    assert!(!ok && text.contains("MLFLOW_TRACKING_URI is not set"), "{text}");
+}

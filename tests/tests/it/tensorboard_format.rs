@@ -439,3 +439,155 @@ fn writer_tensorboard_holds_ten_events_by_default_in_one_file() {
     assert_eq!(on_disk(&sink), 12);
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "one event file");
 }
+
+// ---------------------------------------------------------------- HParams
+
+/// What TensorBoard's *HParams* tab reads from `dir`: `tests/python/read_hparams.py` asks the
+/// hparams plugin's backend for the experiment and the session groups, as the tab does.
+/// (TensorBoard takes a directory whose name holds `tfevents` for an event file: these tests'
+/// directories are named without it.)
+fn read_hparams(dir: &std::path::Path) -> serde_json::Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/read_hparams.py");
+    let output = std::process::Command::new("python3").arg(script).arg(dir).output().expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{script} failed (TensorBoard: `python3 -m pip install tensorboard`):\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// The session's start, read field by field: a `Summary.Value` tagged
+/// `_hparams_/session_start_info`, the empty `DT_FLOAT` tensor, and the plugin data naming
+/// `hparams` with an `HParamsPluginData` whose `session_start_info` (3) holds the values.
+#[test]
+fn writer_tensorboard_hparams_session_start_reads_back_field_by_field() {
+    use burn_stoker::monitor::HParamValue;
+    let dir = scratch_dir("tfevents-hparams-fields");
+    let mut sink = TensorBoardSink::create(&dir).unwrap();
+    sink.start_session(vec![("learning_rate".into(), HParamValue::Number(0.01))]).unwrap();
+    let events = records(&std::fs::read(sink.path()).unwrap());
+    assert_eq!(events.len(), 2, "the version and the session's start");
+    let summary = fields(bytes(get(&fields(&events[1]), 5)));
+    let value = fields(bytes(&summary[0].1));
+    assert_eq!(bytes(get(&value, 1)), b"_hparams_/session_start_info");
+    assert_eq!(bytes(get(&value, 8)), [0x08, 0x01, 0x12, 0x02, 0x12, 0x00], "TensorBoard's NULL_TENSOR");
+    let plugin = fields(bytes(get(&fields(bytes(get(&value, 9))), 1)));
+    assert_eq!(bytes(get(&plugin, 1)), b"hparams");
+    let data = fields(bytes(get(&plugin, 2)));
+    assert!(data.iter().all(|(n, _)| *n == 3), "version 0 (left out) and session_start_info: {data:?}");
+    let start = fields(bytes(get(&data, 3)));
+    let entry = fields(bytes(get(&start, 1)));
+    assert_eq!(bytes(get(&entry, 1)), b"learning_rate");
+    assert_eq!(double(get(&fields(bytes(get(&entry, 2))), 2)), 0.01, "number_value");
+}
+
+/// A session written by the sink, read as the *HParams* tab reads it: the experiment lists the
+/// hyper-parameters with their types and every scalar tag as a metric; the session has the
+/// values, each metric's last value and its status.
+#[test]
+fn writer_tensorboard_hparams_session_is_listed_by_tensorboards_hparams_backend() {
+    use burn_stoker::monitor::{HParamValue, SessionStatus};
+    let dir = scratch_dir("hparams-sink");
+    let mut sink = TensorBoardSink::create(&dir).unwrap();
+    let hparams = vec![
+        ("learning_rate".to_string(), HParamValue::Number(0.01)),
+        ("optimizer".to_string(), HParamValue::from("adam")),
+        ("augment".to_string(), HParamValue::from(true)),
+    ];
+    sink.start_session(hparams).unwrap();
+    let scalars: Vec<Record> = (1..=3)
+        .flat_map(|s| {
+            [
+                record("loss", Value::Scalar(1.0 / s as f64), s),
+                record("accuracy", Value::Scalar(0.25 * s as f64), s),
+            ]
+        })
+        .collect();
+    sink.write(&scalars).unwrap();
+    sink.write(&[record("note", Value::Text(Arc::from("not a metric")), 3)]).unwrap();
+    sink.end_session(SessionStatus::Success).unwrap();
+    drop(sink);
+    let read = read_hparams(&dir);
+    assert_eq!(
+        read["experiment"],
+        serde_json::json!({
+            // The backend lists them sorted by name.
+            "hparams": [["augment", "DATA_TYPE_BOOL"], ["learning_rate", "DATA_TYPE_FLOAT64"],
+                        ["optimizer", "DATA_TYPE_STRING"]],
+            "metrics": ["accuracy", "loss"],
+        }),
+        "{read}"
+    );
+    assert_eq!(
+        read["sessions"],
+        serde_json::json!([{
+            "name": ".",
+            "hparams": {"learning_rate": 0.01, "optimizer": "adam", "augment": true},
+            "metrics": {"accuracy": 0.75, "loss": (1.0f32 / 3.0) as f64},
+            "status": "STATUS_SUCCESS",
+        }]),
+        "{read}"
+    );
+}
+
+/// A training run with the default TensorBoard writer: the session holds the learning rate,
+/// the registered hyper-parameters and the writer's own `hparams`, the metrics' last values,
+/// and ends with `STATUS_SUCCESS`; a run a callback's error ended ends with `STATUS_FAILURE`.
+#[test]
+fn writer_tensorboard_hparams_of_a_training_run_in_the_hparams_tab() {
+    use burn::nn::Linear;
+    use burn_stoker::monitor::TensorBoardWriter;
+    use burn_stoker::prelude::*;
+    use stoker_tests::{mse, tiny_data, tiny_model};
+
+    /// Puts `step_value` = global step at every step; fails at step `fail_at`.
+    struct Put {
+        fail_at: u64,
+    }
+    impl Callback<Linear> for Put {
+        fn trigger_step(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+            if ctx.global_step() == self.fail_at {
+                return Err(burn_stoker::Error::msg("a callback failed"));
+            }
+            let step = ctx.global_step() as f64;
+            ctx.monitors().put_scalar("step_value", step);
+            Ok(())
+        }
+    }
+    let run = |name: &str, fail_at: u64| {
+        let dir = scratch_dir(name);
+        let device = burn_stoker::device::cpu();
+        let tensorboard =
+            TensorBoardWriter::new().hparams([("optimizer", "sgd".into()), ("batch_size", 4u32.into())]);
+        let defaults = DefaultCallbacks { tensorboard: Some(tensorboard), ..DefaultCallbacks::none() };
+        let result =
+            Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+                .max_epoch(2)
+                .learning_rate(0.05)
+                .hyper_param("weight_decay", 1e-4)
+                .log_dir(&dir)
+                .default_callbacks(defaults)
+                .callbacks(Put { fail_at })
+                .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch));
+        (result.is_ok(), read_hparams(&dir))
+    };
+    let (ok, read) = run("hparams-run", u64::MAX);
+    assert!(ok);
+    let [session] = read["sessions"].as_array().unwrap().as_slice() else { panic!("one session: {read}") };
+    assert_eq!(
+        session["hparams"],
+        serde_json::json!({"learning_rate": 0.05, "weight_decay": 1e-4, "optimizer": "sgd", "batch_size": 4.0}),
+        "{read}"
+    );
+    assert_eq!(session["metrics"]["step_value"], serde_json::json!(4.0), "the last value: {read}");
+    assert_eq!(session["status"], "STATUS_SUCCESS", "{read}");
+    let metrics = read["experiment"]["metrics"].as_array().unwrap();
+    assert!(metrics.contains(&serde_json::json!("step_value")), "{read}");
+
+    let (ok, read) = run("hparams-failed", 3);
+    assert!(!ok);
+    assert_eq!(read["sessions"][0]["status"], "STATUS_FAILURE", "{read}");
+    assert_eq!(read["sessions"][0]["metrics"]["step_value"], serde_json::json!(2.0), "{read}");
+}

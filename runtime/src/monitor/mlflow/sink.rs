@@ -72,6 +72,8 @@ pub(super) struct Settings {
     pub(super) timeout: Duration,
     /// How long the end of training waits for the last requests.
     pub(super) end_timeout: Duration,
+    /// The `Authorization` header, from MLflow's environment variables.
+    pub(super) authorization: Option<super::auth::Authorization>,
 }
 
 /// A request that failed: whether the server answered (an HTTP error, an answer it could not
@@ -183,7 +185,10 @@ impl MlflowSink {
     /// One try of [`post`](Self::post), within `timeout`.
     fn post_once(&self, url: &str, body: &str, timeout: Duration) -> Result<Json, Failure> {
         let fail = |what: String| io::Error::other(format!("POST {url}: {what}"));
-        let request = self.agent.post(url).config().timeout_global(Some(timeout)).build();
+        let mut request = self.agent.post(url).config().timeout_global(Some(timeout)).build();
+        if let Some(authorization) = &self.settings.authorization {
+            request = request.header("Authorization", authorization.header());
+        }
         let mut response = request
             .content_type("application/json")
             .send(body)
