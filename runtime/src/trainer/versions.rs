@@ -43,7 +43,7 @@ impl VersionsHold {
             return Ok(VersionsHold { _file: None });
         }
         crate::state::create_dir_all_synced(base).map_err(|e| Error::io(base, e))?;
-        let file = open(base)?;
+        let file = open(base, VERSIONS_LOCK_FILE)?;
         let started = Instant::now();
         loop {
             match file.try_lock_shared() {
@@ -73,10 +73,8 @@ impl VersionsHold {
             return Ok(VersionsHold { _file: None });
         }
         crate::state::create_dir_all_synced(base).map_err(|e| Error::io(base, e))?;
-        let path = base.join(CHOOSE_LOCK_FILE);
-        let file = open_own(OpenOptions::new().read(true).write(true).create(true).truncate(false), &path)
-            .map_err(|e| Error::io(&path, e))?;
-        file.lock().map_err(|e| Error::io(&path, e))?;
+        let file = open(base, CHOOSE_LOCK_FILE)?;
+        file.lock().map_err(|e| Error::io(base.join(CHOOSE_LOCK_FILE), e))?;
         Ok(VersionsHold { _file: Some(file) })
     }
 
@@ -87,7 +85,7 @@ impl VersionsHold {
         if !lock || !dir.join(VERSIONS_LOCK_FILE).is_file() {
             return Ok(VersionsHold { _file: None });
         }
-        let file = open(dir)?;
+        let file = open(dir, VERSIONS_LOCK_FILE)?;
         match file.try_lock() {
             Ok(()) => Ok(VersionsHold { _file: Some(file) }),
             Err(TryLockError::WouldBlock) => {
@@ -106,10 +104,10 @@ impl VersionsHold {
     }
 }
 
-/// `dir`'s `.versions.lock`, created if needed: never through a symlink, never a FIFO, never
-/// another user's file.
-fn open(dir: &Path) -> Result<File> {
-    let path = dir.join(VERSIONS_LOCK_FILE);
+/// `dir`'s lock file `name` (`.versions.lock`, `.versions.choose`), created if needed: never
+/// through a symlink, never a FIFO, never another user's file.
+fn open(dir: &Path, name: &str) -> Result<File> {
+    let path = dir.join(name);
     open_own(OpenOptions::new().read(true).write(true).create(true).truncate(false), &path)
         .map_err(|e| Error::io(&path, e))
 }
