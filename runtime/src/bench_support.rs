@@ -76,7 +76,7 @@ pub fn time_exchanges<M: Module + 'static>(
     };
     let hyper = HyperParams::new(1e-3);
     let mut agreement = crate::world::agree::Agreement::new(world, &hyper);
-    let model = agreement.start(model, &hyper)?;
+    let model = agreement.start(model, &hyper, None)?;
     let mut total = std::time::Duration::ZERO;
     for _ in 0..iterations {
         let (first, second) = (grads(&model), grads(&model));

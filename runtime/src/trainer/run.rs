@@ -53,6 +53,9 @@ pub(crate) struct Run<M, C, K> {
     pub(super) pass_len: Option<u64>,
     /// With a seed, what seeds the devices before each step (`draws.rs`).
     pub(super) step_seeds: Option<super::draws::StepSeeds>,
+    /// In a seeded threads world, this rank's turn at burn's process-wide state, held but in
+    /// exchanges (`world/turns.rs`).
+    pub(super) turns: Option<crate::world::turns::Turns>,
 }
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
@@ -82,6 +85,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             started_at: checkpoint::now(),
             pass_len: None,
             step_seeds: None,
+            turns: None,
         })
     }
 

@@ -25,9 +25,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         S: TrainingStep<M, B>,
     {
         self.doing(Activity::Step);
-        // In a seeded threads world, the ranks' autodiff work takes turns (draws.rs): from
-        // dropping the last step's outputs to the end of backward, and the optimizer's step.
-        let draws = self.step_seeds.as_ref().and_then(|s| s.before_step(self.state.counters.global_step));
+        if let Some(seeds) = &self.step_seeds {
+            seeds.before_step(self.state.counters.global_step);
+        }
         self.fetches.outputs.clear();
         #[cfg(feature = "cuda")]
         if self.state.execution.grads_reduced_by_backend() {
@@ -67,14 +67,12 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 grads
             }
         };
-        drop(draws);
         let mut grads = self.agree_step(grads)?;
         if self.dispatch.takes_gradients() {
             grads = self.take_gradients(grads)?;
         }
         let state = &mut self.state;
         if let Some(grads) = grads {
-            let _turn = self.step_seeds.as_ref().and_then(super::draws::StepSeeds::turn);
             let model = state.model.take().expect("the model is present between steps");
             state.model =
                 Some(step.optimize(model, &mut state.optimizer, state.hyper.learning_rate(), grads));

@@ -24,7 +24,7 @@ use crate::saver::Checkpoint;
 use crate::saver::checkpoint::{self, CHECKPOINT_DIR};
 use crate::signal::{SignalGuard, signal_name};
 use crate::state::{JOURNAL_DIR, Monitors, ReadJournal, journal_name};
-use crate::world::Execution;
+use crate::world::{Execution, World};
 
 impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
     /// Train: run the callbacks' lifecycle around `step`, which computes the loss of one batch
@@ -64,11 +64,17 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
             )
             .into());
         }
-        let (execution, model) = Execution::start(settings.world.take(), &settings.hyper, model)?;
+        // The ranks of a seeded threads world take turns at burn's process-wide state, from
+        // before the first exchange (world/turns.rs).
+        let turns = (settings.seed.is_some() && settings.world.as_ref().is_some_and(World::takes_turns))
+            .then(crate::world::turns::take);
+        let (execution, model) =
+            Execution::start(settings.world.take(), &settings.hyper, model, settings.seed)?;
         let printer = settings.defaults.train_summary.clone();
         let defaults = std::mem::take(&mut settings.defaults);
         let test = (test, settings.test_weights.take());
-        let run = prepare(model, optimizer, (defaults, callbacks), settings, execution, S::OWN_BACKWARD)?;
+        let mut run = prepare(model, optimizer, (defaults, callbacks), settings, execution, S::OWN_BACKWARD)?;
+        run.turns = turns;
         run.train(&data, step, printer.as_ref(), test)
     }
 }
@@ -129,8 +135,7 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
         for device in &devices {
             device.seed(seed.wrapping_add(execution.rank() as u64));
         }
-        let shared = execution.ranks_share_the_process();
-        run.step_seeds = Some(super::draws::StepSeeds::new(seed, execution.rank(), devices, shared));
+        run.step_seeds = Some(super::draws::StepSeeds::new(seed, execution.rank(), devices));
     }
     let means = execution.means().to_vec();
     (run.state.model, run.state.execution) = (Some(model), execution);

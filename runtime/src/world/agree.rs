@@ -153,8 +153,13 @@ impl Agreement {
 
     /// The first exchanges: every rank checks it has the chief's layout (the model's
     /// parameters, the names registered), then every replica takes the chief's weights. Fails
-    /// when a rank is gone or differs.
-    pub(crate) fn start<M: Module + 'static>(&mut self, model: M, hyper: &HyperParams) -> Result<M> {
+    /// when a rank is gone or differs. `seed`: see [`World::broadcast_model`].
+    pub(crate) fn start<M: Module + 'static>(
+        &mut self,
+        model: M,
+        hyper: &HyperParams,
+        seed: Option<u64>,
+    ) -> Result<M> {
         let facts = Facts::of(&model, hyper, &self.world.means, self.layout.len());
         if let Err(error) = check(&mut self.world, &model, &facts) {
             self.failed = Some(self.world.rank());
@@ -163,7 +168,7 @@ impl Agreement {
         self.words.fill(0.0);
         self.layout.mark(&mut self.words, Kind::Start, self.world.rank());
         self.broken = true;
-        let model = self.world.broadcast_model(model, &mut self.words);
+        let model = self.world.broadcast_model(model, &mut self.words, seed);
         self.broken = false;
         self.check(Kind::Start)?;
         self.buffer_len = buffers::len(&model);

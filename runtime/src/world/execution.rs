@@ -22,17 +22,19 @@ pub(crate) enum Execution {
 impl Execution {
     /// The execution for `world` (`None`: one device); in a world, the first exchange gives
     /// every replica the chief's weights (before a checkpoint is read: with threads the
-    /// replicas take the chief's parameter ids too).
+    /// replicas take the chief's parameter ids too). With a `seed`, the chief's lazily
+    /// initialized parameters are drawn from it, once every rank has arrived.
     pub(crate) fn start<M: Module + 'static>(
         world: Option<World>,
         hyper: &HyperParams,
         model: M,
+        seed: Option<u64>,
     ) -> Result<(Execution, M)> {
         match world {
             None => Ok((Execution::Single, model)),
             Some(world) => {
                 let mut agreement = Agreement::new(world, hyper);
-                let model = agreement.start(model, hyper)?;
+                let model = agreement.start(model, hyper, seed)?;
                 Ok((Execution::DataParallel(Box::new(agreement)), model))
             }
         }
@@ -218,15 +220,6 @@ impl Execution {
     pub(crate) fn checkpoint_written(&mut self, took: std::time::Duration) {
         if let Execution::DataParallel(agreement) = self {
             agreement.checkpoint_written(took);
-        }
-    }
-
-    /// Whether other ranks of this world run in this process (a threads world of two or more):
-    /// burn's generators are process-wide, so their draws come from one generator.
-    pub(crate) fn ranks_share_the_process(&self) -> bool {
-        match self {
-            Execution::Single => false,
-            Execution::DataParallel(agreement) => !agreement.world.under_mpi() && agreement.world.size() > 1,
         }
     }
 

@@ -58,6 +58,7 @@ mod launcher;
 pub(crate) mod mpi;
 mod shard;
 mod threads;
+pub(crate) mod turns;
 #[cfg(any(feature = "cuda", test))]
 mod watchdog;
 mod words;
@@ -183,6 +184,23 @@ impl World {
         }
     }
 
+    /// Whether other ranks of this world run in this process (a threads world of two or more):
+    /// they share burn's process-wide generators and autodiff bookkeeping (`turns.rs`).
+    pub(crate) fn ranks_share_the_process(&self) -> bool {
+        !self.under_mpi() && self.size > 1
+    }
+
+    /// Whether the ranks take turns at burn's process-wide state when the run is seeded
+    /// (`turns.rs`): ranks sharing the process, unless burn averages the gradients inside
+    /// `backward` (CUDA), where each rank waits for the others inside its backward.
+    pub(crate) fn takes_turns(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        if self.grads_reduced_by_backend {
+            return false;
+        }
+        self.ranks_share_the_process()
+    }
+
     /// Whether the ranks are processes of an MPI job.
     pub(crate) fn under_mpi(&self) -> bool {
         match self.link {
@@ -298,15 +316,26 @@ impl World {
     }
 
     /// Start every replica from the chief's weights (and, with threads, the chief's parameter
-    /// ids); `words` are summed as in [`exchange`](Self::exchange).
-    pub(crate) fn broadcast_model<M: Module + 'static>(&mut self, model: M, words: &mut [f64]) -> M {
+    /// ids); `words` are summed as in [`exchange`](Self::exchange). With a `seed`, the chief's
+    /// lazily initialized parameters are drawn from it, once every rank has arrived: with
+    /// threads, the ranks draw from one process-wide generator, so that what they drew before
+    /// reaching the exchange does not change the chief's weights.
+    pub(crate) fn broadcast_model<M: Module + 'static>(
+        &mut self,
+        model: M,
+        words: &mut [f64],
+        seed: Option<u64>,
+    ) -> M {
         match &mut self.link {
-            Link::Threads(link) => link.broadcast_model(model, words, &self.device),
+            Link::Threads(link) => link.broadcast_model(model, words, &self.device, seed),
             #[cfg(feature = "mpi")]
             Link::Mpi { comm, .. } => {
                 let len = flat::param_len(&model);
                 let mut send = vec![0.0f32; len];
                 if self.rank == 0 {
+                    if let Some(seed) = seed {
+                        self.device.seed(seed);
+                    }
                     flat::write_params(&model, &mut send);
                 }
                 let mut recv = vec![0.0f32; len];

@@ -193,6 +193,7 @@ impl ThreadLink {
         size: usize,
         buffers: Option<&mut [f32]>,
     ) -> Option<GradientsParams> {
+        let _away = super::turns::away();
         match self {
             ThreadLink::Peer { up, down } => {
                 if grads.is_some() {
@@ -268,7 +269,9 @@ impl ThreadLink {
         model: M,
         words: &mut [f64],
         device: &Device,
+        seed: Option<u64>,
     ) -> M {
+        let away = super::turns::away();
         match self {
             ThreadLink::Peer { up, down } => {
                 let sent = up.send(Up { grads: None, words: words.to_vec() });
@@ -288,9 +291,6 @@ impl ThreadLink {
                 }
             }
             ThreadLink::Chief { peers, .. } => {
-                // burn initializes parameters lazily, and a lazy parameter forked onto another
-                // device initializes there on its own (other random values): initialize first.
-                initialize(&model);
                 for (i, (up, _)) in peers.iter().enumerate() {
                     match up.recv() {
                         Ok(message) => {
@@ -301,6 +301,14 @@ impl ThreadLink {
                         Err(_) => words[failed(i + 1)] = 1.0,
                     }
                 }
+                // Every peer waits: the chief takes its turn back (`turns.rs`) and draws alone.
+                drop(away);
+                // burn initializes parameters lazily, and a lazy parameter forked onto another
+                // device initializes there on its own (other random values): initialize first.
+                if let Some(seed) = seed {
+                    device.seed(seed);
+                }
+                initialize(&model);
                 let copies: Vec<M> = peers.iter().map(|_| copy_params(&model)).collect();
                 handoff(device);
                 for ((_, down), copy) in peers.iter().zip(copies) {

@@ -580,3 +580,40 @@ fn a_parameter_with_a_gradient_on_some_ranks_gets_the_same_update_on_every_rank(
     assert!(diff < 1e-6, "the world vs one device on the mean loss: max difference {diff}");
     assert!(max_diff(&chief, &weights(&fixed_model(&device))) > 1e-3, "trained");
 }
+
+/// One seeded run of a 2-rank threads world whose model burn initializes lazily (a `Linear` as
+/// `LinearConfig` builds it: its weights are drawn when first read), where rank 1 draws from
+/// burn's generator before it trains, as a user's own code may: the final weights of each rank.
+fn seeded_lazy_world_run(name: &str) -> Vec<Weights> {
+    let dir = scratch_dir(name);
+    let reports = Threads::new([cpu(), cpu()])
+        .run(|world| {
+            let device = world.device().clone();
+            if world.rank() == 1 {
+                std::thread::sleep(Duration::from_millis(20));
+                let _ = Tensor::<2>::random([64, 64], burn::tensor::Distribution::Default, &device);
+            }
+            let data = world.shard(batches(8, B, &device));
+            Trainer::new(LinearConfig::new(6, 3).init(&device), SgdConfig::new().init(), data)
+                .default_callbacks(DefaultCallbacks::none())
+                .handle_signals(false)
+                .log_dir(&dir)
+                .seed(11)
+                .world(world)
+                .train(mse)
+        })
+        .expect("two ranks");
+    reports.iter().map(|r| weights(&r.model)).collect()
+}
+
+/// `Trainer::seed` makes a threads world's run repeat: the chief draws the initial weights from
+/// the seed once every rank has reached the first exchange (the ranks share burn's process-wide
+/// generator), whatever the ranks drew before. Seen failing before: the chief read them from an
+/// unseeded generator, and two runs started from other weights.
+#[test]
+fn a_seeded_threads_world_starts_from_the_seeds_weights_whatever_a_rank_drew_before() {
+    let first = seeded_lazy_world_run("seeded-lazy-world-a");
+    let second = seeded_lazy_world_run("seeded-lazy-world-b");
+    assert_eq!(first[0], first[1], "the replicas must be bit-identical");
+    assert_eq!(first, second, "two runs from one seed must end with the same weights");
+}
