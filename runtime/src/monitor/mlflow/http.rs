@@ -12,8 +12,7 @@ use super::auth::Authorization;
 /// The pauses before the second and the third try of a request that got no answer.
 const RETRY_PAUSES: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(4)];
 
-/// The slowest upload an artifact's timeout allows for: 1 MB/s on top of
-/// [`Settings::timeout`](super::sink::Settings::timeout).
+/// The slowest upload an artifact's timeout allows for: 1 MB/s on top of the request's timeout.
 const SLOWEST_UPLOAD_BYTES_PER_SEC: f64 = 1e6;
 
 /// A request that failed: whether the server answered (an HTTP error, an answer it could not
@@ -51,16 +50,16 @@ pub(super) struct Client {
 }
 
 impl Client {
-    pub(super) fn new(settings: &super::sink::Settings, agent: ureq::Agent) -> Client {
-        Client {
-            tracking_uri: settings.tracking_uri.clone(),
-            agent,
-            timeout: settings.timeout,
-            authorization: settings.authorization.clone(),
-            end_timeout: settings.end_timeout,
-            deadline: None,
-            answering: true,
-        }
+    /// A client of the server at `tracking_uri` through `agent`: `timeout` a request, `end_timeout`
+    /// the end's (for its error), `authorization` with every request.
+    pub(super) fn new(
+        tracking_uri: String,
+        agent: ureq::Agent,
+        (timeout, end_timeout): (Duration, Duration),
+        authorization: Option<Authorization>,
+    ) -> Client {
+        let (deadline, answering) = (None, true);
+        Client { tracking_uri, agent, timeout, authorization, end_timeout, deadline, answering }
     }
 
     /// How long the next request may take: `timeout`, less once closing if the end's deadline

@@ -117,7 +117,9 @@ impl MlflowSink {
         checkpoints: PathBuf,
     ) -> Result<MlflowSink> {
         let agent = super::tls::agent(&settings.trust, settings.timeout)?;
-        let client = Client::new(&settings, agent);
+        let timeouts = (settings.timeout, settings.end_timeout);
+        let client =
+            Client::new(settings.tracking_uri.clone(), agent, timeouts, settings.authorization.clone());
         let mut uploads = Uploads::new(settings.checkpoint_artifacts);
         uploads.dir = Some(checkpoints);
         let (run_id, pending, ended) = (None, Vec::new(), false);
