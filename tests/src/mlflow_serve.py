@@ -2,8 +2,9 @@
 
 python3 mlflow_serve.py DIR PORT TLS_PORT WATCHED_PID
 
-- writes DIR/ca.pem and DIR/key.pem: a self-signed certificate for 127.0.0.1 and localhost (made
-  with `cryptography`, which mlflow depends on), the CA the https client trusts;
+- writes DIR/ca.pem, a self-signed CA certificate (the CA the https client trusts), and
+  DIR/server.pem with DIR/key.pem, the certificate it signs for 127.0.0.1 and localhost (made with
+  `cryptography`, which mlflow depends on);
 - starts `mlflow server` on 127.0.0.1:PORT (a SQLite store and the artifacts in DIR, served by the
   server: its default `--serve-artifacts`), in a session of its own;
 - terminates TLS on 127.0.0.1:TLS_PORT with that certificate and forwards each connection to PORT;
@@ -26,35 +27,46 @@ import time
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 
 def make_certificate(folder):
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "stoker test MLflow server")])
+    """A private CA (self-signed) and the door's certificate it signs: rustls, as webpki, refuses a
+    CA certificate as a server's own (`CaUsedAsEndEntity`), which `openssl req -x509` makes."""
     now = datetime.datetime.now(datetime.timezone.utc)
-    alt_names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
+
+    def certificate(subject, issuer, public_key, signing_key, is_ca):
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=is_ca, path_length=None), critical=True)
+        )
+        if not is_ca:
+            alt_names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+            builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        return builder.sign(signing_key, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = "stoker test CA"
+    ca = certificate(ca_name, ca_name, ca_key.public_key(), ca_key, True)
+    server = certificate("127.0.0.1", ca_name, key.public_key(), ca_key, False)
     key_pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
     with open(os.path.join(folder, "key.pem"), "wb") as f:
         f.write(key_pem)
+    with open(os.path.join(folder, "server.pem"), "wb") as f:
+        f.write(server.public_bytes(serialization.Encoding.PEM))
     # ca.pem last: the test waits for it.
     tmp = os.path.join(folder, "ca.pem.tmp")
     with open(tmp, "wb") as f:
-        f.write(cert.public_bytes(serialization.Encoding.PEM))
+        f.write(ca.public_bytes(serialization.Encoding.PEM))
     os.rename(tmp, os.path.join(folder, "ca.pem"))
 
 
@@ -71,7 +83,7 @@ async def pipe(reader, writer):
 
 async def tls_door(folder, port, tls_port):
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(os.path.join(folder, "ca.pem"), os.path.join(folder, "key.pem"))
+    context.load_cert_chain(os.path.join(folder, "server.pem"), os.path.join(folder, "key.pem"))
 
     async def forward(client_reader, client_writer):
         try:

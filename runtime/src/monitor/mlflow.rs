@@ -111,7 +111,9 @@ const DEFAULT_END_TIMEOUT: Duration = Duration::from_secs(10);
 /// `MLFLOW_TRACKING_SERVER_CERT_PATH` names, as MLflow's client reads it, or
 /// [`server_cert`](MlflowLogger::server_cert) gives. `MLFLOW_TRACKING_INSECURE_TLS=true` turns
 /// the check off (with a warning). The file is read at `setup`: one that cannot be read or holds
-/// no certificate is an error there, naming it.
+/// no certificate is an error there, naming it. rustls refuses a CA certificate as the server's
+/// own (`CaUsedAsEndEntity`; `openssl req -x509` makes one unless given
+/// `-addext basicConstraints=critical,CA:FALSE`): give the server a certificate the CA signs.
 ///
 /// Without the feature, an `https://` URI is an error from [`new`](MlflowLogger::new) that
 /// names the feature. Another way then is a local forwarder that adds the TLS, given by its

@@ -180,7 +180,13 @@ fn failure(e: ureq::Error, fail: impl Fn(String) -> io::Error) -> Failure {
     #[cfg(feature = "mlflow-tls")]
     let lasting = lasting || matches!(&e, ureq::Error::Rustls(_) | ureq::Error::Pem(_));
     let mut what = e.to_string();
-    if what.contains("certificate") || what.contains("UnknownIssuer") {
+    if what.contains("CaUsedAsEndEntity") {
+        what.push_str(
+            "; the server shows a CA certificate as its own (`openssl req -x509` makes one unless given \
+             `-addext basicConstraints=critical,CA:FALSE`), which rustls refuses: give the server a \
+             certificate that CA signs, and trust the CA",
+        );
+    } else if what.contains("certificate") || what.contains("UnknownIssuer") {
         what.push_str(&format!(
             "; for a server whose certificate a private CA signed (or a self-signed one), set {} to that \
              CA's PEM file or give it to MlflowLogger::server_cert",
