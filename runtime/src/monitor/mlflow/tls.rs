@@ -118,7 +118,9 @@ pub(super) fn tls_config(trust: &Trust) -> Result<ureq::tls::TlsConfig> {
 
 /// Without the feature `mlflow-tls` there is nothing to set: [`check_uri`] refused `https://`.
 #[cfg(not(feature = "mlflow-tls"))]
-pub(super) fn tls_config(_trust: &Trust) -> Result<()> {
+pub(super) fn tls_config(trust: &Trust) -> Result<()> {
+    // Read from the environment all the same, for an `http://` server they do not concern.
+    let _ = (&trust.cert_path, trust.insecure);
     Ok(())
 }
 
