@@ -147,7 +147,7 @@ const DEFAULT_END_TIMEOUT: Duration = Duration::from_secs(10);
 /// uploads count in the [`end_timeout`](MlflowLogger::end_timeout): raise it for a large model.
 /// A resumed run uploads the copies once more (the first time it looks), into the same run.
 ///
-//// ```
+/// ```
 /// use burn_stoker::monitor::MlflowLogger;
 /// # fn callbacks() -> burn_stoker::Result<()> {
 /// let mlflow = MlflowLogger::new("http://127.0.0.1:5000")?

@@ -46,6 +46,9 @@ pub(super) struct Uploads {
     pub(super) failed: Option<io::Error>,
 }
 
+/// A copy opened whole: its `manifest.json`'s bytes, and each file's name and handle.
+type OpenedCopy = (Vec<u8>, Vec<(String, File)>);
+
 /// The suffixes of the folders a checkpoint write leaves aside for a moment (never a copy).
 const ASIDE: [&str; 4] = [".tmp", ".old", ".deleting", ".abandoned"];
 
@@ -161,7 +164,7 @@ fn copy_names(dir: &Path) -> io::Result<Vec<String>> {
 /// The copy `dir` opened whole: its `manifest.json` and every file, each opened while the
 /// manifest read before and after stayed the same (a copy the trainer replaces meanwhile is
 /// opened again; an open file stays readable once replaced). `None` when it has no manifest.
-fn open_copy(dir: &Path) -> io::Result<Option<(Vec<u8>, Vec<(String, File)>)>> {
+fn open_copy(dir: &Path) -> io::Result<Option<OpenedCopy>> {
     let manifest_path = dir.join("manifest.json");
     let named = |e: io::Error, path: &Path| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     for _ in 0..20 {

@@ -139,7 +139,7 @@ impl Client {
         timeout: Duration,
     ) -> Result<Json, Failure> {
         let fail = |what: String| io::Error::other(format!("{method} {url}: {what}"));
-        let unanswered = |e: ureq::Error| failure(e, &fail);
+        let unanswered = |e: ureq::Error| failure(e, fail);
         let authorization = self.authorization.as_ref().map(Authorization::header);
         let sent = match body {
             Body::Nothing => {
