@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The variable MLflow's Python client reads for a CA bundle to trust instead of its default
 /// roots (requests' `verify=`).
@@ -65,6 +65,8 @@ pub(super) fn check_uri(uri: &str, has_tls: bool) -> Option<String> {
 pub(super) fn tls_config(trust: &Trust) -> Result<ureq::tls::TlsConfig> {
     use std::sync::Arc;
     use ureq::tls::{PemItem, RootCerts, TlsConfig, TlsProvider};
+
+    use crate::error::Error;
 
     let builder = TlsConfig::builder().provider(TlsProvider::Rustls);
     if trust.insecure {
