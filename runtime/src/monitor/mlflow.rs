@@ -98,8 +98,8 @@ const DEFAULT_END_TIMEOUT: Duration = Duration::from_secs(10);
 /// request the header `Authorization: Basic <base64 of user:password>` when
 /// `MLFLOW_TRACKING_USERNAME` and `MLFLOW_TRACKING_PASSWORD` are both set, else
 /// `Authorization: Bearer <token>` when `MLFLOW_TRACKING_TOKEN` is set; none otherwise. Over
-/// plain HTTP they travel in clear text: give them only to a server on the same machine or a
-/// forwarder that adds TLS (below). The logger's `Debug` never shows them.
+/// plain HTTP they travel in clear text: give them only to a server on the same machine, or
+/// over HTTPS (below). The logger's `Debug` never shows them.
 ///
 /// # HTTPS
 ///
@@ -146,6 +146,8 @@ const DEFAULT_END_TIMEOUT: Duration = Duration::from_secs(10);
 /// file's upload may take the [`timeout`](MlflowLogger::timeout) plus a second per MB; the last
 /// uploads count in the [`end_timeout`](MlflowLogger::end_timeout): raise it for a large model.
 /// A resumed run uploads the copies once more (the first time it looks), into the same run.
+/// While a copy uploads, the records wait in the sink's queue as behind a slow server (above):
+/// what does not fit is dropped and counted.
 ///
 /// ```
 /// use burn_stoker::monitor::MlflowLogger;
