@@ -8,6 +8,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 
 pub mod families;
 pub mod mlflow;
+pub mod mlflow_server;
 pub mod reads;
 
 /// The name libtest gives test `name` of the module whose `module_path!()` is `module`: its path

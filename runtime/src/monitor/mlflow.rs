@@ -1,8 +1,12 @@
 //! The MLflow tracking-server writer (feature `mlflow`): [`MlflowLogger`] and the sink it
-//! registers, which speaks MLflow's REST API 2.0 over plain HTTP/1.1.
+//! registers, which speaks MLflow's REST API 2.0 over HTTP/1.1 (over TLS with the feature
+//! `mlflow-tls`), and uploads the best checkpoint as an artifact when asked.
 
+mod artifacts;
 mod auth;
+mod http;
 mod sink;
+mod tls;
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -10,6 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value as Json, json};
 
+pub use artifacts::CheckpointArtifacts;
 pub use sink::MLFLOW_SINK_NAME;
 use sink::{MlflowSink, RunLink, RunStatus, Settings, mlflow_key};
 
@@ -93,23 +98,56 @@ const DEFAULT_END_TIMEOUT: Duration = Duration::from_secs(10);
 /// request the header `Authorization: Basic <base64 of user:password>` when
 /// `MLFLOW_TRACKING_USERNAME` and `MLFLOW_TRACKING_PASSWORD` are both set, else
 /// `Authorization: Bearer <token>` when `MLFLOW_TRACKING_TOKEN` is set; none otherwise. Over
-/// plain HTTP they travel in clear text: give them only to a server on the same machine or a
-/// forwarder that adds TLS (below). The logger's `Debug` never shows them.
+/// plain HTTP they travel in clear text: give them only to a server on the same machine, or
+/// over HTTPS (below). The logger's `Debug` never shows them.
 ///
-/// # Plain HTTP only
+/// # HTTPS
 ///
-/// The sink speaks plain HTTP/1.1 (through `ureq`, built without TLS): TLS would bring a C-compiled cryptography crate (`ring`) into the build. To reach a server
-/// behind `https://`, either
+/// With the feature `mlflow-tls` (off by default: it brings rustls and ring, whose C and
+/// assembly `cc` compiles), the tracking URI may be `https://`. The server's certificate is
+/// checked against Mozilla's root certificates (webpki-roots, the bundle MLflow's Python client
+/// trusts through certifi), or, for a server whose certificate a private CA signed (or a
+/// self-signed one), against only the certificates of the PEM file
+/// `MLFLOW_TRACKING_SERVER_CERT_PATH` names, as MLflow's client reads it, or
+/// [`server_cert`](MlflowLogger::server_cert) gives. `MLFLOW_TRACKING_INSECURE_TLS=true` turns
+/// the check off (with a warning). The file is read at `setup`: one that cannot be read or holds
+/// no certificate is an error there, naming it. rustls refuses a CA certificate as the server's
+/// own (`CaUsedAsEndEntity`; `openssl req -x509` makes one unless given
+/// `-addext basicConstraints=critical,CA:FALSE`): give the server a certificate the CA signs.
 ///
-/// - run a local forwarder that adds the TLS and give its `http://` address: an SSH tunnel to the
-///   server's own plain-HTTP port (`ssh -N -L 5000:127.0.0.1:5000 tracking-host`, then
-///   `http://127.0.0.1:5000`), or a TLS client proxy such as stunnel (client mode) or a local
-///   nginx whose `proxy_pass` is the `https://` URL;
-/// - or send the records yourself: implement [`MonitorSink`] with the HTTP client of your choice
-///   and register it from a callback's `setup` with
-///   [`Monitors::add_sink`](crate::state::Monitors::add_sink), as this type does. The same way
-///   plugs in any other tracker (a database, a message queue...); Weights & Biases reads the
-///   TensorBoard event files stoker writes (`wandb sync --sync-tensorboard <log dir>`).
+/// Without the feature, an `https://` URI is an error from [`new`](MlflowLogger::new) that
+/// names the feature. Another way then is a local forwarder that adds the TLS, given by its
+/// `http://` address: an SSH tunnel to the server's own plain-HTTP port
+/// (`ssh -N -L 5000:127.0.0.1:5000 tracking-host`, then `http://127.0.0.1:5000`), or a TLS
+/// client proxy such as stunnel (client mode).
+///
+/// Any other tracker (a database, a message queue...) plugs in the same way this type does:
+/// implement [`MonitorSink`] and register it from a callback's `setup` with
+/// [`Monitors::add_sink`](crate::state::Monitors::add_sink). Weights & Biases reads the
+/// TensorBoard event files stoker writes (`wandb sync --sync-tensorboard <log dir>`).
+///
+/// # The best checkpoint as an artifact
+///
+/// With [`checkpoint_artifacts`](MlflowLogger::checkpoint_artifacts) (off by default, as
+/// Lightning's `log_model`: a checkpoint can weigh gigabytes), the complete copies that
+/// [`MinSaver`](crate::saver::MinSaver) and [`MaxSaver`](crate::saver::MaxSaver) keep in
+/// `<log dir>/checkpoints/<copy name>/` are uploaded to the MLflow run's artifacts, every file of
+/// the copy (`model.bpk`, which plain burn loads, the optimizer, the trainer's state, the
+/// manifest) under `checkpoints/<copy name>/`, replacing the previous upload:
+/// [`AtEnd`](CheckpointArtifacts::AtEnd) when training ends,
+/// [`EachBest`](CheckpointArtifacts::EachBest) also at the end of each epoch after a copy
+/// changed. The upload runs on the sink's thread, never on the step's path: `PUT
+/// /api/2.0/mlflow-artifacts/artifacts/<run's artifact path>/checkpoints/...` per file, MLflow's
+/// artifact proxy, which `mlflow server` serves by default (`--artifacts-destination` says where
+/// it stores them); a run whose artifact store the server does not serve (`s3://...` given as
+/// `--default-artifact-root`, or `--no-serve-artifacts`) is an error naming it. An upload that
+/// fails does not stop the metrics: it is logged once, and when training ends it is the sink's
+/// entry in [`TrainReport::writer_failures`](crate::trainer::TrainReport::writer_failures). A
+/// file's upload may take the [`timeout`](MlflowLogger::timeout) plus a second per MB; the last
+/// uploads count in the [`end_timeout`](MlflowLogger::end_timeout): raise it for a large model.
+/// A resumed run uploads the copies once more (the first time it looks), into the same run.
+/// While a copy uploads, the records wait in the sink's queue as behind a slow server (above):
+/// what does not fit is dropped and counted.
 ///
 /// ```
 /// use burn_stoker::monitor::MlflowLogger;
@@ -137,23 +175,17 @@ crate::kind::kind!(MlflowLogger);
 
 impl MlflowLogger {
     /// Log to the MLflow tracking server at `tracking_uri` (`http://host:port`, as
-    /// `mlflow server` prints it), in the default experiment (`"0"`), as a run named `"stoker"`.
+    /// `mlflow server` prints it, or `https://...` with the feature `mlflow-tls`), in the
+    /// default experiment (`"0"`), as a run named `"stoker"`.
     ///
-    /// Only plain `http://` is supported (see [Plain HTTP only](MlflowLogger#plain-http-only)
-    /// for an `https://` server). Any other URI is an error naming it.
+    /// Any other URI is an error naming it; `https://` without the feature is one naming the
+    /// feature (see [HTTPS](MlflowLogger#https)).
     ///
-    /// The credentials come from MLflow's environment variables, read here (see
-    /// [Credentials](MlflowLogger#credentials)).
+    /// The credentials and the certificate to trust come from MLflow's environment variables,
+    /// read here (see [Credentials](MlflowLogger#credentials) and [HTTPS](MlflowLogger#https)).
     pub fn new(tracking_uri: impl Into<String>) -> Result<Self> {
         let uri = tracking_uri.into();
-        let host = uri.strip_prefix("http://").map(|rest| rest.split('/').next().unwrap_or_default());
-        if host.is_none_or(str::is_empty) {
-            let what = if uri.starts_with("https://") {
-                "https needs TLS, which burn-stoker's MLflow sink leaves out: give the http:// address of a \
-                 local forwarder that adds it (see MlflowLogger's docs)"
-            } else {
-                "expected http://host:port"
-            };
+        if let Some(what) = tls::check_uri(&uri, cfg!(feature = "mlflow-tls")) {
             return Err(Error::msg(format!("MLflow tracking URI `{uri}`: {what}")));
         }
         Ok(MlflowLogger {
@@ -166,6 +198,8 @@ impl MlflowLogger {
                 timeout: DEFAULT_TIMEOUT,
                 end_timeout: DEFAULT_END_TIMEOUT,
                 authorization: auth::Authorization::from_env(),
+                trust: tls::Trust::from_env(),
+                checkpoint_artifacts: CheckpointArtifacts::Off,
             },
             link: Arc::new(Mutex::new(RunLink::default())),
         })
@@ -187,7 +221,7 @@ impl MlflowLogger {
         match std::env::var("MLFLOW_TRACKING_URI") {
             Ok(uri) if !uri.is_empty() => Self::new(uri),
             _ => Err(Error::msg(
-                "MLflow: MLFLOW_TRACKING_URI is not set: set it to the tracking server's http:// address, \
+                "MLflow: MLFLOW_TRACKING_URI is not set: set it to the tracking server's http:// (or https://) address, \
                  or give the address to MlflowLogger::new",
             )),
         }
@@ -264,6 +298,44 @@ impl MlflowLogger {
         self
     }
 
+    /// Trust only the certificates of the PEM file at `path` (a private CA's, or a self-signed
+    /// server's own) for an `https://` tracking server, in place of Mozilla's roots: what
+    /// `MLFLOW_TRACKING_SERVER_CERT_PATH` does, which this replaces. Read at `setup`. Feature
+    /// `mlflow-tls`.
+    ///
+    /// ```
+    /// # #[cfg(feature = "mlflow-tls")] {
+    /// use burn_stoker::monitor::MlflowLogger;
+    /// let mlflow = MlflowLogger::new("https://mlflow.internal:8443")?.server_cert("/etc/ssl/mlflow-ca.pem");
+    /// # let _ = mlflow;
+    /// # }
+    /// # Ok::<(), burn_stoker::Error>(())
+    /// ```
+    #[cfg(feature = "mlflow-tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mlflow-tls")))]
+    pub fn server_cert(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.settings.trust.cert_path = Some(path.into());
+        self
+    }
+
+    /// Upload the best checkpoint copies ([`MinSaver`](crate::saver::MinSaver),
+    /// [`MaxSaver`](crate::saver::MaxSaver)) to the run's artifacts: at the end, or each time
+    /// one changed ([`CheckpointArtifacts`]; [`Off`](CheckpointArtifacts::Off) by default). See
+    /// [The best checkpoint as an artifact](MlflowLogger#the-best-checkpoint-as-an-artifact).
+    ///
+    /// ```
+    /// use burn_stoker::monitor::{CheckpointArtifacts, MlflowLogger};
+    /// use burn_stoker::saver::MinSaver;
+    /// let mlflow = MlflowLogger::new("http://127.0.0.1:5000")?.checkpoint_artifacts(CheckpointArtifacts::EachBest);
+    /// let best = MinSaver::new("validation_error"); // its copy goes to checkpoints/min-validation_error/
+    /// # let _ = (mlflow, best);
+    /// # Ok::<(), burn_stoker::Error>(())
+    /// ```
+    pub fn checkpoint_artifacts(mut self, which: CheckpointArtifacts) -> Self {
+        self.settings.checkpoint_artifacts = which;
+        self
+    }
+
     fn link(&self) -> MutexGuard<'_, RunLink> {
         self.link.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -318,7 +390,8 @@ impl<M> Callback<M> for MlflowLogger {
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         // A new training: nothing of an earlier one with this logger carries over.
         *self.link() = RunLink::default();
-        let sink = MlflowSink::new(self.settings.clone(), Arc::clone(&self.link));
+        let checkpoints = ctx.log_dir().join(crate::state::CHECKPOINTS);
+        let sink = MlflowSink::new(self.settings.clone(), Arc::clone(&self.link), checkpoints)?;
         ctx.monitors().add_sink(sink);
         Ok(())
     }

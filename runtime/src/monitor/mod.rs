@@ -52,7 +52,7 @@ pub use history::{HISTORY_FILE, HistorySink, HistoryWriter};
 pub(crate) use json::STATS_FILE;
 pub use json::{JsonSink, JsonWriter};
 #[cfg(feature = "mlflow")]
-pub use mlflow::{MLFLOW_MAX_METRICS_PER_BATCH, MLFLOW_SINK_NAME, MlflowLogger};
+pub use mlflow::{CheckpointArtifacts, MLFLOW_MAX_METRICS_PER_BATCH, MLFLOW_SINK_NAME, MlflowLogger};
 pub use png::encode_png;
 pub use printer::{PrinterSink, ScalarPrinter};
 pub use send::{COMMAND_QUEUE_CAPACITY, SendMonitorData, SendStat};

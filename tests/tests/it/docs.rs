@@ -179,17 +179,25 @@ fn the_test_command_is_written_once() {
     assert_eq!(listed, stages, "CONTRIBUTING.md's list of what .ci/run runs, then .ci/run's stages");
 }
 
-/// The test functions of this binary (`tests/tests/it/*.rs`): every `fn` after a `#[test]`.
+/// The test functions of this binary (`tests/tests/it/*.rs`, and the files of a module's folder
+/// such as `it/mlflow/`): every `fn` after a `#[test]`.
 fn test_functions() -> BTreeSet<String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
-    let mut names = BTreeSet::new();
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-        for after in text.split("#[test]").skip(1) {
-            let name = after.split("fn ").nth(1).and_then(|rest| rest.split('(').next());
-            names.extend(name.map(|n| n.trim().to_string()));
+    fn collect(dir: &Path, names: &mut BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                collect(&path, names);
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for after in text.split("#[test]").skip(1) {
+                let name = after.split("fn ").nth(1).and_then(|rest| rest.split('(').next());
+                names.extend(name.map(|n| n.trim().to_string()));
+            }
         }
     }
+    let mut names = BTreeSet::new();
+    collect(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it"), &mut names);
     names
 }
 

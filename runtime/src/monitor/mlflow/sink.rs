@@ -1,12 +1,17 @@
-//! The sink behind [`MlflowLogger`](super::MlflowLogger): MLflow's REST API 2.0 over plain
-//! HTTP/1.1, on the monitors' writer thread.
+//! The sink behind [`MlflowLogger`](super::MlflowLogger): MLflow's REST API 2.0 over HTTP/1.1
+//! (TLS with the feature `mlflow-tls`), on the monitors' writer thread.
 
 use std::io;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use super::artifacts::{CheckpointArtifacts, Uploads};
+use super::http::{Client, clip};
+
 use serde_json::{Value as Json, json};
 
+use crate::error::Result;
 use crate::state::{EpochStats, MonitorSink, Record, Value};
 
 /// The most params MLflow takes in one `runs/log-batch` request.
@@ -21,9 +26,6 @@ const MLFLOW_MAX_KEY_LENGTH: usize = 250;
 /// tracking server failed.
 #[cfg_attr(docsrs, doc(cfg(feature = "mlflow")))]
 pub const MLFLOW_SINK_NAME: &str = "MLflow";
-
-/// The pauses before the second and the third try of a request that got no answer.
-const RETRY_PAUSES: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(4)];
 
 /// What [`MlflowLogger`](super::MlflowLogger) and its sink share.
 #[derive(Debug, Default)]
@@ -62,7 +64,7 @@ impl RunStatus {
 /// by its sink.
 #[derive(Debug, Clone)]
 pub(super) struct Settings {
-    /// `http://host:port` (no trailing slash).
+    /// `http(s)://host:port` (no trailing slash).
     pub(super) tracking_uri: String,
     pub(super) experiment_id: String,
     pub(super) run_name: String,
@@ -74,35 +76,25 @@ pub(super) struct Settings {
     pub(super) end_timeout: Duration,
     /// The `Authorization` header, from MLflow's environment variables.
     pub(super) authorization: Option<super::auth::Authorization>,
-}
-
-/// A request that failed: whether the server answered (an HTTP error, an answer it could not
-/// read) or not (the connection refused or dropped, the timeout reached: worth another try).
-enum Failure {
-    Answered(io::Error),
-    Unanswered(io::Error),
+    /// Which certificates an `https://` server may show.
+    pub(super) trust: super::tls::Trust,
+    /// Which best checkpoints go to the run's artifacts.
+    pub(super) checkpoint_artifacts: CheckpointArtifacts,
 }
 
 /// The writer behind [`MlflowLogger`](super::MlflowLogger): talks to the tracking server on the
 /// monitors' writer thread, registered by the callback at `setup`.
 pub(super) struct MlflowSink {
     settings: Settings,
-    /// The HTTP client. `ureq` (default features off: plain HTTP/1.1, no TLS, a few small
-    /// crates) because MLflow's API is a few blocking JSON POSTs on a thread that may block:
-    /// an async client would bring a runtime, and a hand-written HTTP client is what the
-    /// project keeps crates for.
-    agent: ureq::Agent,
+    client: Client,
     /// The run, once created.
     run_id: Option<String>,
     /// Metrics not sent yet, as MLflow's JSON.
     pending: Vec<Json>,
     /// Whether `runs/update` was sent.
     ended: bool,
-    /// Whether the server answered the last request: a sink that failed on a server that
-    /// does not answer does not try again to end the run.
-    answering: bool,
-    /// Once closing: when the end of training stops waiting (no request goes past it).
-    deadline: Option<Instant>,
+    /// The best checkpoints uploaded.
+    uploads: Uploads,
     link: Arc<Mutex<RunLink>>,
 }
 
@@ -117,107 +109,25 @@ impl std::fmt::Debug for MlflowSink {
 }
 
 impl MlflowSink {
-    pub(super) fn new(settings: Settings, link: Arc<Mutex<RunLink>>) -> MlflowSink {
-        let agent = ureq::Agent::config_builder()
-            // MLflow's error bodies say what was wrong: read them rather than stop at the status.
-            .http_status_as_error(false)
-            .timeout_global(Some(settings.timeout))
-            .build()
-            .into();
-        let (run_id, pending, ended, answering, deadline) = (None, Vec::new(), false, true, None);
-        MlflowSink { settings, agent, run_id, pending, ended, answering, deadline, link }
+    /// The sink for `settings`, its agent built now (an error when the CA certificate file it
+    /// names cannot be read); the best checkpoint copies, when it uploads them, in `checkpoints`.
+    pub(super) fn new(
+        settings: Settings,
+        link: Arc<Mutex<RunLink>>,
+        checkpoints: PathBuf,
+    ) -> Result<MlflowSink> {
+        let agent = super::tls::agent(&settings.trust, settings.timeout)?;
+        let timeouts = (settings.timeout, settings.end_timeout);
+        let client =
+            Client::new(settings.tracking_uri.clone(), agent, timeouts, settings.authorization.clone());
+        let mut uploads = Uploads::new(settings.checkpoint_artifacts);
+        uploads.dir = Some(checkpoints);
+        let (run_id, pending, ended) = (None, Vec::new(), false);
+        Ok(MlflowSink { settings, client, run_id, pending, ended, uploads, link })
     }
 
     fn link(&self) -> MutexGuard<'_, RunLink> {
         self.link.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// How long the next request may take: the timeout, less once closing if the end's
-    /// deadline comes first (`None` past it).
-    fn time_left(&self) -> Option<Duration> {
-        match self.deadline {
-            None => Some(self.settings.timeout),
-            Some(deadline) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                (!left.is_zero()).then(|| left.min(self.settings.timeout))
-            }
-        }
-    }
-
-    /// `POST {tracking_uri}/api/2.0/mlflow/{endpoint}` with `body`, tried again after each of
-    /// [`RETRY_PAUSES`] while the server does not answer (and the end's deadline allows); MLflow's
-    /// JSON answer, or an error naming the URL, the HTTP status and MLflow's `error_code` and
-    /// `message`.
-    fn post(&mut self, endpoint: &str, body: &Json) -> io::Result<Json> {
-        let url = format!("{}/api/2.0/mlflow/{endpoint}", self.settings.tracking_uri);
-        let body = body.to_string();
-        let mut pauses = RETRY_PAUSES.iter();
-        loop {
-            let Some(timeout) = self.time_left() else {
-                self.answering = false;
-                let end = self.settings.end_timeout;
-                return Err(io::Error::other(format!(
-                    "POST {url}: not sent, the {end:?} the end of training allows are over"
-                )));
-            };
-            match self.post_once(&url, &body, timeout) {
-                Ok(answer) => {
-                    self.answering = true;
-                    return Ok(answer);
-                }
-                Err(Failure::Answered(error)) => {
-                    self.answering = true;
-                    return Err(error);
-                }
-                Err(Failure::Unanswered(error)) => {
-                    self.answering = false;
-                    match pauses.next() {
-                        Some(&pause) if self.time_left().is_some_and(|left| left > pause) => {
-                            std::thread::sleep(pause);
-                        }
-                        _ => return Err(error),
-                    }
-                }
-            }
-        }
-    }
-
-    /// One try of [`post`](Self::post), within `timeout`.
-    fn post_once(&self, url: &str, body: &str, timeout: Duration) -> Result<Json, Failure> {
-        let fail = |what: String| io::Error::other(format!("POST {url}: {what}"));
-        let mut request = self.agent.post(url).config().timeout_global(Some(timeout)).build();
-        if let Some(authorization) = &self.settings.authorization {
-            request = request.header("Authorization", authorization.header());
-        }
-        let mut response = request
-            .content_type("application/json")
-            .send(body)
-            .map_err(|e| Failure::Unanswered(fail(e.to_string())))?;
-        let status = response.status();
-        let text = response
-            .body_mut()
-            .read_to_string()
-            .map_err(|e| Failure::Unanswered(fail(format!("HTTP {status}: {e}"))))?;
-        let answer = serde_json::from_str::<Json>(&text);
-        if !status.is_success() {
-            let said = match &answer {
-                Ok(error) if error["error_code"].is_string() => format!(
-                    "{}: {}",
-                    error["error_code"].as_str().unwrap_or_default(),
-                    error["message"].as_str().unwrap_or_default()
-                ),
-                _ => clip(&text),
-            };
-            return Err(Failure::Answered(fail(format!("HTTP {status}: {said}"))));
-        }
-        match answer {
-            Ok(answer) => Ok(answer),
-            Err(_) if text.trim().is_empty() => Ok(json!({})),
-            Err(e) => Err(Failure::Answered(fail(format!(
-                "HTTP {status}, but the answer is not JSON ({e}): {}",
-                clip(&text)
-            )))),
-        }
     }
 
     /// The run's id, the first time continuing the run a resumed checkpoint names (set
@@ -228,11 +138,11 @@ impl MlflowSink {
         }
         let resumed = self.link().run_id.clone();
         if let Some(id) = resumed {
-            self.post("runs/update", &json!({ "run_id": id, "status": "RUNNING" }))?;
+            self.client.post("runs/update", &json!({ "run_id": id, "status": "RUNNING" }))?;
             self.run_id = Some(id.clone());
             return Ok(id);
         }
-        let created = self.post(
+        let created = self.client.post(
             "runs/create",
             &json!({
                 "experiment_id": self.settings.experiment_id,
@@ -243,7 +153,7 @@ impl MlflowSink {
         let Some(id) = created["run"]["info"]["run_id"].as_str().map(str::to_string) else {
             return Err(io::Error::other(format!(
                 "POST {}/api/2.0/mlflow/runs/create: the answer has no run.info.run_id: {}",
-                self.settings.tracking_uri,
+                self.client.tracking_uri,
                 clip(&created.to_string())
             )));
         };
@@ -256,7 +166,7 @@ impl MlflowSink {
             })
             .collect();
         for batch in &batches {
-            self.post("runs/log-batch", batch)?;
+            self.client.post("runs/log-batch", batch)?;
         }
         Ok(id)
     }
@@ -268,7 +178,7 @@ impl MlflowSink {
             let id = self.run_id()?;
             let n = self.pending.len().min(size);
             let batch = json!({ "run_id": id, "metrics": &self.pending[..n] });
-            self.post("runs/log-batch", &batch)?;
+            self.client.post("runs/log-batch", &batch)?;
             self.pending.drain(..n);
         }
         Ok(())
@@ -278,7 +188,8 @@ impl MlflowSink {
     fn end(&mut self, status: RunStatus) -> io::Result<()> {
         let id = self.run_id()?;
         self.ended = true;
-        self.post("runs/update", &json!({ "run_id": id, "status": status.as_str(), "end_time": now_ms() }))
+        self.client
+            .post("runs/update", &json!({ "run_id": id, "status": status.as_str(), "end_time": now_ms() }))
             .map(drop)
     }
 }
@@ -314,8 +225,15 @@ impl MonitorSink for MlflowSink {
         self.send(false)
     }
 
+    /// Send what is left; upload the best checkpoints that changed with
+    /// [`CheckpointArtifacts::EachBest`].
     fn end_epoch(&mut self, _stats: &EpochStats) -> io::Result<()> {
-        self.send(true)
+        self.send(true)?;
+        if self.uploads.policy == CheckpointArtifacts::EachBest {
+            let id = self.run_id()?;
+            self.uploads.upload_changed(&mut self.client, &id, false);
+        }
+        Ok(())
     }
 
     /// Nothing: the writer thread flushes after every batch of records (one per event, so one
@@ -327,11 +245,24 @@ impl MonitorSink for MlflowSink {
 
     /// Send what is left and end the run, within the end's time
     /// ([`close_timeout`](MonitorSink::close_timeout), from now).
+    /// With [`checkpoint_artifacts`](super::MlflowLogger::checkpoint_artifacts) on, the best
+    /// checkpoints that changed are uploaded before the run ends, and an upload that failed
+    /// (now or earlier) is the error returned once the run is ended.
     fn close(&mut self) -> io::Result<()> {
-        self.deadline = Some(Instant::now() + self.settings.end_timeout);
+        self.client.deadline = Some(Instant::now() + self.settings.end_timeout);
         self.send(true)?;
+        if self.uploads.policy != CheckpointArtifacts::Off {
+            let id = self.run_id()?;
+            self.uploads.upload_changed(&mut self.client, &id, true);
+        }
         let status = self.link().status.unwrap_or(RunStatus::Finished);
-        self.end(status)
+        self.end(status)?;
+        match self.uploads.failed.take() {
+            Some(error) => {
+                Err(io::Error::new(error.kind(), format!("the best checkpoint's upload: {error}")))
+            }
+            None => Ok(()),
+        }
     }
 }
 
@@ -342,7 +273,7 @@ impl Drop for MlflowSink {
     fn drop(&mut self) {
         if self.run_id.is_some()
             && !self.ended
-            && self.answering
+            && self.client.answering
             && let Err(error) = self.end(RunStatus::Failed)
         {
             crate::logging::warn!("MLflow: could not mark the run as FAILED: {error}");
@@ -378,13 +309,4 @@ pub(super) fn mlflow_value(value: f64) -> Json {
 /// Milliseconds since the Unix epoch.
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
-
-/// The first 300 characters of `text`, for an error message.
-fn clip(text: &str) -> String {
-    let mut clipped: String = text.chars().take(300).collect();
-    if clipped.len() < text.len() {
-        clipped.push('…');
-    }
-    clipped
 }
