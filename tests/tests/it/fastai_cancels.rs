@@ -180,7 +180,7 @@ impl<M> Callback<M> for CancelEveryStep {
         _ctx: &mut Context<'_, M>,
         _grads: &StepGradients,
     ) -> burn_stoker::Result<()> {
-        Err(Cancel::Step.into())
+        ctx.cancel(Cancel::Step)
     }
 }
 
@@ -300,11 +300,11 @@ impl<M> Callback<M> for HalfPass {
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         ctx.request_validation()
     }
-    fn validate(&mut self, _ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+    fn validate(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         for batch in 0..4 {
             self.0.lock().unwrap().push(format!("batch {batch}"));
             if batch == 1 {
-                return Err(Cancel::Valid.into());
+                return ctx.cancel(Cancel::Valid);
             }
         }
         Ok(())

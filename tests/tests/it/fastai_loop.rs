@@ -312,7 +312,7 @@ impl<M> Callback<M> for CancelAfterBackward {
     }
     fn after_backward(&mut self, ctx: &mut Context<'_, M>, grads: &StepGradients) -> burn_stoker::Result<()> {
         assert!(grads.is_present());
-        if ctx.global_step() == 1 { Err(Cancel::Batch.into()) } else { Ok(()) }
+        if ctx.global_step() == 1 { ctx.cancel(Cancel::Batch) } else { Ok(()) }
     }
 }
 
@@ -650,7 +650,7 @@ impl<M> Callback<M> for CancelOnEveryRank {
         false
     }
     fn before_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
-        if ctx.global_step() == 1 { Err(Cancel::Batch.into()) } else { Ok(()) }
+        if ctx.global_step() == 1 { ctx.cancel(Cancel::Batch) } else { Ok(()) }
     }
 }
 
