@@ -1,5 +1,6 @@
 //! What a callback sees at an event: [`Context`] over the trainer's state.
 
+use std::any::Any;
 use std::path::Path;
 
 use burn::optim::ModuleOptimizer;
@@ -7,8 +8,9 @@ use burn::optim::ModuleOptimizer;
 use super::Outcome;
 use super::counters::Counters;
 use super::event::Phase;
-use super::validation::{Raised, ValidationPass};
-use crate::error::{Error, Result};
+use super::step::{StepBatch, StepPred};
+use crate::error::{Cancel, Error, Result};
+use crate::fetch::Outputs;
 use crate::signal::StopHandle;
 use crate::state::{HyperParams, KeepPolicy, Monitors, check_copy_name};
 use crate::world::Execution;
@@ -50,6 +52,66 @@ pub(crate) struct Control {
     /// A callback draws on the terminal (the dashboard, from its setup): the progress bar and
     /// the scalar printer step aside.
     pub(crate) terminal_held: bool,
+}
+
+/// What a callback asked of the loop at once, recorded until the callback returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Raised {
+    /// fastai's cancels.
+    Cancel(Cancel),
+    /// A validation pass, run by the trainer right after the callback returns.
+    Validate,
+}
+
+/// How a validation pass ended: its batches, whether a signal or a cancel cut it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PassEnd {
+    /// The batches run.
+    pub(crate) batches: u64,
+    /// The signal that cut the pass short.
+    pub(crate) cut_short: Option<&'static str>,
+    /// A `CancelValid` (a callback's, or fastai's `ShortEpochCallback`'s) ended it.
+    pub(crate) cancelled: bool,
+}
+
+/// A validation pass a callback hands the trainer with its request
+/// ([`InferenceRunner`](crate::inference::InferenceRunner)'s data, forward function and
+/// inferencers): the trainer takes its batches one by one and delivers the batch events around
+/// each, then ends it and hands it back to the callback in `validate`.
+pub(crate) trait ValidationPass<M> {
+    /// A pass's batches, over the model in evaluation mode.
+    fn batches<'a>(&'a mut self, ctx: &mut Context<'_, M>) -> Box<dyn ValidationBatches + 'a>
+    where
+        M: 'a;
+    /// After the pass: its results to the monitors (or combined over the ranks, or dropped after
+    /// a signal).
+    fn end(&mut self, ctx: &mut Context<'_, M>, end: PassEnd) -> Result<()>;
+    /// Whether fastai's `ShortEpochCallback` may cut the pass (not a data-parallel one, where
+    /// every rank runs its whole shard).
+    fn may_be_short(&self) -> bool;
+    /// The pass itself, for its callback to take back (by its type).
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+/// The batches of one validation pass, each taken through the stages the trainer delivers
+/// events between: the batch (`before_batch`), the model's output (`after_pred`), the outputs
+/// (`after_loss`: the output named `loss`), the inferencers.
+pub(crate) trait ValidationBatches {
+    /// Take the next batch; `None` at the end of the pass.
+    fn next(&mut self) -> Option<Result<()>>;
+    /// The batch taken, for `before_batch`.
+    fn batch(&self) -> StepBatch<'_>;
+    /// Compute the model's output, for `after_pred`: `None` when the forward function computes
+    /// the outputs in one call (nothing runs then).
+    fn predict(&mut self) -> Option<StepPred<'_>>;
+    /// The batch's outputs (from the forward function, or the scoring one on the model's output).
+    fn score(&mut self) -> Result<()>;
+    /// The batch's outputs.
+    fn outputs(&mut self) -> &mut Outputs;
+    /// The inferencers take the batch's outputs.
+    fn infer(&mut self) -> Result<()>;
+    /// The number of batches in the pass, when known (asked after the first batch).
+    fn length(&self) -> Option<u64>;
 }
 
 /// A checkpoint to write: into which folder of checkpoints, keeping what, written when.

@@ -28,7 +28,9 @@ mod validation;
 pub use crate::error::Cancel;
 pub use base::{Callback, CallbackReturn, Flow, deliver};
 pub use context::Context;
-pub(crate) use context::{CheckpointRequest, Control, TrainState};
+pub(crate) use context::{
+    CheckpointRequest, Control, PassEnd, Raised, TrainState, ValidationBatches, ValidationPass,
+};
 pub use counters::{Counters, counters_before_step};
 pub(crate) use event::for_each_event;
 pub use event::{Event, Phase};
@@ -41,4 +43,3 @@ pub use period::{Period, PeriodSetting};
 pub use set::{CallbackInfo, Callbacks, Single, StateOp};
 
 pub use step::{StepBatch, StepGradients, StepHooks, StepLoss, StepPred};
-pub(crate) use validation::{PassEnd, Raised, ValidationBatches, ValidationPass};

@@ -2,75 +2,12 @@
 //! `Cancel*Exception`s do) or a validation pass ([`Context::request_validation`]). Both are
 //! values the context records while the event is delivered, never an error: the callback
 //! returns `Ok(())`, the trainer reads them when it returns. And the validation pass a callback
-//! hands the trainer with its request ([`ValidationPass`]), which the trainer runs batch by batch
-//! as a phase of its loop, delivering fastai's batch events to every callback that takes them.
+//! hands the trainer with its request (`ValidationPass`, beside the state in `context.rs`), which
+//! the trainer runs batch by batch as a phase of its loop, delivering fastai's batch events to
+//! every callback that takes them.
 
-use std::any::Any;
-
-use super::context::Context;
-use super::step::{StepBatch, StepPred};
+use super::context::{Context, Raised, ValidationPass};
 use crate::error::{Cancel, Result};
-use crate::fetch::Outputs;
-
-/// What a callback asked of the loop at once, recorded until the callback returns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Raised {
-    /// fastai's cancels.
-    Cancel(Cancel),
-    /// A validation pass, run by the trainer right after the callback returns.
-    Validate,
-}
-
-/// How a validation pass ended: its batches, whether a signal or a cancel cut it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct PassEnd {
-    /// The batches run.
-    pub(crate) batches: u64,
-    /// The signal that cut the pass short.
-    pub(crate) cut_short: Option<&'static str>,
-    /// A `CancelValid` (a callback's, or fastai's `ShortEpochCallback`'s) ended it.
-    pub(crate) cancelled: bool,
-}
-
-/// A validation pass a callback hands the trainer with its request
-/// ([`InferenceRunner`](crate::inference::InferenceRunner)'s data, forward function and
-/// inferencers): the trainer takes its batches one by one and delivers the batch events around
-/// each, then ends it and hands it back to the callback in `validate`.
-pub(crate) trait ValidationPass<M> {
-    /// A pass's batches, over the model in evaluation mode.
-    fn batches<'a>(&'a mut self, ctx: &mut Context<'_, M>) -> Box<dyn ValidationBatches + 'a>
-    where
-        M: 'a;
-    /// After the pass: its results to the monitors (or combined over the ranks, or dropped after
-    /// a signal).
-    fn end(&mut self, ctx: &mut Context<'_, M>, end: PassEnd) -> Result<()>;
-    /// Whether fastai's `ShortEpochCallback` may cut the pass (not a data-parallel one, where
-    /// every rank runs its whole shard).
-    fn may_be_short(&self) -> bool;
-    /// The pass itself, for its callback to take back (by its type).
-    fn into_any(self: Box<Self>) -> Box<dyn Any>;
-}
-
-/// The batches of one validation pass, each taken through the stages the trainer delivers
-/// events between: the batch (`before_batch`), the model's output (`after_pred`), the outputs
-/// (`after_loss`: the output named `loss`), the inferencers.
-pub(crate) trait ValidationBatches {
-    /// Take the next batch; `None` at the end of the pass.
-    fn next(&mut self) -> Option<Result<()>>;
-    /// The batch taken, for `before_batch`.
-    fn batch(&self) -> StepBatch<'_>;
-    /// Compute the model's output, for `after_pred`: `None` when the forward function computes
-    /// the outputs in one call (nothing runs then).
-    fn predict(&mut self) -> Option<StepPred<'_>>;
-    /// The batch's outputs (from the forward function, or the scoring one on the model's output).
-    fn score(&mut self) -> Result<()>;
-    /// The batch's outputs.
-    fn outputs(&mut self) -> &mut Outputs;
-    /// The inferencers take the batch's outputs.
-    fn infer(&mut self) -> Result<()>;
-    /// The number of batches in the pass, when known (asked after the first batch).
-    fn length(&self) -> Option<u64>;
-}
 
 impl<M> Context<'_, M> {
     /// Cancel at once, as fastai's `Cancel*Exception`s do (what returning a [`Flow`] cancel

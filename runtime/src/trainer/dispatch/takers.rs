@@ -4,7 +4,8 @@
 
 use std::borrow::Cow;
 
-use super::{Activity, Flowing, Whereabouts, cancel_halt, wrap};
+use super::halt::{Flowing, cancel_halt, validation_misplaced};
+use super::{Activity, Whereabouts, wrap};
 use crate::callback::{Callbacks, Context, Event, Raised, StepHooks, TrainState};
 
 /// The callbacks that take the batch (`before_batch`) and the model's output (`after_pred`),
@@ -64,7 +65,7 @@ pub(super) fn deliver_in_batch<C: Callbacks<M, K>, M, K>(
         match state.control.raised.take() {
             None => {}
             Some(Raised::Cancel(cancel)) => return Err(cancel_halt(state, names, i, event.name(), cancel)),
-            Some(Raised::Validate) => return Err(super::validation_misplaced(&names[i], event.name()).into()),
+            Some(Raised::Validate) => return Err(validation_misplaced(&names[i], event.name()).into()),
         }
     }
     Ok(())

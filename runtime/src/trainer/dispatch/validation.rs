@@ -11,8 +11,9 @@
 
 use std::cell::RefCell;
 
+use super::halt::{Flowing, Halt, cancel_halt, validation_misplaced};
 use super::takers::deliver_in_batch;
-use super::{Activity, Delivery, Flowing, Halt, wrap};
+use super::{Activity, Delivery, wrap};
 use crate::callback::{
     Callbacks, Context, Event, PassEnd, Phase, StepLoss, ValidationBatches, ValidationPass,
 };
@@ -55,10 +56,10 @@ impl<C, M> Delivery<'_, '_, C, M> {
         match self.state.control.raised.take() {
             None => Ok(()),
             Some(crate::callback::Raised::Cancel(cancel)) => {
-                Err(super::cancel_halt(self.state, names, i, event.name(), cancel))
+                Err(cancel_halt(self.state, names, i, event.name(), cancel))
             }
             Some(crate::callback::Raised::Validate) => {
-                Err(super::validation_misplaced(&names[i], event.name()).into())
+                Err(validation_misplaced(&names[i], event.name()).into())
             }
         }
     }
@@ -117,6 +118,8 @@ impl<C, M> Delivery<'_, '_, C, M> {
         let name = &self.roster.names[i];
         self.at.activity = Activity::Callback(i, event.name());
         let mut batches = pass.batches(&mut Context::new(&mut *self.state, Phase::Around));
+        // fastai's `iter`: every batch taken, a cancelled one included.
+        let mut index = 0u64;
         loop {
             if let Some(signal) = Context::new(&mut *self.state, Phase::Around).signal_received() {
                 end.cut_short = Some(signal);
@@ -127,14 +130,15 @@ impl<C, M> Delivery<'_, '_, C, M> {
                 None => return Ok(()),
                 Some(batch) => batch.map_err(|e| wrap(name, event.name(), e))?,
             }
+            // A cancelled batch is not one of the pass's: the inferencers did not see it.
             match self.again().batch_events(i, event, &mut *batches) {
-                Ok(()) => {}
+                Ok(()) => end.batches += 1,
                 Err(Halt::Cancel(Cancel::Batch)) => self.again().all(Event::AfterCancelBatch)?,
                 Err(halt) => return Err(halt),
             }
-            end.batches += 1;
+            index += 1;
             if let Some(pct) = short
-                && crate::stop::short_epoch_ends(pct, end.batches - 1, batches.length())
+                && crate::stop::short_epoch_ends(pct, index - 1, batches.length())
             {
                 return Err(Halt::Cancel(Cancel::Valid));
             }
