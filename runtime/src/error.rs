@@ -269,7 +269,7 @@ impl Cancel {
     pub(crate) fn applies(self) -> &'static str {
         match self {
             Cancel::Batch => {
-                "CancelBatch applies in before_step, before_batch, after_pred, before_backward and after_backward, while the batch runs (a training batch or a validation batch); to end the epoch use CancelEpoch, to stop training CancelFit"
+                "CancelBatch applies in before_step, before_batch, after_pred, before_backward and after_backward, while the batch runs (a training batch or a validation batch), not in after_batch, where the batch is over; to end the epoch use CancelEpoch, to stop training CancelFit"
             }
             Cancel::Epoch => {
                 "CancelEpoch applies from before_epoch to the last trigger_step of the epoch; after_epoch and later, the epoch is over: use CancelFit to stop training"

@@ -194,6 +194,7 @@ impl<C, T: Clock> Timed<C, T> {
             Event::BeforeStep
             | Event::AfterStep(_)
             | Event::Fetched(_)
+            | Event::AfterBatch
             | Event::TriggerStep
             | Event::AfterEpoch
             | Event::Trigger

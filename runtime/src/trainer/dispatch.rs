@@ -278,11 +278,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     /// error names the callback and the event, and says where it applies.
     #[cold]
     pub(super) fn misplaced_cancel(&self, state: &TrainState<M>, cancel: Cancel) -> Error {
-        let message = cancel.misplaced();
-        match state.control.cancelled_at {
-            Some((i, event)) => wrap(&self.roster.names[i], event, Error::Message(message)),
-            None => Error::Message(message),
-        }
+        halt::misplaced_cancel(state, &self.roster.names, cancel)
     }
 
     /// The reason a `Flow::CancelFit` gives the run's stop: who cancelled, and where.

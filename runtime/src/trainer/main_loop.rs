@@ -178,6 +178,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 Err(Halt::Cancel(Cancel::Batch)) => self.cancelled_batch()?,
                 Err(halt) => return Err(halt),
             }
+            // fastai's `after_batch`, after the batch level, cancelled or not.
+            self.deliver(Event::AfterBatch)?;
             self.deliver(Event::TriggerStep)?;
             // A row of stats.json at every step where scalars were put; the last step's
             // scalars join the epoch's row (tensorpack's JSONWriter). The event's records

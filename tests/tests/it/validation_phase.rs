@@ -1,7 +1,7 @@
 //! Validation as a phase the trainer owns (issue 41): an `InferenceRunner` asks for a pass, and
 //! the trainer delivers fastai's batch events of each validation batch (`before_batch`,
-//! `after_pred`, `after_loss`) to every callback that takes them, with fastai's cancels from any
-//! of them (`CancelBatch` skips the rest of that batch, `CancelValid` ends the pass), as fastai's
+//! `after_pred`, `after_loss` to every callback that takes them, `after_batch` to every callback)
+//! with fastai's cancels from any of them (`CancelBatch` skips the rest of that batch, `CancelValid` ends the pass), as fastai's
 //! `Learner` does (fastai nbs/13_learner.ipynb: `_do_epoch_validate` runs `one_batch` inside
 //! `_with_events(..., 'validate', CancelValidException)`, and `TestCancelCallback` checks that a
 //! cancel in any batch event skips what follows it). Control is a value, never an error: a
@@ -75,6 +75,9 @@ impl<M> Callback<M> for Watcher {
     }
     fn after_cancel_batch(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         self.event(ctx, "after_cancel_batch")
+    }
+    fn after_batch(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        self.event(ctx, "after_batch")
     }
     fn after_cancel_validate(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         self.event(ctx, "after_cancel_validate")
@@ -150,8 +153,8 @@ fn lines(events: &[&str]) -> Vec<String> {
 }
 
 /// Every batch event of each validation batch reaches the callbacks that take them, `after_loss`
-/// included (fastai's `one_batch` runs `after_pred`, `after_loss` and `after_batch` in
-/// validation too), and what `after_loss` leaves is what the inferencers read.
+/// and `after_batch` included (fastai's `one_batch` runs `after_pred`, `after_loss` and
+/// `after_batch` in validation too), and what `after_loss` leaves is what the inferencers read.
 #[test]
 fn every_batch_event_reaches_the_callbacks_during_validation_and_after_loss_changes_the_loss() {
     let device = burn_stoker::device::cpu();
@@ -162,7 +165,7 @@ fn every_batch_event_reaches_the_callbacks_during_validation_and_after_loss_chan
     watcher.double_loss = true;
     let model =
         train("valid-phase-events", (runner(validation.clone()), watcher, LossReader(Arc::clone(&losses))));
-    let batch = ["before_batch", "after_pred", "after_loss"];
+    let batch = ["before_batch", "after_pred", "after_loss", "after_batch"];
     let mut expected = lines(&["before_validate"]);
     (0..3).for_each(|_| expected.extend(lines(&batch)));
     expected.extend(lines(&["after_validate"]));
@@ -178,7 +181,7 @@ fn every_batch_event_reaches_the_callbacks_during_validation_and_after_loss_chan
 
 /// `CancelBatch` from another callback's `after_pred` on the second validation batch: the rest
 /// of that batch does not run (no `after_loss`, the inferencers do not see it), every callback
-/// receives `after_cancel_batch`, and the pass goes on (fastai's `TestCancelCallback` with
+/// receives `after_cancel_batch`, then `after_batch`, and the pass goes on (fastai's `TestCancelCallback` with
 /// `CancelBatchException` in `after_pred`: `after_cancel_batch`, `after_batch`, next batch).
 #[test]
 fn cancel_batch_from_any_callback_skips_the_rest_of_that_validation_batch() {
@@ -191,9 +194,9 @@ fn cancel_batch_from_any_callback_skips_the_rest_of_that_validation_batch() {
     let runner = runner(validation.clone());
     let counts = runner.counts();
     let model = train("valid-phase-cancel-batch", (runner, watcher, LossReader(Arc::clone(&losses))));
-    let mut expected = lines(&["before_validate", "before_batch", "after_pred", "after_loss"]);
-    expected.extend(lines(&["before_batch", "after_pred", "after_cancel_batch"]));
-    expected.extend(lines(&["before_batch", "after_pred", "after_loss", "after_validate"]));
+    let mut expected = lines(&["before_validate", "before_batch", "after_pred", "after_loss", "after_batch"]);
+    expected.extend(lines(&["before_batch", "after_pred", "after_cancel_batch", "after_batch"]));
+    expected.extend(lines(&["before_batch", "after_pred", "after_loss", "after_batch", "after_validate"]));
     assert_eq!(validation_events(&log), expected);
     let by_hand = hand_losses(&model, &validation);
     let without_second = (by_hand[0] + by_hand[2]) / 2.0;
@@ -219,9 +222,8 @@ fn cancel_valid_from_any_callback_ends_the_pass() {
     let runner = runner(validation.clone());
     let counts = runner.counts();
     let model = train("valid-phase-cancel-valid", (runner, watcher, LossReader(Arc::clone(&losses))));
-    let mut expected =
-        lines(&["before_validate", "before_batch", "after_pred", "after_loss", "before_batch"]);
-    expected.extend(lines(&["after_cancel_validate", "after_validate"]));
+    let mut expected = lines(&["before_validate", "before_batch", "after_pred", "after_loss"]);
+    expected.extend(lines(&["after_batch", "before_batch", "after_cancel_validate", "after_validate"]));
     assert_eq!(validation_events(&log), expected);
     let first = hand_losses(&model, &validation)[0];
     let got = losses.lock().unwrap()[0];
@@ -274,6 +276,9 @@ impl<M, C: Callback<M>> Callback<M> for WrapsErrors<C> {
     }
     fn after_cancel_batch(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         wrapped(self.0.after_cancel_batch(ctx))
+    }
+    fn after_batch(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        wrapped(self.0.after_batch(ctx))
     }
     fn after_cancel_validate(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         wrapped(self.0.after_cancel_validate(ctx))
@@ -338,4 +343,101 @@ fn a_callback_wrapping_every_error_with_context_still_cancels_and_validates() {
     let cancels: Vec<&String> = log.iter().filter(|line| line.starts_with("after_cancel_batch")).collect();
     assert_eq!(cancels, ["after_cancel_batch training=true", "after_cancel_batch training=false"], "{log:?}");
     assert_eq!((passes, batches), (1, 2));
+}
+
+/// Logs the end of every batch (`after_batch`, with `training`) and the training events around
+/// it; takes no step hooks (`after_batch` reaches every callback). Cancels in `after_batch` of
+/// the first validation batch when told.
+struct BatchEnds {
+    log: Log,
+    cancel: Option<Cancel>,
+}
+
+impl<M> Callback<M> for BatchEnds {
+    fn after_step(&mut self, ctx: &mut Context<'_, M>, _values: &Fetched<'_>) -> burn_stoker::Result<()> {
+        self.log.lock().unwrap().push(format!("after_step training={}", ctx.training()));
+        Ok(())
+    }
+    fn after_cancel_batch(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        self.log.lock().unwrap().push(format!("after_cancel_batch training={}", ctx.training()));
+        Ok(())
+    }
+    fn after_batch(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        self.log.lock().unwrap().push(format!("after_batch training={}", ctx.training()));
+        match self.cancel.take() {
+            Some(cancel) if !ctx.training() => ctx.cancel(cancel),
+            other => {
+                self.cancel = other;
+                Ok(())
+            }
+        }
+    }
+    fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        self.log.lock().unwrap().push(format!("trigger_step training={}", ctx.training()));
+        Ok(())
+    }
+    fn after_validate(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        self.log.lock().unwrap().push(format!("after_validate training={}", ctx.training()));
+        Ok(())
+    }
+}
+
+/// Two training steps (the first cancelled from `before_step`), then a pass over 3 validation
+/// batches.
+fn batch_ends_run(name: &str, cancel: Option<Cancel>) -> (Vec<String>, burn_stoker::Result<()>) {
+    let device = burn_stoker::device::cpu();
+    let log: Log = Arc::default();
+    let ends = BatchEnds { log: log.clone(), cancel };
+    let result =
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+            .max_epoch(1)
+            .log_dir(scratch_dir(name))
+            .default_callbacks(DefaultCallbacks::none())
+            .callbacks((runner(tiny_data(3, &device)), CancelFirstStep, ends))
+            .train(|model: &Linear, (x, y): Batch, _step: &mut Step<'_>| {
+                (model.forward(x) - y).powi_scalar(2).mean()
+            })
+            .map(drop)
+            .map_err(|e| e.error);
+    (take(&log), result)
+}
+
+/// fastai's `after_batch` ends every batch of both phases (fastai nbs/13_learner.ipynb:
+/// `_do_one_batch` runs inside `_with_events(..., 'batch', CancelBatchException)`, whose
+/// `after_batch` follows the batch whether it ran or was cancelled, in `all_batches` of training
+/// and of `_do_epoch_validate` alike; `self.training` tells which), reaching every callback, one
+/// without step hooks too: in training after `after_step` (a cancelled batch's after
+/// `after_cancel_batch`), before `trigger_step`; in validation after each batch, with `training`
+/// false. (Before, no `after_batch` existed: fastai's mapped to `after_step` in training only.)
+#[test]
+fn after_batch_ends_every_batch_of_training_and_validation_with_training_telling_which() {
+    let (log, result) = batch_ends_run("valid-phase-after-batch", None);
+    result.unwrap();
+    let mut expected = vec!["after_cancel_batch training=true", "after_step training=true"];
+    expected.extend(["after_batch training=true", "trigger_step training=true"]);
+    expected.extend(["after_step training=true", "after_batch training=true", "trigger_step training=true"]);
+    expected.extend(["after_batch training=false"; 3]);
+    expected.push("after_validate training=false");
+    assert_eq!(log, expected);
+}
+
+/// `CancelValid` returned from `after_batch` of the first validation batch ends the pass
+/// (fastai's `after_batch` runs inside `_with_events(..., 'validate', CancelValidException)`):
+/// no other batch runs, `after_validate` follows. `CancelBatch` there is an error naming the
+/// callback and `after_batch`: the batch is over (in fastai the exception escapes the batch's
+/// `_with_events`, which has already run).
+#[test]
+fn cancels_from_after_batch_apply_to_what_encloses_the_batch() {
+    let (log, result) = batch_ends_run("valid-phase-after-batch-valid", Some(Cancel::Valid));
+    result.unwrap();
+    let validation: Vec<&str> =
+        log.iter().filter(|line| line.ends_with("training=false")).map(String::as_str).collect();
+    assert_eq!(validation, ["after_batch training=false", "after_validate training=false"]);
+    let (_, result) = batch_ends_run("valid-phase-after-batch-batch", Some(Cancel::Batch));
+    let message = result.unwrap_err().to_string();
+    assert!(
+        message.starts_with("callback `BatchEnds` failed in after_batch: Flow::CancelBatch was returned where the training loop cannot act on it")
+            && message.contains("not in after_batch, where the batch is over"),
+        "{message}"
+    );
 }

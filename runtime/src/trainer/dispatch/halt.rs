@@ -76,3 +76,18 @@ pub(super) fn raised_misplaced(name: &str, event: &'static str, raised: Raised) 
         Raised::Validate => validation_misplaced(name, event),
     }
 }
+
+/// A cancel returned where the loop cannot act on it (`CancelBatch` from `after_batch`, ...): the
+/// error names the callback and the event that returned it, and says where it applies.
+#[cold]
+pub(super) fn misplaced_cancel<M>(
+    state: &TrainState<M>,
+    names: &[Cow<'static, str>],
+    cancel: Cancel,
+) -> Error {
+    let message = cancel.misplaced();
+    match state.control.cancelled_at {
+        Some((i, event)) => wrap(&names[i], event, Error::Message(message)),
+        None => Error::Message(message),
+    }
+}

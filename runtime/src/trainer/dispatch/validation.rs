@@ -4,14 +4,15 @@
 //! after that callback returns: `before_validate` to every callback, the pass, `after_validate`
 //! to every callback. A pass handed over with the request
 //! ([`InferenceRunner`](crate::inference::InferenceRunner)'s) runs here batch by batch, each
-//! batch's events (`before_batch`, `after_pred`, `after_loss`) delivered to every callback that
-//! takes them, with fastai's cancels from any of them: `CancelBatch` skips the rest of that batch
-//! (`after_cancel_batch`), `CancelValid` ends the pass (`after_cancel_validate`). No callback
-//! runs while another's event is being delivered: nothing is lent.
+//! batch's events (`before_batch`, `after_pred`, `after_loss` to every callback that takes them,
+//! `after_batch` to every callback), with fastai's cancels from any of them: `CancelBatch` skips
+//! the rest of that batch (`after_cancel_batch`, then `after_batch`), `CancelValid` ends the pass
+//! (`after_cancel_validate`). No callback runs while another's event is being delivered: nothing
+//! is lent.
 
 use std::cell::RefCell;
 
-use super::halt::{Flowing, Halt, cancel_halt, validation_misplaced};
+use super::halt::{Flowing, Halt, cancel_halt, misplaced_cancel, validation_misplaced};
 use super::takers::deliver_in_batch;
 use super::{Activity, Delivery, wrap};
 use crate::callback::{
@@ -135,6 +136,14 @@ impl<C, M> Delivery<'_, '_, C, M> {
                 Ok(()) => end.batches += 1,
                 Err(Halt::Cancel(Cancel::Batch)) => self.again().all(Event::AfterCancelBatch)?,
                 Err(halt) => return Err(halt),
+            }
+            // fastai's `after_batch`, after the batch level, cancelled or not: the batch is over,
+            // a `CancelBatch` there is an error (it would otherwise reach the enclosing event).
+            match self.again().all(Event::AfterBatch) {
+                Err(Halt::Cancel(Cancel::Batch)) => {
+                    return Err(misplaced_cancel(self.state, &self.roster.names, Cancel::Batch).into());
+                }
+                other => other?,
             }
             index += 1;
             if let Some(pct) = short
