@@ -117,7 +117,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 Some(Err(error)) => break Err(error),
                 Some(Ok(())) => {}
             }
-            drop(batches.predict());
+            // No callback takes a test batch's output: the prediction is made, its view let go.
+            let _ = batches.predict();
             if let Err(error) = batches.score().and_then(|()| batches.infer()) {
                 break Err(error);
             }

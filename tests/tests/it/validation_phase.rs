@@ -100,6 +100,7 @@ impl<M> Callback<M> for LossReader {
 }
 
 /// A runner whose forward function is in two parts, putting `loss` (each batch of 8 samples).
+#[expect(clippy::type_complexity, reason = "the two closures are named by their signatures")]
 fn runner(
     validation: Vec<Batch>,
 ) -> InferenceRunner<
