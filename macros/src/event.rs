@@ -21,6 +21,8 @@ pub enum EventKind {
     /// Deferred values arrived (`#[fetch(..., deferred)]` on an `after_step` hook): not written
     /// by users, the hook's call is generated into it.
     Fetched,
+    /// After every batch, of training and of validation (fastai's `after_batch`).
+    AfterBatch,
     /// After each step, `global_step` counting it.
     TriggerStep,
     /// At the end of each epoch.
@@ -61,13 +63,14 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every event, in the order of the training loop.
-    pub const ALL: [EventKind; 24] = [
+    pub const ALL: [EventKind; 25] = [
         EventKind::Setup,
         EventKind::BeforeTrain,
         EventKind::BeforeEpoch,
         EventKind::BeforeStep,
         EventKind::AfterStep,
         EventKind::Fetched,
+        EventKind::AfterBatch,
         EventKind::TriggerStep,
         EventKind::AfterEpoch,
         EventKind::TriggerEpoch,
@@ -97,6 +100,7 @@ impl EventKind {
             EventKind::BeforeStep => "before_step",
             EventKind::AfterStep => "after_step",
             EventKind::Fetched => "fetched",
+            EventKind::AfterBatch => "after_batch",
             EventKind::TriggerStep => "trigger_step",
             EventKind::AfterEpoch => "after_epoch",
             EventKind::TriggerEpoch => "trigger_epoch",
@@ -167,6 +171,7 @@ impl EventKind {
         matches!(
             self,
             EventKind::Fetched
+                | EventKind::AfterBatch
                 | EventKind::BeforeValidate
                 | EventKind::Validate
                 | EventKind::AfterValidate

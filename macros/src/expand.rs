@@ -573,7 +573,6 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
     let mut wants = Vec::new();
     let mut dispatch = Vec::new();
     let mut state = Vec::new();
-    let mut members = Vec::new();
     let mut all = Vec::new();
     for (i, field) in input.fields.iter().enumerate() {
         let marker = format_ident!("__StokerMarker{}", i);
@@ -648,9 +647,6 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
             }
             index -= len;
         });
-        // The members themselves: a field's gate holds back no event they are lent for (the
-        // validation pass and the batch events are never gated).
-        members.push(quote!(#set::members(&mut self.#member, out);));
     }
     let checks = field_checks(&rt, input);
     quote! {
@@ -692,13 +688,6 @@ pub fn derive_callbacks(input: &crate::ast::Composition) -> TokenStream {
             ) -> #p::Result<#p::Option<#p::StateValue>> {
                 #(#state)*
                 #p::Ok(#p::None)
-            }
-            #[allow(unused_variables)]
-            fn members<'__stoker_s>(
-                &'__stoker_s mut self,
-                out: &mut ::std::vec::Vec<&'__stoker_s mut (dyn #p::Callback<#m> + '__stoker_s)>,
-            ) {
-                #(#members)*
             }
             #[inline]
             #[allow(unused_mut, unused_variables)]

@@ -78,11 +78,6 @@ pub fn composition(input: &Composition) -> TokenStream {
             ) -> #p::Result<#p::Option<#p::StateValue>> {
                 #p::Ok(#p::None)
             }
-            fn members<'__stoker_s>(
-                &'__stoker_s mut self,
-                _: &mut ::std::vec::Vec<&'__stoker_s mut (dyn #p::Callback<__StokerModel> + '__stoker_s)>,
-            ) {
-            }
         }
     }
 }

@@ -33,13 +33,14 @@ pub fn time_event_delivery<M: Module, K, C: Callbacks<M, K>>(
             execution: crate::world::Execution::Single,
             signals: false,
             stop: Default::default(),
+            pass: None,
         },
         true,
         1,
     )?;
     let start = std::time::Instant::now();
     for _ in 0..events {
-        run.deliver(std::hint::black_box(Event::TriggerStep))?;
+        run.deliver(std::hint::black_box(Event::TriggerStep)).map_err(|halt| run.settled(halt))?;
     }
     Ok(start.elapsed())
 }

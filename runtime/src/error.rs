@@ -96,13 +96,6 @@ pub enum Error {
         /// The rank that failed first (the lowest one when several failed at the same step).
         rank: usize,
     },
-    /// Not a failure: a cancel (fastai's `CancelBatchException`...) or a request for a
-    /// validation pass on its way from a callback to the trainer, which acts on it. Made by
-    /// `Cancel::Batch.into()` (what [`Flow::CancelBatch`](crate::callback::Flow::CancelBatch)
-    /// turns into) and [`Context::request_validation`](crate::callback::Context::request_validation);
-    /// `train` never returns it: where the trainer cannot act on it, the callback's error says so.
-    #[doc(hidden)]
-    Break(Break),
     /// The log directory is in use: another run (in this process or another one, on this host or
     /// another sharing the file system) holds its lock.
     LogDirInUse {
@@ -210,13 +203,17 @@ impl Error {
     }
 }
 
-/// What a callback cancelled, as fastai's exceptions name it: a hand-written callback returns
-/// `Err(Cancel::Batch.into())`, what [`Flow::CancelBatch`](crate::callback::Flow::CancelBatch),
+/// What a callback cancelled, as fastai's exceptions name it: a hand-written callback cancels
+/// with [`Context::cancel`](crate::callback::Context::cancel)`(Cancel::Batch)`, what
+/// [`Flow::CancelBatch`](crate::callback::Flow::CancelBatch),
 /// [`Flow::CancelEpoch`](crate::callback::Flow::CancelEpoch),
 /// [`Flow::CancelFit`](crate::callback::Flow::CancelFit),
 /// [`Flow::CancelStep`](crate::callback::Flow::CancelStep),
 /// [`Flow::CancelTrain`](crate::callback::Flow::CancelTrain) and
-/// [`Flow::CancelValid`](crate::callback::Flow::CancelValid) turn into.
+/// [`Flow::CancelValid`](crate::callback::Flow::CancelValid) do when returned.
+///
+/// A cancel is a value the context records, never an [`Error`]: the callback returns `Ok(())`,
+/// so code that wraps every error it sees (with context, anyhow-style) does not change it.
 ///
 /// ```
 /// use burn_stoker::callback::{Callback, Cancel, Context};
@@ -226,7 +223,7 @@ impl Error {
 ///
 /// impl<M> Callback<M> for SkipFirst {
 ///     fn before_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
-///         if ctx.local_step() == 0 { Err(Cancel::Batch.into()) } else { Ok(()) }
+///         if ctx.local_step() == 0 { ctx.cancel(Cancel::Batch) } else { Ok(()) }
 ///     }
 /// }
 /// ```
@@ -246,23 +243,6 @@ pub enum Cancel {
     Valid,
 }
 
-/// Control flow on its way from a callback to the trainer: the payload of the hidden
-/// `Error::Break`. Not a failure; the type is not nameable outside the crate (its module is
-/// private and nothing re-exports it), so a user's `match` on [`Error`] never meets it by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Break {
-    /// A callback cancelled a batch, an epoch or the fit.
-    Cancel(Cancel),
-    /// A callback asked for a validation pass.
-    Validate,
-}
-
-impl From<Cancel> for Error {
-    fn from(cancel: Cancel) -> Error {
-        Error::Break(Break::Cancel(cancel))
-    }
-}
-
 impl Cancel {
     /// The [`Flow`](crate::callback::Flow) value's name.
     pub fn flow_name(self) -> &'static str {
@@ -276,11 +256,20 @@ impl Cancel {
         }
     }
 
+    /// The message of a cancel returned where the loop cannot act on it.
+    pub(crate) fn misplaced(self) -> String {
+        format!(
+            "{} was returned where the training loop cannot act on it ({})",
+            self.flow_name(),
+            self.applies()
+        )
+    }
+
     /// Where it applies, for error messages.
     pub(crate) fn applies(self) -> &'static str {
         match self {
             Cancel::Batch => {
-                "CancelBatch applies in before_step, before_batch, after_pred, before_backward and after_backward, while the batch runs; to end the epoch use CancelEpoch, to stop training CancelFit"
+                "CancelBatch applies in before_step, before_batch, after_pred, before_backward and after_backward, while the batch runs (a training batch or a validation batch), not in after_batch, where the batch is over; to end the epoch use CancelEpoch, to stop training CancelFit"
             }
             Cancel::Epoch => {
                 "CancelEpoch applies from before_epoch to the last trigger_step of the epoch; after_epoch and later, the epoch is over: use CancelFit to stop training"
@@ -295,7 +284,7 @@ impl Cancel {
                 "CancelTrain applies from before_epoch to the last trigger_step of the epoch, while it trains; after_epoch and later, its training is over"
             }
             Cancel::Valid => {
-                "CancelValid applies in before_validate and during the validation pass (validate), not in after_validate nor outside a pass"
+                "CancelValid applies in before_validate and during the validation pass (its batch events, or validate), not in after_validate nor outside a pass"
             }
         }
     }
@@ -341,15 +330,6 @@ impl fmt::Display for Error {
             Error::RankFailed { rank } => {
                 write!(f, "rank {rank} of the data-parallel world failed, so every rank stopped")
             }
-            Error::Break(Break::Cancel(cancel)) => write!(
-                f,
-                "{} was returned where the training loop cannot act on it ({})",
-                cancel.flow_name(),
-                cancel.applies()
-            ),
-            Error::Break(Break::Validate) => f.write_str(
-                "a validation pass was requested (Context::request_validation) where the trainer cannot run one: ask from an event between steps (trigger, trigger_step, trigger_epoch, before_train...), not from setup, after_train, inside a step or during another validation pass",
-            ),
         }
     }
 }
@@ -371,7 +351,6 @@ impl std::error::Error for Error {
             | Error::HyperParam(_)
             | Error::NonFinite(_)
             | Error::RankFailed { .. }
-            | Error::Break(_)
             | Error::LogDirInUse { .. }
             | Error::EarlierRun { .. }
             | Error::ConfigMismatch { .. }

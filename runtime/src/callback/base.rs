@@ -162,10 +162,13 @@ impl<T: CallbackReturn> CallbackReturn for Result<T> {
 ///   this one do not receive the event, the rest of the batch, epoch, training, optimizer step,
 ///   training part of the epoch or validation pass does not run, and the loop delivers
 ///   `after_cancel_batch` / `after_cancel_epoch` / `after_cancel_fit` / `after_cancel_step` /
-///   `after_cancel_train` / `after_cancel_validate` to every callback before going on. A hand-written callback returns `Err(Cancel::Batch.into())` for the same effect
-///   (what these values turn into: see [`Cancel`](crate::callback::Cancel)).
+///   `after_cancel_train` / `after_cancel_validate` to every callback before going on. A
+///   hand-written callback cancels with [`Context::cancel`] for the same effect.
 ///
-/// None of them costs the loop anything while no callback returns it.
+/// Each is a value the context records ([`Context::cancel`]), never an [`Error`](crate::Error):
+/// the callback's `Result` stays `Ok`, so code that wraps every error it sees with context does
+/// not change what a cancel does. While no callback cancels, the loop pays one test of a flag per
+/// callback and event for them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Flow {
     /// Go on.
@@ -177,7 +180,11 @@ pub enum Flow {
     Stop(String),
     /// End the current epoch after this step (see [`Context::skip_rest_of_epoch`]).
     SkipEpoch,
-    /// Skip the rest of this batch (fastai's `CancelBatchException`): returned from
+    /// Skip the rest of this batch (fastai's `CancelBatchException`). During a validation pass,
+    /// returned from `before_batch`, `after_pred` or `after_loss` (`before_backward`) of a
+    /// validation batch: the rest of that batch does not run (the inferencers do not see it),
+    /// every callback receives `after_cancel_batch`, and the pass goes on with the next batch.
+    /// During training: returned from
     /// `before_step`, `before_batch`, `before_backward` or `after_backward`, the step stops there
     /// (from `after_pred`, once the step function returns its loss; no backward
     /// or no optimizer step: the weights do not change), then every callback receives
@@ -216,10 +223,11 @@ pub enum Flow {
     /// is an error: the epoch's training is over.
     CancelTrain,
     /// Skip the rest of this validation pass (fastai's `CancelValidException`): returned from
-    /// `before_validate` (the callbacks after this one miss it, and no pass runs) or from the
-    /// pass itself (`validate`: the validating callback returns it, or passes on a callback's),
-    /// every callback receives `after_cancel_validate`, then `after_validate`, and the event that
-    /// asked for the pass goes on. Returned from `after_validate` or outside a pass it is an error.
+    /// `before_validate` (the callbacks after this one miss it, and no pass runs), from any
+    /// callback's batch event during the pass (`before_batch`, `after_pred`, `after_loss`: the
+    /// batches run so far make the results) or from the pass itself (`validate`), every callback
+    /// receives `after_cancel_validate`, then `after_validate`, and the event that asked for the
+    /// pass goes on. Returned from `after_validate` or outside a pass it is an error.
     CancelValid,
 }
 
@@ -230,12 +238,12 @@ impl CallbackReturn for Flow {
             Flow::Continue => {}
             Flow::Stop(reason) => ctx.request_stop(reason),
             Flow::SkipEpoch => ctx.skip_rest_of_epoch(),
-            Flow::CancelBatch => return Err(Cancel::Batch.into()),
-            Flow::CancelEpoch => return Err(Cancel::Epoch.into()),
-            Flow::CancelFit => return Err(Cancel::Fit.into()),
-            Flow::CancelStep => return Err(Cancel::Step.into()),
-            Flow::CancelTrain => return Err(Cancel::Train.into()),
-            Flow::CancelValid => return Err(Cancel::Valid.into()),
+            Flow::CancelBatch => return ctx.cancel(Cancel::Batch),
+            Flow::CancelEpoch => return ctx.cancel(Cancel::Epoch),
+            Flow::CancelFit => return ctx.cancel(Cancel::Fit),
+            Flow::CancelStep => return ctx.cancel(Cancel::Step),
+            Flow::CancelTrain => return ctx.cancel(Cancel::Train),
+            Flow::CancelValid => return ctx.cancel(Cancel::Valid),
         }
         Ok(())
     }

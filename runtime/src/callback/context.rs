@@ -1,15 +1,16 @@
 //! What a callback sees at an event: [`Context`] over the trainer's state.
 
-use std::cell::RefCell;
+use std::any::Any;
 use std::path::Path;
 
 use burn::optim::ModuleOptimizer;
 
 use super::Outcome;
 use super::counters::Counters;
-use super::event::{Event, Phase};
+use super::event::Phase;
 use super::step::{StepBatch, StepPred};
-use crate::error::{Break, Error, Result};
+use crate::error::{Cancel, Error, Result};
+use crate::fetch::Outputs;
 use crate::signal::StopHandle;
 use crate::state::{HyperParams, KeepPolicy, Monitors, check_copy_name};
 use crate::world::Execution;
@@ -37,6 +38,9 @@ pub(crate) struct Control {
     pub(crate) outcome: Option<Outcome>,
     /// The error that ended training, as text, with [`Outcome::Failed`].
     pub(crate) failure: Option<String>,
+    /// What a callback asked of the loop at once, while the event is delivered: a cancel or a
+    /// validation pass (the trainer takes it after the callback returns).
+    pub(crate) raised: Option<Raised>,
     /// Where the last [`Cancel`](crate::callback::Cancel) came from: the callback's flat index
     /// and the event (set only when a callback cancels).
     pub(crate) cancelled_at: Option<(usize, &'static str)>,
@@ -48,6 +52,66 @@ pub(crate) struct Control {
     /// A callback draws on the terminal (the dashboard, from its setup): the progress bar and
     /// the scalar printer step aside.
     pub(crate) terminal_held: bool,
+}
+
+/// What a callback asked of the loop at once, recorded until the callback returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Raised {
+    /// fastai's cancels.
+    Cancel(Cancel),
+    /// A validation pass, run by the trainer right after the callback returns.
+    Validate,
+}
+
+/// How a validation pass ended: its batches, whether a signal or a cancel cut it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PassEnd {
+    /// The batches run.
+    pub(crate) batches: u64,
+    /// The signal that cut the pass short.
+    pub(crate) cut_short: Option<&'static str>,
+    /// A `CancelValid` (a callback's, or fastai's `ShortEpochCallback`'s) ended it.
+    pub(crate) cancelled: bool,
+}
+
+/// A validation pass a callback hands the trainer with its request
+/// ([`InferenceRunner`](crate::inference::InferenceRunner)'s data, forward function and
+/// inferencers): the trainer takes its batches one by one and delivers the batch events around
+/// each, then ends it and hands it back to the callback in `validate`.
+pub(crate) trait ValidationPass<M> {
+    /// A pass's batches, over the model in evaluation mode.
+    fn batches<'a>(&'a mut self, ctx: &mut Context<'_, M>) -> Box<dyn ValidationBatches + 'a>
+    where
+        M: 'a;
+    /// After the pass: its results to the monitors (or combined over the ranks, or dropped after
+    /// a signal).
+    fn end(&mut self, ctx: &mut Context<'_, M>, end: PassEnd) -> Result<()>;
+    /// Whether fastai's `ShortEpochCallback` may cut the pass (not a data-parallel one, where
+    /// every rank runs its whole shard).
+    fn may_be_short(&self) -> bool;
+    /// The pass itself, for its callback to take back (by its type).
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+/// The batches of one validation pass, each taken through the stages the trainer delivers
+/// events between: the batch (`before_batch`), the model's output (`after_pred`), the outputs
+/// (`after_loss`: the output named `loss`), the inferencers.
+pub(crate) trait ValidationBatches {
+    /// Take the next batch; `None` at the end of the pass.
+    fn next(&mut self) -> Option<Result<()>>;
+    /// The batch taken, for `before_batch`.
+    fn batch(&self) -> StepBatch<'_>;
+    /// Compute the model's output, for `after_pred`: `None` when the forward function computes
+    /// the outputs in one call (nothing runs then).
+    fn predict(&mut self) -> Option<StepPred<'_>>;
+    /// The batch's outputs (from the forward function, or the scoring one on the model's output).
+    fn score(&mut self) -> Result<()>;
+    /// The batch's outputs.
+    fn outputs(&mut self) -> &mut Outputs;
+    /// The inferencers take the batch's outputs.
+    fn infer(&mut self) -> Result<()>;
+    /// The number of batches in the pass, when known (asked after the first batch).
+    fn length(&self) -> Option<u64>;
 }
 
 /// A checkpoint to write: into which folder of checkpoints, keeping what, written when.
@@ -82,6 +146,9 @@ pub(crate) struct TrainState<M> {
     pub(crate) signals: bool,
     /// The trainer's stop handle, for [`Context::stop_handle`].
     pub(crate) stop: StopHandle,
+    /// The validation pass a callback handed the trainer with its request, and, when the pass
+    /// is over, handed back to it in `validate`.
+    pub(crate) pass: Option<Box<dyn ValidationPass<M>>>,
 }
 
 /// What a callback sees at an event: the counters, the model, the optimizer, the hyper-parameters,
@@ -95,25 +162,13 @@ pub struct Context<'a, M> {
     /// counted yet, for the seeds' counters ([`tensorpack_local_step`](Self::tensorpack_local_step),
     /// [`neon_minibatch`](Self::neon_minibatch)). Set by the trainer at each delivery.
     pub(crate) phase: Phase,
-    /// During the validation pass of the callback that runs it, when some callback takes the
-    /// batch events: those callbacks, for [`before_batch`](Self::before_batch) and
-    /// [`after_pred`](Self::after_pred). `None` everywhere else.
-    pub(crate) batch_hooks: Option<&'a mut (dyn BatchHooks<M> + 'a)>,
-}
-
-/// The callbacks that take the batch events (`before_batch`, `after_pred`), lent by the trainer
-/// to the callback running a validation pass, which has no other way to reach them.
-pub(crate) trait BatchHooks<M> {
-    /// Deliver `event` (`before_batch` or `after_pred`) to each callback that takes it, in run
-    /// order.
-    fn deliver(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Result<()>;
 }
 
 impl<'a, M> Context<'a, M> {
     /// The context of an event, without batch hooks.
     #[inline(always)]
     pub(crate) fn new(state: &'a mut TrainState<M>, phase: Phase) -> Self {
-        Context { state, phase, batch_hooks: None }
+        Context { state, phase }
     }
 }
 
@@ -392,65 +447,6 @@ impl<M> Context<'_, M> {
     pub fn training(&self) -> bool {
         !self.state.control.validating
     }
-    /// Ask for a validation pass, from a callback's trigger (or any event between steps): returns
-    /// an error for the callback to pass on with `?` at once. The trainer then delivers
-    /// `before_validate` to every callback, `validate` to this one (which runs the pass there),
-    /// `after_validate` to every callback, and goes on delivering the interrupted event to the
-    /// callbacks after this one. [`InferenceRunner`](crate::inference::InferenceRunner) does this
-    /// in its `trigger`, so that fastai's `before_validate` / `after_validate` surround every pass.
-    ///
-    /// Asked from where no pass can run (`setup`, `after_train`, inside a step, during another
-    /// pass), the error ends training and says so.
-    ///
-    /// ```
-    /// use burn_stoker::callback::{Callback, Context};
-    ///
-    /// struct Validator { passes: u32 }
-    ///
-    /// impl<M> Callback<M> for Validator {
-    ///     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
-    ///         ctx.request_validation()
-    ///     }
-    ///     fn validate(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
-    ///         assert!(!ctx.training());
-    ///         self.passes += 1; // run the model over the validation data here
-    ///         Ok(())
-    ///     }
-    /// }
-    /// ```
-    pub fn request_validation(&mut self) -> Result<()> {
-        Err(Error::Break(Break::Validate))
-    }
-    /// For a callback that runs batches itself, in its validation pass
-    /// ([`validate`](crate::callback::Callback::validate)): fastai's `before_batch` for a
-    /// validation batch. The callbacks that take it
-    /// ([`StepHooks::batch`](crate::callback::StepHooks::batch)) read and may replace `batch`,
-    /// seeing [`training`](Self::training) `false`; run the pass on what this returns.
-    /// [`InferenceRunner`](crate::inference::InferenceRunner) calls it before each batch.
-    /// Outside a validation pass, or when no callback takes the event, `batch` comes back as it
-    /// is at the cost of one branch. A cancel returned by such a callback is an error: a
-    /// validation batch cannot be cancelled.
-    pub fn before_batch<B: 'static>(&mut self, batch: B) -> Result<B> {
-        let Some(hooks) = self.batch_hooks.as_deref_mut() else { return Ok(batch) };
-        let slot = RefCell::new(Some(batch));
-        hooks.deliver(self.state, Event::BeforeBatch(&StepBatch::new(&slot)))?;
-        Ok(slot.into_inner().expect("the batch is in its slot after before_batch"))
-    }
-    /// For a callback that runs batches itself, in its validation pass: fastai's `after_pred`
-    /// for the model's output on a validation batch, as [`before_batch`](Self::before_batch)
-    /// does for the batch. Compute the validation loss and metrics from what this returns.
-    pub fn after_pred<T: 'static>(&mut self, pred: T) -> Result<T> {
-        let Some(hooks) = self.batch_hooks.as_deref_mut() else { return Ok(pred) };
-        let slot = RefCell::new(Some(pred));
-        hooks.deliver(self.state, Event::AfterPred(&StepPred::new(&slot)))?;
-        Ok(slot.into_inner().expect("the model's output is in its slot after after_pred"))
-    }
-    /// Ask the validating callback to cancel this validation pass after the batch whose 0-based
-    /// index reaches `pct` of the pass (fastai's `ShortEpochCallback` with `short_valid`), from
-    /// `before_validate`. Read by [`InferenceRunner`](crate::inference::InferenceRunner).
-    pub(crate) fn shorten_validation(&mut self, pct: f64) {
-        self.state.control.short_validation = Some(pct);
-    }
     /// Say that this callback draws on the whole terminal (from `setup`): the progress bar and
     /// the scalar printer draw nothing beside it. The dashboard's alone.
     #[cfg(feature = "dashboard")]
@@ -460,10 +456,6 @@ impl<M> Context<'_, M> {
     /// Whether a callback holds the terminal ([`hold_terminal`](Self::hold_terminal)).
     pub(crate) fn terminal_held(&self) -> bool {
         self.state.control.terminal_held
-    }
-    /// The share of this validation pass after which it is cancelled, if one was asked for.
-    pub(crate) fn short_validation(&self) -> Option<f64> {
-        self.state.control.short_validation
     }
 }
 

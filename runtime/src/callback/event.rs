@@ -56,6 +56,16 @@ macro_rules! for_each_event {
             /// [`Fetched::step`](crate::fetch::Fetched::step) is the step they belong to. Only the
             /// callbacks that asked at that step receive it, once per step they asked at, in order.
             fetched Fetched (values: &Fetched<'_> = &values; Fetched<'v>) Around;
+            /// After every batch, of training and of a validation pass alike (fastai's
+            /// `after_batch`; [`Context::training`](crate::callback::Context::training) tells
+            /// which): in training after the step's `after_step` (and any `fetched`), before
+            /// `trigger_step`, a cancelled batch's too (after `after_cancel_batch`); in a
+            /// validation pass the trainer runs, after the inferencers read the batch, or after
+            /// `after_cancel_batch` when a callback cancelled it. Delivered to every callback,
+            /// never gated. A cancel returned here applies to what encloses the batch
+            /// (`CancelValid` during validation; `CancelTrain`, `CancelEpoch`, `CancelFit` in
+            /// training); `CancelBatch` is an error, the batch being over.
+            after_batch AfterBatch () Around;
             /// After each step's `after_step`; `global_step` already counts the step.
             trigger_step TriggerStep () TriggerStep;
             /// At the end of each epoch. Keep it cheap.
@@ -158,7 +168,7 @@ pub enum Phase {
     /// loss or gradient change that applied only at some steps would be a surprise.
     InStep,
     /// Around a validation pass or a cancellation (`before_validate`, `validate`, `after_validate`,
-    /// `after_cancel_batch`, `after_cancel_epoch`, `after_cancel_fit`, `after_cancel_train`,
+    /// `after_batch` (which ends every batch, of training and validation), `after_cancel_batch`, `after_cancel_epoch`, `after_cancel_fit`, `after_cancel_train`,
     /// `after_cancel_validate`), or a deferred read's
     /// arrival (`fetched`): never gated, since they follow what the loop did, not a period (a
     /// deferred read was asked for at a step the gate let through).
@@ -178,7 +188,8 @@ macro_rules! define_event {
         ///     for each step: before_step, <step: before_batch, forward, after_pred, loss,
         ///                                  before_backward, backward, after_backward,
         ///                                  optimizer>, after_step(values),
-        ///         fetched(deferred values of an earlier step, when they arrived), trigger_step
+        ///         fetched(deferred values of an earlier step, when they arrived), after_batch,
+        ///         trigger_step
         ///     after_epoch, trigger_epoch (which calls trigger by default)
         /// after_train (always: after success, a stop, an error or a panic)
         /// ```

@@ -5,7 +5,9 @@
 //! [`StepHooks`]),
 //! `counters` ([`Counters`]), `context` ([`Context`] over the trainer's state), `order`
 //! ([`Order`] and its topological sort), `base` (the [`Callback`] trait, [`Flow`], delivery) and
-//! `set` ([`Callbacks`]: tuples, `Vec`s, `Option`s of callbacks), `named` ([`Named`]: any
+//! `set` ([`Callbacks`]: tuples, `Vec`s, `Option`s of callbacks), `validation` (what a callback
+//! asks of the loop at once, [`Context::cancel`] and [`Context::request_validation`], recorded as
+//! values, and the validation pass it hands the trainer), `named` ([`Named`]: any
 //! callback under a name of its own, [`CallbackExt::named`]), `forward` (the non-event methods
 //! passed on to a wrapped callback, written once for every wrapper).
 
@@ -21,11 +23,14 @@ mod period;
 mod set;
 pub(crate) mod state;
 mod step;
+mod validation;
 
 pub use crate::error::Cancel;
 pub use base::{Callback, CallbackReturn, Flow, deliver};
 pub use context::Context;
-pub(crate) use context::{BatchHooks, CheckpointRequest, Control, TrainState};
+pub(crate) use context::{
+    CheckpointRequest, Control, PassEnd, Raised, TrainState, ValidationBatches, ValidationPass,
+};
 pub use counters::{Counters, counters_before_step};
 pub(crate) use event::for_each_event;
 pub use event::{Event, Phase};

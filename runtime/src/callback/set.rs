@@ -76,15 +76,12 @@ pub trait Callbacks<M, Marker> {
     /// Save (`Ok(Some(state))` for a stateful callback) or restore callback `index`'s state.
     #[doc(hidden)]
     fn state(&mut self, index: usize, op: StateOp) -> Result<Option<serde_json::Value>>;
-    /// Push every callback of the set onto `out`, in flat-index order: the trainer lends the
-    /// ones that take the batch events to the callback running a validation pass
-    /// ([`Context::before_batch`]).
-    #[doc(hidden)]
-    fn members<'s>(&'s mut self, out: &mut Vec<&'s mut (dyn Callback<M> + 's)>);
     /// Deliver `event` to every callback of the set in registration order, the first having
     /// flat index `base`; `cursor` is set to each callback's flat index before it runs (so that an
-    /// error or a panic can be attributed). Stops at the first error. The trainer uses this when
-    /// the resolved order is the registration order: one pass, no index search.
+    /// error or a panic can be attributed). Stops at the first error; after a callback asked
+    /// something of the loop at once (a cancel, a validation pass: [`Context::cancel`]), the
+    /// callbacks after it are skipped, `cursor` left on it. The trainer uses this when the
+    /// resolved order is the registration order: one pass, no index search.
     #[doc(hidden)]
     #[inline]
     fn dispatch_all(
@@ -95,6 +92,9 @@ pub trait Callbacks<M, Marker> {
         cursor: &mut usize,
     ) -> Result<()> {
         for index in 0..self.len() {
+            if ctx.raised() {
+                break;
+            }
             *cursor = base + index;
             self.dispatch(index, event, ctx)?;
         }
@@ -131,9 +131,6 @@ impl<M, C: Callback<M>> Callbacks<M, Single> for C {
             StateOp::Load(state) => self.load_state(state).map(|()| None),
         }
     }
-    fn members<'s>(&'s mut self, out: &mut Vec<&'s mut (dyn Callback<M> + 's)>) {
-        out.push(self);
-    }
     #[inline(always)]
     fn dispatch_all(
         &mut self,
@@ -142,6 +139,9 @@ impl<M, C: Callback<M>> Callbacks<M, Single> for C {
         ctx: &mut Context<'_, M>,
         cursor: &mut usize,
     ) -> Result<()> {
+        if ctx.raised() {
+            return Ok(());
+        }
         *cursor = base;
         deliver(self, event.for_callback(base), ctx)
     }
@@ -168,11 +168,6 @@ impl<M, K, C: Callbacks<M, K>> Callbacks<M, Option<K>> for Option<C> {
         match self {
             Some(c) => c.state(index, op),
             None => Ok(None),
-        }
-    }
-    fn members<'s>(&'s mut self, out: &mut Vec<&'s mut (dyn Callback<M> + 's)>) {
-        if let Some(c) = self {
-            c.members(out);
         }
     }
     #[inline]
@@ -213,9 +208,6 @@ impl<M, K, C: Callbacks<M, K>> Callbacks<M, Vec<K>> for Vec<C> {
     fn state(&mut self, index: usize, op: StateOp) -> Result<Option<serde_json::Value>> {
         let (member, index) = locate(self, index);
         self[member].state(index, op)
-    }
-    fn members<'s>(&'s mut self, out: &mut Vec<&'s mut (dyn Callback<M> + 's)>) {
-        self.iter_mut().for_each(|member| member.members(out));
     }
     #[inline]
     fn dispatch_all(
@@ -312,9 +304,6 @@ macro_rules! tuple_callbacks {
                 let _ = (index, op);
                 Ok(None)
             }
-            fn members<'s>(&'s mut self, out: &mut Vec<&'s mut (dyn Callback<M> + 's)>) {
-                $(self.$index.members(out);)+
-            }
             #[inline]
             fn dispatch_all(
                 &mut self,
@@ -351,7 +340,6 @@ impl<M> Callbacks<M, ()> for () {
     fn state(&mut self, _index: usize, _op: StateOp) -> Result<Option<serde_json::Value>> {
         Ok(None)
     }
-    fn members<'s>(&'s mut self, _out: &mut Vec<&'s mut (dyn Callback<M> + 's)>) {}
     #[inline]
     fn dispatch_all(&mut self, _: usize, _: Event<'_>, _: &mut Context<'_, M>, _: &mut usize) -> Result<()> {
         Ok(())

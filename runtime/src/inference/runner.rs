@@ -3,12 +3,12 @@
 
 mod batch_size;
 mod forward;
+mod pass;
 mod results;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use batch_size::inferred_batch_size;
 use burn::module::Module;
 
 use super::Inferencer;
@@ -17,9 +17,10 @@ use super::ScalarStats;
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
 use crate::fetch::{FetchPlan, Outputs};
-use crate::trainer::{BatchIter, TrainData};
+use crate::trainer::TrainData;
 pub use forward::{InferenceForward, PredThenScore};
-use results::{DeviceTotal, PassEnd};
+use pass::Pass;
+use results::DeviceTotal;
 
 /// What an [`InferenceRunner`]'s forward function returns: `()`, or the batch's number of
 /// datapoints as a `usize`.
@@ -116,12 +117,21 @@ impl InferenceCounts {
 /// set, to its monitors. Without it the runner is `chief_only`: the chief runs the whole set while
 /// the other ranks wait at the next step.
 ///
-/// **fastai's batch events.** Before each batch, the callbacks that take the batch
+/// **A phase of the trainer's loop; fastai's batch events.** The runner asks the trainer for a
+/// pass from its `trigger` and hands it its data, forward function and inferencers; the trainer
+/// runs the pass (every callback receives `before_validate`, then each batch, then
+/// `after_validate`) and hands them back. Before each batch, the callbacks that take the batch
 /// ([`StepHooks::batch`](crate::callback::StepHooks::batch)) receive it in `before_batch`, with
 /// [`Context::training`] `false`, and may replace it: `forward` runs on what they leave. A forward
 /// function computes the outputs in one call, so `after_pred` has no place in it: give the runner
 /// a prediction and a scoring function instead ([`pred_then_score`](Self::pred_then_score)), and
-/// the callbacks that take the model's output receive it between the two.
+/// the callbacks that take the model's output receive it between the two. When the outputs hold
+/// one named `loss`, the callbacks that take the loss receive it (flattened) in `after_loss`
+/// (`before_backward`) and may replace it, before the inferencers read the outputs. Any of these
+/// callbacks may cancel as in fastai: `Flow::CancelBatch` skips the rest of that batch (the
+/// inferencers do not see it; every callback receives `after_cancel_batch`), `Flow::CancelValid`
+/// ends the pass (the batches run so far make the results; every callback receives
+/// `after_cancel_validate`).
 ///
 /// **Signals.** When the trainer handles signals, a SIGINT or SIGTERM during a pass stops it
 /// before the next batch: its partial results are not put to the monitors (the log names them,
@@ -147,8 +157,13 @@ impl InferenceCounts {
 #[doc(alias = "validation_data")]
 #[doc(alias = "InferenceStep")]
 pub struct InferenceRunner<D = (), F = ()> {
-    data: D,
-    forward: F,
+    /// Its data, forward function and inferencers: handed to the trainer for a pass, back after
+    /// it.
+    pass: Option<Box<Pass<D, F>>>,
+}
+
+/// What an [`InferenceRunner`] keeps from pass to pass beside its data and forward function.
+struct Inference {
     inferencers: Vec<Box<dyn Inferencer>>,
     plan: FetchPlan,
     mask: u64,
@@ -165,15 +180,15 @@ pub struct InferenceRunner<D = (), F = ()> {
     counts: InferenceCounts,
     /// Every rank runs its shard; the inferencers' partial sums are summed over the ranks.
     data_parallel: bool,
+    /// The plan's transfers when the pass started.
+    transfers_at_start: u64,
 }
 crate::kind::kind!(InferenceRunner<D, F>);
 
 impl<D, F> InferenceRunner<D, F> {
     /// Inference over `data` with `forward`.
     pub fn new(data: D, forward: F) -> Self {
-        InferenceRunner {
-            data,
-            forward,
+        let inference = Inference {
             inferencers: Vec::new(),
             plan: FetchPlan::default(),
             mask: 0,
@@ -185,7 +200,16 @@ impl<D, F> InferenceRunner<D, F> {
             per_sample: Vec::new(),
             counts: InferenceCounts::default(),
             data_parallel: false,
-        }
+            transfers_at_start: 0,
+        };
+        InferenceRunner { pass: Some(Box::new(Pass { data, forward, inference })) }
+    }
+    /// What the runner runs a pass with; absent only while the trainer runs one.
+    fn parts(&self) -> &Inference {
+        &self.pass.as_ref().expect("the runner holds its pass between passes").inference
+    }
+    fn parts_mut(&mut self) -> &mut Inference {
+        &mut self.pass.as_mut().expect("the runner holds its pass between passes").inference
     }
     /// Run on every rank of a data-parallel world, each over its own shard of the validation
     /// data, and combine the inferencers' results over the ranks (tensorpack's
@@ -240,18 +264,18 @@ impl<D, F> InferenceRunner<D, F> {
     /// # Ok::<(), burn_stoker::Error>(())
     /// ```
     pub fn data_parallel(mut self) -> Self {
-        self.data_parallel = true;
+        self.parts_mut().data_parallel = true;
         self
     }
     /// Add an inferencer.
     pub fn with(mut self, inferencer: impl Inferencer + 'static) -> Self {
-        self.inferencers.push(Box::new(inferencer));
+        self.parts_mut().inferencers.push(Box::new(inferencer));
         self
     }
     /// A handle on this runner's counts (passes, batches, transfers), which stays readable after
     /// the trainer took the runner.
     pub fn counts(&self) -> InferenceCounts {
-        self.counts.clone()
+        self.parts().counts.clone()
     }
 }
 
@@ -288,15 +312,57 @@ impl<D, P, S> InferenceRunner<D, PredThenScore<P, S>> {
 impl<M, D, F> Callback<M> for InferenceRunner<D, F>
 where
     M: Module,
-    D: TrainData,
-    F: InferenceForward<M, D::Batch>,
+    D: TrainData + 'static,
+    F: InferenceForward<M, D::Batch> + 'static,
 {
     /// Chief-only, unless [`data_parallel`](InferenceRunner::data_parallel).
     fn chief_only(&self) -> bool {
-        !self.data_parallel
+        !self.parts().data_parallel
     }
 
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+        self.parts_mut().setup()
+    }
+
+    /// Asks the trainer for a validation pass, handing it the data, the forward function and the
+    /// inferencers: every callback receives `before_validate`, the trainer runs the batches with
+    /// their events, the results go to the monitors, then every callback receives
+    /// `after_validate`.
+    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        match self.pass.take() {
+            Some(pass) => {
+                ctx.request_validation_pass(pass);
+                Ok(())
+            }
+            None => Err(Error::msg(
+                "InferenceRunner: its data and inferencers were lost in an earlier failed pass",
+            )),
+        }
+    }
+
+    /// The pass is over: the runner takes back its data, forward function and inferencers (the
+    /// trainer ran the batches and put the results). Under fastai's
+    /// [`ShortEpochCallback`](crate::stop::ShortEpochCallback) with `short_valid`, the trainer
+    /// stopped it after the batch whose 0-based index reaches `pct` of the pass's length
+    /// (fastai's `iter / n_iter >= pct`) and put the results of the batches run; every callback
+    /// then receives `after_cancel_validate`. A signal stops it before the next batch.
+    fn validate(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let Some(pass) = ctx.take_validation_pass() else {
+            return Err(Error::msg(
+                "InferenceRunner's validate is the end of a pass the trainer runs: ask for one with its trigger",
+            ));
+        };
+        let pass = pass.into_any().downcast::<Pass<D, F>>().map_err(|_| {
+            Error::msg("InferenceRunner: the trainer handed back another callback's validation pass")
+        })?;
+        self.pass = Some(pass);
+        Ok(())
+    }
+}
+
+impl Inference {
+    /// The inferencers' fetches declared, and what their passes need, checked.
+    fn setup(&mut self) -> Result<()> {
         if self.inferencers.is_empty() {
             return Err(Error::msg("InferenceRunner has no inferencer: add one with .with(...)"));
         }
@@ -327,84 +393,5 @@ where
         }
         self.needs_batch_size = self.inferencers.iter().any(|i| i.needs_batch_size());
         Ok(())
-    }
-
-    /// Asks the trainer for a validation pass: every callback receives `before_validate`, this
-    /// runner runs the pass in [`validate`](Callback::validate), then every callback receives
-    /// `after_validate`.
-    fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        ctx.request_validation()
-    }
-
-    /// The pass: every batch through the forward function and the inferencers, then their
-    /// results to the monitors. A signal stops it before the next batch. Under fastai's
-    /// [`ShortEpochCallback`](crate::stop::ShortEpochCallback) with `short_valid`, it stops after
-    /// the batch whose 0-based index reaches `pct` of the pass's length (fastai's
-    /// `iter / n_iter >= pct`), puts the results of the batches run, and returns
-    /// `Flow::CancelValid`'s cancel: every callback then receives `after_cancel_validate`.
-    fn validate(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
-        let model = ctx.model().valid();
-        self.inferencers.iter_mut().for_each(|i| i.before_inference());
-        self.totals.iter_mut().for_each(DeviceTotal::clear);
-        let transfers = self.plan.transfers();
-        let mut pass = self.data.pass();
-        let short = if self.data_parallel { None } else { ctx.short_validation() };
-        let length = pass.batches_hint();
-        let mut batches = 0u64;
-        // A signal cuts the pass short (checked before each batch: one atomic load).
-        let mut cut_short = None;
-        let mut cancelled = false;
-        loop {
-            if let Some(signal) = ctx.signal_received() {
-                cut_short = Some(signal);
-                break;
-            }
-            let Some(batch) = pass.next_batch() else { break };
-            self.outputs.clear();
-            // fastai's `before_batch` for a validation batch, to the callbacks that take it.
-            let batch = ctx.before_batch(batch?)?;
-            let returned = self.forward.run_batch(&model, batch, &mut self.outputs, ctx)?.batch_size();
-            if batches == 0 {
-                self.plan.check_names(
-                    &self.outputs,
-                    &[("InferenceRunner".into(), self.mask)],
-                    "its forward function",
-                )?;
-            }
-            let batch_size = match returned {
-                Some(size) => Some(size),
-                None if self.needs_batch_size => {
-                    Some(inferred_batch_size(&self.outputs, &mut self.per_sample, &self.inferencers)?)
-                }
-                None => None,
-            };
-            // The host inferencers' values in one transfer; nothing when every inferencer sums on
-            // the device.
-            if self.host_mask != 0 {
-                self.plan.fill(&self.outputs, self.host_mask, batches)?;
-            }
-            let values = self.plan.view();
-            for ((inferencer, &on_device), total) in
-                self.inferencers.iter_mut().zip(&self.on_device).zip(&mut self.totals)
-            {
-                if let Some(size) = batch_size {
-                    inferencer.set_batch_size(size);
-                }
-                if on_device {
-                    total.add(inferencer.batch_sums(&self.outputs)?);
-                } else {
-                    inferencer.on_batch(&values)?;
-                }
-            }
-            batches += 1;
-            if let Some(pct) = short
-                && crate::stop::short_epoch_ends(pct, batches - 1, length)
-            {
-                cancelled = true;
-                break;
-            }
-        }
-        drop(pass);
-        self.end_pass(ctx, PassEnd { batches, cut_short, cancelled, transfers })
     }
 }

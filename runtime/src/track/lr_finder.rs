@@ -221,13 +221,13 @@ impl<M: Module> Callback<M> for LrFinder<M> {
         let diverged = smooth > 4.0 * self.best || !smooth.is_finite();
         let done = ctx.global_step() - self.first_step >= self.num_it;
         if (self.stop_div && diverged) || done {
-            return Err(Cancel::Fit.into());
+            return ctx.cancel(Cancel::Fit);
         }
         Ok(())
     }
 
-    fn before_validate(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
-        Err(Cancel::Valid.into())
+    fn before_validate(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        ctx.cancel(Cancel::Valid)
     }
 
     fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {

@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use super::{humanize_duration, seconds};
-use crate::callback::{Callback, CallbackInfo, Callbacks, Context, Counters, Event, StateOp};
+use crate::callback::{CallbackInfo, Callbacks, Context, Counters, Event, StateOp};
 use crate::error::{Result, check_setting};
 use crate::kind::CallbackField;
 use crate::state::{Clock, MonotonicClock};
@@ -194,6 +194,7 @@ impl<C, T: Clock> Timed<C, T> {
             Event::BeforeStep
             | Event::AfterStep(_)
             | Event::Fetched(_)
+            | Event::AfterBatch
             | Event::TriggerStep
             | Event::AfterEpoch
             | Event::Trigger
@@ -295,10 +296,5 @@ impl<M, K, C: Callbacks<M, K>, T: Clock> Callbacks<M, TimedSet<K>> for Timed<C, 
     }
     fn state(&mut self, index: usize, op: StateOp) -> Result<Option<serde_json::Value>> {
         self.inner.state(index, op)
-    }
-    /// The members themselves: what the trainer delivers through them (a validation pass run
-    /// while some callback takes the batch events, and those events) is not timed.
-    fn members<'s>(&'s mut self, out: &mut Vec<&'s mut (dyn Callback<M> + 's)>) {
-        self.inner.members(out);
     }
 }

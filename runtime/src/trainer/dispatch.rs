@@ -1,9 +1,13 @@
 //! The dispatcher: the run's callbacks with their names and order, and the delivery of events to
 //! them (the one-pass delivery when the order is the registration order, the error path that
 //! serves a cancel or a request for a validation pass, the name of the culprit of a panic).
-//! `lend`: who takes the batch events, and how a validation pass reaches them.
+//! A cancel is a value the context records ([`Raised`]) and the dispatcher sends up the loop as
+//! [`Halt::Cancel`], never an [`Error`]. `takers`: who takes the batch events, and their delivery;
+//! `validation`: the validation pass, a phase the trainer runs.
 
-mod lend;
+mod halt;
+mod takers;
+mod validation;
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
@@ -12,10 +16,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde_json::{Map, Value as Json};
 
 use crate::callback::{
-    CallbackInfo, Callbacks, Context, Counters, Event, Phase, StateOp, TrainState, resolve_order,
+    CallbackInfo, Callbacks, Context, Counters, Event, Phase, Raised, StateOp, TrainState, resolve_order,
 };
-use crate::error::{Break, Cancel, Error, Result, panic_message};
-pub(super) use lend::BatchTakers;
+use crate::error::{Cancel, Error, Result, panic_message};
+pub(crate) use halt::{Flowing, Halt};
+use halt::{cancel_halt, raised_misplaced, validation_misplaced};
+pub(super) use takers::BatchTakers;
 
 /// What the trainer is doing, to name the culprit of a panic.
 #[derive(Debug, Clone, Copy)]
@@ -142,7 +148,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
 
     /// Deliver `event` to every callback, in run order.
     #[inline]
-    pub(crate) fn deliver(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Result<()> {
+    pub(crate) fn deliver(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Flowing {
         let roster = &self.roster;
         let one_pass = roster.in_order;
         Delivery {
@@ -162,7 +168,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
         state: &mut TrainState<M>,
         event: Event<'_>,
         keep: impl Fn(usize) -> bool,
-    ) -> Result<()> {
+    ) -> Flowing {
         let mut subset = std::mem::take(&mut self.subset);
         subset.clear();
         subset.extend(self.roster.order.iter().copied().filter(|&i| keep(i)));
@@ -184,6 +190,9 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
             self.callbacks
                 .dispatch(i, Event::Setup, &mut Context::new(state, Phase::Once))
                 .map_err(|e| wrap(&self.roster.names[i], "setup", e))?;
+            if let Some(raised) = state.control.raised.take() {
+                return Err(raised_misplaced(&self.roster.names[i], "setup", raised));
+            }
         }
         self.at.activity = Activity::Trainer;
         Ok(())
@@ -200,8 +209,9 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
                 callbacks.dispatch(i, Event::AfterTrain, &mut Context::new(&mut *state, Phase::Once))
             }));
             let name = &self.roster.names[i];
+            let raised = state.control.raised.take();
             let error = match outcome {
-                Ok(Ok(())) => None,
+                Ok(Ok(())) => raised.map(|raised| raised_misplaced(name, "after_train", raised)),
                 Ok(Err(e)) => Some(wrap(name, "after_train", e)),
                 Err(payload) => Some(Error::Panic {
                     location: format!("callback `{name}` in after_train"),
@@ -239,19 +249,15 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     /// `event` (`before_batch`, `after_pred`, `before_backward` or `after_backward`) to the
     /// callbacks that take it, in run order.
     #[cold]
-    pub(super) fn deliver_hook(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Result<()> {
+    pub(super) fn deliver_hook(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Flowing {
         let takers = match event {
             Event::BeforeBatch(_) => &self.roster.batch_takers.batch,
             Event::AfterPred(_) => &self.roster.batch_takers.pred,
             Event::BeforeBackward(_) => &self.roster.loss_hooks,
             _ => &self.roster.grad_hooks,
         };
-        for &i in takers {
-            self.at.activity = Activity::Callback(i, event.name());
-            if let Err(e) = self.callbacks.dispatch(i, event, &mut Context::new(&mut *state, Phase::InStep)) {
-                return Err(callback_error(state, &self.roster.names, i, event.name(), e));
-            }
-        }
+        let (callbacks, names, at) = (&mut self.callbacks, &self.roster.names, &mut self.at);
+        takers::deliver_in_batch(callbacks, names, at, state, takers, event)?;
         self.at.activity = Activity::Step;
         Ok(())
     }
@@ -272,11 +278,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     /// error names the callback and the event, and says where it applies.
     #[cold]
     pub(super) fn misplaced_cancel(&self, state: &TrainState<M>, cancel: Cancel) -> Error {
-        let message = Error::Break(Break::Cancel(cancel)).to_string();
-        match state.control.cancelled_at {
-            Some((i, event)) => wrap(&self.roster.names[i], event, Error::Message(message)),
-            None => Error::Message(message),
-        }
+        halt::misplaced_cancel(state, &self.roster.names, cancel)
     }
 
     /// The reason a `Flow::CancelFit` gives the run's stop: who cancelled, and where.
@@ -349,7 +351,7 @@ impl<C, M> Delivery<'_, '_, C, M> {
     /// To every callback of `order`: in one pass when that is every callback in registration
     /// order, else one by one.
     #[inline]
-    fn all<K>(self, event: Event<'_>) -> Result<()>
+    fn all<K>(self, event: Event<'_>) -> Flowing
     where
         C: Callbacks<M, K>,
     {
@@ -362,7 +364,11 @@ impl<C, M> Delivery<'_, '_, C, M> {
             self.callbacks.dispatch_all(0, event, &mut Context::new(self.state, phase), &mut self.at.cursor)
         {
             let at = self.at.cursor;
-            return self.failed(event, at, e);
+            return Err(self.failed(event, at, e));
+        }
+        if self.state.control.raised.is_some() {
+            let at = self.at.cursor;
+            return self.raised(event, at);
         }
         self.delivered(&event);
         Ok(())
@@ -370,7 +376,7 @@ impl<C, M> Delivery<'_, '_, C, M> {
 
     /// To the callbacks of `order` from position `from` on, one by one.
     #[inline]
-    fn each<K>(self, event: Event<'_>, from: usize) -> Result<()>
+    fn each<K>(self, event: Event<'_>, from: usize) -> Flowing
     where
         C: Callbacks<M, K>,
     {
@@ -380,7 +386,10 @@ impl<C, M> Delivery<'_, '_, C, M> {
             if let Err(e) =
                 self.callbacks.dispatch(i, event.for_callback(i), &mut Context::new(self.state, phase))
             {
-                return self.failed(event, i, e);
+                return Err(self.failed(event, i, e));
+            }
+            if self.state.control.raised.is_some() {
+                return self.raised(event, i);
             }
         }
         self.delivered(&event);
@@ -399,27 +408,43 @@ impl<C, M> Delivery<'_, '_, C, M> {
         }
     }
 
-    /// Callback `i` returned `error` from `event`: a request for a validation pass is served
-    /// (`before_validate` to every callback, `validate` to `i`, `after_validate` to every
-    /// callback), then the event goes on with the callbacks after `i`; a cancel goes up to the
-    /// level of the loop that acts on it; any other error is wrapped with the callback's name and
-    /// the event.
+    /// Callback `i` returned `error` from `event`: wrapped with the callback's name and the
+    /// event.
     #[cold]
-    fn failed<K>(self, event: Event<'_>, i: usize, error: Error) -> Result<()>
+    fn failed(self, event: Event<'_>, i: usize, error: Error) -> Halt {
+        Halt::Failed(wrap(&self.roster.names[i], event.name(), error))
+    }
+
+    /// Callback `i` asked something of the loop at once during `event`: a request for a
+    /// validation pass is served (`before_validate` to every callback, the pass, `after_validate`
+    /// to every callback: `validation.rs`), then the event goes on with the callbacks after `i`;
+    /// a cancel goes up to the level of the loop that acts on it.
+    #[cold]
+    fn raised<K>(self, event: Event<'_>, i: usize) -> Flowing
     where
         C: Callbacks<M, K>,
     {
-        if !matches!(error, Error::Break(Break::Validate)) || self.state.control.validating {
-            return Err(callback_error(self.state, &self.roster.names, i, event.name(), error));
-        }
+        let raised = self.state.control.raised.take().expect("a callback asked something of the loop");
         let mut this = self;
-        this.state.control.validating = true;
-        let pass = this.again().validation_pass(i, event);
-        this.state.control.validating = false;
-        this.state.control.short_validation = None;
-        pass?;
-        let next = this.order.iter().position(|&j| j == i).map_or(this.order.len(), |position| position + 1);
-        this.each(event, next)
+        match raised {
+            Raised::Cancel(cancel) => {
+                Err(cancel_halt(this.state, &this.roster.names, i, event.name(), cancel))
+            }
+            Raised::Validate if this.state.control.validating => {
+                this.state.pass = None;
+                Err(validation_misplaced(&this.roster.names[i], event.name()).into())
+            }
+            Raised::Validate => {
+                this.state.control.validating = true;
+                let pass = this.again().validation_pass(i, event);
+                this.state.control.validating = false;
+                this.state.control.short_validation = None;
+                pass?;
+                let next =
+                    this.order.iter().position(|&j| j == i).map_or(this.order.len(), |position| position + 1);
+                this.each(event, next)
+            }
+        }
     }
 
     /// The same delivery, borrowed again for another event.
@@ -434,64 +459,6 @@ impl<C, M> Delivery<'_, '_, C, M> {
             state: &mut *self.state,
         }
     }
-
-    /// The validation pass callback `i` asked for during `event`, with fastai's events around it
-    /// (`_with_events(..., 'validate', CancelValidException)`): a `CancelValid` from `before_validate`
-    /// or the pass is followed by `after_cancel_validate`, then `after_validate` as always. An error
-    /// of the pass is reported in `event` (`trigger_epoch`...), where the pass runs for the user.
-    fn validation_pass<K>(mut self, i: usize, event: Event<'_>) -> Result<()>
-    where
-        C: Callbacks<M, K>,
-    {
-        let ran = self.again().all(Event::BeforeValidate).and_then(|()| {
-            self.at.activity = Activity::Callback(i, event.name());
-            let pass = match self.roster.batch_takers.lend_to(i) {
-                true => lend::validate(&mut *self.callbacks, i, &mut *self.state, self.roster, &mut *self.at),
-                false => {
-                    let mut ctx = Context::new(&mut *self.state, Phase::Around);
-                    self.callbacks.dispatch(i, Event::Validate, &mut ctx)
-                }
-            };
-            pass.map_err(|e| callback_error(self.state, &self.roster.names, i, event.name(), e))
-        });
-        match ran {
-            Ok(()) => {}
-            Err(Error::Break(Break::Cancel(Cancel::Valid))) => {
-                self.again().all(Event::AfterCancelValidate)?
-            }
-            Err(error) => return Err(error),
-        }
-        self.all(Event::AfterValidate)
-    }
-}
-
-/// The error callback `i`'s `error` from `event` travels up as. A cancel: the cancel itself,
-/// with who returned it and where remembered; in a data-parallel world (where every rank would
-/// have to agree), an error saying so. Any other error: wrapped with the callback's name and the
-/// event.
-#[cold]
-fn callback_error<M>(
-    state: &mut TrainState<M>,
-    names: &[Cow<'static, str>],
-    i: usize,
-    event: &'static str,
-    error: Error,
-) -> Error {
-    let Error::Break(Break::Cancel(cancel)) = error else {
-        return wrap(&names[i], event, error);
-    };
-    if !state.execution.cancels_allowed() {
-        return wrap(
-            &names[i],
-            event,
-            Error::msg(format!(
-                "{} is not supported in data-parallel training, where every rank must agree on the steps it runs: return Flow::Stop or Flow::SkipEpoch, which the ranks agree on at the next step boundary",
-                cancel.flow_name()
-            )),
-        );
-    }
-    state.control.cancelled_at = Some((i, event));
-    error
 }
 
 /// A callback's error, with its name and the event.

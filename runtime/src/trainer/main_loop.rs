@@ -3,13 +3,13 @@
 
 use burn::module::Module;
 
-use super::dispatch::Activity;
+use super::dispatch::{Activity, Flowing, Halt};
 use super::restore::DataPosition;
 use super::run::Run;
 use super::save::Boundary;
 use super::{BatchIter, TrainData, TrainingStep};
 use crate::callback::{Callbacks, CheckpointRequest, Event};
-use crate::error::{Break, Cancel, Error, Result};
+use crate::error::{Cancel, Error, Result};
 use crate::signal::{STOP_REQUEST, SignalGuard, signal_name};
 use crate::state::{JOURNAL_DIR, KeepPolicy};
 
@@ -70,11 +70,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
 
         // fastai's `fit` level: a CancelFit from any event below ends up here.
         match self.epochs(data, step, pass, first) {
-            Err(Error::Break(Break::Cancel(Cancel::Fit))) => self.cancelled_fit(),
-            Err(Error::Break(Break::Cancel(cancel))) => {
-                Err(self.dispatch.misplaced_cancel(&self.state, cancel))
-            }
-            other => other,
+            Ok(()) => Ok(()),
+            Err(Halt::Cancel(Cancel::Fit)) => self.cancelled_fit(),
+            Err(halt) => Err(self.settled(halt)),
         }
     }
 
@@ -85,7 +83,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         step: &mut S,
         mut pass: D::Iter<'d>,
         mut first: Option<D::Batch>,
-    ) -> Result<()>
+    ) -> Flowing
     where
         D: TrainData,
         S: TrainingStep<M, D::Batch>,
@@ -108,9 +106,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             // or a step ends up here.
             match self.epoch_steps(data, step, &mut pass, &mut first) {
                 Ok(()) => {}
-                Err(Error::Break(Break::Cancel(Cancel::Epoch))) => self.cancelled_epoch()?,
-                Err(Error::Break(Break::Cancel(Cancel::Train))) => self.cancelled_train()?,
-                Err(error) => return Err(error),
+                Err(Halt::Cancel(Cancel::Epoch)) => self.cancelled_epoch()?,
+                Err(Halt::Cancel(Cancel::Train)) => self.cancelled_train()?,
+                Err(halt) => return Err(halt),
             }
             self.state.control.skip_epoch = false;
             self.state.execution.epoch_ended();
@@ -141,7 +139,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         step: &mut S,
         pass: &mut D::Iter<'d>,
         first: &mut Option<D::Batch>,
-    ) -> Result<()>
+    ) -> Flowing
     where
         D: TrainData,
         S: TrainingStep<M, D::Batch>,
@@ -177,9 +175,11 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             };
             match ran {
                 Ok(()) => self.after_step()?,
-                Err(Error::Break(Break::Cancel(Cancel::Batch))) => self.cancelled_batch()?,
-                Err(error) => return Err(error),
+                Err(Halt::Cancel(Cancel::Batch)) => self.cancelled_batch()?,
+                Err(halt) => return Err(halt),
             }
+            // fastai's `after_batch`, after the batch level, cancelled or not.
+            self.deliver(Event::AfterBatch)?;
             self.deliver(Event::TriggerStep)?;
             // A row of stats.json at every step where scalars were put; the last step's
             // scalars join the epoch's row (tensorpack's JSONWriter). The event's records
@@ -198,7 +198,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// callback receives `after_cancel_batch`, then the callbacks that fetch nothing receive
     /// `after_step` (the step has no values); `trigger_step` follows as at any step.
     #[cold]
-    fn cancelled_batch(&mut self) -> Result<()> {
+    fn cancelled_batch(&mut self) -> Flowing {
         self.doing(Activity::Trainer);
         let counters = &mut self.state.counters;
         counters.global_step += 1;
@@ -214,7 +214,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// A callback returned `Flow::CancelEpoch` from `before_epoch` or a step: every callback
     /// receives `after_cancel_epoch`; the epoch then ends as any other.
     #[cold]
-    fn cancelled_epoch(&mut self) -> Result<()> {
+    fn cancelled_epoch(&mut self) -> Flowing {
         self.doing(Activity::Trainer);
         self.deliver(Event::AfterCancelEpoch)
     }
@@ -224,10 +224,10 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// `trigger_epoch`). A `CancelEpoch` from `after_cancel_train` cancels the epoch, as fastai's
     /// `after_cancel_train` runs inside the epoch.
     #[cold]
-    fn cancelled_train(&mut self) -> Result<()> {
+    fn cancelled_train(&mut self) -> Flowing {
         self.doing(Activity::Trainer);
         match self.deliver(Event::AfterCancelTrain) {
-            Err(Error::Break(Break::Cancel(Cancel::Epoch))) => self.cancelled_epoch(),
+            Err(Halt::Cancel(Cancel::Epoch)) => self.cancelled_epoch(),
             other => other,
         }
     }
@@ -240,12 +240,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         if self.state.control.stop.is_none() {
             self.state.control.stop = Some(self.dispatch.cancelled_fit_reason(&self.state));
         }
-        match self.deliver(Event::AfterCancelFit) {
-            Err(Error::Break(Break::Cancel(cancel))) => {
-                Err(self.dispatch.misplaced_cancel(&self.state, cancel))
-            }
-            other => other,
-        }
+        self.deliver(Event::AfterCancelFit).map_err(|halt| self.settled(halt))
     }
 
     /// The signal received, or a stop asked through the trainer's `StopHandle` (as
@@ -262,7 +257,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// Between steps: notice a signal, and write the checkpoint some callback asked for. Costs a
     /// relaxed atomic load and two tests when there is nothing to do.
     #[inline]
-    fn boundary(&mut self, at: Boundary) -> Result<()> {
+    fn boundary(&mut self, at: Boundary) -> Flowing {
         // In a world every rank acts on a signal at the same step: after the next exchange.
         if let Some(signal) = self.stop_asked()
             && self.stopped_by.is_none()
@@ -284,7 +279,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// Deliver `fetched` for the deferred values of the steps before `before` that arrived,
     /// each step's to the callbacks that asked at that step, in run order; with `flush`, read
     /// and wait for every step's.
-    pub(super) fn deliver_deferred(&mut self, before: u64, flush: bool) -> Result<()> {
+    pub(super) fn deliver_deferred(&mut self, before: u64, flush: bool) -> Flowing {
         let activity = self.dispatch.activity();
         self.doing(Activity::Trainer);
         while self.fetches.plan.next_arrived(before, flush)? {

@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 
-use super::dispatch::{Activity, Dispatcher};
+use super::dispatch::{Activity, Dispatcher, Flowing, Halt};
 use super::fetches::StepFetches;
 use super::lock::LogDirLock;
 use super::log_dir::LogDirPolicy;
 use super::restore::{DataPosition, Restored};
 use crate::callback::{Callbacks, Event, TrainState};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::saver::checkpoint::{self, CHECKPOINT_DIR};
 use crate::signal::SignalGuard;
 
@@ -91,8 +91,18 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
 
     /// Deliver `event` to every callback in order.
     #[inline]
-    pub(crate) fn deliver(&mut self, event: Event<'_>) -> Result<()> {
+    pub(crate) fn deliver(&mut self, event: Event<'_>) -> Flowing {
         self.dispatch.deliver(&mut self.state, event)
+    }
+
+    /// What a halt is where no level of the loop acts on it: an error (a cancel's names the
+    /// callback and the event, and says where it applies).
+    #[cold]
+    pub(crate) fn settled(&self, halt: Halt) -> Error {
+        match halt {
+            Halt::Failed(error) => error,
+            Halt::Cancel(cancel) => self.dispatch.misplaced_cancel(&self.state, cancel),
+        }
     }
 
     /// Whether this rank writes the run's files.

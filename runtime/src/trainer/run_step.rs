@@ -9,18 +9,18 @@ use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 
-use super::dispatch::{Activity, Dispatcher};
+use super::dispatch::{Activity, Dispatcher, Flowing, Halt};
 use super::run::Run;
 use super::step::PredHook;
 use super::{Step, StepOutput, TrainingStep};
 use crate::callback::{Callbacks, Event, StepBatch, StepGradients, StepLoss, StepPred, TrainState};
-use crate::error::{Break, Cancel, Error, Result};
+use crate::error::{Cancel, Error};
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// One step: the user's forward and loss, backward, the optimizer; with the events inside the
     /// step for the callbacks that asked for them.
     #[inline]
-    pub(super) fn run_step<B: 'static, S>(&mut self, batch: B, step: &mut S) -> Result<()>
+    pub(super) fn run_step<B: 'static, S>(&mut self, batch: B, step: &mut S) -> Flowing
     where
         S: TrainingStep<M, B>,
     {
@@ -61,7 +61,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             }
             StepOutput::Gradients { loss, grads } => {
                 if self.dispatch.takes_loss() {
-                    return Err(self.dispatch.own_backward_refused());
+                    return Err(self.dispatch.own_backward_refused().into());
                 }
                 self.fetches.outputs.put("loss", loss);
                 grads
@@ -89,7 +89,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// (the step counts: its deferred values arrive, before `after_epoch` or `after_train`); the
     /// values of earlier steps that arrived are delivered.
     #[inline]
-    pub(super) fn after_step(&mut self) -> Result<()> {
+    pub(super) fn after_step(&mut self) -> Flowing {
         let Run { dispatch, state, fetches, .. } = self;
         let values = fetches.values(&state.counters, |i| dispatch.name(i).to_string())?;
         let delivered = dispatch.deliver(state, Event::AfterStep(values));
@@ -117,7 +117,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// batch, then the step function, handing the model's output to the callbacks that take it.
     #[cold]
     #[inline(never)]
-    fn hooked_step<B: 'static, S>(&mut self, batch: B, step: &mut S) -> Result<StepOutput>
+    fn hooked_step<B: 'static, S>(&mut self, batch: B, step: &mut S) -> Flowing<StepOutput>
     where
         S: TrainingStep<M, B>,
     {
@@ -154,36 +154,36 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         state.model = Some(model);
         let output = output.unwrap_or_else(|panic| resume_unwind(panic));
         match (error, delivered) {
-            (Some(error), _) => Err(error),
-            (None, false) => Err(dispatch.pred_not_handed_over()),
+            (Some(halt), _) => Err(halt),
+            (None, false) => Err(dispatch.pred_not_handed_over().into()),
             (None, true) => Ok(output),
         }
     }
 
     /// `before_backward` for the callbacks that take the loss.
     #[cold]
-    fn take_loss(&mut self, loss: Tensor<1>) -> Result<Tensor<1>> {
+    fn take_loss(&mut self, loss: Tensor<1>) -> Flowing<Tensor<1>> {
         let slot = StepLoss { loss: RefCell::new(Some(loss)), outputs: &self.fetches.outputs };
         self.dispatch.deliver_hook(&mut self.state, Event::BeforeBackward(&slot))?;
-        slot.loss.into_inner().ok_or_else(|| Error::msg("a before_backward callback removed the loss"))
+        Ok(slot.loss.into_inner().ok_or_else(|| Error::msg("a before_backward callback removed the loss"))?)
     }
 
     /// `after_backward` for the callbacks that take the gradients. A `Flow::CancelStep` there
     /// (fastai's `CancelStepException` from its `before_step`) drops the gradients: every
     /// callback receives `after_cancel_step`, and the step goes on without its optimizer step.
     #[cold]
-    fn take_gradients(&mut self, grads: Option<GradientsParams>) -> Result<Option<GradientsParams>> {
+    fn take_gradients(&mut self, grads: Option<GradientsParams>) -> Flowing<Option<GradientsParams>> {
         let slot = StepGradients { grads: RefCell::new(grads) };
         match self.dispatch.deliver_hook(&mut self.state, Event::AfterBackward(&slot)) {
             Ok(()) => Ok(slot.grads.into_inner()),
-            Err(Error::Break(Break::Cancel(Cancel::Step))) => {
+            Err(Halt::Cancel(Cancel::Step)) => {
                 drop(slot);
                 self.doing(Activity::Trainer);
                 self.deliver(Event::AfterCancelStep)?;
                 self.doing(Activity::Step);
                 Ok(None)
             }
-            Err(error) => Err(error),
+            Err(halt) => Err(halt),
         }
     }
 }
@@ -194,8 +194,9 @@ struct Preds<'r, C, M, K> {
     state: &'r mut TrainState<M>,
     /// Whether the step function handed an output over.
     delivered: bool,
-    /// The first error a callback returned; the outputs handed over after it are left as they are.
-    error: Option<Error>,
+    /// The first error or cancel a callback returned; the outputs handed over after it are left
+    /// as they are.
+    error: Option<Halt>,
 }
 
 impl<C: Callbacks<M, K>, M, K> PredHook for Preds<'_, C, M, K> {

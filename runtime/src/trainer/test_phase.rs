@@ -12,8 +12,8 @@ use burn::store::ModuleRecord;
 #[cfg(doc)]
 use super::Trainer;
 use super::run::Run;
-use crate::callback::{Callback, Callbacks, Context, Outcome, Phase};
-use crate::error::{Break, Cancel, Error, Result};
+use crate::callback::{Callback, Callbacks, Context, Outcome, PassEnd, Phase};
+use crate::error::{Error, Result};
 use crate::saver::checkpoint::MODEL_FILE;
 
 /// The runner of the test set, taken by [`Trainer::test`].
@@ -71,9 +71,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         if let Some(trained) = trained {
             self.state.model = Some(trained);
         }
-        match pass {
-            Ok(()) | Err(Error::Break(Break::Cancel(Cancel::Valid))) => {}
-            Err(error) => return Err(Error::context("the test phase", error)),
+        if let Err(error) = pass {
+            return Err(Error::context("the test phase", error));
         }
         let monitors = &self.state.monitors;
         Ok(monitors
@@ -83,13 +82,53 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             .collect())
     }
 
-    /// The runner's setup and its one pass, with [`Context::training`] `false`.
+    /// The runner's setup and its one pass, with [`Context::training`] `false`: the pass it
+    /// asks for from its `trigger` (no other callback takes part), a cancel ending it.
     fn test_pass(&mut self, runner: &mut dyn Callback<M>) -> Result<()> {
         runner.setup(&mut Context::new(&mut self.state, Phase::Once))?;
+        self.state.control.raised = None;
         self.state.control.validating = true;
-        let pass = runner.validate(&mut Context::new(&mut self.state, Phase::Around));
+        let pass = self.test_batches(runner);
         self.state.control.validating = false;
+        self.state.control.raised = None;
+        self.state.pass = None;
         pass
+    }
+
+    /// The test runner's pass: the one it hands over, run batch by batch, or its own.
+    fn test_batches(&mut self, runner: &mut dyn Callback<M>) -> Result<()> {
+        runner.trigger(&mut Context::new(&mut self.state, Phase::Around))?;
+        if self.state.control.raised.take().is_none() {
+            return Ok(());
+        }
+        let Some(mut pass) = self.state.pass.take() else {
+            return runner.validate(&mut Context::new(&mut self.state, Phase::Around));
+        };
+        let mut end = PassEnd { batches: 0, cut_short: None, cancelled: false };
+        let mut ctx = Context::new(&mut self.state, Phase::Around);
+        let mut batches = pass.batches(&mut ctx);
+        let ran = loop {
+            if let Some(signal) = ctx.signal_received() {
+                end.cut_short = Some(signal);
+                break Ok(());
+            }
+            match batches.next() {
+                None => break Ok(()),
+                Some(Err(error)) => break Err(error),
+                Some(Ok(())) => {}
+            }
+            // No callback takes a test batch's output: the prediction is made, its view let go.
+            let _ = batches.predict();
+            if let Err(error) = batches.score().and_then(|()| batches.infer()) {
+                break Err(error);
+            }
+            end.batches += 1;
+        };
+        drop(batches);
+        let ended = ran.and_then(|()| pass.end(&mut ctx, end));
+        self.state.pass = Some(pass);
+        runner.validate(&mut Context::new(&mut self.state, Phase::Around))?;
+        ended
     }
 
     /// The weights at `path` (from the log directory when relative) put in the model's place;

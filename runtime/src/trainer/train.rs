@@ -110,6 +110,7 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
         execution: Execution::Single,
         signals: settings.handle_signals,
         stop: settings.stop.clone(),
+        pass: None,
     };
     let run = opened.and_then(|mut opened| {
         let signals = match settings.handle_signals {
@@ -313,7 +314,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         // `after_train`; after an error, nobody waits for them.
         let result = match result {
             Ok(()) if self.fetches.plan.has_pending() => {
-                self.guarded(|run| run.deliver_deferred(u64::MAX, true))
+                self.guarded(|run| run.deliver_deferred(u64::MAX, true).map_err(|halt| run.settled(halt)))
             }
             other => other,
         };

@@ -127,7 +127,7 @@ impl<M> Callback<M> for CancelFirst {
     }
     fn before_batch(&mut self, ctx: &mut Context<'_, M>, _batch: &StepBatch<'_>) -> burn_stoker::Result<()> {
         self.0.lock().unwrap().push(format!("before_batch g{}", ctx.global_step()));
-        if ctx.global_step() == 0 { Err(burn_stoker::callback::Cancel::Batch.into()) } else { Ok(()) }
+        if ctx.global_step() == 0 { ctx.cancel(burn_stoker::callback::Cancel::Batch) } else { Ok(()) }
     }
     fn after_cancel_batch(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         self.0.lock().unwrap().push(format!("after_cancel_batch g{}", ctx.global_step()));

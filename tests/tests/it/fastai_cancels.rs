@@ -177,10 +177,10 @@ impl<M> Callback<M> for CancelEveryStep {
     }
     fn after_backward(
         &mut self,
-        _ctx: &mut Context<'_, M>,
+        ctx: &mut Context<'_, M>,
         _grads: &StepGradients,
     ) -> burn_stoker::Result<()> {
-        Err(Cancel::Step.into())
+        ctx.cancel(Cancel::Step)
     }
 }
 
@@ -300,11 +300,11 @@ impl<M> Callback<M> for HalfPass {
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         ctx.request_validation()
     }
-    fn validate(&mut self, _ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+    fn validate(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         for batch in 0..4 {
             self.0.lock().unwrap().push(format!("batch {batch}"));
             if batch == 1 {
-                return Err(Cancel::Valid.into());
+                return ctx.cancel(Cancel::Valid);
             }
         }
         Ok(())
@@ -375,7 +375,7 @@ fn fastai_cancels_where_they_cannot_apply_are_errors_naming_the_callback_the_eve
     let error = run_linear(CancelValidWhileTraining, 1, 2).map(|_| ()).unwrap_err().to_string();
     assert_eq!(
         error,
-        "callback `CancelValidWhileTraining` failed in after_step: Flow::CancelValid was returned where the training loop cannot act on it (CancelValid applies in before_validate and during the validation pass (validate), not in after_validate nor outside a pass)"
+        "callback `CancelValidWhileTraining` failed in after_step: Flow::CancelValid was returned where the training loop cannot act on it (CancelValid applies in before_validate and during the validation pass (its batch events, or validate), not in after_validate nor outside a pass)"
     );
     let log: Log = Arc::default();
     let error =

@@ -312,7 +312,7 @@ impl<M> Callback<M> for CancelAfterBackward {
     }
     fn after_backward(&mut self, ctx: &mut Context<'_, M>, grads: &StepGradients) -> burn_stoker::Result<()> {
         assert!(grads.is_present());
-        if ctx.global_step() == 1 { Err(Cancel::Batch.into()) } else { Ok(()) }
+        if ctx.global_step() == 1 { ctx.cancel(Cancel::Batch) } else { Ok(()) }
     }
 }
 
@@ -409,7 +409,7 @@ fn fastai_cancel_where_it_cannot_apply_is_an_error_naming_the_callback_and_event
     let error = run_linear(CancelBatchTooLate, 1, 2).map(|_| ()).unwrap_err().to_string();
     assert_eq!(
         error,
-        "callback `CancelBatchTooLate` failed in after_step: Flow::CancelBatch was returned where the training loop cannot act on it (CancelBatch applies in before_step, before_batch, after_pred, before_backward and after_backward, while the batch runs; to end the epoch use CancelEpoch, to stop training CancelFit)"
+        "callback `CancelBatchTooLate` failed in after_step: Flow::CancelBatch was returned where the training loop cannot act on it (CancelBatch applies in before_step, before_batch, after_pred, before_backward and after_backward, while the batch runs (a training batch or a validation batch), not in after_batch, where the batch is over; to end the epoch use CancelEpoch, to stop training CancelFit)"
     );
     let error = run_linear(CancelEpochTooLate, 1, 2).map(|_| ()).unwrap_err().to_string();
     assert!(
@@ -650,7 +650,7 @@ impl<M> Callback<M> for CancelOnEveryRank {
         false
     }
     fn before_step(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
-        if ctx.global_step() == 1 { Err(Cancel::Batch.into()) } else { Ok(()) }
+        if ctx.global_step() == 1 { ctx.cancel(Cancel::Batch) } else { Ok(()) }
     }
 }
 

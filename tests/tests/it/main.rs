@@ -45,6 +45,7 @@ mod tensorboard_format;
 mod track;
 mod ui;
 mod ui_pass;
+mod validation_phase;
 mod world;
 mod world_cuda;
 mod world_inference;

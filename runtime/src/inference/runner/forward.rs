@@ -3,8 +3,6 @@
 //! between them ([`PredThenScore`]).
 
 use super::ForwardOutput;
-use crate::callback::Context;
-use crate::error::Result;
 use crate::fetch::Outputs;
 
 /// What an [`InferenceRunner`](super::InferenceRunner) runs on one batch of model `M` and batch
@@ -19,14 +17,15 @@ use crate::fetch::Outputs;
 pub trait InferenceForward<M, B> {
     /// What the batch's run returns: `()` or the batch size.
     type Output: ForwardOutput;
-    /// Run one batch: its outputs into `out`. `ctx` delivers the events inside the batch.
-    fn run_batch(
-        &mut self,
-        model: &M,
-        batch: B,
-        out: &mut Outputs,
-        ctx: &mut Context<'_, M>,
-    ) -> Result<Self::Output>;
+    /// The model's output between the two parts of a forward function in two parts (`()` for
+    /// one in one part).
+    type Pred: 'static;
+    /// The first part: the model's output on the batch, for fastai's `after_pred`; `None` for a
+    /// forward function in one part, which computes nothing here.
+    fn predict(&mut self, model: &M, batch: &B) -> Option<Self::Pred>;
+    /// The second part, or the whole forward function: the batch's outputs into `out`, from the
+    /// model's output `pred` (after `after_pred`) when there is one.
+    fn score(&mut self, model: &M, pred: Option<Self::Pred>, batch: B, out: &mut Outputs) -> Self::Output;
 }
 
 impl<M, B, F, R> InferenceForward<M, B> for F
@@ -35,8 +34,12 @@ where
     R: ForwardOutput,
 {
     type Output = R;
-    fn run_batch(&mut self, model: &M, batch: B, out: &mut Outputs, _ctx: &mut Context<'_, M>) -> Result<R> {
-        Ok(self(model, batch, out))
+    type Pred = ();
+    fn predict(&mut self, _model: &M, _batch: &B) -> Option<()> {
+        None
+    }
+    fn score(&mut self, model: &M, _pred: Option<()>, batch: B, out: &mut Outputs) -> R {
+        self(model, batch, out)
     }
 }
 
@@ -44,7 +47,7 @@ where
 /// during validation, as during training: `predict` computes the model's output from the batch,
 /// the callbacks that take the model's output
 /// ([`StepHooks::pred`](crate::callback::StepHooks::pred)) read and may replace it in
-/// `after_pred` (with [`Context::training`] `false`), and `score` puts the outputs from what they
+/// `after_pred` (with [`Context::training`](crate::callback::Context::training) `false`), and `score` puts the outputs from what they
 /// left and the batch (the targets). Made by
 /// [`InferenceRunner::pred_then_score`](super::InferenceRunner::pred_then_score).
 #[derive(Debug, Clone)]
@@ -61,8 +64,12 @@ where
     R: ForwardOutput,
 {
     type Output = R;
-    fn run_batch(&mut self, model: &M, batch: B, out: &mut Outputs, ctx: &mut Context<'_, M>) -> Result<R> {
-        let pred = ctx.after_pred((self.predict)(model, &batch))?;
-        Ok((self.score)(pred, batch, out))
+    type Pred = T;
+    fn predict(&mut self, model: &M, batch: &B) -> Option<T> {
+        Some((self.predict)(model, batch))
+    }
+    fn score(&mut self, model: &M, pred: Option<T>, batch: B, out: &mut Outputs) -> R {
+        let pred = pred.unwrap_or_else(|| (self.predict)(model, &batch));
+        (self.score)(pred, batch, out)
     }
 }

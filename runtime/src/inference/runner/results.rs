@@ -6,9 +6,9 @@ use std::sync::atomic::Ordering;
 use burn::module::Module;
 use burn::tensor::Tensor;
 
-use super::InferenceRunner;
-use crate::callback::Context;
-use crate::error::{Cancel, Error, Result};
+use super::Inference;
+use crate::callback::{Context, PassEnd};
+use crate::error::{Error, Result};
 
 /// One inferencer's values on the device during a pass: the running total of its batch sums,
 /// or, for one that [joins them](super::Inferencer::concatenates_on_device), its batches'
@@ -48,21 +48,13 @@ impl DeviceTotal {
     }
 }
 
-/// How a pass ended: its batches, whether a signal or a short validation cut it, the transfer
-/// count at its start.
-pub(super) struct PassEnd {
-    pub(super) batches: u64,
-    pub(super) cut_short: Option<&'static str>,
-    pub(super) cancelled: bool,
-    pub(super) transfers: u64,
-}
-
-impl<D, F> InferenceRunner<D, F> {
+impl Inference {
     /// After a pass's last batch: the device totals read, the counts, then the results put (or
-    /// combined over the ranks; or dropped after a signal). A pass that a short validation cut
-    /// (fastai's `ShortEpochCallback`) puts its results and returns `Flow::CancelValid`'s cancel.
+    /// combined over the ranks; or dropped after a signal). A pass that a cancel ended (a
+    /// callback's `CancelValid`, fastai's `ShortEpochCallback`) puts the results of its batches.
     pub(super) fn end_pass<M: Module>(&mut self, ctx: &mut Context<'_, M>, end: PassEnd) -> Result<()> {
-        let PassEnd { batches, cut_short, cancelled, transfers } = end;
+        let PassEnd { batches, cut_short, cancelled } = end;
+        let transfers = self.transfers_at_start;
         let device_reads = self.read_totals()?;
         let counts = &self.counts.0;
         if cut_short.is_none() && !cancelled {
@@ -87,9 +79,6 @@ impl<D, F> InferenceRunner<D, F> {
             for (name, image) in inferencer.images() {
                 ctx.monitors().put_image(&name, image);
             }
-        }
-        if cancelled {
-            return Err(Cancel::Valid.into());
         }
         Ok(())
     }

@@ -1,0 +1,87 @@
+//! The callbacks that take fastai's batch events (`before_batch`, `after_pred`), resolved at
+//! setup, and their delivery to those callbacks: inside a training step (`run_step`), and at each
+//! batch of a validation pass the trainer runs (`validation.rs`).
+
+use std::borrow::Cow;
+
+use super::halt::{Flowing, cancel_halt, validation_misplaced};
+use super::{Activity, Whereabouts, wrap};
+use crate::callback::{Callbacks, Context, Event, Raised, StepHooks, TrainState};
+
+/// The callbacks that take the batch (`before_batch`) and the model's output (`after_pred`),
+/// in run order.
+#[derive(Debug, Default)]
+pub(in crate::trainer) struct BatchTakers {
+    pub(super) batch: Vec<usize>,
+    pub(super) pred: Vec<usize>,
+    /// Either is not empty: the one flag a step reads.
+    any: bool,
+}
+
+impl BatchTakers {
+    /// From the run order and every callback's hooks.
+    pub(super) fn new(order: &[usize], hooks: &[StepHooks]) -> Self {
+        let batch: Vec<usize> = order.iter().copied().filter(|&i| hooks[i].batch).collect();
+        let pred: Vec<usize> = order.iter().copied().filter(|&i| hooks[i].pred).collect();
+        BatchTakers { any: !batch.is_empty() || !pred.is_empty(), batch, pred }
+    }
+
+    /// Whether some callback takes the batch or the model's output: the step then goes the cold
+    /// way, which delivers them.
+    #[inline]
+    pub(in crate::trainer) fn any(&self) -> bool {
+        self.any
+    }
+
+    /// Whether some callback takes the batch.
+    pub(in crate::trainer) fn batch(&self) -> bool {
+        !self.batch.is_empty()
+    }
+
+    /// Whether some callback takes the model's output.
+    pub(in crate::trainer) fn pred(&self) -> bool {
+        !self.pred.is_empty()
+    }
+}
+
+/// An event inside a batch (`before_batch`, `after_pred`, `before_backward`, `after_backward`)
+/// to the callbacks `takers` names, in run order. A cancel stops it there and travels up; a
+/// request for a validation pass is an error (no pass runs inside a batch).
+#[cold]
+pub(super) fn deliver_in_batch<C: Callbacks<M, K>, M, K>(
+    callbacks: &mut C,
+    names: &[Cow<'static, str>],
+    at: &mut Whereabouts,
+    state: &mut TrainState<M>,
+    takers: &[usize],
+    event: Event<'_>,
+) -> Flowing {
+    let phase = if state.control.validating { crate::callback::Phase::Around } else { event.phase() };
+    for &i in takers {
+        at.activity = Activity::Callback(i, event.name());
+        if let Err(e) = callbacks.dispatch(i, event, &mut Context::new(&mut *state, phase)) {
+            return Err(wrap(&names[i], event.name(), e).into());
+        }
+        match state.control.raised.take() {
+            None => {}
+            Some(Raised::Cancel(cancel)) => return Err(cancel_halt(state, names, i, event.name(), cancel)),
+            Some(Raised::Validate) => return Err(validation_misplaced(&names[i], event.name()).into()),
+        }
+    }
+    Ok(())
+}
+
+impl<C, M, K> super::Dispatcher<C, M, K> {
+    /// The error for callbacks that take the model's output under a step function that did not
+    /// hand it over with `Step::pred`.
+    #[cold]
+    pub(in crate::trainer) fn pred_not_handed_over(&self) -> crate::Error {
+        let roster = &self.roster;
+        let takers: Vec<String> =
+            roster.batch_takers.pred.iter().map(|&i| format!("`{}`", roster.names[i])).collect();
+        crate::Error::msg(format!(
+            "callbacks {} take the model's output in after_pred, but the training step did not hand it over: call `step.pred(output)` on the model's output in the step function, before the loss",
+            takers.join(", ")
+        ))
+    }
+}
