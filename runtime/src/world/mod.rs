@@ -184,21 +184,16 @@ impl World {
         }
     }
 
-    /// Whether other ranks of this world run in this process (a threads world of two or more):
-    /// they share burn's process-wide generators and autodiff bookkeeping (`turns.rs`).
-    pub(crate) fn ranks_share_the_process(&self) -> bool {
-        !self.under_mpi() && self.size > 1
-    }
-
     /// Whether the ranks take turns at burn's process-wide state when the run is seeded
-    /// (`turns.rs`): ranks sharing the process, unless burn averages the gradients inside
-    /// `backward` (CUDA), where each rank waits for the others inside its backward.
+    /// (`turns.rs`): ranks on threads of this process (a threads world of two or more), which
+    /// share burn's generators and autodiff bookkeeping, unless burn averages the gradients
+    /// inside `backward` (CUDA), where each rank waits for the others inside its backward.
     pub(crate) fn takes_turns(&self) -> bool {
         #[cfg(feature = "cuda")]
         if self.grads_reduced_by_backend {
             return false;
         }
-        self.ranks_share_the_process()
+        !self.under_mpi() && self.size > 1
     }
 
     /// Whether the ranks are processes of an MPI job.
