@@ -6,6 +6,16 @@
 //! `fallback` emits what goes next to errors. Below them, as in serde_derive: `symbol` holds the
 //! attribute words, `ctxt` the error collector (every error of one input is reported at once)
 //! and `Attr` (a value given twice is an error), and `event` the one list of events.
+//!
+//! A step that outgrew one file is a folder, one file per concept: `attr/` has `mod.rs` (the
+//! helpers every attribute shares: suggestions, periods, booleans, the `crate` path), `hook.rs`
+//! (the arguments of `#[callback(...)]` and `#[on(...)]`), `fetch.rs` (`#[fetch(...)]`) and
+//! `order.rs` (`#[order(...)]`); `ast/` has `mod.rs` (hooks, the function and impl forms),
+//! `signature.rs` (a hook's signature and the model its context names) and `composition.rs`
+//! (the struct of `#[derive(Callbacks)]`); `expand/` has `mod.rs` (the runtime's path and what
+//! every expansion shares), `hook.rs` (the trait methods a set of hooks fills: gates, fetches,
+//! calls), `callback.rs` (the struct, function and impl of `#[callback]`) and `derive.rs` (the
+//! `Callbacks` impl of `#[derive(Callbacks)]`).
 
 mod ast;
 mod attr;

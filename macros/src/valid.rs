@@ -3,16 +3,28 @@
 use syn::spanned::Spanned;
 
 use crate::ast::Hook;
-use crate::attr::{self, OrderAttr};
+use crate::attr::{self, FetchAttr, OrderAttr};
 use crate::ctxt::Ctxt;
 use crate::event::EventKind;
 
 /// Check one hook. `callback_span` is where to point when the event is missing.
 pub fn hook(hook: &Hook, errors: &Ctxt, callback_span: proc_macro2::Span) {
-    let event = hook.event_name();
     if hook.event.is_none() && !hook.args.incomplete {
         errors.push(callback_span, "name the event this callback runs on: `#[callback(on = trigger)]`");
     }
+    ungated(hook, errors);
+    before_train(hook, errors);
+    let values: Vec<&syn::Type> = hook.values().collect();
+    match &hook.fetch {
+        Some(fetch) => fetch_count(hook, fetch, &values, errors),
+        None if hook.event.is_some_and(|event| event.in_step()) => payload_values(hook, &values, errors),
+        None => unfetched_values(hook, &values, errors),
+    }
+}
+
+/// A period or a predicate on an event that is never gated.
+fn ungated(hook: &Hook, errors: &Ctxt) {
+    let event = hook.event_name();
     let ungated = hook.event.filter(|event| event.ungated());
     // Why a period or a predicate cannot apply to the event.
     let why = match ungated {
@@ -40,6 +52,11 @@ pub fn hook(hook: &Hook, errors: &Ctxt, callback_span: proc_macro2::Span) {
             format!("`enable_if` on `{event}`, {why}: test the condition inside the function"),
         );
     }
+}
+
+/// `before_train` on another event than `trigger`.
+fn before_train(hook: &Hook, errors: &Ctxt) {
+    let event = hook.event_name();
     // On `trigger`, `true` also runs it before training and `false` is the default: both fine.
     if let Some((_, span)) = hook.args.before_train {
         if hook.event == Some(EventKind::BeforeTrain) {
@@ -48,70 +65,73 @@ pub fn hook(hook: &Hook, errors: &Ctxt, callback_span: proc_macro2::Span) {
             errors.push(span, format!("`before_train` asks `trigger` to also run before training; this callback runs on `{event}`: use `on = trigger`, or `on = before_train`"));
         }
     }
-    let values: Vec<&syn::Type> = hook.values().collect();
-    match &hook.fetch {
-        Some(fetch) => {
-            if hook.event.is_some_and(|event| !event.has_values()) {
-                errors.push_spanned(&fetch.tokens, format!("`#[fetch]` on `{event}`: fetched values exist only in `after_step`, right after the step that computed them"));
-            } else if fetch.count != values.len() && fetch.count != 0 {
-                let message = format!(
-                    "`#[fetch]` names {} value{} but the function takes {} value parameter{}: one parameter per name, in order",
-                    fetch.count,
-                    if fetch.count == 1 { "" } else { "s" },
-                    values.len(),
-                    if values.len() == 1 { "" } else { "s" },
-                );
-                if let Some(extra) = values.get(fetch.count) {
-                    // The first parameter without a name.
-                    errors.push_spanned(extra, message);
-                } else if let (true, Some(extra)) =
-                    (fetch.names.len() == fetch.count, fetch.names.get(values.len()))
-                {
-                    // The first name without a parameter.
-                    errors.push(extra.span(), message);
-                } else {
-                    errors.push_spanned(&fetch.tokens, message);
-                }
-            }
+}
+
+/// `#[fetch]` on an event without values, or naming as many values as there are parameters.
+fn fetch_count(hook: &Hook, fetch: &FetchAttr, values: &[&syn::Type], errors: &Ctxt) {
+    let event = hook.event_name();
+    if hook.event.is_some_and(|event| !event.has_values()) {
+        errors.push_spanned(&fetch.tokens, format!("`#[fetch]` on `{event}`: fetched values exist only in `after_step`, right after the step that computed them"));
+    } else if fetch.count != values.len() && fetch.count != 0 {
+        let message = format!(
+            "`#[fetch]` names {} value{} but the function takes {} value parameter{}: one parameter per name, in order",
+            fetch.count,
+            if fetch.count == 1 { "" } else { "s" },
+            values.len(),
+            if values.len() == 1 { "" } else { "s" },
+        );
+        if let Some(extra) = values.get(fetch.count) {
+            // The first parameter without a name.
+            errors.push_spanned(extra, message);
+        } else if let (true, Some(extra)) = (fetch.names.len() == fetch.count, fetch.names.get(values.len()))
+        {
+            // The first name without a parameter.
+            errors.push(extra.span(), message);
+        } else {
+            errors.push_spanned(&fetch.tokens, message);
         }
-        None if hook.event.is_some_and(|event| event.in_step()) => {
-            let (name, ty) = hook.event.and_then(EventKind::payload).unwrap_or(("loss", "StepLoss"));
-            // Another in-step event's payload: named here, rather than as a type mismatch
-            // inside the generated call.
-            if let Some(other) =
-                values.first().and_then(|value| payload_type(value)).filter(|other| *other != ty)
-            {
-                errors.push_spanned(
-                    values[0],
-                    format!(
-                        "`{other}` is another event's value: {} `{event}` callback takes `{name}: &{ty}`",
-                        if event.starts_with('a') { "an" } else { "a" }
-                    ),
-                );
-            }
-            if let Some(extra) = values.get(1) {
-                errors.push_spanned(
-                    extra,
-                    format!(
-                        "{} `{event}` callback takes `ctx: &mut Context<'_, M>` and `{name}: &{ty}` (in any order), nothing else",
-                        if event.starts_with('a') { "an" } else { "a" }
-                    ),
-                );
-            }
-        }
-        None => {
-            if let Some(first) = values.first() {
-                let message = if hook.event.is_some_and(EventKind::has_values) {
-                    "this parameter receives nothing: name the value it fetches with `#[fetch(\"name\")]`, or take `ctx: &mut Context<'_, M>`".to_string()
-                } else {
-                    format!(
-                        "{} `{event}` callback takes only `ctx: &mut Context<'_, M>`; fetched values come to `after_step` with `#[fetch(...)]`",
-                        if event.starts_with('a') { "an" } else { "a" }
-                    )
-                };
-                errors.push_spanned(first, message);
-            }
-        }
+    }
+}
+
+/// The parameters of an in-step event: its payload, once.
+fn payload_values(hook: &Hook, values: &[&syn::Type], errors: &Ctxt) {
+    let event = hook.event_name();
+    let (name, ty) = hook.event.and_then(EventKind::payload).unwrap_or(("loss", "StepLoss"));
+    // Another in-step event's payload: named here, rather than as a type mismatch
+    // inside the generated call.
+    if let Some(other) = values.first().and_then(|value| payload_type(value)).filter(|other| *other != ty) {
+        errors.push_spanned(
+            values[0],
+            format!(
+                "`{other}` is another event's value: {} `{event}` callback takes `{name}: &{ty}`",
+                if event.starts_with('a') { "an" } else { "a" }
+            ),
+        );
+    }
+    if let Some(extra) = values.get(1) {
+        errors.push_spanned(
+            extra,
+            format!(
+                "{} `{event}` callback takes `ctx: &mut Context<'_, M>` and `{name}: &{ty}` (in any order), nothing else",
+                if event.starts_with('a') { "an" } else { "a" }
+            ),
+        );
+    }
+}
+
+/// A value parameter without `#[fetch]`.
+fn unfetched_values(hook: &Hook, values: &[&syn::Type], errors: &Ctxt) {
+    let event = hook.event_name();
+    if let Some(first) = values.first() {
+        let message = if hook.event.is_some_and(EventKind::has_values) {
+            "this parameter receives nothing: name the value it fetches with `#[fetch(\"name\")]`, or take `ctx: &mut Context<'_, M>`".to_string()
+        } else {
+            format!(
+                "{} `{event}` callback takes only `ctx: &mut Context<'_, M>`; fetched values come to `after_step` with `#[fetch(...)]`",
+                if event.starts_with('a') { "an" } else { "a" }
+            )
+        };
+        errors.push_spanned(first, message);
     }
 }
 
