@@ -269,10 +269,10 @@ impl Cancel {
     pub(crate) fn applies(self) -> &'static str {
         match self {
             Cancel::Batch => {
-                "CancelBatch applies in before_step, before_batch, after_pred, before_backward and after_backward, while the batch runs (a training batch or a validation batch), not in after_batch, where the batch is over; to end the epoch use CancelEpoch, to stop training CancelFit"
+                "CancelBatch applies in before_step, before_batch, after_pred, before_backward, after_backward and after_step, while the batch runs (a training batch or a validation batch), not in after_batch, where the batch is over; to end the epoch use CancelEpoch, to stop training CancelFit"
             }
             Cancel::Epoch => {
-                "CancelEpoch applies from before_epoch to the last trigger_step of the epoch; after_epoch and later, the epoch is over: use CancelFit to stop training"
+                "CancelEpoch applies from before_epoch to the last trigger_step of the epoch, and during the epoch's validation (before_validate and the pass); after_epoch and later, outside a validation pass, the epoch is over: use CancelFit to stop training"
             }
             Cancel::Fit => {
                 "CancelFit applies from before_train to trigger_epoch, not in setup, after_cancel_fit or after_train"

@@ -215,9 +215,9 @@ impl GradFn for Clamp {
 }
 
 /// Adds a second set of gradients into the first, parameter by parameter.
-struct AddGrads<'a> {
-    sum: &'a mut GradientsParams,
-    new: GradientsParams,
+pub(crate) struct AddGrads<'a> {
+    pub(crate) sum: &'a mut GradientsParams,
+    pub(crate) new: GradientsParams,
 }
 
 impl ModuleVisitor for AddGrads<'_> {

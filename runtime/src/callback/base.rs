@@ -190,16 +190,22 @@ pub enum Flow {
     /// or no optimizer step: the weights do not change), then every callback receives
     /// `after_cancel_batch`, and the step ends as any other: `after_step` (to the callbacks that
     /// fetch nothing: the step has no values), `trigger_step`. The step counts in `global_step`,
-    /// as fastai's `after_batch` counts it. Returned from another event it is an error saying so.
+    /// as fastai's `after_batch` counts it. From `after_backward` the gradients are kept and
+    /// added into the next step's (fastai skips `step` and `zero_grad`: its
+    /// `GradientAccumulation`). From `after_step` (inside fastai's batch, its optimizer step
+    /// done) the callbacks after this one miss `after_step`, then every callback receives
+    /// `after_cancel_batch`. Returned from another event it is an error saying so.
     CancelBatch,
     /// Skip the rest of this epoch (fastai's `CancelEpochException`): returned from
     /// `before_epoch` or any event of a step, the rest of the step (if its optimizer has not run,
     /// the weights do not change, and the step does not count) and of the epoch do not run, then
     /// every callback receives `after_cancel_epoch`, then `after_epoch` and `trigger_epoch`, and
-    /// the next epoch starts. Returned from `after_epoch` or later in the epoch it is an error:
-    /// the epoch is over. (fastai's epoch also skips its validation; here an
-    /// [`InferenceRunner`](crate::inference::InferenceRunner) validates from `trigger_epoch`,
-    /// which runs, so the cancelled epoch is still validated.)
+    /// the next epoch starts; a validation pass asked for in the cancelled epoch (an
+    /// [`InferenceRunner`](crate::inference::InferenceRunner)'s, from `trigger_epoch`) does not
+    /// run, as fastai's cancelled epoch is not validated. Returned from `before_validate` or the
+    /// epoch's validation pass it is the epoch's: no `after_validate`, then `after_cancel_epoch`.
+    /// Returned from `after_epoch` or later, outside a validation pass, it is an error: the
+    /// epoch is over.
     CancelEpoch,
     /// Stop training at once (fastai's `CancelFitException`): returned from any event from
     /// `before_train` to `trigger_epoch`, the rest of training does not run (nor the epoch's

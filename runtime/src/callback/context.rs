@@ -46,6 +46,18 @@ pub(crate) struct Control {
     pub(crate) cancelled_at: Option<(usize, &'static str)>,
     /// Between `before_validate` and `after_validate`: [`Context::training`] is `false`.
     pub(crate) validating: bool,
+    /// fastai's `training`: set when an epoch's training starts (after `before_epoch`), cleared
+    /// by a validation pass asked for outside the epoch's steps; `false` before the first epoch.
+    pub(crate) training: bool,
+    /// The epoch was cancelled (`CancelEpoch`): its validation does not run (fastai's
+    /// `_do_epoch` ends before `_do_epoch_validate`). Cleared when the next epoch starts.
+    pub(crate) epoch_cancelled: bool,
+    /// A `CancelEpoch` ended a validation pass: the epoch that pass belongs to catches it, also
+    /// when the pass ran from `after_epoch` or `trigger_epoch`.
+    pub(crate) epoch_cancelled_in_pass: bool,
+    /// The gradients of a batch a `CancelBatch` ended after backward (fastai skips `step` and
+    /// `zero_grad`): added into the next backward's.
+    pub(crate) kept_grads: Option<burn::optim::GradientsParams>,
     /// fastai's `ShortEpochCallback(pct, short_valid=True)` during a validation pass: the share
     /// of the pass after which the validating callback cancels it (reset after each pass).
     pub(crate) short_validation: Option<f64>,
@@ -442,10 +454,16 @@ impl<M> Context<'_, M> {
     pub fn skip_rest_of_epoch(&mut self) {
         self.state.control.skip_epoch = true;
     }
-    /// Whether the model is being trained (fastai's `training`): `true`, except from
-    /// `before_validate` to `after_validate` (both included), around a validation pass.
+    /// Whether the model is being trained (fastai's `training`, which its `TrainEvalCallback`
+    /// sets): `true` from the start of an epoch's training (after `before_epoch`, before its
+    /// first step), `false` from `before_validate` on, until the next epoch's training starts.
+    /// So `false` in `setup`, `before_train` and the first `before_epoch`; after an epoch's
+    /// validation in `trigger_epoch`, `false` in the rest of that `trigger_epoch`, the next
+    /// `before_epoch` and `after_train`. A pass asked for between two steps of an epoch
+    /// (from `trigger_step`) gives training back to the steps that follow; an epoch never
+    /// validated stays `true` to its end, as fastai's.
     pub fn training(&self) -> bool {
-        !self.state.control.validating
+        self.state.control.training && !self.state.control.validating
     }
     /// Say that this callback draws on the whole terminal (from `setup`): the progress bar and
     /// the scalar printer draw nothing beside it. The dashboard's alone.

@@ -239,6 +239,20 @@ impl Event<'_> {
             other => other,
         }
     }
+
+    /// Whether the event comes between two training steps of an epoch, where the epoch's
+    /// training goes on after it (`before_step`, `after_step`, `fetched`, `after_batch`,
+    /// `trigger_step`).
+    pub(crate) fn between_steps(&self) -> bool {
+        matches!(
+            self,
+            Event::BeforeStep
+                | Event::AfterStep(_)
+                | Event::Fetched(_)
+                | Event::AfterBatch
+                | Event::TriggerStep
+        )
+    }
 }
 
 #[cfg(test)]

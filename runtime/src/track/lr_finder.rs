@@ -46,8 +46,8 @@ struct Saved<M> {
 /// - at `after_train` (whatever ended the run) the model, the optimizer and the learning rate
 ///   are those of `before_train`.
 ///
-/// It differs in one way: a smoothed loss that is not finite (a NaN) also stops the sweep (with
-/// `stop_div`), where fastai's comparisons are false for a NaN and the sweep goes on to `num_it`.
+/// A NaN loss stops nothing, as in fastai (its comparisons are false for a NaN): the sweep runs
+/// on to `num_it`, and its curve ends at the first NaN, for the suggestions and the plot alike.
 ///
 /// Give the run enough steps: `max_epoch(u64::MAX)` lets the finder end it (fastai's `lr_find`
 /// fits `num_it / len(dl) + 1` epochs); a run shorter than `num_it` steps is warned about. Run
@@ -218,7 +218,8 @@ impl<M: Module> Callback<M> for LrFinder<M> {
         if smooth < self.best {
             self.best = smooth;
         }
-        let diverged = smooth > 4.0 * self.best || !smooth.is_finite();
+        // fastai's `smooth_loss > 4*best_loss`: false for a NaN, which does not stop the sweep.
+        let diverged = smooth > 4.0 * self.best;
         let done = ctx.global_step() - self.first_step >= self.num_it;
         if (self.stop_div && diverged) || done {
             return ctx.cancel(Cancel::Fit);

@@ -3,7 +3,7 @@
 
 /// fastai's `AvgSmoothLoss(beta=0.98)`, the `Recorder`'s smoothed loss: an exponential moving
 /// average of the losses, `val = lerp(loss, val, beta)` from 0, debiased by `1 - beta^count`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub(crate) struct SmoothLoss {
     count: i32,
     val: f64,

@@ -38,7 +38,9 @@ pub struct EpochValues {
     pub epoch_num: u64,
     /// The global step at its end.
     pub global_step: u64,
-    /// The mean of the training loss over the epoch's steps.
+    /// The training loss fastai's `Recorder` logs at the epoch's end: its smoothed loss
+    /// (`AvgSmoothLoss(beta=0.98)` over every step from the first recorded) after the epoch's
+    /// last step; `NaN` before any step.
     pub train_loss: f64,
     /// The validation loss put during the epoch (the scalar named by
     /// [`Recorder::valid_loss`]), if any.
@@ -55,14 +57,15 @@ pub struct EpochValues {
 ///   ([`Fetch::deferred`](crate::fetch::Fetch::deferred)): read back at every step, as fastai reads
 ///   `loss.item()` at every batch, but without making the step wait for the device; each loss
 ///   arrives a step later, with the step it belongs to, and every loss of an epoch has arrived
-///   before the epoch's end. fastai plots a smoothed loss; this records the raw one (its mean per
-///   epoch is `train_loss`).
+///   before the epoch's end. fastai plots a smoothed loss; this records the raw one; an epoch's
+///   `train_loss` is the smoothed one at its end, as fastai logs it.
 /// - The learning rate of every step is the `learning_rate` hyper-parameter the step used.
 /// - At each epoch's end (`trigger_epoch`, ordered after the callbacks that put the validation
 ///   loss and the metrics: register it after them), the validation loss and each metric are the
 ///   values put during the epoch, read from the monitors' history: fastai's `Recorder` computes
 ///   them itself; here the validation (an `InferenceRunner`) puts them and the recorder reads
-///   them by name.
+///   them by name. After a cancelled pass (`CancelValid`, `ShortEpochCallback`'s cut) the epoch has
+///   none, as fastai's `Recorder` logs none.
 /// - At the end of training (`after_train`, also after a stop or an error), `loss.png` and
 ///   `lr.png` are written to the log directory (on the chief), unless
 ///   [`plots(false)`](Self::plots); [`plot_loss`](Self::plot_loss) and
@@ -104,8 +107,11 @@ pub struct Recorder {
     losses: Vec<(u64, f64)>,
     lrs: Vec<(u64, f64)>,
     values: Vec<EpochValues>,
-    /// Where the current epoch's steps start in `losses`.
-    epoch_start: usize,
+    /// fastai's smoothed loss over `losses[..smoothed]` (caught up at each epoch's end).
+    smooth: (SmoothLoss, usize, f64),
+    /// A validation pass of this epoch was cancelled (fastai's `cancel_valid`): no validation
+    /// values for it.
+    cancel_valid: bool,
     /// Where the losses and learning rates go at each checkpoint (a journal in the log directory).
     journal: RecorderJournal,
 }
@@ -240,9 +246,11 @@ impl Recorder {
 }
 
 /// fastai's `plot_lr_find(skip_end=5)`: the loss against the learning rate, without the last 5
-/// points, with `marks`.
+/// points, with `marks`; the curve ends at the first loss that is not a number (a NaN smoothed
+/// loss stays NaN: matplotlib draws nothing from there).
 pub(crate) fn plot_lr_find(path: &Path, points: &[(f64, f64)], marks: &[Mark<'_>]) -> Result<()> {
     let shown = &points[..points.len().saturating_sub(5)];
+    let shown = &shown[..shown.iter().position(|p| p.1.is_nan()).unwrap_or(shown.len())];
     let plot = Plot {
         title: "Loss against the learning rate",
         left: Series { points: shown, color: TRAIN_COLOR, label: "loss" },
@@ -287,6 +295,16 @@ impl<M> Callback<M> for Recorder {
         Ok(())
     }
 
+    fn before_epoch(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+        self.cancel_valid = false;
+        Ok(())
+    }
+
+    fn after_cancel_validate(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+        self.cancel_valid = true;
+        Ok(())
+    }
+
     fn fetched(&mut self, _ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
         let loss: f32 = values.get("loss")?;
         self.losses.push((values.step(), f64::from(loss)));
@@ -302,12 +320,17 @@ impl<M> Callback<M> for Recorder {
             let epochs = monitors.history_epochs(name);
             history.iter().zip(epochs).rev().find(|&(_, &e)| e == epoch).map(|(&(_, v), _)| v)
         };
-        let steps = &self.losses[self.epoch_start.min(self.losses.len())..];
-        let train_loss = if steps.is_empty() {
-            f64::NAN
-        } else {
-            steps.iter().map(|&(_, l)| l).sum::<f64>() / steps.len() as f64
-        };
+        let (smooth, smoothed, train_loss) = &mut self.smooth;
+        if *smoothed == 0 {
+            *train_loss = f64::NAN;
+        }
+        for &(_, loss) in &self.losses[(*smoothed).min(self.losses.len())..] {
+            *train_loss = smooth.add(loss);
+        }
+        *smoothed = self.losses.len();
+        let train_loss = *train_loss;
+        // fastai's `_valid_mets`: none after a cancelled pass (`ShortEpochCallback`'s too).
+        let this_epoch = |name: &str| if self.cancel_valid { None } else { this_epoch(name) };
         let valid_loss = self.valid_loss.as_deref().and_then(this_epoch);
         let metrics = self.metrics.iter().filter_map(|m| Some((m.clone(), this_epoch(m)?))).collect();
         self.values.push(EpochValues {
@@ -317,7 +340,6 @@ impl<M> Callback<M> for Recorder {
             valid_loss,
             metrics,
         });
-        self.epoch_start = self.losses.len();
         Ok(())
     }
 
@@ -349,7 +371,7 @@ impl<M> Callback<M> for Recorder {
                 })
             })
             .collect();
-        let mut state = serde_json::json!({ "values": values, "epoch_start": self.epoch_start });
+        let mut state = serde_json::json!({ "values": values });
         match journal {
             Some(mark) => state["journal"] = mark.to_json(),
             None => {
@@ -400,7 +422,8 @@ impl<M> Callback<M> for Recorder {
                 metrics,
             });
         }
-        self.epoch_start = state["epoch_start"].as_u64().ok_or_else(bad)? as usize;
+        // The smoothed loss catches up over the restored losses at the next epoch's end.
+        self.smooth = (SmoothLoss::new(), 0, f64::NAN);
         (self.losses, self.lrs, self.values) = (losses, lrs, values);
         Ok(())
     }

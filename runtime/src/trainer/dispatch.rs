@@ -417,7 +417,8 @@ impl<C, M> Delivery<'_, '_, C, M> {
 
     /// Callback `i` asked something of the loop at once during `event`: a request for a
     /// validation pass is served (`before_validate` to every callback, the pass, `after_validate`
-    /// to every callback: `validation.rs`), then the event goes on with the callbacks after `i`;
+    /// to every callback: `validation.rs`; none in an epoch a `CancelEpoch` ended, as fastai's
+    /// cancelled epoch is not validated), then the event goes on with the callbacks after `i`;
     /// a cancel goes up to the level of the loop that acts on it.
     #[cold]
     fn raised<K>(self, event: Event<'_>, i: usize) -> Flowing
@@ -435,10 +436,19 @@ impl<C, M> Delivery<'_, '_, C, M> {
                 Err(validation_misplaced(&this.roster.names[i], event.name()).into())
             }
             Raised::Validate => {
-                this.state.control.validating = true;
-                let pass = this.again().validation_pass(i, event);
-                this.state.control.validating = false;
-                this.state.control.short_validation = None;
+                let pass = match this.state.control.epoch_cancelled {
+                    true => this.again().skipped_pass(i, event),
+                    false => {
+                        this.state.control.validating = true;
+                        let pass = this.again().validation_pass(i, event);
+                        this.state.control.validating = false;
+                        this.state.control.short_validation = None;
+                        // fastai's `training` stays false after a pass until the next epoch's
+                        // training starts; a pass between two steps gives it back to the steps.
+                        this.state.control.training &= event.between_steps();
+                        pass
+                    }
+                };
                 pass?;
                 let next =
                     this.order.iter().position(|&j| j == i).map_or(this.order.len(), |position| position + 1);

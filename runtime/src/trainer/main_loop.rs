@@ -102,6 +102,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             counters.epoch_num = epoch;
             counters.local_step = std::mem::take(&mut local_step);
             self.state.monitors.epoch_num = epoch;
+            self.state.control.epoch_cancelled = false;
             // fastai's epoch and train levels: a CancelEpoch or a CancelTrain from before_epoch
             // or a step ends up here.
             match self.epoch_steps(data, step, &mut pass, &mut first) {
@@ -118,8 +119,15 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             if self.fetches.plan.has_pending() {
                 self.deliver_deferred(u64::MAX, true)?;
             }
-            self.deliver(Event::AfterEpoch)?;
-            self.deliver(Event::TriggerEpoch)?;
+            // The epoch's validation runs from here: a CancelEpoch from it ends the epoch.
+            for event in [Event::AfterEpoch, Event::TriggerEpoch] {
+                match self.deliver(event) {
+                    Err(Halt::Cancel(Cancel::Epoch)) if self.state.control.epoch_cancelled_in_pass => {
+                        self.cancelled_epoch()?
+                    }
+                    other => other?,
+                }
+            }
             self.state.monitors.end_row();
             self.state.monitors.end_epoch();
             self.agree_at_boundary()?;
@@ -145,6 +153,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         S: TrainingStep<M, D::Batch>,
     {
         self.deliver(Event::BeforeEpoch)?;
+        // fastai's `before_train`: the epoch's training starts.
+        self.state.control.training = true;
         let steps = self.state.counters.steps_per_epoch;
         while self.state.counters.local_step < steps && !self.stopping() && !self.skipping() {
             self.doing(Activity::Data);
@@ -174,7 +184,12 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 Err(error) => Err(error),
             };
             match ran {
-                Ok(()) => self.after_step()?,
+                // fastai's `after_step` is inside the batch level: a CancelBatch there is the
+                // batch's (its optimizer step already ran).
+                Ok(()) => match self.after_step() {
+                    Err(Halt::Cancel(Cancel::Batch)) => self.deliver(Event::AfterCancelBatch)?,
+                    other => other?,
+                },
                 Err(Halt::Cancel(Cancel::Batch)) => self.cancelled_batch()?,
                 Err(halt) => return Err(halt),
             }
@@ -211,11 +226,15 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         })
     }
 
-    /// A callback returned `Flow::CancelEpoch` from `before_epoch` or a step: every callback
-    /// receives `after_cancel_epoch`; the epoch then ends as any other.
+    /// A callback returned `Flow::CancelEpoch` from `before_epoch`, a step or the epoch's
+    /// validation: every callback receives `after_cancel_epoch`; the epoch then ends as any
+    /// other, but a validation pass asked for in it does not run (fastai's cancelled epoch is
+    /// not validated).
     #[cold]
     fn cancelled_epoch(&mut self) -> Flowing {
         self.doing(Activity::Trainer);
+        self.state.control.epoch_cancelled = true;
+        self.state.control.epoch_cancelled_in_pass = false;
         self.deliver(Event::AfterCancelEpoch)
     }
 

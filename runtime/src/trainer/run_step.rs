@@ -67,6 +67,10 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 grads
             }
         };
+        let grads = match self.state.control.kept_grads.is_some() {
+            true => self.with_kept_grads(grads),
+            false => grads,
+        };
         let mut grads = self.agree_step(grads)?;
         if self.dispatch.takes_gradients() {
             grads = self.take_gradients(grads)?;
@@ -168,9 +172,21 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         Ok(slot.loss.into_inner().ok_or_else(|| Error::msg("a before_backward callback removed the loss"))?)
     }
 
+    /// The gradients a `CancelBatch` kept, added into this step's (fastai's backward adds
+    /// into the `.grad` that its cancelled batch did not zero).
+    #[cold]
+    fn with_kept_grads(&mut self, mut grads: GradientsParams) -> GradientsParams {
+        let kept = self.state.control.kept_grads.take().expect("kept gradients");
+        let model = self.state.model.as_ref().expect("the model is present between steps");
+        model.visit(&mut crate::modify::AddGrads { sum: &mut grads, new: kept });
+        grads
+    }
+
     /// `after_backward` for the callbacks that take the gradients. A `Flow::CancelStep` there
     /// (fastai's `CancelStepException` from its `before_step`) drops the gradients: every
     /// callback receives `after_cancel_step`, and the step goes on without its optimizer step.
+    /// A `Flow::CancelBatch` keeps them for the next step's backward to add into (fastai skips
+    /// `step` and `zero_grad`: its `GradientAccumulation`).
     #[cold]
     fn take_gradients(&mut self, grads: Option<GradientsParams>) -> Flowing<Option<GradientsParams>> {
         let slot = StepGradients { grads: RefCell::new(grads) };
@@ -182,6 +198,10 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 self.deliver(Event::AfterCancelStep)?;
                 self.doing(Activity::Step);
                 Ok(None)
+            }
+            Err(Halt::Cancel(Cancel::Batch)) => {
+                self.state.control.kept_grads = slot.grads.into_inner();
+                Err(Halt::Cancel(Cancel::Batch))
             }
             Err(halt) => Err(halt),
         }

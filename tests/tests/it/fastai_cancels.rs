@@ -475,3 +475,19 @@ fn fastai_short_epoch_pct_outside_zero_to_one_is_an_error_at_setup() {
         "callback `ShortEpochCallback` failed in setup: ShortEpochCallback: pct must be between 0 and 1, got 1.5"
     );
 }
+
+/// fastai learner.py, Recorder (`after_cancel_validate` sets `cancel_valid`, and `_valid_mets`
+/// is then empty): a pass `ShortEpochCallback(short_valid=True)` cut records no validation loss
+/// for its epoch; a whole pass does.
+#[test]
+fn fastai_recorder_records_no_validation_loss_for_a_pass_short_epoch_cut() {
+    for short_valid in [true, false] {
+        let mut recorder = burn_stoker::track::Recorder::new().valid_loss("validation_cost").plots(false);
+        let short = ShortEpochCallback::new().pct(0.25).short_valid(short_valid);
+        run_linear((short, indexed_validation(8), &mut recorder), 2, 4).unwrap();
+        let valid: Vec<Option<f64>> = recorder.values().iter().map(|v| v.valid_loss).collect();
+        let whole = Some(3.5); // the mean of the indices 0..8
+        let expected = if short_valid { vec![None, None] } else { vec![whole, whole] };
+        assert_eq!(valid, expected, "short_valid {short_valid}");
+    }
+}

@@ -120,14 +120,16 @@ fn fastai_model_resetter_resets_before_training_before_validation_and_after_the_
         .unwrap();
     // By hand: 2 epochs of 2 training passes, a validation of 3 passes after each; the
     // resetter runs first in each event, Watch last (after the runner's pass in trigger_epoch).
+    // `training` as fastai's TrainEvalCallback sets it: false before the first epoch's training
+    // and from a validation on, until the next epoch's training starts.
     let epoch = |e: u32, first_reset: u32| {
         vec![
             format!("reset after {first_reset} passes"), // before_epoch: the previous validation's 3, or 0
-            format!("before_epoch e{e} training=true"),
+            format!("before_epoch e{e} training=false"),
             "reset after 2 passes".to_string(), // before_validate: this epoch's 2 training steps
             format!("before_validate e{e} training=false"),
             format!("after_validate e{e} training=false"), // the runner's 3 passes ran in between
-            format!("trigger_epoch (validation_cost put: true) e{e} training=true"),
+            format!("trigger_epoch (validation_cost put: true) e{e} training=false"),
         ]
     };
     let mut expected = epoch(1, 0);
@@ -392,8 +394,8 @@ fn fastai_cancel_fit_stops_at_once_then_after_cancel_fit_then_after_train() {
     }
 }
 
-/// Returns CancelBatch from after_step, where the batch is over.
-#[callback(on = after_step)]
+/// Returns CancelBatch from after_batch, where the batch is over.
+#[callback(on = after_batch)]
 fn cancel_batch_too_late() -> Flow {
     Flow::CancelBatch
 }
@@ -409,7 +411,7 @@ fn fastai_cancel_where_it_cannot_apply_is_an_error_naming_the_callback_and_event
     let error = run_linear(CancelBatchTooLate, 1, 2).map(|_| ()).unwrap_err().to_string();
     assert_eq!(
         error,
-        "callback `CancelBatchTooLate` failed in after_step: Flow::CancelBatch was returned where the training loop cannot act on it (CancelBatch applies in before_step, before_batch, after_pred, before_backward and after_backward, while the batch runs (a training batch or a validation batch), not in after_batch, where the batch is over; to end the epoch use CancelEpoch, to stop training CancelFit)"
+        "callback `CancelBatchTooLate` failed in after_batch: Flow::CancelBatch was returned where the training loop cannot act on it (CancelBatch applies in before_step, before_batch, after_pred, before_backward, after_backward and after_step, while the batch runs (a training batch or a validation batch), not in after_batch, where the batch is over; to end the epoch use CancelEpoch, to stop training CancelFit)"
     );
     let error = run_linear(CancelEpochTooLate, 1, 2).map(|_| ()).unwrap_err().to_string();
     assert!(
@@ -632,12 +634,12 @@ fn fastai_validate_events_surround_each_pass_that_a_trigger_runs() {
     };
     let mut expected = Vec::new();
     for e in 1..=3 {
-        expected.push(format!("before_epoch e{e} training=true"));
+        expected.push(format!("before_epoch e{e} training=false"));
         if e == 2 {
             expected.extend(pass("EveryTwo", e));
         }
         expected.extend(pass("Every", e));
-        expected.push(format!("trigger_epoch (validation_cost put: false) e{e} training=true"));
+        expected.push(format!("trigger_epoch (validation_cost put: false) e{e} training=false"));
     }
     assert_eq!(take(&log), expected);
 }

@@ -161,11 +161,23 @@ fn fastai_lr_find_stops_at_the_first_step_where_the_smoothed_loss_exceeds_four_t
     assert_eq!(report.counters.global_step(), 14);
 }
 
+/// fastai callback/schedule.py, LRFinder.after_batch: `smooth_loss > 4*best_loss` is false for a
+/// NaN, so the sweep runs on to `num_it`; `lr_find` cuts the points at the first NaN.
 #[test]
-fn fastai_lr_find_stops_on_a_nan_loss_and_num_it_is_at_least_six() {
-    let mut finder = LrFinder::new();
-    let report = sweep_with_losses(vec![1.0, 0.9, f32::NAN, 0.5, 0.5, 0.5, 0.5], &mut finder);
-    assert_eq!(report.counters.global_step(), 3, "stopped at the NaN (fastai goes on to num_it)");
+fn fastai_lr_find_runs_on_to_num_it_past_a_nan_loss_and_num_it_is_at_least_six() {
+    let mut finder = LrFinder::new().num_it(12);
+    let mut losses = vec![1.0, 0.9, 0.8, 0.7, 0.6, 0.5, f32::NAN];
+    losses.extend([0.5; 6]);
+    let report = sweep_with_losses(losses, &mut finder);
+    assert_eq!(report.counters.global_step(), 12, "on to num_it past the NaN");
+    let points = finder.points();
+    assert_eq!(points.len(), 12);
+    assert!(points[..6].iter().all(|p| p.1.is_finite()) && points[6..].iter().all(|p| p.1.is_nan()));
+    // The suggestions read the points before the NaN (12 points: from 1 to 6, cut at 6).
+    let (lrs, smooth): (Vec<f64>, Vec<f64>) = points[1..6].iter().copied().unzip();
+    for method in Suggestion::ALL {
+        assert_eq!(finder.suggest(method), method.suggest(&lrs, &smooth), "{method:?}");
+    }
     let mut finder = LrFinder::new().num_it(2).stop_div(false);
     let report = sweep_with_losses(vec![1.0; 10], &mut finder);
     assert_eq!(report.counters.global_step(), 6, "fastai: if num_it < 6: num_it = 6");

@@ -22,6 +22,7 @@ mod families;
 mod fastai_cancels;
 mod fastai_loop;
 mod fastai_lr_find;
+mod fastai_scopes;
 mod inference;
 mod lifecycle;
 mod log_dir;

@@ -1041,7 +1041,21 @@ fn recorder_records_losses_lrs_and_epoch_values_and_plots_them_as_png() {
         .map(|v| (v.epoch_num, v.global_step, v.train_loss, v.valid_loss, v.metrics.clone()))
         .collect();
     let acc: BTreeMap<String, f64> = [("acc".to_string(), 0.5)].into();
-    assert_eq!(values, [(1, 5, 7.0, Some(5.0), acc), (2, 10, 2.0, Some(1.0), BTreeMap::new())]);
+    // fastai learner.py, Recorder: an epoch's training loss is the smoothed loss at its end
+    // (`AvgSmoothLoss(beta=0.98)`: `val = lerp(loss, val, 0.98)` from 0, over 1 - 0.98^n), from
+    // the first step: after steps 5 and 10.
+    let smooth = |n: i32| {
+        let val = (1..=n).fold(0.0, |val, s| (10.0 - s as f64) + 0.98 * (val - (10.0 - s as f64)));
+        val / (1.0 - 0.98f64.powi(n))
+    };
+    // About the mean, 7, a little below: the later, lower losses weigh more.
+    assert!((smooth(5) - 7.0).abs() < 0.05 && smooth(5) < 7.0, "{}", smooth(5));
+    let train: Vec<f64> = values.iter().map(|v| v.2).collect();
+    for (got, want) in train.iter().zip([smooth(5), smooth(10)]) {
+        assert!((got - want).abs() < 1e-9, "{train:?}");
+    }
+    let rest: Vec<_> = values.iter().map(|v| (v.0, v.1, v.3, v.4.clone())).collect();
+    assert_eq!(rest, [(1, 5, Some(5.0), acc), (2, 10, Some(1.0), BTreeMap::new())]);
 
     // loss.png: the area is [72, 568) x [72, 408); each axis runs 5% of its values' span past
     // them at either end (no point on the frame): x from step 0.55 to 10.45.

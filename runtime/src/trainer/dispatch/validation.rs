@@ -38,9 +38,27 @@ impl<C, M> Delivery<'_, '_, C, M> {
         match ran {
             Ok(()) => {}
             Err(Halt::Cancel(Cancel::Valid)) => self.again().all(Event::AfterCancelValidate)?,
-            Err(halt) => return Err(halt),
+            Err(halt) => {
+                // fastai's epoch catches a `CancelEpoch` from its validation (no `after_validate`).
+                self.state.control.epoch_cancelled_in_pass = matches!(halt, Halt::Cancel(Cancel::Epoch));
+                return Err(halt);
+            }
         }
         self.all(Event::AfterValidate)
+    }
+
+    /// A pass asked for in an epoch a `CancelEpoch` ended: it does not run (fastai's cancelled
+    /// epoch skips its validation), no event is delivered, and a pass handed over goes back to
+    /// callback `i` in `validate` untouched.
+    #[cold]
+    pub(super) fn skipped_pass<K>(self, i: usize, event: Event<'_>) -> Flowing
+    where
+        C: Callbacks<M, K>,
+    {
+        match self.state.pass.take() {
+            Some(pass) => self.hand_back(i, event, pass),
+            None => Ok(()),
+        }
     }
 
     /// The pass of a callback that runs it itself, in its `validate`.
