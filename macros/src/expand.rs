@@ -312,6 +312,13 @@ fn trait_methods(rt: &Runtime, methods: Methods, model: &TokenStream) -> TokenSt
             }
         });
     }
+    if !takes(EventKind::AfterBatch) {
+        out.extend(quote! {
+            fn takes_after_batch(&self) -> bool {
+                false
+            }
+        });
+    }
     let fetches = &methods.fetches;
     if !fetches.is_empty() {
         let n = fetches.len();
