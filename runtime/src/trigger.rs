@@ -10,6 +10,8 @@
 //! gate events but calls `trigger` from three of them.
 
 mod proxy;
+#[cfg(test)]
+mod tests;
 
 use crate::callback::{
     Callback, Context, Counters, Event, Period, PeriodSetting, StepBatch, StepGradients, StepLoss, StepPred,
