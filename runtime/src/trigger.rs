@@ -10,6 +10,8 @@
 //! gate events but calls `trigger` from three of them.
 
 mod proxy;
+#[cfg(test)]
+mod tests;
 
 use crate::callback::{
     Callback, Context, Counters, Event, Period, PeriodSetting, StepBatch, StepGradients, StepLoss, StepPred,
@@ -125,7 +127,7 @@ impl<C> PeriodicTrigger<C> {
 impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
     // The wrapped callback's identity and state, as they are.
     crate::callback::forward_methods!((field inner);
-        name order fetches chief_only save_state load_state step_hooks wants_fetch);
+        name order fetches chief_only save_state load_state step_hooks takes_after_batch wants_fetch);
     fn before_batch(&mut self, ctx: &mut Context<'_, M>, batch: &StepBatch<'_>) -> Result<()> {
         self.inner.before_batch(ctx, batch)
     }
@@ -163,6 +165,9 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
     }
     fn fetched(&mut self, ctx: &mut Context<'_, M>, values: &Fetched<'_>) -> Result<()> {
         self.inner.fetched(ctx, values)
+    }
+    fn after_batch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.inner.after_batch(ctx)
     }
     fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         self.inner.trigger_step(ctx)?;
@@ -210,20 +215,34 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
 }
 
 /// Delivers the wrapped callback's per-step and per-epoch events only every `k` steps or epochs
-/// (tensorpack's `PeriodicCallback`); `setup`, `before_train` and `after_train` always run.
+/// (tensorpack's `PeriodicCallback`, tensorpack/callbacks/trigger.py); `setup`, `before_train`
+/// and `after_train` always run.
 ///
-/// A step event (`before_step`, `after_step` and its fetches, `trigger_step`) of step `n`
-/// (`global_step` after it, `next_step()` before it) is delivered when `n % every_k_steps == 0`,
-/// when its epoch is one of every `every_k_epochs`, and, with `every_k_epochs`, at the very last
-/// step of training (the last epoch's last step, wherever `global_step` started). An epoch event
-/// (`before_epoch`, `after_epoch`, `trigger_epoch`, `trigger`) of epoch `e` is delivered when
-/// `e % every_k_epochs == 0`, when `global_step % every_k_steps == 0` (so `before_epoch` of the
-/// first epoch, at `global_step` 0), and, with `every_k_epochs`, at the last epoch. With only
-/// `every_k_steps` neither the last step nor the last epoch is added: tensorpack's
-/// `PeriodicCallback.predicate` adds them only under `every_k_epochs`. (tensorpack tests `global_step` before and after a step alike, so its
-/// `before_run` and `after_run` see different steps; here a step's events agree.) The rules are
-/// [`Period::step_due`] and [`Period::epoch_due`]. Without `every_k_steps` or `every_k_epochs`
-/// it is refused at setup: it would deliver every event.
+/// As in tensorpack, the predicate is read at each gated event from the counters of that
+/// moment, and the events around a step's work read it before the step:
+///
+/// - `before_step` (tensorpack's `before_run`) reads it with `global_step` not yet counting the
+///   step, and its answer holds for the step's fetches and `after_step` (tensorpack's
+///   `after_run`, which keeps `before_run`'s answer): step `n` is delivered when `n - 1`, the
+///   steps done before it, is a multiple of `every_k_steps` ([`Period::run_due`]). With every 3
+///   steps: steps 1, 4, 7...
+/// - `trigger_step` reads it after the step, `global_step` counting it: step `n`'s when `n` is a
+///   multiple of `every_k_steps` ([`Period::step_due`]). With every 3 steps: steps 3, 6, 9...
+/// - each epoch event (`before_epoch`, `after_epoch`, `trigger_epoch`, `trigger`) of epoch `e`
+///   when `e % every_k_epochs == 0` or `global_step % every_k_steps == 0` (so `before_epoch` of
+///   the first epoch, at `global_step` 0) ([`Period::epoch_due`]).
+///
+/// Every step event of an epoch that is one of every `every_k_epochs` is delivered. With
+/// `every_k_epochs`, the very last step of training (the last epoch's last step, wherever
+/// `global_step` started) and the last epoch's events are delivered too; with only
+/// `every_k_steps` neither is added: tensorpack's `PeriodicCallback.predicate` adds them only
+/// under `every_k_epochs`. (Before, `before_step` and `after_step` read the rule with the step
+/// already counted, one step later than tensorpack's.) Without `every_k_steps` or
+/// `every_k_epochs` it is refused at setup: it would deliver every event.
+///
+/// A `#[derive(Callbacks)]` field with `#[every_k_steps]` and `#[callback(every_k_steps = ...)]`
+/// deliver every step event of step `n` when `n` is due ([`Period::gate`]): their
+/// `before_step` and `after_step` come a step after `PeriodicCallback`'s.
 #[derive(Debug, Clone)]
 pub struct PeriodicCallback<C> {
     inner: C,
@@ -258,9 +277,9 @@ impl<C> PeriodicCallback<C> {
 impl<M, C: Callback<M>> Callback<M> for PeriodicCallback<C> {
     // The wrapped callback's identity and state, as they are; `wants_fetch` is gated.
     crate::callback::forward_methods!((field inner);
-        name order fetches chief_only save_state load_state step_hooks);
+        name order fetches chief_only save_state load_state step_hooks takes_after_batch);
     fn wants_fetch(&self, counters: &Counters) -> bool {
-        self.period.period().step_due(counters.next_step(), counters) && self.inner.wants_fetch(counters)
+        self.period.period().run_due(counters) && self.inner.wants_fetch(counters)
     }
     gated_events!(self, ctx;
         setup: if !self.period.check(&self.inner.name())?.is_periodic() {
@@ -272,12 +291,11 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicCallback<C> {
         };
         epoch: self.period.period().epoch_due(ctx.counters()),
         before_step: {
-            let counters = *ctx.counters();
-            self.step_enabled = self.period.period().step_due(counters.next_step(), &counters);
+            self.step_enabled = self.period.period().run_due(ctx.counters());
             self.step_enabled
         },
         after_step: self.step_enabled,
-        trigger_step: self.step_enabled,
+        trigger_step: self.period.period().step_due(ctx.global_step(), ctx.counters()),
     );
 }
 
@@ -395,7 +413,7 @@ impl<M, F: Fn(&Context<'_, M>) -> bool> EnablePredicate<M> for WithContext<F> {
 impl<M, C: Callback<M>, P: EnablePredicate<M>> Callback<M> for EnableCallbackIf<C, P> {
     // The wrapped callback's identity and state, as they are; `wants_fetch` is gated.
     crate::callback::forward_methods!((field inner);
-        name order fetches chief_only save_state load_state step_hooks);
+        name order fetches chief_only save_state load_state step_hooks takes_after_batch);
     fn wants_fetch(&self, counters: &Counters) -> bool {
         self.predicate.on_counters(counters).unwrap_or(true) && self.inner.wants_fetch(counters)
     }

@@ -281,6 +281,13 @@ pub fn trait_methods(rt: &Runtime, methods: Methods, model: &TokenStream) -> Tok
             }
         });
     }
+    if !takes(EventKind::AfterBatch) {
+        out.extend(quote! {
+            fn takes_after_batch(&self) -> bool {
+                false
+            }
+        });
+    }
     let fetches = &methods.fetches;
     if !fetches.is_empty() {
         let n = fetches.len();

@@ -79,6 +79,15 @@ macro_rules! define_callback_trait {
             fn step_hooks(&self) -> StepHooks {
                 StepHooks::NONE
             }
+            /// Whether this callback takes [`after_batch`](Self::after_batch) after a training
+            /// step. `true` by default, so that a callback writing `after_batch` by hand receives
+            /// it; `#[callback]` answers from the events it binds. After a training step the
+            /// trainer delivers `after_batch` only to the callbacks that answer `true`, so a run
+            /// where none does pays nothing for it. A callback that answers `false` must do
+            /// nothing in `after_batch` (a validation pass still delivers it to every callback).
+            fn takes_after_batch(&self) -> bool {
+                true
+            }
             /// Whether the callback wants its fetches from the step about to run (`counters.next_step()`).
             /// Called before `before_step`, only for callbacks that declare fetches.
             fn wants_fetch(&self, counters: &Counters) -> bool {
@@ -259,7 +268,7 @@ macro_rules! forward_callback {
     ([$($method:ident ($($arg:ident : $ty:ty)?))*] $pointer:ty) => {
         impl<M, C: Callback<M> + ?Sized> Callback<M> for $pointer {
             crate::callback::forward_methods!((deref);
-                name order fetches chief_only save_state load_state wants_fetch step_hooks);
+                name order fetches chief_only save_state load_state wants_fetch step_hooks takes_after_batch);
             $(
                 #[inline]
                 fn $method(&mut self, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {

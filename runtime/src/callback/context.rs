@@ -8,6 +8,7 @@ use burn::optim::ModuleOptimizer;
 use super::Outcome;
 use super::counters::Counters;
 use super::event::Phase;
+use super::outcome::{Stop, StopReason};
 use super::step::{StepBatch, StepPred};
 use crate::error::{Cancel, Error, Result};
 use crate::fetch::Outputs;
@@ -21,10 +22,8 @@ const MODEL_ABSENT: &str = "the model is not in the context: the training step's
 /// What callbacks asked the trainer to do at the next step boundary.
 #[derive(Debug, Default)]
 pub(crate) struct Control {
-    pub(crate) stop: Option<String>,
-    /// The loss or the weights were not finite: why, and at which global step. Training stops,
-    /// and no checkpoint is written from then on.
-    pub(crate) non_finite: Option<(String, u64)>,
+    /// Why training stops, once something stopped it (the run's outcome follows from it).
+    pub(crate) stop: Stop,
     pub(crate) skip_epoch: bool,
     /// The checkpoints to write at the next boundary: where, with what to keep.
     pub(crate) checkpoints: Vec<CheckpointRequest>,
@@ -320,7 +319,9 @@ impl<M> Context<'_, M> {
     /// Stop training at the next step boundary (tensorpack's `StopTraining`); `after_train`
     /// still runs for every callback, and the run ends with
     /// [`Outcome::Stopped`](crate::callback::Outcome::Stopped) and this reason (the first one
-    /// asked for wins).
+    /// asked for wins; a signal or a non-finite loss stopping the run too decides the outcome
+    /// instead: [`Outcome::Interrupted`](crate::callback::Outcome::Interrupted),
+    /// [`Outcome::NonFinite`](crate::callback::Outcome::NonFinite)).
     ///
     /// What still runs after the request:
     /// - the rest of the current event, for every callback after this one: a stop is a request,
@@ -338,28 +339,21 @@ impl<M> Context<'_, M> {
     /// callback sees each event it was handed in full, and in data-parallel training every rank
     /// can stop at the same boundary (a stop asked on one rank is agreed at the next exchange).
     pub fn request_stop(&mut self, reason: impl Into<String>) {
-        if self.state.control.stop.is_none() {
-            self.state.control.stop = Some(reason.into());
-        }
+        self.state.control.stop.record(StopReason::Asked(reason.into()));
     }
     /// Stop training at the next step boundary because the loss or the weights are not finite
     /// (`reason` says which, and where): as [`request_stop`](Self::request_stop), and no
     /// checkpoint is written from now on; the run ends with
     /// [`Outcome::NonFinite`](crate::callback::Outcome::NonFinite).
     pub(crate) fn stop_non_finite(&mut self, reason: String) {
-        let step = self.state.counters.global_step;
-        let control = &mut self.state.control;
-        if control.non_finite.is_none() {
-            control.non_finite = Some((reason.clone(), step));
-        }
-        if control.stop.is_none() {
-            control.stop = Some(reason);
-        }
+        let global_step = self.state.counters.global_step;
+        self.state.control.stop.record(StopReason::NonFinite { reason, global_step });
     }
-    /// Whether a stop was requested, and why; in `after_train` too, so that a callback can tell
-    /// a stopped run from one that an error ended early.
+    /// Whether training stops, and why (the reason the outcome follows from: a callback's
+    /// request, `"interrupted by SIGINT"`, a non-finite loss...); in `after_train` too, so that
+    /// a callback can tell a stopped run from one that an error ended early.
     pub fn stop_requested(&self) -> Option<&str> {
-        self.state.control.stop.as_deref()
+        self.state.control.stop.reason().map(StopReason::text)
     }
     /// How training ended: `Some` in `after_train` (finished, stopped and why, interrupted by a
     /// signal, stopped on a non-finite loss or weights, or failed), `None` while it is going on.

@@ -4,7 +4,7 @@
 //! [`Proxy`](crate::trigger::Proxy) decorator).
 
 /// Forwards the listed non-event methods of `Callback` (`name`, `order`, `fetches`,
-/// `chief_only`, `save_state`, `load_state`, `step_hooks`, `wants_fetch`), in one of four ways:
+/// `chief_only`, `save_state`, `load_state`, `step_hooks`, `takes_after_batch`, `wants_fetch`), in one of four ways:
 ///
 /// - `forward_methods!((deref); ...)`: to `**self` (a pointer's impl);
 /// - `forward_methods!((field inner); ...)`: to `self.inner`;
@@ -47,6 +47,11 @@ macro_rules! forward_methods {
     (@method $how:tt step_hooks) => {
         $crate::callback::forward_methods!(@fn $how [] [] "The step hooks: the wrapped callback's."
             step_hooks() -> $crate::callback::StepHooks);
+    };
+    (@method $how:tt takes_after_batch) => {
+        $crate::callback::forward_methods!(@fn $how [] []
+            "Whether it takes after_batch in training: as the wrapped callback."
+            takes_after_batch() -> bool);
     };
     (@method $how:tt wants_fetch) => {
         $crate::callback::forward_methods!(@fn $how [] []

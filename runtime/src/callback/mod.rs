@@ -8,10 +8,12 @@
 //! `set` ([`Callbacks`]: tuples, `Vec`s, `Option`s of callbacks), `validation` (what a callback
 //! asks of the loop at once, [`Context::cancel`] and [`Context::request_validation`], recorded as
 //! values, and the validation pass it hands the trainer), `named` ([`Named`]: any
-//! callback under a name of its own, [`CallbackExt::named`]), `forward` (the non-event methods
+//! callback under a name of its own, [`CallbackExt::named`]), `chief_only` ([`ChiefOnly`]: any
+//! callback on the chief alone or on every rank, [`CallbackExt::set_chief_only`]), `forward` (the non-event methods
 //! passed on to a wrapped callback, written once for every wrapper).
 
 mod base;
+mod chief_only;
 mod context;
 mod counters;
 mod event;
@@ -27,6 +29,7 @@ mod validation;
 
 pub use crate::error::Cancel;
 pub use base::{Callback, CallbackReturn, Flow, deliver};
+pub use chief_only::ChiefOnly;
 pub use context::Context;
 pub(crate) use context::{
     CheckpointRequest, Control, PassEnd, Raised, TrainState, ValidationBatches, ValidationPass,
@@ -39,6 +42,7 @@ pub(crate) use named::type_part;
 pub use named::{CallbackExt, Named};
 pub use order::{Order, resolve_order, short_type_name};
 pub use outcome::Outcome;
+pub(crate) use outcome::StopReason;
 pub use period::{Period, PeriodSetting};
 pub use set::{CallbackInfo, Callbacks, Single, StateOp};
 

@@ -86,7 +86,8 @@ impl<C> Named<C> {
 }
 
 /// `.named("label")` on any callback: the callback under the name `<Type>(<label>)` (see
-/// [`Named`]).
+/// [`Named`]); `.set_chief_only(v)`: the callback on the chief alone or on every rank (see
+/// [`ChiefOnly`](super::ChiefOnly)).
 ///
 /// In the prelude; [`Named::new`] does the same. The one meaning of `named` in stoker: a
 /// callback's name (the scalar a callback puts is named by its `scalar_name`, as `TrainCost`'s and a burn metric's).
@@ -94,6 +95,12 @@ pub trait CallbackExt: Sized {
     /// This callback under the name `<Type>(<label>)`.
     fn named(self, label: impl Into<Cow<'static, str>>) -> Named<Self> {
         Named::new(self, label)
+    }
+    /// This callback on the chief alone (`true`) or on every rank (`false`) in data-parallel
+    /// training, whatever its own [`Callback::chief_only`] says: tensorpack's
+    /// `Callback.set_chief_only` (see [`ChiefOnly`](super::ChiefOnly)).
+    fn set_chief_only(self, chief_only: bool) -> super::ChiefOnly<Self> {
+        super::ChiefOnly::new(self, chief_only)
     }
 }
 
@@ -114,7 +121,7 @@ macro_rules! named_callback {
                 Cow::Owned(format!("{}({})", type_part(&self.inner.name()), self.label))
             }
             crate::callback::forward_methods!((field inner);
-                order fetches chief_only save_state load_state step_hooks wants_fetch);
+                order fetches chief_only save_state load_state step_hooks takes_after_batch wants_fetch);
             $(
                 #[inline]
                 fn $method(&mut self, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {

@@ -74,16 +74,37 @@ impl Period {
         self.epochs.is_some_and(|k| epoch.is_multiple_of(k.get()))
     }
 
-    /// [`PeriodicCallback`](crate::trigger::PeriodicCallback)'s rule for a step event of step `step`: a
-    /// multiple of the period in steps, in an epoch that is a multiple of the period in epochs,
-    /// or, with a period in epochs, the very last step of training (the last epoch's last step,
+    /// The rule for a step event of step `step` (the global step after it): a multiple of the
+    /// period in steps, in an epoch that is a multiple of the period in epochs, or, with a period
+    /// in epochs, the very last step of training (the last epoch's last step,
     /// [`Counters::last_step`]). With only a period in steps the last step is not added:
     /// tensorpack's `PeriodicCallback.predicate` adds it only under `every_k_epochs`.
+    /// [`PeriodicCallback`](crate::trigger::PeriodicCallback)'s `trigger_step` follows it (read
+    /// after the step, as tensorpack's `trigger_step` reads its predicate), and so do every step
+    /// event of a `#[derive(Callbacks)]` field with `#[every_k_steps]` and of
+    /// `#[callback(every_k_steps = ...)]`; `PeriodicCallback`'s `before_step` and `after_step`
+    /// follow [`run_due`](Self::run_due), tensorpack's, one step earlier.
     #[inline]
     pub fn step_due(&self, step: u64, counters: &Counters) -> bool {
         self.steps_divide(step)
             || self.epochs_divide(counters.epoch_num)
             || (self.epochs.is_some() && step == counters.last_step())
+    }
+
+    /// [`PeriodicCallback`](crate::trigger::PeriodicCallback)'s rule for `before_step`, the step's
+    /// fetches and `after_step`, read from the counters before the step as tensorpack's
+    /// `PeriodicCallback.predicate` is read in its `before_run` (whose answer its `after_run`
+    /// keeps: tensorpack/callbacks/trigger.py, `EnableCallbackIf`): `global_step`, the steps
+    /// done before this one, is a multiple of the period in steps (so the first step of training,
+    /// after 0 steps), the epoch is a multiple of the period in epochs, or, with a period in
+    /// epochs, the step about to run is the last of training. With every 3 steps: `before_step`
+    /// and `after_step` of steps 1, 4, 7... (`global_step` 0, 3, 6 before them), `trigger_step`
+    /// of steps 3, 6, 9... ([`step_due`](Self::step_due), after them).
+    #[inline]
+    pub fn run_due(&self, counters: &Counters) -> bool {
+        self.steps_divide(counters.global_step)
+            || self.epochs_divide(counters.epoch_num)
+            || (self.epochs.is_some() && counters.next_step() == counters.last_step())
     }
 
     /// [`PeriodicCallback`](crate::trigger::PeriodicCallback)'s rule for an epoch event: the epoch is a

@@ -26,6 +26,8 @@ pub struct CallbackInfo<'a> {
     pub chief_only: bool,
     /// The events inside a step it takes ([`Callback::step_hooks`]).
     pub step_hooks: StepHooks,
+    /// Whether it takes `after_batch` after a training step ([`Callback::takes_after_batch`]).
+    pub takes_after_batch: bool,
 }
 
 /// What [`Callbacks::state`] does with one callback's checkpointed state.
@@ -115,6 +117,7 @@ impl<M, C: Callback<M>> Callbacks<M, Single> for C {
             fetches: self.fetches(),
             chief_only: self.chief_only(),
             step_hooks: self.step_hooks(),
+            takes_after_batch: self.takes_after_batch(),
         }
     }
     #[inline]

@@ -123,6 +123,9 @@ macro_rules! factory_events {
             fn chief_only(&self) -> bool {
                 self.chief_only.unwrap_or_else(|| Callback::<M>::step_hooks(self) == StepHooks::NONE)
             }
+            fn takes_after_batch(&self) -> bool {
+                self.handlers.after_batch.is_some()
+            }
             fn step_hooks(&self) -> StepHooks {
                 StepHooks {
                     batch: self.handlers.before_batch.is_some(),

@@ -76,6 +76,9 @@ impl TrainCost {
 }
 
 impl<M> Callback<M> for TrainCost {
+    fn takes_after_batch(&self) -> bool {
+        false
+    }
     fn fetches(&self) -> &[Fetch] {
         &self.fetches
     }
@@ -198,6 +201,9 @@ impl TrainLogger {
 }
 
 impl<M> Callback<M> for TrainLogger {
+    fn takes_after_batch(&self) -> bool {
+        false
+    }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let sink = self.sink(Box::new(std::io::stdout()))?;
         ctx.monitors().add_sink(sink);

@@ -347,6 +347,9 @@ impl ModelSummary {
 }
 
 impl<M: Module> Callback<M> for ModelSummary {
+    fn takes_after_batch(&self) -> bool {
+        false
+    }
     fn before_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let params = ModelParams::of(ctx.model());
         let text = params.to_string();

@@ -245,6 +245,9 @@ impl ProgressBar {
 }
 
 impl<M> Callback<M> for ProgressBar {
+    fn takes_after_batch(&self) -> bool {
+        false
+    }
     fn fetches(&self) -> &[Fetch] {
         &self.fetches
     }

@@ -6,7 +6,7 @@ use burn::module::Module;
 use burn::optim::GradientsParams;
 
 use super::run::Run;
-use crate::callback::Callbacks;
+use crate::callback::{Callbacks, StopReason};
 use crate::error::{Error, Result};
 use crate::world::agree::{Agreed, Asks};
 
@@ -14,7 +14,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// Whether training stops at this boundary: in a world, only once every rank agreed.
     #[inline]
     pub(super) fn stopping(&self) -> bool {
-        self.state.execution.stopping(self.state.control.stop.is_some())
+        self.state.execution.stopping(self.state.control.stop.is_stopping())
     }
 
     /// Whether the rest of the epoch is skipped: in a world, only once every rank agreed.
@@ -28,7 +28,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     fn asks(&self) -> Asks {
         let state = &self.state;
         Asks {
-            stop: state.control.stop.is_some(),
+            stop: state.control.stop.is_stopping(),
             skip: state.control.skip_epoch,
             steps_per_epoch: state.counters.steps_per_epoch,
             global_step: state.counters.global_step,
@@ -70,7 +70,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         if let Some(mut agreed) =
             state.execution.end(result, state.model.as_ref(), &asks, &mut state.hyper)?
         {
-            if self.stopped_by.is_none() {
+            if !matches!(self.state.control.stop.reason(), Some(StopReason::Interrupted { .. })) {
                 self.late_world_signal = agreed.signal.take();
             }
             self.apply(agreed);
@@ -83,14 +83,15 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     #[inline]
     fn apply(&mut self, agreed: Agreed) {
         if let Some(signal) = agreed.signal
-            && self.stopped_by.is_none()
+            && !self.state.control.stop.interrupted()
         {
             self.on_signal(signal);
         }
-        if let Some(rank) = agreed.stop_rank
-            && self.state.control.stop.is_none()
-        {
-            self.state.control.stop = Some(format!("rank {rank} asked every rank to stop"));
+        if let Some(rank) = agreed.stop_rank {
+            self.state
+                .control
+                .stop
+                .record(StopReason::Asked(format!("rank {rank} asked every rank to stop")));
         }
         if agreed.skip {
             self.state.control.skip_epoch = true;

@@ -21,6 +21,7 @@ use crate::callback::{
 use crate::error::{Cancel, Error, Result, panic_message};
 pub(crate) use halt::{Flowing, Halt};
 use halt::{cancel_halt, raised_misplaced, validation_misplaced};
+use takers::AfterBatchTakers;
 pub(super) use takers::BatchTakers;
 
 /// What the trainer is doing, to name the culprit of a panic.
@@ -53,6 +54,8 @@ struct Roster {
     loss_hooks: Vec<usize>,
     grad_hooks: Vec<usize>,
     batch_takers: BatchTakers,
+    /// Who takes `after_batch` after a training step.
+    after_batch: AfterBatchTakers,
 }
 
 /// The run's callbacks and how events reach them.
@@ -78,11 +81,13 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
         let count = callbacks.len();
         let (mut names, mut orders) = (Vec::with_capacity(count), Vec::with_capacity(count));
         let (mut hooks, mut active) = (Vec::with_capacity(count), Vec::with_capacity(count));
+        let mut takes_after_batch = Vec::with_capacity(count);
         for i in 0..count {
             let info = callbacks.info(i);
             active.push(chief || !info.chief_only);
             each(i, &info, active[i])?;
             hooks.push(info.step_hooks);
+            takes_after_batch.push(info.takes_after_batch);
             names.push(info.name);
             orders.push(info.order);
         }
@@ -100,9 +105,10 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
         let loss_hooks = order.iter().copied().filter(|&i| hooks[i].loss).collect();
         let grad_hooks = order.iter().copied().filter(|&i| hooks[i].gradients).collect();
         let batch_takers = BatchTakers::new(&order, &hooks);
+        let after_batch = AfterBatchTakers::new(&order, &takes_after_batch);
         Ok(Dispatcher {
             callbacks,
-            roster: Roster { names, order, in_order, loss_hooks, grad_hooks, batch_takers },
+            roster: Roster { names, order, in_order, loss_hooks, grad_hooks, batch_takers, after_batch },
             at: Whereabouts { activity: Activity::Trainer, cursor: 0 },
             set_up: 0,
             subset: Vec::new(),

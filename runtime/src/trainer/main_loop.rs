@@ -8,7 +8,7 @@ use super::restore::DataPosition;
 use super::run::Run;
 use super::save::Boundary;
 use super::{BatchIter, TrainData, TrainingStep};
-use crate::callback::{Callbacks, CheckpointRequest, Event};
+use crate::callback::{Callbacks, CheckpointRequest, Event, StopReason};
 use crate::error::{Cancel, Error, Result};
 use crate::signal::{STOP_REQUEST, SignalGuard, signal_name};
 use crate::state::{JOURNAL_DIR, KeepPolicy};
@@ -194,7 +194,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 Err(halt) => return Err(halt),
             }
             // fastai's `after_batch`, after the batch level, cancelled or not.
-            self.deliver(Event::AfterBatch)?;
+            self.dispatch.deliver_after_batch(&mut self.state)?;
             self.deliver(Event::TriggerStep)?;
             // A row of stats.json at every step where scalars were put; the last step's
             // scalars join the epoch's row (tensorpack's JSONWriter). The event's records
@@ -256,9 +256,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     #[cold]
     fn cancelled_fit(&mut self) -> Result<()> {
         self.doing(Activity::Trainer);
-        if self.state.control.stop.is_none() {
-            self.state.control.stop = Some(self.dispatch.cancelled_fit_reason(&self.state));
-        }
+        let reason = self.dispatch.cancelled_fit_reason(&self.state);
+        self.state.control.stop.record(StopReason::Asked(reason));
         self.deliver(Event::AfterCancelFit).map_err(|halt| self.settled(halt))
     }
 
@@ -279,7 +278,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     fn boundary(&mut self, at: Boundary) -> Flowing {
         // In a world every rank acts on a signal at the same step: after the next exchange.
         if let Some(signal) = self.stop_asked()
-            && self.stopped_by.is_none()
+            && !self.state.control.stop.interrupted()
             && self.state.execution.act_on_signal_now(signal)
         {
             self.on_signal(signal);
@@ -364,8 +363,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             target.passes,
             target.batches
         );
-        self.state.control.stop.get_or_insert_with(|| format!("interrupted by {name}"));
-        self.stopped_by = Some(name);
+        self.state.control.stop.record(StopReason::interrupted(&name));
     }
 
     #[cold]
@@ -399,9 +397,6 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 control.checkpoints.push(saver);
             }
         }
-        if self.state.control.stop.is_none() {
-            self.state.control.stop = Some(format!("interrupted by {name}"));
-        }
-        self.stopped_by = Some(name);
+        self.state.control.stop.record(StopReason::interrupted(&name));
     }
 }

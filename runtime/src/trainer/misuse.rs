@@ -61,7 +61,7 @@ pub(super) fn refuse_chief_only_step_hooks(info: &CallbackInfo<'_>, world_size: 
         return Ok(());
     }
     Err(Error::Misuse(format!(
-        "callback `{}` takes {} inside the step and runs on the chief only (`chief_only`, true by default): in this data-parallel world of {world_size} ranks only rank 0's steps would go through it, and the replicas would diverge. Make it run on every rank: `#[callback(..., chief_only = false)]`, or `fn chief_only(&self) -> bool {{ false }}` in its `impl Callback`",
+        "callback `{}` takes {} inside the step and runs on the chief only (`chief_only`, true by default): in this data-parallel world of {world_size} ranks only rank 0's steps would go through it, and the replicas would diverge. Make it run on every rank: `#[callback(..., chief_only = false)]`, `fn chief_only(&self) -> bool {{ false }}` in its `impl Callback`, or `.set_chief_only(false)` on it",
         info.name,
         taken.join(", ")
     )))

@@ -39,8 +39,6 @@ pub(crate) struct Run<M, C, K> {
     pub(super) log_dir_policy: LogDirPolicy,
     /// The run its checkpoints record: a fresh run's own, or the resumed checkpoint's.
     pub(super) run_id: String,
-    /// The name of the signal (or `"StopHandle"`) that stopped training.
-    pub(super) stopped_by: Option<String>,
     /// A signal the world agreed on only at its final exchange, after training had ended.
     pub(super) late_world_signal: Option<i32>,
     /// The last complete checkpoint written or resumed from.
@@ -79,7 +77,6 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             saver_locks: Vec::new(),
             log_dir_policy: LogDirPolicy::default(),
             run_id: checkpoint::new_run_id(),
-            stopped_by: None,
             late_world_signal: None,
             last_checkpoint: None,
             started_at: checkpoint::now(),

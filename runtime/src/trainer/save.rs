@@ -8,7 +8,7 @@ use burn::tensor::Tensor;
 use serde_json::{Map, Value as Json};
 
 use super::run::Run;
-use crate::callback::{Callbacks, CheckpointRequest};
+use crate::callback::{Callbacks, CheckpointRequest, StopReason};
 use crate::error::{Error, Result};
 use crate::monitor::json_f64;
 use crate::saver::checkpoint::{self, CHECKPOINT_DIR, Content};
@@ -44,15 +44,13 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             // Only the chief writes into the log directory; every rank resumes from its checkpoints.
             return Ok(());
         }
-        if self.state.control.non_finite.is_none()
+        if self.state.control.stop.non_finite().is_none()
             && let Some(reason) = self.check_finite()
         {
-            self.state.control.non_finite = Some((reason.clone(), self.state.counters.global_step));
-            if self.state.control.stop.is_none() {
-                self.state.control.stop = Some(reason);
-            }
+            let global_step = self.state.counters.global_step;
+            self.state.control.stop.record(StopReason::NonFinite { reason, global_step });
         }
-        if let Some((reason, _)) = &self.state.control.non_finite {
+        if let Some(reason) = self.state.control.stop.non_finite() {
             // Never a checkpoint of non-finite numbers: the last good one stays the latest.
             let last = match &self.last_checkpoint {
                 Some(dir) => format!("the latest checkpoint stays {}", dir.display()),

@@ -238,7 +238,11 @@ impl TrainSummaryPrinter {
     }
 }
 
-impl<M> Callback<M> for TrainSummaryPrinter {}
+impl<M> Callback<M> for TrainSummaryPrinter {
+    fn takes_after_batch(&self) -> bool {
+        false
+    }
+}
 
 #[cfg(test)]
 mod tests {

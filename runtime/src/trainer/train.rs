@@ -361,19 +361,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
 
     /// How the training loop ended; an error after it (in `after_train`) keeps that outcome.
     fn outcome(&mut self, result: &Result<()>) -> Outcome {
-        match (result, self.state.control.non_finite.take(), self.stopped_by.take()) {
-            (Err(_), _, _) => Outcome::Failed,
-            (Ok(()), Some((reason, global_step)), _) => {
-                Outcome::NonFinite { reason, global_step, checkpoint: self.last_checkpoint.clone() }
-            }
-            (Ok(()), None, Some(signal)) => {
-                Outcome::Interrupted { signal, checkpoint: self.last_checkpoint.clone() }
-            }
-            // Cloned, not taken: `Context::stop_requested` still answers in `after_train`.
-            (Ok(()), None, None) => match self.state.control.stop.clone() {
-                Some(reason) => Outcome::Stopped(reason),
-                None => Outcome::Finished,
-            },
+        match result {
+            Err(_) => Outcome::Failed,
+            Ok(()) => self.state.control.stop.outcome(self.last_checkpoint.clone()),
         }
     }
 

@@ -197,9 +197,15 @@ fn periodic_trigger_replaces_trigger_epoch_and_keeps_the_other_events() {
     assert_eq!(events.iter().filter(|l| l.contains(":trigger ")).count(), 1);
 }
 
-/// tensorpack's `PeriodicCallback` with only `every_k_steps`: the steps whose `global_step` is a
-/// multiple of k, and the epoch events when `global_step` is one; neither the last
-/// step nor the last epoch is added (that is `every_k_epochs`' rule).
+/// tensorpack's `PeriodicCallback` with only `every_k_steps` (tensorpack/callbacks/trigger.py:
+/// `PeriodicCallback.predicate` is `global_step % k == 0`, read by `EnableCallbackIf` in
+/// `before_run`, whose answer `after_run` keeps, in `trigger_step` and in each epoch event;
+/// tensorpack's `global_step` counts a step from its `after_run` on): `before_step` and
+/// `after_step` of the steps after a multiple of k steps (the first step too), `trigger_step` of
+/// the steps ending on one, the epoch events when `global_step` is one; neither the last step
+/// nor the last epoch is added (that is `every_k_epochs`' rule). Before: `before_step` and
+/// `after_step` came a step later (`before_step e1 g2`, `after_step e1 g3`: the steps ending on
+/// a multiple of k).
 #[test]
 fn periodic_callback_every_k_steps_alone_adds_no_last_step_nor_last_epoch() {
     let log = Log::default();
@@ -213,12 +219,14 @@ fn periodic_callback_every_k_steps_alone_adds_no_last_step_nor_last_epoch() {
         vec![
             // global_step 0 is a multiple of every k, as in tensorpack.
             "A:before_epoch e1 g0 l0",
-            "A:before_step e1 g2 l2",
-            "A:after_step e1 g3 l3",
+            "A:before_step e1 g0 l0",
+            "A:after_step e1 g1 l1",
             "A:trigger_step e1 g3 l3",
-            "A:before_step e2 g5 l1",
-            "A:after_step e2 g6 l2",
+            "A:before_step e1 g3 l3",
+            "A:after_step e1 g4 l4",
             "A:trigger_step e2 g6 l2",
+            "A:before_step e2 g6 l2",
+            "A:after_step e2 g7 l3",
         ]
     );
     // An epoch that ends on a multiple of k gets its epoch events (4 steps, k = 2: both).

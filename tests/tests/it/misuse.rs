@@ -84,6 +84,25 @@ fn misuse_a_chief_only_callback_that_takes_the_loss_in_a_world_is_refused_naming
     assert_eq!(steps, vec![4, 4]);
 }
 
+/// `.set_chief_only(v)` on a callback that takes the loss: made chief-only, it is refused in a
+/// world as one chief-only by its own answer is, the error naming `.set_chief_only(false)`;
+/// released onto every rank with `.set_chief_only(false)`, the chief-only one trains.
+#[test]
+fn misuse_set_chief_only_true_on_a_loss_hook_in_a_world_is_refused() {
+    let error = world_of_two("misuse-set-chief-only-loss", || HalveLossEverywhere.set_chief_only(true))
+        .expect_err("a loss hook made chief-only in a world");
+    let message = error.to_string();
+    assert!(
+        message.contains("HalveLossEverywhere")
+            && message.contains("the loss (before_backward)")
+            && message.contains(".set_chief_only(false)"),
+        "{message}"
+    );
+    let steps = world_of_two("misuse-set-chief-only-released", || HalveLossOnTheChief.set_chief_only(false))
+        .expect("released onto every rank it trains");
+    assert_eq!(steps, vec![4, 4]);
+}
+
 /// With the feature `mpi` on, a trainer (and a world) still moves to another thread: enabling
 /// `mpi` anywhere in a dependency graph must not break code that trains on a thread. Before:
 /// MPI's communicator, a raw pointer, made `World` and so `Trainer` not `Send` (this did not

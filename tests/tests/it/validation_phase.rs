@@ -442,3 +442,68 @@ fn cancels_from_after_batch_apply_to_what_encloses_the_batch() {
         "{message}"
     );
 }
+
+/// Counts the ends of batches with `#[callback]`, which tells the trainer that it takes
+/// `after_batch`.
+#[derive(Default)]
+struct DslBatchEnds {
+    training: u64,
+    validation: u64,
+}
+
+#[callback]
+impl DslBatchEnds {
+    #[on(after_batch)]
+    fn end(&mut self, ctx: &mut Context<'_, impl burn::module::Module>) {
+        if ctx.training() {
+            self.training += 1;
+        } else {
+            self.validation += 1;
+        }
+    }
+}
+
+/// Says it does not take `after_batch` (`Callback::takes_after_batch`) but counts it anyway: it
+/// shows where the trainer delivers it regardless.
+#[derive(Default)]
+struct DeclinesBatchEnds {
+    training: u64,
+    validation: u64,
+}
+
+impl<M> Callback<M> for DeclinesBatchEnds {
+    fn takes_after_batch(&self) -> bool {
+        false
+    }
+    fn after_batch(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
+        if ctx.training() {
+            self.training += 1;
+        } else {
+            self.validation += 1;
+        }
+        Ok(())
+    }
+}
+
+/// After a training step `after_batch` reaches the callbacks that take it: a hand-written one
+/// (by default), a `#[callback]` binding it, not one that declines it (`takes_after_batch`
+/// false, as `#[callback]` answers for the callbacks that do not bind it, so that a run where no
+/// callback takes it pays nothing for it); a validation pass delivers it to every callback.
+#[test]
+fn after_batch_after_a_training_step_reaches_the_callbacks_that_take_it() {
+    let device = burn_stoker::device::cpu();
+    let log: Log = Arc::default();
+    let (mut dsl, mut declines) = (DslBatchEnds::default(), DeclinesBatchEnds::default());
+    let ends = BatchEnds { log: log.clone(), cancel: None };
+    Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
+        .max_epoch(1)
+        .log_dir(scratch_dir("valid-phase-after-batch-takers"))
+        .callbacks((runner(tiny_data(3, &device)), &mut dsl, &mut declines, ends))
+        .train(|model: &Linear, (x, y): Batch, _step: &mut Step<'_>| {
+            (model.forward(x) - y).powi_scalar(2).mean()
+        })
+        .unwrap();
+    let hand_written = take(&log).iter().filter(|line| line.starts_with("after_batch training=true")).count();
+    assert_eq!((hand_written, dsl.training, dsl.validation), (2, 2, 3));
+    assert_eq!((declines.training, declines.validation), (0, 3));
+}

@@ -126,6 +126,30 @@ fn chief_only_callbacks_run_once_and_the_others_on_every_rank() {
     assert!(!checkpoints.is_empty());
 }
 
+/// tensorpack's `Callback.set_chief_only(v)` (tensorpack/callbacks/base.py: it sets
+/// `_chief_only`, and the trainer registers a chief-only callback on the chief alone), for any
+/// callback: `.set_chief_only(false)` puts a chief-only callback on every rank,
+/// `.set_chief_only(true)` an every-rank one on the chief alone, under their own names.
+#[test]
+fn set_chief_only_places_any_callback_on_the_chief_or_every_rank() {
+    let released = Count::new("Released", true);
+    let kept = Count::new("Kept", false);
+    let dir = scratch_dir("world-set-chief-only");
+    Threads::new([cpu(), cpu()])
+        .run(|world| {
+            rank_trainer(world, 8, &dir)
+                .callbacks((released.clone().set_chief_only(false), kept.clone().set_chief_only(true)))
+                .train(mse)
+        })
+        .expect("two ranks");
+    let mut ranks = released.ranks.lock().unwrap().clone();
+    ranks.sort();
+    assert_eq!(ranks, [(0, 2), (1, 2)]);
+    assert_eq!(released.steps.load(Ordering::SeqCst), 8);
+    assert_eq!(*kept.ranks.lock().unwrap(), [(0, 2)]);
+    assert_eq!(kept.steps.load(Ordering::SeqCst), 4);
+}
+
 /// Asks to stop on rank 1 at global step 5.
 struct StopOnRank1;
 

@@ -1,11 +1,12 @@
 //! The callbacks that take fastai's batch events (`before_batch`, `after_pred`), resolved at
 //! setup, and their delivery to those callbacks: inside a training step (`run_step`), and at each
-//! batch of a validation pass the trainer runs (`validation.rs`).
+//! batch of a validation pass the trainer runs (`validation.rs`); and those that take
+//! `after_batch` after a training step ([`AfterBatchTakers`]).
 
 use std::borrow::Cow;
 
 use super::halt::{Flowing, cancel_halt, validation_misplaced};
-use super::{Activity, Whereabouts, wrap};
+use super::{Activity, Delivery, Whereabouts, wrap};
 use crate::callback::{Callbacks, Context, Event, Raised, StepHooks, TrainState};
 
 /// The callbacks that take the batch (`before_batch`) and the model's output (`after_pred`),
@@ -69,6 +70,49 @@ pub(super) fn deliver_in_batch<C: Callbacks<M, K>, M, K>(
         }
     }
     Ok(())
+}
+
+/// Who takes `after_batch` after a training step ([`Callback::takes_after_batch`]), resolved at
+/// setup: a step reads one tag. (A validation pass delivers it to every callback.)
+///
+/// [`Callback::takes_after_batch`]: crate::callback::Callback::takes_after_batch
+#[derive(Debug)]
+pub(super) enum AfterBatchTakers {
+    /// No callback: nothing is delivered.
+    Nobody,
+    /// Every callback that runs here: delivered as any event to every callback.
+    Everyone,
+    /// These, in run order.
+    Some(Vec<usize>),
+}
+
+impl AfterBatchTakers {
+    /// From the run order and whether each callback takes `after_batch`.
+    pub(super) fn new(order: &[usize], takes: &[bool]) -> Self {
+        let takers: Vec<usize> = order.iter().copied().filter(|&i| takes[i]).collect();
+        match takers.len() {
+            0 => AfterBatchTakers::Nobody,
+            n if n == order.len() => AfterBatchTakers::Everyone,
+            _ => AfterBatchTakers::Some(takers),
+        }
+    }
+}
+
+impl<C: Callbacks<M, K>, M, K> super::Dispatcher<C, M, K> {
+    /// `after_batch` after a training step (fastai's, after the batch level, cancelled or not),
+    /// to the callbacks that take it: nothing to do when none does.
+    #[inline]
+    pub(in crate::trainer) fn deliver_after_batch(&mut self, state: &mut TrainState<M>) -> Flowing {
+        match &self.roster.after_batch {
+            AfterBatchTakers::Nobody => Ok(()),
+            AfterBatchTakers::Everyone => self.deliver(state, Event::AfterBatch),
+            AfterBatchTakers::Some(takers) => {
+                let (callbacks, roster, at) = (&mut self.callbacks, &self.roster, &mut self.at);
+                Delivery { callbacks, roster, order: takers, one_pass: false, at, state }
+                    .each(Event::AfterBatch, 0)
+            }
+        }
+    }
 }
 
 impl<C, M, K> super::Dispatcher<C, M, K> {
