@@ -19,9 +19,11 @@ use crate::state::Watched;
 /// (neon's `None`; or give one with [`with_state`](EarlyStop::with_state)) and is callback state:
 /// saved in checkpoints, so it must be serializable, and restored on resume.
 ///
-/// neon reads the validation loss its `LossCallback` computed; here the statistic is named. As with
-/// [`EarlyStopping`](super::EarlyStopping), a statistic never put is an error naming the scalars
-/// there are, and a trigger without a new value does not call the function. The stop reason (in
+/// neon reads the validation loss its `LossCallback` computed; here the statistic is named. A
+/// trigger where the statistic has no new value does not call the function, as neon skips the
+/// epochs its `LossCallback` did not evaluate (`--eval_freq 2`: epoch 1), including those before
+/// its first value; a run at whose end it was never put logs a warning naming the scalars there
+/// are (a misspelt name; [`EarlyStopping`](super::EarlyStopping) fails at its first trigger). The stop reason (in
 /// [`Outcome::Stopped`](crate::callback::Outcome)) gives the value that triggered it (neon logs it).
 ///
 /// ```
@@ -105,7 +107,7 @@ where
 
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let owner = self.label();
-        let Some(value) = self.watched.fresh(ctx.monitors_ref(), &owner)? else { return Ok(()) };
+        let Some(value) = self.watched.fresh_if_put(ctx.monitors_ref()) else { return Ok(()) };
         let state = self.state.take().ok_or_else(|| {
             Error::msg(format!("{owner}: the stop function's state was lost (it panicked earlier)"))
         })?;
@@ -117,6 +119,11 @@ where
                 self.watched.name
             ));
         }
+        Ok(())
+    }
+
+    fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.watched.warn_if_never_put(ctx.monitors_ref(), &self.label());
         Ok(())
     }
 }
