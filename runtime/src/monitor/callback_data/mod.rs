@@ -1,6 +1,7 @@
 //! neon's `callback_data` file (feature `hdf5`): what neon's callbacks share, saved to HDF5 in
 //! neon's layout (`Callbacks(model, output_file="data.h5")`, `-o data.h5`).
 
+mod deconv;
 mod file;
 mod hist;
 mod open;
@@ -16,6 +17,7 @@ use burn::module::Module;
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result, check_setting};
 use crate::fetch::{Fetch, FetchKind, Fetched};
+pub use deconv::{ConvLayers, Deconv};
 use file::{H5File, Layout, index};
 use hist::HistSetting;
 

@@ -1,6 +1,8 @@
 //! neon's `callback_data` file (feature `hdf5`): every group, dataset and attribute read back by
 //! h5py, with its shape, type and values, against what the run did.
 
+mod deconv;
+
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
