@@ -114,6 +114,7 @@ for b in range(searched):
         stored[b] = sorted(store)
 
 mismatches = []
+shown = [0, 0]
 layout = {}
 with h5py.File(sys.argv[1], "r") as f:
     def visit(name, obj):
@@ -145,8 +146,12 @@ with h5py.File(sys.argv[1], "r") as f:
                 e = e * (L[k][0] > 0)
             vis = scale_to_rgb(np.transpose(e, (1, 2, 0))).astype(np.uint8)
             diff = np.abs(vis.astype(int) - g["vis"][fm].astype(int)).max()
-            if diff > 1 or int(g["vis"][fm].max()) != 255:
-                mismatches.append("layer %d fm %d: vis differs by %d (max %d)" % (l, fm, diff, g["vis"][fm].max()))
+            top = int(g["vis"][fm].max())
+            # scale_to_rgb takes a projection that is not all zero to 0..=255.
+            if diff > 1 or top not in (0, 255):
+                mismatches.append("layer %d fm %d: vis differs by %d (max %d)" % (l, fm, diff, top))
+            if top == 255:
+                shown[l] += 1
     for b, idx in stored.items():
         g = f["deconv/img/batch_%d" % b]
         imgs = batches[b][idx]
@@ -154,7 +159,7 @@ with h5py.File(sys.argv[1], "r") as f:
         diff = np.abs(hwc.astype(int) - g["HWC_uint8"][...].astype(int)).max()
         if diff > 1:
             mismatches.append("batch %d: images differ by %d" % (b, diff))
-print(json.dumps({"layout": layout, "mismatches": mismatches, "stored": {str(b): i for b, i in stored.items()}}))
+print(json.dumps({"layout": layout, "mismatches": mismatches, "shown": shown, "stored": {str(b): i for b, i in stored.items()}}))
 "#;
 
 #[test]
@@ -192,6 +197,10 @@ fn callback_data_deconv_holds_neons_guided_backprop_layout_read_back_by_h5py() {
     assert!(output.status.success(), "h5py: {}", String::from_utf8_lossy(&output.stderr));
     let read: Json = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(read["mismatches"], json!([]), "{read}");
+    // Not a vacuous match: in each layer, some projections are not all zero (a filter whose
+    // receptive field's inputs are all negative projects to zero, as in neon).
+    let shown: Vec<u64> = read["shown"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
+    assert!(shown.iter().all(|&n| n >= 1), "projections not all zero, per layer: {shown:?}");
 
     // neon's layout: a group per convolution, its four datasets with neon's types and shapes
     // (min(filters, max_fm) = 3 rows each; `vis` the image's height, width, channels).
