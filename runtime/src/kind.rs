@@ -341,6 +341,13 @@ mod tests {
             sample(crate::monitor::MlflowLogger::new("http://127.0.0.1:1").unwrap()),
             #[cfg(feature = "hdf5")]
             sample(crate::monitor::CallbackDataWriter::new("data.h5")),
+            // A callback of the models with convolutions (`ConvLayers`), which `Linear` is not.
+            #[cfg(feature = "hdf5")]
+            Sample {
+                ty: "Deconv",
+                kind: <crate::monitor::Deconv as CallbackKind>::NAME,
+                name: "Deconv".to_string(),
+            },
         ])
     }
 
@@ -410,7 +417,7 @@ mod tests {
             .filter(|ty| !sampled.contains(ty.as_str()))
             .filter(|ty| cfg!(feature = "sys-metrics") || !SYS_METRICS.contains(&ty.as_str()))
             .filter(|ty| cfg!(feature = "dashboard") || ty.as_str() != "Dashboard")
-            .filter(|ty| cfg!(feature = "hdf5") || ty.as_str() != "CallbackDataWriter")
+            .filter(|ty| cfg!(feature = "hdf5") || !["CallbackDataWriter", "Deconv"].contains(&ty.as_str()))
             .filter(|ty| cfg!(feature = "mlflow") || ty.as_str() != "MlflowLogger")
             .collect();
         assert!(

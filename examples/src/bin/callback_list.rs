@@ -32,7 +32,8 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // neon's single-dash `-eval N` too.
+    let cli = Cli::parse_from(burn_stoker::cli::neon_args(std::env::args_os()));
     let device = match burn_stoker::device::by_name(&cli.device) {
         Ok(device) => device,
         Err(error) => {
@@ -42,8 +43,10 @@ fn main() -> ExitCode {
     };
     let mut config = ListConfig::new(cli.callbacks.log_dir("train_log/callback_list"), device);
     config.epochs = cli.epochs;
-    config.serialize = cli.callbacks.serialize.unwrap_or(1);
-    config.history = cli.callbacks.history as usize;
+    // Every epoch with `--serialize 0` too (this list always checkpoints); `-H K` keeps what
+    // neon keeps.
+    config.serialize = cli.callbacks.serialize.filter(|&n| n > 0).unwrap_or(1);
+    config.history = cli.callbacks.kept_checkpoints();
     config.eval_freq = cli.callbacks.eval_freq.unwrap_or(1);
     config.progress_bar = !cli.callbacks.no_progress_bar;
     config.send_command = cli.send_command;

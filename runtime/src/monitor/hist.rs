@@ -13,8 +13,10 @@ use crate::error::{Error, Result, check_setting};
 /// TensorBoard histograms (the *Histograms* and *Distributions* tabs).
 ///
 /// - **Which parameters**: those whose path (burn's field names joined with `.`, e.g.
-///   `fc1.weight`) contains one of the [`filter`](Self::filter) keys; by default `["weight"]`,
-///   as neon's default `filter_key=['W']` keeps the weights and leaves the biases out.
+///   `fc1.weight`) contains one of the [`filter`](Self::filter) keys; by default
+///   `["weight", "bias"]`, as neon's default `filter_key=['W']` keeps both: neon's `Bias` layer
+///   holds its values in `W` too (a layer's own, as `Linear`'s weights), so the biases are in
+///   neon's histograms; the normalizations' `gamma` and `beta` are not (nor are they in neon's).
 ///   [`all_parameters`](Self::all_parameters) takes every float parameter.
 /// - **Names**: `<prefix><path>`, prefix `"param/"` by default ([`prefix`](Self::prefix)), so
 ///   TensorBoard groups them: `param/fc1.weight`.
@@ -52,11 +54,12 @@ impl Default for Hist {
 }
 
 impl Hist {
-    /// The weights (parameters whose path contains `weight`), 64 buckets, every epoch.
+    /// The weights and biases (parameters whose path contains `weight` or `bias`), 64 buckets,
+    /// every epoch.
     pub fn new() -> Self {
         Hist {
             period: PeriodSetting::new().every_k_epochs(1),
-            filter: Some(vec!["weight".into()]),
+            filter: Some(default_filter()),
             prefix: "param/".into(),
             buckets: 64,
         }
@@ -66,7 +69,7 @@ impl Hist {
         self.period = self.period.every_k_epochs(k);
         self
     }
-    /// Only the parameters whose path contains one of `keys` (`["weight"]` by default).
+    /// Only the parameters whose path contains one of `keys` (`["weight", "bias"]` by default).
     pub fn filter<S: Into<String>>(mut self, keys: impl IntoIterator<Item = S>) -> Self {
         self.filter = Some(keys.into_iter().map(Into::into).collect());
         self
@@ -95,6 +98,12 @@ impl Hist {
         }
         Ok(())
     }
+}
+
+/// neon's default `filter_key=['W']` in burn's names: the weights and the biases (neon's `Bias`
+/// layer keeps its values in `W`).
+pub(crate) fn default_filter() -> Vec<String> {
+    vec!["weight".into(), "bias".into()]
 }
 
 /// The float parameters of `model` whose path contains one of `filter`'s keys (every one

@@ -43,7 +43,7 @@ use crate::state::{EpochStats, MonitorSink, Record, Value};
 pub(crate) use crate::state::{json_f64, parse_f64};
 pub use average::{MovingAverageSummary, SimpleMovingAverage};
 #[cfg(feature = "hdf5")]
-pub use callback_data::CallbackDataWriter;
+pub use callback_data::{CallbackDataWriter, ConvLayers, Deconv};
 pub use csv::{CSV_FILE, CsvSink, CsvWriter};
 #[cfg(feature = "dashboard")]
 pub use dashboard::Dashboard;

@@ -31,8 +31,10 @@ use crate::stop::Mode;
 /// default, as neon keeps the lowest validation loss; higher with `Mode::Max`) makes the
 /// checkpoint of that boundary (after the epoch's `trigger_epoch`) also written at `path`,
 /// replacing the previous best only once the new one is complete, as a
-/// [`MinSaver`](super::MinSaver) copy is. NaN is never the best. A statistic never put is an
-/// error naming the scalars there are. The checkpoint is written on the training thread, at the
+/// [`MinSaver`](super::MinSaver) copy is. NaN is never the best. A trigger where the statistic
+/// has no new value is skipped, as neon skips the epochs its `LossCallback` did not evaluate
+/// (`--eval_freq 2`: epoch 1), including those before its first value; a run at whose end it was
+/// never put logs a warning naming the scalars there are. The checkpoint is written on the training thread, at the
 /// boundary; with `weights_only`, reading the weights off the device and writing them happen on a
 /// thread of its own, so training goes on meanwhile (with at most two models waiting for that
 /// thread: past that, training waits for it, after one warning on stderr), a failed write fails
@@ -281,7 +283,7 @@ impl<M: Module + 'static> Callback<M> for SaveBestState {
             writer.check()?;
         }
         let owner = self.label();
-        let Some(value) = self.watched.fresh(ctx.monitors_ref(), &owner)? else { return Ok(()) };
+        let Some(value) = self.watched.fresh_if_put(ctx.monitors_ref()) else { return Ok(()) };
         if !self.watched.beats(value, self.best) {
             return Ok(());
         }
@@ -307,7 +309,8 @@ impl<M: Module + 'static> Callback<M> for SaveBestState {
         Ok(())
     }
 
-    fn after_train(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
+    fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.watched.warn_if_never_put(ctx.monitors_ref(), &self.label());
         match self.writer.take() {
             Some(mut writer) => writer.finish(),
             None => Ok(()),

@@ -47,24 +47,45 @@ impl Watched {
     /// (its producer runs less often: Keras skips such epochs too); an error naming the scalars
     /// the monitors hold when the statistic was never put.
     pub(crate) fn fresh(&mut self, monitors: &Monitors, owner: &str) -> Result<Option<f64>> {
+        if monitors.history(&self.name).is_empty() {
+            return Err(Error::msg(self.never_put(monitors, owner)));
+        }
+        Ok(self.fresh_if_put(monitors))
+    }
+
+    /// The statistic's latest value when one was put since the last call; `None` when none was,
+    /// including when it was never put (neon's `_get_cached_epoch_loss`: an epoch without an
+    /// evaluation is skipped, as `--eval_freq 2` leaves epoch 1).
+    pub(crate) fn fresh_if_put(&mut self, monitors: &Monitors) -> Option<f64> {
         let history = monitors.history(&self.name);
-        let Some(&(_, value)) = history.last() else {
-            let names: Vec<String> = monitors.scalar_names().map(|n| format!("`{n}`")).collect();
-            let held = if names.is_empty() {
-                "no scalar has been put yet".to_string()
-            } else {
-                format!("the monitors hold {}", names.join(", "))
-            };
-            return Err(Error::msg(format!(
-                "{owner}: no scalar named `{}` has been put; {held}. Watch one of those, or order this \
-                 callback after the one that puts `{}` (`#[order(after = InferenceRunner)]`, or later in the tuple)",
-                self.name, self.name
-            )));
-        };
+        let &(_, value) = history.last()?;
         if history.len() == self.seen {
-            return Ok(None);
+            return None;
         }
         self.seen = history.len();
-        Ok(Some(value))
+        Some(value)
+    }
+
+    /// Warns (at the end of a run) when the statistic was never put, naming the scalars the
+    /// monitors hold: a misspelt name, or a run too short for its evaluation.
+    pub(crate) fn warn_if_never_put(&self, monitors: &Monitors, owner: &str) {
+        if monitors.history(&self.name).is_empty() {
+            crate::logging::warn!("{} (it was never evaluated in this run)", self.never_put(monitors, owner));
+        }
+    }
+
+    /// "no scalar named ... has been put", with the scalars the monitors hold.
+    fn never_put(&self, monitors: &Monitors, owner: &str) -> String {
+        let names: Vec<String> = monitors.scalar_names().map(|n| format!("`{n}`")).collect();
+        let held = if names.is_empty() {
+            "no scalar has been put yet".to_string()
+        } else {
+            format!("the monitors hold {}", names.join(", "))
+        };
+        format!(
+            "{owner}: no scalar named `{}` has been put; {held}. Watch one of those, or order this \
+             callback after the one that puts `{}` (`#[order(after = InferenceRunner)]`, or later in the tuple)",
+            self.name, self.name
+        )
     }
 }

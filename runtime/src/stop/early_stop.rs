@@ -19,9 +19,11 @@ use crate::state::Watched;
 /// (neon's `None`; or give one with [`with_state`](EarlyStop::with_state)) and is callback state:
 /// saved in checkpoints, so it must be serializable, and restored on resume.
 ///
-/// neon reads the validation loss its `LossCallback` computed; here the statistic is named. As with
-/// [`EarlyStopping`](super::EarlyStopping), a statistic never put is an error naming the scalars
-/// there are, and a trigger without a new value does not call the function. The stop reason (in
+/// neon reads the validation loss its `LossCallback` computed; here the statistic is named. A
+/// trigger where the statistic has no new value does not call the function, as neon skips the
+/// epochs its `LossCallback` did not evaluate (`--eval_freq 2`: epoch 1), including those before
+/// its first value; a run at whose end it was never put logs a warning naming the scalars there
+/// are (a misspelt name; [`EarlyStopping`](super::EarlyStopping) fails at its first trigger). The stop reason (in
 /// [`Outcome::Stopped`](crate::callback::Outcome)) gives the value that triggered it (neon logs it).
 ///
 /// ```
@@ -88,7 +90,9 @@ where
     }
 
     fn save_state(&self) -> Result<Option<Json>> {
-        let state = serde_json::to_value(&self.state)
+        // The state itself (`S`, not `Option<S>`: a unit state `()` is `null` either way, and
+        // `null` read back as an `Option<()>` was `None`, the state lost).
+        let state = serde_json::to_value(self.state.as_ref())
             .map_err(|e| Error::context(format!("{}: saving the stop function's state", self.label()), e))?;
         Ok(Some(json!({ "state": state, "seen": self.watched.seen })))
     }
@@ -97,15 +101,16 @@ where
         let owner = self.label();
         self.watched.seen = state_u64(&state, "seen", &owner)? as usize;
         let saved = state.get("state").cloned().unwrap_or(Json::Null);
-        self.state = serde_json::from_value(saved).map_err(|e| {
+        let loaded: S = serde_json::from_value(saved).map_err(|e| {
             Error::checkpoint_from(format!("{owner}: loading the stop function's state: {e}"), e)
         })?;
+        self.state = Some(loaded);
         Ok(())
     }
 
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let owner = self.label();
-        let Some(value) = self.watched.fresh(ctx.monitors_ref(), &owner)? else { return Ok(()) };
+        let Some(value) = self.watched.fresh_if_put(ctx.monitors_ref()) else { return Ok(()) };
         let state = self.state.take().ok_or_else(|| {
             Error::msg(format!("{owner}: the stop function's state was lost (it panicked earlier)"))
         })?;
@@ -118,5 +123,32 @@ where
             ));
         }
         Ok(())
+    }
+
+    fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.watched.warn_if_never_put(ctx.monitors_ref(), &self.label());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A unit state (`()`, neon's `None` kept by a function that needs none) survives a
+    /// checkpoint: it was saved as `null`, read back as an `Option<()>` of `None`, and the resumed
+    /// run failed at its next value with "the stop function's state was lost".
+    #[test]
+    fn a_unit_state_survives_save_and_load() {
+        let mut stop = EarlyStop::new("val_loss", |(), value: f64| ((), value < 0.1));
+        let saved = Callback::<()>::save_state(&stop).unwrap().unwrap();
+        Callback::<()>::load_state(&mut stop, saved).unwrap();
+        assert_eq!(stop.state(), Some(&()));
+        let mut rises = EarlyStop::new("val_loss", |n: u32, _: f64| (n + 1, false)).with_state(3);
+        let saved = Callback::<()>::save_state(&rises).unwrap().unwrap();
+        assert_eq!(saved["state"], 3, "the state itself, as before");
+        rises.state = None;
+        Callback::<()>::load_state(&mut rises, saved).unwrap();
+        assert_eq!(rises.state(), Some(&3));
     }
 }

@@ -473,7 +473,9 @@ fn hist_writes_weight_histograms_every_k_epochs_that_tensorboard_reads() {
         .unwrap();
     let histograms = tensorboard_histograms(&dir);
     let tags: Vec<&String> = histograms.as_object().unwrap().keys().collect();
-    assert_eq!(tags, ["param/weight"], "the weights only, as neon's filter_key=['W']");
+    // neon/callbacks/callbacks.py, HistCallback: filter_key=['W'] takes the weights and the
+    // biases (neon's Bias layer keeps its values in `W`).
+    assert_eq!(tags, ["param/bias", "param/weight"], "the weights and biases, as neon's filter_key=['W']");
     let entries = histograms["param/weight"].as_array().unwrap();
     let steps: Vec<u64> = entries.iter().map(|e| e[0].as_u64().unwrap()).collect();
     assert_eq!(steps, [4, 8], "epochs 2 and 4 end at global steps 4 and 8");

@@ -1,16 +1,18 @@
 //! neon's defaults and what a neon user sees: the switches of `neon.util.argparser` parsed and
-//! acted on (`--save_path` implying `--serialize`, `--history` 1, `--model_file`), the progress
-//! bar's smoothed cost and last validation loss, and `SaveBestState`'s file as a state a run
-//! resumes from.
+//! acted on (`--save_path` implying `--serialize`, `--history` 1 and what `-H K` keeps,
+//! `--serialize 0`, `-eval`, `--model_file`), the progress bar's smoothed cost and last
+//! validation loss, `SaveBestState`'s file as a state a run resumes from, and `SaveBestState` /
+//! `EarlyStop` under `--eval_freq 2` (neon/callbacks/callbacks.py, neon/util/argparser.py).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use burn::module::Module;
 use burn::nn::Linear;
-use burn_stoker::cli::CallbackArgs;
+use burn_stoker::cli::{CallbackArgs, neon_args};
 use burn_stoker::prelude::*;
 use burn_stoker::saver::{Checkpoint, LoadModel, SaveBestState};
+use burn_stoker::stop::EarlyStop;
 use burn_stoker::track::ProgressBar;
 use clap::Parser;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
@@ -117,7 +119,21 @@ fn neon_switches_parse_with_neons_defaults() {
     assert_eq!(args.history, 3);
     assert_eq!(args.model_loader().unwrap().path(), Path::new("best/model.bpk"));
     assert_eq!(parse(&["--serialize", "4"]).serialize, Some(4));
-    assert!(Cli::try_parse_from(["train", "--history", "0"]).is_err());
+    // neon/util/argparser.py: `--serialize 0` is its default, no serialization; with
+    // `--save_path` it becomes 1 ("No schedule given for model serialization").
+    let off = parse(&["--serialize", "0"]);
+    assert_eq!(off.serialize, Some(0));
+    assert!(off.saver().is_none());
+    assert!(parse(&["--serialize", "0", "-s", "runs/a"]).saver().is_some());
+    // neon/callbacks/callbacks.py, SerializeModelCallback: `history > 1` keeps history + 1 files,
+    // else the one file at save_path (-H 0 too).
+    let kept: Vec<usize> =
+        ["0", "1", "2", "3"].iter().map(|k| parse(&["-H", k]).kept_checkpoints()).collect();
+    assert_eq!(kept, [1, 1, 3, 4]);
+    // neon's `-eval N` (single dash), through `neon_args`; `--eval` is clap's alias.
+    let cli = Cli::try_parse_from(neon_args(["train", "-eval", "3"])).unwrap();
+    assert_eq!(cli.callbacks.eval_freq, Some(3));
+    assert_eq!(parse(&["--eval", "4"]).eval_freq, Some(4));
 }
 
 #[test]
@@ -136,6 +152,74 @@ fn neon_save_path_alone_turns_checkpoints_on_every_epoch_keeping_history_1() {
     let args = parse(&["--save_path", &path, "--serialize", "2", "--history", "2"]);
     trainer(&dir, 4).callbacks(args.saver().unwrap()).train(step_fn).unwrap();
     assert_eq!(step_dirs(&dir.join("checkpoints")), ["step-12", "step-6"]);
+}
+
+/// neon/callbacks/callbacks.py, `SerializeModelCallback.save_history`: with `-H 2`, the oldest
+/// file goes only once more than 2 are there, before the next is written: 3 remain.
+#[test]
+fn neon_history_k_keeps_what_neons_serialize_callback_keeps() {
+    for (history, kept) in [("2", vec!["step-12", "step-15", "step-9"]), ("1", vec!["step-15"])] {
+        let dir = scratch_dir("neon-history");
+        let path = dir.display().to_string();
+        let args = parse(&["--save_path", &path, "--serialize", "-H", history]);
+        // 5 epochs of 3 steps, a checkpoint at each epoch's end: steps 3, 6, ..., 15.
+        trainer(&dir, 5).callbacks(args.saver().unwrap()).train(step_fn).unwrap();
+        assert_eq!(step_dirs(&dir.join("checkpoints")), kept, "-H {history}");
+    }
+}
+
+/// A validation requested by its trigger (under `--eval_freq`'s `PeriodicTrigger`) that puts
+/// `val_loss` from a script (epoch 1 first).
+struct Evaluation(Vec<f64>);
+
+impl Callback<Linear> for Evaluation {
+    fn trigger(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        ctx.request_validation()
+    }
+    fn validate(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
+        let value = self.0[ctx.epoch_num() as usize - 1];
+        ctx.monitors().put_scalar("val_loss", value);
+        Ok(())
+    }
+}
+
+/// neon/callbacks/callbacks.py, `SaveBestStateCallback` and `EarlyStopCallback`: their
+/// `_get_cached_epoch_loss` is None at an epoch `LossCallback` did not evaluate, and the epoch is
+/// skipped. With `--eval_freq 2`, epoch 1 has no `val_loss` yet (this run failed there before),
+/// epochs 2 and 4 have one; a resumed run goes on the same way.
+#[test]
+fn neon_eval_freq_2_skips_the_epochs_without_a_value_in_save_best_state_and_early_stop() {
+    let dir = scratch_dir("neon-eval-freq-2");
+    let args = parse(&["--eval_freq", "2", "--serialize", "-H", "9"]);
+    // Only the even epochs' values are ever put.
+    let script = vec![0.1, 0.5, 0.05, 0.25, 0.01, 0.75];
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let run = |epochs: u64, resume: bool| {
+        let seen = seen.clone();
+        let stop = EarlyStop::new("val_loss", move |(), value: f64| {
+            seen.lock().unwrap().push(value);
+            ((), false)
+        });
+        trainer(&dir, epochs)
+            .auto_resume(resume)
+            .callbacks((
+                args.evaluation(Evaluation(script.clone())).unwrap(),
+                SaveBestState::new("best", "val_loss"),
+                stop,
+                args.saver().unwrap(),
+            ))
+            .train(step_fn)
+            .unwrap()
+    };
+    run(4, false);
+    assert_eq!(*seen.lock().unwrap(), [0.5, 0.25], "EarlyStop called at epochs 2 and 4 only");
+    let best = Checkpoint::read(&dir.join("best")).unwrap();
+    assert_eq!((best.epoch_num(), best.global_step()), (4, 12), "epoch 4's 0.25 is the best");
+    // Resumed from epoch 4 to 6: epoch 5 skipped, epoch 6's 0.75 is worse than 0.25.
+    let report = run(6, true);
+    assert_eq!(report.counters.global_step(), 18);
+    assert_eq!(*seen.lock().unwrap(), [0.5, 0.25, 0.75]);
+    assert_eq!(Checkpoint::read(&dir.join("best")).unwrap().global_step(), 12);
 }
 
 #[test]

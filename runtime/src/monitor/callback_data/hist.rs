@@ -1,4 +1,4 @@
-//! neon's `HistCallback` in the callback data: the histograms of the weights, binned as neon's
+//! neon's `HistCallback` in the callback data: the histograms of the weights and biases, binned as neon's
 //! backends bin them (`Tensor.hist`: 64 bins of `rint(log2(|x|))` from -48).
 
 use burn::module::Module;

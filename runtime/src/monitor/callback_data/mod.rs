@@ -1,6 +1,7 @@
 //! neon's `callback_data` file (feature `hdf5`): what neon's callbacks share, saved to HDF5 in
 //! neon's layout (`Callbacks(model, output_file="data.h5")`, `-o data.h5`).
 
+mod deconv;
 mod file;
 mod hist;
 mod open;
@@ -16,6 +17,7 @@ use burn::module::Module;
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result, check_setting};
 use crate::fetch::{Fetch, FetchKind, Fetched};
+pub use deconv::{ConvLayers, Deconv};
 use file::{H5File, Layout, index};
 use hist::HistSetting;
 
@@ -31,7 +33,7 @@ use hist::HistSetting;
 /// | `cost/loss`, `time/loss` | float32, `(epochs // eval_freq,)` | `cost/loss`: `time_markers = "epoch_freq"`, `epoch_freq` | the validation loss and the pass's seconds (`LossCallback`) |
 /// | `metrics/<name>` | float32, `(epochs // eval_freq,)` | `time_markers = "epoch_freq"`, `epoch_freq` | each metric (`MetricCallback`) |
 /// | `time/train/start_time`, `end_time` | float64, `(1,)` | `units = "seconds"` | the wall clock at the start and the end (`RunTimerCallback`) |
-/// | `hist` (group), `hist/<parameter>` | int32, `(64, time_steps)` | group: `bins` (64), `offset` (-48), `time_markers` (`"minibatch"` or `"epoch"`), `time_steps` (int64) | with [`hist`](Self::hist): a column of each weight's histogram per minibatch or per epoch (`HistCallback`) |
+/// | `hist` (group), `hist/<parameter>` | int32, `(64, time_steps)` | group: `bins` (64), `offset` (-48), `time_markers` (`"minibatch"` or `"epoch"`), `time_steps` (int64) | with [`hist`](Self::hist): a column of each weight's and bias's histogram per minibatch or per epoch (`HistCallback`) |
 ///
 /// - **`cost/train`**, neon's `TrainCostCallback`: the mean of the last
 ///   [`window`](Self::window) (10) minibatch costs at each minibatch, the step's `"loss"`
@@ -72,7 +74,8 @@ use hist::HistSetting;
 /// - **Path**: relative to the log directory, or absolute; its folder is created. A path that
 ///   is a folder, or that cannot be created, is an error at setup, before any step.
 /// - **`hist/<parameter>`** (with [`hist`](Self::hist)), neon's `HistCallback`: for each weight
-///   (the parameters whose path contains `weight`, neon's `filter_key=['W']`;
+///   and bias (the parameters whose path contains `weight` or `bias`: neon's default
+///   `filter_key=['W']` takes both, its `Bias` layer keeping its values in `W`;
 ///   [`hist_filter`](Self::hist_filter) changes the keys), the counts of `rint(log2(|x|))` in
 ///   neon's 64 bins from -48 (bin 0: below 2^-47.5 and the zeros; bin `i`: exponent `i - 48`;
 ///   larger values and NaN uncounted), as neon's backends count them. A column per epoch
@@ -178,17 +181,17 @@ impl CallbackDataWriter {
         self
     }
 
-    /// Write neon's `HistCallback` histograms of the weights in `hist/`: a column per minibatch
+    /// Write neon's `HistCallback` histograms of the weights and biases in `hist/`: a column per minibatch
     /// (`per_minibatch`, neon's `plot_per_mini`, a read of the weights at every step) or per
     /// epoch.
     pub fn hist(mut self, per_minibatch: bool) -> Self {
-        let filter = self.hist.take().map_or_else(|| vec!["weight".to_string()], |h| h.filter);
+        let filter = self.hist.take().map_or_else(crate::monitor::hist::default_filter, |h| h.filter);
         self.hist = Some(HistSetting { per_minibatch, filter });
         self
     }
 
-    /// The histograms are of the parameters whose path contains one of `keys` (`["weight"]` by
-    /// default; neon's `filter_key`); turns [`hist`](Self::hist) on, per epoch, if it is off.
+    /// The histograms are of the parameters whose path contains one of `keys` (`["weight",
+    /// "bias"]` by default; neon's `filter_key`); turns [`hist`](Self::hist) on, per epoch, if it is off.
     pub fn hist_filter<S: Into<String>>(mut self, keys: impl IntoIterator<Item = S>) -> Self {
         let per_minibatch = self.hist.as_ref().is_some_and(|h| h.per_minibatch);
         self.hist = Some(HistSetting { per_minibatch, filter: keys.into_iter().map(Into::into).collect() });

@@ -47,6 +47,32 @@ pub(super) fn open(path: &Path, resumed: bool) -> Result<(File, bool)> {
     Ok(opened)
 }
 
+/// The file at `path` for `Deconv` at the end of training: this run's callback data file when
+/// it is there (a regular file of this user's, never through a symlink; one HDF5 cannot read is
+/// an error, nothing is moved aside), else a new file.
+pub(super) fn open_or_create(path: &Path) -> Result<File> {
+    if path.is_dir() {
+        return Err(Error::msg(format!("Deconv: {} is a folder, not a file", path.display())));
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    let file = if std::fs::symlink_metadata(path).is_ok() {
+        let deconv =
+            |e: &dyn std::fmt::Display| Error::msg(format!("Deconv: cannot open {}: {e}", path.display()));
+        let checked = crate::state::open_own(OpenOptions::new().read(true).write(true), path)
+            .map_err(|e| deconv(&e))?;
+        let file = File::open_rw(path).map_err(|e| deconv(&e))?;
+        same_file(&checked, path)?;
+        file
+    } else {
+        File::create_excl(path)
+            .map_err(|e| Error::msg(format!("Deconv: cannot create {}: {e}", path.display())))?
+    };
+    close_on_exec(path);
+    Ok(file)
+}
+
 fn cannot(path: &Path, what: &str, error: &dyn std::fmt::Display) -> Error {
     Error::msg(format!("CallbackDataWriter: cannot {what} {}: {error}", path.display()))
 }

@@ -1,6 +1,8 @@
 //! neon's `callback_data` file (feature `hdf5`): every group, dataset and attribute read back by
 //! h5py, with its shape, type and values, against what the run did.
 
+mod deconv;
+
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -191,16 +193,18 @@ fn callback_data_file_at_a_bad_path_is_an_error_at_setup_naming_it() {
     }
 }
 
-/// Records the weight matrix of the model (its float values, as neon's `HistCallback` sees `W`)
-/// at each epoch's end, or after each step.
+/// The weights and the bias of the `Linear` model, as two lists of values, at each epoch's end,
+/// or after each step.
 struct WeightLog {
     per_step: bool,
-    seen: std::sync::Arc<std::sync::Mutex<Vec<Vec<f32>>>>,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<[Vec<f32>; 2]>>>,
 }
 
 impl WeightLog {
     fn record(&self, model: &Linear) {
-        self.seen.lock().unwrap().push(model.weight.val().into_data().iter::<f32>().collect());
+        let bias = model.bias.as_ref().expect("a bias").val().into_data().iter::<f32>().collect();
+        let weight = model.weight.val().into_data().iter::<f32>().collect();
+        self.seen.lock().unwrap().push([bias, weight]);
     }
 }
 
@@ -219,33 +223,37 @@ impl Callback<Linear> for WeightLog {
     }
 }
 
-/// The `hist` group of the file, and the histograms neon's own rule gives for `weights` (one
-/// column each), both as h5py and numpy compute them: `Tensor.hist` of neon's CPU backend,
-/// `numpy.histogram(rint(log2(|x|)), bins=arange(65) - 48 with -inf first)`.
-fn hist_with_numpy(path: &Path, weights: &[Vec<f32>]) -> Json {
+/// The `hist` group of the file, and the histograms neon's own rule gives for `columns` (by
+/// dataset name, one list of values per column), both as h5py and numpy compute them:
+/// `Tensor.hist` of neon's CPU backend, `numpy.histogram(rint(log2(|x|)), bins=arange(65) - 48
+/// with -inf first)`.
+fn hist_with_numpy(path: &Path, columns: &Json) -> Json {
     let program = r#"
 import h5py, json, sys
 import numpy as np
-weights = json.loads(sys.argv[2])
+columns = json.loads(sys.argv[2])
 bins = np.arange(64 + 1) + float(-48)
 bins[0] = -float('Inf')
-expected = []
+expected = {}
 with np.errstate(divide='ignore'):
-    for w in weights:
-        h, _ = np.histogram(np.rint(np.log2(np.abs(np.array(w, dtype=np.float32)))), density=False, bins=bins)
-        expected.append(h.tolist())
+    for name, values in columns.items():
+        expected[name] = []
+        for w in values:
+            h, _ = np.histogram(np.rint(np.log2(np.abs(np.array(w, dtype=np.float32)))), density=False, bins=bins)
+            expected[name].append(h.tolist())
 with h5py.File(sys.argv[1], "r") as f:
     group = f["hist"]
     attrs = {k: [str(v.dtype), v.tolist()] if hasattr(v, "dtype") else [type(v).__name__, v] for k, v in group.attrs.items()}
     sets = {name: {"dtype": str(d.dtype), "shape": list(d.shape), "columns": d[...].T.tolist()} for name, d in group.items()}
 print(json.dumps({"attrs": attrs, "datasets": sets, "expected": expected}))
 "#;
-    let weights = serde_json::to_string(weights).unwrap();
-    let output = h5py_command(program).arg(path).arg(weights).output().unwrap();
+    let output = h5py_command(program).arg(path).arg(columns.to_string()).output().unwrap();
     assert!(output.status.success(), "h5py: {}", String::from_utf8_lossy(&output.stderr));
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
+/// neon/callbacks/callbacks.py, `HistCallback` with its default `filter_key=['W']`: the weights
+/// and the biases (neon's `Bias` layer keeps its values in `W`).
 #[test]
 fn callback_data_hist_group_holds_neons_histograms_of_the_weights() {
     for per_minibatch in [false, true] {
@@ -253,7 +261,8 @@ fn callback_data_hist_group_holds_neons_histograms_of_the_weights() {
         let device = burn_stoker::device::cpu();
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let log = WeightLog { per_step: per_minibatch, seen: seen.clone() };
-        // 2 -> 16: a weight of 32 values, spread over several exponents as it trains.
+        // 2 -> 16: a weight of 32 values and a bias of 16, spread over several exponents as
+        // they train.
         let model = burn::nn::LinearConfig::new(2, 16).init(&device);
         Trainer::new(model, burn::optim::SgdConfig::new().init(), tiny_data(3, &device))
             .max_epoch(2)
@@ -263,10 +272,14 @@ fn callback_data_hist_group_holds_neons_histograms_of_the_weights() {
             .callbacks((log, CallbackDataWriter::new("data.h5").hist(per_minibatch)))
             .train(|model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch))
             .unwrap();
-        let weights = seen.lock().unwrap().clone();
+        let seen = seen.lock().unwrap().clone();
         let steps = if per_minibatch { 6 } else { 2 };
-        assert_eq!(weights.len(), steps);
-        let hist = hist_with_numpy(&dir.join("data.h5"), &weights);
+        assert_eq!(seen.len(), steps);
+        let columns = json!({
+            "bias": seen.iter().map(|[bias, _]| bias.clone()).collect::<Vec<_>>(),
+            "weight": seen.iter().map(|[_, weight]| weight.clone()).collect::<Vec<_>>(),
+        });
+        let hist = hist_with_numpy(&dir.join("data.h5"), &columns);
         let markers = if per_minibatch { "minibatch" } else { "epoch" };
         let attrs = json!({
             "bins": ["int64", 64],
@@ -275,16 +288,19 @@ fn callback_data_hist_group_holds_neons_histograms_of_the_weights() {
             "time_steps": ["int64", steps],
         });
         assert_eq!(hist["attrs"], attrs, "per_minibatch {per_minibatch}");
-        // The weight alone (neon's filter_key ['W']; the bias is left out), named by its path.
+        // The weight and the bias, named by their paths.
         let datasets = hist["datasets"].as_object().unwrap();
-        assert_eq!(datasets.keys().collect::<Vec<_>>(), ["weight"], "{hist}");
-        let weight = &datasets["weight"];
-        assert_eq!(weight["dtype"], "int32");
-        assert_eq!(weight["shape"], json!([64, steps]));
-        // Column by column, what numpy computes from the weights by neon's rule.
-        assert_eq!(weight["columns"], hist["expected"], "per_minibatch {per_minibatch}");
-        let counted: i64 = weight["columns"][0].as_array().unwrap().iter().map(|c| c.as_i64().unwrap()).sum();
-        assert_eq!(counted, 32, "every weight is counted");
+        assert_eq!(datasets.keys().collect::<Vec<_>>(), ["bias", "weight"], "{hist}");
+        for (name, count) in [("bias", 16), ("weight", 32)] {
+            let set = &datasets[name];
+            assert_eq!(set["dtype"], "int32");
+            assert_eq!(set["shape"], json!([64, steps]));
+            // Column by column, what numpy computes from the values by neon's rule.
+            assert_eq!(set["columns"], hist["expected"][name], "{name}, per_minibatch {per_minibatch}");
+            let counted: i64 =
+                set["columns"][0].as_array().unwrap().iter().map(|c| c.as_i64().unwrap()).sum();
+            assert_eq!(counted, count, "every value of {name} is counted");
+        }
     }
 }
 
