@@ -266,6 +266,10 @@ mod tests {
             sample(RnnRegularizer::new(2.0, 1.0)),
             sample(GradientClip::new(1.0)),
             sample(GradientAccumulation::new(4)),
+            sample(crate::modify::MixUp::<(Tensor<2>, Tensor<1, burn::tensor::Int>), Tensor<2>, _>::new(
+                0.4,
+                |p: Tensor<2>, _| p.sum_dim(1).squeeze_dim(1),
+            )),
             sample(BatchNormTune::new(vec![0u8], |_: &Linear, _: u8| {})),
             sample(RunOp::new(|_: &mut Linear| {})),
             sample(InjectShell::new()),

@@ -29,6 +29,7 @@ mod logging;
 mod matrix;
 mod metrics;
 mod misuse;
+mod mixup;
 mod mlflow;
 mod modify;
 mod monitor_catalogue;
