@@ -11,6 +11,7 @@ mod batch_events;
 mod callback_data;
 mod catalogue;
 mod checkpoint;
+mod comet;
 mod counters;
 mod debug;
 mod deferred;
