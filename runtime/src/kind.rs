@@ -336,13 +336,15 @@ mod tests {
         all.into_iter().chain(feature_samples()).collect()
     }
 
-    /// The built-ins of the features `dashboard`, `hdf5` and `mlflow`, with them.
+    /// The built-ins of the features `dashboard`, `hdf5`, `mlflow` and `comet`, with them.
     fn feature_samples() -> Vec<Sample> {
         Vec::from([
             #[cfg(feature = "dashboard")]
             sample(crate::monitor::Dashboard::new()),
             #[cfg(feature = "mlflow")]
             sample(crate::monitor::MlflowLogger::new("http://127.0.0.1:1").unwrap()),
+            #[cfg(feature = "comet")]
+            sample(crate::monitor::CometMlMonitor::new("http://127.0.0.1:1", "key", "ws", "project").unwrap()),
             #[cfg(feature = "hdf5")]
             sample(crate::monitor::CallbackDataWriter::new("data.h5")),
         ])
@@ -416,6 +418,7 @@ mod tests {
             .filter(|ty| cfg!(feature = "dashboard") || ty.as_str() != "Dashboard")
             .filter(|ty| cfg!(feature = "hdf5") || ty.as_str() != "CallbackDataWriter")
             .filter(|ty| cfg!(feature = "mlflow") || ty.as_str() != "MlflowLogger")
+            .filter(|ty| cfg!(feature = "comet") || ty.as_str() != "CometMlMonitor")
             .collect();
         assert!(
             missing.is_empty(),
