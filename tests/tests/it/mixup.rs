@@ -183,6 +183,16 @@ fn mixup_step_equals_a_hand_computation() {
     assert!((cost - plain / 8.0).abs() < 1e-5, "validation cost {cost}, unmixed by hand {}", plain / 8.0);
 }
 
+/// A linear model of 3 inputs and 3 classes with fixed weights (the same in every run, whatever
+/// else the process draws).
+fn fixed_linear(device: &Device) -> Linear {
+    let mut model: Linear = LinearConfig::new(3, 3).init(device);
+    let w: Vec<f32> = (0..9).map(|i| ((i as f32) * 1.3).sin() * 0.5).collect();
+    model.weight = burn::module::Param::from_tensor(Tensor::from_data(TensorData::new(w, [3, 3]), device));
+    model.bias = Some(burn::module::Param::from_tensor(Tensor::zeros([3], device)));
+    model
+}
+
 /// A run of `epochs` epochs of 2 batches in `dir` with MixUp (unseeded, or seeded by the
 /// trainer), a checkpoint at each epoch's end; resumed from `resume` when given.
 fn run(
@@ -192,7 +202,7 @@ fn run(
     resume: Option<&str>,
 ) -> (Vec<f32>, Vec<Vec<f32>>) {
     let device = burn_stoker::device::cpu();
-    let model: Linear = LinearConfig::new(3, 3).init(&device);
+    let model = fixed_linear(&device);
     let probe = Probe::default();
     let mut trainer = Trainer::new(model, burn::optim::SgdConfig::new().init(), labelled(2, &device))
         .max_epoch(epochs)
