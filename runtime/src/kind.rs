@@ -344,7 +344,9 @@ mod tests {
             #[cfg(feature = "mlflow")]
             sample(crate::monitor::MlflowLogger::new("http://127.0.0.1:1").unwrap()),
             #[cfg(feature = "comet")]
-            sample(crate::monitor::CometMlMonitor::new("http://127.0.0.1:1", "key", "ws", "project").unwrap()),
+            sample(
+                crate::monitor::CometMlMonitor::new("http://127.0.0.1:1", "key", "ws", "project").unwrap(),
+            ),
             #[cfg(feature = "hdf5")]
             sample(crate::monitor::CallbackDataWriter::new("data.h5")),
         ])

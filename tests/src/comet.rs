@@ -152,6 +152,9 @@ fn serve(stream: TcpStream, api_key: &str, fake: &Fake) -> Result<(), String> {
     if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
 }
 
+/// A JSON field a request must hold, and what its value must be.
+type Field = (&'static str, fn(&Json) -> bool);
+
 /// What Comet would refuse in `request`.
 fn check(request: &Request, api_key: &str) -> Vec<String> {
     let mut problems = Vec::new();
@@ -195,7 +198,7 @@ fn check(request: &Request, api_key: &str) -> Vec<String> {
         ));
     }
     let body = request.json();
-    let fields: &[(&str, fn(&Json) -> bool)] = match endpoint {
+    let fields: &[Field] = match endpoint {
         "create" => &[("workspaceName", Json::is_string), ("projectName", Json::is_string)],
         "tags" => &[("experimentKey", Json::is_string), ("addedTags", Json::is_array)],
         "parameter" => &[

@@ -22,7 +22,10 @@ fn cross_entropy(pred: Tensor<2>, y: Tensor<1, Int>) -> Tensor<1> {
     -log_softmax(pred, 1).gather(1, y.reshape([n, 1])).reshape([n])
 }
 
-fn mixup() -> MixUp<Labelled, Tensor<2>, fn(Tensor<2>, Tensor<1, Int>) -> Tensor<1>> {
+/// The per-sample loss MixUp mixes.
+type PerSample = fn(Tensor<2>, Tensor<1, Int>) -> Tensor<1>;
+
+fn mixup() -> MixUp<Labelled, Tensor<2>, PerSample> {
     MixUp::new(0.4, cross_entropy)
 }
 
