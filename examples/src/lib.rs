@@ -153,6 +153,28 @@ pub struct DigitBatch {
     pub labels: Tensor<1, Int>,
 }
 
+/// fastai's `MixUp` mixes the images and keeps the labels
+/// ([`MixUp`](burn_stoker::modify::MixUp)).
+impl burn_stoker::modify::MixUpBatch for DigitBatch {
+    type Targets = Tensor<1, Int>;
+    fn batch_size(&self) -> usize {
+        self.labels.dims()[0]
+    }
+    fn mix_inputs(self, mix: &burn_stoker::modify::Mix) -> Self {
+        DigitBatch { images: mix.inputs(self.images), labels: self.labels }
+    }
+    fn targets(&self, mix: &burn_stoker::modify::Mix) -> (Self::Targets, Self::Targets) {
+        (self.labels.clone(), mix.partners_of(self.labels.clone()))
+    }
+}
+
+/// The cross-entropy of each sample, not reduced (fastai's loss function under `NoneReduce`):
+/// the per-sample loss [`MixUp`](burn_stoker::modify::MixUp) mixes.
+pub fn cross_entropy_per_sample(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
+    let n = labels.dims()[0];
+    -burn::tensor::activation::log_softmax(logits, 1).gather(1, labels.reshape([n, 1])).reshape([n])
+}
+
 /// Makes [`DigitBatch`]es.
 #[derive(Debug, Clone, Default)]
 pub struct DigitBatcher;

@@ -32,6 +32,7 @@ pub fn time_event_delivery<M: Module, K, C: Callbacks<M, K>>(
             log_dir: PathBuf::new(),
             execution: crate::world::Execution::Single,
             signals: false,
+            seed: None,
             stop: Default::default(),
             pass: None,
         },

@@ -266,6 +266,10 @@ mod tests {
             sample(RnnRegularizer::new(2.0, 1.0)),
             sample(GradientClip::new(1.0)),
             sample(GradientAccumulation::new(4)),
+            sample(crate::modify::MixUp::<(Tensor<2>, Tensor<1, burn::tensor::Int>), Tensor<2>, _>::new(
+                0.4,
+                |p: Tensor<2>, _| p.sum_dim(1).squeeze_dim(1),
+            )),
             sample(BatchNormTune::new(vec![0u8], |_: &Linear, _: u8| {})),
             sample(RunOp::new(|_: &mut Linear| {})),
             sample(InjectShell::new()),
@@ -332,13 +336,17 @@ mod tests {
         all.into_iter().chain(feature_samples()).collect()
     }
 
-    /// The built-ins of the features `dashboard`, `hdf5` and `mlflow`, with them.
+    /// The built-ins of the features `dashboard`, `hdf5`, `mlflow` and `comet`, with them.
     fn feature_samples() -> Vec<Sample> {
         Vec::from([
             #[cfg(feature = "dashboard")]
             sample(crate::monitor::Dashboard::new()),
             #[cfg(feature = "mlflow")]
             sample(crate::monitor::MlflowLogger::new("http://127.0.0.1:1").unwrap()),
+            #[cfg(feature = "comet")]
+            sample(
+                crate::monitor::CometMlMonitor::new("http://127.0.0.1:1", "key", "ws", "project").unwrap(),
+            ),
             #[cfg(feature = "hdf5")]
             sample(crate::monitor::CallbackDataWriter::new("data.h5")),
             // A callback of the models with convolutions (`ConvLayers`), which `Linear` is not.
@@ -419,6 +427,7 @@ mod tests {
             .filter(|ty| cfg!(feature = "dashboard") || ty.as_str() != "Dashboard")
             .filter(|ty| cfg!(feature = "hdf5") || !["CallbackDataWriter", "Deconv"].contains(&ty.as_str()))
             .filter(|ty| cfg!(feature = "mlflow") || ty.as_str() != "MlflowLogger")
+            .filter(|ty| cfg!(feature = "comet") || ty.as_str() != "CometMlMonitor")
             .collect();
         assert!(
             missing.is_empty(),

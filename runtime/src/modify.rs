@@ -8,12 +8,19 @@
 //! ([`Callback::step_hooks`]); a run without such a callback pays nothing for them. Everything they
 //! compute stays on the device: none of them syncs with the host.
 //!
+//! [`MixUp`] (fastai's `MixUp`) changes the batch before the step (`before_batch`) and the loss
+//! before backward: a batch type opts in through [`MixUpBatch`].
+//!
 //! [`BatchNormTune`] (neon's `BatchNormTuneCallback`) changes the model between steps instead:
 //! at its trigger it re-estimates the batch norms' running statistics over a tuning set.
 
 mod batch_norm;
 
 pub use batch_norm::BatchNormTune;
+
+mod mixup;
+
+pub use mixup::{Mix, MixUp, MixUpBatch};
 
 mod run_op;
 

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Device, Tensor, TensorData};
 
+pub mod comet;
 pub mod families;
 pub mod mlflow;
 pub mod mlflow_server;

@@ -155,6 +155,8 @@ pub(crate) struct TrainState<M> {
     pub(crate) execution: Execution,
     /// Whether this run handles SIGINT and SIGTERM (`Trainer::handle_signals`).
     pub(crate) signals: bool,
+    /// The run's seed ([`Trainer::seed`](crate::trainer::Trainer::seed)), for what a callback draws.
+    pub(crate) seed: Option<u64>,
     /// The trainer's stop handle, for [`Context::stop_handle`].
     pub(crate) stop: StopHandle,
     /// The validation pass a callback handed the trainer with its request, and, when the pass
@@ -447,6 +449,12 @@ impl<M> Context<'_, M> {
     /// End the current epoch after this step: its `after_epoch` and `trigger_epoch` still run.
     pub fn skip_rest_of_epoch(&mut self) {
         self.state.control.skip_epoch = true;
+    }
+    /// The run's seed, given to [`Trainer::seed`](crate::trainer::Trainer::seed); `None` for an
+    /// unseeded run. A callback that draws at random (`MixUp`) seeds its draws from it, the rank
+    /// and the global step, so that a resumed run draws what the uninterrupted one drew.
+    pub fn seed(&self) -> Option<u64> {
+        self.state.seed
     }
     /// Whether the model is being trained (fastai's `training`, which its `TrainEvalCallback`
     /// sets): `true` from the start of an epoch's training (after `before_epoch`, before its

@@ -3,10 +3,10 @@
 //! `mlflow-tls`), and uploads the best checkpoint as an artifact when asked.
 
 mod artifacts;
-mod auth;
-mod http;
+pub(super) mod auth;
+pub(super) mod http;
 mod sink;
-mod tls;
+pub(super) mod tls;
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -3,7 +3,8 @@
 //!
 //! A writer is a [`MonitorSink`] running on a thread of its own; its callback
 //! ([`TensorBoardWriter`], [`JsonWriter`], [`ScalarPrinter`], [`CsvWriter`], [`HistoryWriter`],
-//! [`SendMonitorData`]; with the feature `mlflow`, `MlflowLogger` for an MLflow tracking server;
+//! [`SendMonitorData`]; with the feature `mlflow`, `MlflowLogger` for an MLflow tracking server; with the feature
+//! `comet`, `CometMlMonitor` for Comet (tensorpack's `CometMLMonitor`);
 //! with the feature `dashboard`, `Dashboard`, the terminal dashboard)
 //! registers it at setup. Records put
 //! during an event reach the writers in one batch when the event ends; the end of every epoch
@@ -25,6 +26,8 @@
 mod average;
 #[cfg(feature = "hdf5")]
 mod callback_data;
+#[cfg(feature = "comet")]
+mod comet;
 mod csv;
 #[cfg(feature = "dashboard")]
 mod dashboard;
@@ -44,6 +47,8 @@ pub(crate) use crate::state::{json_f64, parse_f64};
 pub use average::{MovingAverageSummary, SimpleMovingAverage};
 #[cfg(feature = "hdf5")]
 pub use callback_data::{CallbackDataWriter, ConvLayers, Deconv};
+#[cfg(feature = "comet")]
+pub use comet::{COMET_DEFAULT_URL, COMET_SINK_NAME, CometMlMonitor};
 pub use csv::{CSV_FILE, CsvSink, CsvWriter};
 #[cfg(feature = "dashboard")]
 pub use dashboard::Dashboard;

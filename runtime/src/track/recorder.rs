@@ -6,8 +6,7 @@ use std::path::Path;
 
 use serde_json::Value as Json;
 
-use super::lr_suggest::SmoothLoss;
-use super::plot::{Mark, Plot, Series, XAxis, write_plot};
+use super::plot::{Plot, Series, XAxis, write_plot};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
@@ -25,6 +24,11 @@ pub const LR_PLOT: &str = "lr.png";
 pub const TRAIN_COLOR: [u8; 3] = [31, 119, 180];
 /// The colour of the validation loss (RGB).
 pub const VALID_COLOR: [u8; 3] = [255, 127, 14];
+
+mod lr_find;
+
+pub use lr_find::LR_FIND_SKIP_END;
+pub(crate) use lr_find::plot_lr_find;
 
 static LOSS: [Fetch; 1] = [Fetch::deferred("loss")];
 
@@ -218,47 +222,6 @@ impl Recorder {
         };
         write_plot(path.as_ref(), &plot)
     }
-}
-
-impl Recorder {
-    /// The learning rate and the smoothed loss of every step whose loss arrived: fastai's
-    /// `recorder.lrs` and `recorder.losses`, the loss smoothed as fastai's `Recorder` smooths it
-    /// (`AvgSmoothLoss(beta=0.98)`, from the first step recorded). After a sweep of
-    /// [`LrFinder`](super::LrFinder) in the same run they are the finder's
-    /// [`points`](super::LrFinder::points).
-    pub fn lr_find_points(&self) -> Vec<(f64, f64)> {
-        let mut smooth = SmoothLoss::new();
-        self.losses
-            .iter()
-            .filter_map(|&(step, loss)| {
-                let at = self.lrs.binary_search_by_key(&step, |&(s, _)| s).ok()?;
-                Some((self.lrs[at].1, smooth.add(loss)))
-            })
-            .collect()
-    }
-
-    /// Plot [`lr_find_points`](Self::lr_find_points), the smoothed loss against the learning
-    /// rate on a logarithmic scale, without the last 5 points, to a PNG file at `path`: fastai's
-    /// `recorder.plot_lr_find()`.
-    pub fn plot_lr_find(&self, path: impl AsRef<Path>) -> Result<()> {
-        plot_lr_find(path.as_ref(), &self.lr_find_points(), &[])
-    }
-}
-
-/// fastai's `plot_lr_find(skip_end=5)`: the loss against the learning rate, without the last 5
-/// points, with `marks`; the curve ends at the first loss that is not a number (a NaN smoothed
-/// loss stays NaN: matplotlib draws nothing from there).
-pub(crate) fn plot_lr_find(path: &Path, points: &[(f64, f64)], marks: &[Mark<'_>]) -> Result<()> {
-    let shown = &points[..points.len().saturating_sub(5)];
-    let shown = &shown[..shown.iter().position(|p| p.1.is_nan()).unwrap_or(shown.len())];
-    let plot = Plot {
-        title: "Loss against the learning rate",
-        left: Series { points: shown, color: TRAIN_COLOR, label: "loss" },
-        right: None,
-        x: XAxis::Log("learning rate"),
-        marks,
-    };
-    write_plot(path, &plot)
 }
 
 /// `(global_step, value)` pairs as a plot's points.

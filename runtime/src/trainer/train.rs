@@ -109,6 +109,7 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
         log_dir: opened.log_dir,
         execution: Execution::Single,
         signals: settings.handle_signals,
+        seed: settings.seed,
         stop: settings.stop.clone(),
         pass: None,
     };

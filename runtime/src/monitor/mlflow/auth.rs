@@ -5,7 +5,7 @@
 /// `Bearer <MLFLOW_TRACKING_TOKEN>` when that is set (MLflow's client decides in that order).
 /// Its `Debug` hides the secret.
 #[derive(Clone, PartialEq)]
-pub(super) struct Authorization(String);
+pub(in crate::monitor) struct Authorization(String);
 
 impl std::fmt::Debug for Authorization {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -30,6 +30,12 @@ impl Authorization {
             return Some(Authorization(format!("Basic {}", base64(format!("{user}:{password}").as_bytes()))));
         }
         var("MLFLOW_TRACKING_TOKEN").map(|token| Authorization(format!("Bearer {token}")))
+    }
+
+    /// The header's value as it is given (Comet's `Authorization: <API key>`).
+    #[cfg_attr(not(feature = "comet"), allow(dead_code))]
+    pub(in crate::monitor) fn raw(value: String) -> Authorization {
+        Authorization(value)
     }
 
     /// The header's value.

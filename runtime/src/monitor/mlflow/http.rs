@@ -25,12 +25,15 @@ enum Failure {
 /// What a request sends.
 enum Body<'a> {
     Json(&'a str),
+    /// Bytes of a content type (a multipart form).
+    #[cfg_attr(not(feature = "comet"), allow(dead_code))]
+    Bytes(&'a str, &'a [u8]),
     File(&'a File),
     Nothing,
 }
 
 /// The tracking server's client, on the sink's thread.
-pub(super) struct Client {
+pub(in crate::monitor) struct Client {
     /// `http(s)://host:port` (no trailing slash).
     pub(super) tracking_uri: String,
     /// The HTTP client. `ureq` (default features off: plain HTTP/1.1, a few small crates; rustls
@@ -43,16 +46,16 @@ pub(super) struct Client {
     /// How long the end of training allows, for the error past it.
     end_timeout: Duration,
     /// Once closing: when the end of training stops waiting (no request goes past it).
-    pub(super) deadline: Option<Instant>,
+    pub(in crate::monitor) deadline: Option<Instant>,
     /// Whether the server answered the last request: a sink that failed on a server that
     /// does not answer does not try again to end the run.
-    pub(super) answering: bool,
+    pub(in crate::monitor) answering: bool,
 }
 
 impl Client {
     /// A client of the server at `tracking_uri` through `agent`: `timeout` a request, `end_timeout`
     /// the end's (for its error), `authorization` with every request.
-    pub(super) fn new(
+    pub(in crate::monitor) fn new(
         tracking_uri: String,
         agent: ureq::Agent,
         (timeout, end_timeout): (Duration, Duration),
@@ -79,6 +82,27 @@ impl Client {
     pub(super) fn post(&mut self, endpoint: &str, body: &Json) -> io::Result<Json> {
         let url = format!("{}/api/2.0/mlflow/{endpoint}", self.tracking_uri);
         self.request("POST", &url, Body::Json(&body.to_string()), self.timeout)
+    }
+
+    /// `POST {tracking_uri}{path}` with the JSON `body` (another service's API, Comet's), as
+    /// [`post`](Self::post).
+    #[cfg_attr(not(feature = "comet"), allow(dead_code))]
+    pub(in crate::monitor) fn post_json(&mut self, path: &str, body: &Json) -> io::Result<Json> {
+        let url = format!("{}{path}", self.tracking_uri);
+        self.request("POST", &url, Body::Json(&body.to_string()), self.timeout)
+    }
+
+    /// `POST {tracking_uri}{path_and_query}` with `bytes` of `content_type` (a multipart form),
+    /// as [`post`](Self::post).
+    #[cfg_attr(not(feature = "comet"), allow(dead_code))]
+    pub(in crate::monitor) fn post_bytes(
+        &mut self,
+        path_and_query: &str,
+        content_type: &str,
+        bytes: &[u8],
+    ) -> io::Result<Json> {
+        let url = format!("{}{path_and_query}", self.tracking_uri);
+        self.request("POST", &url, Body::Bytes(content_type, bytes), self.timeout)
     }
 
     /// `GET {tracking_uri}/api/2.0/mlflow/{endpoint_and_query}`, as [`post`](Self::post).
@@ -155,6 +179,13 @@ impl Client {
                     request = request.header("Authorization", authorization);
                 }
                 request.content_type("application/json").send(*text).map_err(unanswered)
+            }
+            Body::Bytes(content_type, bytes) => {
+                let mut request = self.agent.post(url).config().timeout_global(Some(timeout)).build();
+                if let Some(authorization) = authorization {
+                    request = request.header("Authorization", authorization);
+                }
+                request.content_type(*content_type).send(*bytes).map_err(unanswered)
             }
             Body::File(file) => {
                 let mut reader = *file;

@@ -14,7 +14,7 @@ pub(super) const INSECURE_VAR: &str = "MLFLOW_TRACKING_INSECURE_TLS";
 
 /// How the sink checks an `https://` server's certificate.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(super) struct Trust {
+pub(in crate::monitor) struct Trust {
     /// A PEM file of the certificates to trust, in place of Mozilla's roots.
     pub(super) cert_path: Option<PathBuf>,
     /// No check at all (`MLFLOW_TRACKING_INSECURE_TLS=true`).
@@ -23,7 +23,7 @@ pub(super) struct Trust {
 
 impl Trust {
     /// From the process's environment.
-    pub(super) fn from_env() -> Trust {
+    pub(in crate::monitor) fn from_env() -> Trust {
         Self::from_vars(|name| std::env::var(name).ok())
     }
 
@@ -39,7 +39,7 @@ impl Trust {
 
 /// The error for a tracking URI a build cannot reach, or `None` for one it can: `http://`, and
 /// `https://` when it `has_tls` (the feature `mlflow-tls`).
-pub(super) fn check_uri(uri: &str, has_tls: bool) -> Option<String> {
+pub(in crate::monitor) fn check_uri(uri: &str, has_tls: bool) -> Option<String> {
     let (scheme_ok, rest) = match (uri.strip_prefix("http://"), uri.strip_prefix("https://")) {
         (Some(rest), _) => (true, rest),
         (None, Some(rest)) => (has_tls, rest),
@@ -128,7 +128,7 @@ pub(super) fn tls_config(trust: &Trust) -> Result<()> {
 
 /// The sink's agent: MLflow's error bodies read rather than stopped at the status, `timeout`
 /// for every request unless it sets its own, TLS as `trust` says with the feature.
-pub(super) fn agent(trust: &Trust, timeout: std::time::Duration) -> Result<ureq::Agent> {
+pub(in crate::monitor) fn agent(trust: &Trust, timeout: std::time::Duration) -> Result<ureq::Agent> {
     let config = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(timeout));
     #[cfg(feature = "mlflow-tls")]
     let config = config.tls_config(tls_config(trust)?);
