@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde_json::Value as Json;
 
+use super::lr_suggest::SmoothLoss;
 use super::plot::{Plot, Series, XAxis, write_plot};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
