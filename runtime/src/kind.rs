@@ -321,6 +321,7 @@ mod tests {
             sample(EnableCallbackIf::new(TerminateOnNaN::new(), |_| true)),
             sample(ProxyCallback::new(MinSaver::new("validation_loss"))),
             sample(ModelSaver::new(1).named("archive")),
+            sample(ModelSaver::new(1).set_chief_only(false)),
             sample(Box::new(GradientClip::new(1.0))),
         ];
         #[cfg(feature = "sys-metrics")]
@@ -374,7 +375,8 @@ mod tests {
                 let path = entry.path();
                 if path.is_dir() {
                     walk(&path, out);
-                } else if path.extension().is_some_and(|e| e == "rs") {
+                } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("tests.rs") {
+                    // A `tests.rs` is a test module of its own (`#[cfg(test)] mod tests;`).
                     let text = std::fs::read_to_string(&path).unwrap();
                     let code = text.split("#[cfg(test)]\nmod ").next().unwrap_or_default();
                     let code: Vec<&str> =
