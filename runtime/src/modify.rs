@@ -54,12 +54,9 @@ use crate::fetch::OutputTensor;
 /// differentiates and of the `"loss"` output (fastai adds it to `loss_grad` only, and records
 /// `loss` without it; here `"loss"` is always what was minimized).
 ///
-/// Validation: fastai's runs in training only (`run_valid=False`, and its `after_loss` returns when
-/// not training). This one does not look at the phase: the trainer delivers `after_loss`
-/// (`before_backward`) to the callbacks that take the loss during an `InferenceRunner`'s pass
-/// whose outputs hold one named `loss`, and there it adds the penalty to the validation loss when
-/// the pass puts both outputs, or fails the run with the error naming the missing one when it does
-/// not. A pass whose outputs hold no `loss` does not reach it.
+/// Validation: none, as fastai's (`run_valid=False`): the trainer also delivers the loss
+/// (`after_loss`) during an `InferenceRunner`'s pass whose outputs hold one named `loss`, and
+/// there, `ctx.training()` being `false`, it leaves the loss as it is and asks for no output.
 ///
 /// In data-parallel training it runs on every rank: it changes the loss each replica differentiates.
 ///
@@ -112,7 +109,10 @@ impl<M> Callback<M> for RnnRegularizer {
     fn step_hooks(&self) -> StepHooks {
         StepHooks::LOSS
     }
-    fn before_backward(&mut self, _ctx: &mut Context<'_, M>, loss: &StepLoss<'_>) -> Result<()> {
+    fn before_backward(&mut self, ctx: &mut Context<'_, M>, loss: &StepLoss<'_>) -> Result<()> {
+        if !ctx.training() {
+            return Ok(()); // fastai's `run_valid = False`: the validation loss has no penalty
+        }
         let mut penalty: Option<Tensor<1>> = None;
         if self.alpha != 0.0 {
             let dropped = self.activations(loss, self.dropped)?;
