@@ -78,6 +78,21 @@ pub struct BookTrackers;
 #[doc = include_str!("../../book/src/coming-from.md")]
 pub struct BookComingFrom;
 #[cfg(doctest)]
+#[doc = include_str!("../../book/src/coming-from-tensorpack.md")]
+pub struct BookComingFromTensorpack;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/coming-from-neon.md")]
+pub struct BookComingFromNeon;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/coming-from-fastai.md")]
+pub struct BookComingFromFastai;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/coming-from-keras.md")]
+pub struct BookComingFromKeras;
+#[cfg(doctest)]
+#[doc = include_str!("../../book/src/coming-from-lightning.md")]
+pub struct BookComingFromLightning;
+#[cfg(doctest)]
 #[doc = include_str!("../../book/src/first-run-and-build-times.md")]
 pub struct BookFirstRunAndBuildTimes;
 #[cfg(doctest)]

@@ -35,16 +35,28 @@ use crate::error::{Error, Result, check_setting};
 use crate::fetch::OutputTensor;
 
 /// fastai's `RNNRegularizer`: adds activation regularization (AR) and temporal activation
-/// regularization (TAR) to the loss before backward.
+/// regularization (TAR) to the loss before backward (fastai's `after_loss`).
 ///
-/// - AR: `alpha * mean(dropped²)`, on the dropped-out outputs of the last RNN layer;
-/// - TAR: `beta * mean((raw[:, 1:] - raw[:, :-1])²)`, on its raw outputs (`[batch, seq, hidden]`,
-///   time on the second axis; skipped for sequences of length 1, as fastai does).
+/// - AR: `alpha * mean(dropped²)`, on the dropped-out output of the last RNN layer (fastai's
+///   `out`);
+/// - TAR: `beta * mean((raw[:, 1:] - raw[:, :-1])²)`, on the same layer's output before dropout
+///   (fastai's `raw_out`), `[batch, seq, hidden]` with time on the second axis. It is skipped
+///   for a sequence of length 1 and computed for a batch of one sample. fastai's test,
+///   `len(h) > 1`, is on the batch's size instead: it skips TAR for a batch of one sample, and a
+///   sequence of length 1 in a larger batch gives it the mean of an empty tensor, NaN.
+///
+/// Both are computed in the activations' float type (fastai casts them to float32 first).
 ///
 /// The step puts both tensors as outputs (with the autodiff graph, so that the penalty trains) under
-/// the names given to [`outputs`](Self::outputs) (`"dropped_out"` and `"raw_out"` by default). The
-/// penalty is part of the loss that backward differentiates and of the `"loss"` output (fastai
-/// keeps the recorded loss without it; here `"loss"` is always what was minimized).
+/// the names given to [`outputs`](Self::outputs) (`"dropped_out"` and `"raw_out"` by default);
+/// fastai's `RNNCallback` takes them from the model's output tuple instead. A weight that is not 0
+/// whose output is missing is an error naming it. The penalty is part of the loss that backward
+/// differentiates and of the `"loss"` output (fastai adds it to `loss_grad` only, and records
+/// `loss` without it; here `"loss"` is always what was minimized).
+///
+/// Validation: none, as fastai's (`run_valid=False`): the trainer also delivers the loss
+/// (`after_loss`) during an `InferenceRunner`'s pass whose outputs hold one named `loss`, and
+/// there, `ctx.training()` being `false`, it leaves the loss as it is and asks for no output.
 ///
 /// In data-parallel training it runs on every rank: it changes the loss each replica differentiates.
 ///
@@ -63,8 +75,8 @@ pub struct RnnRegularizer {
 crate::kind::kind!(RnnRegularizer);
 
 impl RnnRegularizer {
-    /// AR with weight `alpha` and TAR with weight `beta` (fastai's defaults are 2 and 1); a
-    /// weight of 0 turns that term off.
+    /// AR with weight `alpha` and TAR with weight `beta`; a weight of 0 turns that term off.
+    /// fastai's `RNNRegularizer` defaults to 0 and 0 (no penalty); its `TextLearner` passes 2 and 1.
     pub fn new(alpha: f64, beta: f64) -> Self {
         RnnRegularizer { alpha, beta, dropped: "dropped_out", raw: "raw_out" }
     }
@@ -97,7 +109,10 @@ impl<M> Callback<M> for RnnRegularizer {
     fn step_hooks(&self) -> StepHooks {
         StepHooks::LOSS
     }
-    fn before_backward(&mut self, _ctx: &mut Context<'_, M>, loss: &StepLoss<'_>) -> Result<()> {
+    fn before_backward(&mut self, ctx: &mut Context<'_, M>, loss: &StepLoss<'_>) -> Result<()> {
+        if !ctx.training() {
+            return Ok(()); // fastai's `run_valid = False`: the validation loss has no penalty
+        }
         let mut penalty: Option<Tensor<1>> = None;
         if self.alpha != 0.0 {
             let dropped = self.activations(loss, self.dropped)?;

@@ -215,14 +215,23 @@ fn named_tests(text: &str) -> Vec<&str> {
         .collect()
 }
 
-/// The catalogue's rows ("Coming from tensorpack, neon, fastai, Lightning or Keras") and the
+/// The catalogue's pages, one per library ("Coming from tensorpack", "... neon", ...).
+const CATALOGUE: [&str; 5] = [
+    "book/src/coming-from-tensorpack.md",
+    "book/src/coming-from-neon.md",
+    "book/src/coming-from-fastai.md",
+    "book/src/coming-from-keras.md",
+    "book/src/coming-from-lightning.md",
+];
+
+/// The catalogue's rows (the "Coming from" pages of each library) and the
 /// counters' table ("Events and the lifecycle") name the tests that show a verdict: every
 /// backticked name of a test there (a snake-case name of six words or more, with its module
 /// path or alone) is a test function of this binary, so a renamed or removed test fails here.
 #[test]
 fn the_tests_the_guide_names_exist() {
     let tests = test_functions();
-    for page in ["book/src/coming-from.md", "book/src/events-and-lifecycle.md"] {
+    for page in CATALOGUE.into_iter().chain(["book/src/events-and-lifecycle.md"]) {
         let text = read(page);
         let named = named_tests(&text);
         assert!(!named.is_empty(), "{page} names no test");
@@ -237,24 +246,28 @@ fn the_tests_the_guide_names_exist() {
 /// exists); a row that differs says how, and one that names no test must not say "same".
 #[test]
 fn every_row_the_catalogue_calls_the_same_names_a_test() {
-    let text = read("book/src/coming-from.md");
     let mut rows = 0;
-    for (number, line) in text.lines().enumerate() {
-        let Some(row) = line.strip_prefix("| ").and_then(|row| row.strip_suffix(" |")) else { continue };
-        let (Some((item, _)), Some((_, verdict))) = (row.split_once(" | "), row.rsplit_once(" | ")) else {
-            continue;
-        };
-        if verdict == "verdict" {
-            continue;
+    for page in CATALOGUE {
+        let text = read(page);
+        for (number, line) in text.lines().enumerate() {
+            let Some(row) = line.strip_prefix("| ").and_then(|row| row.strip_suffix(" |")) else { continue };
+            let (Some((item, _)), Some((_, verdict))) = (row.split_once(" | "), row.rsplit_once(" | "))
+            else {
+                continue;
+            };
+            if verdict == "verdict" {
+                continue;
+            }
+            rows += 1;
+            let same = verdict
+                .split(|c: char| !c.is_ascii_alphanumeric())
+                .any(|word| word.eq_ignore_ascii_case("same"));
+            assert!(
+                !same || !named_tests(line).is_empty(),
+                "{page}:{}: the verdict on {item} says \"same\" and the row names no test",
+                number + 1
+            );
         }
-        rows += 1;
-        let same =
-            verdict.split(|c: char| !c.is_ascii_alphanumeric()).any(|word| word.eq_ignore_ascii_case("same"));
-        assert!(
-            !same || !named_tests(line).is_empty(),
-            "book/src/coming-from.md:{}: the verdict on {item} says \"same\" and the row names no test",
-            number + 1
-        );
     }
     assert!(rows >= 150, "{rows} rows read in the catalogue's tables");
 }

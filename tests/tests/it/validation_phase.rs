@@ -507,3 +507,34 @@ fn after_batch_after_a_training_step_reaches_the_callbacks_that_take_it() {
     assert_eq!((hand_written, dsl.training, dsl.validation), (2, 2, 3));
     assert_eq!((declines.training, declines.validation), (0, 3));
 }
+
+/// fastai's `RNNRegularizer` runs in training only (fastai/callback/rnn.py: `run_valid=False`, and
+/// `after_loss` returns when not training): the loss a validation pass delivers to it is left as
+/// it is, and the pass, which puts no activations, does not fail for it.
+#[test]
+fn rnn_regularizer_leaves_the_validation_loss_as_it_is() {
+    let device = burn_stoker::device::cpu();
+    let validation = tiny_data(3, &device);
+    let losses = Arc::default();
+    let regularizer = burn_stoker::modify::RnnRegularizer::new(2.0, 0.0);
+    let model =
+        Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(1, &device))
+            .max_epoch(1)
+            .log_dir(scratch_dir("valid-phase-rnn-regularizer"))
+            .default_callbacks(DefaultCallbacks::none())
+            .callbacks((runner(validation.clone()), regularizer, LossReader(Arc::clone(&losses))))
+            .train(|model: &Linear, (x, y): Batch, step: &mut Step<'_>| {
+                let pred = model.forward(x);
+                step.output("dropped_out", pred.clone().unsqueeze_dim::<3>(1));
+                (pred - y).powi_scalar(2).mean()
+            })
+            .unwrap()
+            .model;
+    let by_hand = hand_losses(&model, &validation);
+    let plain = by_hand.iter().sum::<f64>() / 3.0;
+    let got = losses.lock().unwrap()[0];
+    assert!(
+        (got - plain).abs() < 1e-5 * plain.abs().max(1.0),
+        "validation_loss {got}, without a penalty {plain}"
+    );
+}
