@@ -213,13 +213,13 @@ fn neon_eval_freq_2_skips_the_epochs_without_a_value_in_save_best_state_and_earl
     };
     run(4, false);
     assert_eq!(*seen.lock().unwrap(), [0.5, 0.25], "EarlyStop called at epochs 2 and 4 only");
-    let best = Checkpoint::read(&dir.join("best")).unwrap();
+    let best = Checkpoint::read(dir.join("best")).unwrap();
     assert_eq!((best.epoch_num(), best.global_step()), (4, 12), "epoch 4's 0.25 is the best");
     // Resumed from epoch 4 to 6: epoch 5 skipped, epoch 6's 0.75 is worse than 0.25.
     let report = run(6, true);
     assert_eq!(report.counters.global_step(), 18);
     assert_eq!(*seen.lock().unwrap(), [0.5, 0.25, 0.75]);
-    assert_eq!(Checkpoint::read(&dir.join("best")).unwrap().global_step(), 12);
+    assert_eq!(Checkpoint::read(dir.join("best")).unwrap().global_step(), 12);
 }
 
 #[test]
