@@ -22,7 +22,6 @@ mod timeout;
 pub use dump::DumpTensors;
 pub use factory::CallbackFactory;
 pub use image::DumpTensorAsImage;
-pub use npz::{crc32, encode_npy, encode_npz, encode_zip};
 pub use numerics::CheckNumerics;
 pub use param_image::DumpParamAsImage;
 pub use process::{ProcessTensors, TensorPrinter};

@@ -1,6 +1,6 @@
 //! The state a [`Context`](crate::callback::Context) exposes, one layer below the callbacks: the monitor
 //! store ([`Monitors`]), the hyper-parameters ([`HyperParams`]), what to keep of the checkpoints
-//! ([`KeepPolicy`]), how state is written to disk ([`json_f64`], [`write_atomic`]), and the
+//! ([`KeepPolicy`]), how state is written to disk (the crate-private `json_f64` and `write_atomic`), and the
 //! files of a log directory opened so that nothing planted there is followed, waited on or read
 //! without bound (`log_file`), the
 //! bounded queues of the background writers ([`WriterQueue`], [`WriterFailure`],
@@ -41,7 +41,7 @@ pub(crate) use log_file::{
 pub use monitors::{Better, MonitorSink, Monitors};
 pub(crate) use monitors::{ReadJournal, journal_name};
 pub(crate) use persist::{create_dir_all_synced, sync_dir, write_new_file};
-pub use persist::{json_f64, parse_f64, write_atomic};
+pub(crate) use persist::{json_f64, parse_f64, write_atomic};
 pub(crate) use queue::{BoundedSender, bounded};
 pub use queue::{DroppedWork, MONITOR_QUEUE_CAPACITY, WriterFailure, WriterQueue};
 pub use record::{EpochStats, Histogram, Image, Record, StatsRow, Value};
