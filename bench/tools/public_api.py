@@ -197,7 +197,8 @@ class Surface:
         self.named.setdefault(id_, set()).add(path)
         if kind == "module":
             for child in v["items"]:
-                self.collect(child, f"{path}::{self.item(child)['name'] if self.item(child) and self.item(child)['name'] else ''}")
+                name = (self.item(child) or {}).get("name") or ""
+                self.collect(child, f"{path}::{name}")
 
     def reexport(self, u, parent):
         target = u.get("id")

@@ -67,10 +67,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 grads
             }
         };
-        let grads = match self.state.control.kept_grads.is_some() {
-            true => self.with_kept_grads(grads),
-            false => grads,
-        };
+        let grads = if self.state.control.kept_grads.is_some() { self.with_kept_grads(grads) } else { grads };
         let mut grads = self.agree_step(grads)?;
         if self.dispatch.takes_gradients() {
             grads = self.take_gradients(grads)?;
