@@ -47,6 +47,8 @@ pub enum EventKind {
     Validate,
     /// After a validation pass, to every callback.
     AfterValidate,
+    /// After a `Flow::CancelBackward`.
+    AfterCancelBackward,
     /// After a `Flow::CancelBatch`.
     AfterCancelBatch,
     /// After a `Flow::CancelEpoch`.
@@ -63,7 +65,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every event, in the order of the training loop.
-    pub const ALL: [EventKind; 25] = [
+    pub const ALL: [EventKind; 26] = [
         EventKind::Setup,
         EventKind::BeforeTrain,
         EventKind::BeforeEpoch,
@@ -83,6 +85,7 @@ impl EventKind {
         EventKind::BeforeValidate,
         EventKind::Validate,
         EventKind::AfterValidate,
+        EventKind::AfterCancelBackward,
         EventKind::AfterCancelBatch,
         EventKind::AfterCancelEpoch,
         EventKind::AfterCancelFit,
@@ -113,6 +116,7 @@ impl EventKind {
             EventKind::BeforeValidate => "before_validate",
             EventKind::Validate => "validate",
             EventKind::AfterValidate => "after_validate",
+            EventKind::AfterCancelBackward => "after_cancel_backward",
             EventKind::AfterCancelBatch => "after_cancel_batch",
             EventKind::AfterCancelEpoch => "after_cancel_epoch",
             EventKind::AfterCancelFit => "after_cancel_fit",
@@ -128,10 +132,12 @@ impl EventKind {
     }
 
     /// The event named `name`, among those a user writes; fastai's `after_loss` is another name
-    /// of `before_backward`.
+    /// of `before_backward`, its `after_create` another name of `setup`.
     pub fn from_name(name: &str) -> Option<EventKind> {
-        if name == "after_loss" {
-            return Some(EventKind::BeforeBackward);
+        match name {
+            "after_loss" => return Some(EventKind::BeforeBackward),
+            "after_create" => return Some(EventKind::Setup),
+            _ => {}
         }
         EventKind::ALL.into_iter().find(|event| event.written() && event.name() == name)
     }
@@ -175,6 +181,7 @@ impl EventKind {
                 | EventKind::BeforeValidate
                 | EventKind::Validate
                 | EventKind::AfterValidate
+                | EventKind::AfterCancelBackward
                 | EventKind::AfterCancelBatch
                 | EventKind::AfterCancelEpoch
                 | EventKind::AfterCancelFit

@@ -51,11 +51,13 @@ pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
 pub fn composition(input: &Composition) -> TokenStream {
     let ident = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
-    let params = input.generics.params.iter();
+    let params: Vec<_> = input.generics.params.iter().collect();
     let p = Runtime::new(input.krate.as_ref()).private();
     quote! {
         #[automatically_derived]
         impl #impl_generics #p::CallbackField for #ident #ty_generics #where_clause {}
+        #[automatically_derived]
+        impl<#(#params,)* __StokerModel> #p::SealedCallbacks<__StokerModel, ()> for #ident #ty_generics #where_clause {}
         #[automatically_derived]
         impl<#(#params,)* __StokerModel> #p::Callbacks<__StokerModel, ()> for #ident #ty_generics #where_clause {
             fn len(&self) -> usize { 0 }

@@ -34,6 +34,12 @@ pub const BEFORE_TRAIN: Symbol = Symbol("before_train");
 pub const ENABLE_IF: Symbol = Symbol("enable_if");
 /// `chief_only = bool`.
 pub const CHIEF_ONLY: Symbol = Symbol("chief_only");
+/// `training_batches = bool`: whether the callback takes the events of a training step
+/// (fastai's `run_train`).
+pub const TRAINING_BATCHES: Symbol = Symbol("training_batches");
+/// `validation_batches = bool`: whether the callback takes the batch events of a validation
+/// pass (fastai's `run_valid`).
+pub const VALIDATION_BATCHES: Symbol = Symbol("validation_batches");
 /// `name = "Name"`.
 pub const NAME: Symbol = Symbol("name");
 /// `state`.

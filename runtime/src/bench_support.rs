@@ -10,7 +10,7 @@ use crate::callback::{Callbacks, Control, Counters, Event, TrainState};
 use crate::error::Result;
 use crate::state::HyperParams;
 use crate::state::Monitors;
-use crate::trainer::Run;
+use crate::trainer::{Holds, Resolved, Run};
 
 /// Time `events` deliveries of `trigger_step` to every callback of `callbacks`, exactly as the
 /// trainer delivers events between steps (for the dispatch benchmark; not a public API).
@@ -21,7 +21,7 @@ pub fn time_event_delivery<M: Module, K, C: Callbacks<M, K>>(
     events: u64,
 ) -> Result<std::time::Duration> {
     let mut run = Run::new(
-        callbacks,
+        Resolved::new(callbacks, true, 1)?,
         TrainState {
             counters: Counters { epoch_num: 1, max_epoch: 1, starting_epoch: 1, ..Counters::default() },
             model: Some(model),
@@ -36,9 +36,8 @@ pub fn time_event_delivery<M: Module, K, C: Callbacks<M, K>>(
             stop: Default::default(),
             pass: None,
         },
-        true,
-        1,
-    )?;
+        Holds::default(),
+    );
     let start = std::time::Instant::now();
     for _ in 0..events {
         run.deliver(std::hint::black_box(Event::TriggerStep)).map_err(|halt| run.settled(halt))?;
@@ -121,9 +120,7 @@ pub fn time_monitors_checkpoint(
     }
     let put = |monitors: &mut Monitors, from: u64, to: u64| {
         for step in from..to {
-            monitors.global_step = step + 1;
-            monitors.epoch_num = step / 1000 + 1;
-            monitors.put_scalar("loss", 1.0 / (step + 1) as f64);
+            monitors.at(step + 1, step / 1000 + 1).put_scalar("loss", 1.0 / (step + 1) as f64);
             monitors.end_row();
             if (step + 1) % 1000 == 0 {
                 monitors.end_epoch();

@@ -229,6 +229,8 @@ impl Error {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cancel {
+    /// fastai's `CancelBackwardException`.
+    Backward,
     /// fastai's `CancelBatchException`.
     Batch,
     /// fastai's `CancelEpochException`.
@@ -247,6 +249,7 @@ impl Cancel {
     /// The [`Flow`](crate::callback::Flow) value's name.
     pub fn flow_name(self) -> &'static str {
         match self {
+            Cancel::Backward => "Flow::CancelBackward",
             Cancel::Batch => "Flow::CancelBatch",
             Cancel::Epoch => "Flow::CancelEpoch",
             Cancel::Fit => "Flow::CancelFit",
@@ -268,6 +271,9 @@ impl Cancel {
     /// Where it applies, for error messages.
     pub(crate) fn applies(self) -> &'static str {
         match self {
+            Cancel::Backward => {
+                "CancelBackward applies in before_backward (fastai's after_loss), between the loss and backward, in a training step; to skip the optimizer step use CancelStep in after_backward, to skip the whole batch CancelBatch"
+            }
             Cancel::Batch => {
                 "CancelBatch applies in before_step, before_batch, after_pred, before_backward, after_backward and after_step, while the batch runs (a training batch or a validation batch), not in after_batch, where the batch is over; to end the epoch use CancelEpoch, to stop training CancelFit"
             }

@@ -204,6 +204,7 @@ pub mod prelude {
 /// What the macros' generated code refers to. Not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::callback::set::SealedCallbacks;
     pub use crate::callback::state::StateCallback;
     pub use crate::callback::{
         Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Order, Period, StateOp,
@@ -212,10 +213,29 @@ pub mod __private {
     pub use crate::error::{Error, Result};
     pub use crate::fetch::{Fetch, FetchValue, Fetched};
     pub use crate::kind::{CallbackField, CallbackKind};
-    pub use crate::trigger::{epoch_due, field_gate, field_wants, step_due};
+    pub use crate::trigger::generated::{epoch_due, field_gate, field_wants, step_due};
     pub use serde_json::Value as StateValue;
 
     pub use std::borrow::Cow;
     pub use std::option::Option::{self, None, Some};
     pub use std::result::Result::{Err, Ok};
+
+    /// Named by every expansion of burn-stoker-macros 0.1 (`const _: () = ...;`): a pair of
+    /// crates of other versions fails to compile with an error naming this item, which says what
+    /// each needs. Its name follows this crate's version (a test checks it).
+    #[allow(non_upper_case_globals)]
+    pub const burn_stoker_macros_0_1_needs_burn_stoker_0_1: () = ();
+
+    #[cfg(test)]
+    mod tests {
+        /// The marker's name is this crate's version's, as the macros crate of the same version
+        /// writes it.
+        #[test]
+        fn the_version_marker_names_this_crates_version() {
+            let (major, minor) = (env!("CARGO_PKG_VERSION_MAJOR"), env!("CARGO_PKG_VERSION_MINOR"));
+            let expected = format!("burn_stoker_macros_{major}_{minor}_needs_burn_stoker_{major}_{minor}");
+            let _: () = super::burn_stoker_macros_0_1_needs_burn_stoker_0_1;
+            assert_eq!(stringify!(burn_stoker_macros_0_1_needs_burn_stoker_0_1), expected);
+        }
+    }
 }

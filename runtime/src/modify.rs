@@ -54,9 +54,10 @@ use crate::fetch::OutputTensor;
 /// differentiates and of the `"loss"` output (fastai adds it to `loss_grad` only, and records
 /// `loss` without it; here `"loss"` is always what was minimized).
 ///
-/// Validation: none, as fastai's (`run_valid=False`): the trainer also delivers the loss
-/// (`after_loss`) during an `InferenceRunner`'s pass whose outputs hold one named `loss`, and
-/// there, `ctx.training()` being `false`, it leaves the loss as it is and asks for no output.
+/// Validation: none, as fastai's (`run_valid=False`): it answers `false` to
+/// [`takes_validation_batches`](Callback::takes_validation_batches), so the loss a validation
+/// pass delivers (`after_loss`, during an `InferenceRunner`'s pass whose outputs hold one named
+/// `loss`) never reaches it, and the pass need not put the activations.
 ///
 /// In data-parallel training it runs on every rank: it changes the loss each replica differentiates.
 ///
@@ -109,10 +110,11 @@ impl<M> Callback<M> for RnnRegularizer {
     fn step_hooks(&self) -> StepHooks {
         StepHooks::LOSS
     }
-    fn before_backward(&mut self, ctx: &mut Context<'_, M>, loss: &StepLoss<'_>) -> Result<()> {
-        if !ctx.training() {
-            return Ok(()); // fastai's `run_valid = False`: the validation loss has no penalty
-        }
+    /// None: fastai's `run_valid = False`, the validation loss has no penalty.
+    fn takes_validation_batches(&self) -> bool {
+        false
+    }
+    fn before_backward(&mut self, _ctx: &mut Context<'_, M>, loss: &StepLoss<'_>) -> Result<()> {
         let mut penalty: Option<Tensor<1>> = None;
         if self.alpha != 0.0 {
             let dropped = self.activations(loss, self.dropped)?;
@@ -233,6 +235,21 @@ struct Clamp(f32);
 impl GradFn for Clamp {
     fn apply<const D: usize>(&self, grad: Tensor<D>) -> Tensor<D> {
         grad.clamp(-self.0, self.0)
+    }
+}
+
+/// A zero gradient for every parameter that takes gradients (what fastai's `.grad` holds after
+/// its `zero_grad`), on the device burn keeps gradients on.
+pub(crate) struct ZeroGrads<'a> {
+    pub(crate) grads: &'a mut GradientsParams,
+}
+
+impl ModuleVisitor for ZeroGrads<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let value = param.val();
+        if value.is_require_grad() {
+            self.grads.register::<D>(param.id, value.inner().zeros_like());
+        }
     }
 }
 

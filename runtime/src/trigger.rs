@@ -9,13 +9,13 @@
 //! ([`for_each_event!`](mod@crate::callback)); `PeriodicTrigger` is written out, since it does not
 //! gate events but calls `trigger` from three of them.
 
+pub(crate) mod generated;
 mod proxy;
 #[cfg(test)]
 mod tests;
 
 use crate::callback::{
-    Callback, Context, Counters, Event, Period, PeriodSetting, StepBatch, StepGradients, StepLoss, StepPred,
-    for_each_event,
+    Callback, Context, Counters, PeriodSetting, StepBatch, StepGradients, StepLoss, StepPred, for_each_event,
 };
 use crate::error::{Error, Result};
 use crate::fetch::Fetched;
@@ -127,7 +127,7 @@ impl<C> PeriodicTrigger<C> {
 impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
     // The wrapped callback's identity and state, as they are.
     crate::callback::forward_methods!((field inner);
-        name order fetches chief_only save_state load_state step_hooks takes_after_batch wants_fetch);
+        name order fetches chief_only save_state load_state step_hooks takes_after_batch takes_training_batches takes_validation_batches wants_fetch);
     fn before_batch(&mut self, ctx: &mut Context<'_, M>, batch: &StepBatch<'_>) -> Result<()> {
         self.inner.before_batch(ctx, batch)
     }
@@ -193,6 +193,9 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
     }
     fn after_validate(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         self.inner.after_validate(ctx)
+    }
+    fn after_cancel_backward(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        self.inner.after_cancel_backward(ctx)
     }
     fn after_cancel_batch(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         self.inner.after_cancel_batch(ctx)
@@ -277,7 +280,7 @@ impl<C> PeriodicCallback<C> {
 impl<M, C: Callback<M>> Callback<M> for PeriodicCallback<C> {
     // The wrapped callback's identity and state, as they are; `wants_fetch` is gated.
     crate::callback::forward_methods!((field inner);
-        name order fetches chief_only save_state load_state step_hooks takes_after_batch);
+        name order fetches chief_only save_state load_state step_hooks takes_after_batch takes_training_batches takes_validation_batches);
     fn wants_fetch(&self, counters: &Counters) -> bool {
         self.period.period().run_due(counters) && self.inner.wants_fetch(counters)
     }
@@ -413,7 +416,7 @@ impl<M, F: Fn(&Context<'_, M>) -> bool> EnablePredicate<M> for WithContext<F> {
 impl<M, C: Callback<M>, P: EnablePredicate<M>> Callback<M> for EnableCallbackIf<C, P> {
     // The wrapped callback's identity and state, as they are; `wants_fetch` is gated.
     crate::callback::forward_methods!((field inner);
-        name order fetches chief_only save_state load_state step_hooks takes_after_batch);
+        name order fetches chief_only save_state load_state step_hooks takes_after_batch takes_training_batches takes_validation_batches);
     fn wants_fetch(&self, counters: &Counters) -> bool {
         self.predicate.on_counters(counters).unwrap_or(true) && self.inner.wants_fetch(counters)
     }
@@ -426,43 +429,4 @@ impl<M, C: Callback<M>, P: EnablePredicate<M>> Callback<M> for EnableCallbackIf<
         after_step: self.step_enabled,
         trigger_step: self.predicate.holds(ctx),
     );
-}
-
-/// `PeriodicCallback`'s rule for a step event of step `step` ([`Period::step_due`]), for code
-/// that holds the counts as `Option<u64>`.
-pub fn step_due(
-    every_k_steps: Option<u64>,
-    every_k_epochs: Option<u64>,
-    step: u64,
-    counters: &Counters,
-) -> bool {
-    Period::new(every_k_steps, every_k_epochs).step_due(step, counters)
-}
-
-/// `PeriodicCallback`'s rule for an epoch event ([`Period::epoch_due`]), for code that holds the
-/// counts as `Option<u64>`.
-pub fn epoch_due(every_k_steps: Option<u64>, every_k_epochs: Option<u64>, counters: &Counters) -> bool {
-    Period::new(every_k_steps, every_k_epochs).epoch_due(counters)
-}
-
-/// Whether a `#[derive(Callbacks)]` field with `#[every_k_*]` / `#[enable_if]` receives `event`
-/// ([`Period::gate`]).
-pub fn field_gate(
-    every_k_steps: Option<u64>,
-    every_k_epochs: Option<u64>,
-    predicate: Option<fn(&Counters) -> bool>,
-    event: &Event<'_>,
-    counters: &Counters,
-) -> bool {
-    Period::new(every_k_steps, every_k_epochs).gate(predicate, event, counters)
-}
-
-/// Whether a gated `#[derive(Callbacks)]` field may fetch at the next step ([`Period::wants`]).
-pub fn field_wants(
-    every_k_steps: Option<u64>,
-    every_k_epochs: Option<u64>,
-    predicate: Option<fn(&Counters) -> bool>,
-    counters: &Counters,
-) -> bool {
-    Period::new(every_k_steps, every_k_epochs).wants(predicate, counters)
 }

@@ -21,6 +21,8 @@ pub struct HookArgs {
     pub before_train: Option<(bool, Span)>,
     pub enable_if: Option<Path>,
     pub chief_only: Option<(bool, Span)>,
+    pub training_batches: Option<(bool, Span)>,
+    pub validation_batches: Option<(bool, Span)>,
     pub name: Option<LitStr>,
     pub state: Option<Span>,
     /// `crate = "path"`: the runtime crate's path, when it is not `::burn_stoker`.
@@ -45,10 +47,18 @@ impl Place {
     /// dependency, is allowed on `#[callback]` but not listed).
     fn keys(self) -> &'static [Symbol] {
         match self {
-            Place::Function => {
-                &[ON, EVERY_K_STEPS, EVERY_K_EPOCHS, BEFORE_TRAIN, ENABLE_IF, CHIEF_ONLY, NAME]
-            }
-            Place::Impl => &[STATE, CHIEF_ONLY, NAME],
+            Place::Function => &[
+                ON,
+                EVERY_K_STEPS,
+                EVERY_K_EPOCHS,
+                BEFORE_TRAIN,
+                ENABLE_IF,
+                CHIEF_ONLY,
+                TRAINING_BATCHES,
+                VALIDATION_BATCHES,
+                NAME,
+            ],
+            Place::Impl => &[STATE, CHIEF_ONLY, TRAINING_BATCHES, VALIDATION_BATCHES, NAME],
             Place::Method => &[EVERY_K_STEPS, EVERY_K_EPOCHS, BEFORE_TRAIN, ENABLE_IF],
         }
     }
@@ -62,6 +72,8 @@ struct Keys<'c> {
     before_train: Attr<'c, (bool, Span)>,
     enable_if: Attr<'c, Path>,
     chief_only: Attr<'c, (bool, Span)>,
+    training_batches: Attr<'c, (bool, Span)>,
+    validation_batches: Attr<'c, (bool, Span)>,
     name: Attr<'c, LitStr>,
     state: Attr<'c, Span>,
     krate: Attr<'c, Path>,
@@ -77,6 +89,8 @@ impl<'c> Keys<'c> {
             before_train: Attr::none(cx, BEFORE_TRAIN),
             enable_if: Attr::none(cx, ENABLE_IF),
             chief_only: Attr::none(cx, CHIEF_ONLY),
+            training_batches: Attr::none(cx, TRAINING_BATCHES),
+            validation_batches: Attr::none(cx, VALIDATION_BATCHES),
             name: Attr::none(cx, NAME),
             state: Attr::none(cx, STATE),
             krate: Attr::none(cx, CRATE),
@@ -92,6 +106,8 @@ impl<'c> Keys<'c> {
             before_train: self.before_train.get(),
             enable_if: self.enable_if.get(),
             chief_only: self.chief_only.get(),
+            training_batches: self.training_batches.get(),
+            validation_batches: self.validation_batches.get(),
             name: self.name.get(),
             state: self.state.get(),
             krate: self.krate.get(),
@@ -236,6 +252,10 @@ fn value_example(key: &Ident) -> &'static str {
         "before_train = true"
     } else if key == CHIEF_ONLY {
         "chief_only = false"
+    } else if key == TRAINING_BATCHES {
+        "training_batches = false"
+    } else if key == VALIDATION_BATCHES {
+        "validation_batches = false"
     } else if key == ENABLE_IF {
         "enable_if = is_warm"
     } else if key == CRATE {
@@ -257,6 +277,10 @@ fn read_value(key: &Ident, value: &Expr, keys: &mut Keys, cx: &Ctxt) {
         keys.before_train.set_opt(key, boolean(value, BEFORE_TRAIN, cx));
     } else if key == CHIEF_ONLY {
         keys.chief_only.set_opt(key, boolean(value, CHIEF_ONLY, cx));
+    } else if key == TRAINING_BATCHES {
+        keys.training_batches.set_opt(key, boolean(value, TRAINING_BATCHES, cx));
+    } else if key == VALIDATION_BATCHES {
+        keys.validation_batches.set_opt(key, boolean(value, VALIDATION_BATCHES, cx));
     } else if key == ENABLE_IF {
         match value {
             Expr::Path(path) if path.qself.is_none() => keys.enable_if.set_opt(key, Some(path.path.clone())),

@@ -6,8 +6,9 @@ use quote::{quote, quote_spanned};
 use syn::{GenericParam, Ident, Type, TypeParamBound};
 
 use super::hook::{Methods, add_hook, trait_methods};
-use super::{Runtime, kind_impl, model_param, order_method};
+use super::{Runtime, kind_impl, model_param, order_method, version_check};
 use crate::ast::{CallbackFn, CallbackImpl, Hook, Model};
+use crate::attr::HookArgs;
 
 /// `<A, B>` of the struct's type parameters.
 pub fn struct_generics(params: &[Ident]) -> syn::Generics {
@@ -116,12 +117,14 @@ pub fn callback_fn(input: &CallbackFn) -> TokenStream {
     add_hook(&rt, &mut methods, hook, |args| quote!(#fn_ident #turbofish (#(#args),*)));
     let trait_methods = trait_methods(&rt, methods, &model);
     let order = order_method(&rt, &input.order);
-    let chief = hook.args.chief_only.map(|(value, _)| quote!(fn chief_only(&self) -> bool { #value }));
+    let chief = flags(&hook.args);
     let (struct_def, struct_ty) = callback_struct(input, &struct_params);
     let kind = kind_impl(&rt, &struct_generics(&struct_params), &struct_ty, &name_str);
 
+    let version = version_check(&rt);
     quote! {
         #item
+        #version
         #struct_def
         #kind
         #[automatically_derived]
@@ -163,10 +166,12 @@ pub fn callback_impl(input: &CallbackImpl) -> TokenStream {
     let trait_methods = trait_methods(&rt, methods, &model);
     let order = order_method(&rt, &input.order);
     let kind = kind_impl(&rt, &item.generics, &quote!(#self_ty), name_str);
-    let chief = input.args.chief_only.map(|(value, _)| quote!(fn chief_only(&self) -> bool { #value }));
+    let chief = flags(&input.args);
     let state = input.args.state.map(|span| state_methods(&rt, span));
+    let version = version_check(&rt);
     quote! {
         #item
+        #version
         #kind
         #[automatically_derived]
         impl<#(#params),*> #p::Callback<#model> for #self_ty #where_clause {
@@ -247,4 +252,16 @@ fn state_methods(rt: &Runtime, span: Span) -> TokenStream {
             #load
         }
     }
+}
+
+/// The methods the callback's flags give: `chief_only`, `takes_training_batches` and
+/// `takes_validation_batches`, each when its key was written.
+fn flags(args: &HookArgs) -> TokenStream {
+    let chief = args.chief_only.map(|(value, _)| quote!(fn chief_only(&self) -> bool { #value }));
+    let training =
+        args.training_batches.map(|(value, _)| quote!(fn takes_training_batches(&self) -> bool { #value }));
+    let validation = args
+        .validation_batches
+        .map(|(value, _)| quote!(fn takes_validation_batches(&self) -> bool { #value }));
+    quote!(#chief #training #validation)
 }

@@ -32,10 +32,17 @@ pub fn derive_callbacks(input: &Composition) -> TokenStream {
     }
     let checks = field_checks(&rt, input);
     let methods = callbacks_methods(&p, &m, &arms);
+    let version = super::version_check(&rt);
     quote! {
+        #version
         #checks
         #[automatically_derived]
         impl #impl_generics #p::CallbackField for #ident #ty_generics #where_clause {}
+        #[automatically_derived]
+        impl<#(#params),*> #p::SealedCallbacks<#m, (#(#markers,)*)> for #ident #ty_generics
+        where #(#predicates,)*
+        {
+        }
         #[automatically_derived]
         impl<#(#params),*> #p::Callbacks<#m, (#(#markers,)*)> for #ident #ty_generics
         where #(#predicates,)*

@@ -90,6 +90,23 @@ fn order_method(rt: &Runtime, order: &Option<OrderAttr>) -> TokenStream {
     }
 }
 
+/// `const _: () = <runtime>::__private::burn_stoker_macros_M_m_needs_burn_stoker_M_m;`, beside
+/// every expansion: a runtime of another version has no such item (its hidden module holds its
+/// own version's), so that a mismatched pair of crates fails to compile with an error naming
+/// both and the version each needs, instead of an error about a generated item.
+pub fn version_check(rt: &Runtime) -> TokenStream {
+    let p = rt.private();
+    let marker = version_marker();
+    quote!(const _: () = #p::#marker;)
+}
+
+/// The item the hidden module of a runtime of this crate's version holds (semver's compatible
+/// versions: the same minor while the major is 0).
+pub fn version_marker() -> Ident {
+    let (major, minor) = (env!("CARGO_PKG_VERSION_MAJOR"), env!("CARGO_PKG_VERSION_MINOR"));
+    quote::format_ident!("burn_stoker_macros_{major}_{minor}_needs_burn_stoker_{major}_{minor}")
+}
+
 /// `impl CallbackKind for #ty`: the name an order target naming this type designates.
 pub fn kind_impl(rt: &Runtime, generics: &syn::Generics, ty: &TokenStream, name: &str) -> TokenStream {
     let p = rt.private();

@@ -88,6 +88,28 @@ macro_rules! define_callback_trait {
             fn takes_after_batch(&self) -> bool {
                 true
             }
+            /// Whether this callback takes the events of a training step (fastai's `run_train`):
+            /// `before_step`, the batch events (`before_batch`, `after_pred`, `before_backward`,
+            /// `after_cancel_backward`, `after_backward`, `after_cancel_step`), `after_step`,
+            /// `after_cancel_batch` and `after_batch`: fastai's batch level, with tensorpack's
+            /// `before_step` and `after_step` inside it. `true` by default; a callback that
+            /// answers `false` receives none of them (resolved at setup: the step pays nothing
+            /// for it) and may fetch nothing. Every other event still reaches it, `trigger_step`
+            /// (between steps, where a validation may be asked for) included.
+            #[doc(alias = "run_train")]
+            fn takes_training_batches(&self) -> bool {
+                true
+            }
+            /// Whether this callback takes the batch events of a validation pass (fastai's
+            /// `run_valid`): `before_batch`, `after_pred`, `after_loss` (`before_backward`),
+            /// `after_cancel_batch` and `after_batch` while a pass runs. `true` by default; a
+            /// callback that answers `false` receives none of them (fastai's `MixUp` and
+            /// `RNNRegularizer` say so), but still `before_validate`, `after_validate` and
+            /// `after_cancel_validate`.
+            #[doc(alias = "run_valid")]
+            fn takes_validation_batches(&self) -> bool {
+                true
+            }
             /// Whether the callback wants its fetches from the step about to run (`counters.next_step()`).
             /// Called before `before_step`, only for callbacks that declare fetches.
             fn wants_fetch(&self, counters: &Counters) -> bool {
@@ -163,13 +185,15 @@ impl<T: CallbackReturn> CallbackReturn for Result<T> {
 /// - **tensorpack's**, at the next step boundary: [`Stop`](Flow::Stop) and
 ///   [`SkipEpoch`](Flow::SkipEpoch) let the rest of the event (every other callback) and the rest
 ///   of the step run, then act.
-/// - **fastai's**, at once: [`CancelBatch`](Flow::CancelBatch), [`CancelEpoch`](Flow::CancelEpoch),
+/// - **fastai's**, at once: [`CancelBackward`](Flow::CancelBackward),
+///   [`CancelBatch`](Flow::CancelBatch), [`CancelEpoch`](Flow::CancelEpoch),
 ///   [`CancelFit`](Flow::CancelFit), [`CancelStep`](Flow::CancelStep),
 ///   [`CancelTrain`](Flow::CancelTrain) and [`CancelValid`](Flow::CancelValid) are fastai's
-///   `CancelBatchException`, `CancelEpochException`, `CancelFitException`,
-///   `CancelStepException`, `CancelTrainException` and `CancelValidException`: the callbacks after
-///   this one do not receive the event, the rest of the batch, epoch, training, optimizer step,
-///   training part of the epoch or validation pass does not run, and the loop delivers
+///   `CancelBackwardException`, `CancelBatchException`, `CancelEpochException`,
+///   `CancelFitException`, `CancelStepException`, `CancelTrainException` and
+///   `CancelValidException`: the callbacks after this one do not receive the event, the rest of
+///   the backward pass, batch, epoch, training, optimizer step, training part of the epoch or
+///   validation pass does not run, and the loop delivers `after_cancel_backward` /
 ///   `after_cancel_batch` / `after_cancel_epoch` / `after_cancel_fit` / `after_cancel_step` /
 ///   `after_cancel_train` / `after_cancel_validate` to every callback before going on. A
 ///   hand-written callback cancels with [`Context::cancel`] for the same effect.
@@ -205,6 +229,18 @@ pub enum Flow {
     /// done) the callbacks after this one miss `after_step`, then every callback receives
     /// `after_cancel_batch`. Returned from another event it is an error saying so.
     CancelBatch,
+    /// Skip this step's backward pass (fastai's `CancelBackwardException`): returned from
+    /// `before_backward` (fastai's `after_loss` and `before_backward`, between the loss and
+    /// backward), the callbacks after this one miss `before_backward`, backward does not run,
+    /// every callback receives `after_cancel_backward`, and the optimizer steps with the
+    /// gradients fastai's would find in `.grad`: zeros (so that momentum and weight decay still
+    /// apply, as fastai's `opt.step()` after a skipped backward), or the gradients a
+    /// `CancelBatch` from `after_backward` kept (fastai's `GradientAccumulation`). The callbacks
+    /// that take the gradients receive them in `after_backward` first, where `CancelStep` still
+    /// applies. The rest of the batch runs as at any step (`after_step` with the step's values:
+    /// the forward and the loss ran), and the step counts. Returned from another event it is an
+    /// error saying so.
+    CancelBackward,
     /// Skip the rest of this epoch (fastai's `CancelEpochException`): returned from
     /// `before_epoch` or any event of a step, the rest of the step (if its optimizer has not run,
     /// the weights do not change, and the step does not count) and of the epoch do not run, then
@@ -253,6 +289,7 @@ impl CallbackReturn for Flow {
             Flow::Continue => {}
             Flow::Stop(reason) => ctx.request_stop(reason),
             Flow::SkipEpoch => ctx.skip_rest_of_epoch(),
+            Flow::CancelBackward => return ctx.cancel(Cancel::Backward),
             Flow::CancelBatch => return ctx.cancel(Cancel::Batch),
             Flow::CancelEpoch => return ctx.cancel(Cancel::Epoch),
             Flow::CancelFit => return ctx.cancel(Cancel::Fit),
@@ -268,7 +305,7 @@ macro_rules! forward_callback {
     ([$($method:ident ($($arg:ident : $ty:ty)?))*] $pointer:ty) => {
         impl<M, C: Callback<M> + ?Sized> Callback<M> for $pointer {
             crate::callback::forward_methods!((deref);
-                name order fetches chief_only save_state load_state wants_fetch step_hooks takes_after_batch);
+                name order fetches chief_only save_state load_state wants_fetch step_hooks takes_after_batch takes_training_batches takes_validation_batches);
             $(
                 #[inline]
                 fn $method(&mut self, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {

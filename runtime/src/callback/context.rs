@@ -148,6 +148,8 @@ pub(crate) struct TrainState<M> {
     pub(crate) model: Option<M>,
     pub(crate) optimizer: ModuleOptimizer,
     pub(crate) hyper: HyperParams,
+    /// Reached through [`monitors`](Self::monitors), which stamps what is put with the counters
+    /// (or [`monitors_ref`](Self::monitors_ref), to read).
     pub(crate) monitors: Monitors,
     pub(crate) control: Control,
     pub(crate) log_dir: std::path::PathBuf,
@@ -162,6 +164,21 @@ pub(crate) struct TrainState<M> {
     /// The validation pass a callback handed the trainer with its request, and, when the pass
     /// is over, handed back to it in `validate`.
     pub(crate) pass: Option<Box<dyn ValidationPass<M>>>,
+}
+
+impl<M> TrainState<M> {
+    /// The monitors, what is put there stamped with the run's counters: the counters are kept
+    /// here alone, and the monitors read them at each access.
+    #[inline]
+    pub(crate) fn monitors(&mut self) -> &mut Monitors {
+        self.monitors.at(self.counters.global_step, self.counters.epoch_num)
+    }
+
+    /// The monitors, to read.
+    #[inline]
+    pub(crate) fn monitors_ref(&self) -> &Monitors {
+        &self.monitors
+    }
 }
 
 /// What a callback sees at an event: the counters, the model, the optimizer, the hyper-parameters,
@@ -301,11 +318,11 @@ impl<M> Context<'_, M> {
     }
     /// The monitors: put scalars, images, histograms and texts; read the history.
     pub fn monitors(&mut self) -> &mut Monitors {
-        &mut self.state.monitors
+        self.state.monitors()
     }
     /// The monitors, to read the history.
     pub fn monitors_ref(&self) -> &Monitors {
-        &self.state.monitors
+        self.state.monitors_ref()
     }
     /// The log directory (checkpoints, stats.json, event files).
     pub fn log_dir(&self) -> &Path {

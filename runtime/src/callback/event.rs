@@ -29,7 +29,11 @@ macro_rules! for_each_event {
     ($then:ident $({ $($extra:tt)* })?) => {
         $then! {
             $($($extra)*)? ;
-            /// Once, before anything runs: prepare what the callback needs.
+            /// Once, before anything runs: prepare what the callback needs. A trainer trains
+            /// once, so this is also fastai's `after_create` (which the DSL accepts as this
+            /// event's name: `#[callback(on = after_create)]`): the callbacks, the model, the
+            /// optimizer and the log directory are there, a resumed run's counters restored.
+            #[doc(alias = "after_create")]
             setup Setup () Once;
             /// After setup, before the first step (a resumed run's state is already loaded).
             #[doc(alias = "on_fit_start")]
@@ -121,6 +125,13 @@ macro_rules! for_each_event {
             /// After a validation pass (fastai's `after_validate`): delivered to every callback; the
             /// event that triggered the pass then goes on with the callbacks after the one that asked.
             after_validate AfterValidate () Around;
+            /// After a callback returned
+            /// [`Flow::CancelBackward`](crate::callback::Flow::CancelBackward) from
+            /// `before_backward` (fastai's `after_cancel_backward`): backward did not run; the
+            /// callbacks that take the gradients receive `after_backward` with the gradients the
+            /// optimizer steps with (zeros, or those a `CancelBatch` kept), then the optimizer
+            /// and the rest of the batch run. Inside the step: the counters do not count it yet.
+            after_cancel_backward AfterCancelBackward () InStep;
             /// After a callback returned [`Flow::CancelBatch`](crate::callback::Flow::CancelBatch):
             /// the rest of the batch did not run (no optimizer step); `after_step` follows.
             after_cancel_batch AfterCancelBatch () Around;
@@ -164,7 +175,7 @@ pub enum Phase {
     /// `trigger_step`.
     TriggerStep,
     /// Inside the step (`before_batch`, `after_pred`, `before_backward`, `after_backward`, and
-    /// `after_cancel_step`, which follows a cancel there): never gated, since a batch, output,
+    /// `after_cancel_backward` and `after_cancel_step`, which follow a cancel there): never gated, since a batch, output,
     /// loss or gradient change that applied only at some steps would be a surprise.
     InStep,
     /// Around a validation pass or a cancellation (`before_validate`, `validate`, `after_validate`,
@@ -195,7 +206,8 @@ macro_rules! define_event {
         /// ```
         ///
         /// and, where something happens: `before_validate`, `validate` (to the callback that asked),
-        /// `after_validate` around a validation pass asked for from a trigger; `after_cancel_batch`,
+        /// `after_validate` around a validation pass asked for from a trigger;
+        /// `after_cancel_backward`, `after_cancel_batch`,
         /// `after_cancel_epoch`, `after_cancel_fit`, `after_cancel_step`, `after_cancel_train`,
         /// `after_cancel_validate` after a [`Flow`](crate::callback::Flow) cancelled part of the
         /// run (fastai's events).

@@ -4,7 +4,8 @@
 //! [`Proxy`](crate::trigger::Proxy) decorator).
 
 /// Forwards the listed non-event methods of `Callback` (`name`, `order`, `fetches`,
-/// `chief_only`, `save_state`, `load_state`, `step_hooks`, `takes_after_batch`, `wants_fetch`), in one of four ways:
+/// `chief_only`, `save_state`, `load_state`, `step_hooks`, `takes_after_batch`,
+/// `takes_training_batches`, `takes_validation_batches`, `wants_fetch`), in one of four ways:
 ///
 /// - `forward_methods!((deref); ...)`: to `**self` (a pointer's impl);
 /// - `forward_methods!((field inner); ...)`: to `self.inner`;
@@ -52,6 +53,16 @@ macro_rules! forward_methods {
         $crate::callback::forward_methods!(@fn $how [] []
             "Whether it takes after_batch in training: as the wrapped callback."
             takes_after_batch() -> bool);
+    };
+    (@method $how:tt takes_training_batches) => {
+        $crate::callback::forward_methods!(@fn $how [] []
+            "Whether it takes the events of a training step: as the wrapped callback."
+            takes_training_batches() -> bool);
+    };
+    (@method $how:tt takes_validation_batches) => {
+        $crate::callback::forward_methods!(@fn $how [] []
+            "Whether it takes the batch events of a validation pass: as the wrapped callback."
+            takes_validation_batches() -> bool);
     };
     (@method $how:tt wants_fetch) => {
         $crate::callback::forward_methods!(@fn $how [] []

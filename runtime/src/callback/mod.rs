@@ -22,7 +22,7 @@ mod named;
 mod order;
 mod outcome;
 mod period;
-mod set;
+pub(crate) mod set;
 pub(crate) mod state;
 mod step;
 mod validation;

@@ -28,6 +28,11 @@ pub struct CallbackInfo<'a> {
     pub step_hooks: StepHooks,
     /// Whether it takes `after_batch` after a training step ([`Callback::takes_after_batch`]).
     pub takes_after_batch: bool,
+    /// Whether it takes the events of a training step ([`Callback::takes_training_batches`]).
+    pub takes_training_batches: bool,
+    /// Whether it takes the batch events of a validation pass
+    /// ([`Callback::takes_validation_batches`]).
+    pub takes_validation_batches: bool,
 }
 
 /// What [`Callbacks::state`] does with one callback's checkpointed state.
@@ -44,6 +49,23 @@ pub enum StateOp {
 #[derive(Debug)]
 pub enum Single {}
 
+/// What seals [`Callbacks`]: implemented here for every callback, tuples, `Vec`s, `Option`s and
+/// `()`, in the crate for its wrappers of sets (`track::Timed`), and by `#[derive(Callbacks)]`
+/// (through `__private`), so that no set is written by hand and the trainer's hidden members of
+/// `Callbacks` stay its own.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a set of callbacks: `Callbacks` is not implemented by hand",
+    label = "not a set of callbacks",
+    note = "implement `burn_stoker::callback::Callback<M>` for a callback (or use `#[callback]`), and `#[derive(Callbacks)]` for a struct of callbacks; tuples, `Vec`s and `Option`s of sets are sets"
+)]
+pub trait SealedCallbacks<M, Marker> {}
+
+impl<M, C: Callback<M>> SealedCallbacks<M, Single> for C {}
+impl<M, K, C: Callbacks<M, K>> SealedCallbacks<M, Option<K>> for Option<C> {}
+impl<M, K, C: Callbacks<M, K>> SealedCallbacks<M, Vec<K>> for Vec<C> {}
+impl<M> SealedCallbacks<M, ()> for () {}
+
 /// A set of callbacks, addressed by a flat index `0..len()`, dispatched statically.
 ///
 /// Every [`Callback`] is a set of one; tuples (up to 16), `Vec`s and `Option`s of sets are sets;
@@ -59,7 +81,7 @@ pub enum Single {}
     note = "a callback implements `burn_stoker::callback::Callback<M>` (by hand, or with `#[callback]` on a function or an impl block); tuples, `Vec`s, `Option`s of callbacks and `#[derive(Callbacks)]` structs are sets of callbacks",
     note = "a callback whose context names a model (`Context<'_, Mlp>`, `Context<'_, impl Module>`) is a callback only for the models that fit; a tuple or a `#[derive(Callbacks)]` struct is a set only if every member is, and every field's type must be a callback"
 )]
-pub trait Callbacks<M, Marker> {
+pub trait Callbacks<M, Marker>: SealedCallbacks<M, Marker> {
     /// Every member has this many callbacks, when that is known at compile time.
     #[doc(hidden)]
     const FIXED_LEN: Option<usize> = None;
@@ -118,6 +140,8 @@ impl<M, C: Callback<M>> Callbacks<M, Single> for C {
             chief_only: self.chief_only(),
             step_hooks: self.step_hooks(),
             takes_after_batch: self.takes_after_batch(),
+            takes_training_batches: self.takes_training_batches(),
+            takes_validation_batches: self.takes_validation_batches(),
         }
     }
     #[inline]
@@ -251,6 +275,11 @@ fn locate<M, K, C: Callbacks<M, K>>(set: &[C], mut index: usize) -> (usize, usiz
 
 macro_rules! tuple_callbacks {
     ($($name:ident $marker:ident $index:tt),+) => {
+        impl<M, $($marker, $name: Callbacks<M, $marker>),+> SealedCallbacks<M, ($($marker,)+)>
+            for ($($name,)+)
+        {
+        }
+
         impl<M, $($marker, $name: Callbacks<M, $marker>),+> Callbacks<M, ($($marker,)+)> for ($($name,)+) {
             const FIXED_LEN: Option<usize> = {
                 let mut total = 0;

@@ -9,7 +9,7 @@ use super::tensors::{HostTensor, TensorFetches, tensor_period_builders};
 use crate::callback::{Callback, Context, Counters};
 use crate::error::{Error, Result, check_setting};
 use crate::fetch::{Fetch, Fetched};
-use crate::monitor::encode_png;
+use crate::monitor::png::encode_png;
 use crate::state::Image;
 
 /// The function applied to the tensor before it becomes images.

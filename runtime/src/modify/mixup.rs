@@ -222,6 +222,10 @@ where
     fn step_hooks(&self) -> StepHooks {
         StepHooks::BATCH.and(StepHooks::PRED).and(StepHooks::LOSS)
     }
+    /// None: fastai's `run_valid = False`, validation batches are not mixed.
+    fn takes_validation_batches(&self) -> bool {
+        false
+    }
     fn save_state(&self) -> Result<Option<serde_json::Value>> {
         Ok(self.seed.map(|seed| serde_json::json!({ "seed": seed })))
     }
@@ -242,9 +246,6 @@ where
     }
     fn before_batch(&mut self, ctx: &mut Context<'_, M>, batch: &StepBatch<'_>) -> Result<()> {
         self.pending = None;
-        if !ctx.training() {
-            return Ok(()); // fastai's run_valid = False
-        }
         let seed = self.seed.unwrap_or_default();
         let (rank, step) = (ctx.rank(), ctx.global_step());
         batch.update(|b: B| {

@@ -36,7 +36,7 @@ mod history;
 mod json;
 #[cfg(feature = "mlflow")]
 mod mlflow;
-mod png;
+pub(crate) mod png;
 pub(crate) mod printer;
 mod send;
 mod tensorboard;
@@ -58,7 +58,6 @@ pub(crate) use json::STATS_FILE;
 pub use json::{JsonSink, JsonWriter};
 #[cfg(feature = "mlflow")]
 pub use mlflow::{CheckpointArtifacts, MLFLOW_MAX_METRICS_PER_BATCH, MLFLOW_SINK_NAME, MlflowLogger};
-pub use png::encode_png;
 pub use printer::{PrinterSink, ScalarPrinter};
 pub use send::{COMMAND_QUEUE_CAPACITY, SendMonitorData, SendStat};
 pub use tensorboard::{HParamValue, SessionStatus, TensorBoardSink};

@@ -6,7 +6,7 @@ use crate::state::Image;
 
 /// Encode `image` as a PNG file. An image whose pixel count does not match its size, or with
 /// other than 1, 3 or 4 channels, is an error saying so.
-pub fn encode_png(image: &Image) -> Result<Vec<u8>, String> {
+pub(crate) fn encode_png(image: &Image) -> Result<Vec<u8>, String> {
     let color = match image.channels {
         1 => png::ColorType::Grayscale,
         3 => png::ColorType::Rgb,
@@ -50,6 +50,34 @@ mod tests {
         let info = reader.next_frame(&mut pixels).unwrap();
         assert_eq!((info.width, info.height, info.color_type), (3, 2, png::ColorType::Grayscale));
         assert_eq!(&pixels[..info.buffer_size()], &image.pixels[..]);
+    }
+
+    /// An image summary's PNG is deflate-compressed (a smooth 64x64 RGB gradient comes out far
+    /// smaller than its raw pixels) and the `png` crate's decoder gives back the same pixels.
+    #[test]
+    fn a_smooth_rgb_image_is_compressed_and_decodes_to_the_same_pixels() {
+        let (height, width) = (64u32, 64u32);
+        let mut pixels = Vec::with_capacity((height * width * 3) as usize);
+        for y in 0..height {
+            for x in 0..width {
+                pixels.extend_from_slice(&[(x * 4) as u8, (y * 4) as u8, ((x + y) * 2) as u8]);
+            }
+        }
+        let image = Image { height, width, channels: 3, pixels: pixels.clone() };
+        let png = encode_png(&image).unwrap();
+        assert!(
+            png.len() < pixels.len() / 2,
+            "a smooth {height}x{width} RGB image is {} bytes as PNG, its raw pixels {}: not compressed",
+            png.len(),
+            pixels.len()
+        );
+        let mut reader = png::Decoder::new(std::io::Cursor::new(png)).read_info().unwrap();
+        let mut decoded = vec![0; reader.output_buffer_size().unwrap()];
+        let info = reader.next_frame(&mut decoded).unwrap();
+        decoded.truncate(info.buffer_size());
+        assert_eq!((info.width, info.height, info.color_type), (width, height, png::ColorType::Rgb));
+        assert_eq!(info.bit_depth, png::BitDepth::Eight);
+        assert_eq!(decoded, pixels);
     }
 
     #[test]

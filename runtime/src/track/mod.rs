@@ -69,7 +69,7 @@ use std::time::Duration;
 /// A duration as a person reads it, the way tensorpack writes it: `1 day 9 hours 2 minutes
 /// 3 seconds`, `1 minute 27 seconds`; under a minute with three significant digits: `27.6
 /// seconds`, `0.01 seconds`; `0 seconds`.
-pub fn humanize_duration(duration: Duration) -> String {
+pub(crate) fn humanize_duration(duration: Duration) -> String {
     let seconds = duration.as_secs_f64();
     if seconds < 60.0 {
         if duration.is_zero() {
@@ -114,4 +114,31 @@ fn three_significant_digits(value: f64) -> String {
 /// `duration` in seconds with three decimals (`4.210 s`), as tensorpack's callback timer writes it.
 pub(crate) fn seconds(duration: Duration) -> String {
     format!("{:.3} s", duration.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::humanize_duration;
+
+    /// tensorpack's `humanize_time_delta`, as its callbacks write a duration.
+    #[test]
+    fn durations_read_as_tensorpack_writes_them() {
+        let ms = Duration::from_millis;
+        let cases = [
+            (Duration::ZERO, "0 seconds"),
+            (ms(10), "0.01 seconds"),
+            (ms(1000), "1 second"),
+            (ms(27_600), "27.6 seconds"),
+            (ms(59_999), "60 seconds"),
+            (ms(60_000), "1 minute"),
+            (ms(87_000), "1 minute 27 seconds"),
+            (Duration::from_secs(3_600 + 120), "1 hour 2 minutes"),
+            (Duration::from_secs(86_400 + 9 * 3_600 + 2 * 60 + 3), "1 day 9 hours 2 minutes 3 seconds"),
+        ];
+        for (duration, text) in cases {
+            assert_eq!(humanize_duration(duration), text, "{duration:?}");
+        }
+    }
 }

@@ -205,6 +205,7 @@ impl<C, T: Clock> Timed<C, T> {
             | Event::BeforeValidate
             | Event::Validate
             | Event::AfterValidate
+            | Event::AfterCancelBackward
             | Event::AfterCancelBatch
             | Event::AfterCancelEpoch
             | Event::AfterCancelFit
@@ -256,6 +257,11 @@ impl<C, T: Clock> Timed<C, T> {
         }
         Some(line)
     }
+}
+
+impl<M, K, C: Callbacks<M, K>, T: Clock> crate::callback::set::SealedCallbacks<M, TimedSet<K>>
+    for Timed<C, T>
+{
 }
 
 impl<M, K, C: Callbacks<M, K>, T: Clock> Callbacks<M, TimedSet<K>> for Timed<C, T> {

@@ -21,8 +21,8 @@ use crate::callback::{
 use crate::error::{Cancel, Error, Result, panic_message};
 pub(crate) use halt::{Flowing, Halt};
 use halt::{cancel_halt, raised_misplaced, validation_misplaced};
-use takers::AfterBatchTakers;
 pub(super) use takers::BatchTakers;
+use takers::{AfterBatchTakers, PhaseTakers};
 
 /// What the trainer is doing, to name the culprit of a panic.
 #[derive(Debug, Clone, Copy)]
@@ -43,17 +43,17 @@ struct Whereabouts {
     cursor: usize,
 }
 
-/// What the callbacks are, resolved at setup: names, the run order, who takes the loss and
-/// the gradients.
+/// What the callbacks are, resolved at setup: names, the run order, who takes the events of a
+/// training step and of a validation pass's batches.
 struct Roster {
     names: Vec<Cow<'static, str>>,
     order: Vec<usize>,
     /// Whether the run order is the registration order (events then go in one pass).
     in_order: bool,
-    /// Callbacks that take the loss before backward, and the gradients after it, in run order.
-    loss_hooks: Vec<usize>,
-    grad_hooks: Vec<usize>,
-    batch_takers: BatchTakers,
+    /// Who takes the events of a training step: its batch events, the loss and the gradients.
+    train: PhaseTakers,
+    /// Who takes the batch events of a validation pass.
+    valid: PhaseTakers,
     /// Who takes `after_batch` after a training step.
     after_batch: AfterBatchTakers,
 }
@@ -81,13 +81,16 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
         let count = callbacks.len();
         let (mut names, mut orders) = (Vec::with_capacity(count), Vec::with_capacity(count));
         let (mut hooks, mut active) = (Vec::with_capacity(count), Vec::with_capacity(count));
-        let mut takes_after_batch = Vec::with_capacity(count);
+        let (mut takes_after_batch, mut train, mut valid) =
+            (Vec::with_capacity(count), Vec::with_capacity(count), Vec::with_capacity(count));
         for i in 0..count {
             let info = callbacks.info(i);
             active.push(chief || !info.chief_only);
             each(i, &info, active[i])?;
             hooks.push(info.step_hooks);
-            takes_after_batch.push(info.takes_after_batch);
+            takes_after_batch.push(info.takes_after_batch && info.takes_training_batches);
+            train.push(info.takes_training_batches);
+            valid.push(info.takes_validation_batches);
             names.push(info.name);
             orders.push(info.order);
         }
@@ -102,13 +105,12 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
         let mut order = resolve_order(&names, &orders)?;
         order.retain(|&i| active[i]);
         let in_order = order.len() == count && order.iter().enumerate().all(|(position, &i)| position == i);
-        let loss_hooks = order.iter().copied().filter(|&i| hooks[i].loss).collect();
-        let grad_hooks = order.iter().copied().filter(|&i| hooks[i].gradients).collect();
-        let batch_takers = BatchTakers::new(&order, &hooks);
-        let after_batch = AfterBatchTakers::new(&order, &takes_after_batch);
+        let train = PhaseTakers::new(&order, count, &train, &hooks);
+        let valid = PhaseTakers::new(&order, count, &valid, &hooks);
+        let after_batch = AfterBatchTakers::new(&train.order, &takes_after_batch);
         Ok(Dispatcher {
             callbacks,
-            roster: Roster { names, order, in_order, loss_hooks, grad_hooks, batch_takers, after_batch },
+            roster: Roster { names, order, in_order, train, valid, after_batch },
             at: Whereabouts { activity: Activity::Trainer, cursor: 0 },
             set_up: 0,
             subset: Vec::new(),
@@ -152,24 +154,45 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
         self.callbacks.wants_fetch(i, counters)
     }
 
-    /// Deliver `event` to every callback, in run order.
+    /// Deliver `event` to every callback, in run order. Each delivery gives the trainer's
+    /// activity back as it found it, however it ends (but a panic, whose culprit it names).
     #[inline]
     pub(crate) fn deliver(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Flowing {
-        let roster = &self.roster;
-        let one_pass = roster.in_order;
-        Delivery {
+        let (roster, resume) = (&self.roster, self.at.activity);
+        let delivered = Delivery {
             callbacks: &mut self.callbacks,
             roster,
             order: &roster.order,
-            one_pass,
+            one_pass: roster.in_order,
             at: &mut self.at,
             state,
         }
-        .all(event)
+        .all(event);
+        self.at.activity = resume;
+        delivered
     }
 
-    /// Deliver `event` to the callbacks `keep` selects, in run order.
-    pub(super) fn deliver_to(
+    /// Deliver an event of a training step (`before_step`, `after_step`, `after_batch`, the
+    /// cancels' events) to every callback that takes them, in run order.
+    #[inline]
+    pub(crate) fn deliver_in_training(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Flowing {
+        let (train, resume) = (&self.roster.train, self.at.activity);
+        let delivered = Delivery {
+            callbacks: &mut self.callbacks,
+            roster: &self.roster,
+            order: &train.order,
+            one_pass: train.in_order,
+            at: &mut self.at,
+            state,
+        }
+        .all(event);
+        self.at.activity = resume;
+        delivered
+    }
+
+    /// Deliver an event of a training step to the callbacks that take them and `keep` selects,
+    /// in run order.
+    pub(super) fn deliver_in_training_to(
         &mut self,
         state: &mut TrainState<M>,
         event: Event<'_>,
@@ -177,12 +200,12 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     ) -> Flowing {
         let mut subset = std::mem::take(&mut self.subset);
         subset.clear();
-        subset.extend(self.roster.order.iter().copied().filter(|&i| keep(i)));
-        let roster = &self.roster;
+        subset.extend(self.roster.train.order.iter().copied().filter(|&i| keep(i)));
+        let (roster, resume) = (&self.roster, self.at.activity);
         let (callbacks, at) = (&mut self.callbacks, &mut self.at);
         let result =
             Delivery { callbacks, roster, order: &subset, one_pass: false, at, state }.each(event, 0);
-        self.subset = subset;
+        (self.subset, self.at.activity) = (subset, resume);
         result
     }
 
@@ -237,19 +260,19 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     /// The callbacks that take the batch and the model's output.
     #[inline]
     pub(super) fn batch_takers(&self) -> &BatchTakers {
-        &self.roster.batch_takers
+        &self.roster.train.batch
     }
 
     /// Whether some callback takes the loss before backward.
     #[inline]
     pub(super) fn takes_loss(&self) -> bool {
-        !self.roster.loss_hooks.is_empty()
+        !self.roster.train.loss.is_empty()
     }
 
     /// Whether some callback takes the gradients after backward.
     #[inline]
     pub(super) fn takes_gradients(&self) -> bool {
-        !self.roster.grad_hooks.is_empty()
+        !self.roster.train.grads.is_empty()
     }
 
     /// `event` (`before_batch`, `after_pred`, `before_backward` or `after_backward`) to the
@@ -257,15 +280,13 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     #[cold]
     pub(super) fn deliver_hook(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Flowing {
         let takers = match event {
-            Event::BeforeBatch(_) => &self.roster.batch_takers.batch,
-            Event::AfterPred(_) => &self.roster.batch_takers.pred,
-            Event::BeforeBackward(_) => &self.roster.loss_hooks,
-            _ => &self.roster.grad_hooks,
+            Event::BeforeBatch(_) => &self.roster.train.batch.batch,
+            Event::AfterPred(_) => &self.roster.train.batch.pred,
+            Event::BeforeBackward(_) => &self.roster.train.loss,
+            _ => &self.roster.train.grads,
         };
         let (callbacks, names, at) = (&mut self.callbacks, &self.roster.names, &mut self.at);
-        takers::deliver_in_batch(callbacks, names, at, state, takers, event)?;
-        self.at.activity = Activity::Step;
-        Ok(())
+        takers::deliver_in_batch(callbacks, names, at, state, takers, event)
     }
 
     /// The error for callbacks that take the loss in `before_backward` under a step that ran
@@ -273,7 +294,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     #[cold]
     pub(super) fn own_backward_refused(&self) -> Error {
         let takers: Vec<String> =
-            self.roster.loss_hooks.iter().map(|&i| format!("`{}`", self.roster.names[i])).collect();
+            self.roster.train.loss.iter().map(|&i| format!("`{}`", self.roster.names[i])).collect();
         Error::msg(format!(
             "{} take the loss in before_backward, but this training step runs backward itself (a burn-train TrainStep): the loss they would change is already differentiated. Compute the loss with Trainer::train, or change the gradients in after_backward instead",
             takers.join(", ")
@@ -402,15 +423,14 @@ impl<C, M> Delivery<'_, '_, C, M> {
         Ok(())
     }
 
-    /// Every callback received `event`: back to the trainer, and the event's records go to the
-    /// writers, except after the three events that the trainer may follow with a row of
-    /// stats.json, sent with the event's records in one batch (`Monitors::end_row`).
+    /// Every callback received `event`: the event's records go to the writers, except after the
+    /// three events that the trainer may follow with a row of stats.json, sent with the event's
+    /// records in one batch (`Monitors::end_row`).
     #[inline]
     fn delivered(self, event: &Event<'_>) {
-        self.at.activity = Activity::Trainer;
         let row_may_follow = matches!(event, Event::BeforeTrain | Event::TriggerStep | Event::TriggerEpoch);
-        if !row_may_follow && self.state.monitors.has_pending() {
-            self.state.monitors.publish();
+        if !row_may_follow && self.state.monitors_ref().has_pending() {
+            self.state.monitors().publish();
         }
     }
 
@@ -460,6 +480,21 @@ impl<C, M> Delivery<'_, '_, C, M> {
                     this.order.iter().position(|&j| j == i).map_or(this.order.len(), |position| position + 1);
                 this.each(event, next)
             }
+        }
+    }
+
+    /// The batch events of a validation pass (`after_batch`, `after_cancel_batch`): to the
+    /// callbacks that take its batches.
+    fn in_validation_batches(&mut self) -> Delivery<'_, '_, C, M> {
+        let roster = self.roster;
+        let valid = &roster.valid;
+        Delivery {
+            callbacks: &mut *self.callbacks,
+            roster,
+            order: &valid.order,
+            one_pass: valid.in_order,
+            at: &mut *self.at,
+            state: &mut *self.state,
         }
     }
 

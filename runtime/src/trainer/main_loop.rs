@@ -24,52 +24,23 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 .map_err(|e| Error::io(&self.state.log_dir, e))?;
             // The monitors' long histories go beside the checkpoints, in the run's journal.
             let journal = crate::state::journal_name(&self.run_id);
-            self.state.monitors.keep_history_in(self.state.log_dir.join(JOURNAL_DIR).join(journal));
+            let path = self.state.log_dir.join(JOURNAL_DIR).join(journal);
+            self.state.monitors().keep_history_in(path);
         }
         self.dispatch.setup(&mut self.state)?;
         self.load_callback_states()?;
         if self.is_chief() {
             self.hold_saver_folders()?;
         }
-        self.state.monitors.publish();
+        self.state.monitors().publish();
 
-        // The first pass starts now (a resumed run replays the passes and batches it had taken):
-        // its first batch tells the number of steps per epoch.
-        self.doing(Activity::Data);
-        let mut pass = data.pass();
-        self.pass_len = pass.batches_hint();
-        if let Some(resumed) = &self.resumed {
-            resumed.refuse_other_data(self.pass_len)?;
-        }
-        let target = self.resumed.take().map(|r| r.data_position);
-        self.position = DataPosition { passes: 1, batches: 0 };
-        if let Some(target) = target
-            && self.replay(data, &mut pass, target)?
-        {
-            return Ok(());
-        }
-        let mut first = pass.next_batch().transpose()?;
-        if first.is_none() && self.position.batches > 0 {
-            pass = data.pass();
-            self.position = DataPosition { passes: self.position.passes + 1, batches: 0 };
-            first = pass.next_batch().transpose()?;
-        }
-        if first.is_none() {
-            return Err(Error::data("the training data produced no batch"));
-        }
-        self.position.batches += 1;
-        if self.state.counters.steps_per_epoch == 0 {
-            self.state.counters.steps_per_epoch = pass.batches_hint().unwrap_or(0);
-        }
-        if self.state.counters.steps_per_epoch == 0 {
-            return Err(Error::data(
-                "the number of steps per epoch is unknown: set it with Trainer::steps_per_epoch",
-            ));
-        }
-        self.doing(Activity::Trainer);
+        // The first pass starts now: its first batch tells the number of steps per epoch.
+        let Some((pass, first)) = self.during(Activity::Data, |run| run.first_pass(data))? else {
+            return Ok(()); // a signal ended a resumed run's replay
+        };
 
         // fastai's `fit` level: a CancelFit from any event below ends up here.
-        match self.epochs(data, step, pass, first) {
+        match self.epochs(data, step, pass, Some(first)) {
             Ok(()) => Ok(()),
             Err(Halt::Cancel(Cancel::Fit)) => self.cancelled_fit(),
             Err(halt) => Err(self.settled(halt)),
@@ -90,9 +61,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     {
         // What setup and before_train put is one row of stats.json at the epoch before the
         // first (tensorpack's JSONWriter writes it in its before_train).
-        self.state.monitors.epoch_num = self.state.counters.epoch_num;
         self.deliver(Event::BeforeTrain)?;
-        self.state.monitors.end_row();
+        self.state.monitors().end_row();
         self.boundary(Boundary::BeforeTrain)?;
         let max_epoch = self.state.counters.max_epoch;
         let mut epoch = self.state.counters.starting_epoch;
@@ -101,7 +71,6 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             let counters = &mut self.state.counters;
             counters.epoch_num = epoch;
             counters.local_step = std::mem::take(&mut local_step);
-            self.state.monitors.epoch_num = epoch;
             self.state.control.epoch_cancelled = false;
             // fastai's epoch and train levels: a CancelEpoch or a CancelTrain from before_epoch
             // or a step ends up here.
@@ -128,8 +97,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                     other => other?,
                 }
             }
-            self.state.monitors.end_row();
-            self.state.monitors.end_epoch();
+            self.state.monitors().end_row();
+            self.state.monitors().end_epoch();
             self.agree_at_boundary()?;
             self.boundary(Boundary::EpochEnd)?;
             // `max_epoch(u64::MAX)` (train until stopped) ends after its last epoch.
@@ -157,29 +126,11 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         self.state.control.training = true;
         let steps = self.state.counters.steps_per_epoch;
         while self.state.counters.local_step < steps && !self.stopping() && !self.skipping() {
-            self.doing(Activity::Data);
-            let batch = match first.take() {
-                Some(batch) => batch,
-                None => {
-                    let next = match pass.next_batch() {
-                        Some(batch) => batch?,
-                        None => {
-                            *pass = data.pass();
-                            self.position = DataPosition { passes: self.position.passes + 1, batches: 0 };
-                            pass.next_batch().ok_or_else(|| {
-                                Error::data("the training data produced no batch in a new pass")
-                            })??
-                        }
-                    };
-                    self.position.batches += 1;
-                    next
-                }
-            };
-            self.doing(Activity::Trainer);
+            let batch = self.during(Activity::Data, |run| run.next_batch(data, pass, first))?;
             let (dispatch, counters) = (&self.dispatch, &self.state.counters);
             self.fetches.select(|i| dispatch.wants_fetch(i, counters));
             // fastai's batch level: a CancelBatch from before_step or inside the step.
-            let ran = match self.deliver(Event::BeforeStep) {
+            let ran = match self.dispatch.deliver_in_training(&mut self.state, Event::BeforeStep) {
                 Ok(()) => self.run_step(batch, step),
                 Err(error) => Err(error),
             };
@@ -187,7 +138,9 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 // fastai's `after_step` is inside the batch level: a CancelBatch there is the
                 // batch's (its optimizer step already ran).
                 Ok(()) => match self.after_step() {
-                    Err(Halt::Cancel(Cancel::Batch)) => self.deliver(Event::AfterCancelBatch)?,
+                    Err(Halt::Cancel(Cancel::Batch)) => {
+                        self.dispatch.deliver_in_training(&mut self.state, Event::AfterCancelBatch)?
+                    }
                     other => other?,
                 },
                 Err(Halt::Cancel(Cancel::Batch)) => self.cancelled_batch()?,
@@ -199,10 +152,10 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             // A row of stats.json at every step where scalars were put; the last step's
             // scalars join the epoch's row (tensorpack's JSONWriter). The event's records
             // go with it, in one batch.
-            if self.state.monitors.has_row() && self.state.counters.local_step != steps {
-                self.state.monitors.end_row();
-            } else if self.state.monitors.has_pending() {
-                self.state.monitors.publish();
+            if self.state.monitors_ref().has_row() && self.state.counters.local_step != steps {
+                self.state.monitors().end_row();
+            } else if self.state.monitors_ref().has_pending() {
+                self.state.monitors().publish();
             }
             self.boundary(Boundary::Step)?;
         }
@@ -214,16 +167,79 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// `after_step` (the step has no values); `trigger_step` follows as at any step.
     #[cold]
     fn cancelled_batch(&mut self) -> Flowing {
-        self.doing(Activity::Trainer);
         let counters = &mut self.state.counters;
         counters.global_step += 1;
         counters.local_step += 1;
-        self.state.monitors.global_step = counters.global_step;
-        self.deliver(Event::AfterCancelBatch)?;
+        self.dispatch.deliver_in_training(&mut self.state, Event::AfterCancelBatch)?;
         let fetches = &self.fetches;
-        self.dispatch.deliver_to(&mut self.state, Event::AfterStep(crate::fetch::Fetched::none()), |i| {
-            !fetches.fetches(i)
-        })
+        self.dispatch.deliver_in_training_to(
+            &mut self.state,
+            Event::AfterStep(crate::fetch::Fetched::none()),
+            |i| !fetches.fetches(i),
+        )
+    }
+
+    /// The first pass over the data (a resumed run replays the passes and batches it had taken)
+    /// and its first batch, which tells the number of steps per epoch; `None` when a signal
+    /// ended the replay.
+    #[allow(clippy::type_complexity)]
+    fn first_pass<'d, D: TrainData>(&mut self, data: &'d D) -> Result<Option<(D::Iter<'d>, D::Batch)>> {
+        let mut pass = data.pass();
+        self.pass_len = pass.batches_hint();
+        if let Some(resumed) = &self.resumed {
+            resumed.refuse_other_data(self.pass_len)?;
+        }
+        let target = self.resumed.take().map(|r| r.data_position);
+        self.position = DataPosition { passes: 1, batches: 0 };
+        if let Some(target) = target
+            && self.replay(data, &mut pass, target)?
+        {
+            return Ok(None);
+        }
+        let mut first = pass.next_batch().transpose()?;
+        if first.is_none() && self.position.batches > 0 {
+            pass = data.pass();
+            self.position = DataPosition { passes: self.position.passes + 1, batches: 0 };
+            first = pass.next_batch().transpose()?;
+        }
+        let Some(first) = first else {
+            return Err(Error::data("the training data produced no batch"));
+        };
+        self.position.batches += 1;
+        if self.state.counters.steps_per_epoch == 0 {
+            self.state.counters.steps_per_epoch = pass.batches_hint().unwrap_or(0);
+        }
+        if self.state.counters.steps_per_epoch == 0 {
+            return Err(Error::data(
+                "the number of steps per epoch is unknown: set it with Trainer::steps_per_epoch",
+            ));
+        }
+        Ok(Some((pass, first)))
+    }
+
+    /// The epoch's next batch: the first pass's first, or the next of the pass, a new pass
+    /// started when one ends.
+    #[inline]
+    fn next_batch<'d, D: TrainData>(
+        &mut self,
+        data: &'d D,
+        pass: &mut D::Iter<'d>,
+        first: &mut Option<D::Batch>,
+    ) -> Result<D::Batch> {
+        if let Some(batch) = first.take() {
+            return Ok(batch);
+        }
+        let next = match pass.next_batch() {
+            Some(batch) => batch?,
+            None => {
+                *pass = data.pass();
+                self.position = DataPosition { passes: self.position.passes + 1, batches: 0 };
+                pass.next_batch()
+                    .ok_or_else(|| Error::data("the training data produced no batch in a new pass"))??
+            }
+        };
+        self.position.batches += 1;
+        Ok(next)
     }
 
     /// A callback returned `Flow::CancelEpoch` from `before_epoch`, a step or the epoch's
@@ -232,7 +248,6 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// not validated).
     #[cold]
     fn cancelled_epoch(&mut self) -> Flowing {
-        self.doing(Activity::Trainer);
         self.state.control.epoch_cancelled = true;
         self.state.control.epoch_cancelled_in_pass = false;
         self.deliver(Event::AfterCancelEpoch)
@@ -244,7 +259,6 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// `after_cancel_train` runs inside the epoch.
     #[cold]
     fn cancelled_train(&mut self) -> Flowing {
-        self.doing(Activity::Trainer);
         match self.deliver(Event::AfterCancelTrain) {
             Err(Halt::Cancel(Cancel::Epoch)) => self.cancelled_epoch(),
             other => other,
@@ -255,7 +269,6 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// the event), every callback receives `after_cancel_fit`, then (in `train`) `after_train`.
     #[cold]
     fn cancelled_fit(&mut self) -> Result<()> {
-        self.doing(Activity::Trainer);
         let reason = self.dispatch.cancelled_fit_reason(&self.state);
         self.state.control.stop.record(StopReason::Asked(reason));
         self.deliver(Event::AfterCancelFit).map_err(|halt| self.settled(halt))
@@ -298,17 +311,18 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// each step's to the callbacks that asked at that step, in run order; with `flush`, read
     /// and wait for every step's.
     pub(super) fn deliver_deferred(&mut self, before: u64, flush: bool) -> Flowing {
-        let activity = self.dispatch.activity();
-        self.doing(Activity::Trainer);
-        while self.fetches.plan.next_arrived(before, flush)? {
-            let plan = &self.fetches.plan;
-            let receivers = plan.deferred_receivers();
-            self.dispatch.deliver_to(&mut self.state, Event::Fetched(plan.deferred_view()), |i| {
-                receivers.contains(&i)
-            })?;
-        }
-        self.doing(activity);
-        Ok(())
+        self.during(Activity::Trainer, |run| {
+            while run.fetches.plan.next_arrived(before, flush)? {
+                let plan = &run.fetches.plan;
+                let receivers = plan.deferred_receivers();
+                run.dispatch.deliver_in_training_to(
+                    &mut run.state,
+                    Event::Fetched(plan.deferred_view()),
+                    |i| receivers.contains(&i),
+                )?;
+            }
+            Ok(())
+        })
     }
 
     /// A resumed run's data replayed to the position it had; `true` when a signal ended the

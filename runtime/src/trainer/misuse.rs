@@ -66,3 +66,16 @@ pub(super) fn refuse_chief_only_step_hooks(info: &CallbackInfo<'_>, world_size: 
         taken.join(", ")
     )))
 }
+
+/// A callback that declares fetches but takes no event of a training step
+/// ([`Callback::takes_training_batches`](crate::callback::Callback::takes_training_batches)
+/// `false`, fastai's `run_train = False`): its values would never be handed over.
+pub(super) fn refuse_fetches_outside_training(info: &CallbackInfo<'_>) -> Result<()> {
+    if info.takes_training_batches || info.fetches.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Misuse(format!(
+        "callback `{}` declares fetches but takes no event of a training step (`takes_training_batches` is false, fastai's `run_train = False`): its values, handed over in after_step, would never reach it. Drop its fetches, or let it take the training batches",
+        info.name
+    )))
+}

@@ -55,4 +55,4 @@ pub use report::{TrainError, TrainReport};
 pub use step::{LossFn, Step, StepOutput, TrainingStep};
 pub use summary::{BestValue, ScalarSummary, TrainSummary, TrainSummaryPrinter};
 
-pub(crate) use run::Run;
+pub(crate) use run::{Holds, Resolved, Run};

@@ -56,34 +56,79 @@ pub(crate) struct Run<M, C, K> {
     pub(super) turns: Option<crate::world::turns::Turns>,
 }
 
-impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
-    /// The run of `callbacks` over `state`, one rank of `world_size`: names, order and fetches
-    /// resolved (off the chief, without the chief-only callbacks).
-    pub(crate) fn new(callbacks: C, state: TrainState<M>, chief: bool, world_size: usize) -> Result<Self> {
+/// A run's callbacks resolved, before the run is: names, order and fetches (off the chief,
+/// without the chief-only callbacks), each callback's misuse refused.
+pub(crate) struct Resolved<C, M, K> {
+    dispatch: Dispatcher<C, M, K>,
+    fetches: StepFetches,
+}
+
+impl<M, K, C: Callbacks<M, K>> Resolved<C, M, K> {
+    /// `callbacks` for one rank of `world_size` (the chief, or another rank).
+    pub(crate) fn new(callbacks: C, chief: bool, world_size: usize) -> Result<Self> {
         let mut fetches = StepFetches::new();
         let dispatch = Dispatcher::new(callbacks, chief, |i, info, active| {
             super::misuse::refuse_chief_only_step_hooks(info, world_size)?;
+            super::misuse::refuse_fetches_outside_training(info)?;
             fetches.declare(i, info, active)
         })?;
-        Ok(Run {
+        Ok(Resolved { dispatch, fetches })
+    }
+
+    /// Whether some callback takes the loss before backward.
+    pub(super) fn takes_loss(&self) -> bool {
+        self.dispatch.takes_loss()
+    }
+
+    /// The error for callbacks that take the loss under a step that runs backward itself.
+    pub(super) fn own_backward_refused(&self) -> Error {
+        self.dispatch.own_backward_refused()
+    }
+
+    /// The deferred reads' interval and byte budget (`Trainer::deferred_read_interval`,
+    /// `deferred_read_budget`).
+    pub(super) fn deferred_reads(mut self, interval: std::time::Duration, budget: u64) -> Self {
+        self.fetches.plan.set_read_interval(interval);
+        self.fetches.plan.set_read_budget(budget);
+        self
+    }
+}
+
+/// What a run holds until it ends, besides its state: the signal handler, the log directory's
+/// lock, the policy that chose the directory, and with a seed what seeds the devices.
+#[derive(Default)]
+pub(crate) struct Holds {
+    pub(super) signals: Option<SignalGuard>,
+    pub(super) lock: Option<LogDirLock>,
+    pub(super) log_dir_policy: LogDirPolicy,
+    pub(super) step_seeds: Option<super::draws::StepSeeds>,
+}
+
+impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
+    /// The run of the resolved callbacks over `state`, with what it holds: built once, every
+    /// part in place (a resumed run's checkpoint is then restored into it, `restore`).
+    pub(crate) fn new(resolved: Resolved<C, M, K>, state: TrainState<M>, holds: Holds) -> Self {
+        let Resolved { dispatch, fetches } = resolved;
+        let Holds { signals, lock, log_dir_policy, step_seeds } = holds;
+        Run {
             dispatch,
             state,
             fetches,
             position: DataPosition::default(),
             resumed: None,
             first_local_step: 0,
-            signals: None,
-            lock: None,
+            signals,
+            lock,
             saver_locks: Vec::new(),
-            log_dir_policy: LogDirPolicy::default(),
+            log_dir_policy,
             run_id: checkpoint::new_run_id(),
             late_world_signal: None,
             last_checkpoint: None,
             started_at: checkpoint::now(),
             pass_len: None,
-            step_seeds: None,
+            step_seeds,
             turns: None,
-        })
+        }
     }
 
     /// Deliver `event` to every callback in order.
@@ -107,10 +152,15 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         self.state.execution.is_chief()
     }
 
-    /// Set what the trainer is doing (for the message of a panic).
-    #[inline]
-    pub(super) fn doing(&mut self, activity: Activity) {
+    /// Run `work` as `activity`, the culprit a panic in it is blamed on, then give the trainer's
+    /// previous activity back, however `work` returns (a delivery of an event does the same).
+    #[inline(always)]
+    pub(super) fn during<T>(&mut self, activity: Activity, work: impl FnOnce(&mut Self) -> T) -> T {
+        let resume = self.dispatch.activity();
         self.dispatch.set_activity(activity);
+        let done = work(self);
+        self.dispatch.set_activity(resume);
+        done
     }
 
     /// Restore the monitors, remember the rest for after setup, and set aside checkpoints newer
@@ -118,8 +168,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     pub(super) fn restore(&mut self, mut restored: Restored) -> Result<()> {
         restored.refuse_other_world(self.state.execution.size())?;
         // The journal of the monitors' histories, read when the checkpoint was.
-        self.state.monitors.load_state(&restored.monitors, restored.journal.take())?;
-        self.state.monitors.global_step = restored.global_step;
+        self.state.monitors().load_state(&restored.monitors, restored.journal.take())?;
         self.first_local_step = restored.local_step;
         let root = self.state.log_dir.join(CHECKPOINT_DIR);
         // The checkpoint may be named through a symlink, `./`, `..`, or relative where the log

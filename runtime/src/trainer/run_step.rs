@@ -18,13 +18,22 @@ use crate::error::{Cancel, Error};
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// One step: the user's forward and loss, backward, the optimizer; with the events inside the
-    /// step for the callbacks that asked for them.
+    /// step for the callbacks that asked for them. A panic meanwhile is the step's (or the
+    /// callback's, in an event).
     #[inline]
     pub(super) fn run_step<B: 'static, S>(&mut self, batch: B, step: &mut S) -> Flowing
     where
         S: TrainingStep<M, B>,
     {
-        self.doing(Activity::Step);
+        self.during(Activity::Step, |run| run.step_once(batch, step))
+    }
+
+    /// [`run_step`](Self::run_step)'s work.
+    #[inline]
+    fn step_once<B: 'static, S>(&mut self, batch: B, step: &mut S) -> Flowing
+    where
+        S: TrainingStep<M, B>,
+    {
         if let Some(seeds) = &self.step_seeds {
             seeds.before_step(self.state.counters.global_step);
         }
@@ -50,15 +59,10 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             }
         };
         let grads = match output {
-            StepOutput::Loss(mut loss) => {
-                if self.dispatch.takes_loss() {
-                    loss = self.take_loss(loss)?;
-                }
-                let model = self.state.model.as_ref().expect("the model is present between steps");
-                let grads = GradientsParams::from_grads(loss.backward(), model);
-                self.fetches.outputs.put("loss", loss);
-                grads
-            }
+            StepOutput::Loss(loss) => match self.dispatch.takes_loss() {
+                false => self.backward(loss),
+                true => self.hooked_backward(loss)?,
+            },
             StepOutput::Gradients { loss, grads } => {
                 if self.dispatch.takes_loss() {
                     return Err(self.dispatch.own_backward_refused().into());
@@ -80,8 +84,6 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         }
         state.counters.global_step += 1;
         state.counters.local_step += 1;
-        state.monitors.global_step = state.counters.global_step;
-        self.doing(Activity::Trainer);
         Ok(())
     }
 
@@ -93,7 +95,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     pub(super) fn after_step(&mut self) -> Flowing {
         let Run { dispatch, state, fetches, .. } = self;
         let values = fetches.values(&state.counters, |i| dispatch.name(i).to_string())?;
-        let delivered = dispatch.deliver(state, Event::AfterStep(values));
+        let delivered = dispatch.deliver_in_training(state, Event::AfterStep(values));
         let global_step = self.state.counters.global_step;
         self.fetches.defer(global_step)?;
         delivered?;
@@ -161,12 +163,39 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         }
     }
 
-    /// `before_backward` for the callbacks that take the loss.
+    /// Backward from the loss: the gradients; the loss joins the step's outputs.
+    #[inline]
+    fn backward(&mut self, loss: Tensor<1>) -> GradientsParams {
+        let model = self.state.model.as_ref().expect("the model is present between steps");
+        let grads = GradientsParams::from_grads(loss.backward(), model);
+        self.fetches.outputs.put("loss", loss);
+        grads
+    }
+
+    /// `before_backward` for the callbacks that take the loss, then backward. A
+    /// `Flow::CancelBackward` there (fastai's `CancelBackwardException`) skips backward: every
+    /// callback receives `after_cancel_backward`, and the step goes on with zero gradients (the
+    /// `.grad` fastai's optimizer steps with after its `zero_grad`), to which the gradients a
+    /// `CancelBatch` kept are added as to any step's.
     #[cold]
-    fn take_loss(&mut self, loss: Tensor<1>) -> Flowing<Tensor<1>> {
+    fn hooked_backward(&mut self, loss: Tensor<1>) -> Flowing<GradientsParams> {
         let slot = StepLoss { loss: RefCell::new(Some(loss)), outputs: &self.fetches.outputs };
-        self.dispatch.deliver_hook(&mut self.state, Event::BeforeBackward(&slot))?;
-        Ok(slot.loss.into_inner().ok_or_else(|| Error::msg("a before_backward callback removed the loss"))?)
+        let cancelled = match self.dispatch.deliver_hook(&mut self.state, Event::BeforeBackward(&slot)) {
+            Ok(()) => false,
+            Err(Halt::Cancel(Cancel::Backward)) => true,
+            Err(halt) => return Err(halt),
+        };
+        let loss = slot.loss.into_inner();
+        let loss = loss.ok_or_else(|| Error::msg("a before_backward callback removed the loss"))?;
+        if !cancelled {
+            return Ok(self.backward(loss));
+        }
+        self.fetches.outputs.put("loss", loss);
+        self.dispatch.deliver_in_training(&mut self.state, Event::AfterCancelBackward)?;
+        let model = self.state.model.as_ref().expect("the model is present between steps");
+        let mut zeros = GradientsParams::new();
+        model.visit(&mut crate::modify::ZeroGrads { grads: &mut zeros });
+        Ok(zeros)
     }
 
     /// The gradients a `CancelBatch` kept, added into this step's (fastai's backward adds
@@ -191,9 +220,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             Ok(()) => Ok(slot.grads.into_inner()),
             Err(Halt::Cancel(Cancel::Step)) => {
                 drop(slot);
-                self.doing(Activity::Trainer);
-                self.deliver(Event::AfterCancelStep)?;
-                self.doing(Activity::Step);
+                self.dispatch.deliver_in_training(&mut self.state, Event::AfterCancelStep)?;
                 Ok(None)
             }
             Err(Halt::Cancel(Cancel::Batch)) => {

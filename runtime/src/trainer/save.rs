@@ -107,7 +107,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             // A saver's own folder holds a copy of the monitors' history its checkpoints name:
             // it resumes without the log directory.
             if !super::saver_dirs::same_folder(folder, root)
-                && let Err(error) = self.state.monitors.mirror_journal(&folder.join(JOURNAL_DIR))
+                && let Err(error) = self.state.monitors().mirror_journal(&folder.join(JOURNAL_DIR))
             {
                 match request.keep_going {
                     true => crate::logging::error!(
@@ -185,7 +185,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             model,
             optimizer,
             trainer,
-            monitors: self.state.monitors.save_state()?,
+            monitors: self.state.monitors().save_state()?,
             epoch_num: c.epoch_num,
             global_step: c.global_step,
             time: checkpoint::now(),

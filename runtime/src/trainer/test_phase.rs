@@ -62,7 +62,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             crate::logging::info!("the test set is not evaluated: training ended {outcome:?}");
             return Ok(Vec::new());
         }
-        let before = counts(&self.state.monitors);
+        let before = counts(self.state.monitors_ref());
         let trained = match weights {
             Some(path) => self.load_test_weights(path)?,
             None => None,
@@ -74,7 +74,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         if let Err(error) = pass {
             return Err(Error::context("the test phase", error));
         }
-        let monitors = &self.state.monitors;
+        let monitors = self.state.monitors_ref();
         Ok(monitors
             .scalar_names()
             .filter(|name| monitors.history(name).len() > before.get(*name).copied().unwrap_or(0))

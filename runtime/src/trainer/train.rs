@@ -14,7 +14,7 @@ use super::builder::{Resume, Settings};
 use super::lock::LogDirLock;
 use super::log_dir::{self, LogDirPolicy, is_within};
 use super::restore::Restored;
-use super::run::Run;
+use super::run::{Holds, Resolved, Run};
 use super::test_phase::TestPhase;
 use super::versions::VersionsHold;
 use super::{LossFn, Step, TrainData, TrainError, TrainReport, TrainSummary, Trainer, TrainingStep};
@@ -98,57 +98,55 @@ fn prepare<M: Module, K, C: Callbacks<M, K>>(
     own_backward: bool,
 ) -> Result<Run<M, C, K>> {
     let chief = execution.is_chief();
-    let opened = open(&mut settings, &mut execution, &mut model, &mut optimizer);
-    let state = |(opened, optimizer): (Opened, ModuleOptimizer), hyper| TrainState {
-        counters: opened.counters,
-        model: None,
-        optimizer,
-        hyper,
-        monitors: Monitors::new(),
-        control: Control::default(),
-        log_dir: opened.log_dir,
-        execution: Execution::Single,
-        signals: settings.handle_signals,
-        seed: settings.seed,
-        stop: settings.stop.clone(),
-        pass: None,
-    };
-    let run = opened.and_then(|mut opened| {
+    // What can fail before the run exists: the log directory and the checkpoint, the signal
+    // handler, the callbacks' names, order and misuse. A failure here is the execution's too.
+    let resolved = open(&mut settings, &mut execution, &mut model, &mut optimizer).and_then(|opened| {
         let signals = match settings.handle_signals {
             true => {
                 Some(SignalGuard::install().map_err(|e| Error::context("handling SIGINT and SIGTERM", e))?)
             }
             false => None,
         };
-        let (lock, restored) = (opened.lock.take(), opened.restored.take());
-        let world_size = execution.size();
-        let run = Run::new(callbacks, state((opened, optimizer), settings.hyper), chief, world_size)?;
-        Ok((run, signals, lock, restored))
+        let resolved = Resolved::new(callbacks, chief, execution.size())?;
+        Ok((opened, signals, resolved))
     });
-    let (mut run, signals, lock, restored) = match run {
-        Ok(run) => run,
+    let (mut opened, signals, resolved) = match resolved {
+        Ok(resolved) => resolved,
         Err(error) => {
             execution.fail(Some(&model), &error);
             return Err(error);
         }
     };
-    if let Some(seed) = settings.seed {
+    let step_seeds = settings.seed.map(|seed| {
         let devices = model.devices();
         for device in &devices {
             device.seed(seed.wrapping_add(execution.rank() as u64));
         }
-        run.step_seeds = Some(super::draws::StepSeeds::new(seed, execution.rank(), devices));
-    }
+        super::draws::StepSeeds::new(seed, execution.rank(), devices)
+    });
+    let refused = (own_backward && resolved.takes_loss()).then(|| resolved.own_backward_refused());
     let means = execution.means().to_vec();
-    (run.state.model, run.state.execution) = (Some(model), execution);
-    (run.signals, run.lock) = (signals, lock);
-    run.log_dir_policy = settings.log_dir_policy;
-    run.fetches.plan.set_read_interval(settings.deferred_read_interval);
-    run.fetches.plan.set_read_budget(settings.deferred_read_budget);
-    let ready = if own_backward && run.dispatch.takes_loss() {
-        Err(run.dispatch.own_backward_refused())
-    } else {
-        run.fetches.average(&means).and_then(|()| restored.map_or(Ok(()), |r| run.restore(r)))
+    let (lock, restored) = (opened.lock.take(), opened.restored.take());
+    let state = TrainState {
+        counters: opened.counters,
+        model: Some(model),
+        optimizer,
+        hyper: settings.hyper,
+        monitors: Monitors::new(),
+        control: Control::default(),
+        log_dir: opened.log_dir,
+        execution,
+        signals: settings.handle_signals,
+        seed: settings.seed,
+        stop: settings.stop.clone(),
+        pass: None,
+    };
+    let resolved = resolved.deferred_reads(settings.deferred_read_interval, settings.deferred_read_budget);
+    let holds = Holds { signals, lock, log_dir_policy: settings.log_dir_policy, step_seeds };
+    let mut run = Run::new(resolved, state, holds);
+    let ready = match refused {
+        Some(error) => Err(error),
+        None => run.fetches.average(&means).and_then(|()| restored.map_or(Ok(()), |r| run.restore(r))),
     };
     match ready {
         Ok(()) => Ok(run),
@@ -329,8 +327,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let after = self.dispatch.after_train(&mut self.state);
         let ok = result.is_ok() && after.is_ok();
         let tested = self.test_phase(test, &outcome, ok, test_weights.as_deref());
-        self.state.monitors.publish();
-        self.state.monitors.close();
+        self.state.monitors().publish();
+        self.state.monitors().close();
         let (result, test) = match tested {
             Ok(test) => (result.and(after), test),
             Err(error) => (result.and(after).and(Err(error)), Vec::new()),
@@ -341,7 +339,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             started.elapsed(),
             self.state.counters.global_step.saturating_sub(first_step),
             &self.state.counters,
-            &self.state.monitors,
+            self.state.monitors_ref(),
             self.state.log_dir.clone(),
             self.last_checkpoint.clone(),
         );
@@ -401,8 +399,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             fetch_transfers: plan.transfers(),
             deferred_reads: plan.deferred_counts().0,
             deferred_waits: plan.deferred_counts().1,
-            writer_failures: self.state.monitors.writer_failures(),
-            dropped: self.state.monitors.dropped(),
+            writer_failures: self.state.monitors_ref().writer_failures(),
+            dropped: self.state.monitors_ref().dropped(),
             late_signal,
             summary,
             test: Vec::new(),

@@ -15,7 +15,7 @@ macro_rules! define_proxy {
         ///
         /// Every method receives the wrapped callback (`inner`) beside the usual arguments, and
         /// has a default that forwards to it: its name, order, fetches, `chief_only`, state,
-        /// step hooks, and every event. Implement the methods the decorator changes and
+        /// step hooks, which batches it takes, and every event. Implement the methods the decorator changes and
         /// register [`ProxyCallback::decorated`]`(inner, decorator)`. As in tensorpack,
         /// `trigger_epoch` forwards to the wrapped callback's `trigger_epoch`, which calls *its*
         /// `trigger`: a decorator that changes `trigger` changes the epoch's trigger only if
@@ -40,7 +40,8 @@ macro_rules! define_proxy {
         /// ```
         pub trait Proxy<M, C: Callback<M>> {
             crate::callback::forward_methods!((proxy C);
-                name order fetches chief_only save_state load_state step_hooks wants_fetch);
+                name order fetches chief_only save_state load_state step_hooks takes_after_batch
+                takes_training_batches takes_validation_batches wants_fetch);
             $(
                 $(#[$doc])*
                 fn $method(&mut self, inner: &mut C, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {
@@ -51,7 +52,8 @@ macro_rules! define_proxy {
 
         impl<M, C: Callback<M>, D: Proxy<M, C>> Callback<M> for ProxyCallback<C, D> {
             crate::callback::forward_methods!((decorated decorator inner);
-                name order fetches chief_only save_state load_state step_hooks wants_fetch);
+                name order fetches chief_only save_state load_state step_hooks takes_after_batch
+                takes_training_batches takes_validation_batches wants_fetch);
             $(
                 #[inline]
                 fn $method(&mut self, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {

@@ -21,6 +21,7 @@ mod embedding;
 mod errors;
 mod families;
 mod fastai_cancels;
+mod fastai_flags;
 mod fastai_loop;
 mod fastai_lr_find;
 mod fastai_scopes;

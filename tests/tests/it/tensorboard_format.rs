@@ -315,34 +315,6 @@ fn writer_csv_a_full_disk_never_leaves_a_torn_row() {
     assert_eq!(read["epochs"], serde_json::json!([1, 2, 3, 4]), "{read}");
 }
 
-/// An image summary's PNG is deflate-compressed (a smooth 64x64 RGB gradient comes out far
-/// smaller than its raw pixels) and the `png` crate's decoder gives back the same pixels.
-#[test]
-fn writer_png_is_compressed_and_decodes_to_the_same_pixels() {
-    let (height, width) = (64u32, 64u32);
-    let mut pixels = Vec::with_capacity((height * width * 3) as usize);
-    for y in 0..height {
-        for x in 0..width {
-            pixels.extend_from_slice(&[(x * 4) as u8, (y * 4) as u8, ((x + y) * 2) as u8]);
-        }
-    }
-    let image = Image { height, width, channels: 3, pixels: pixels.clone() };
-    let png = burn_stoker::monitor::encode_png(&image).unwrap();
-    assert!(
-        png.len() < pixels.len() / 2,
-        "a smooth {height}x{width} RGB image is {} bytes as PNG, its raw pixels {}: not compressed",
-        png.len(),
-        pixels.len()
-    );
-    let mut reader = png::Decoder::new(std::io::Cursor::new(png)).read_info().unwrap();
-    let mut decoded = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut decoded).unwrap();
-    decoded.truncate(info.buffer_size());
-    assert_eq!((info.width, info.height, info.color_type), (width, height, png::ColorType::Rgb));
-    assert_eq!(info.bit_depth, png::BitDepth::Eight);
-    assert_eq!(decoded, pixels);
-}
-
 /// The host name in an event file's name is the kernel's (`gethostname`, through sysinfo), not
 /// the text of `/etc/hostname` (absent on macOS, stale in some containers). The test runs itself
 /// again in a private mount namespace (`unshare -m`, as root) where `/etc/hostname` says

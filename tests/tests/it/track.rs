@@ -12,7 +12,7 @@ use std::time::Duration;
 use burn::nn::Linear;
 use burn_stoker::prelude::*;
 use burn_stoker::state::ManualClock;
-use burn_stoker::track::{GpuMemory, GpuSource, NvmlSource, humanize_duration};
+use burn_stoker::track::{GpuMemory, GpuSource, NvmlSource};
 use burn_stoker::{
     callback::{StepHooks, StepLoss},
     track::{
@@ -693,26 +693,6 @@ fn timed_forwards_and_times_the_events_inside_a_step() {
     train("timed-hooks", 2, (set, probe)).unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 8);
     assert_eq!(history(&seen, "callback_time/LossHook"), [(4, 1.0), (8, 1.0)]);
-}
-
-// ---------- humanize_duration ----------
-
-#[test]
-fn durations_read_as_tensorpack_writes_them() {
-    let cases = [
-        (Duration::ZERO, "0 seconds"),
-        (ms(10), "0.01 seconds"),
-        (ms(1000), "1 second"),
-        (ms(27_600), "27.6 seconds"),
-        (ms(59_999), "60 seconds"),
-        (ms(60_000), "1 minute"),
-        (ms(87_000), "1 minute 27 seconds"),
-        (Duration::from_secs(3_600 + 120), "1 hour 2 minutes"),
-        (Duration::from_secs(86_400 + 9 * 3_600 + 2 * 60 + 3), "1 day 9 hours 2 minutes 3 seconds"),
-    ];
-    for (duration, text) in cases {
-        assert_eq!(humanize_duration(duration), text, "{duration:?}");
-    }
 }
 
 // ---------- ProgressBar off a terminal ----------

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value as Json, json};
 
-use super::super::encode_png;
 use super::super::mlflow::http::Client;
+use super::super::png::encode_png;
 use super::{COMET_SINK_NAME, END_TIMEOUT, Link, Settings, TIMEOUT};
 use crate::error::Result;
 use crate::state::{Image, MonitorSink, Record, Value};

@@ -50,8 +50,10 @@ pub struct Monitors {
     queues: Vec<WriterQueue>,
     /// Which way each watched scalar improves, as the callbacks watching it declared.
     better: BTreeMap<Arc<str>, Better>,
-    pub(crate) global_step: u64,
-    pub(crate) epoch_num: u64,
+    /// The run's counters when the monitors were last reached ([`at`](Self::at)): what is put
+    /// is stamped with them.
+    global_step: u64,
+    epoch_num: u64,
     /// The journal the histories go into at each checkpoint (unnamed: a checkpoint holds them
     /// whole), how many values of each scalar and how many rows it holds.
     journal: Journal,
@@ -95,6 +97,14 @@ impl Monitors {
             journaled: BTreeMap::new(),
             journaled_rows: 0,
         }
+    }
+
+    /// The monitors at the run's current counters (the trainer's state reads them in at each
+    /// access, `TrainState::monitors`).
+    #[inline]
+    pub(crate) fn at(&mut self, global_step: u64, epoch_num: u64) -> &mut Self {
+        (self.global_step, self.epoch_num) = (global_step, epoch_num);
+        self
     }
 
     fn key(&mut self, name: &str) -> Arc<str> {

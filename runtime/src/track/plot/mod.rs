@@ -21,7 +21,7 @@ use plotters::prelude::*;
 use self::text::{Align, Canvas, Label};
 use self::ticks::{power_text, tick_text, ticks};
 use crate::error::{Error, Result};
-use crate::monitor::encode_png;
+use crate::monitor::png::encode_png;
 use crate::state::{Image, write_atomic};
 
 /// The width and height of the plots, in pixels.

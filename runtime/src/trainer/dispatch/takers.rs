@@ -1,13 +1,49 @@
-//! The callbacks that take fastai's batch events (`before_batch`, `after_pred`), resolved at
-//! setup, and their delivery to those callbacks: inside a training step (`run_step`), and at each
-//! batch of a validation pass the trainer runs (`validation.rs`); and those that take
-//! `after_batch` after a training step ([`AfterBatchTakers`]).
+//! The callbacks that take fastai's batch events, resolved at setup: in training and in
+//! validation ([`PhaseTakers`], fastai's `run_train` / `run_valid`), the batch and the model's
+//! output ([`BatchTakers`]), and their delivery to those callbacks: inside a training step
+//! (`run_step`), and at each batch of a validation pass the trainer runs (`validation.rs`); and
+//! those that take `after_batch` after a training step ([`AfterBatchTakers`]).
 
 use std::borrow::Cow;
 
 use super::halt::{Flowing, cancel_halt, validation_misplaced};
 use super::{Activity, Delivery, Whereabouts, wrap};
 use crate::callback::{Callbacks, Context, Event, Raised, StepHooks, TrainState};
+
+/// Who takes the events of a batch in one phase of the loop, training or validation, resolved
+/// at setup: a callback that answers `false` to
+/// [`Callback::takes_training_batches`](crate::callback::Callback::takes_training_batches) or
+/// [`takes_validation_batches`](crate::callback::Callback::takes_validation_batches) (fastai's
+/// `run_train` / `run_valid`) is left out of every batch event of that phase.
+#[derive(Debug)]
+pub(in crate::trainer) struct PhaseTakers {
+    /// The callbacks that take the phase's batch events, in run order.
+    pub(super) order: Vec<usize>,
+    /// Whether `order` is every callback in registration order: a delivery then goes in one pass.
+    pub(super) in_order: bool,
+    /// Those that take the batch and the model's output.
+    pub(super) batch: BatchTakers,
+    /// Those that take the loss before backward (`after_loss` in validation), in run order.
+    pub(super) loss: Vec<usize>,
+    /// Those that take the gradients after backward, in run order (none in validation).
+    pub(super) grads: Vec<usize>,
+}
+
+impl PhaseTakers {
+    /// From the run order, the number of callbacks, whether each takes the phase's batches, and
+    /// every callback's hooks.
+    pub(super) fn new(order: &[usize], count: usize, takes: &[bool], hooks: &[StepHooks]) -> Self {
+        let order: Vec<usize> = order.iter().copied().filter(|&i| takes[i]).collect();
+        let in_order = order.len() == count && order.iter().enumerate().all(|(position, &i)| position == i);
+        PhaseTakers {
+            in_order,
+            batch: BatchTakers::new(&order, hooks),
+            loss: order.iter().copied().filter(|&i| hooks[i].loss).collect(),
+            grads: order.iter().copied().filter(|&i| hooks[i].gradients).collect(),
+            order,
+        }
+    }
+}
 
 /// The callbacks that take the batch (`before_batch`) and the model's output (`after_pred`),
 /// in run order.
@@ -46,10 +82,26 @@ impl BatchTakers {
 }
 
 /// An event inside a batch (`before_batch`, `after_pred`, `before_backward`, `after_backward`)
-/// to the callbacks `takers` names, in run order. A cancel stops it there and travels up; a
-/// request for a validation pass is an error (no pass runs inside a batch).
+/// to the callbacks `takers` names, in run order, the activity given back as found however it
+/// ends (but a panic). A cancel stops it there and travels up; a request for a validation pass
+/// is an error (no pass runs inside a batch).
 #[cold]
 pub(super) fn deliver_in_batch<C: Callbacks<M, K>, M, K>(
+    callbacks: &mut C,
+    names: &[Cow<'static, str>],
+    at: &mut Whereabouts,
+    state: &mut TrainState<M>,
+    takers: &[usize],
+    event: Event<'_>,
+) -> Flowing {
+    let resume = at.activity;
+    let delivered = each_in_batch(callbacks, names, at, state, takers, event);
+    at.activity = resume;
+    delivered
+}
+
+/// [`deliver_in_batch`]'s delivery.
+fn each_in_batch<C: Callbacks<M, K>, M, K>(
     callbacks: &mut C,
     names: &[Cow<'static, str>],
     at: &mut Whereabouts,
@@ -73,14 +125,15 @@ pub(super) fn deliver_in_batch<C: Callbacks<M, K>, M, K>(
 }
 
 /// Who takes `after_batch` after a training step ([`Callback::takes_after_batch`]), resolved at
-/// setup: a step reads one tag. (A validation pass delivers it to every callback.)
+/// setup: a step reads one tag. (A validation pass delivers it to every callback that takes its
+/// batches.)
 ///
 /// [`Callback::takes_after_batch`]: crate::callback::Callback::takes_after_batch
 #[derive(Debug)]
 pub(super) enum AfterBatchTakers {
     /// No callback: nothing is delivered.
     Nobody,
-    /// Every callback that runs here: delivered as any event to every callback.
+    /// Every callback that takes the training batches: delivered as any event of a step.
     Everyone,
     /// These, in run order.
     Some(Vec<usize>),
@@ -105,11 +158,14 @@ impl<C: Callbacks<M, K>, M, K> super::Dispatcher<C, M, K> {
     pub(in crate::trainer) fn deliver_after_batch(&mut self, state: &mut TrainState<M>) -> Flowing {
         match &self.roster.after_batch {
             AfterBatchTakers::Nobody => Ok(()),
-            AfterBatchTakers::Everyone => self.deliver(state, Event::AfterBatch),
+            AfterBatchTakers::Everyone => self.deliver_in_training(state, Event::AfterBatch),
             AfterBatchTakers::Some(takers) => {
-                let (callbacks, roster, at) = (&mut self.callbacks, &self.roster, &mut self.at);
-                Delivery { callbacks, roster, order: takers, one_pass: false, at, state }
-                    .each(Event::AfterBatch, 0)
+                let (callbacks, roster, resume) = (&mut self.callbacks, &self.roster, self.at.activity);
+                let at = &mut self.at;
+                let delivered = Delivery { callbacks, roster, order: takers, one_pass: false, at, state }
+                    .each(Event::AfterBatch, 0);
+                self.at.activity = resume;
+                delivered
             }
         }
     }
@@ -122,7 +178,7 @@ impl<C, M, K> super::Dispatcher<C, M, K> {
     pub(in crate::trainer) fn pred_not_handed_over(&self) -> crate::Error {
         let roster = &self.roster;
         let takers: Vec<String> =
-            roster.batch_takers.pred.iter().map(|&i| format!("`{}`", roster.names[i])).collect();
+            roster.train.batch.pred.iter().map(|&i| format!("`{}`", roster.names[i])).collect();
         crate::Error::msg(format!(
             "callbacks {} take the model's output in after_pred, but the training step did not hand it over: call `step.pred(output)` on the model's output in the step function, before the loss",
             takers.join(", ")

@@ -152,12 +152,14 @@ impl<C, M> Delivery<'_, '_, C, M> {
             // A cancelled batch is not one of the pass's: the inferencers did not see it.
             match self.again().batch_events(i, event, &mut *batches) {
                 Ok(()) => end.batches += 1,
-                Err(Halt::Cancel(Cancel::Batch)) => self.again().all(Event::AfterCancelBatch)?,
+                Err(Halt::Cancel(Cancel::Batch)) => {
+                    self.in_validation_batches().all(Event::AfterCancelBatch)?
+                }
                 Err(halt) => return Err(halt),
             }
             // fastai's `after_batch`, after the batch level, cancelled or not: the batch is over,
             // a `CancelBatch` there is an error (it would otherwise reach the enclosing event).
-            match self.again().all(Event::AfterBatch) {
+            match self.in_validation_batches().all(Event::AfterBatch) {
                 Err(Halt::Cancel(Cancel::Batch)) => {
                     return Err(misplaced_cancel(self.state, &self.roster.names, Cancel::Batch).into());
                 }
@@ -181,7 +183,7 @@ impl<C, M> Delivery<'_, '_, C, M> {
         C: Callbacks<M, K>,
     {
         let Delivery { callbacks, roster, at, state, .. } = self;
-        let (names, takers) = (&roster.names, &roster.batch_takers);
+        let (names, takers) = (&roster.names, &roster.valid.batch);
         if takers.batch() {
             let batch = batches.batch();
             deliver_in_batch(callbacks, names, at, state, &takers.batch, Event::BeforeBatch(&batch))?;
@@ -196,10 +198,10 @@ impl<C, M> Delivery<'_, '_, C, M> {
         batches.score().map_err(|e| wrap(&names[i], event.name(), e))?;
         let loss = batches.outputs().get("loss").map(crate::fetch::OutputTensor::flat);
         if let Some(loss) = loss
-            && !roster.loss_hooks.is_empty()
+            && !roster.valid.loss.is_empty()
         {
             let slot = StepLoss { loss: RefCell::new(Some(loss)), outputs: &*batches.outputs() };
-            deliver_in_batch(callbacks, names, at, state, &roster.loss_hooks, Event::BeforeBackward(&slot))?;
+            deliver_in_batch(callbacks, names, at, state, &roster.valid.loss, Event::BeforeBackward(&slot))?;
             let loss =
                 slot.loss.into_inner().ok_or_else(|| Error::msg("an after_loss callback removed the loss"));
             batches.outputs().put("loss", loss.map_err(|e| wrap(&names[i], event.name(), e))?);
