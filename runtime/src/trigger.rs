@@ -14,6 +14,8 @@ mod proxy;
 #[cfg(test)]
 mod tests;
 
+#[cfg(doc)]
+use crate::callback::Period;
 use crate::callback::{
     Callback, Context, Counters, PeriodSetting, StepBatch, StepGradients, StepLoss, StepPred, for_each_event,
 };

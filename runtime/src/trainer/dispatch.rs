@@ -5,6 +5,7 @@
 //! [`Halt::Cancel`], never an [`Error`]. `takers`: who takes the batch events, and their delivery;
 //! `validation`: the validation pass, a phase the trainer runs.
 
+mod delivery;
 mod halt;
 mod takers;
 mod validation;
@@ -16,11 +17,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde_json::{Map, Value as Json};
 
 use crate::callback::{
-    CallbackInfo, Callbacks, Context, Counters, Event, Phase, Raised, StateOp, TrainState, resolve_order,
+    CallbackInfo, Callbacks, Context, Counters, Event, Phase, StateOp, TrainState, resolve_order,
 };
 use crate::error::{Cancel, Error, Result, panic_message};
+use delivery::Delivery;
+use halt::raised_misplaced;
 pub(crate) use halt::{Flowing, Halt};
-use halt::{cancel_halt, raised_misplaced, validation_misplaced};
 pub(super) use takers::BatchTakers;
 use takers::{AfterBatchTakers, PhaseTakers};
 
@@ -359,156 +361,6 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
             );
         }
         Ok(())
-    }
-}
-
-/// One event on its way to some callbacks: the borrows a delivery needs, together.
-struct Delivery<'a, 's, C, M> {
-    callbacks: &'a mut C,
-    roster: &'a Roster,
-    /// The callbacks it goes to, in run order.
-    order: &'a [usize],
-    /// Whether `order` is every callback in registration order: then one pass delivers it.
-    one_pass: bool,
-    at: &'a mut Whereabouts,
-    state: &'s mut TrainState<M>,
-}
-
-impl<C, M> Delivery<'_, '_, C, M> {
-    /// To every callback of `order`: in one pass when that is every callback in registration
-    /// order, else one by one.
-    #[inline]
-    fn all<K>(self, event: Event<'_>) -> Flowing
-    where
-        C: Callbacks<M, K>,
-    {
-        if !self.one_pass {
-            return self.each(event, 0);
-        }
-        self.at.activity = Activity::Delivering(event.name());
-        let phase = event.phase();
-        if let Err(e) =
-            self.callbacks.dispatch_all(0, event, &mut Context::new(self.state, phase), &mut self.at.cursor)
-        {
-            let at = self.at.cursor;
-            return Err(self.failed(event, at, e));
-        }
-        if self.state.control.raised.is_some() {
-            let at = self.at.cursor;
-            return self.raised(event, at);
-        }
-        self.delivered(&event);
-        Ok(())
-    }
-
-    /// To the callbacks of `order` from position `from` on, one by one.
-    #[inline]
-    fn each<K>(self, event: Event<'_>, from: usize) -> Flowing
-    where
-        C: Callbacks<M, K>,
-    {
-        let phase = event.phase();
-        for &i in &self.order[from..] {
-            self.at.activity = Activity::Callback(i, event.name());
-            if let Err(e) =
-                self.callbacks.dispatch(i, event.for_callback(i), &mut Context::new(self.state, phase))
-            {
-                return Err(self.failed(event, i, e));
-            }
-            if self.state.control.raised.is_some() {
-                return self.raised(event, i);
-            }
-        }
-        self.delivered(&event);
-        Ok(())
-    }
-
-    /// Every callback received `event`: the event's records go to the writers, except after the
-    /// three events that the trainer may follow with a row of stats.json, sent with the event's
-    /// records in one batch (`Monitors::end_row`).
-    #[inline]
-    fn delivered(self, event: &Event<'_>) {
-        let row_may_follow = matches!(event, Event::BeforeTrain | Event::TriggerStep | Event::TriggerEpoch);
-        if !row_may_follow && self.state.monitors_ref().has_pending() {
-            self.state.monitors().publish();
-        }
-    }
-
-    /// Callback `i` returned `error` from `event`: wrapped with the callback's name and the
-    /// event.
-    #[cold]
-    fn failed(self, event: Event<'_>, i: usize, error: Error) -> Halt {
-        Halt::Failed(wrap(&self.roster.names[i], event.name(), error))
-    }
-
-    /// Callback `i` asked something of the loop at once during `event`: a request for a
-    /// validation pass is served (`before_validate` to every callback, the pass, `after_validate`
-    /// to every callback: `validation.rs`; none in an epoch a `CancelEpoch` ended, as fastai's
-    /// cancelled epoch is not validated), then the event goes on with the callbacks after `i`;
-    /// a cancel goes up to the level of the loop that acts on it.
-    #[cold]
-    fn raised<K>(self, event: Event<'_>, i: usize) -> Flowing
-    where
-        C: Callbacks<M, K>,
-    {
-        let raised = self.state.control.raised.take().expect("a callback asked something of the loop");
-        let mut this = self;
-        match raised {
-            Raised::Cancel(cancel) => {
-                Err(cancel_halt(this.state, &this.roster.names, i, event.name(), cancel))
-            }
-            Raised::Validate if this.state.control.validating => {
-                this.state.pass = None;
-                Err(validation_misplaced(&this.roster.names[i], event.name()).into())
-            }
-            Raised::Validate => {
-                let pass = match this.state.control.epoch_cancelled {
-                    true => this.again().skipped_pass(i, event),
-                    false => {
-                        this.state.control.validating = true;
-                        let pass = this.again().validation_pass(i, event);
-                        this.state.control.validating = false;
-                        this.state.control.short_validation = None;
-                        // fastai's `training` stays false after a pass until the next epoch's
-                        // training starts; a pass between two steps gives it back to the steps.
-                        this.state.control.training &= event.between_steps();
-                        pass
-                    }
-                };
-                pass?;
-                let next =
-                    this.order.iter().position(|&j| j == i).map_or(this.order.len(), |position| position + 1);
-                this.each(event, next)
-            }
-        }
-    }
-
-    /// The batch events of a validation pass (`after_batch`, `after_cancel_batch`): to the
-    /// callbacks that take its batches.
-    fn in_validation_batches(&mut self) -> Delivery<'_, '_, C, M> {
-        let roster = self.roster;
-        let valid = &roster.valid;
-        Delivery {
-            callbacks: &mut *self.callbacks,
-            roster,
-            order: &valid.order,
-            one_pass: valid.in_order,
-            at: &mut *self.at,
-            state: &mut *self.state,
-        }
-    }
-
-    /// The same delivery, borrowed again for another event.
-    fn again(&mut self) -> Delivery<'_, '_, C, M> {
-        let (roster, order, one_pass) = (self.roster, self.order, self.one_pass);
-        Delivery {
-            callbacks: &mut *self.callbacks,
-            roster,
-            order,
-            one_pass,
-            at: &mut *self.at,
-            state: &mut *self.state,
-        }
     }
 }
 

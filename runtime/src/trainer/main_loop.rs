@@ -182,7 +182,6 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     /// The first pass over the data (a resumed run replays the passes and batches it had taken)
     /// and its first batch, which tells the number of steps per epoch; `None` when a signal
     /// ended the replay.
-    #[allow(clippy::type_complexity)]
     fn first_pass<'d, D: TrainData>(&mut self, data: &'d D) -> Result<Option<(D::Iter<'d>, D::Batch)>> {
         let mut pass = data.pass();
         self.pass_len = pass.batches_hint();

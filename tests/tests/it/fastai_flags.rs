@@ -22,6 +22,8 @@ use burn_stoker::prelude::*;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
 
 type Log = Arc<Mutex<Vec<String>>>;
+/// The weights after each batch, as `weights` reads them.
+type Weights = Arc<Mutex<Vec<Vec<Vec<f32>>>>>;
 
 fn lines(log: &Log) -> Vec<String> {
     log.lock().unwrap().clone()
@@ -106,7 +108,7 @@ fn zero_gradients(model: &Linear, grads: &GradientsParams) -> (bool, usize) {
 /// Records the events of the backward pass and of the batch, and the weights after each batch.
 struct Watch {
     log: Log,
-    weights: Arc<Mutex<Vec<Vec<Vec<f32>>>>>,
+    weights: Weights,
 }
 
 impl Callback<Linear> for Watch {
@@ -162,7 +164,7 @@ impl Callback<Linear> for Watch {
     }
 }
 
-fn watch() -> (Watch, Log, Arc<Mutex<Vec<Vec<Vec<f32>>>>>) {
+fn watch() -> (Watch, Log, Weights) {
     let (log, weights): (Log, _) = (Arc::default(), Arc::default());
     (Watch { log: log.clone(), weights: Arc::clone(&weights) }, log, weights)
 }
