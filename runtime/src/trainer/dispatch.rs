@@ -90,7 +90,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
             active.push(chief || !info.chief_only);
             each(i, &info, active[i])?;
             hooks.push(info.step_hooks);
-            takes_after_batch.push(info.takes_after_batch && info.takes_training_batches);
+            takes_after_batch.push(info.takes_after_batch);
             train.push(info.takes_training_batches);
             valid.push(info.takes_validation_batches);
             names.push(info.name);
@@ -160,34 +160,30 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     /// activity back as it found it, however it ends (but a panic, whose culprit it names).
     #[inline]
     pub(crate) fn deliver(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Flowing {
-        let (roster, resume) = (&self.roster, self.at.activity);
-        let delivered = Delivery {
-            callbacks: &mut self.callbacks,
-            roster,
-            order: &roster.order,
-            one_pass: roster.in_order,
-            at: &mut self.at,
-            state,
-        }
-        .all(event);
-        self.at.activity = resume;
-        delivered
+        self.deliver_along(state, event, |roster| (&roster.order, roster.in_order))
     }
 
     /// Deliver an event of a training step (`before_step`, `after_step`, `after_batch`, the
     /// cancels' events) to every callback that takes them, in run order.
     #[inline]
     pub(crate) fn deliver_in_training(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Flowing {
-        let (train, resume) = (&self.roster.train, self.at.activity);
-        let delivered = Delivery {
-            callbacks: &mut self.callbacks,
-            roster: &self.roster,
-            order: &train.order,
-            one_pass: train.in_order,
-            at: &mut self.at,
-            state,
-        }
-        .all(event);
+        self.deliver_along(state, event, |roster| (&roster.train.order, roster.train.in_order))
+    }
+
+    /// `event` to the callbacks of the order `pick` takes from the roster (with whether it is
+    /// every callback in registration order), the activity given back as found.
+    #[inline]
+    fn deliver_along(
+        &mut self,
+        state: &mut TrainState<M>,
+        event: Event<'_>,
+        pick: fn(&Roster) -> (&Vec<usize>, bool),
+    ) -> Flowing {
+        let (roster, resume) = (&self.roster, self.at.activity);
+        let (order, one_pass) = pick(roster);
+        let delivered =
+            Delivery { callbacks: &mut self.callbacks, roster, order, one_pass, at: &mut self.at, state }
+                .all(event);
         self.at.activity = resume;
         delivered
     }

@@ -95,33 +95,26 @@ pub(super) fn deliver_in_batch<C: Callbacks<M, K>, M, K>(
     event: Event<'_>,
 ) -> Flowing {
     let resume = at.activity;
-    let delivered = each_in_batch(callbacks, names, at, state, takers, event);
+    let phase = if state.control.validating { crate::callback::Phase::Around } else { event.phase() };
+    let mut each = || -> Flowing {
+        for &i in takers {
+            at.activity = Activity::Callback(i, event.name());
+            if let Err(e) = callbacks.dispatch(i, event, &mut Context::new(&mut *state, phase)) {
+                return Err(wrap(&names[i], event.name(), e).into());
+            }
+            match state.control.raised.take() {
+                None => {}
+                Some(Raised::Cancel(cancel)) => {
+                    return Err(cancel_halt(state, names, i, event.name(), cancel));
+                }
+                Some(Raised::Validate) => return Err(validation_misplaced(&names[i], event.name()).into()),
+            }
+        }
+        Ok(())
+    };
+    let delivered = each();
     at.activity = resume;
     delivered
-}
-
-/// [`deliver_in_batch`]'s delivery.
-fn each_in_batch<C: Callbacks<M, K>, M, K>(
-    callbacks: &mut C,
-    names: &[Cow<'static, str>],
-    at: &mut Whereabouts,
-    state: &mut TrainState<M>,
-    takers: &[usize],
-    event: Event<'_>,
-) -> Flowing {
-    let phase = if state.control.validating { crate::callback::Phase::Around } else { event.phase() };
-    for &i in takers {
-        at.activity = Activity::Callback(i, event.name());
-        if let Err(e) = callbacks.dispatch(i, event, &mut Context::new(&mut *state, phase)) {
-            return Err(wrap(&names[i], event.name(), e).into());
-        }
-        match state.control.raised.take() {
-            None => {}
-            Some(Raised::Cancel(cancel)) => return Err(cancel_halt(state, names, i, event.name(), cancel)),
-            Some(Raised::Validate) => return Err(validation_misplaced(&names[i], event.name()).into()),
-        }
-    }
-    Ok(())
 }
 
 /// Who takes `after_batch` after a training step ([`Callback::takes_after_batch`]), resolved at
