@@ -38,9 +38,8 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             seeds.before_step(self.state.counters.global_step);
         }
         self.fetches.outputs.clear();
-        #[cfg(feature = "cuda")]
-        if self.state.execution.grads_reduced_by_backend() {
-            self.mark_distributed();
+        if self.state.execution.prepares_replica() {
+            self.prepare_replica();
         }
         let output = match self.dispatch.batch_takers().any() {
             true => self.hooked_step(batch, step)?,
@@ -105,15 +104,12 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         Ok(())
     }
 
-    /// Mark the replica's parameters distributed before the step's forward, so that its backward
-    /// returns them averaged over the ranks (burn's `DistributedContext`, CUDA). Every step: a
-    /// backward consumes the marks, and burn's optimizers put them back only on the parameters
-    /// they update.
-    #[cfg(feature = "cuda")]
+    /// The replica made ready for the step's forward by the world's transport (NCCL marks its
+    /// parameters distributed, so that its backward returns them averaged over the ranks).
     #[cold]
-    fn mark_distributed(&mut self) {
+    fn prepare_replica(&mut self) {
         let model = self.state.model.take().expect("the model is present between steps");
-        self.state.model = Some(crate::world::cuda::mark_distributed(model));
+        self.state.model = Some(self.state.execution.prepare_replica(model));
     }
 
     /// The step with fastai's batch events: `before_batch` for the callbacks that take the

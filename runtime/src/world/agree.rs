@@ -88,11 +88,11 @@ impl Agreement {
     /// The chief wrote a checkpoint in `took`: once, a warning when the launcher would kill the
     /// ranks before a checkpoint that slow is written on an interrupt.
     pub(crate) fn checkpoint_written(&mut self, took: std::time::Duration) {
-        if self.warned_slow_checkpoint || !self.world.under_mpi() {
+        if self.warned_slow_checkpoint {
             return;
         }
         if let Some(warning) =
-            super::launcher::kill_grace().and_then(|grace| super::launcher::slow_checkpoint(took, grace))
+            self.world.kill_grace().and_then(|grace| super::launcher::slow_checkpoint(took, grace))
         {
             self.warned_slow_checkpoint = true;
             crate::logging::warn!("{warning}");

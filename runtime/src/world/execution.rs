@@ -1,5 +1,5 @@
 //! How a run executes, chosen once when training starts: on one device, or as one rank of a
-//! data-parallel world (threads, MPI, or CUDA in one process: the [`World`]'s transport). The
+//! data-parallel world (over the [`World`]'s transport, `transport.rs`). The
 //! trainer's loop calls it at its few points (the start, each step's gradients, an epoch's end,
 //! the end, a failure) and never asks which it is.
 
@@ -171,13 +171,9 @@ impl Execution {
             }
             (Ok(()), Some(_)) => Err(Error::RankFailed { rank: agreement.failed().unwrap_or(0) }),
             (Err(error), model) => {
-                // On CUDA the others may wait inside backward, where no exchange reaches them:
+                // Where the others may wait out of an exchange's reach (NCCL: inside backward),
                 // this rank's wait for them is bounded.
-                #[cfg(feature = "cuda")]
-                let _bounded = agreement
-                    .world
-                    .grads_reduced_by_backend()
-                    .then(|| super::watchdog::failure(agreement.rank(), &error));
+                let _bounded = agreement.world.failing(&error);
                 agreement.fail(model);
                 Err(error)
             }
@@ -185,17 +181,11 @@ impl Execution {
     }
 
     /// A failure on this rank before the loop (`error`, a refused log directory): told to the
-    /// others at the exchange they wait in. On CUDA they may wait inside their first backward
-    /// instead, where no exchange reaches them: this rank's wait is bounded, as at the end.
+    /// others at the exchange they wait in. Where they may wait out of its reach instead (NCCL:
+    /// inside their first backward), this rank's wait is bounded, as at the end.
     pub(crate) fn fail<M: Module>(&mut self, model: Option<&M>, error: &crate::error::Error) {
         if let Execution::DataParallel(agreement) = self {
-            #[cfg(feature = "cuda")]
-            let _bounded = agreement
-                .world
-                .grads_reduced_by_backend()
-                .then(|| super::watchdog::failure(agreement.rank(), error));
-            #[cfg(not(feature = "cuda"))]
-            let _ = error;
+            let _bounded = agreement.world.failing(error);
             agreement.fail(model);
         }
     }
@@ -229,14 +219,22 @@ impl Execution {
         matches!(self, Execution::Single)
     }
 
-    /// Whether the backend averages the gradients inside `backward` (CUDA in one process): the
-    /// replica's parameters are marked before each step's forward.
-    #[cfg(feature = "cuda")]
+    /// Whether the world's transport prepares the replica before each step's forward (NCCL):
+    /// one test of a flag per step.
     #[inline]
-    pub(crate) fn grads_reduced_by_backend(&self) -> bool {
+    pub(crate) fn prepares_replica(&self) -> bool {
         match self {
             Execution::Single => false,
-            Execution::DataParallel(agreement) => agreement.world.grads_reduced_by_backend(),
+            Execution::DataParallel(agreement) => agreement.world.prepares_replica(),
+        }
+    }
+
+    /// The replica made ready for a step's forward by the world's transport (NCCL: its
+    /// parameters marked distributed, so that its backward returns them averaged).
+    pub(crate) fn prepare_replica<M: Module>(&self, model: M) -> M {
+        match self {
+            Execution::Single => model,
+            Execution::DataParallel(agreement) => agreement.world.prepare_replica(model),
         }
     }
 }

@@ -13,7 +13,9 @@ use std::time::Duration;
 /// How long the launcher leaves a rank between SIGTERM and SIGKILL, when this process is a rank of
 /// Open MPI's `mpirun` (the variables it sets for its ranks say so): `odls_base_sigkill_timeout`,
 /// which `mpirun --mca odls_base_sigkill_timeout N` or the environment variable
-/// `OMPI_MCA_odls_base_sigkill_timeout` passes on to the ranks.
+/// `OMPI_MCA_odls_base_sigkill_timeout` passes on to the ranks. The MPI transport's
+/// `kill_grace`.
+#[cfg(feature = "mpi")]
 pub(crate) fn kill_grace() -> Option<Duration> {
     grace_from(
         std::env::var("OMPI_COMM_WORLD_SIZE").ok().as_deref(),
@@ -21,6 +23,7 @@ pub(crate) fn kill_grace() -> Option<Duration> {
     )
 }
 
+#[cfg(any(feature = "mpi", test))]
 fn grace_from(world_size: Option<&str>, timeout: Option<&str>) -> Option<Duration> {
     world_size?;
     let seconds = timeout.and_then(|t| t.trim().parse::<u64>().ok()).unwrap_or(1);

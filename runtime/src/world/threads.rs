@@ -5,8 +5,9 @@
 //! holds as few averaged sets as the ranks' safety allows ([`Share`]): one on the CPU, two when
 //! the peers are on other devices, not one per rank.
 //!
-//! With the feature `cuda` and every device a CUDA device, burn averages the gradients inside
-//! `backward()` instead (see `cuda.rs`), and the exchanges carry only the words.
+//! With the feature `cuda` and every device a CUDA device, [`Threads::run`] chooses the NCCL
+//! transport instead (`nccl.rs`): burn averages the gradients inside `backward()`, and the
+//! exchanges, made through this transport's channels, carry only the words.
 
 use std::any::Any;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -15,8 +16,9 @@ use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::{Device, Tensor};
 
-use super::World;
+use super::transport::{Seat, Transport};
 use super::words::failed;
+use super::{Link, World};
 use crate::error::{Error, Result};
 
 /// Data-parallel training on several devices of one process, one thread each.
@@ -72,13 +74,17 @@ impl Threads {
         }
         let shares = self.devices[1..].iter().map(|peer| share_of(&self.devices[0], peer)).collect();
         links.insert(0, ThreadLink::Chief { peers, shares });
+        // With the feature `cuda`, burn's NCCL reduction over CUDA devices (`nccl.rs`), its sync
+        // server from before any rank's backward to after the last.
         #[cfg(feature = "cuda")]
-        let reduced_by_backend = super::cuda::reduced_by_backend(&self.devices);
-        #[cfg(not(feature = "cuda"))]
-        let reduced_by_backend = false;
-        // burn's sync server, from before any rank's backward to after the last.
-        #[cfg(feature = "cuda")]
-        let _reduction = reduced_by_backend.then(|| super::cuda::reduction(&self.devices));
+        let reduction = super::nccl::reduction(&self.devices);
+        let transport = |link: ThreadLink| -> Link {
+            #[cfg(feature = "cuda")]
+            if reduction.is_some() {
+                return Link::Nccl(super::nccl::NcclLink::new(link));
+            }
+            Link::Threads(link)
+        };
         let rank = &rank;
         let outcomes: Vec<std::thread::Result<Result<R>>> = std::thread::scope(|scope| {
             let handles: Vec<_> = links
@@ -86,12 +92,11 @@ impl Threads {
                 .zip(self.devices)
                 .enumerate()
                 .map(|(r, (link, device))| {
+                    let world = World::new(r, size, device.clone(), transport(link));
                     std::thread::Builder::new()
                         .name(format!("stoker-rank-{r}"))
                         .spawn_scoped(scope, move || {
-                            let result =
-                                rank(World::threads(r, size, device.clone(), link, reduced_by_backend))
-                                    .map_err(Into::into);
+                            let result = rank(world).map_err(Into::into);
                             // What the rank returns (its trained model) is read on another thread:
                             // its last operations must have run (see `handoff`).
                             handoff(&device);
@@ -183,16 +188,24 @@ pub(crate) enum ThreadLink {
     Peer { up: Sender<Up>, down: Receiver<Down> },
 }
 
-impl ThreadLink {
-    pub(crate) fn exchange<M: Module>(
+impl Transport for ThreadLink {
+    fn name(&self) -> &'static str {
+        "threads"
+    }
+
+    fn shares_burn_state(&self) -> bool {
+        true
+    }
+
+    fn exchange<M: Module>(
         &mut self,
+        seat: &Seat,
         model: &M,
         grads: Option<GradientsParams>,
         words: &mut [f64],
-        device: &Device,
-        size: usize,
         buffers: Option<&mut [f32]>,
     ) -> Option<GradientsParams> {
+        let (device, size) = (&seat.device, seat.size);
         let _away = super::turns::away();
         match self {
             ThreadLink::Peer { up, down } => {
@@ -263,14 +276,19 @@ impl ThreadLink {
         }
     }
 
+    fn sum_words<M: Module>(&mut self, seat: &Seat, model: &M, words: &mut [f64]) {
+        self.exchange(seat, model, None, words, None);
+    }
+
     /// The chief's model to every rank, moved to each rank's device with its parameter ids.
-    pub(crate) fn broadcast_model<M: Module + 'static>(
+    fn broadcast_model<M: Module + 'static>(
         &mut self,
+        seat: &Seat,
         model: M,
         words: &mut [f64],
-        device: &Device,
         seed: Option<u64>,
     ) -> M {
+        let device = &seat.device;
         let away = super::turns::away();
         match self {
             ThreadLink::Peer { up, down } => {

@@ -40,10 +40,10 @@ fn two_cuda_devices() -> Option<[Device; 2]> {
     Some([devices[0].clone(), devices[1].clone()])
 }
 
-/// Rank by rank: the CUDA path, not the reduction through the chief.
+/// Rank by rank: the NCCL transport, not the reduction through the chief.
 fn on_the_cuda_path(world: &burn_stoker::world::World) {
     let shown = format!("{world:?}");
-    assert!(shown.contains("grads_reduced_by_backend: true"), "{shown}");
+    assert!(shown.contains(r#"transport: "nccl""#), "{shown}");
 }
 
 #[test]
