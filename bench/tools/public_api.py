@@ -6,9 +6,9 @@ Usage:
   python3 bench/tools/public_api.py JSON --check FILE    fail (exit 1) with a diff when FILE differs
   python3 bench/tools/public_api.py JSON --write FILE    write the list into FILE
 
-JSON is what `cargo rustdoc -p burn-stoker -- -Z unstable-options --output-format json` writes
-(`target/doc/burn_stoker.json`; `.ci/run` builds it with the docs' features, through
-`.ci/rustdoc`, which allows the unstable flag on the stable toolchain). The list holds every
+JSON is what rustdoc writes with `-Z unstable-options --output-format json` in RUSTDOCFLAGS
+(`target/doc/burn_stoker.json`; `.ci/run` builds it with `cargo doc` and the docs' features,
+through `.ci/rustdoc`, which allows the unstable flag on the stable toolchain). The list holds every
 public path a user can name (modules, re-exports, the prelude included), each type's public
 fields and variants, each trait's items, every inherent method and associated item with its
 signature, and which traits each type implements (the auto traits marked `auto`), sorted. A

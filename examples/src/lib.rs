@@ -319,12 +319,38 @@ impl DigitsRun {
     }
 }
 
+/// A resume refused by [`SaveConfig`]: the checkpoint was trained with another configuration, so
+/// resuming with this one would not continue that run. The program's own error, returned
+/// through [`burn_stoker::Error::other`]; find it with
+/// [`downcast_ref`](burn_stoker::Error::downcast_ref) on the error training returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigMismatch {
+    /// The saved configuration (`config.json` in the log directory).
+    pub path: PathBuf,
+    /// Each difference: `"batch_size 32 there, 64 now"`.
+    pub differences: Vec<String>,
+}
+
+impl std::fmt::Display for ConfigMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the run in {} was trained with another configuration ({}): resuming it with this one would not continue it; \
+             resume with the saved configuration, or start afresh in another log directory",
+            self.path.display(),
+            self.differences.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for ConfigMismatch {}
+
 /// Saves the run's [`DigitsConfig`] as `config.json` in the log directory at `before_train`, on
 /// the chief only, so after the log-directory policy has acted (a backup or a delete takes the
 /// earlier run's `config.json` with it; `config.json` alone does not make a directory hold "an
 /// earlier run"). A run resumed from a checkpoint checks the saved one first: a different
-/// `batch_size`, `hidden` or `seed` would not continue the same run, so training stops with an
-/// error naming the file and each difference; a different `epochs` (training a finished run
+/// `batch_size`, `hidden` or `seed` would not continue the same run, so training stops with a
+/// [`ConfigMismatch`] naming the file and each difference; a different `epochs` (training a finished run
 /// further, say) is allowed, said on stderr, and saved.
 #[derive(Debug)]
 pub struct SaveConfig {
@@ -353,7 +379,7 @@ impl SaveConfig {
             .map(|(name, a, b)| format!("{name} {a} there, {b} now"))
             .collect();
             if !differs.is_empty() {
-                return Err(burn_stoker::Error::ConfigMismatch { path, differences: differs });
+                return Err(burn_stoker::Error::other(ConfigMismatch { path, differences: differs }));
             }
             if old.epochs != new.epochs {
                 eprintln!(

@@ -114,16 +114,6 @@ pub enum Error {
         /// `"stats.json"`, event files.
         found: Vec<String>,
     },
-    /// A run resumed from a checkpoint with a configuration that does not match the one the
-    /// checkpoint was trained with: resuming would not continue that run. Returned by a
-    /// program's own check (the digits example's `SaveConfig`), so that callers branch on the
-    /// variant instead of the message.
-    ConfigMismatch {
-        /// The saved configuration (`config.json` in the log directory).
-        path: PathBuf,
-        /// Each difference: `"batch_size 32 there, 64 now"`.
-        differences: Vec<String>,
-    },
     /// The trainer was set up in a way that cannot train as asked, found before training starts
     /// (a model on a device without autodiff, a chief-only callback that takes a value inside
     /// the step of a data-parallel world): the message says what to change.
@@ -187,12 +177,11 @@ impl Error {
     ///
     /// ```
     /// use burn_stoker::Error;
-    /// let error = Error::Callback {
-    ///     callback: "SaveConfig".into(),
-    ///     event: "before_train",
-    ///     source: Box::new(Error::ConfigMismatch { path: "config.json".into(), differences: vec![] }),
+    /// let error = Error::Rank {
+    ///     rank: 1,
+    ///     source: Box::new(Error::EarlierRun { dir: "runs/digits".into(), found: vec!["stats.json".into()] }),
     /// };
-    /// assert!(matches!(error.root(), Error::ConfigMismatch { .. }));
+    /// assert!(matches!(error.root(), Error::EarlierRun { .. }));
     /// ```
     pub fn root(&self) -> &Error {
         let mut error = self;
@@ -200,6 +189,39 @@ impl Error {
             error = source;
         }
         error
+    }
+
+    /// A program's own error, of type `E`, that its callback returned with [`Error::other`] or
+    /// [`Error::context`]: found at the [`root`](Self::root), whatever callback or rank it came
+    /// through. `None` when the root is another error.
+    ///
+    /// ```
+    /// use burn_stoker::Error;
+    ///
+    /// /// A program's own failure.
+    /// #[derive(Debug)]
+    /// struct ConfigMismatch(Vec<String>);
+    /// impl std::fmt::Display for ConfigMismatch {
+    ///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    ///         write!(f, "trained with another configuration ({})", self.0.join(", "))
+    ///     }
+    /// }
+    /// impl std::error::Error for ConfigMismatch {}
+    ///
+    /// // What its callback returned, as the trainer hands it back.
+    /// let error = Error::Callback {
+    ///     callback: "SaveConfig".into(),
+    ///     event: "before_train",
+    ///     source: Box::new(Error::other(ConfigMismatch(vec!["seed 1 there, 2 now".into()]))),
+    /// };
+    /// let mismatch = error.downcast_ref::<ConfigMismatch>().expect("the program's own error");
+    /// assert_eq!(mismatch.0, ["seed 1 there, 2 now"]);
+    /// ```
+    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self.root() {
+            Error::Other { source, .. } => source.downcast_ref::<E>(),
+            _ => None,
+        }
     }
 }
 
@@ -325,13 +347,6 @@ impl fmt::Display for Error {
                 dir.display(),
                 found.join(", ")
             ),
-            Error::ConfigMismatch { path, differences } => write!(
-                f,
-                "the run in {} was trained with another configuration ({}): resuming it with this one would not continue it; \
-                 resume with the saved configuration, or start afresh in another log directory",
-                path.display(),
-                differences.join(", ")
-            ),
             Error::Rank { rank, source } => write!(f, "rank {rank}: {source}"),
             Error::RankFailed { rank } => {
                 write!(f, "rank {rank} of the data-parallel world failed, so every rank stopped")
@@ -359,7 +374,6 @@ impl std::error::Error for Error {
             | Error::RankFailed { .. }
             | Error::LogDirInUse { .. }
             | Error::EarlierRun { .. }
-            | Error::ConfigMismatch { .. }
             | Error::Misuse(_)
             | Error::Message(_) => None,
         }

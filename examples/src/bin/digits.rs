@@ -200,14 +200,15 @@ fn main() -> ExitCode {
         }
         Err(error) => {
             eprintln!("training failed: {error}");
-            match error.root() {
-                burn_stoker::Error::EarlierRun { .. } => eprintln!(
+            if let burn_stoker::Error::EarlierRun { .. } = error.root() {
+                eprintln!(
                     "digits: continue that run with --resume, or start afresh with --log-dir-policy version (a new folder inside it), backup (move it aside), delete or keep, or another --log-dir"
-                ),
-                burn_stoker::Error::ConfigMismatch { .. } => eprintln!(
+                );
+            }
+            if error.downcast_ref::<stoker_examples::ConfigMismatch>().is_some() {
+                eprintln!(
                     "digits: resume with the saved configuration, or start afresh without --resume (a new version folder)"
-                ),
-                _ => {}
+                );
             }
             ExitCode::FAILURE
         }

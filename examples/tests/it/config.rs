@@ -3,7 +3,7 @@
 
 use burn::config::Config;
 use burn_stoker::trainer::LogDirPolicy;
-use stoker_examples::{CONFIG_FILE, DigitsConfig, DigitsRun, train_digits};
+use stoker_examples::{CONFIG_FILE, ConfigMismatch, DigitsConfig, DigitsRun, train_digits};
 use stoker_tests::scratch_dir;
 
 /// A short run that is not the README's configuration, so that reading back the defaults would
@@ -62,7 +62,7 @@ fn config_resume_checks_the_saved_configuration() {
     other.resume = true;
     other.config.epochs = 2;
     let error = train_digits(&other).expect_err("a resume with another seed is refused");
-    let burn_stoker::Error::ConfigMismatch { path, differences } = error.root() else {
+    let Some(ConfigMismatch { path, differences }) = error.downcast_ref::<ConfigMismatch>() else {
         panic!("not a ConfigMismatch: {error}")
     };
     assert_eq!(path, &dir.join(CONFIG_FILE));

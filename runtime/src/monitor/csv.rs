@@ -108,7 +108,7 @@ impl<M> Callback<M> for CsvWriter {
 
 /// The writer behind [`CsvWriter`].
 #[derive(Debug)]
-pub struct CsvSink {
+struct CsvSink {
     path: PathBuf,
     separator: char,
     /// The scalar columns, sorted (`epoch` and `global_step` come first and are not listed).
@@ -123,7 +123,7 @@ impl CsvSink {
     /// Open the CSV file `path` for a run starting at `starting_epoch`; a resumed run gives the
     /// epochs its checkpoint holds (see [`CsvWriter`]). The file is written at once (so that an
     /// unwritable directory fails before any step).
-    pub fn open(
+    fn open(
         path: &Path,
         separator: char,
         starting_epoch: u64,
@@ -152,7 +152,8 @@ impl CsvSink {
     }
 
     /// The file written.
-    pub fn path(&self) -> &Path {
+    #[cfg(test)]
+    fn path(&self) -> &Path {
         &self.path
     }
 

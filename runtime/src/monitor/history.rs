@@ -95,7 +95,7 @@ struct Entry {
 
 /// The writer behind [`HistoryWriter`].
 #[derive(Debug)]
-pub struct HistorySink {
+struct HistorySink {
     path: PathBuf,
     entries: Vec<Entry>,
     /// Values arrived since the file was last written.
@@ -106,7 +106,7 @@ impl HistorySink {
     /// Start `path` (its directory created if missing) with `earlier` values, `(name,
     /// global_step, epoch_num, value)`, and write it once, so that a file that cannot be written
     /// is an error before any step runs.
-    pub fn create(path: &Path, earlier: Vec<(Arc<str>, u64, u64, f64)>) -> Result<HistorySink> {
+    fn create(path: &Path, earlier: Vec<(Arc<str>, u64, u64, f64)>) -> Result<HistorySink> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         }
@@ -117,11 +117,6 @@ impl HistorySink {
         let mut sink = HistorySink { path: path.to_path_buf(), entries, dirty: true };
         sink.write_file().map_err(|e| Error::io(path, e))?;
         Ok(sink)
-    }
-
-    /// The file.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn write_file(&mut self) -> std::io::Result<()> {

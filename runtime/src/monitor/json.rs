@@ -95,7 +95,7 @@ fn entry(row: &StatsRow) -> Json {
 
 /// The writer behind [`JsonWriter`].
 #[derive(Debug)]
-pub struct JsonSink {
+struct JsonSink {
     path: PathBuf,
     list: ListFile,
     /// The file's last row, as written: a row made at the same moment joins it.
@@ -109,7 +109,7 @@ pub struct JsonSink {
 impl JsonSink {
     /// Open `dir/stats.json` for a run starting at `starting_epoch`; a resumed run gives the
     /// rows its checkpoint holds (see [`JsonWriter`]).
-    pub fn open(dir: &Path, starting_epoch: u64, restored: Option<Vec<Json>>) -> Result<JsonSink> {
+    fn open(dir: &Path, starting_epoch: u64, restored: Option<Vec<Json>>) -> Result<JsonSink> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let path = dir.join(STATS_FILE);
         let at = |e| Error::io(&path, e);

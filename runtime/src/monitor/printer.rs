@@ -63,7 +63,7 @@ impl ScalarPrinter {
     }
 
     /// The writer this printer runs, printing to `out`. An invalid pattern is an error naming it.
-    pub fn sink(&self, out: Box<dyn Write + Send>) -> Result<PrinterSink> {
+    pub fn sink(&self, out: Box<dyn Write + Send>) -> Result<impl MonitorSink + std::fmt::Debug + use<>> {
         let compile = |patterns: &[String]| -> Result<Vec<Regex>> {
             patterns
                 .iter()
@@ -99,12 +99,21 @@ impl ScalarPrinter {
 }
 
 /// The writer behind [`ScalarPrinter`].
-pub struct PrinterSink {
+struct PrinterSink {
     enable_step: bool,
     enable_epoch: bool,
     whitelist: Option<Vec<Regex>>,
     blacklist: Vec<Regex>,
     out: Box<dyn Write + Send>,
+}
+
+impl std::fmt::Debug for PrinterSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrinterSink")
+            .field("enable_step", &self.enable_step)
+            .field("enable_epoch", &self.enable_epoch)
+            .finish_non_exhaustive()
+    }
 }
 
 impl PrinterSink {

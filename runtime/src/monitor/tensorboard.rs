@@ -8,6 +8,7 @@
 
 mod hparams;
 mod proto;
+mod record;
 
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -17,11 +18,174 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::png::encode_png;
-use crate::error::io_error_at;
-use crate::state::{EpochStats, Histogram, MonitorSink, Record, Value};
-pub use hparams::{HParamValue, SessionStatus};
+use crate::callback::Context;
+use crate::error::{Error, Result, io_error_at};
+use crate::state::{EpochStats, MonitorSink, Record, Value};
+pub use hparams::HParamValue;
+use hparams::SessionStatus;
 use proto::Proto;
+use record::{masked_crc, summary_value};
+
+/// Writes every monitored record to a TensorBoard event file in the log directory, which
+/// TensorBoard itself reads (`tensorboard --logdir <log dir>`). On by default. tensorpack's
+/// `TFEventWriter`.
+///
+/// A resumed run writes a new event file that starts with a restart mark at the step after its
+/// checkpoint, so that TensorBoard drops what a crashed run logged after that checkpoint: the
+/// curves continue without duplicates.
+///
+/// tensorpack's options, with what they do here (the writing happens on the writer's own thread,
+/// never on the step's path):
+///
+/// - [`max_queue(n)`](Self::max_queue) (10, as tensorpack): at most `n` events are held in
+///   memory; the `n`-th is written out with those before it.
+/// - [`flush_secs(s)`](Self::flush_secs): held events are written once they are `s` seconds
+///   old. stoker's default is 0, which writes them as soon as the writer has caught up with
+///   training; tensorpack's is 120. The default differs so that what was logged before a
+///   checkpoint is on disk when a crash comes after it (a resumed run does not log it again).
+/// - [`split_files(true)`](Self::split_files) (off by default, as tensorpack): a new event file
+///   after each epoch's end, started by the first event after it (tensorpack opens it at once,
+///   which leaves a file holding only its header after the last epoch). For file systems where
+///   appending is expensive.
+///
+/// Every epoch's end (after every callback's `trigger_epoch`, when some scalar was put in the
+/// epoch) writes what is held, as tensorpack's flush at every epoch; the end of training writes
+/// everything.
+///
+/// TensorBoard's *HParams* tab lists the run: at setup the writer starts an HParams session with
+/// the learning rate, every hyper-parameter registered by then (the trainer's
+/// [`hyper_param`](crate::trainer::Trainer::hyper_param) and its kin, those a callback's `setup`
+/// registered before this writer's) at their values then, and those given with
+/// [`hparams`](Self::hparams); at the end of training it writes the experiment summary (those
+/// hyper-parameters, and every scalar tag written as a metric, shown with its last value) and
+/// the session's end: `Success` when training finished or a callback stopped it, `Failure`
+/// after an error or a non-finite loss. A run a signal interrupted gets no end (it goes on when
+/// resumed); a resumed run ends the session.
+///
+/// ```
+/// use burn_stoker::monitor::TensorBoardWriter;
+/// use burn_stoker::trainer::DefaultCallbacks;
+///
+/// // tensorpack's TFEventWriter(max_queue=10, flush_secs=120, split_files=True).
+/// let tensorboard = TensorBoardWriter::new()
+///     .max_queue(10)
+///     .flush_secs(120)
+///     .split_files(true)
+///     .hparams([("optimizer", "adam".into()), ("batch_size", 32u32.into())]);
+/// let defaults = DefaultCallbacks { tensorboard: Some(tensorboard), ..DefaultCallbacks::default() };
+/// # let _ = defaults;
+/// ```
+#[derive(Debug, Clone)]
+#[doc(alias = "TensorBoard")]
+#[doc(alias = "TensorBoardLogger")]
+pub struct TensorBoardWriter {
+    max_queue: usize,
+    flush_secs: u64,
+    split_files: bool,
+    hparams: Vec<(String, HParamValue)>,
+    /// How the HParams session ends, shared with the sink (`TensorBoardSink::end_status`).
+    end_status: Option<std::sync::Arc<std::sync::atomic::AtomicU8>>,
+}
+
+impl Default for TensorBoardWriter {
+    fn default() -> Self {
+        TensorBoardWriter::new()
+    }
+}
+
+impl TensorBoardWriter {
+    /// The writer with its defaults: 10 events held at most, written as soon as the writer has
+    /// caught up, one file.
+    pub fn new() -> Self {
+        TensorBoardWriter {
+            max_queue: 10,
+            flush_secs: 0,
+            split_files: false,
+            hparams: Vec::new(),
+            end_status: None,
+        }
+    }
+
+    /// Hold at most `max_queue` events before writing them (at least 1; tensorpack's
+    /// `max_queue`).
+    pub fn max_queue(mut self, max_queue: usize) -> Self {
+        self.max_queue = max_queue;
+        self
+    }
+
+    /// Write held events once they are `seconds` old (tensorpack's `flush_secs`; 0, the default,
+    /// as soon as the writer has caught up).
+    pub fn flush_secs(mut self, seconds: u64) -> Self {
+        self.flush_secs = seconds;
+        self
+    }
+
+    /// A new event file after each epoch's end (tensorpack's `split_files`).
+    pub fn split_files(mut self, split: bool) -> Self {
+        self.split_files = split;
+        self
+    }
+
+    /// More hyper-parameters for TensorBoard's *HParams* tab, after the learning rate and the
+    /// registered ones (a name given twice: the last value); numbers, texts or flags
+    /// ([`HParamValue`]). They are only shown, never read by training.
+    pub fn hparams<N: Into<String>>(mut self, hparams: impl IntoIterator<Item = (N, HParamValue)>) -> Self {
+        self.hparams.extend(hparams.into_iter().map(|(name, value)| (name.into(), value)));
+        self
+    }
+
+    /// The HParams session's hyper-parameters: the learning rate, the registered ones, then
+    /// [`hparams`](Self::hparams)' (a later value of a name replaces an earlier one).
+    fn session_hparams(&self, hyper: &crate::state::HyperParams) -> Vec<(String, HParamValue)> {
+        let mut all: Vec<(String, HParamValue)> = Vec::new();
+        let registered = hyper.names().filter_map(|name| Some((name.to_owned(), hyper.get(name)?.into())));
+        for (name, value) in registered.chain(self.hparams.iter().cloned()) {
+            match all.iter_mut().find(|(n, _)| *n == name) {
+                Some(entry) => entry.1 = value,
+                None => all.push((name, value)),
+            }
+        }
+        all
+    }
+}
+
+#[crate::callback]
+impl TensorBoardWriter {
+    #[on(setup)]
+    fn open<M>(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        let dir = ctx.log_dir().to_path_buf();
+        let mut sink = TensorBoardSink::create(&dir)
+            .map_err(|e| Error::io(&dir, e))?
+            .max_queue(self.max_queue)
+            .flush_secs(self.flush_secs)
+            .split_files(self.split_files);
+        if ctx.monitors_ref().is_resumed() {
+            // What a crashed run logged after the checkpoint this run resumes from is stale.
+            let step = ctx.global_step() + 1;
+            sink.restart_at(step).map_err(|e| Error::io(sink.path(), e))?;
+        }
+        let hparams = self.session_hparams(ctx.hyper());
+        sink.start_session(hparams).map_err(|e| Error::io(sink.path(), e))?;
+        self.end_status = Some(sink.end_status());
+        ctx.monitors().add_sink(sink);
+        Ok(())
+    }
+
+    /// The HParams session's status, from how training ended; the sink writes it when closed.
+    #[on(after_train)]
+    fn end<M>(&mut self, ctx: &mut Context<'_, M>) {
+        use crate::callback::Outcome;
+        let status = match ctx.outcome() {
+            Some(Outcome::Finished | Outcome::Stopped(_)) => SessionStatus::Success as u8,
+            Some(Outcome::Failed | Outcome::NonFinite { .. }) => SessionStatus::Failure as u8,
+            Some(Outcome::Interrupted { .. }) => u8::MAX,
+            None => SessionStatus::Unknown as u8,
+        };
+        if let Some(end_status) = &self.end_status {
+            end_status.store(status, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
 
 /// Pending bytes past which [`TensorBoardSink::write`] writes them out without waiting for
 /// [`flush`](TensorBoardSink::flush).
@@ -43,7 +207,7 @@ const PENDING_LIMIT: usize = 1 << 16;
 /// first torn record; here there is none, and what is written after the disk has room again
 /// reads back too.
 #[derive(Debug)]
-pub struct TensorBoardSink {
+struct TensorBoardSink {
     path: PathBuf,
     file: File,
     /// The file's length: every byte of it belongs to a whole event.
@@ -80,7 +244,7 @@ impl TensorBoardSink {
     /// Its options are [`TensorBoardWriter`](crate::monitor::TensorBoardWriter)'s defaults: at
     /// most 10 events held, none held longer than until the writer has caught up
     /// (`flush_secs(0)`), one file.
-    pub fn create(dir: &Path) -> std::io::Result<TensorBoardSink> {
+    fn create(dir: &Path) -> std::io::Result<TensorBoardSink> {
         std::fs::create_dir_all(dir)?;
         let (path, file, now) = new_event_file(dir)?;
         let mut sink = TensorBoardSink {
@@ -106,21 +270,21 @@ impl TensorBoardSink {
 
     /// Hold at most `max_queue` events (at least 1) before writing them (tensorpack's
     /// `max_queue`, TensorFlow's `FileWriter` queue of pending events).
-    pub fn max_queue(mut self, max_queue: usize) -> Self {
+    fn max_queue(mut self, max_queue: usize) -> Self {
         self.max_queue = max_queue.max(1);
         self
     }
 
     /// Write held events once they are `seconds` old (tensorpack's `flush_secs`); 0 writes them
     /// as soon as the writer's thread has caught up.
-    pub fn flush_secs(mut self, seconds: u64) -> Self {
+    fn flush_secs(mut self, seconds: u64) -> Self {
         self.flush_every = Duration::from_secs(seconds);
         self
     }
 
     /// Start a new event file after each epoch's end (tensorpack's `split_files`), at the first
     /// event after it.
-    pub fn split_files(mut self, split: bool) -> Self {
+    fn split_files(mut self, split: bool) -> Self {
         self.split_files = split;
         self
     }
@@ -134,13 +298,13 @@ impl TensorBoardSink {
     }
 
     /// How many events are held, not written yet.
-    pub fn held(&self) -> usize {
+    fn held(&self) -> usize {
         self.ends.len()
     }
 
     /// Write what is held when the options say so: `max_queue` events are held, or the oldest
     /// has waited `flush_secs`.
-    pub(crate) fn flush_if_due(&mut self) -> std::io::Result<()> {
+    fn flush_if_due(&mut self) -> std::io::Result<()> {
         if self.held() >= self.max_queue || self.last_write.elapsed() >= self.flush_every {
             self.write_pending()?;
         }
@@ -148,13 +312,13 @@ impl TensorBoardSink {
     }
 
     /// When held events are due to be written, if any are held.
-    pub(crate) fn flush_due(&self) -> Option<Instant> {
+    fn flush_due(&self) -> Option<Instant> {
         (self.held() > 0).then(|| self.last_write + self.flush_every)
     }
 
     /// The epoch ended: write everything held (tensorpack flushes at every epoch's end); with
     /// split files, the next event starts a new file.
-    pub(crate) fn end_epoch(&mut self) -> std::io::Result<()> {
+    fn end_epoch(&mut self) -> std::io::Result<()> {
         self.write_pending()?;
         if self.split_files {
             self.reopen = true;
@@ -165,7 +329,7 @@ impl TensorBoardSink {
     /// Mark a restart at `step` (a `SessionLog` START event): TensorBoard then drops the events
     /// of earlier files at `step` and later, which a run that crashed after its last checkpoint
     /// wrote and the resumed run writes again.
-    pub fn restart_at(&mut self, step: u64) -> std::io::Result<()> {
+    fn restart_at(&mut self, step: u64) -> std::io::Result<()> {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         let mut session_log = Proto::default();
         session_log.varint(1, 1);
@@ -183,18 +347,7 @@ impl TensorBoardSink {
     /// the status; the tab then lists the run with its hyper-parameters and the last value of
     /// each metric.
     ///
-    /// ```
-    /// use burn_stoker::monitor::{SessionStatus, TensorBoardSink};
-    ///
-    /// # let dir = std::env::temp_dir().join(format!("stoker-doc-hparams-{}", std::process::id()));
-    /// let mut sink = TensorBoardSink::create(&dir)?;
-    /// sink.start_session(vec![("learning_rate".into(), 1e-3.into()), ("optimizer".into(), "adam".into())])?;
-    /// // ... scalars written ...
-    /// sink.end_session(SessionStatus::Success)?;
-    /// # std::fs::remove_dir_all(&dir)?;
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn start_session(&mut self, hparams: Vec<(String, HParamValue)>) -> std::io::Result<()> {
+    fn start_session(&mut self, hparams: Vec<(String, HParamValue)>) -> std::io::Result<()> {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();
         self.hparams_event(hparams::SESSION_START_INFO_TAG, &hparams::session_start(&hparams, now), 0);
         self.session = Some(hparams);
@@ -204,7 +357,7 @@ impl TensorBoardSink {
     /// End the session [`start_session`](Self::start_session) began (nothing when none is
     /// going on): write the experiment summary and the session's end with `status`, at the last
     /// step written.
-    pub fn end_session(&mut self, status: SessionStatus) -> std::io::Result<()> {
+    fn end_session(&mut self, status: SessionStatus) -> std::io::Result<()> {
         let Some(hparams) = self.session.take() else { return Ok(()) };
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();
         let experiment = hparams::experiment(&hparams, &self.scalar_tags, now);
@@ -215,7 +368,7 @@ impl TensorBoardSink {
 
     /// Where the status closing the sink ends the session with is set (by the writer's
     /// callback, from the run's outcome); `u8::MAX` leaves the session without an end.
-    pub(crate) fn end_status(&self) -> Arc<AtomicU8> {
+    fn end_status(&self) -> Arc<AtomicU8> {
         self.end_status.clone()
     }
 
@@ -232,13 +385,13 @@ impl TensorBoardSink {
     }
 
     /// The event file.
-    pub fn path(&self) -> &Path {
+    fn path(&self) -> &Path {
         &self.path
     }
 
     /// Append one event per record. An image that cannot be encoded is an `InvalidInput` error
     /// (the other records are still written).
-    pub fn write(&mut self, records: &[Record]) -> std::io::Result<()> {
+    fn write(&mut self, records: &[Record]) -> std::io::Result<()> {
         if self.reopen && !records.is_empty() {
             self.write_pending()?;
             let (path, file, now) = new_event_file(&self.dir)?;
@@ -278,7 +431,7 @@ impl TensorBoardSink {
 
     /// Write what is buffered to the operating system. On an error, the file ends with the last
     /// event written whole, and the events that were not are dropped.
-    pub fn flush(&mut self) -> std::io::Result<()> {
+    fn flush(&mut self) -> std::io::Result<()> {
         self.write_pending()
     }
 
@@ -400,61 +553,6 @@ fn new_event_file(dir: &Path) -> std::io::Result<(PathBuf, File, Duration)> {
     }
     let file = File::options().write(true).create_new(true).open(&path)?;
     Ok((path, file, now))
-}
-
-/// TFRecord's masked CRC-32C.
-pub(crate) fn masked_crc(data: &[u8]) -> u32 {
-    let crc = crc32c::crc32c(data);
-    crc.rotate_right(15).wrapping_add(0xa282_ead8)
-}
-
-/// `tensorflow.Summary.Value` for one record.
-fn summary_value(record: &Record) -> Result<Proto, String> {
-    let mut value = Proto::default();
-    value.bytes(1, record.name.as_bytes());
-    match &record.value {
-        Value::Scalar(v) => value.float(2, *v as f32),
-        Value::Image(image) => {
-            let png = encode_png(image)?;
-            let mut proto = Proto::default();
-            proto.varint(1, u64::from(image.height));
-            proto.varint(2, u64::from(image.width));
-            proto.varint(3, u64::from(image.channels));
-            proto.bytes(4, &png);
-            value.message(4, &proto);
-        }
-        Value::Histogram(histogram) => value.message(5, &histogram_proto(histogram)),
-        Value::Text(text) => {
-            // The text plugin's layout: metadata naming the plugin, a DT_STRING tensor of shape [1].
-            let mut plugin = Proto::default();
-            plugin.bytes(1, b"text");
-            let mut metadata = Proto::default();
-            metadata.message(1, &plugin);
-            let mut dim = Proto::default();
-            dim.varint(1, 1);
-            let mut shape = Proto::default();
-            shape.message(2, &dim);
-            let mut tensor = Proto::default();
-            tensor.varint(1, 7);
-            tensor.message(2, &shape);
-            tensor.bytes(8, text.as_bytes());
-            value.message(8, &tensor);
-            value.message(9, &metadata);
-        }
-    }
-    Ok(value)
-}
-
-fn histogram_proto(h: &Histogram) -> Proto {
-    let mut proto = Proto::default();
-    proto.double(1, h.min);
-    proto.double(2, h.max);
-    proto.double(3, h.num);
-    proto.double(4, h.sum);
-    proto.double(5, h.sum_squares);
-    proto.packed_doubles(6, &h.bucket_limits);
-    proto.packed_doubles(7, &h.bucket_counts);
-    proto
 }
 
 #[cfg(test)]

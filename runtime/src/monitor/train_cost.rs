@@ -192,7 +192,7 @@ impl TrainLogger {
     }
 
     /// The writer this logger runs, writing to `out` (the callback writes to stdout).
-    pub fn sink(&self, out: Box<dyn Write + Send>) -> Result<TrainLoggerSink> {
+    pub fn sink(&self, out: Box<dyn Write + Send>) -> Result<impl MonitorSink + std::fmt::Debug + use<>> {
         if self.every_k_epochs == 0 {
             return Err(Error::msg(must_be("TrainLogger", "every_k_epochs", "at least 1", 0)));
         }
@@ -212,7 +212,7 @@ impl<M> Callback<M> for TrainLogger {
 }
 
 /// The writer behind [`TrainLogger`].
-pub struct TrainLoggerSink {
+struct TrainLoggerSink {
     logger: TrainLogger,
     out: Box<dyn Write + Send>,
 }

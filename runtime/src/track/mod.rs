@@ -59,7 +59,7 @@ pub use model_summary::{ModelParams, ModelSummary, ModuleParams, ParamTensor};
 pub use plot::{PLOT_MARGIN, PLOT_SIZE};
 pub use profile::{PROFILE_FILE, StepProfiler};
 pub use progress::ProgressBar;
-pub use recorder::{EpochValues, LOSS_PLOT, LR_FIND_SKIP_END, LR_PLOT, Recorder, TRAIN_COLOR, VALID_COLOR};
+pub use recorder::{EpochValues, LOSS_PLOT, LR_FIND_SKIP_END, LR_PLOT, Recorder};
 pub use run_timer::RunTimer;
 pub use throughput::ThroughputTracker;
 pub use timed::{Timed, TimedSet};

@@ -21,10 +21,10 @@ pub const LOSS_PLOT: &str = "loss.png";
 /// The file `plot_lr` writes at the end of training, in the log directory.
 pub const LR_PLOT: &str = "lr.png";
 
-/// The colour of the training loss and of the learning rate (RGB).
-pub const TRAIN_COLOR: [u8; 3] = [31, 119, 180];
-/// The colour of the validation loss (RGB).
-pub const VALID_COLOR: [u8; 3] = [255, 127, 14];
+/// The colour of the training loss and of the learning rate (RGB): matplotlib's first, `#1f77b4`.
+pub(crate) const TRAIN_COLOR: [u8; 3] = [31, 119, 180];
+/// The colour of the validation loss (RGB): matplotlib's second, `#ff7f0e`.
+pub(crate) const VALID_COLOR: [u8; 3] = [255, 127, 14];
 
 mod lr_find;
 
@@ -93,8 +93,9 @@ pub struct EpochValues {
 /// scale; `learning rate`). The text is drawn with DejaVu Sans, embedded in the crate (about
 /// 31 KB, its licence in the crate's `fonts/` folder): no system font is read, so the image
 /// does not depend on the fonts a machine has (a headless server draws what a desktop does).
-/// The training loss and the learning rate are drawn in blue ([`TRAIN_COLOR`]), the validation
-/// loss, one point per epoch joined by a line, in orange ([`VALID_COLOR`]).
+/// The training loss and the learning rate are drawn in blue (`#1f77b4`, matplotlib's first
+/// colour), the validation loss, one point per epoch joined by a line, in orange (`#ff7f0e`,
+/// its second).
 ///
 /// ```
 /// use burn_stoker::track::Recorder;

@@ -180,7 +180,8 @@ fn the_test_command_is_written_once() {
 }
 
 /// The test functions of this binary (`tests/tests/it/*.rs`, and the files of a module's folder
-/// such as `it/mlflow/`): every `fn` after a `#[test]`.
+/// such as `it/mlflow/`) and the runtime's own tests beside the code they test (`runtime/src`,
+/// such as a writer's sink, private to its file): every `fn` after a `#[test]`.
 fn test_functions() -> BTreeSet<String> {
     fn collect(dir: &Path, names: &mut BTreeSet<String>) {
         for entry in std::fs::read_dir(dir).unwrap() {
@@ -198,6 +199,7 @@ fn test_functions() -> BTreeSet<String> {
     }
     let mut names = BTreeSet::new();
     collect(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it"), &mut names);
+    collect(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/src"), &mut names);
     names
 }
 
@@ -236,7 +238,10 @@ fn the_tests_the_guide_names_exist() {
         let named = named_tests(&text);
         assert!(!named.is_empty(), "{page} names no test");
         for name in named {
-            assert!(tests.contains(name), "{page} names the test `{name}`, which tests/tests/it has not");
+            assert!(
+                tests.contains(name),
+                "{page} names the test `{name}`, which neither tests/tests/it nor runtime/src has"
+            );
         }
     }
 }

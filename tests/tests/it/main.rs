@@ -51,6 +51,5 @@ mod ui;
 mod ui_pass;
 mod validation_phase;
 mod world;
-mod world_cuda;
 mod world_inference;
 mod world_mpi;

@@ -999,11 +999,15 @@ where
         .unwrap();
 }
 
+/// The training loss's and the learning rate's colour, as `Recorder`'s documentation gives it:
+/// blue, `#1f77b4`.
+const TRAIN_COLOR: [u8; 3] = [0x1f, 0x77, 0xb4];
+/// The validation loss's colour, as `Recorder`'s documentation gives it: orange, `#ff7f0e`.
+const VALID_COLOR: [u8; 3] = [0xff, 0x7f, 0x0e];
+
 #[test]
 fn recorder_records_losses_lrs_and_epoch_values_and_plots_them_as_png() {
-    use burn_stoker::track::{
-        LOSS_PLOT, LR_PLOT, PLOT_MARGIN, PLOT_SIZE, Recorder, TRAIN_COLOR, VALID_COLOR,
-    };
+    use burn_stoker::track::{LOSS_PLOT, LR_PLOT, PLOT_MARGIN, PLOT_SIZE, Recorder};
     let dir = scratch_dir("recorder");
     let mut recorder = Recorder::new().valid_loss("valid").metrics(["acc"]);
     // The loss of step n is 10 - n: 9, 8, ... 0 over 2 epochs of 5 steps.
@@ -1114,7 +1118,7 @@ fn ink(width: u32, pixels: &[u8], (x0, x1): (u32, u32), (y0, y1): (u32, u32)) ->
 
 #[test]
 fn recorder_plots_carry_text_in_their_label_regions() {
-    use burn_stoker::track::{LOSS_PLOT, LR_PLOT, PLOT_MARGIN, PLOT_SIZE, Recorder, TRAIN_COLOR};
+    use burn_stoker::track::{LOSS_PLOT, LR_PLOT, PLOT_MARGIN, PLOT_SIZE, Recorder};
     let dir = scratch_dir("recorder-text");
     let mut recorder = Recorder::new().valid_loss("valid");
     recorder_run(&dir, &mut recorder, |model: &Linear, batch, _step: &mut Step<'_>| mse(model, batch));

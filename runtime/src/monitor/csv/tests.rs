@@ -59,3 +59,37 @@ fn backups_made_within_one_second_keep_every_file() {
     assert_eq!(kept, ["first", "second", "third"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A full disk in the middle of a row: the file is cut back to its last whole row, which
+/// Python's `csv` module reads without a problem, and the row is written with the next one once
+/// there is room again.
+#[test]
+fn writer_csv_a_full_disk_never_leaves_a_torn_row() {
+    use super::super::tests::{Tmpfs, read_with_python, scratch_dir};
+    use crate::state::{EpochStats, MonitorSink};
+
+    let tmpfs = Tmpfs::mount(&scratch_dir("csv-full").join("mnt"), 64);
+    let path = tmpfs.dir.join("stats.csv");
+    let mut sink = CsvSink::open(&path, ',', 1, None).unwrap();
+    // 300 columns: a row (about 5 KiB) is longer than what is left in any page.
+    let stats = |epoch: u64| EpochStats {
+        epoch_num: epoch,
+        global_step: epoch * 10,
+        scalars: (0..300).map(|i| (format!("s{i:03}"), epoch as f64 + f64::from(i) / 7.0)).collect(),
+    };
+    sink.end_epoch(&stats(1)).unwrap();
+    sink.end_epoch(&stats(2)).unwrap();
+    let filler = tmpfs.fill("filler");
+    let error = sink.end_epoch(&stats(3)).expect_err("the disk is full");
+    assert_eq!(error.kind(), std::io::ErrorKind::StorageFull, "{error}");
+    let read = read_with_python("csv", &path);
+    assert_eq!(read["problems"], serde_json::json!([]), "{read}");
+    assert_eq!(read["epochs"], serde_json::json!([1, 2]), "{read}");
+
+    // Room again: the row that failed is written with the next one.
+    std::fs::remove_file(filler).unwrap();
+    sink.end_epoch(&stats(4)).unwrap();
+    let read = read_with_python("csv", &path);
+    assert_eq!(read["problems"], serde_json::json!([]), "{read}");
+    assert_eq!(read["epochs"], serde_json::json!([1, 2, 3, 4]), "{read}");
+}

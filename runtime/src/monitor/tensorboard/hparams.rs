@@ -78,7 +78,7 @@ impl From<String> for HParamValue {
 
 /// How an HParams session ended (`tensorboard.hparams.Status`), the *HParams* tab's `Status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SessionStatus {
+pub(crate) enum SessionStatus {
     /// Not known (`STATUS_UNKNOWN`).
     Unknown = 0,
     /// Training finished, or a callback stopped it (`STATUS_SUCCESS`).
