@@ -30,7 +30,7 @@ pub fn time_event_delivery<M: Module, K, C: Callbacks<M, K>>(
             monitors: Monitors::new(),
             control: Control::default(),
             log_dir: PathBuf::new(),
-            execution: crate::world::Execution::Single,
+            execution: crate::world::Execution::OneDevice,
             signals: false,
             seed: None,
             stop: Default::default(),

@@ -31,7 +31,7 @@ use takers::{AfterBatchTakers, PhaseTakers};
 pub(super) enum Activity {
     Trainer,
     Callback(usize, &'static str),
-    /// Delivering an event to every callback in one pass; `Whereabouts::cursor` names the callback.
+    /// Delivering an event to every callback in one pass; `CurrentActivity::cursor` names the callback.
     Delivering(&'static str),
     Step,
     Data,
@@ -40,14 +40,14 @@ pub(super) enum Activity {
 /// Where the trainer is: the activity, and during a one-pass delivery the flat index of the
 /// callback running.
 #[derive(Debug, Clone, Copy)]
-struct Whereabouts {
+struct CurrentActivity {
     activity: Activity,
     cursor: usize,
 }
 
 /// What the callbacks are, resolved at setup: names, the run order, who takes the events of a
 /// training step and of a validation pass's batches.
-struct Roster {
+struct CallbackTable {
     names: Vec<Cow<'static, str>>,
     order: Vec<usize>,
     /// Whether the run order is the registration order (events then go in one pass).
@@ -63,8 +63,8 @@ struct Roster {
 /// The run's callbacks and how events reach them.
 pub(super) struct Dispatcher<C, M, K> {
     callbacks: C,
-    roster: Roster,
-    at: Whereabouts,
+    table: CallbackTable,
+    at: CurrentActivity,
     /// How many callbacks (in run order) had their setup attempted.
     set_up: usize,
     /// The callbacks an event goes to when not all of them do: a buffer kept from event to event.
@@ -112,8 +112,8 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
         let after_batch = AfterBatchTakers::new(&train.order, &takes_after_batch);
         Ok(Dispatcher {
             callbacks,
-            roster: Roster { names, order, in_order, train, valid, after_batch },
-            at: Whereabouts { activity: Activity::Trainer, cursor: 0 },
+            table: CallbackTable { names, order, in_order, train, valid, after_batch },
+            at: CurrentActivity { activity: Activity::Trainer, cursor: 0 },
             set_up: 0,
             subset: Vec::new(),
             marker: PhantomData,
@@ -122,7 +122,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
 
     /// Callback `i`'s name.
     pub(super) fn name(&self, i: usize) -> &str {
-        &self.roster.names[i]
+        &self.table.names[i]
     }
 
     /// Set what the trainer is doing (for the message of a panic).
@@ -141,9 +141,9 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     pub(super) fn location(&self) -> String {
         match self.at.activity {
             Activity::Trainer => "the trainer".into(),
-            Activity::Callback(i, event) => format!("callback `{}` in {event}", self.roster.names[i]),
+            Activity::Callback(i, event) => format!("callback `{}` in {event}", self.table.names[i]),
             Activity::Delivering(event) => {
-                format!("callback `{}` in {event}", self.roster.names[self.at.cursor])
+                format!("callback `{}` in {event}", self.table.names[self.at.cursor])
             }
             Activity::Step => "the training step".into(),
             Activity::Data => "the data loader".into(),
@@ -160,29 +160,29 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     /// activity back as it found it, however it ends (but a panic, whose culprit it names).
     #[inline]
     pub(crate) fn deliver(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Flowing {
-        self.deliver_along(state, event, |roster| (&roster.order, roster.in_order))
+        self.deliver_along(state, event, |table| (&table.order, table.in_order))
     }
 
     /// Deliver an event of a training step (`before_step`, `after_step`, `after_batch`, the
     /// cancels' events) to every callback that takes them, in run order.
     #[inline]
     pub(crate) fn deliver_in_training(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Flowing {
-        self.deliver_along(state, event, |roster| (&roster.train.order, roster.train.in_order))
+        self.deliver_along(state, event, |table| (&table.train.order, table.train.in_order))
     }
 
-    /// `event` to the callbacks of the order `pick` takes from the roster (with whether it is
+    /// `event` to the callbacks of the order `pick` takes from the table (with whether it is
     /// every callback in registration order), the activity given back as found.
     #[inline]
     fn deliver_along(
         &mut self,
         state: &mut TrainState<M>,
         event: Event<'_>,
-        pick: fn(&Roster) -> (&Vec<usize>, bool),
+        pick: fn(&CallbackTable) -> (&Vec<usize>, bool),
     ) -> Flowing {
-        let (roster, resume) = (&self.roster, self.at.activity);
-        let (order, one_pass) = pick(roster);
+        let (table, resume) = (&self.table, self.at.activity);
+        let (order, one_pass) = pick(table);
         let delivered =
-            Delivery { callbacks: &mut self.callbacks, roster, order, one_pass, at: &mut self.at, state }
+            Delivery { callbacks: &mut self.callbacks, table, order, one_pass, at: &mut self.at, state }
                 .all(event);
         self.at.activity = resume;
         delivered
@@ -198,11 +198,10 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     ) -> Flowing {
         let mut subset = std::mem::take(&mut self.subset);
         subset.clear();
-        subset.extend(self.roster.train.order.iter().copied().filter(|&i| keep(i)));
-        let (roster, resume) = (&self.roster, self.at.activity);
+        subset.extend(self.table.train.order.iter().copied().filter(|&i| keep(i)));
+        let (table, resume) = (&self.table, self.at.activity);
         let (callbacks, at) = (&mut self.callbacks, &mut self.at);
-        let result =
-            Delivery { callbacks, roster, order: &subset, one_pass: false, at, state }.each(event, 0);
+        let result = Delivery { callbacks, table, order: &subset, one_pass: false, at, state }.each(event, 0);
         (self.subset, self.at.activity) = (subset, resume);
         result
     }
@@ -210,15 +209,15 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     /// Every callback's setup, in run order, remembering how far it got so that `after_train`
     /// reaches exactly those callbacks.
     pub(super) fn setup(&mut self, state: &mut TrainState<M>) -> Result<()> {
-        for position in 0..self.roster.order.len() {
+        for position in 0..self.table.order.len() {
             self.set_up = position + 1;
-            let i = self.roster.order[position];
+            let i = self.table.order[position];
             self.at.activity = Activity::Callback(i, "setup");
             self.callbacks
                 .dispatch(i, Event::Setup, &mut Context::new(state, Phase::Once))
-                .map_err(|e| wrap(&self.roster.names[i], "setup", e))?;
+                .map_err(|e| wrap(&self.table.names[i], "setup", e))?;
             if let Some(raised) = state.control.raised.take() {
-                return Err(raised_misplaced(&self.roster.names[i], "setup", raised));
+                return Err(raised_misplaced(&self.table.names[i], "setup", raised));
             }
         }
         self.at.activity = Activity::Trainer;
@@ -229,13 +228,13 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     pub(super) fn after_train(&mut self, state: &mut TrainState<M>) -> Result<()> {
         let mut first_error = None;
         for position in 0..self.set_up {
-            let i = self.roster.order[position];
+            let i = self.table.order[position];
             self.at.activity = Activity::Callback(i, "after_train");
             let callbacks = &mut self.callbacks;
             let outcome = catch_unwind(AssertUnwindSafe(|| {
                 callbacks.dispatch(i, Event::AfterTrain, &mut Context::new(&mut *state, Phase::Once))
             }));
-            let name = &self.roster.names[i];
+            let name = &self.table.names[i];
             let raised = state.control.raised.take();
             let error = match outcome {
                 Ok(Ok(())) => raised.map(|raised| raised_misplaced(name, "after_train", raised)),
@@ -258,19 +257,19 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     /// The callbacks that take the batch and the model's output.
     #[inline]
     pub(super) fn batch_takers(&self) -> &BatchTakers {
-        &self.roster.train.batch
+        &self.table.train.batch
     }
 
     /// Whether some callback takes the loss before backward.
     #[inline]
     pub(super) fn takes_loss(&self) -> bool {
-        !self.roster.train.loss.is_empty()
+        !self.table.train.loss.is_empty()
     }
 
     /// Whether some callback takes the gradients after backward.
     #[inline]
     pub(super) fn takes_gradients(&self) -> bool {
-        !self.roster.train.grads.is_empty()
+        !self.table.train.grads.is_empty()
     }
 
     /// `event` (`before_batch`, `after_pred`, `before_backward` or `after_backward`) to the
@@ -278,12 +277,12 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     #[cold]
     pub(super) fn deliver_hook(&mut self, state: &mut TrainState<M>, event: Event<'_>) -> Flowing {
         let takers = match event {
-            Event::BeforeBatch(_) => &self.roster.train.batch.batch,
-            Event::AfterPred(_) => &self.roster.train.batch.pred,
-            Event::BeforeBackward(_) => &self.roster.train.loss,
-            _ => &self.roster.train.grads,
+            Event::BeforeBatch(_) => &self.table.train.batch.batch,
+            Event::AfterPred(_) => &self.table.train.batch.pred,
+            Event::BeforeBackward(_) => &self.table.train.loss,
+            _ => &self.table.train.grads,
         };
-        let (callbacks, names, at) = (&mut self.callbacks, &self.roster.names, &mut self.at);
+        let (callbacks, names, at) = (&mut self.callbacks, &self.table.names, &mut self.at);
         takers::deliver_in_batch(callbacks, names, at, state, takers, event)
     }
 
@@ -292,7 +291,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     #[cold]
     pub(super) fn own_backward_refused(&self) -> Error {
         let takers: Vec<String> =
-            self.roster.train.loss.iter().map(|&i| format!("`{}`", self.roster.names[i])).collect();
+            self.table.train.loss.iter().map(|&i| format!("`{}`", self.table.names[i])).collect();
         Error::msg(format!(
             "{} take the loss in before_backward, but this training step runs backward itself (a burn-train TrainStep): the loss they would change is already differentiated. Compute the loss with Trainer::train, or change the gradients in after_backward instead",
             takers.join(", ")
@@ -303,7 +302,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     /// error names the callback and the event, and says where it applies.
     #[cold]
     pub(super) fn misplaced_cancel(&self, state: &TrainState<M>, cancel: Cancel) -> Error {
-        halt::misplaced_cancel(state, &self.roster.names, cancel)
+        halt::misplaced_cancel(state, &self.table.names, cancel)
     }
 
     /// The reason a `Flow::CancelFit` gives the run's stop: who cancelled, and where.
@@ -311,7 +310,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     pub(super) fn cancelled_fit_reason(&self, state: &TrainState<M>) -> String {
         match state.control.cancelled_at {
             Some((i, event)) => {
-                format!("cancelled by `{}` in {event} (Flow::CancelFit)", self.roster.names[i])
+                format!("cancelled by `{}` in {event} (Flow::CancelFit)", self.table.names[i])
             }
             None => "cancelled (Flow::CancelFit)".to_string(),
         }
@@ -320,7 +319,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     /// Every stateful callback's state, by name (for a checkpoint).
     pub(super) fn save_states(&mut self) -> Result<Map<String, Json>> {
         let mut states = Map::new();
-        for (i, name) in self.roster.names.iter().enumerate() {
+        for (i, name) in self.table.names.iter().enumerate() {
             if let Some(state) =
                 self.callbacks.state(i, StateOp::Save).map_err(|e| wrap(name, "save_state", e))?
             {
@@ -333,8 +332,8 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     /// Give each stateful callback that runs here its saved state (right after setup), warning
     /// about a state saved for no callback and a stateful callback without one.
     pub(super) fn load_states(&mut self, mut saved: Map<String, Json>) -> Result<()> {
-        for &i in &self.roster.order {
-            let name = &self.roster.names[i];
+        for &i in &self.table.order {
+            let name = &self.table.names[i];
             match saved.remove(name.as_ref()) {
                 Some(state) => {
                     self.callbacks.state(i, StateOp::Load(state)).map_err(|e| wrap(name, "load_state", e))?;
@@ -351,7 +350,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
             }
         }
         // A name this run has, left over: a chief-only callback, off the chief.
-        for name in saved.keys().filter(|name| !self.roster.names.iter().any(|n| n == *name)) {
+        for name in saved.keys().filter(|name| !self.table.names.iter().any(|n| n == *name)) {
             crate::logging::warn!(
                 "the checkpoint holds the state of callback `{name}`, which this run does not have; ignored"
             );

@@ -140,7 +140,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         // the hyper-parameters and counters as they were when it started.
         let model = state.model.take().expect("the model is present between steps");
         let (hyper, counters) = (state.hyper.clone(), state.counters);
-        let mut hook = Preds { dispatch, state, delivered: false, error: None };
+        let mut hook = AfterPredHook { dispatch, state, delivered: false, error: None };
         let output = catch_unwind(AssertUnwindSafe(|| {
             let pred = Some(&mut hook as &mut dyn PredHook);
             step.step(
@@ -149,7 +149,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
                 &mut Step { outputs: &mut fetches.outputs, hyper: &hyper, counters: &counters, pred },
             )
         }));
-        let Preds { dispatch, state, delivered, error } = hook;
+        let AfterPredHook { dispatch, state, delivered, error } = hook;
         state.model = Some(model);
         let output = output.unwrap_or_else(|panic| resume_unwind(panic));
         match (error, delivered) {
@@ -229,7 +229,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
 }
 
 /// The `after_pred` callbacks, reached from the step function through [`Step::pred`].
-struct Preds<'r, C, M, K> {
+struct AfterPredHook<'r, C, M, K> {
     dispatch: &'r mut Dispatcher<C, M, K>,
     state: &'r mut TrainState<M>,
     /// Whether the step function handed an output over.
@@ -239,7 +239,7 @@ struct Preds<'r, C, M, K> {
     error: Option<Halt>,
 }
 
-impl<C: Callbacks<M, K>, M, K> PredHook for Preds<'_, C, M, K> {
+impl<C: Callbacks<M, K>, M, K> PredHook for AfterPredHook<'_, C, M, K> {
     fn after_pred(&mut self, pred: &StepPred<'_>) {
         self.delivered = true;
         if self.error.is_none() {

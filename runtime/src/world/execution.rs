@@ -14,7 +14,7 @@ use crate::state::HyperParams;
 /// One device, or one rank of a data-parallel world.
 pub(crate) enum Execution {
     /// Training on one device: every call below is a no-op the compiler folds away.
-    Single,
+    OneDevice,
     /// One rank of a data-parallel world, agreeing with the others at every exchange.
     DataParallel(Box<Agreement>),
 }
@@ -31,7 +31,7 @@ impl Execution {
         seed: Option<u64>,
     ) -> Result<(Execution, M)> {
         match world {
-            None => Ok((Execution::Single, model)),
+            None => Ok((Execution::OneDevice, model)),
             Some(world) => {
                 let mut agreement = Agreement::new(world, hyper);
                 let model = agreement.start(model, hyper, seed)?;
@@ -44,7 +44,7 @@ impl Execution {
     #[inline]
     pub(crate) fn rank(&self) -> usize {
         match self {
-            Execution::Single => 0,
+            Execution::OneDevice => 0,
             Execution::DataParallel(agreement) => agreement.rank(),
         }
     }
@@ -53,7 +53,7 @@ impl Execution {
     #[inline]
     pub(crate) fn size(&self) -> usize {
         match self {
-            Execution::Single => 1,
+            Execution::OneDevice => 1,
             Execution::DataParallel(agreement) => agreement.world.size(),
         }
     }
@@ -67,7 +67,7 @@ impl Execution {
     /// The names `World::mean_of` averages over the ranks (none on one device).
     pub(crate) fn means(&self) -> &[&'static str] {
         match self {
-            Execution::Single => &[],
+            Execution::OneDevice => &[],
             Execution::DataParallel(agreement) => &agreement.world.means,
         }
     }
@@ -77,7 +77,7 @@ impl Execution {
     #[inline]
     pub(crate) fn stopping(&self, asked: bool) -> bool {
         match self {
-            Execution::Single => asked,
+            Execution::OneDevice => asked,
             Execution::DataParallel(agreement) => agreement.stopping(),
         }
     }
@@ -87,7 +87,7 @@ impl Execution {
     #[inline]
     pub(crate) fn skipping(&self, asked: bool) -> bool {
         match self {
-            Execution::Single => asked,
+            Execution::OneDevice => asked,
             Execution::DataParallel(agreement) => agreement.skipping(),
         }
     }
@@ -98,7 +98,7 @@ impl Execution {
     #[inline]
     pub(crate) fn act_on_signal_now(&mut self, signal: i32) -> bool {
         match self {
-            Execution::Single => true,
+            Execution::OneDevice => true,
             Execution::DataParallel(agreement) => {
                 agreement.note_signal(signal);
                 false
@@ -118,7 +118,7 @@ impl Execution {
         means: &mut [Option<f64>],
     ) -> Result<(Option<GradientsParams>, Agreed)> {
         match self {
-            Execution::Single => Ok((Some(grads), Agreed::default())),
+            Execution::OneDevice => Ok((Some(grads), Agreed::default())),
             Execution::DataParallel(agreement) => {
                 agreement.exchange_words(model, Some(grads), asks, hyper, means)
             }
@@ -134,7 +134,7 @@ impl Execution {
         hyper: &mut HyperParams,
     ) -> Result<Agreed> {
         match self {
-            Execution::Single => Ok(Agreed::default()),
+            Execution::OneDevice => Ok(Agreed::default()),
             Execution::DataParallel(agreement) => agreement.epoch_end(model, asks, hyper),
         }
     }
@@ -193,7 +193,7 @@ impl Execution {
     /// Sum `values` over the ranks, in place (nothing to do on one device).
     pub(crate) fn sum<M: Module>(&mut self, model: &M, values: &mut [f64]) -> Result<()> {
         match self {
-            Execution::Single => Ok(()),
+            Execution::OneDevice => Ok(()),
             Execution::DataParallel(agreement) => agreement.sum(model, values),
         }
     }
@@ -202,7 +202,7 @@ impl Execution {
     /// every rank after the next exchange.
     #[inline]
     pub(crate) fn acts_alone(&self) -> bool {
-        matches!(self, Execution::Single)
+        matches!(self, Execution::OneDevice)
     }
 
     /// The chief wrote a checkpoint in `took` (a warning when `mpirun` would cut one that slow
@@ -216,7 +216,7 @@ impl Execution {
     /// Whether a callback may cancel (fastai's `Cancel*`): not in a world, where every rank
     /// must agree on the steps it runs.
     pub(crate) fn cancels_allowed(&self) -> bool {
-        matches!(self, Execution::Single)
+        matches!(self, Execution::OneDevice)
     }
 
     /// Whether the world's transport prepares the replica before each step's forward (NCCL):
@@ -224,7 +224,7 @@ impl Execution {
     #[inline]
     pub(crate) fn prepares_replica(&self) -> bool {
         match self {
-            Execution::Single => false,
+            Execution::OneDevice => false,
             Execution::DataParallel(agreement) => agreement.world.prepares_replica(),
         }
     }
@@ -233,7 +233,7 @@ impl Execution {
     /// parameters marked distributed, so that its backward returns them averaged).
     pub(crate) fn prepare_replica<M: Module>(&self, model: M) -> M {
         match self {
-            Execution::Single => model,
+            Execution::OneDevice => model,
             Execution::DataParallel(agreement) => agreement.world.prepare_replica(model),
         }
     }

@@ -3,19 +3,19 @@
 //! validation pass run, `validation.rs`).
 
 use super::halt::{Flowing, Halt, cancel_halt, validation_misplaced};
-use super::{Activity, Roster, Whereabouts, wrap};
+use super::{Activity, CallbackTable, CurrentActivity, wrap};
 use crate::callback::{Callbacks, Context, Event, Raised, TrainState};
 use crate::error::Error;
 
 /// One event on its way to some callbacks: the borrows a delivery needs, together.
 pub(super) struct Delivery<'a, 's, C, M> {
     pub(super) callbacks: &'a mut C,
-    pub(super) roster: &'a Roster,
+    pub(super) table: &'a CallbackTable,
     /// The callbacks it goes to, in run order.
     pub(super) order: &'a [usize],
     /// Whether `order` is every callback in registration order: then one pass delivers it.
     pub(super) one_pass: bool,
-    pub(super) at: &'a mut Whereabouts,
+    pub(super) at: &'a mut CurrentActivity,
     pub(super) state: &'s mut TrainState<M>,
 }
 
@@ -83,7 +83,7 @@ impl<C, M> Delivery<'_, '_, C, M> {
     /// event.
     #[cold]
     fn failed(self, event: Event<'_>, i: usize, error: Error) -> Halt {
-        Halt::Failed(wrap(&self.roster.names[i], event.name(), error))
+        Halt::Failed(wrap(&self.table.names[i], event.name(), error))
     }
 
     /// Callback `i` asked something of the loop at once during `event`: a request for a
@@ -100,11 +100,11 @@ impl<C, M> Delivery<'_, '_, C, M> {
         let mut this = self;
         match raised {
             Raised::Cancel(cancel) => {
-                Err(cancel_halt(this.state, &this.roster.names, i, event.name(), cancel))
+                Err(cancel_halt(this.state, &this.table.names, i, event.name(), cancel))
             }
             Raised::Validate if this.state.control.validating => {
                 this.state.pass = None;
-                Err(validation_misplaced(&this.roster.names[i], event.name()).into())
+                Err(validation_misplaced(&this.table.names[i], event.name()).into())
             }
             Raised::Validate => {
                 let pass = match this.state.control.epoch_cancelled {
@@ -131,11 +131,11 @@ impl<C, M> Delivery<'_, '_, C, M> {
     /// The batch events of a validation pass (`after_batch`, `after_cancel_batch`): to the
     /// callbacks that take its batches.
     pub(super) fn in_validation_batches(&mut self) -> Delivery<'_, '_, C, M> {
-        let roster = self.roster;
-        let valid = &roster.valid;
+        let table = self.table;
+        let valid = &table.valid;
         Delivery {
             callbacks: &mut *self.callbacks,
-            roster,
+            table,
             order: &valid.order,
             one_pass: valid.in_order,
             at: &mut *self.at,
@@ -145,10 +145,10 @@ impl<C, M> Delivery<'_, '_, C, M> {
 
     /// The same delivery, borrowed again for another event.
     pub(super) fn again(&mut self) -> Delivery<'_, '_, C, M> {
-        let (roster, order, one_pass) = (self.roster, self.order, self.one_pass);
+        let (table, order, one_pass) = (self.table, self.order, self.one_pass);
         Delivery {
             callbacks: &mut *self.callbacks,
-            roster,
+            table,
             order,
             one_pass,
             at: &mut *self.at,

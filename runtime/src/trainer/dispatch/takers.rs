@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 
 use super::halt::{Flowing, cancel_halt, validation_misplaced};
-use super::{Activity, Delivery, Whereabouts, wrap};
+use super::{Activity, CurrentActivity, Delivery, wrap};
 use crate::callback::{Callbacks, Context, Event, Raised, StepHooks, TrainState};
 
 /// Who takes the events of a batch in one phase of the loop, training or validation, resolved
@@ -89,7 +89,7 @@ impl BatchTakers {
 pub(super) fn deliver_in_batch<C: Callbacks<M, K>, M, K>(
     callbacks: &mut C,
     names: &[Cow<'static, str>],
-    at: &mut Whereabouts,
+    at: &mut CurrentActivity,
     state: &mut TrainState<M>,
     takers: &[usize],
     event: Event<'_>,
@@ -149,13 +149,13 @@ impl<C: Callbacks<M, K>, M, K> super::Dispatcher<C, M, K> {
     /// to the callbacks that take it: nothing to do when none does.
     #[inline]
     pub(in crate::trainer) fn deliver_after_batch(&mut self, state: &mut TrainState<M>) -> Flowing {
-        match &self.roster.after_batch {
+        match &self.table.after_batch {
             AfterBatchTakers::Nobody => Ok(()),
             AfterBatchTakers::Everyone => self.deliver_in_training(state, Event::AfterBatch),
             AfterBatchTakers::Some(takers) => {
-                let (callbacks, roster, resume) = (&mut self.callbacks, &self.roster, self.at.activity);
+                let (callbacks, table, resume) = (&mut self.callbacks, &self.table, self.at.activity);
                 let at = &mut self.at;
-                let delivered = Delivery { callbacks, roster, order: takers, one_pass: false, at, state }
+                let delivered = Delivery { callbacks, table, order: takers, one_pass: false, at, state }
                     .each(Event::AfterBatch, 0);
                 self.at.activity = resume;
                 delivered
@@ -169,9 +169,9 @@ impl<C, M, K> super::Dispatcher<C, M, K> {
     /// hand it over with `Step::pred`.
     #[cold]
     pub(in crate::trainer) fn pred_not_handed_over(&self) -> crate::Error {
-        let roster = &self.roster;
+        let table = &self.table;
         let takers: Vec<String> =
-            roster.train.batch.pred.iter().map(|&i| format!("`{}`", roster.names[i])).collect();
+            table.train.batch.pred.iter().map(|&i| format!("`{}`", table.names[i])).collect();
         crate::Error::msg(format!(
             "callbacks {} take the model's output in after_pred, but the training step did not hand it over: call `step.pred(output)` on the model's output in the step function, before the loss",
             takers.join(", ")

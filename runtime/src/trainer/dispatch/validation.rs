@@ -68,7 +68,7 @@ impl<C, M> Delivery<'_, '_, C, M> {
     {
         self.at.activity = Activity::Callback(i, event.name());
         let mut ctx = Context::new(&mut *self.state, Phase::Around);
-        let names = &self.roster.names;
+        let names = &self.table.names;
         self.callbacks
             .dispatch(i, Event::Validate, &mut ctx)
             .map_err(|e| wrap(&names[i], event.name(), e))?;
@@ -98,7 +98,7 @@ impl<C, M> Delivery<'_, '_, C, M> {
                 end.cancelled = ran.is_err();
                 self.at.activity = Activity::Callback(i, event.name());
                 let mut ctx = Context::new(&mut *self.state, Phase::Around);
-                pass.end(&mut ctx, end).map_err(|e| wrap(&self.roster.names[i], event.name(), e))
+                pass.end(&mut ctx, end).map_err(|e| wrap(&self.table.names[i], event.name(), e))
             }
             Err(_) => Ok(()),
         };
@@ -118,7 +118,7 @@ impl<C, M> Delivery<'_, '_, C, M> {
             self.callbacks.dispatch(i, Event::Validate, &mut Context::new(&mut *self.state, Phase::Around));
         self.state.pass = None;
         self.state.control.raised = None;
-        back.map_err(|e| wrap(&self.roster.names[i], event.name(), e).into())
+        back.map_err(|e| wrap(&self.table.names[i], event.name(), e).into())
     }
 
     /// Every batch of the pass, each with its events; a signal stops the pass before the next
@@ -134,7 +134,7 @@ impl<C, M> Delivery<'_, '_, C, M> {
     where
         C: Callbacks<M, K>,
     {
-        let name = &self.roster.names[i];
+        let name = &self.table.names[i];
         self.at.activity = Activity::Callback(i, event.name());
         let mut batches = pass.batches(&mut Context::new(&mut *self.state, Phase::Around));
         // fastai's `iter`: every batch taken, a cancelled one included.
@@ -161,7 +161,7 @@ impl<C, M> Delivery<'_, '_, C, M> {
             // a `CancelBatch` there is an error (it would otherwise reach the enclosing event).
             match self.in_validation_batches().all(Event::AfterBatch) {
                 Err(Halt::Cancel(Cancel::Batch)) => {
-                    return Err(misplaced_cancel(self.state, &self.roster.names, Cancel::Batch).into());
+                    return Err(misplaced_cancel(self.state, &self.table.names, Cancel::Batch).into());
                 }
                 other => other?,
             }
@@ -182,8 +182,8 @@ impl<C, M> Delivery<'_, '_, C, M> {
     where
         C: Callbacks<M, K>,
     {
-        let Delivery { callbacks, roster, at, state, .. } = self;
-        let (names, takers) = (&roster.names, &roster.valid.batch);
+        let Delivery { callbacks, table, at, state, .. } = self;
+        let (names, takers) = (&table.names, &table.valid.batch);
         if takers.batch() {
             let batch = batches.batch();
             deliver_in_batch(callbacks, names, at, state, &takers.batch, Event::BeforeBatch(&batch))?;
@@ -198,10 +198,10 @@ impl<C, M> Delivery<'_, '_, C, M> {
         batches.score().map_err(|e| wrap(&names[i], event.name(), e))?;
         let loss = batches.outputs().get("loss").map(crate::fetch::OutputTensor::flat);
         if let Some(loss) = loss
-            && !roster.valid.loss.is_empty()
+            && !table.valid.loss.is_empty()
         {
             let slot = StepLoss { loss: RefCell::new(Some(loss)), outputs: &*batches.outputs() };
-            deliver_in_batch(callbacks, names, at, state, &roster.valid.loss, Event::BeforeBackward(&slot))?;
+            deliver_in_batch(callbacks, names, at, state, &table.valid.loss, Event::BeforeBackward(&slot))?;
             let loss =
                 slot.loss.into_inner().ok_or_else(|| Error::msg("an after_loss callback removed the loss"));
             batches.outputs().put("loss", loss.map_err(|e| wrap(&names[i], event.name(), e))?);
