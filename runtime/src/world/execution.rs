@@ -220,7 +220,7 @@ impl Execution {
     }
 
     /// Whether the world's transport prepares the replica before each step's forward (NCCL):
-    /// one test of a flag per step.
+    /// on one device `false`, in a world a `match` on the transport per step.
     #[inline]
     pub(crate) fn prepares_replica(&self) -> bool {
         match self {

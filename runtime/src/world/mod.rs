@@ -94,9 +94,6 @@ pub struct World {
     link: Link,
     /// Fetched values averaged over the ranks.
     pub(crate) means: Vec<&'static str>,
-    /// Whether the transport prepares the replica before each step's forward
-    /// ([`Transport::prepares_replica`], asked once).
-    prepares_replica: bool,
     /// Whether the replicas are compared at each epoch's end (see [`check_replicas`](Self::check_replicas)).
     pub(crate) check_replicas: bool,
     /// Whether the other ranks expect nothing more of this one (its training ended with the
@@ -134,7 +131,6 @@ impl World {
     fn new(rank: usize, size: usize, device: Device, link: Link) -> World {
         World {
             seat: Seat { rank, size, device },
-            prepares_replica: link.prepares_replica(),
             link,
             means: Vec::new(),
             check_replicas: true,
@@ -152,7 +148,7 @@ impl World {
     /// Whether the transport prepares the replica before each step's forward.
     #[inline]
     pub(crate) fn prepares_replica(&self) -> bool {
-        self.prepares_replica
+        self.link.prepares_replica()
     }
 
     /// The replica made ready for a step's forward ([`Transport::prepare_replica`]).
@@ -332,6 +328,7 @@ impl Transport for Link {
         each!(self, link => link.kill_grace())
     }
 
+    #[inline]
     fn prepares_replica(&self) -> bool {
         each!(self, link => link.prepares_replica())
     }

@@ -93,7 +93,7 @@ pub(crate) trait Transport {
     }
 
     /// Whether each step's forward needs [`prepare_replica`](Self::prepare_replica) first
-    /// (answered once, when the world is made: the step tests a flag).
+    /// (a constant of the transport: the step tests it with one `match` on the world's transport).
     fn prepares_replica(&self) -> bool {
         false
     }
