@@ -14,10 +14,15 @@ fields and variants, each trait's items, every inherent method and associated it
 signature, and which traits each type implements (the auto traits marked `auto`), sorted. A
 change to the surface shows as a diff of the checked-in `runtime/public-api.txt`: commit the new
 list with the change that made it (`--write`), so that every change to it is deliberate.
+
+It also fails, before printing or comparing anything, when a public type implements `Callback`
+without `CallbackKind` (WITHOUT_KIND lists the exceptions, each with its reason): every callback
+type is an order target, named as its kind.
 """
 
 import difflib
 import json
+import re
 import sys
 
 
@@ -316,12 +321,36 @@ def surface(doc):
     return sorted(s.lines)
 
 
+# Public callback types that are no order target, each with the reason.
+WITHOUT_KIND = {
+    "burn_stoker::burn_train::TrainMetric": "burn-train's metrics, named `BurnMetric(...)`, are not order targets",
+}
+
+
+def kindless(lines):
+    """The public types that implement `Callback` but not `CallbackKind` (the name an order
+    target is keyed by, which a built-in gets from `kind!` beside its type), less WITHOUT_KIND."""
+    callbacks, kinds = set(), set()
+    for line in lines:
+        path, _, rest = line.partition(": impl")
+        if re.search(r"\bCallbackKind for ", rest):
+            kinds.add(path)
+        elif re.search(r"\bCallback<\w+> for ", rest):
+            callbacks.add(path)
+    return sorted(callbacks - kinds - set(WITHOUT_KIND))
+
+
 def main():
     args = sys.argv[1:]
     if not args:
         print(__doc__)
         return 2
     lines = [l + "\n" for l in surface(json.load(open(args[0])))]
+    missing = kindless(lines)
+    if missing:
+        print("public callback types without a kind (`crate::kind::kind!(Type);` beside the type):")
+        print("".join(f"  {path}\n" for path in missing), end="")
+        return 1
     if "--write" in args:
         open(args[args.index("--write") + 1], "w").writelines(lines)
         return 0

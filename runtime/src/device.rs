@@ -116,12 +116,12 @@ pub fn by_name(name: &str) -> Result<Device> {
     let (backend, index) = match name.split_once(':') {
         Some((backend, index)) => {
             let index = index.parse::<usize>().map_err(|_| {
-                Error::msg(format!(
+                Error::invalid(format!(
                     "device `{name}`: `{index}` is not a device number; write `{backend}:0`, `{backend}:1`, ..."
                 ))
             })?;
             if !matches!(backend, "cuda" | "rocm") {
-                return Err(Error::msg(format!(
+                return Err(Error::invalid(format!(
                     "device `{name}`: only `cuda` and `rocm` take a device number; write `{backend}`"
                 )));
             }
@@ -146,10 +146,10 @@ pub fn by_name(name: &str) -> Result<Device> {
         _ => {
             let has = available().join(", ");
             match NAMES.iter().find(|(known, _, _)| known.split(':').next() == Some(backend)) {
-                Some((_, feature, _)) => Err(Error::msg(format!(
+                Some((_, feature, _)) => Err(Error::invalid(format!(
                     "device `{name}` needs burn-stoker's `{feature}` feature, which this build lacks; this build has: {has}"
                 ))),
-                None => Err(Error::msg(format!(
+                None => Err(Error::invalid(format!(
                     "unknown device `{name}`; the names are {}; this build has: {has}",
                     every_name()
                 ))),

@@ -105,10 +105,22 @@ macro_rules! kind {
 }
 pub(crate) use kind;
 
+/// The name of a built-in callback of kind `C`: its [`CallbackKind::NAME`], the one place the
+/// name is written.
+pub(crate) fn name_of<C: CallbackKind + ?Sized>() -> std::borrow::Cow<'static, str> {
+    std::borrow::Cow::Borrowed(C::NAME)
+}
+
+/// `NAME(detail)`: the name of a built-in callback of kind `C` that its `detail` tells apart from
+/// the others of its kind (`MinSaver(validation_error)`); order targets naming `C` designate it.
+pub(crate) fn detailed<C: CallbackKind + ?Sized>(
+    detail: impl std::fmt::Display,
+) -> std::borrow::Cow<'static, str> {
+    std::borrow::Cow::Owned(format!("{}({detail})", C::NAME))
+}
+
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-    use std::path::Path;
     use std::time::Duration;
 
     use burn::lr_scheduler::linear::LinearLrSchedulerConfig;
@@ -360,53 +372,12 @@ mod tests {
         ])
     }
 
-    /// The built-ins of the feature `sys-metrics`, which `samples` has only with it.
-    const SYS_METRICS: [&str; 3] = ["GpuMemoryTracker", "GpuUtilizationTracker", "HostMemoryTracker"];
-
-    /// Implementations of `Callback` without a kind, each with the reason.
-    const WITHOUT_KIND: [(&str, &str); 1] =
-        [("TrainMetric", "burn-train's metrics, named `BurnMetric(...)`, are not order targets")];
-
-    /// The crate's code, file by file, without comments and without its test modules (as
-    /// `bench/tools/module_graph.py` reads it).
-    fn sources() -> Vec<(String, String)> {
-        fn walk(dir: &Path, out: &mut Vec<(String, String)>) {
-            for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
-                let path = entry.path();
-                if path.is_dir() {
-                    walk(&path, out);
-                } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("tests.rs") {
-                    // A `tests.rs` is a test module of its own (`#[cfg(test)] mod tests;`).
-                    let text = std::fs::read_to_string(&path).unwrap();
-                    let code = text.split("#[cfg(test)]\nmod ").next().unwrap_or_default();
-                    let code: Vec<&str> =
-                        code.lines().map(|l| l.split("//").next().unwrap_or_default()).collect();
-                    out.push((path.display().to_string(), code.join("\n")));
-                }
-            }
-        }
-        let mut out = Vec::new();
-        walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut out);
-        out
-    }
-
-    /// The type names `pattern` captures in the crate's code.
-    fn declared(pattern: &str) -> BTreeSet<String> {
-        let pattern = regex_lite::Regex::new(pattern).unwrap();
-        let mut found = BTreeSet::new();
-        for (_, code) in sources() {
-            found.extend(pattern.captures_iter(&code).map(|c| c[1].to_string()));
-        }
-        found
-    }
-
-    /// Every built-in's kind is the start of its name (`NAME`, or `NAME(...)`), and every type
-    /// with a kind in the crate (a `kind!` line or a wrapper's impl) has a value in `samples`:
-    /// a built-in added without one fails here, as does a callback type without a kind.
+    /// Every built-in's name is its kind's `NAME`, or `NAME(...)`: what `kind::name_of` and
+    /// `kind::detailed` build, checked on a value of each. That every public callback type has a
+    /// kind is `bench/tools/public_api.py`'s check, on the public surface's list.
     #[test]
     fn every_built_in_is_named_as_its_kind() {
-        let samples = samples();
-        for sample in &samples {
+        for sample in samples() {
             let prefix = format!("{}(", sample.kind);
             assert!(
                 sample.name == sample.kind || sample.name.starts_with(&prefix),
@@ -416,33 +387,5 @@ mod tests {
                 sample.name
             );
         }
-        let sampled: BTreeSet<&str> = samples.iter().map(|s| s.ty).collect();
-        let mut kinds = declared(r"kind!\(\s*(\w+)");
-        kinds.extend(declared(r"impl\b[^{;]*\bCallbackKind for (\w+)"));
-        for ty in ["Box", "dyn"] {
-            assert!(kinds.remove(ty), "the scan no longer finds the impl of CallbackKind for `{ty}`");
-        }
-        let missing: Vec<&String> = kinds
-            .iter()
-            .filter(|ty| !sampled.contains(ty.as_str()))
-            .filter(|ty| cfg!(feature = "sys-metrics") || !SYS_METRICS.contains(&ty.as_str()))
-            .filter(|ty| cfg!(feature = "dashboard") || ty.as_str() != "Dashboard")
-            .filter(|ty| cfg!(feature = "hdf5") || !["CallbackDataWriter", "Deconv"].contains(&ty.as_str()))
-            .filter(|ty| cfg!(feature = "mlflow") || ty.as_str() != "MlflowLogger")
-            .filter(|ty| cfg!(feature = "comet") || ty.as_str() != "CometMlMonitor")
-            .collect();
-        assert!(
-            missing.is_empty(),
-            "built-ins with a kind but no value in kind::tests::samples: {missing:?}"
-        );
-        let callbacks = declared(r"impl\b[^{;]*\bCallback<\w+> for (\w+)");
-        let kindless: Vec<&String> = callbacks
-            .iter()
-            .filter(|ty| !kinds.contains(*ty) && !WITHOUT_KIND.iter().any(|(t, _)| t == ty))
-            .collect();
-        assert!(
-            kindless.is_empty(),
-            "callback types without a kind (`crate::kind::kind!(Type);` next to the type): {kindless:?}"
-        );
     }
 }

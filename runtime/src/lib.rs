@@ -78,7 +78,7 @@ pub mod trainer;
 pub mod trigger;
 pub mod world;
 
-pub use error::{BoxError, Error, Result};
+pub use error::{BoxError, CheckpointError, ConfigError, Error, LogDirError, Result, WorldError};
 
 /// Examples of [`derive@Callbacks`]:
 ///

@@ -91,11 +91,11 @@ impl RnnRegularizer {
     fn activations(&self, loss: &StepLoss<'_>, name: &str) -> Result<Tensor<3>> {
         match loss.output(name) {
             Some(OutputTensor::Rank3(tensor)) => Ok(tensor.clone()),
-            Some(other) => Err(Error::msg(format!(
+            Some(other) => Err(Error::fetch(format!(
                 "RnnRegularizer: the output `{name}` has rank {}, expected [batch, seq, hidden] (rank 3)",
                 other.rank()
             ))),
-            None => Err(Error::msg(format!(
+            None => Err(Error::fetch(format!(
                 "RnnRegularizer: the step put no output `{name}`; put the RNN's activations with `step.output(\"{name}\", tensor)`"
             ))),
         }
@@ -276,7 +276,7 @@ impl<M: Module> Callback<M> for GradientClip {
         false
     }
     fn name(&self) -> std::borrow::Cow<'static, str> {
-        if self.by_value { "GradientClip(value)".into() } else { "GradientClip(norm)".into() }
+        crate::kind::detailed::<Self>(if self.by_value { "value" } else { "norm" })
     }
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
         let valid = self.limit.is_finite() && self.limit > 0.0;
@@ -356,7 +356,7 @@ impl<M: Module> Callback<M> for GradientAccumulation {
         false
     }
     fn name(&self) -> std::borrow::Cow<'static, str> {
-        format!("GradientAccumulation({})", self.k).into()
+        crate::kind::detailed::<Self>(self.k)
     }
     fn step_hooks(&self) -> StepHooks {
         StepHooks::GRADIENTS

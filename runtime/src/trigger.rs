@@ -146,7 +146,7 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
         let name = self.inner.name();
         let period = self.period.check(&name)?;
         if !period.is_periodic() && !self.before_train {
-            return Err(Error::msg(format!(
+            return Err(Error::invalid(format!(
                 "PeriodicTrigger around `{name}` never triggers: give every_k_steps, every_k_epochs or before_train"
             )));
         }
@@ -288,7 +288,7 @@ impl<M, C: Callback<M>> Callback<M> for PeriodicCallback<C> {
     }
     gated_events!(self, ctx;
         setup: if !self.period.check(&self.inner.name())?.is_periodic() {
-            return Err(Error::msg(format!(
+            return Err(Error::invalid(format!(
                 "PeriodicCallback around `{}` has no period: give every_k_steps or every_k_epochs (without one it would deliver every event, as `{}` alone does)",
                 self.inner.name(),
                 self.inner.name()

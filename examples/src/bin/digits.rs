@@ -200,7 +200,7 @@ fn main() -> ExitCode {
         }
         Err(error) => {
             eprintln!("training failed: {error}");
-            if let burn_stoker::Error::EarlierRun { .. } = error.root() {
+            if let burn_stoker::Error::LogDir(burn_stoker::LogDirError::EarlierRun { .. }) = error.root() {
                 eprintln!(
                     "digits: continue that run with --resume, or start afresh with --log-dir-policy version (a new folder inside it), backup (move it aside), delete or keep, or another --log-dir"
                 );

@@ -10,7 +10,7 @@ use super::counters::Counters;
 use super::event::Phase;
 use super::outcome::{Stop, StopReason};
 use super::step::{StepBatch, StepPred};
-use crate::error::{Cancel, Error, Result};
+use crate::error::{Cancel, CheckpointError, Result};
 use crate::fetch::Outputs;
 use crate::signal::StopHandle;
 use crate::state::{HyperParams, KeepPolicy, Monitors, check_copy_name};
@@ -442,12 +442,12 @@ impl<M> Context<'_, M> {
     /// `\\` or control character (NUL included), not starting with `.` or `step-`, not
     /// `index.json`, not ending with `.tmp`, `.old`, `.deleting` or `.abandoned` (the names of the
     /// checkpoints, of the index and of the folders stoker writes, replaces, removes or sets
-    /// aside). Another name is an [`Error::Checkpoint`](crate::Error::Checkpoint) naming it, and
+    /// aside). Another name is a [`CheckpointError::CopyName`](crate::CheckpointError::CopyName) naming it, and
     /// nothing is requested.
     pub fn request_checkpoint_copy(&mut self, name: impl Into<String>) -> Result<()> {
         let name = name.into();
         check_copy_name(&name)
-            .map_err(|why| Error::checkpoint(format!("the checkpoint copy name {name:?} {why}")))?;
+            .map_err(|why| CheckpointError::CopyName { name: name.clone(), why: why.to_string() })?;
         self.request_copy(None, name);
         Ok(())
     }

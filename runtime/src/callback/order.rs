@@ -85,14 +85,14 @@ pub fn resolve_order(names: &[Cow<'static, str>], orders: &[Order]) -> Result<Ve
         let found: Vec<usize> = (0..n).filter(|&j| designates(&names[j])).collect();
         if found.is_empty() {
             let known: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
-            return Err(Error::Order(format!(
+            return Err(Error::order(format!(
                 "callback `{}` is ordered {key} `{target}`, but no callback named `{target}` is registered; registered: {}",
                 names[who],
                 known.join(", ")
             )));
         }
         if found.contains(&who) {
-            return Err(Error::Order(format!("callback `{}` is ordered {key} itself", names[who])));
+            return Err(Error::order(format!("callback `{}` is ordered {key} itself", names[who])));
         }
         Ok(found)
     };
@@ -123,7 +123,7 @@ pub fn resolve_order(names: &[Cow<'static, str>], orders: &[Order]) -> Result<Ve
         else {
             let cycle = find_cycle(&edges, &done);
             let names: Vec<String> = cycle.iter().map(|&i| format!("`{}`", names[i])).collect();
-            return Err(Error::Order(format!(
+            return Err(Error::order(format!(
                 "the callbacks' order constraints form a cycle: {} -> {}",
                 names.join(" -> "),
                 names[0]

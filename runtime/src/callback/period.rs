@@ -4,7 +4,7 @@ use std::num::NonZeroU64;
 
 use super::counters::Counters;
 use super::event::{Event, Phase};
-use crate::error::{Error, Result, must_be};
+use crate::error::{Result, setting_error};
 
 /// Every `k` global steps and/or every `k` epochs; neither is "no period". A period of zero
 /// cannot be written: the counts are [`NonZeroU64`].
@@ -191,7 +191,7 @@ impl PeriodSetting {
 
     /// The period; an error naming `owner` and the key when a count was 0.
     pub fn check(&self, owner: &str) -> Result<Period> {
-        let zero = |key: &str| Err(Error::msg(must_be(format_args!("`{owner}`"), key, "at least 1", 0)));
+        let zero = |key: &str| Err(setting_error(format_args!("`{owner}`"), key, "at least 1", 0));
         if self.zero_steps {
             zero("every_k_steps")
         } else if self.zero_epochs {

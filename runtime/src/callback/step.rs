@@ -90,7 +90,7 @@ impl<'a> Erased<'a> {
     }
     #[cold]
     fn mismatch<T>(&self) -> Error {
-        Error::msg(format!("{} is a `{}`, not a `{}`", self.what, self.type_name, type_name::<T>()))
+        Error::fetch(format!("{} is a `{}`, not a `{}`", self.what, self.type_name, type_name::<T>()))
     }
 }
 

@@ -130,18 +130,18 @@ pub(crate) fn tensor_images(values: &[f32], shape: &[usize], scale: f32) -> Resu
         [n, h, w] => (n, h, w, 1, true),
         [n, h, w, c] => (n, h, w, c, true),
         _ => {
-            return Err(Error::msg(format!(
+            return Err(Error::fetch(format!(
                 "a tensor of shape {shape:?} is not an image: give [H, W], [H, W, C], [N, H, W] or [N, H, W, C]"
             )));
         }
     };
     if !matches!(channels, 1 | 3 | 4) {
-        return Err(Error::msg(format!(
+        return Err(Error::fetch(format!(
             "a tensor of shape {shape:?} has {channels} channels: an image has 1, 3 or 4"
         )));
     }
     if height == 0 || width == 0 || values.len() != shape.iter().product::<usize>() {
-        return Err(Error::msg(format!(
+        return Err(Error::fetch(format!(
             "a tensor of shape {shape:?} with {} values is not an image",
             values.len()
         )));
@@ -160,7 +160,7 @@ pub(crate) fn tensor_images(values: &[f32], shape: &[usize], scale: f32) -> Resu
 }
 
 fn dimension(n: usize) -> Result<u32> {
-    u32::try_from(n).map_err(|_| Error::msg(format!("an image dimension of {n} pixels is too large")))
+    u32::try_from(n).map_err(|_| Error::fetch(format!("an image dimension of {n} pixels is too large")))
 }
 
 /// `value * scale`, clipped to [0, 255] and truncated (NaN is 0), as numpy's
@@ -233,7 +233,7 @@ impl<M> Callback<M> for DumpTensorAsImage {
         if let Some((h, w)) = self.resize
             && (h == 0 || w == 0)
         {
-            return Err(Error::msg(format!("DumpTensorAsImage cannot resize images to {h}x{w}")));
+            return Err(Error::invalid(format!("DumpTensorAsImage cannot resize images to {h}x{w}")));
         }
         check_setting(self.scale.is_finite(), "DumpTensorAsImage", "scale", "finite", self.scale)?;
         self.dir = ctx.log_dir().to_path_buf();

@@ -81,7 +81,7 @@ impl CheckNumerics {
             ctx.stop_non_finite(reason);
             Ok(())
         } else {
-            Err(Error::msg(format!("CheckNumerics: {reason}")))
+            Err(Error::NonFinite(format!("CheckNumerics: {reason}")))
         }
     }
 }
@@ -107,7 +107,7 @@ impl ModuleVisitor for CountNonFinite {
 
 impl<M: Module> Callback<M> for CheckNumerics {
     fn name(&self) -> Cow<'static, str> {
-        Cow::Borrowed("CheckNumerics")
+        crate::kind::name_of::<Self>()
     }
     fn trigger_step(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         if self.run_step { self.check(ctx) } else { Ok(()) }

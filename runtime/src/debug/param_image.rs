@@ -96,7 +96,7 @@ impl DumpParamAsImage {
     }
 
     fn missing(&self, names: &[String]) -> Error {
-        Error::msg(format!(
+        Error::invalid(format!(
             "DumpParamAsImage: the model has no float parameter `{}`; it has: {}",
             self.name,
             names.join(", ")
@@ -142,17 +142,17 @@ pub(crate) fn param_images(values: &[f32], shape: &[usize]) -> Result<Vec<Image>
         [o, 3, h, w] => (o, h, w, 3, true),
         [o, i, h, w] => (o * i, h, w, 1, false),
         _ => {
-            return Err(Error::msg(format!(
+            return Err(Error::invalid(format!(
                 "DumpParamAsImage: a parameter of shape {shape:?} has no image layout"
             )));
         }
     };
     let size = height * width * channels;
     if size == 0 || values.len() != count * size {
-        return Err(Error::msg(format!("DumpParamAsImage: a parameter of shape {shape:?} is empty")));
+        return Err(Error::invalid(format!("DumpParamAsImage: a parameter of shape {shape:?} is empty")));
     }
     let dim = |n: usize| {
-        u32::try_from(n).map_err(|_| Error::msg(format!("an image dimension of {n} is too large")))
+        u32::try_from(n).map_err(|_| Error::invalid(format!("an image dimension of {n} is too large")))
     };
     let (h, w) = (dim(height)?, dim(width)?);
     let images = values
@@ -185,14 +185,14 @@ fn stretch(values: &[f32]) -> Vec<u8> {
 
 impl<M: Module> Callback<M> for DumpParamAsImage {
     fn name(&self) -> Cow<'static, str> {
-        Cow::Owned(format!("DumpParamAsImage({})", self.name))
+        crate::kind::detailed::<Self>(&self.name)
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         self.period.check("DumpParamAsImage")?;
         if let Some((h, w)) = self.resize
             && (h == 0 || w == 0)
         {
-            return Err(Error::msg(format!("DumpParamAsImage cannot resize images to {h}x{w}")));
+            return Err(Error::invalid(format!("DumpParamAsImage cannot resize images to {h}x{w}")));
         }
         let (shape, _) = self.find(ctx.model()).map_err(|names| self.missing(&names))?;
         param_images(&vec![0.0; shape.iter().product()], &shape)?;

@@ -98,14 +98,17 @@ pub(crate) fn host_fetches<N: Into<Cow<'static, str>>>(names: impl IntoIterator<
 /// An error if `fetches` is empty, or holds an empty or a repeated name.
 pub(crate) fn check_names(owner: &str, fetches: &[Fetch]) -> Result<()> {
     if fetches.is_empty() {
-        return Err(Error::msg(format!("`{owner}` was given no tensor name")));
+        return Err(Error::invalid(format!("`{owner}` was given no tensor name")));
     }
     for (i, fetch) in fetches.iter().enumerate() {
         if fetch.name.is_empty() {
-            return Err(Error::msg(format!("`{owner}` was given an empty tensor name")));
+            return Err(Error::invalid(format!("`{owner}` was given an empty tensor name")));
         }
         if fetches[..i].iter().any(|f| f.name == fetch.name) {
-            return Err(Error::msg(format!("`{owner}` was given the tensor name `{}` twice", fetch.name)));
+            return Err(Error::invalid(format!(
+                "`{owner}` was given the tensor name `{}` twice",
+                fetch.name
+            )));
         }
     }
     Ok(())

@@ -258,7 +258,7 @@ impl DeferredReads {
         let datas = match read.done.as_ref().expect("the read is done") {
             Ok(datas) => datas,
             Err(e) => {
-                return Err(Error::Fetch(format!(
+                return Err(Error::fetch(format!(
                     "reading the deferred values of step {} from the device failed: {e}",
                     at.step
                 )));

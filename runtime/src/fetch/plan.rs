@@ -51,13 +51,13 @@ impl FetchPlan {
             Some(index) => index,
             None => {
                 if self.slots.len() == 64 {
-                    return Err(Error::Fetch(format!(
+                    return Err(Error::fetch(format!(
                         "`{owner}` declares fetch `{}`: at most 64 distinct fetches are supported",
                         fetch.name
                     )));
                 }
                 if fetch.name.is_empty() {
-                    return Err(Error::Fetch(format!("`{owner}` declares a fetch with an empty name")));
+                    return Err(Error::fetch(format!("`{owner}` declares a fetch with an empty name")));
                 }
                 self.slots.push(Slot {
                     fetch: fetch.clone(),
@@ -95,7 +95,7 @@ impl FetchPlan {
                     .filter(|(_, mask)| mask & (1 << i) != 0)
                     .map(|(name, _)| name.as_str())
                     .collect();
-                return Err(Error::Fetch(format!(
+                return Err(Error::fetch(format!(
                     "{} `{}` asks for `{}`, which {producer} does not produce; it produces {}",
                     if asking.len() == 1 { "callback" } else { "callbacks" },
                     asking.join("`, `"),
@@ -179,7 +179,7 @@ impl FetchPlan {
         let slot = &self.slots[bit.trailing_zeros() as usize];
         match &self.host[slot.range.0..slot.range.1] {
             [value] => Ok(*value),
-            values => Err(Error::Fetch(format!(
+            values => Err(Error::fetch(format!(
                 "{why} averages scalars over the ranks, and `{}` has {} elements",
                 slot.fetch.name,
                 values.len()
@@ -327,7 +327,7 @@ impl FetchPlan {
             _ => self.slots.iter().position(|s| s.fetch.kind == kind && s.fetch.name == name),
         };
         let i = found.ok_or_else(|| {
-            Error::Fetch(format!(
+            Error::fetch(format!(
                 "`{name}` was not declared as a {} fetch: list it in the callback's fetches",
                 match kind {
                     FetchKind::Host => "host",
@@ -337,7 +337,7 @@ impl FetchPlan {
             ))
         })?;
         if self.filled(kind == FetchKind::Deferred) & (1 << i) == 0 {
-            return Err(Error::Fetch(format!("`{name}` was not fetched at this step")));
+            return Err(Error::fetch(format!("`{name}` was not fetched at this step")));
         }
         Ok(i)
     }
@@ -356,7 +356,7 @@ impl Slot {
                 self.output = index;
                 Ok(outputs.at(index).expect("an output found at this index").1)
             }
-            None => Err(Error::Fetch(format!(
+            None => Err(Error::fetch(format!(
                 "`{}` was asked for, but this step did not produce it; it produces {}",
                 self.fetch.name,
                 outputs.names_list()

@@ -106,7 +106,7 @@ impl<'a> Fetched<'a> {
     }
 
     fn nothing(name: &str) -> Error {
-        Error::Fetch(format!("`{name}` was not fetched at this step"))
+        Error::fetch(format!("`{name}` was not fetched at this step"))
     }
 }
 
@@ -153,7 +153,7 @@ impl FetchValue for f32 {
         let (data, shape) = values.host(name)?;
         match data {
             [value] => Ok(*value),
-            _ => Err(Error::Fetch(format!(
+            _ => Err(Error::fetch(format!(
                 "`{name}` has shape {shape:?}, not a scalar: fetch it as Vec<f32> or TensorData"
             ))),
         }
@@ -193,7 +193,7 @@ macro_rules! device_tensor_ranks {
             fn from_fetched(values: &Fetched<'_>, name: &str) -> Result<Self> {
                 match values.device(name)? {
                     OutputTensor::$variant(tensor) => Ok(tensor.clone()),
-                    other => Err(Error::Fetch(format!(
+                    other => Err(Error::fetch(format!(
                         "`{name}` is a tensor of rank {}, asked for as Tensor<{}>",
                         other.rank(),
                         $rank

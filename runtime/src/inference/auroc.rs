@@ -98,7 +98,7 @@ impl Auroc {
             .find(|&l| l.fract() != 0.0 || !(0.0..limit).contains(&l))
         {
             None => Ok(()),
-            Some(label) => Err(Error::Fetch(format!(
+            Some(label) => Err(Error::fetch(format!(
                 "Auroc: `{}` holds {label}, not {}",
                 self.names[1],
                 match self.classes {
@@ -180,7 +180,7 @@ impl Inferencer for Auroc {
         };
         let (n, m) = (scores.dims()[0], label.dims()[0]);
         if n != m {
-            return Err(Error::Fetch(format!(
+            return Err(Error::fetch(format!(
                 "Auroc: `{scores_name}` holds {n} samples and `{label_name}` {m}"
             )));
         }
@@ -222,7 +222,7 @@ fn vector(tensor: &OutputTensor, owner: &str, name: &str) -> Result<Tensor<2>> {
     let dims = tensor.dims();
     match dims.as_slice() {
         [n] | [n, 1] => Ok(tensor.flat().reshape([*n, 1])),
-        _ => Err(Error::Fetch(format!(
+        _ => Err(Error::fetch(format!(
             "{owner}: `{name}` has shape {dims:?}, not one value per sample ([batch])"
         ))),
     }

@@ -13,14 +13,14 @@ use crate::fetch::{Fetched, OutputTensor, Outputs};
 
 /// The output `name` of this batch, or the error naming `owner`.
 pub(super) fn output<'a>(outputs: &'a Outputs, owner: &str, name: &str) -> Result<&'a OutputTensor> {
-    outputs.get(name).ok_or_else(|| Error::Fetch(format!("{owner}: `{name}` was not produced by this batch")))
+    outputs.get(name).ok_or_else(|| Error::fetch(format!("{owner}: `{name}` was not produced by this batch")))
 }
 
 /// `tensor` as a `[n, classes]` matrix, detached, or the error saying its shape is not one.
 pub(super) fn matrix(tensor: &OutputTensor, classes: usize, owner: &str, name: &str) -> Result<Tensor<2>> {
     match tensor {
         OutputTensor::Rank2(t) if t.dims()[1] == classes => Ok(t.clone().detach()),
-        other => Err(Error::Fetch(format!(
+        other => Err(Error::fetch(format!(
             "{owner}: `{name}` has shape {:?}, not [batch, {classes}] (a score per class)",
             other.dims()
         ))),
@@ -59,7 +59,7 @@ pub(super) fn one_hot(tensor: &OutputTensor, classes: usize, owner: &str, name: 
             Ok(indices.equal(row).float())
         }
         OutputTensor::Rank2(_) => Ok(first_max(matrix(tensor, classes, owner, name)?)),
-        other => Err(Error::Fetch(format!(
+        other => Err(Error::fetch(format!(
             "{owner}: `{name}` has shape {:?}: give a class index per sample ([batch]) or a row per sample ([batch, {classes}])",
             other.dims()
         ))),
@@ -101,7 +101,7 @@ pub(super) fn rebuilt(values: &Fetched<'_>, names: &[&'static str], owner: &str)
             1 => Tensor::<1>::from_data(data, &device).into(),
             2 => Tensor::<2>::from_data(data, &device).into(),
             _ => {
-                return Err(Error::Fetch(format!(
+                return Err(Error::fetch(format!(
                     "{owner}: `{name}` has shape {shape:?}: give a vector or a matrix"
                 )));
             }

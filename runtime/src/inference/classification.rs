@@ -70,7 +70,7 @@ impl Inferencer for ClassificationError {
     fn batch_sums(&mut self, outputs: &Outputs) -> Result<Tensor<1>> {
         let name = &self.fetches[0].name;
         let wrong = outputs.get(name).ok_or_else(|| {
-            Error::Fetch(format!("ClassificationError: `{name}` was not produced by this batch"))
+            Error::fetch(format!("ClassificationError: `{name}` was not produced by this batch"))
         })?;
         self.total += wrong.num_elements() as u64;
         Ok(wrong.flat().sum())
@@ -166,7 +166,7 @@ impl Inferencer for BinaryClassificationStats {
         let (predictions, prediction_shape) = values.host(prediction_name)?;
         let (labels, label_shape) = values.host(label_name)?;
         if predictions.len() != labels.len() {
-            return Err(Error::Fetch(format!(
+            return Err(Error::fetch(format!(
                 "BinaryClassificationStats: `{prediction_name}` has shape {prediction_shape:?} and `{label_name}` shape {label_shape:?}: they must hold one value per sample each"
             )));
         }

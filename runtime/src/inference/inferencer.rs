@@ -122,7 +122,7 @@ pub trait Inferencer: Send {
     /// batch size, a tensor's shape). The default fails naming the inferencer.
     fn batch_sums(&mut self, outputs: &Outputs) -> Result<Tensor<1>> {
         let _ = outputs;
-        Err(crate::error::Error::msg(format!(
+        Err(crate::error::Error::invalid(format!(
             "{}: says its sums are on the device (Inferencer::sums_on_device) but does not implement Inferencer::batch_sums",
             self.name()
         )))
@@ -132,7 +132,7 @@ pub trait Inferencer: Send {
     /// The default fails naming the inferencer.
     fn device_sums(&mut self, sums: &[f64]) -> Result<()> {
         let _ = sums;
-        Err(crate::error::Error::msg(format!(
+        Err(crate::error::Error::invalid(format!(
             "{}: says its sums are on the device (Inferencer::sums_on_device) but does not implement Inferencer::device_sums",
             self.name()
         )))
@@ -162,7 +162,7 @@ pub trait Inferencer: Send {
     /// list, rank 0's first. The default fails naming the inferencer.
     fn merge_gathered(&mut self, all: &[f64]) -> Result<()> {
         let _ = all;
-        Err(crate::error::Error::msg(format!(
+        Err(crate::error::Error::invalid(format!(
             "{}: gives values to gather (Inferencer::gathered) but does not implement Inferencer::merge_gathered",
             self.name()
         )))
@@ -180,7 +180,7 @@ pub trait Inferencer: Send {
     /// [`partial`](Self::partial) must implement this too.
     fn merge(&mut self, summed: &[f64]) -> Result<()> {
         let _ = summed;
-        Err(crate::error::Error::msg(format!(
+        Err(crate::error::Error::invalid(format!(
             "{}: gives partial sums (Inferencer::partial) but does not implement Inferencer::merge to take the sums over the ranks back",
             self.name()
         )))

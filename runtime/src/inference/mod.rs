@@ -55,7 +55,7 @@ pub(super) fn bit(value: f32, owner: &str, name: &str) -> Result<bool> {
     } else if value == 0.0 {
         Ok(false)
     } else {
-        Err(Error::Fetch(format!("{owner}: `{name}` holds {value}, not 0 or 1")))
+        Err(Error::fetch(format!("{owner}: `{name}` holds {value}, not 0 or 1")))
     }
 }
 
@@ -64,7 +64,7 @@ pub(super) fn merged_len(owner: &str, summed: &[f64], expected: usize) -> Result
     if summed.len() == expected {
         Ok(())
     } else {
-        Err(Error::msg(format!(
+        Err(Error::invalid(format!(
             "{owner}: merge received {} summed values, not the {expected} its partial sums hold",
             summed.len()
         )))

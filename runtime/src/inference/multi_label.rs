@@ -102,7 +102,7 @@ impl MultiLabelStats {
     fn check_shape(&self, name: &str, shape: &[usize], len: usize) -> Result<()> {
         let classes = self.classes.len();
         if shape.len() != 2 || shape[1] != classes || len != shape[0] * classes {
-            return Err(Error::Fetch(format!(
+            return Err(Error::fetch(format!(
                 "MultiLabelStats: `{name}` has shape {shape:?}; expected [batch, {classes}], one column per class ({})",
                 self.classes.join(", ")
             )));
@@ -126,7 +126,7 @@ impl Inferencer for MultiLabelStats {
     fn on_batch(&mut self, values: &Fetched<'_>) -> Result<()> {
         const OWNER: &str = "MultiLabelStats";
         if self.classes.is_empty() {
-            return Err(Error::msg("MultiLabelStats: no class names were given"));
+            return Err(Error::invalid("MultiLabelStats: no class names were given"));
         }
         let [prediction_name, label_name] = [&self.fetches[0].name, &self.fetches[1].name];
         let (predictions, prediction_shape) = values.host(prediction_name)?;
@@ -134,7 +134,7 @@ impl Inferencer for MultiLabelStats {
         self.check_shape(prediction_name, prediction_shape, predictions.len())?;
         self.check_shape(label_name, label_shape, labels.len())?;
         if prediction_shape[0] != label_shape[0] {
-            return Err(Error::Fetch(format!(
+            return Err(Error::fetch(format!(
                 "MultiLabelStats: `{prediction_name}` has {} rows and `{label_name}` {}",
                 prediction_shape[0], label_shape[0]
             )));

@@ -95,7 +95,7 @@ impl Inferencer for TopKAccuracy {
         let label =
             one_hot(output(outputs, "TopKAccuracy", label_name)?, classes, "TopKAccuracy", label_name)?;
         if label.dims()[0] != scores.dims()[0] {
-            return Err(Error::Fetch(format!(
+            return Err(Error::fetch(format!(
                 "TopKAccuracy: `{scores_name}` holds {} samples and `{label_name}` {}",
                 scores.dims()[0],
                 label.dims()[0]
@@ -282,7 +282,7 @@ impl Inferencer for MulticlassStats {
         let label = one_hot(output(outputs, owner, label_name)?, self.classes, owner, label_name)?;
         let n = predicted.dims()[0];
         if label.dims()[0] != n {
-            return Err(Error::Fetch(format!(
+            return Err(Error::fetch(format!(
                 "{owner}: `{prediction_name}` holds {n} samples and `{label_name}` {}",
                 label.dims()[0]
             )));
@@ -341,7 +341,7 @@ impl MulticlassStats {
             return Ok(());
         }
         let [prediction_name, label_name] = self.names;
-        Err(Error::Fetch(format!(
+        Err(Error::fetch(format!(
             "MulticlassStats: {} of the {} samples have a label (`{label_name}`) or a prediction (`{prediction_name}`) that is no class in 0..{classes}: give whole class indices below {classes}, or a row of {classes} scores",
             self.samples as f64 - counted,
             self.samples,

@@ -348,7 +348,7 @@ where
     /// then receives `after_cancel_validate`. A signal stops it before the next batch.
     fn validate(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let Some(pass) = ctx.take_validation_pass() else {
-            return Err(Error::msg(
+            return Err(Error::misuse(
                 "InferenceRunner's validate is the end of a pass the trainer runs: ask for one with its trigger",
             ));
         };
@@ -364,7 +364,7 @@ impl Inference {
     /// The inferencers' fetches declared, and what their passes need, checked.
     fn setup(&mut self) -> Result<()> {
         if self.inferencers.is_empty() {
-            return Err(Error::msg("InferenceRunner has no inferencer: add one with .with(...)"));
+            return Err(Error::invalid("InferenceRunner has no inferencer: add one with .with(...)"));
         }
         if self.data_parallel {
             let unmergeable: Vec<String> = self
@@ -374,7 +374,7 @@ impl Inference {
                 .map(|i| format!("`{}`", i.name()))
                 .collect();
             if !unmergeable.is_empty() {
-                return Err(Error::msg(format!(
+                return Err(Error::invalid(format!(
                     "a data-parallel InferenceRunner cannot combine the results of {} over the ranks: it gives no partial sums; implement Inferencer::partial and Inferencer::merge, or validate on the chief alone (an InferenceRunner without .data_parallel() over the whole set)",
                     unmergeable.join(", ")
                 )));

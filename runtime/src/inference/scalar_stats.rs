@@ -71,7 +71,7 @@ impl Inferencer for ScalarStats {
     }
     fn on_batch(&mut self, values: &Fetched<'_>) -> Result<()> {
         let n = self.batch_size.take().ok_or_else(|| {
-            Error::msg(
+            Error::invalid(
                 "ScalarStats: the batch's number of datapoints is unknown: InferenceRunner tells it \
                  (call set_batch_size before on_batch)",
             )
@@ -88,7 +88,7 @@ impl Inferencer for ScalarStats {
     }
     fn batch_sums(&mut self, outputs: &Outputs) -> Result<Tensor<1>> {
         let n = self.batch_size.take().ok_or_else(|| {
-            Error::msg(
+            Error::invalid(
                 "ScalarStats: the batch's number of datapoints is unknown: InferenceRunner tells it \
                  (call set_batch_size before batch_sums)",
             )
@@ -96,10 +96,10 @@ impl Inferencer for ScalarStats {
         let mut parts = Vec::with_capacity(self.fetches.len());
         for fetch in &self.fetches {
             let tensor = outputs.get(&fetch.name).ok_or_else(|| {
-                Error::Fetch(format!("ScalarStats: `{}` was not produced by this batch", fetch.name))
+                Error::fetch(format!("ScalarStats: `{}` was not produced by this batch", fetch.name))
             })?;
             if tensor.num_elements() != 1 {
-                return Err(Error::Fetch(format!(
+                return Err(Error::fetch(format!(
                     "`{}` has shape {:?}, not a scalar: ScalarStats averages one value per batch",
                     fetch.name,
                     tensor.dims()

@@ -76,7 +76,7 @@ impl<B: Clone, F> BatchNormTune<B, F> {
         F: FnMut(&M, B),
     {
         let Some(first) = self.batches.first().cloned() else {
-            return Err(Error::msg("BatchNormTune: no tuning batch; give it at least one"));
+            return Err(Error::invalid("BatchNormTune: no tuning batch; give it at least one"));
         };
         let n = self.batches.len();
         // The first batch from statistics 0, then from statistics 1: r0 = m b, r1 = (1 - m) + m b.
@@ -84,7 +84,7 @@ impl<B: Clone, F> BatchNormTune<B, F> {
         (self.forward)(&model, first.clone());
         let zero_start = read_stats(&model);
         if zero_start.is_empty() {
-            return Err(Error::msg(
+            return Err(Error::invalid(
                 "BatchNormTune: the model has no burn::nn::BatchNorm (no `running_mean` / `running_var` of a `BatchNorm` found)",
             ));
         }
@@ -140,7 +140,7 @@ where
 
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
         if self.batches.is_empty() {
-            return Err(Error::msg("BatchNormTune: no tuning batch; give it at least one"));
+            return Err(Error::invalid("BatchNormTune: no tuning batch; give it at least one"));
         }
         Ok(())
     }

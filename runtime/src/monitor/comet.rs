@@ -128,7 +128,7 @@ impl CometMlMonitor {
     ) -> Result<Self> {
         let url = url.into();
         if let Some(what) = tls::check_uri(&url, cfg!(feature = "mlflow-tls")) {
-            return Err(Error::msg(format!("Comet URL `{url}`: {what}")));
+            return Err(Error::invalid(format!("Comet URL `{url}`: {what}")));
         }
         Ok(CometMlMonitor {
             settings: Settings {
@@ -150,7 +150,8 @@ impl CometMlMonitor {
     /// ([`COMET_DEFAULT_URL`] when unset).
     pub fn from_env() -> Result<Self> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        let required = |name: &str| var(name).ok_or_else(|| Error::msg(format!("Comet: {name} is not set")));
+        let required =
+            |name: &str| var(name).ok_or_else(|| Error::invalid(format!("Comet: {name} is not set")));
         let url = var("COMET_URL").unwrap_or_else(|| COMET_DEFAULT_URL.to_string());
         Self::new(
             url,
@@ -190,7 +191,7 @@ impl CometMlMonitor {
 
 impl<M> Callback<M> for CometMlMonitor {
     fn name(&self) -> Cow<'static, str> {
-        Cow::Borrowed("CometMlMonitor")
+        crate::kind::name_of::<Self>()
     }
 
     fn save_state(&self) -> Result<Option<Json>> {
@@ -202,7 +203,7 @@ impl<M> Callback<M> for CometMlMonitor {
             None | Some(Json::Null) => None,
             Some(Json::String(key)) => Some(key.clone()),
             Some(other) => {
-                return Err(Error::checkpoint(format!(
+                return Err(Error::bad_state(format!(
                     "the saved state of CometMlMonitor is malformed: experiment_key {other} is not a string"
                 )));
             }

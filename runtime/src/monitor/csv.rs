@@ -90,9 +90,9 @@ impl CsvWriter {
 impl<M> Callback<M> for CsvWriter {
     fn name(&self) -> Cow<'static, str> {
         if self.file == Path::new(CSV_FILE) {
-            Cow::Borrowed("CsvWriter")
+            crate::kind::name_of::<Self>()
         } else {
-            Cow::Owned(format!("CsvWriter({})", self.file.display()))
+            crate::kind::detailed::<Self>(self.file.display())
         }
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
@@ -130,7 +130,7 @@ impl CsvSink {
         restored: Option<&[EpochStats]>,
     ) -> Result<CsvSink> {
         if matches!(separator, '"' | '\r' | '\n') || !separator.is_ascii() {
-            return Err(Error::msg(format!(
+            return Err(Error::invalid(format!(
                 "CsvWriter: {separator:?} cannot separate fields (it is a quote, a line break or not ASCII)"
             )));
         }

@@ -160,13 +160,13 @@ impl ModuleVisitor for Collect<'_> {
 
 impl<M: Module> Callback<M> for Hist {
     fn name(&self) -> Cow<'static, str> {
-        Cow::Borrowed("Hist")
+        crate::kind::name_of::<Self>()
     }
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
         self.period.check("Hist")?;
         check_setting(self.buckets != 0, "Hist", "buckets", "at least 1", 0)?;
         if self.filter.as_ref().is_some_and(|keys| keys.is_empty()) {
-            return Err(Error::msg("Hist: an empty filter selects no parameter (use all_parameters())"));
+            return Err(Error::invalid("Hist: an empty filter selects no parameter (use all_parameters())"));
         }
         Ok(())
     }

@@ -186,7 +186,7 @@ impl MlflowLogger {
     pub fn new(tracking_uri: impl Into<String>) -> Result<Self> {
         let uri = tracking_uri.into();
         if let Some(what) = tls::check_uri(&uri, cfg!(feature = "mlflow-tls")) {
-            return Err(Error::msg(format!("MLflow tracking URI `{uri}`: {what}")));
+            return Err(Error::invalid(format!("MLflow tracking URI `{uri}`: {what}")));
         }
         Ok(MlflowLogger {
             settings: Settings {
@@ -220,7 +220,7 @@ impl MlflowLogger {
     pub fn from_env() -> Result<Self> {
         match std::env::var("MLFLOW_TRACKING_URI") {
             Ok(uri) if !uri.is_empty() => Self::new(uri),
-            _ => Err(Error::msg(
+            _ => Err(Error::invalid(
                 "MLflow: MLFLOW_TRACKING_URI is not set: set it to the tracking server's http:// (or https://) address, \
                  or give the address to MlflowLogger::new",
             )),
@@ -363,7 +363,7 @@ fn key_or_config(prefix: &str) -> String {
 /// MLflow run's id in checkpoints.
 impl<M> Callback<M> for MlflowLogger {
     fn name(&self) -> Cow<'static, str> {
-        Cow::Borrowed("MlflowLogger")
+        crate::kind::name_of::<Self>()
     }
 
     /// `{"run_id": ...}`: the MLflow run's id, `null` until the server has answered `runs/create`.
@@ -378,7 +378,7 @@ impl<M> Callback<M> for MlflowLogger {
             None | Some(Json::Null) => None,
             Some(Json::String(id)) => Some(id.clone()),
             Some(other) => {
-                return Err(Error::checkpoint(format!(
+                return Err(Error::bad_state(format!(
                     "the saved state of MlflowLogger is malformed: run_id {other} is not a string"
                 )));
             }

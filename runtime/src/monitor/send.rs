@@ -99,7 +99,7 @@ impl SendMonitorData {
 
 impl<M> Callback<M> for SendMonitorData {
     fn name(&self) -> Cow<'static, str> {
-        Cow::Owned(format!("SendMonitorData({})", self.template.names.join(",")))
+        crate::kind::detailed::<Self>(self.template.names.join(","))
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let runner = CommandRunner::start(self.template.owner, Callback::<M>::name(self).into_owned())?;
@@ -213,7 +213,7 @@ impl SendStat {
 
 impl<M> Callback<M> for SendStat {
     fn name(&self) -> Cow<'static, str> {
-        Cow::Owned(format!("SendStat({})", self.template.names.join(",")))
+        crate::kind::detailed::<Self>(self.template.names.join(","))
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let runner = CommandRunner::start(self.template.owner, Callback::<M>::name(self).into_owned())?;

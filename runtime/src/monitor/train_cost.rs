@@ -9,7 +9,7 @@ use burn::tensor::Tensor;
 
 use super::{EpochStats, MonitorSink, Record};
 use crate::callback::{Callback, Context};
-use crate::error::{Error, Result, must_be};
+use crate::error::{Error, Result, setting_error};
 use crate::fetch::{Fetch, FetchKind, Fetched, OutputTensor};
 
 /// The name [`TrainCost`] puts the epoch's mean training cost under, by default.
@@ -85,10 +85,10 @@ impl<M> Callback<M> for TrainCost {
 
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
         if self.fetches[0].name.is_empty() {
-            return Err(Error::msg(must_be("TrainCost", "output", "a non-empty output name", "\"\"")));
+            return Err(setting_error("TrainCost", "output", "a non-empty output name", "\"\""));
         }
         if self.scalar.is_empty() {
-            return Err(Error::msg(must_be("TrainCost", "scalar_name", "a non-empty name", "\"\"")));
+            return Err(setting_error("TrainCost", "scalar_name", "a non-empty name", "\"\""));
         }
         Ok(())
     }
@@ -104,7 +104,7 @@ impl<M> Callback<M> for TrainCost {
         let name = &self.fetches[0].name;
         let tensor = values.nth(0, name).device(name)?;
         if tensor.num_elements() != 1 {
-            return Err(Error::Fetch(format!(
+            return Err(Error::fetch(format!(
                 "TrainCost: `{name}` has shape {:?}, not a single value; average a scalar output",
                 tensor.dims()
             )));
@@ -194,7 +194,7 @@ impl TrainLogger {
     /// The writer this logger runs, writing to `out` (the callback writes to stdout).
     pub fn sink(&self, out: Box<dyn Write + Send>) -> Result<impl MonitorSink + std::fmt::Debug + use<>> {
         if self.every_k_epochs == 0 {
-            return Err(Error::msg(must_be("TrainLogger", "every_k_epochs", "at least 1", 0)));
+            return Err(setting_error("TrainLogger", "every_k_epochs", "at least 1", 0));
         }
         Ok(TrainLoggerSink { logger: self.clone(), out })
     }

@@ -74,11 +74,7 @@ impl<F> fmt::Debug for HyperParamSetterWithFunc<F> {
 impl<F: FnMut(u64, f64) -> f64> HyperParamSetterWithFunc<F> {
     /// Set `param` (`"learning_rate"` or a registered name) to `func(epoch_num, old_value)`.
     pub fn new(param: impl Into<Cow<'static, str>>, func: F) -> Self {
-        HyperParamSetterWithFunc {
-            target: Target::new("HyperParamSetterWithFunc", param.into()),
-            func,
-            step_based: false,
-        }
+        HyperParamSetterWithFunc { target: Target::new::<Self>(param.into()), func, step_based: false }
     }
     /// Call `func(global_step, old_value)` after every step instead of after every epoch.
     pub fn step_based(mut self) -> Self {

@@ -107,7 +107,7 @@ impl HumanHyperParamSetter {
     /// Set `param` (`"learning_rate"` or a registered name) from `hyper.txt` in the log directory.
     pub fn new(param: impl Into<Cow<'static, str>>) -> Self {
         HumanHyperParamSetter {
-            target: Target::new("HumanHyperParamSetter", param.into()),
+            target: Target::new::<Self>(param.into()),
             file_name: PathBuf::from("hyper.txt"),
             path: PathBuf::new(),
             problems: Vec::new(),
@@ -245,7 +245,7 @@ impl<M> Callback<M> for HumanHyperParamSetter {
         self.seen = match state.get("seen") {
             None | Some(serde_json::Value::Null) => None,
             Some(value) => Some(value.as_f64().ok_or_else(|| {
-                crate::error::Error::checkpoint(format!(
+                crate::error::Error::bad_state(format!(
                     "{}: the saved value {value} is not a number",
                     self.target.name()
                 ))

@@ -89,14 +89,14 @@ impl LrSchedulerSetter {
     /// returns, or any `LrScheduler`).
     pub fn new(scheduler: impl Into<ModuleLrScheduler>) -> Self {
         LrSchedulerSetter {
-            target: Target::new("LrSchedulerSetter", Cow::Borrowed(LEARNING_RATE)).quiet(),
+            target: Target::new::<Self>(Cow::Borrowed(LEARNING_RATE)).quiet(),
             initial: scheduler.into(),
             running: None,
         }
     }
     /// Drive another hyper-parameter than the learning rate.
     pub fn param(mut self, param: impl Into<Cow<'static, str>>) -> Self {
-        self.target = Target::new("LrSchedulerSetter", param.into()).quiet();
+        self.target = Target::new::<Self>(param.into()).quiet();
         self
     }
 

@@ -41,7 +41,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 
 use crate::callback::Context;
-use crate::error::{Error, Result};
+use crate::error::{ConfigError, Error, Result};
 use crate::state::LEARNING_RATE;
 
 pub use func::HyperParamSetterWithFunc;
@@ -64,8 +64,8 @@ pub(crate) struct Target {
 }
 
 impl Target {
-    pub(crate) fn new(kind: &'static str, param: Cow<'static, str>) -> Self {
-        Target { kind, param, announced_epoch: None, announce: true }
+    pub(crate) fn new<C: crate::kind::CallbackKind + ?Sized>(param: Cow<'static, str>) -> Self {
+        Target { kind: C::NAME, param, announced_epoch: None, announce: true }
     }
     /// A target whose changes are not announced.
     pub(crate) fn quiet(mut self) -> Self {
@@ -82,7 +82,7 @@ impl Target {
             return Ok(());
         }
         let known: Vec<String> = ctx.hyper().names().map(|n| format!("`{n}`")).collect();
-        Err(Error::HyperParam(format!(
+        Err(Error::hyper_param(format!(
             "{} sets `{}`, which is not a hyper-parameter of this trainer (known: {}); register it with `Trainer::hyper_param`, `hyper_param_fn` or `hyper_param_shared`",
             self.kind,
             self.param,
@@ -97,7 +97,9 @@ impl Target {
     pub(crate) fn set<M>(&mut self, ctx: &mut Context<'_, M>, value: f64) -> Result<()> {
         let old = self.current(ctx)?;
         ctx.hyper_mut().set(&self.param, value).map_err(|e| match e {
-            Error::HyperParam(message) => Error::HyperParam(format!("{}: {message}", self.name())),
+            Error::Config(ConfigError::HyperParam(message)) => {
+                Error::hyper_param(format!("{}: {message}", self.name()))
+            }
             other => other,
         })?;
         if self.announce && old.to_bits() != value.to_bits() && self.announced_epoch != Some(ctx.epoch_num())

@@ -111,7 +111,7 @@ impl ReduceLrOnPlateau {
     /// callback puts, such as an [`InferenceRunner`](crate::inference::InferenceRunner)'s).
     pub fn new(monitor: impl Into<Cow<'static, str>>) -> Self {
         ReduceLrOnPlateau {
-            target: Target::new("ReduceLROnPlateau", Cow::Borrowed(LEARNING_RATE)).quiet(),
+            target: Target::new::<Self>(Cow::Borrowed(LEARNING_RATE)).quiet(),
             monitor: monitor.into(),
             factor: 0.1,
             patience: 10,
@@ -173,7 +173,7 @@ impl ReduceLrOnPlateau {
     }
     /// Reduce another hyper-parameter than the learning rate.
     pub fn param(mut self, param: impl Into<Cow<'static, str>>) -> Self {
-        self.target = Target::new("ReduceLROnPlateau", param.into()).quiet();
+        self.target = Target::new::<Self>(param.into()).quiet();
         self
     }
 
@@ -192,7 +192,7 @@ impl ReduceLrOnPlateau {
 
 impl<M> Callback<M> for ReduceLrOnPlateau {
     fn name(&self) -> Cow<'static, str> {
-        Cow::Owned(format!("ReduceLROnPlateau({})", self.monitor))
+        crate::kind::detailed::<Self>(&self.monitor)
     }
     fn save_state(&self) -> Result<Option<Json>> {
         Ok(Some(serde_json::json!({
@@ -204,7 +204,7 @@ impl<M> Callback<M> for ReduceLrOnPlateau {
     }
     fn load_state(&mut self, state: Json) -> Result<()> {
         let bad = |what: &str| {
-            Error::checkpoint(format!(
+            Error::bad_state(format!(
                 "the saved state of ReduceLROnPlateau({}) is malformed: {what}",
                 self.monitor
             ))
@@ -226,10 +226,10 @@ impl<M> Callback<M> for ReduceLrOnPlateau {
         // Refuses NaN too.
         if self.factor.is_nan() || self.factor >= 1.0 {
             let rule = "below 1.0 (new_lr = lr * factor)";
-            return Err(Error::HyperParam(must_be(name, "the factor", rule, self.factor)));
+            return Err(Error::hyper_param(must_be(name, "the factor", rule, self.factor)));
         }
         if self.min_delta.is_nan() || self.min_lr.is_nan() {
-            return Err(Error::HyperParam(format!("{name}: min_delta and min_lr must be numbers")));
+            return Err(Error::hyper_param(format!("{name}: min_delta and min_lr must be numbers")));
         }
         // Keras's `_reset` at the beginning of training; a resumed run loads its state after this.
         self.best = if self.maximizes() { f64::NEG_INFINITY } else { f64::INFINITY };

@@ -76,7 +76,7 @@ impl ScheduledHyperParamSetter {
     /// A schedule for `param` (`"learning_rate"` or a registered name). Points must increase.
     pub fn new(param: impl Into<Cow<'static, str>>, schedule: impl IntoIterator<Item = (u64, f64)>) -> Self {
         ScheduledHyperParamSetter {
-            target: Target::new("ScheduledHyperParamSetter", param.into()),
+            target: Target::new::<Self>(param.into()),
             schedule: schedule.into_iter().collect(),
             linear: false,
             step_based: false,
@@ -127,13 +127,13 @@ impl ScheduledHyperParamSetter {
     fn check_schedule(&self) -> Result<()> {
         let name = self.target.name();
         if self.schedule.windows(2).any(|w| w[0].0 >= w[1].0) {
-            return Err(Error::HyperParam(format!(
+            return Err(Error::hyper_param(format!(
                 "{name}: the schedule's points must increase: {:?}",
                 self.schedule
             )));
         }
         if let Some(&(point, value)) = self.schedule.iter().find(|(_, v)| !v.is_finite()) {
-            return Err(Error::HyperParam(format!(
+            return Err(Error::hyper_param(format!(
                 "{name}: the schedule's value at {point} is {value}, not a finite number"
             )));
         }

@@ -96,7 +96,7 @@ impl<S: HyperParamSetter> CallbackKind for SetterCallback<S> {
 impl<S: HyperParamSetter> SetterCallback<S> {
     /// The callback of `setter` (also [`HyperParamSetter::into_callback`]).
     pub fn new(setter: S) -> Self {
-        let target = Target::new(S::NAME, Cow::Owned(setter.param().to_string()));
+        let target = Target::new::<Self>(Cow::Owned(setter.param().to_string()));
         SetterCallback { setter, target }
     }
     /// The setter.

@@ -107,7 +107,7 @@ impl<F: FnMut(f64) -> f64> StatMonitorParamSetter<F> {
         last_k: usize,
     ) -> Self {
         StatMonitorParamSetter {
-            target: Target::new("StatMonitorParamSetter", param.into()),
+            target: Target::new::<Self>(param.into()),
             stat: stat_name.into(),
             value_func,
             threshold,
@@ -136,7 +136,7 @@ impl<M, F: FnMut(f64) -> f64> Callback<M> for StatMonitorParamSetter<F> {
     }
     fn load_state(&mut self, state: Json) -> Result<()> {
         let bad =
-            || Error::checkpoint(format!("the saved state of {} is malformed: {state}", self.target.name()));
+            || Error::bad_state(format!("the saved state of {} is malformed: {state}", self.target.name()));
         let mut observed = VecDeque::with_capacity(self.last_k);
         for pair in state.get("observed").and_then(Json::as_array).ok_or_else(bad)? {
             let step = pair.get(0).and_then(Json::as_u64).ok_or_else(bad)?;
@@ -151,10 +151,10 @@ impl<M, F: FnMut(f64) -> f64> Callback<M> for StatMonitorParamSetter<F> {
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         if self.last_k == 0 {
-            return Err(Error::HyperParam(must_be(self.target.name(), "last_k", "at least 1", 0)));
+            return Err(Error::hyper_param(must_be(self.target.name(), "last_k", "at least 1", 0)));
         }
         if self.threshold.is_nan() {
-            return Err(Error::HyperParam(format!("{}: the threshold is NaN", self.target.name())));
+            return Err(Error::hyper_param(format!("{}: the threshold is NaN", self.target.name())));
         }
         self.target.check(ctx)
     }

@@ -10,7 +10,7 @@ use serde_json::{Value as Json, json};
 
 use super::checkpoint::MANIFEST_FILE;
 use crate::callback::{Callback, Context};
-use crate::error::{Error, Result};
+use crate::error::{CheckpointError, Error, Result};
 use crate::state::{BoundedSender, Watched, bounded, check_copy_name, json_f64, parse_f64, write_atomic};
 use crate::stop::Mode;
 
@@ -123,7 +123,7 @@ impl SaveBestState {
         &self.path
     }
     fn label(&self) -> String {
-        format!("SaveBestState({})", self.watched.name)
+        crate::kind::detailed::<Self>(&self.watched.name).into_owned()
     }
     /// The folder the checkpoint goes into, and its name there.
     fn copy_place(&self) -> (PathBuf, String) {
@@ -138,7 +138,7 @@ impl SaveBestState {
         let shown = self.target.display();
         if self.weights_only {
             if self.target.is_dir() {
-                return Err(Error::msg(format!(
+                return Err(Error::invalid(format!(
                     "{owner}: {shown} is a directory; give the path of the file to write"
                 )));
             }
@@ -146,11 +146,11 @@ impl SaveBestState {
         }
         let (_, name) = self.copy_place();
         check_copy_name(&name).map_err(|why| {
-            Error::msg(format!("{owner}: the checkpoint folder name {name:?} of {shown} {why}"))
+            Error::invalid(format!("{owner}: the checkpoint folder name {name:?} of {shown} {why}"))
         })?;
         if self.target.exists() && !self.target.join(MANIFEST_FILE).is_file() {
             let what = if self.target.is_dir() { "a folder that is not a checkpoint" } else { "a file" };
-            return Err(Error::msg(format!(
+            return Err(Error::invalid(format!(
                 "{owner}: {shown} is {what}; the best state is a checkpoint folder written there \
                  (weights_only() writes a file): give a path that is free or holds an earlier best state"
             )));
@@ -211,7 +211,11 @@ impl Writer {
         if let Some(handle) = self.handle.take()
             && handle.join().is_err()
         {
-            return Err(Error::checkpoint("the SaveBestState writer thread panicked"));
+            return Err(CheckpointError::Write {
+                message: "the SaveBestState writer thread panicked".into(),
+                source: None,
+            }
+            .into());
         }
         self.check()
     }
@@ -241,7 +245,7 @@ impl<M: Module + 'static> Callback<M> for SaveBestState {
     fn load_state(&mut self, state: Json) -> Result<()> {
         let owner = self.label();
         let bad =
-            |key: &str| Error::checkpoint(format!("{owner}: the saved state has no valid `{key}`: {state}"));
+            |key: &str| Error::bad_state(format!("{owner}: the saved state has no valid `{key}`: {state}"));
         self.best = match state.get("best") {
             None | Some(Json::Null) => None,
             Some(value) => Some(parse_f64(value).ok_or_else(|| bad("best"))?),
@@ -267,7 +271,7 @@ impl<M: Module + 'static> Callback<M> for SaveBestState {
         let owner = self.label();
         self.watched.declare(self.mode.better(&self.watched.name, &owner)?, ctx.monitors());
         if self.path.as_os_str().is_empty() {
-            return Err(Error::msg(format!("{owner}: the path is empty")));
+            return Err(Error::invalid(format!("{owner}: the path is empty")));
         }
         self.target =
             if self.path.is_absolute() { self.path.clone() } else { ctx.log_dir().join(&self.path) };
@@ -302,9 +306,10 @@ impl<M: Module + 'static> Callback<M> for SaveBestState {
             let bytes = model
                 .into_record()
                 .into_bytes()
-                .map_err(|e| Error::checkpoint_from(format!("{owner}: serializing the model: {e}"), e))?;
-            write_atomic(&target, &bytes)
-                .map_err(|e| Error::checkpoint_from(format!("{owner}: writing {}: {e}", target.display()), e))
+                .map_err(|e| Error::checkpoint_write(format!("{owner}: serializing the model: {e}"), e))?;
+            write_atomic(&target, &bytes).map_err(|e| {
+                Error::checkpoint_write(format!("{owner}: writing {}: {e}", target.display()), e)
+            })
         }));
         Ok(())
     }

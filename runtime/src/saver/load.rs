@@ -59,7 +59,7 @@ impl LoadModel {
 
 impl<M: Module> Callback<M> for LoadModel {
     fn name(&self) -> Cow<'static, str> {
-        Cow::Borrowed("LoadModel")
+        crate::kind::name_of::<Self>()
     }
     fn chief_only(&self) -> bool {
         false

@@ -234,7 +234,7 @@ impl<M, T: Clock> Callback<M> for ModelSaver<T> {
         let default_root = ctx.log_dir().join(checkpoint::CHECKPOINT_DIR);
         let taken = ctx.state.control.savers.iter().any(|s| same(s.root.as_deref().unwrap_or(&default_root)));
         if taken {
-            return Err(Error::msg(format!(
+            return Err(Error::invalid(format!(
                 "ModelSaver: another ModelSaver of this run writes into {} already: two savers in one folder would prune each other's checkpoints; give one a folder of its own with .checkpoint_dir(...)",
                 root.display()
             )));
@@ -331,7 +331,7 @@ impl<const MAX: bool> BestSaver<MAX> {
 
 impl<M, const MAX: bool> Callback<M> for BestSaver<MAX> {
     fn name(&self) -> Cow<'static, str> {
-        Cow::Owned(format!("{}({})", self.kind(), self.watched.name))
+        crate::kind::detailed::<Self>(&self.watched.name)
     }
 
     fn save_state(&self) -> Result<Option<serde_json::Value>> {
@@ -342,7 +342,7 @@ impl<M, const MAX: bool> Callback<M> for BestSaver<MAX> {
         self.best = match state.get("best") {
             None | Some(serde_json::Value::Null) => None,
             Some(value) => Some(parse_f64(value).ok_or_else(|| {
-                Error::checkpoint(format!(
+                Error::bad_state(format!(
                     "{}({}): the saved best value {value} is not a number",
                     self.kind(),
                     self.watched.name
@@ -361,7 +361,7 @@ impl<M, const MAX: bool> Callback<M> for BestSaver<MAX> {
             } else {
                 String::new()
             };
-            Error::msg(format!(
+            Error::invalid(format!(
                 "{}({}): the copy name {folder:?}{hint} {why}",
                 self.kind(),
                 self.watched.name

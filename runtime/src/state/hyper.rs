@@ -189,7 +189,7 @@ impl HyperParams {
     /// not finite.
     pub fn set(&mut self, name: &str, value: f64) -> Result<()> {
         if !value.is_finite() {
-            return Err(Error::HyperParam(format!("hyper-parameter `{name}` cannot be set to {value}")));
+            return Err(Error::hyper_param(format!("hyper-parameter `{name}` cannot be set to {value}")));
         }
         if name == LEARNING_RATE {
             self.learning_rate = value;
@@ -213,7 +213,7 @@ impl HyperParams {
     }
 
     pub(crate) fn unknown(&self, name: &str) -> Error {
-        Error::HyperParam(format!(
+        Error::hyper_param(format!(
             "unknown hyper-parameter `{name}`; known: {}",
             self.names().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
         ))

@@ -48,7 +48,7 @@ impl Watched {
     /// the monitors hold when the statistic was never put.
     pub(crate) fn fresh(&mut self, monitors: &Monitors, owner: &str) -> Result<Option<f64>> {
         if monitors.history(&self.name).is_empty() {
-            return Err(Error::msg(self.never_put(monitors, owner)));
+            return Err(Error::invalid(self.never_put(monitors, owner)));
         }
         Ok(self.fresh_if_put(monitors))
     }

@@ -76,7 +76,7 @@ impl<S, F> EarlyStop<S, F> {
         &self.watched.name
     }
     fn label(&self) -> String {
-        format!("EarlyStop({})", self.watched.name)
+        crate::kind::detailed::<Self>(&self.watched.name).into_owned()
     }
 }
 
@@ -102,7 +102,7 @@ where
         self.watched.seen = state_u64(&state, "seen", &owner)? as usize;
         let saved = state.get("state").cloned().unwrap_or(Json::Null);
         let loaded: S = serde_json::from_value(saved).map_err(|e| {
-            Error::checkpoint_from(format!("{owner}: loading the stop function's state: {e}"), e)
+            Error::bad_state_from(format!("{owner}: loading the stop function's state: {e}"), e)
         })?;
         self.state = Some(loaded);
         Ok(())

@@ -222,7 +222,7 @@ impl EarlyStopping {
     }
 
     fn label(&self) -> String {
-        format!("EarlyStopping({})", self.watched.name)
+        crate::kind::detailed::<Self>(&self.watched.name).into_owned()
     }
 
     fn improves(&self, value: f64, reference: Option<f64>) -> bool {
@@ -255,7 +255,7 @@ impl EarlyStopping {
             Error::msg(format!("{}: the kept weights are not of the model's type", self.label()))
         })?;
         let bytes = model.clone().into_record().into_bytes().map_err(|e| {
-            Error::checkpoint_from(format!("{}: serializing the best weights: {e}", self.label()), e)
+            Error::checkpoint_write(format!("{}: serializing the best weights: {e}", self.label()), e)
         })?;
         let dir = self.weights_dir();
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
@@ -343,10 +343,10 @@ impl<M: Module + 'static> Callback<M> for EarlyStopping {
         let owner = self.label();
         self.watched.declare(self.mode.better(&self.watched.name, &owner)?, ctx.monitors());
         if self.min_delta.is_nan() {
-            return Err(Error::msg(format!("{owner}: min_delta is NaN")));
+            return Err(Error::invalid(format!("{owner}: min_delta is NaN")));
         }
         if self.baseline.is_some_and(f64::is_nan) {
-            return Err(Error::msg(format!("{owner}: the baseline is NaN")));
+            return Err(Error::invalid(format!("{owner}: the baseline is NaN")));
         }
         self.log_dir = ctx.log_dir().to_path_buf();
         Ok(())

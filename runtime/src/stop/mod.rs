@@ -125,7 +125,7 @@ impl Mode {
         match self.resolve(statistic) {
             Some(Mode::Max) => Ok(Better::Higher),
             Some(_) => Ok(Better::Lower),
-            None => Err(Error::msg(format!(
+            None => Err(Error::invalid(format!(
                 "{owner}: cannot tell from its name whether `{statistic}` should be minimized or maximized; \
                  name the mode with `.mode(Mode::Min)` or `.mode(Mode::Max)`"
             ))),
@@ -138,7 +138,7 @@ fn state_u64(state: &Json, key: &str, owner: &str) -> Result<u64> {
     state
         .get(key)
         .and_then(Json::as_u64)
-        .ok_or_else(|| Error::checkpoint(format!("{owner}: the saved state has no number `{key}`: {state}")))
+        .ok_or_else(|| Error::bad_state(format!("{owner}: the saved state has no number `{key}`: {state}")))
 }
 
 /// An optional float field of a saved state (`null` for none).
@@ -147,7 +147,7 @@ fn state_f64(state: &Json, key: &str, owner: &str) -> Result<Option<f64>> {
         None | Some(Json::Null) => Ok(None),
         Some(value) => parse_f64(value)
             .map(Some)
-            .ok_or_else(|| Error::checkpoint(format!("{owner}: the saved `{key}` {value} is not a number"))),
+            .ok_or_else(|| Error::bad_state(format!("{owner}: the saved `{key}` {value} is not a number"))),
     }
 }
 

@@ -74,7 +74,7 @@ pub(crate) fn short_epoch_ends(pct: f64, iter: u64, n_iter: Option<u64>) -> bool
 impl<M> Callback<M> for ShortEpochCallback {
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
         if !(0.0..=1.0).contains(&self.pct) {
-            return Err(Error::msg(format!(
+            return Err(Error::invalid(format!(
                 "ShortEpochCallback: pct must be between 0 and 1, got {}",
                 self.pct
             )));

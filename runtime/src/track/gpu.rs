@@ -222,7 +222,7 @@ fn open(tracker: &str, choice: SourceChoice, devices: Option<&[u32]>) -> Result<
     let chosen = match devices {
         Some(devices) => {
             if let Some(&bad) = devices.iter().find(|&&d| d >= count) {
-                return Err(Error::msg(format!(
+                return Err(Error::invalid(format!(
                     "{tracker}: GPU {bad} does not exist; this machine has {count} (0 to {})",
                     count - 1
                 )));

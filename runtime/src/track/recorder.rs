@@ -348,7 +348,7 @@ impl<M> Callback<M> for Recorder {
     }
 
     fn load_state(&mut self, state: Json) -> Result<()> {
-        let bad = || Error::checkpoint(format!("the saved state of Recorder is malformed: {state}"));
+        let bad = || Error::bad_state(format!("the saved state of Recorder is malformed: {state}"));
         let pairs = |key: &str| -> Result<Vec<(u64, f64)>> {
             state[key]
                 .as_array()
@@ -403,7 +403,7 @@ impl Recorder {
             return Ok(None);
         }
         let failed = |e: std::io::Error| {
-            Error::checkpoint_from(format!("appending Recorder's losses to its journal: {e}"), e)
+            Error::bad_state_from(format!("appending Recorder's losses to its journal: {e}"), e)
         };
         let mut lines = Vec::new();
         let losses = self.losses.iter().skip(held.losses).map(|p| ("l", p));
@@ -418,7 +418,7 @@ impl Recorder {
     /// The losses and learning rates in the journal a checkpoint marks (looked for in `dir`, this
     /// run's `history/` folder, first), read back and verified; appends go on after them.
     fn resume_journal(&mut self, mark: &JournalMark, dir: &std::path::Path) -> Result<(Steps, Steps)> {
-        let bad = |what: &str| Error::checkpoint(format!("the saved state of Recorder is malformed: {what}"));
+        let bad = |what: &str| Error::bad_state(format!("the saved state of Recorder is malformed: {what}"));
         let (journal, bytes) = match Journal::resume(mark, &[dir.to_path_buf()]) {
             Ok(found) => found,
             // Gone with its log directory, or cut back by another timeline: a shorter record.
@@ -432,7 +432,7 @@ impl Recorder {
             }
             Err(e) => {
                 let what = format!("reading Recorder's losses from {}: {e}", mark.file.display());
-                return Err(Error::checkpoint_from(what, e));
+                return Err(Error::bad_state_from(what, e));
             }
         };
         let (mut losses, mut lrs) = (Vec::new(), Vec::new());

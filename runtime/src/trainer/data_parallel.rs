@@ -61,7 +61,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
     }
 
     /// The last exchange of a run that ended well on this rank, or this rank's failure told to
-    /// the others; a run that ended well becomes `Error::RankFailed` when another rank failed.
+    /// the others; a run that ended well becomes `WorldError::RankFailed` when another rank failed.
     /// A signal agreed only there came after the last exchange of training: it stops nothing,
     /// and every rank reports it as late (as one device does a signal after its last boundary).
     pub(super) fn end_execution(&mut self, result: Result<()>) -> Result<()> {

@@ -98,7 +98,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
         }
         for (i, name) in names.iter().enumerate() {
             if names[..i].contains(name) {
-                return Err(Error::Order(format!(
+                return Err(Error::order(format!(
                     "two callbacks are named `{name}`; give one another name with `.named(\"...\")` (`{}(...)`: burn_stoker::callback::Named) so that checkpointed state, order constraints and errors can tell them apart",
                     crate::callback::type_part(name)
                 )));
@@ -292,7 +292,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
     pub(super) fn own_backward_refused(&self) -> Error {
         let takers: Vec<String> =
             self.table.train.loss.iter().map(|&i| format!("`{}`", self.table.names[i])).collect();
-        Error::msg(format!(
+        Error::misuse(format!(
             "{} take the loss in before_backward, but this training step runs backward itself (a burn-train TrainStep): the loss they would change is already differentiated. Compute the loss with Trainer::train, or change the gradients in after_backward instead",
             takers.join(", ")
         ))

@@ -83,7 +83,7 @@ impl StepFetches {
     pub(super) fn average(&mut self, names: &[&str]) -> Result<()> {
         for name in names {
             if self.plan.host_bit(name).is_none() && self.plan.declares(name) {
-                return Err(Error::Fetch(format!(
+                return Err(Error::fetch(format!(
                     "World::mean_of(\"{name}\"): the callbacks fetch `{name}` only as a device tensor or a deferred value, and only the step's own host values are averaged over the ranks; fetch it as a host value (f32, f64) without `deferred`, or leave it out of mean_of"
                 )));
             }

@@ -10,7 +10,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::versions::VersionsHold;
-use crate::error::{Error, Result};
+use crate::error::{Error, LogDirError, Result};
 use crate::state::open_own;
 
 /// The lock file's name inside the log directory.
@@ -140,13 +140,14 @@ fn in_use(dir: &Path, file: &mut File) -> Error {
     let holder = holder(file);
     let holder = holder.trim();
     let holder = if holder.is_empty() { "a run that has not said who it is" } else { holder };
-    Error::LogDirInUse {
+    LogDirError::InUse {
         dir: dir.to_path_buf(),
         message: format!(
             "the log directory {} is in use by another run ({holder}): give this run another log_dir, or wait until that one ends",
             dir.display()
         ),
     }
+    .into()
 }
 
 /// Whether `error` says that the file system cannot lock at all (rather than that it failed).

@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use super::lock::{LOCK_FILE, LogDirLock};
 use super::versions::{VERSIONS_LOCK_FILE, VersionsHold};
-use crate::error::{Error, Result};
+use crate::error::{Error, LogDirError, Result};
 use crate::monitor::STATS_FILE;
 use crate::saver::{CHECKPOINT_DIR, Checkpoint};
 use crate::state::sync_dir;
@@ -117,9 +117,7 @@ impl FromStr for LogDirPolicy {
             "delete" => Ok(LogDirPolicy::Delete),
             "keep" => Ok(LogDirPolicy::Keep),
             "version" => Ok(LogDirPolicy::NewVersion),
-            _ => Err(Error::msg(format!(
-                "unknown log directory policy `{text}`: choose refuse, backup, delete, keep or version"
-            ))),
+            _ => Err(LogDirError::UnknownPolicy(text.to_owned()).into()),
         }
     }
 }
@@ -284,7 +282,7 @@ pub(super) fn prepare(dir: &Path, policy: LogDirPolicy, lock: LogDirLock) -> Res
     }
     let holds = found.join(", ");
     match policy {
-        LogDirPolicy::Refuse => Err(Error::EarlierRun { dir: dir.to_path_buf(), found }),
+        LogDirPolicy::Refuse => Err(LogDirError::EarlierRun { dir: dir.to_path_buf(), found }.into()),
         // Chosen before the lock was taken (`versioned_dir`): the version folder is new.
         LogDirPolicy::NewVersion => Ok(lock),
         LogDirPolicy::Keep => {
@@ -365,12 +363,7 @@ fn backup_path(dir: &Path) -> Result<PathBuf> {
         Some(_) => dir.to_path_buf(),
         None => fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?,
     };
-    let name = dir.file_name().ok_or_else(|| {
-        Error::msg(format!(
-            "the log directory {} has no name to back it up under; give this run another log_dir",
-            dir.display()
-        ))
-    })?;
+    let name = dir.file_name().ok_or_else(|| LogDirError::Unnamed { dir: dir.clone() })?;
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let base = format!("{}.backup-{}", name.to_string_lossy(), utc_stamp(secs));
     let mut candidate = dir.with_file_name(&base);

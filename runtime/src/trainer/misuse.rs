@@ -1,6 +1,6 @@
 //! Misuse found at setup, before anything is written or trained: a model that cannot learn as
 //! given, a callback that would make the replicas of a world diverge. Each error names what to
-//! change ([`Error::Misuse`]).
+//! change ([`ConfigError::Misuse`](crate::ConfigError::Misuse)).
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::Tensor;
@@ -36,7 +36,7 @@ pub(super) fn require_autodiff<M: Module>(model: &M) -> Result<()> {
     model.visit(&mut plain);
     match plain.found {
         None => Ok(()),
-        Some((path, device)) => Err(Error::Misuse(format!(
+        Some((path, device)) => Err(Error::misuse(format!(
             "the model's parameter `{path}` is on {device}, a device without autodiff: backward needs one. Build the model on `device.autodiff()` (burn_stoker::device::cpu() and the GPU devices of burn_stoker::device already are)"
         ))),
     }
@@ -60,7 +60,7 @@ pub(super) fn refuse_chief_only_step_hooks(info: &CallbackInfo<'_>, world_size: 
     if world_size < 2 || !info.chief_only || taken.is_empty() {
         return Ok(());
     }
-    Err(Error::Misuse(format!(
+    Err(Error::misuse(format!(
         "callback `{}` takes {} inside the step and runs on the chief only (`chief_only`, true by default): in this data-parallel world of {world_size} ranks only rank 0's steps would go through it, and the replicas would diverge. Make it run on every rank: `#[callback(..., chief_only = false)]`, `fn chief_only(&self) -> bool {{ false }}` in its `impl Callback`, or `.set_chief_only(false)` on it",
         info.name,
         taken.join(", ")
@@ -74,7 +74,7 @@ pub(super) fn refuse_fetches_outside_training(info: &CallbackInfo<'_>) -> Result
     if info.takes_training_batches || info.fetches.is_empty() {
         return Ok(());
     }
-    Err(Error::Misuse(format!(
+    Err(Error::misuse(format!(
         "callback `{}` declares fetches but takes no event of a training step (`takes_training_batches` is false, fastai's `run_train = False`): its values, handed over in after_step, would never reach it. Drop its fetches, or let it take the training batches",
         info.name
     )))

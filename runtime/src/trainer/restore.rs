@@ -9,7 +9,7 @@ use serde_json::{Map, Value as Json};
 use std::path::PathBuf;
 
 use crate::callback::Counters;
-use crate::error::{Error, Result};
+use crate::error::{BoxError, CheckpointError, Error, Result};
 use crate::monitor::parse_f64;
 use crate::saver::Checkpoint;
 use crate::state::{HyperParams, ReadJournal};
@@ -50,7 +50,13 @@ pub(super) struct Restored {
 }
 
 fn malformed(checkpoint: &Checkpoint, what: &str) -> Error {
-    Error::checkpoint(format!("checkpoint {} is malformed: {what}", checkpoint.dir().display()))
+    let dir = checkpoint.dir().display().to_string();
+    mismatch(&dir, format!("checkpoint {dir} is malformed: {what}"), None)
+}
+
+/// A [`CheckpointError::Mismatch`] of the checkpoint `dir` (as shown).
+fn mismatch(dir: &str, message: String, source: Option<BoxError>) -> Error {
+    CheckpointError::Mismatch { dir: dir.into(), message, source }.into()
 }
 
 impl Restored {
@@ -130,9 +136,10 @@ impl Restored {
             );
             return Ok(());
         }
-        Err(Error::checkpoint(format!(
+        let message = format!(
             "checkpoint {dir} {what}. Resume with the world and the data that wrote it, or call Trainer::resume_inexact(true) to continue anyway: the model, the optimizer, the counters and the callbacks' state are restored as saved, but the samples of the rest of this epoch differ from the uninterrupted run's (some seen twice, some skipped)"
-        )))
+        );
+        Err(mismatch(&dir.to_string(), message, None))
     }
 }
 
@@ -142,15 +149,17 @@ impl Restored {
 fn check_bounds(global_step: u64, position: DataPosition, dir: &str) -> Result<()> {
     let reachable = global_step.saturating_add(1);
     if global_step > u64::MAX / 2 {
-        return Err(Error::checkpoint(format!(
+        let message = format!(
             "checkpoint {dir} is malformed: global step {global_step} leaves no room to count further"
-        )));
+        );
+        return Err(mismatch(dir, message, None));
     }
     if position.passes > reachable || position.batches > reachable {
-        return Err(Error::checkpoint(format!(
+        let message = format!(
             "checkpoint {dir} is malformed: its data position (pass {}, batch {}) cannot follow from global step {global_step}",
             position.passes, position.batches
-        )));
+        );
+        return Err(mismatch(dir, message, None));
     }
     Ok(())
 }
@@ -158,14 +167,12 @@ fn check_bounds(global_step: u64, position: DataPosition, dir: &str) -> Result<(
 /// Load the checkpoint's model bytes (moved out of it) into `model`.
 fn load_model<M: Module>(checkpoint: &mut Checkpoint, model: &mut M, dir: &str) -> Result<()> {
     let record = ModuleRecord::from_bytes(Bytes::from_bytes_vec(std::mem::take(&mut checkpoint.model)))
-        .map_err(|e| Error::checkpoint_from(format!("reading the model of checkpoint {dir}: {e}"), e))?;
+        .map_err(|e| mismatch(dir, format!("reading the model of checkpoint {dir}: {e}"), Some(e.into())))?;
     *model = model.clone().try_load_record(record).map_err(|e| {
-        Error::checkpoint_from(
-            format!(
-                "loading the model of checkpoint {dir}: {e} (is it the same architecture as the model being trained?)"
-            ),
-            e,
-        )
+        let message = format!(
+            "loading the model of checkpoint {dir}: {e} (is it the same architecture as the model being trained?)"
+        );
+        mismatch(dir, message, Some(e.into()))
     })?;
     Ok(())
 }
@@ -175,7 +182,9 @@ fn load_optimizer(checkpoint: &mut Checkpoint, optimizer: &mut ModuleOptimizer, 
     *optimizer = optimizer
         .clone()
         .from_bytes(Bytes::from_bytes_vec(std::mem::take(&mut checkpoint.optimizer)))
-        .map_err(|e| Error::checkpoint_from(format!("loading the optimizer of checkpoint {dir}: {e}"), e))?;
+        .map_err(|e| {
+            mismatch(dir, format!("loading the optimizer of checkpoint {dir}: {e}"), Some(e.into()))
+        })?;
     Ok(())
 }
 
@@ -239,10 +248,11 @@ fn resume_counters(
         );
     }
     if epoch == 0 || epoch > counters.max_epoch.saturating_add(1) {
-        return Err(Error::checkpoint(format!(
+        let message = format!(
             "checkpoint {dir} resumes at epoch {epoch}, past max_epoch {}: raise max_epoch to train further",
             counters.max_epoch
-        )));
+        );
+        return Err(mismatch(dir, message, None));
     }
     counters.starting_epoch = epoch;
     counters.epoch_num = epoch - 1;

@@ -182,7 +182,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             Err(halt) => return Err(halt),
         };
         let loss = slot.loss.into_inner();
-        let loss = loss.ok_or_else(|| Error::msg("a before_backward callback removed the loss"))?;
+        let loss = loss.ok_or_else(|| Error::misuse("a before_backward callback removed the loss"))?;
         if !cancelled {
             return Ok(self.backward(loss));
         }

@@ -70,7 +70,7 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
         let content = match self.content(at) {
             Ok(content) => content,
             // The journals' append (a full disk); a callback whose state fails is an error.
-            Err(error @ (Error::Checkpoint { .. } | Error::Io { .. })) if keep_going => {
+            Err(error @ (Error::Checkpoint(_) | Error::Io { .. })) if keep_going => {
                 return skipped(&error);
             }
             Err(error) => return Err(error),
@@ -141,13 +141,13 @@ impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
             .clone()
             .into_record()
             .into_bytes()
-            .map_err(|e| Error::checkpoint_from(format!("serializing the model: {e}"), e))?
+            .map_err(|e| Error::checkpoint_write(format!("serializing the model: {e}"), e))?
             .to_vec();
         let optimizer = self
             .state
             .optimizer
             .into_bytes()
-            .map_err(|e| Error::checkpoint_from(format!("serializing the optimizer: {e}"), e))?
+            .map_err(|e| Error::checkpoint_write(format!("serializing the optimizer: {e}"), e))?
             .to_vec();
         let callbacks = self.dispatch.save_states()?;
         let c = self.state.counters;

@@ -13,7 +13,7 @@ use super::lock::LogDirLock;
 use super::log_dir::{self, LogDirPolicy, checkpoint_steps, entries, is_within};
 use super::run::Run;
 use crate::callback::Callbacks;
-use crate::error::{Error, Result};
+use crate::error::{CheckpointError, Result};
 use crate::saver::checkpoint::{self, CHECKPOINT_DIR};
 
 impl<M: Module, K, C: Callbacks<M, K>> Run<M, C, K> {
@@ -64,14 +64,9 @@ fn claim(
         entries(root)?.iter().map(|entry| entry.file_name().to_string_lossy().into_owned()).collect();
     let Some(found) = checkpoint_steps(&names) else { return Ok(lock) };
     match policy {
-        LogDirPolicy::Refuse | LogDirPolicy::NewVersion => Err(Error::checkpoint(format!(
-            "the checkpoint folder {} (a ModelSaver's checkpoint_dir) holds the checkpoints of another run ({found}); \
-             this run would mix with them: keep-N would prune one run's checkpoints for the other's, and a resume would take \
-             whichever has the higher step. Nothing was changed. To continue that run, resume it (Trainer::resume_from the folder); \
-             to start afresh, give the ModelSaver another checkpoint_dir, move them away, or choose Trainer::log_dir_policy: \
-             LogDirPolicy::Backup or Delete acts on this folder as on the log directory, LogDirPolicy::Keep writes beside them",
-            root.display()
-        ))),
+        LogDirPolicy::Refuse | LogDirPolicy::NewVersion => {
+            Err(CheckpointError::OtherRun { dir: root.to_path_buf(), found }.into())
+        }
         LogDirPolicy::Keep | LogDirPolicy::Backup | LogDirPolicy::Delete => {
             log_dir::prepare(root, policy, lock)
         }

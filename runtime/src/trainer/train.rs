@@ -19,7 +19,7 @@ use super::test_phase::TestPhase;
 use super::versions::VersionsHold;
 use super::{LossFn, Step, TrainData, TrainError, TrainReport, TrainSummary, Trainer, TrainingStep};
 use crate::callback::{Callbacks, Control, Counters, Outcome, TrainState};
-use crate::error::{Error, Result, panic_message};
+use crate::error::{CheckpointError, Error, Result, panic_message};
 use crate::saver::Checkpoint;
 use crate::saver::checkpoint::{self, CHECKPOINT_DIR};
 use crate::signal::{SignalGuard, signal_name};
@@ -59,8 +59,8 @@ impl<M: Module, D: TrainData, K, C: Callbacks<M, K>> Trainer<M, D, C, K> {
         let Trainer { model, optimizer, data, callbacks, mut settings, test, marker: _ } = self;
         super::misuse::require_autodiff(&model)?;
         if test.as_ref().is_some_and(|test| !test.chief_only()) {
-            return Err(Error::Misuse(
-                "Trainer::test: the test set's runner runs on the chief after training, over the whole set: it cannot be data_parallel".into(),
+            return Err(Error::misuse(
+                "Trainer::test: the test set's runner runs on the chief after training, over the whole set: it cannot be data_parallel",
             )
             .into());
         }
@@ -181,15 +181,15 @@ fn open<M: Module>(
         Resume::Fresh => None,
         Resume::Auto if found.is_some() => found,
         Resume::Auto => Checkpoint::latest(&log_dir)?,
-        Resume::From(path) => Some(Checkpoint::latest(path)?.ok_or_else(|| {
-            Error::checkpoint(format!("no checkpoint to resume from in {}", path.display()))
-        })?),
+        Resume::From(path) => Some(
+            Checkpoint::latest(path)?.ok_or_else(|| CheckpointError::NotFound { dir: path.to_path_buf() })?,
+        ),
     };
     let (starting_epoch, max_epoch) = (settings.starting_epoch, settings.max_epoch);
     // Checked before any arithmetic on it (`starting_epoch - 1` below); a resumed run takes its
     // epoch from the checkpoint instead. Before the log directory policy touches anything.
     if checkpoint.is_none() && (starting_epoch == 0 || starting_epoch > max_epoch.max(1)) {
-        return Err(Error::msg(format!(
+        return Err(Error::invalid(format!(
             "starting_epoch must be between 1 and max_epoch ({max_epoch}), not {starting_epoch}"
         )));
     }

@@ -15,7 +15,7 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, LogDirError, Result};
 use crate::state::open_own;
 
 /// The file of the base log directory that its version runs lock shared.
@@ -52,14 +52,15 @@ impl VersionsHold {
                     std::thread::sleep(Duration::from_millis(20));
                 }
                 Err(TryLockError::WouldBlock) => {
-                    return Err(Error::LogDirInUse {
+                    return Err(LogDirError::InUse {
                         dir: base.to_path_buf(),
                         message: format!(
                             "the log directory {} is being deleted or moved aside by another run (LogDirPolicy::Delete or Backup), which has not finished in {} s: wait until it has, or give this run another log_dir",
                             base.display(),
                             POLICY_WAIT.as_secs()
                         ),
-                    });
+                    }
+                    .into());
                 }
                 Err(TryLockError::Error(e)) => return Err(Error::io(base.join(VERSIONS_LOCK_FILE), e)),
             }
@@ -91,13 +92,14 @@ impl VersionsHold {
             Err(TryLockError::WouldBlock) => {
                 let (policy, acts) =
                     if backup { ("Backup", "move it aside") } else { ("Delete", "delete it") };
-                Err(Error::LogDirInUse {
+                Err(LogDirError::InUse {
                     dir: dir.to_path_buf(),
                     message: format!(
                         "the log directory {} holds a run training now in one of its version_N folders (LogDirPolicy::NewVersion): LogDirPolicy::{policy} would {acts} with that run's folder, from under it. Nothing was changed: wait until that run ends, or give this run another log_dir",
                         dir.display()
                     ),
-                })
+                }
+                .into())
             }
             Err(TryLockError::Error(e)) => Err(Error::io(dir.join(VERSIONS_LOCK_FILE), e)),
         }

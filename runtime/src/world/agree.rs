@@ -10,7 +10,7 @@ use super::buffers;
 use super::check::{Facts, check};
 use super::flat;
 use super::words::{self, Kind, Layout};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WorldError};
 use crate::signal::STOP_REQUEST;
 use crate::state::HyperParams;
 
@@ -203,13 +203,13 @@ impl Agreement {
         if let Some(rank) = self.layout.first_failed(&self.words) {
             self.failed = Some(rank);
             self.world.settled = true;
-            return Err(Error::RankFailed { rank });
+            return Err(WorldError::RankFailed { rank }.into());
         }
         if !self.layout.same_len(&self.words) {
             // Every rank fails here, each naming itself; none exchanges again.
             self.failed = Some(self.world.rank());
             self.world.settled = true;
-            return Err(Error::msg(format!(
+            return Err(Error::ranks_differ(format!(
                 "the ranks of the data-parallel world exchange different numbers of values ({} here): every rank must register the same hyper-parameters and give its world the same `mean_of` names",
                 self.layout.len()
             )));
@@ -219,7 +219,7 @@ impl Agreement {
             // are elsewhere may wait for this one: under MPI the job ends (the world is not
             // settled, and its drop aborts).
             self.failed = Some(self.world.rank());
-            return Err(Error::msg(format!(
+            return Err(Error::ranks_differ(format!(
                 "the ranks of the data-parallel world are at different points: this rank (rank {}) is at {}; a callback that sums over ranks (Context::sum_over_ranks) must run on every rank (chief_only = false) at the same events",
                 self.world.rank(),
                 Kind::name(f64::from(kind as u8)),
@@ -308,7 +308,7 @@ impl Agreement {
         }
         match words::reference(&self.words, words::REPLICA) {
             Some(chief) if chief == own => Ok(()),
-            chief => Err(Error::msg(format!(
+            chief => Err(Error::ranks_differ(format!(
                 "the replicas have drifted apart: rank {}'s parameters differ from rank 0's at the end of the epoch (checksums {own:016x} here, {} on rank 0). Something updated the weights on some ranks only: a parameter with a gradient on some ranks only, or a callback changing the model on one rank",
                 self.world.rank(),
                 chief.map_or_else(|| "unreadable".to_owned(), |c| format!("{c:016x}"))
@@ -365,7 +365,7 @@ impl Agreement {
             check_counters(asks, words::chief_counters(words))?;
         }
         if hyper.names().count() != layout.hypers {
-            return Err(Error::HyperParam(format!(
+            return Err(Error::hyper_param(format!(
                 "a hyper-parameter was registered during data-parallel training ({} now, {} at the start): register every hyper-parameter with the trainer's builder, so that every rank agrees on them",
                 hyper.names().count(),
                 layout.hypers
@@ -397,7 +397,7 @@ impl Agreement {
     /// [`Context::sum_over_ranks`](crate::callback::Context::sum_over_ranks)).
     pub(crate) fn sum<M: Module>(&mut self, model: &M, values: &mut [f64]) -> Result<()> {
         if let Some(rank) = self.failed {
-            return Err(Error::RankFailed { rank });
+            return Err(WorldError::RankFailed { rank }.into());
         }
         let (rank, len) = (self.world.rank(), values.len());
         for chunk in values.chunks_mut(words::USER) {
@@ -413,7 +413,7 @@ impl Agreement {
             self.check(Kind::Sum)?;
             let chief = words::reference(&self.words, words::SUM_LEN);
             if chief != Some(len as u64) {
-                return Err(Error::msg(format!(
+                return Err(Error::ranks_differ(format!(
                     "a sum over ranks of {len} values here met one of {} on rank 0: Context::sum_over_ranks must be called with the same number of values on every rank",
                     chief.map_or_else(|| "an unreadable number".to_owned(), |n| n.to_string())
                 )));
@@ -437,7 +437,7 @@ fn check_counters(asks: &Asks, (steps, step): (Option<u64>, Option<u64>)) -> Res
         )));
     }
     if step != Some(asks.global_step) {
-        return Err(Error::checkpoint(format!(
+        return Err(Error::ranks_differ(format!(
             "the ranks are at different global steps ({} here, {} on rank 0): every rank must resume from the same checkpoint (a filesystem the ranks share), or none",
             asks.global_step,
             shown(step)

@@ -14,7 +14,7 @@ use burn::module::Module;
 use super::World;
 use super::flat::{self, Fingerprint};
 use super::words::{failed, put_reference, reference};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WorldError};
 use crate::state::HyperParams;
 
 /// What one rank brings to the check.
@@ -97,7 +97,7 @@ pub(crate) fn check<M: Module>(world: &mut World, model: &M, facts: &Facts) -> R
     let mut chief = [0u64; 8];
     for (i, value) in chief.iter_mut().enumerate() {
         *value = reference(&words, base + 2 * i)
-            .ok_or_else(|| Error::msg("the world's layout check was garbled"))?;
+            .ok_or_else(|| Error::ranks_differ("the world's layout check was garbled"))?;
     }
     let mut differing = vec![0.0; base + FACETS.len() * size];
     for facet in 0..FACETS.len() {
@@ -129,7 +129,7 @@ pub(crate) fn check<M: Module>(world: &mut World, model: &M, facts: &Facts) -> R
     }
     // Every rank saw the same sums and fails here: none exchanges again.
     world.settled = true;
-    Err(Error::msg(format!(
+    Err(Error::ranks_differ(format!(
         "the ranks of the data-parallel world do not line up, checked before the first exchange: {}. Every rank must build the same model, register the same hyper-parameters (with the trainer's builder) and give its world the same `mean_of` names",
         found.join("; ")
     )))
@@ -141,7 +141,7 @@ fn exchange<M: Module>(world: &mut World, model: &M, words: &mut [f64]) -> Resul
     match (0..world.size()).find(|&r| words[failed(r)] != 0.0) {
         Some(rank) => {
             world.settled = true;
-            Err(Error::RankFailed { rank })
+            Err(WorldError::RankFailed { rank }.into())
         }
         None => Ok(()),
     }

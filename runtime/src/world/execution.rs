@@ -8,7 +8,7 @@ use burn::optim::GradientsParams;
 
 use super::World;
 use super::agree::{Agreed, Agreement, Asks};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WorldError};
 use crate::state::HyperParams;
 
 /// One device, or one rank of a data-parallel world.
@@ -149,7 +149,7 @@ impl Execution {
 
     /// A run that ended well on this rank meets the others once more (the last exchange);
     /// one that failed tells them (`fail`). A run that ended well becomes
-    /// [`Error::RankFailed`] when another rank failed.
+    /// [`WorldError::RankFailed`](crate::WorldError::RankFailed) when another rank failed.
     pub(crate) fn end<M: Module>(
         &mut self,
         result: Result<()>,
@@ -169,7 +169,7 @@ impl Execution {
                 agreement.fail::<M>(None);
                 Err(Error::msg("the model was lost"))
             }
-            (Ok(()), Some(_)) => Err(Error::RankFailed { rank: agreement.failed().unwrap_or(0) }),
+            (Ok(()), Some(_)) => Err(WorldError::RankFailed { rank: agreement.failed().unwrap_or(0) }.into()),
             (Err(error), model) => {
                 // Where the others may wait out of an exchange's reach (NCCL: inside backward),
                 // this rank's wait for them is bounded.

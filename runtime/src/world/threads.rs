@@ -19,7 +19,7 @@ use burn::tensor::{Device, Tensor};
 use super::transport::{Seat, Transport};
 use super::words::failed;
 use super::{Link, World};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WorldError};
 
 /// Data-parallel training on several devices of one process, one thread each.
 ///
@@ -43,7 +43,7 @@ impl Threads {
     /// failed (wrapped in [`Error::Rank`] naming it), not the others' reports that it did.
     ///
     /// A rank that returns an error or panics, inside training or around it, ends the others'
-    /// training at their next step boundary with [`Error::RankFailed`].
+    /// training at their next step boundary with [`WorldError::RankFailed`](crate::WorldError::RankFailed).
     ///
     /// With the feature `cuda`, when there are two devices or more and every one is a CUDA device
     /// with autodiff, the gradients are averaged by burn inside `backward()` (NCCL, burn's
@@ -62,7 +62,7 @@ impl Threads {
     ) -> Result<Vec<R>> {
         let size = self.devices.len();
         if size == 0 {
-            return Err(Error::msg("Threads::new: a world needs at least one device"));
+            return Err(Error::transport("Threads::new: a world needs at least one device"));
         }
         let mut links = Vec::with_capacity(size);
         let mut peers = Vec::with_capacity(size - 1);
@@ -113,7 +113,7 @@ impl Threads {
         for (r, outcome) in outcomes.into_iter().enumerate() {
             match outcome {
                 Ok(Ok(value)) => results.push(value),
-                Ok(Err(error @ Error::RankFailed { .. })) => {
+                Ok(Err(error @ Error::World(WorldError::RankFailed { .. }))) => {
                     reported.get_or_insert(error);
                 }
                 Ok(Err(error)) => {

@@ -14,11 +14,11 @@ use std::time::Duration;
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::AdamConfig;
 use burn::tensor::{Device, Tensor, TensorData};
-use burn_stoker::Error;
 use burn_stoker::debug::TerminateOnNaN;
 use burn_stoker::prelude::*;
 use burn_stoker::saver::{Checkpoint, OnWriteError};
 use burn_stoker::state::ManualClock;
+use burn_stoker::{CheckpointError, Error};
 use serde_json::Value as Json;
 use stoker_tests::reads::count_reads;
 use stoker_tests::{checkpoint_weights, entries, mse, scratch_dir, tiny_data, tiny_model};
@@ -149,7 +149,7 @@ fn a_truncated_file_is_named_and_the_checkpoint_before_it_is_resumed_from() {
 
     let error = Checkpoint::read(root.join("step-15")).unwrap_err();
     let text = error.to_string();
-    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
+    assert!(matches!(error, Error::Checkpoint(CheckpointError::Damaged { .. })), "{error:?}");
     assert!(text.contains(&root.join("step-15").display().to_string()), "{text}");
     assert!(text.contains("incomplete or corrupt"), "{text}");
     assert!(
@@ -184,7 +184,7 @@ fn a_flipped_byte_fails_the_checksum_and_the_checkpoint_before_it_is_used() {
 
     let error = Checkpoint::read(root.join("step-15")).unwrap_err();
     let text = error.to_string();
-    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
+    assert!(matches!(error, Error::Checkpoint(CheckpointError::Damaged { .. })), "{error:?}");
     assert!(text.contains(&root.join("step-15").display().to_string()), "{text}");
     assert!(text.contains("optimizer.bpk fails its checksum (CRC-32C"), "{text}");
     assert_eq!(Checkpoint::latest(&root).unwrap().unwrap().global_step(), 10);
@@ -198,7 +198,7 @@ fn a_flipped_byte_fails_the_checksum_and_the_checkpoint_before_it_is_used() {
     flip_byte(&manifest, None, 0x01);
     let error = Checkpoint::read(root.join("step-20")).unwrap_err();
     let text = error.to_string();
-    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
+    assert!(matches!(error, Error::Checkpoint(CheckpointError::Damaged { .. })), "{error:?}");
     assert!(text.contains(&root.join("step-20").display().to_string()), "{text}");
     assert!(text.contains("incomplete or corrupt"), "{text}");
     let latest = Checkpoint::latest(&dir).unwrap().unwrap();
@@ -221,7 +221,7 @@ fn when_every_checkpoint_is_corrupt_resuming_is_an_error_naming_each() {
         let builder = if auto { builder.auto_resume(true) } else { builder.resume_from(&dir) };
         let error = builder.train(step_fn).expect_err("an error").error;
         let text = error.to_string();
-        assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
+        assert!(matches!(error, Error::Checkpoint(CheckpointError::Damaged { .. })), "{error:?}");
         assert!(text.contains(&format!("no complete checkpoint in {}", root.display())), "{text}");
         assert!(text.contains(&root.join("step-10").display().to_string()), "{text}");
         assert!(text.contains("trainer.json fails its checksum"), "{text}");
@@ -241,7 +241,10 @@ fn when_every_checkpoint_is_corrupt_resuming_is_an_error_naming_each() {
         .train(step_fn)
         .expect_err("an error")
         .error;
-    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
+    assert!(
+        matches!(&error, Error::Checkpoint(CheckpointError::NotFound { dir }) if *dir == empty),
+        "{error:?}"
+    );
     assert_eq!(error.to_string(), format!("no checkpoint to resume from in {}", empty.display()));
     assert_eq!(probe.steps(), 0);
 
@@ -500,7 +503,7 @@ fn a_full_disk_fails_the_checkpoint_and_leaves_the_earlier_ones_intact() {
     };
     let root = log.join("checkpoints");
     let text = error.to_string();
-    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
+    assert!(matches!(error, Error::Checkpoint(CheckpointError::Write { source: Some(_), .. })), "{error:?}");
     assert!(text.contains("writing checkpoint step-15 failed"), "{text}");
     assert!(text.contains(&format!("writing into {}", root.display())), "{text}");
     assert!(text.contains("No space left on device"), "{text}");
@@ -543,7 +546,7 @@ fn a_full_disk_while_writing_the_index_keeps_the_old_index_and_the_new_checkpoin
     };
     let root = log.join("checkpoints");
     let text = error.to_string();
-    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
+    assert!(matches!(error, Error::Checkpoint(CheckpointError::Write { source: Some(_), .. })), "{error:?}");
     assert!(text.contains("checkpoint step-15 is complete, but updating"), "{text}");
     assert!(text.contains(&root.join("index.json").display().to_string()), "{text}");
     assert!(text.contains("No space left on device"), "{text}");
@@ -1150,7 +1153,10 @@ fn checkpoint_a_read_error_is_not_corruption_it_is_returned_and_nothing_is_set_a
         fail_reads_with_eio(&path);
         let check = |error: &Error| {
             let text = error.to_string();
-            assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
+            assert!(
+                matches!(error, Error::Checkpoint(CheckpointError::Read { path: read, .. }) if *read == path),
+                "{error:?}"
+            );
             assert!(text.contains(&path.display().to_string()), "{text}");
             assert!(text.contains("Input/output error"), "{text}");
             assert!(!text.contains("corrupt"), "{text}");

@@ -216,7 +216,10 @@ fn errors_a_caller_branches_on_have_variants_of_their_own() {
     };
     train(LogDirPolicy::Refuse).expect("the first run");
     let error = train(LogDirPolicy::Refuse).expect_err("an earlier run is refused");
-    let burn_stoker::Error::EarlierRun { dir: at, found } = error.root() else { panic!("{error}") };
+    let burn_stoker::Error::LogDir(burn_stoker::LogDirError::EarlierRun { dir: at, found }) = error.root()
+    else {
+        panic!("{error}")
+    };
     assert_eq!(at, &dir);
     assert!(found.iter().any(|f| f.starts_with("checkpoints/")), "{found:?}");
     assert!(error.to_string().contains("holds an earlier run"), "{error}");

@@ -13,13 +13,13 @@ use burn::nn::{Linear, LinearConfig};
 use burn::optim::AdamConfig;
 use burn::store::RecordError;
 use burn::tensor::{Device, Tensor, TensorData};
-use burn_stoker::Error;
 use burn_stoker::monitor::TensorBoardWriter;
 use burn_stoker::prelude::*;
 use burn_stoker::saver::Checkpoint;
 use burn_stoker::state::{KeepPolicy, MonitorSink, Record};
 use burn_stoker::track::{GpuMemory, GpuMemoryTracker, GpuSource, GpuUtilizationTracker};
 use burn_stoker::trainer::LogDirPolicy;
+use burn_stoker::{CheckpointError, Error};
 use stoker_tests::{FillDisk, mse, scratch_dir, tiny_data, tiny_model};
 
 type Batch = (Tensor<2>, Tensor<2>);
@@ -232,7 +232,7 @@ fn errors_corrupt_manifest_keeps_serdes_error_and_names_the_checkpoint() {
     // Reading that checkpoint: the message names it and the file, the source is serde's error.
     let error = Checkpoint::read(&step).unwrap_err();
     let text = error.to_string();
-    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
+    assert!(matches!(error, Error::Checkpoint(CheckpointError::Damaged { .. })), "{error:?}");
     assert!(
         text.starts_with(&format!(
             "checkpoint {} is incomplete or corrupt: manifest.json is malformed: ",

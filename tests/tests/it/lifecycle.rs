@@ -8,7 +8,7 @@ use burn::tensor::{Tensor, TensorData};
 use burn_stoker::debug::CallbackFactory;
 use burn_stoker::prelude::*;
 use burn_stoker::trigger::{Proxy, ProxyCallback};
-use burn_stoker::{Error, callback::Event};
+use burn_stoker::{CheckpointError, ConfigError, Error, callback::Event};
 use stoker_tests::reads::count_reads;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 
@@ -446,7 +446,7 @@ fn callback_names_that_repeat_are_refused_before_anything_runs() {
     let log = Log::default();
     let error = run((Recorder::new("A", &log), Recorder::new("B", &log), Recorder::new("A", &log)), 1, 1)
         .unwrap_err();
-    assert!(matches!(error, Error::Order(_)), "{error:?}");
+    assert!(matches!(error, Error::Config(ConfigError::Order(_))), "{error:?}");
     assert_eq!(
         error.to_string(),
         "two callbacks are named `A`; give one another name with `.named(\"...\")` (`A(...)`: burn_stoker::callback::Named) so that checkpointed state, order constraints and errors can tell them apart"
@@ -671,7 +671,7 @@ fn error_before_training_has_no_report_and_converts_into_the_crates_error() {
         Ok(report)
     };
     let error = train().expect_err("nothing to resume from");
-    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
+    assert!(matches!(error, Error::Checkpoint(CheckpointError::NotFound { .. })), "{error:?}");
     let failed =
         Trainer::new(tiny_model(&device), burn::optim::SgdConfig::new().init(), tiny_data(2, &device))
             .log_dir(&dir)

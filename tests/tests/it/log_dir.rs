@@ -60,7 +60,10 @@ fn a_second_run_in_a_held_log_directory_is_refused_naming_the_first() {
     });
     started.recv().unwrap();
     let error = train(&dir).expect_err("the directory is held");
-    assert!(matches!(error.root(), burn_stoker::Error::LogDirInUse { dir: at, .. } if *at == dir), "{error}");
+    assert!(
+        matches!(error.root(), burn_stoker::Error::LogDir(burn_stoker::LogDirError::InUse { dir: at, .. }) if *at == dir),
+        "{error}"
+    );
     let error = error.to_string();
     assert!(error.contains("is in use by another run"), "{error}");
     assert!(error.contains(&format!("process {}", std::process::id())), "{error}");

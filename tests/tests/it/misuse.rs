@@ -27,7 +27,7 @@ fn misuse_a_model_on_a_device_without_autodiff_is_refused_before_anything_is_wri
         .map_err(burn_stoker::Error::from)
         .expect_err("a model without autodiff cannot train");
     let message = error.to_string();
-    assert!(matches!(error, burn_stoker::Error::Misuse(_)), "{error:?}");
+    assert!(matches!(error, burn_stoker::Error::Config(burn_stoker::ConfigError::Misuse(_))), "{error:?}");
     assert!(message.contains("without autodiff") && message.contains("device.autodiff()"), "{message}");
     let written: Vec<_> =
         std::fs::read_dir(&dir).map(|d| d.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();

@@ -17,7 +17,7 @@ use burn::optim::SgdConfig;
 use burn::tensor::Tensor;
 use burn_stoker::param::{HyperParamSetter, SetterCallback};
 use burn_stoker::prelude::*;
-use burn_stoker::{Error, param::PlateauMode, saver::Checkpoint, state::HyperParams};
+use burn_stoker::{ConfigError, Error, param::PlateauMode, saver::Checkpoint, state::HyperParams};
 use stoker_tests::{StopAt, mse, scratch_dir, tiny_data, tiny_model};
 
 type Batch = (Tensor<2>, Tensor<2>);
@@ -166,7 +166,7 @@ fn a_getter_and_setter_parameter_is_read_set_listed_and_compared() {
     hyper.set("dropout", 0.0).unwrap();
     assert_eq!(load(&dropout), 0.0);
     let error = hyper.set("dropout", f64::INFINITY).unwrap_err();
-    assert!(matches!(error, Error::HyperParam(_)), "{error:?}");
+    assert!(matches!(error, Error::Config(ConfigError::HyperParam(_))), "{error:?}");
     assert_eq!(load(&dropout), 0.0, "a refused value does not reach the object");
     let error = hyper.set("dropuot", 0.1).unwrap_err();
     assert_eq!(

@@ -14,7 +14,7 @@ use burn::nn::Linear;
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Bytes, Device, Tensor, TensorData};
 use burn_stoker::prelude::*;
-use burn_stoker::{Error, saver::Checkpoint};
+use burn_stoker::{CheckpointError, Error, saver::Checkpoint};
 use stoker_tests::{StopAt, mse, scratch_dir, tiny_model, weights};
 
 type Batch = (Tensor<2>, Tensor<2>);
@@ -386,7 +386,7 @@ fn resume_from_a_missing_directory_is_an_error_naming_it() {
         .train(|model: &Linear, batch: Batch, _step: &mut Step<'_>| mse(model, batch))
         .expect_err("an error")
         .error;
-    assert!(matches!(error, Error::Checkpoint { .. }), "{error:?}");
+    assert!(matches!(error, Error::Checkpoint(CheckpointError::NotFound { .. })), "{error:?}");
     assert!(error.to_string().contains("nowhere"), "{error}");
 }
 

@@ -29,7 +29,7 @@ pub(super) fn inferred_batch_size(
         let candidates: Vec<&'static str> =
             outputs.names().filter(|n| outputs.get(n).is_some_and(|t| t.num_elements() > 1)).collect();
         let Some(&first) = candidates.first() else {
-            return Err(Error::Fetch(format!(
+            return Err(Error::fetch(format!(
                 "InferenceRunner: {} needs each batch's number of datapoints, which cannot be read off the forward function's outputs: each holds one value ({}); {fix}",
                 needing(inferencers),
                 describe(&mut outputs.names())
@@ -37,7 +37,7 @@ pub(super) fn inferred_batch_size(
         };
         let size = outputs.get(first).map_or(0, |t| t.dims()[0]);
         if candidates.iter().any(|n| outputs.get(n).is_some_and(|t| t.dims()[0] != size)) {
-            return Err(Error::Fetch(format!(
+            return Err(Error::fetch(format!(
                 "InferenceRunner: {} needs each batch's number of datapoints, which cannot be read off the forward function's outputs: their first dimensions differ ({}); {fix}",
                 needing(inferencers),
                 describe(&mut candidates.iter().copied())
@@ -49,13 +49,13 @@ pub(super) fn inferred_batch_size(
     let mut size = None;
     for &name in per_sample.iter() {
         let Some(tensor) = outputs.get(name) else {
-            return Err(Error::Fetch(format!(
+            return Err(Error::fetch(format!(
                 "InferenceRunner: the forward function put `{name}` on an earlier batch, and the batch size was read off it, but not on this one; {fix}"
             )));
         };
         let first = tensor.dims()[0];
         if size.is_some_and(|s| s != first) {
-            return Err(Error::Fetch(format!(
+            return Err(Error::fetch(format!(
                 "InferenceRunner: the per-sample outputs' first dimensions differ on this batch ({}); {fix}",
                 describe(&mut per_sample.iter().copied())
             )));

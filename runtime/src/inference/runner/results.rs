@@ -145,7 +145,7 @@ impl Inference {
         let mut lengths = Vec::with_capacity(self.inferencers.len());
         for inferencer in &self.inferencers {
             let partial = inferencer.partial().ok_or_else(|| {
-                Error::msg(format!(
+                Error::invalid(format!(
                     "a data-parallel InferenceRunner: `{}` gave partial sums at setup and none after a pass",
                     inferencer.name()
                 ))
@@ -166,7 +166,7 @@ impl Inference {
         let expected = values[0] * ctx.world_size() as f64;
         ctx.sum_over_ranks(&mut values)?;
         if values[0] != expected {
-            return Err(Error::msg(format!(
+            return Err(Error::ranks_differ(format!(
                 "a data-parallel InferenceRunner: the ranks' inferencers gave different numbers of partial sums (this rank {}, {} over {} ranks): every rank must build the same runner",
                 expected / ctx.world_size() as f64,
                 values[0],

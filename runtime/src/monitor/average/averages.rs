@@ -8,7 +8,7 @@ use serde_json::{Map, Value as Json};
 use super::accumulators::Average;
 use super::sampler::{Sampler, values_of};
 use crate::callback::{Context, Counters};
-use crate::error::{Error, Result, must_be};
+use crate::error::{Error, Result, setting_error};
 use crate::fetch::Fetched;
 
 /// When the averages are put to the monitors.
@@ -23,7 +23,7 @@ pub(super) struct Reports {
 impl Reports {
     fn check(&self, owner: &str) -> Result<()> {
         match self.every_k_steps {
-            Some(0) => Err(Error::msg(must_be(owner, "report_every_k_steps", "at least 1", 0))),
+            Some(0) => Err(setting_error(owner, "report_every_k_steps", "at least 1", 0)),
             _ => Ok(()),
         }
     }
@@ -108,7 +108,7 @@ impl<A: Average> Averages<A> {
 
     pub(super) fn load_state(&mut self, state: Json) -> Result<()> {
         let bad =
-            |name: &str| Error::checkpoint(format!("{}: the saved state of `{name}` is malformed", A::OWNER));
+            |name: &str| Error::bad_state(format!("{}: the saved state of `{name}` is malformed", A::OWNER));
         let Json::Object(state) = state else { return Err(bad(A::STATE)) };
         let names: Vec<String> = self.sampler.names().map(str::to_string).collect();
         self.accs = vec![self.average.empty(); names.len()];

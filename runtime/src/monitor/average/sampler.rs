@@ -38,14 +38,14 @@ impl Sampler {
     pub(super) fn check(&self) -> Result<()> {
         let owner = self.owner;
         if self.fetches.is_empty() {
-            return Err(Error::msg(format!("{owner}: no output names given")));
+            return Err(Error::invalid(format!("{owner}: no output names given")));
         }
         for (i, fetch) in self.fetches.iter().enumerate() {
             if fetch.name.is_empty() {
-                return Err(Error::msg(format!("{owner}: an empty output name")));
+                return Err(Error::invalid(format!("{owner}: an empty output name")));
             }
             if self.fetches[..i].iter().any(|f| f.name == fetch.name) {
-                return Err(Error::msg(format!("{owner}: output `{}` is named twice", fetch.name)));
+                return Err(Error::invalid(format!("{owner}: output `{}` is named twice", fetch.name)));
             }
         }
         self.period.check(owner).map(|_| ())
@@ -65,7 +65,7 @@ impl Sampler {
         for fetch in &self.fetches {
             let tensor = values.device(&fetch.name)?;
             if tensor.num_elements() != 1 {
-                return Err(Error::Fetch(format!(
+                return Err(Error::fetch(format!(
                     "{}: `{}` has shape {:?}, not a scalar",
                     self.owner,
                     fetch.name,

@@ -74,7 +74,7 @@ pub(super) struct H5File {
 
 /// An HDF5 error as the crate's error, naming the file.
 pub(super) fn h5_error(path: &Path, what: &str, error: hdf5::Error) -> Error {
-    Error::msg(format!("CallbackDataWriter: cannot {what} {}: {error}", path.display()))
+    Error::context(format!("CallbackDataWriter: cannot {what} {}", path.display()), error)
 }
 
 /// A one-dimensional dataset of `T` and `len` values (zeros until written), chunked and growable
@@ -207,7 +207,7 @@ impl H5File {
         let wanted = (Some(epochs), Some(minibatches));
         if found != wanted {
             let number = |n: Option<i64>| n.map_or("no number of".to_string(), |n| n.to_string());
-            return Err(Error::msg(format!(
+            return Err(Error::invalid(format!(
                 "CallbackDataWriter: {} holds a run of {} epochs and {} minibatches, this run has {} and {}: \
                  name another file, or remove this one to start it anew",
                 path.display(),
@@ -223,7 +223,7 @@ impl H5File {
     fn open_datasets(file: File, path: &Path, layout: &Layout) -> Result<H5File> {
         let get = |name: &str| {
             file.dataset(name).map_err(|e| {
-                Error::msg(format!(
+                Error::invalid(format!(
                     "CallbackDataWriter: {} has no dataset `{name}` ({e}): it was written with other settings",
                     path.display()
                 ))

@@ -208,16 +208,16 @@ impl CallbackDataWriter {
         check_setting(self.eval_freq != 0, "CallbackDataWriter", "eval_freq", "at least 1", 0)?;
         for name in self.loss.iter().chain(&self.metrics) {
             if name.is_empty() || name.contains('/') || name == "." {
-                return Err(Error::msg(format!(
+                return Err(Error::invalid(format!(
                     "CallbackDataWriter: the scalar name {name:?} cannot name a dataset: it must be non-empty, without `/`"
                 )));
             }
         }
         if self.hist.as_ref().is_some_and(|h| h.filter.is_empty()) {
-            return Err(Error::msg("CallbackDataWriter: an empty hist_filter selects no parameter"));
+            return Err(Error::invalid("CallbackDataWriter: an empty hist_filter selects no parameter"));
         }
         if self.fetches[0].name.is_empty() {
-            return Err(Error::msg("CallbackDataWriter: cost_output must be a non-empty output name"));
+            return Err(Error::invalid("CallbackDataWriter: cost_output must be a non-empty output name"));
         }
         Ok(())
     }
@@ -290,12 +290,14 @@ impl<M: Module> Callback<M> for CallbackDataWriter {
     fn save_state(&self) -> Result<Option<Json>> {
         let Some(run) = &self.run else { return Ok(None) };
         let saved = Saved { recent: run.recent.clone(), pending: run.pending.clone() };
-        serde_json::to_value(saved).map(Some).map_err(|e| Error::msg(format!("CallbackDataWriter: {e}")))
+        serde_json::to_value(saved)
+            .map(Some)
+            .map_err(|e| Error::bad_state(format!("CallbackDataWriter: {e}")))
     }
 
     fn load_state(&mut self, state: Json) -> Result<()> {
         let saved = serde_json::from_value(state)
-            .map_err(|e| Error::msg(format!("CallbackDataWriter: a bad saved state: {e}")))?;
+            .map_err(|e| Error::bad_state(format!("CallbackDataWriter: a bad saved state: {e}")))?;
         self.restored = Some(saved);
         Ok(())
     }
@@ -330,7 +332,7 @@ impl<M: Module> Callback<M> for CallbackDataWriter {
         let name = &self.fetches[0].name;
         let (cost, _) = values.nth(0, name).host(name)?;
         let &[cost] = cost else {
-            return Err(Error::Fetch(format!(
+            return Err(Error::fetch(format!(
                 "CallbackDataWriter: `{name}` has {} values, not one: the minibatch cost is a single value",
                 cost.len()
             )));

@@ -16,7 +16,10 @@ use crate::error::{Error, Result};
 /// there is one. Returns it and whether it is new.
 pub(super) fn open(path: &Path, resumed: bool) -> Result<(File, bool)> {
     if path.is_dir() {
-        return Err(Error::msg(format!("CallbackDataWriter: {} is a folder, not a file", path.display())));
+        return Err(Error::invalid(format!(
+            "CallbackDataWriter: {} is a folder, not a file",
+            path.display()
+        )));
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
@@ -52,7 +55,7 @@ pub(super) fn open(path: &Path, resumed: bool) -> Result<(File, bool)> {
 /// an error, nothing is moved aside), else a new file.
 pub(super) fn open_or_create(path: &Path) -> Result<File> {
     if path.is_dir() {
-        return Err(Error::msg(format!("Deconv: {} is a folder, not a file", path.display())));
+        return Err(Error::invalid(format!("Deconv: {} is a folder, not a file", path.display())));
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;

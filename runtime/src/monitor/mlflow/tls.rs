@@ -71,7 +71,7 @@ pub(super) fn tls_config(trust: &Trust) -> Result<ureq::tls::TlsConfig> {
     let builder = TlsConfig::builder().provider(TlsProvider::Rustls);
     if trust.insecure {
         if let Some(path) = &trust.cert_path {
-            return Err(Error::msg(format!(
+            return Err(Error::invalid(format!(
                 "MLflow: {INSECURE_VAR}=true and a server certificate ({}) are both set: the check is either \
                  off or made against the certificate; unset one of them (MLflow's own client refuses the pair too)",
                 path.display()
@@ -110,7 +110,7 @@ pub(super) fn tls_config(trust: &Trust) -> Result<ureq::tls::TlsConfig> {
         }
     }
     if certs.is_empty() {
-        return Err(Error::msg(format!(
+        return Err(Error::invalid(format!(
             "MLflow: the CA certificate file {} holds no certificate (expected PEM, `-----BEGIN CERTIFICATE-----`)",
             path.display()
         )));

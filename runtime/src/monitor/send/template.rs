@@ -32,7 +32,7 @@ impl Template {
     /// `{name:.Nf}` (N decimals), `{{` and `}}` (literal braces), as Python's `str.format`.
     pub(super) fn parse(owner: &'static str, command: String, names: Vec<String>) -> Result<Template> {
         check_names(owner, &command, &names)?;
-        let bad = |what: String| Error::msg(format!("{owner}: {what} in command `{command}`"));
+        let bad = |what: String| Error::invalid(format!("{owner}: {what} in command `{command}`"));
         let mut pieces = Vec::new();
         let mut text = String::new();
         let mut chars = command.chars().peekable();
@@ -83,14 +83,14 @@ impl Template {
 /// The scalar names a command is given: at least one, none empty, none twice.
 fn check_names(owner: &str, command: &str, names: &[String]) -> Result<()> {
     if names.is_empty() {
-        return Err(Error::msg(format!("{owner}: no scalar names given for command `{command}`")));
+        return Err(Error::invalid(format!("{owner}: no scalar names given for command `{command}`")));
     }
     for (i, name) in names.iter().enumerate() {
         if name.is_empty() {
-            return Err(Error::msg(format!("{owner}: an empty scalar name")));
+            return Err(Error::invalid(format!("{owner}: an empty scalar name")));
         }
         if names[..i].contains(name) {
-            return Err(Error::msg(format!("{owner}: scalar name `{name}` is given twice")));
+            return Err(Error::invalid(format!("{owner}: scalar name `{name}` is given twice")));
         }
     }
     Ok(())

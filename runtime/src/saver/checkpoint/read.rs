@@ -9,7 +9,7 @@ use super::format::{
 };
 use super::listing::{list_readable, occupied, old_of};
 use super::manifest::Manifest;
-use crate::error::{BoxError, Error, Result};
+use crate::error::{BoxError, CheckpointError, Error, Result};
 use crate::state::{LengthRead, MAX_INDEX_BYTES, read_bounded, read_exact_len};
 
 /// Why a checkpoint could not be read.
@@ -43,10 +43,11 @@ impl Unreadable {
     /// The public error for the checkpoint `dir`, keeping the cause as its source.
     fn into_error(self, dir: &Path) -> Error {
         match self {
-            Unreadable::Corrupt { reason, source } => Error::Checkpoint {
+            Unreadable::Corrupt { reason, source } => CheckpointError::Damaged {
                 message: format!("checkpoint {} is incomplete or corrupt: {reason}", dir.display()),
                 source,
-            },
+            }
+            .into(),
             Unreadable::Error(error) => error,
         }
     }
@@ -74,13 +75,7 @@ fn read_file(dir: &Path, file: &str, len: u64, bound: bool) -> Result<Vec<u8>, U
         {
             Unreadable::corrupt_from(format!("{file}: {e}"), e)
         }
-        LengthRead::Io(e) => Unreadable::Error(Error::checkpoint_from(
-            format!(
-                "reading {} failed: {e}; a read error is no sign of a damaged checkpoint, so nothing was set aside or removed: fix the cause (permissions, open files, the disk) and try again",
-                path.display()
-            ),
-            e,
-        )),
+        LengthRead::Io(source) => Unreadable::Error(CheckpointError::Read { path, source }.into()),
     })
 }
 
@@ -89,11 +84,15 @@ pub(super) fn read_manifest(dir: &Path) -> Result<Manifest, Unreadable> {
     let manifest: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| Unreadable::corrupt_from(format!("{MANIFEST_FILE} is malformed: {e}"), e))?;
     if !(OLDEST_FORMAT..=FORMAT_VERSION).contains(&manifest.format) {
-        return Err(Unreadable::Error(Error::checkpoint(format!(
-            "checkpoint {} has format {}, this version of stoker reads formats {OLDEST_FORMAT} to {FORMAT_VERSION}",
-            dir.display(),
-            manifest.format
-        ))));
+        return Err(Unreadable::Error(
+            CheckpointError::Format {
+                dir: dir.to_path_buf(),
+                format: manifest.format,
+                oldest: OLDEST_FORMAT,
+                newest: FORMAT_VERSION,
+            }
+            .into(),
+        ));
     }
     match manifest.checksum {
         Some(_) if manifest.verifies(&bytes) => Ok(manifest),
@@ -228,7 +227,7 @@ impl Checkpoint {
             root.display(),
             failures.iter().map(Error::to_string).collect::<Vec<_>>().join("; ")
         );
-        Err(Error::Checkpoint { message, source: Some(Box::new(failures.swap_remove(0))) })
+        Err(CheckpointError::Damaged { message, source: Some(Box::new(failures.swap_remove(0))) }.into())
     }
 
     /// The checkpoint's directory.

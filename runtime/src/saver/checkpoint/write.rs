@@ -12,7 +12,7 @@ use super::listing::{list, occupied, old_of};
 use super::manifest::{FileSum, Manifest};
 use super::read::read_manifest;
 use super::remove::{RemoveFailure, remove_checkpoint, remove_leftovers};
-use crate::error::{Error, Result};
+use crate::error::{CheckpointError, Error, Result};
 use crate::state::{
     KeepPolicy, MAX_INDEX_BYTES, check_copy_name, create_dir_all_synced, read_bounded, sync_dir,
     temporary_name, write_atomic, write_new_file,
@@ -154,7 +154,7 @@ pub(crate) fn run_of(root: &Path) -> Option<String> {
 pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy, run_start: f64) -> Result<PathBuf> {
     let name = checkpoint_name(content.global_step);
     let fail = |what: &str, path: &Path, e: std::io::Error| {
-        Error::checkpoint_from(
+        Error::checkpoint_write(
             format!(
                 "writing checkpoint {name} failed ({what} {}: {e}); the checkpoints written before are intact",
                 path.display()
@@ -202,10 +202,10 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy, run_sta
     index.checkpoints = present.into_iter().map(|(_, n)| n).filter(|n| !remove.contains(n)).collect();
     let index_path = root.join(INDEX_FILE);
     let text = serde_json::to_vec_pretty(&index).map_err(|e| {
-        Error::checkpoint_from(format!("serializing {}: {e}", root.join(INDEX_FILE).display()), e)
+        Error::checkpoint_write(format!("serializing {}: {e}", root.join(INDEX_FILE).display()), e)
     })?;
     write_atomic(&index_path, &text).map_err(|e| {
-        Error::checkpoint_from(
+        Error::checkpoint_write(
             format!(
                 "checkpoint {name} is complete, but updating {} failed: {e}; resume finds {name} all the same",
                 index_path.display()
@@ -227,11 +227,11 @@ pub(crate) fn write(root: &Path, content: &Content, policy: &KeepPolicy, run_sta
 /// the previous copy only once the new one is complete.
 pub(crate) fn write_copy(root: &Path, name: &str, content: &Content) -> Result<PathBuf> {
     check_copy_name(name)
-        .map_err(|why| Error::checkpoint(format!("the checkpoint copy name {name:?} {why}")))?;
+        .map_err(|why| CheckpointError::CopyName { name: name.to_owned(), why: why.to_string() })?;
     create_dir_all_synced(root).map_err(|e| Error::io(root, e))?;
     remove_leftovers(root);
     write_dir(root, name, content).map_err(|e| {
-        Error::checkpoint_from(
+        Error::checkpoint_write(
             format!(
                 "writing the checkpoint copy {} failed: {e}; the previous copy is intact",
                 root.join(name).display()

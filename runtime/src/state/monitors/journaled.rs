@@ -69,7 +69,7 @@ impl Monitors {
             write_line(&mut lines, &("r", row.epoch_num, row.global_step, scalars))?;
         }
         let mark = self.journal.append(&lines).map_err(|e| {
-            Error::checkpoint_from(format!("appending the monitors' history to its journal: {e}"), e)
+            Error::bad_state_from(format!("appending the monitors' history to its journal: {e}"), e)
         })?;
         self.journaled.extend(counts);
         self.journaled_rows = rows_end;
@@ -87,7 +87,7 @@ impl Monitors {
     /// timeline), is a warning: the run resumes with the history the checkpoint holds itself, and
     /// a new journal keeps it from there on.
     pub(super) fn resume_journal(&mut self, read: ReadJournal) -> Result<(Histories, Vec<StatsRow>)> {
-        let bad = |what: String| Error::checkpoint(format!("the monitors' history is malformed: {what}"));
+        let bad = |what: String| Error::bad_state(format!("the monitors' history is malformed: {what}"));
         let (journal, bytes) = match read.read {
             Ok(found) => found,
             Err(e) if is_missing_or_mismatched(&e) => {
@@ -100,7 +100,7 @@ impl Monitors {
                 return Ok(((BTreeMap::new(), BTreeMap::new()), Vec::new()));
             }
             Err(e) => {
-                return Err(Error::checkpoint_from(
+                return Err(Error::bad_state_from(
                     format!("reading the monitors' history from {}: {e}", read.file.display()),
                     e,
                 ));
@@ -120,7 +120,7 @@ impl Monitors {
             return Ok(());
         }
         self.journal.mirror_into(dir).map_err(|e| {
-            Error::checkpoint_from(format!("copying the monitors' history into {}: {e}", dir.display()), e)
+            Error::bad_state_from(format!("copying the monitors' history into {}: {e}", dir.display()), e)
         })
     }
 }
@@ -141,14 +141,14 @@ impl ReadJournal {
     pub(crate) fn of(state: &Json, dirs: &[PathBuf]) -> Result<Option<ReadJournal>> {
         let Some(mark) = state.get("journal") else { return Ok(None) };
         let mark = Mark::from_json(mark)
-            .ok_or_else(|| Error::checkpoint("the monitors' history is malformed: journal"))?;
+            .ok_or_else(|| Error::bad_state("the monitors' history is malformed: journal"))?;
         Ok(Some(ReadJournal { file: mark.file.clone(), read: Journal::resume(&mark, dirs) }))
     }
 }
 
 /// One JSON line.
 fn write_line(out: &mut Vec<u8>, value: &impl serde::Serialize) -> Result<()> {
-    push_line(out, value).map_err(|e| Error::checkpoint_from(format!("{e}"), e))
+    push_line(out, value).map_err(|e| Error::bad_state_from(format!("{e}"), e))
 }
 
 /// The histories and rows of a journal's lines; what is wrong, naming the line, otherwise.

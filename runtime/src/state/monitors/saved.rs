@@ -128,7 +128,7 @@ type History = BTreeMap<Arc<str>, Vec<(u64, f64)>>;
 
 /// The error for a malformed monitors' state, naming `what` is wrong.
 fn bad(what: &str) -> Error {
-    Error::checkpoint(format!("the monitors' state is malformed: {what}"))
+    Error::bad_state(format!("the monitors' state is malformed: {what}"))
 }
 
 /// `v` as a JSON object, else an error naming `what`.

@@ -45,7 +45,7 @@ pub(super) fn cancel_halt<M>(
         return Halt::Failed(wrap(
             &names[i],
             event,
-            Error::msg(format!(
+            Error::misuse(format!(
                 "{} is not supported in data-parallel training, where every rank must agree on the steps it runs: return Flow::Stop or Flow::SkipEpoch, which the ranks agree on at the next step boundary",
                 cancel.flow_name()
             )),
@@ -61,7 +61,7 @@ pub(super) fn validation_misplaced(name: &str, event: &'static str) -> Error {
     wrap(
         name,
         event,
-        Error::msg(
+        Error::misuse(
             "a validation pass was requested (Context::request_validation) where the trainer cannot run one: ask from an event between steps (trigger, trigger_step, trigger_epoch, before_train...), not from setup, after_train, inside a step or during another validation pass",
         ),
     )
@@ -72,7 +72,7 @@ pub(super) fn validation_misplaced(name: &str, event: &'static str) -> Error {
 #[cold]
 pub(super) fn raised_misplaced(name: &str, event: &'static str, raised: Raised) -> Error {
     match raised {
-        Raised::Cancel(cancel) => wrap(name, event, Error::Message(cancel.misplaced())),
+        Raised::Cancel(cancel) => wrap(name, event, Error::misuse(cancel.misplaced())),
         Raised::Validate => validation_misplaced(name, event),
     }
 }
@@ -87,7 +87,7 @@ pub(super) fn misplaced_cancel<M>(
 ) -> Error {
     let message = cancel.misplaced();
     match state.control.cancelled_at {
-        Some((i, event)) => wrap(&names[i], event, Error::Message(message)),
-        None => Error::Message(message),
+        Some((i, event)) => wrap(&names[i], event, Error::misuse(message)),
+        None => Error::misuse(message),
     }
 }

@@ -172,7 +172,7 @@ impl<C, M, K> super::Dispatcher<C, M, K> {
         let table = &self.table;
         let takers: Vec<String> =
             table.train.batch.pred.iter().map(|&i| format!("`{}`", table.names[i])).collect();
-        crate::Error::msg(format!(
+        crate::Error::misuse(format!(
             "callbacks {} take the model's output in after_pred, but the training step did not hand it over: call `step.pred(output)` on the model's output in the step function, before the loss",
             takers.join(", ")
         ))

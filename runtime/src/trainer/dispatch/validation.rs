@@ -202,8 +202,10 @@ impl<C, M> Delivery<'_, '_, C, M> {
         {
             let slot = StepLoss { loss: RefCell::new(Some(loss)), outputs: &*batches.outputs() };
             deliver_in_batch(callbacks, names, at, state, &table.valid.loss, Event::BeforeBackward(&slot))?;
-            let loss =
-                slot.loss.into_inner().ok_or_else(|| Error::msg("an after_loss callback removed the loss"));
+            let loss = slot
+                .loss
+                .into_inner()
+                .ok_or_else(|| Error::misuse("an after_loss callback removed the loss"));
             batches.outputs().put("loss", loss.map_err(|e| wrap(&names[i], event.name(), e))?);
         }
         at.activity = Activity::Callback(i, event.name());

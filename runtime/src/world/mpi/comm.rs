@@ -66,10 +66,10 @@ impl MpiComm {
     pub(crate) fn init() -> Result<MpiComm> {
         let (universe, threading) =
             mpi::initialize_with_threading(Threading::Serialized).ok_or_else(|| {
-                Error::msg("MPI was already initialized in this process (MPI starts once per process)")
+                Error::transport("MPI was already initialized in this process (MPI starts once per process)")
             })?;
         if threading < Threading::Serialized {
-            return Err(Error::msg(format!(
+            return Err(Error::transport(format!(
                 "the MPI library supports only {threading:?} threading, stoker needs Serialized"
             )));
         }
@@ -80,7 +80,7 @@ impl MpiComm {
         std::mem::forget(universe);
         // SAFETY: registering a plain `extern "C"` function that takes nothing.
         if unsafe { atexit(finalize_at_exit) } != 0 {
-            return Err(Error::msg("registering MPI's finalization at exit failed"));
+            return Err(Error::transport("registering MPI's finalization at exit failed"));
         }
         Ok(MpiComm { world, rank, size, _not_sync: PhantomData })
     }

@@ -146,18 +146,18 @@ impl Deconv {
 
 impl<M: Module + ConvLayers> Callback<M> for Deconv {
     fn name(&self) -> Cow<'static, str> {
-        Cow::Borrowed("Deconv")
+        crate::kind::name_of::<Self>()
     }
     fn setup(&mut self, _ctx: &mut Context<'_, M>) -> Result<()> {
         check_setting(self.max_fm != 0, "Deconv", "max_fm", "at least 1", 0)?;
         if !(self.dataset_pct > 0.0 && self.dataset_pct <= 100.0) {
-            return Err(Error::msg(format!(
+            return Err(Error::invalid(format!(
                 "Deconv: dataset_pct must be in (0, 100], got {}",
                 self.dataset_pct
             )));
         }
         if self.path.as_os_str().is_empty() {
-            return Err(Error::msg("Deconv: the path is empty"));
+            return Err(Error::invalid("Deconv: the path is empty"));
         }
         Ok(())
     }

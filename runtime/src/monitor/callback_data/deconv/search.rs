@@ -181,7 +181,7 @@ fn guided_backprop<M: ConvLayers>(
             }
             Some(signal) if signal.dims() == output => signal,
             Some(signal) => {
-                return Err(Error::msg(format!(
+                return Err(Error::invalid(format!(
                     "Deconv: convolution {}'s input is {:?}, convolution {i}'s output {output:?}: neon's guided \
                      backpropagation goes from one convolution to the one before through elementwise layers \
                      alone (no pooling between them), as neon's DeconvCallback does",
@@ -193,7 +193,7 @@ fn guided_backprop<M: ConvLayers>(
         let gradient = input_gradient(conv, input.clone(), relu(incoming))?;
         signal = Some(gradient * input.detach().greater_elem(0.0).float());
     }
-    let signal = signal.ok_or_else(|| Error::msg("Deconv: the model has no convolution"))?;
+    let signal = signal.ok_or_else(|| Error::invalid("Deconv: the model has no convolution"))?;
     let [c, h, w] = found_shape(&signal);
     let values: Vec<f32> = signal.into_data().iter::<f32>().collect();
     // (channels, height, width) to (height, width, channels).

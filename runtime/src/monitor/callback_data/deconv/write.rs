@@ -8,7 +8,7 @@ use super::search::{Found, scale_to_rgb};
 use crate::error::{Error, Result};
 
 fn failed(path: &Path, error: hdf5::Error) -> Error {
-    Error::msg(format!("Deconv: writing `deconv` into {}: {error}", path.display()))
+    Error::context(format!("Deconv: writing `deconv` into {}", path.display()), error)
 }
 
 /// A dataset `name` of `shape` in `group`, holding `values` (row-major).

@@ -9,12 +9,28 @@
 use std::fmt;
 use std::path::PathBuf;
 
+mod checkpoint;
+mod config;
+mod log_dir;
+mod world;
+
+pub use checkpoint::CheckpointError;
+pub use config::ConfigError;
+pub use log_dir::LogDirError;
+pub use world::WorldError;
+
 /// Any other error, kept as the cause of an [`Error`]: what [`Error::other`] and
-/// [`Error::context`] take, and the source of [`Error::Checkpoint`], [`Error::Data`] and
-/// [`Error::Other`].
+/// [`Error::context`] take, and the source of [`Error::Data`], [`Error::Other`] and of a
+/// [`CheckpointError`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// What went wrong in a training run, named precisely enough to fix.
+///
+/// Each concern has its own type, whose variants a program can branch on:
+/// [`Config`](Error::Config) (a trainer or a callback set up wrong), [`Checkpoint`](Error::Checkpoint),
+/// [`LogDir`](Error::LogDir) and [`World`](Error::World). [`Callback`](Error::Callback) and
+/// [`Rank`](Error::Rank) say where an error happened and hold it; [`root`](Error::root) peels
+/// them off.
 ///
 /// [`source`](std::error::Error::source) returns the cause where there is one: the callback's
 /// error for [`Callback`](Error::Callback), the rank's for [`Rank`](Error::Rank), the operating
@@ -40,10 +56,23 @@ pub enum Error {
         /// The panic's message.
         message: String,
     },
-    /// The callbacks' order constraints cannot be satisfied.
-    Order(String),
-    /// A callback asked for a value the training step does not produce, or of the wrong kind.
-    Fetch(String),
+    /// The trainer or a callback was set up in a way that cannot train as asked, found before
+    /// training starts (or when a hyper-parameter is set): the message says what to change.
+    Config(ConfigError),
+    /// A checkpoint could not be written, or none could be read to resume from.
+    Checkpoint(CheckpointError),
+    /// The log directory cannot be trained into: another run holds it, or it holds an earlier
+    /// run the policy refuses to mix with.
+    LogDir(LogDirError),
+    /// The ranks of a data-parallel world cannot go on together.
+    World(WorldError),
+    /// The error one rank of a data-parallel world ended with, as the world's runner reports it.
+    Rank {
+        /// The rank (0 is the chief).
+        rank: usize,
+        /// What went wrong there (the error's source).
+        source: Box<Error>,
+    },
     /// The data loader failed or produced no batch.
     Data {
         /// The whole message (the cause's included).
@@ -67,58 +96,14 @@ pub enum Error {
         /// [`MonitorSink`](crate::state::MonitorSink) returned); `None` when the writer panicked.
         source: Option<BoxError>,
     },
-    /// A hyper-parameter is unknown or was given an invalid value.
-    HyperParam(String),
-    /// A checkpoint could not be written, or none could be read to resume from.
-    Checkpoint {
-        /// The whole message: the checkpoint or file, what failed, what to do (the cause's
-        /// message included).
-        message: String,
-        /// The cause: burn's `RecordError` when a model or optimizer does not serialize or
-        /// load, the `std::io::Error` of a file, serde's error for a malformed file.
-        source: Option<BoxError>,
-    },
-    /// The loss or the weights stopped being finite numbers. stoker's own checks
-    /// ([`TerminateOnNaN`](crate::debug::TerminateOnNaN), the check before a checkpoint) stop
-    /// training cleanly with [`Outcome::NonFinite`](crate::callback::Outcome::NonFinite) instead;
-    /// a callback of the user's may still return this error.
+    /// The loss, the weights or a watched value stopped being finite numbers. stoker's own
+    /// checks ([`TerminateOnNaN`](crate::debug::TerminateOnNaN), the check before a checkpoint)
+    /// stop training cleanly with
+    /// [`Outcome::NonFinite`](crate::callback::Outcome::NonFinite) instead;
+    /// [`CheckNumerics`](crate::debug::CheckNumerics) and a callback of the user's return this
+    /// error.
     NonFinite(String),
-    /// The error one rank of a data-parallel world ended with, as the world's runner reports it.
-    Rank {
-        /// The rank (0 is the chief).
-        rank: usize,
-        /// What went wrong there (the error's source).
-        source: Box<Error>,
-    },
-    /// Another rank of the data-parallel world failed (or left it), so this rank stopped at the
-    /// same step boundary as every other; that rank's own error tells why.
-    RankFailed {
-        /// The rank that failed first (the lowest one when several failed at the same step).
-        rank: usize,
-    },
-    /// The log directory is in use: another run (in this process or another one, on this host or
-    /// another sharing the file system) holds its lock.
-    LogDirInUse {
-        /// The log directory.
-        dir: PathBuf,
-        /// The whole message: which run holds it, if known, and what to do.
-        message: String,
-    },
-    /// The log directory holds an earlier run, and the run's
-    /// [`LogDirPolicy`](crate::trainer::LogDirPolicy) is
-    /// [`Refuse`](crate::trainer::LogDirPolicy::Refuse): nothing was changed.
-    EarlierRun {
-        /// The log directory.
-        dir: PathBuf,
-        /// What marks the earlier run: `"checkpoints/ with 3 checkpoints, the newest step-90"`,
-        /// `"stats.json"`, event files.
-        found: Vec<String>,
-    },
-    /// The trainer was set up in a way that cannot train as asked, found before training starts
-    /// (a model on a device without autodiff, a chief-only callback that takes a value inside
-    /// the step of a data-parallel world): the message says what to change.
-    Misuse(String),
-    /// Any other failure, with its message.
+    /// Any other failure, with its message: what [`Error::msg`] builds.
     Message(String),
     /// Another library's error (or a callback's own), kept as the source: built by
     /// [`Error::other`] and [`Error::context`].
@@ -129,6 +114,17 @@ pub enum Error {
         source: BoxError,
     },
 }
+
+macro_rules! from_concern {
+    ($($concern:ident => $variant:ident),*) => {$(
+        impl From<$concern> for Error {
+            fn from(error: $concern) -> Self {
+                Error::$variant(error)
+            }
+        }
+    )*};
+}
+from_concern!(ConfigError => Config, CheckpointError => Checkpoint, LogDirError => LogDir, WorldError => World);
 
 impl Error {
     /// An error with a message: `Err(Error::msg("the log directory is full"))`.
@@ -156,14 +152,56 @@ impl Error {
         Error::Other { message: format!("{context}: {source}"), source }
     }
 
-    /// A checkpoint error with no cause but stoker's own judgement.
-    pub fn checkpoint(message: impl Into<String>) -> Self {
-        Error::Checkpoint { message: message.into(), source: None }
+    /// A callback's saved state that cannot be restored (a field missing, a value of another
+    /// type): what a [`Callback::load_state`](crate::callback::Callback::load_state) returns
+    /// for a state it cannot read, a [`CheckpointError::State`].
+    pub fn bad_state(message: impl Into<String>) -> Self {
+        CheckpointError::State { message: message.into(), source: None }.into()
     }
 
-    /// A checkpoint error whose cause is `source`; `message` is the whole message.
-    pub(crate) fn checkpoint_from(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Error::Checkpoint { message: message.into(), source: Some(source.into()) }
+    /// A [`CheckpointError::State`] whose cause is `source`; `message` is the whole message.
+    pub(crate) fn bad_state_from(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        CheckpointError::State { message: message.into(), source: Some(source.into()) }.into()
+    }
+
+    /// A [`CheckpointError::Write`]; `message` is the whole message.
+    pub(crate) fn checkpoint_write(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        CheckpointError::Write { message: message.into(), source: Some(source.into()) }.into()
+    }
+
+    /// A [`ConfigError::Invalid`]: a callback's settings, wrong in a way no rule words.
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        ConfigError::Invalid(message.into()).into()
+    }
+
+    /// A [`ConfigError::Fetch`].
+    pub(crate) fn fetch(message: impl Into<String>) -> Self {
+        ConfigError::Fetch(message.into()).into()
+    }
+
+    /// A [`ConfigError::Order`].
+    pub(crate) fn order(message: impl Into<String>) -> Self {
+        ConfigError::Order(message.into()).into()
+    }
+
+    /// A [`ConfigError::HyperParam`].
+    pub(crate) fn hyper_param(message: impl Into<String>) -> Self {
+        ConfigError::HyperParam(message.into()).into()
+    }
+
+    /// A [`ConfigError::Misuse`].
+    pub(crate) fn misuse(message: impl Into<String>) -> Self {
+        ConfigError::Misuse(message.into()).into()
+    }
+
+    /// A [`WorldError::Transport`].
+    pub(crate) fn transport(message: impl Into<String>) -> Self {
+        WorldError::Transport(message.into()).into()
+    }
+
+    /// A [`WorldError::Mismatch`].
+    pub(crate) fn ranks_differ(message: impl Into<String>) -> Self {
+        WorldError::Mismatch(message.into()).into()
     }
 
     /// A data error with no cause but stoker's own judgement (no batch, too few batches).
@@ -177,11 +215,10 @@ impl Error {
     ///
     /// ```
     /// use burn_stoker::Error;
-    /// let error = Error::Rank {
-    ///     rank: 1,
-    ///     source: Box::new(Error::EarlierRun { dir: "runs/digits".into(), found: vec!["stats.json".into()] }),
-    /// };
-    /// assert!(matches!(error.root(), Error::EarlierRun { .. }));
+    /// use burn_stoker::LogDirError;
+    /// let earlier = LogDirError::EarlierRun { dir: "runs/digits".into(), found: vec!["stats.json".into()] };
+    /// let error = Error::Rank { rank: 1, source: Box::new(earlier.into()) };
+    /// assert!(matches!(error.root(), Error::LogDir(LogDirError::EarlierRun { .. })));
     /// ```
     pub fn root(&self) -> &Error {
         let mut error = self;
@@ -325,57 +362,37 @@ impl fmt::Display for Error {
                 write!(f, "callback `{callback}` failed in {event}: {source}")
             }
             Error::Panic { location, message } => write!(f, "panic in {location}: {message}"),
-            Error::Order(message)
-            | Error::Fetch(message)
-            | Error::Data { message, .. }
+            Error::Config(error) => error.fmt(f),
+            Error::Checkpoint(error) => error.fmt(f),
+            Error::LogDir(error) => error.fmt(f),
+            Error::World(error) => error.fmt(f),
+            Error::Rank { rank, source } => write!(f, "rank {rank}: {source}"),
+            Error::Data { message, .. }
             | Error::Monitor { message, .. }
-            | Error::HyperParam(message)
-            | Error::Checkpoint { message, .. }
             | Error::NonFinite(message)
-            | Error::Misuse(message)
             | Error::Message(message)
             | Error::Other { message, .. } => f.write_str(message),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
-            Error::LogDirInUse { message, .. } => f.write_str(message),
-            Error::EarlierRun { dir, found } => write!(
-                f,
-                "the log directory {} holds an earlier run ({}), and a fresh run into it would mix with it; nothing was changed. \
-                 To continue that run, resume it (Trainer::auto_resume(true), or resume_from one of its checkpoints). \
-                 To start afresh, choose what happens to it with Trainer::log_dir_policy: LogDirPolicy::NewVersion trains in a new \
-                 version_N folder inside it, LogDirPolicy::Backup moves it aside, LogDirPolicy::Delete deletes it, \
-                 LogDirPolicy::Keep writes beside it (the runs mix); or give this run another log_dir",
-                dir.display(),
-                found.join(", ")
-            ),
-            Error::Rank { rank, source } => write!(f, "rank {rank}: {source}"),
-            Error::RankFailed { rank } => {
-                write!(f, "rank {rank} of the data-parallel world failed, so every rank stopped")
-            }
         }
     }
 }
 
 /// The cause is the wrapped error itself (a callback's or a rank's [`Error`] downcasts to
-/// `Error`, not to a `Box`).
+/// `Error`, not to a `Box`). A concern's error is this error's message: its cause is this one's.
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Callback { source, .. } | Error::Rank { source, .. } => Some(source.as_ref()),
             Error::Io { source, .. } => Some(source),
-            Error::Data { source, .. } | Error::Checkpoint { source, .. } | Error::Monitor { source, .. } => {
+            Error::Data { source, .. } | Error::Monitor { source, .. } => {
                 source.as_deref().map(|s| s as &(dyn std::error::Error + 'static))
             }
             Error::Other { source, .. } => Some(source.as_ref()),
-            Error::Panic { .. }
-            | Error::Order(_)
-            | Error::Fetch(_)
-            | Error::HyperParam(_)
-            | Error::NonFinite(_)
-            | Error::RankFailed { .. }
-            | Error::LogDirInUse { .. }
-            | Error::EarlierRun { .. }
-            | Error::Misuse(_)
-            | Error::Message(_) => None,
+            Error::Config(error) => error.source(),
+            Error::Checkpoint(error) => error.source(),
+            Error::LogDir(error) => error.source(),
+            Error::World(error) => error.source(),
+            Error::Panic { .. } | Error::NonFinite(_) | Error::Message(_) => None,
         }
     }
 }
@@ -403,7 +420,7 @@ pub(crate) fn must_be(
 }
 
 /// Check a setting (at setup, where callbacks check what their builders were given): `Ok(())`
-/// when `valid`, else an [`Error::Message`] worded by [`must_be`].
+/// when `valid`, else a [`ConfigError::Setting`] (worded as [`must_be`] words it).
 pub(crate) fn check_setting(
     valid: bool,
     owner: impl fmt::Display,
@@ -411,7 +428,23 @@ pub(crate) fn check_setting(
     rule: &str,
     value: impl fmt::Display,
 ) -> Result<()> {
-    if valid { Ok(()) } else { Err(Error::Message(must_be(owner, setting, rule, value))) }
+    if valid { Ok(()) } else { Err(setting_error(owner, setting, rule, value)) }
+}
+
+/// A [`ConfigError::Setting`]: `<owner>: <setting> must be <rule>, not <value>`.
+pub(crate) fn setting_error(
+    owner: impl fmt::Display,
+    setting: &str,
+    rule: &str,
+    value: impl fmt::Display,
+) -> Error {
+    ConfigError::Setting {
+        owner: owner.to_string(),
+        setting: setting.to_owned(),
+        rule: rule.to_owned(),
+        value: value.to_string(),
+    }
+    .into()
 }
 
 /// The message of a caught panic's payload.
