@@ -14,7 +14,7 @@
 //! Differs from neon: `--save_path` names the log directory, not the model file; checkpoints
 //! are folders in it (`checkpoints/step-N/`), never a pickle beside the program. neon's
 //! single-dash `-eval` is no clap flag (clap's short flags are one letter: `-eval` would read as
-//! `-e val`): pass the program's arguments through [`neon_args`] first, which rewrites it to
+//! `-e val`): pass the program's arguments through [`normalize_args`] first, which rewrites it to
 //! `--eval_freq`; `--eval` is an alias clap knows.
 //!
 //! ```
@@ -30,7 +30,7 @@
 //!     callbacks: CallbackArgs,
 //! }
 //!
-//! let cli = Cli::parse_from(burn_stoker::cli::neon_args(["train", "-eval", "2", "--serialize", "5", "--no_progress_bar"]));
+//! let cli = Cli::parse_from(burn_stoker::cli::normalize_args(["train", "-eval", "2", "--serialize", "5", "--no_progress_bar"]));
 //! assert_eq!(cli.callbacks.eval_freq, Some(2));
 //! let defaults = cli.callbacks.default_callbacks(burn_stoker::trainer::DefaultCallbacks::default());
 //! assert!(defaults.progress.is_none());
@@ -49,7 +49,7 @@ use crate::trigger::PeriodicTrigger;
 /// neon's callback switches; `#[command(flatten)]` them into a program's clap arguments.
 #[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub struct CallbackArgs {
-    /// Run validation every N epochs (off without this flag; neon's -eval, see `neon_args`).
+    /// Run validation every N epochs (off without this flag; neon's -eval, see `normalize_args`).
     #[arg(long = "eval_freq", alias = "eval", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub eval_freq: Option<u64>,
     /// Write a checkpoint (model, optimizer, callback state) every N epochs (every epoch when
@@ -179,14 +179,15 @@ impl CallbackArgs {
 /// The program's arguments with neon's single-dash `-eval N` (and `-eval=N`) rewritten to
 /// `--eval_freq`, which clap reads; every other argument as it is, and nothing after a `--`.
 /// Call it on the arguments before clap parses them:
-/// `Cli::parse_from(neon_args(std::env::args_os()))`.
+/// `Cli::parse_from(normalize_args(std::env::args_os()))`.
 ///
 /// ```
-/// use burn_stoker::cli::neon_args;
-/// let args = neon_args(["train", "-eval", "2", "-eval=3", "--", "-eval"]);
+/// use burn_stoker::cli::normalize_args;
+/// let args = normalize_args(["train", "-eval", "2", "-eval=3", "--", "-eval"]);
 /// assert_eq!(args, ["train", "--eval_freq", "2", "--eval_freq=3", "--", "-eval"]);
 /// ```
-pub fn neon_args<I, T>(args: I) -> Vec<OsString>
+#[doc(alias = "neon_args")]
+pub fn normalize_args<I, T>(args: I) -> Vec<OsString>
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString>,

@@ -145,7 +145,8 @@ mod tests {
         ReduceLrOnPlateau, ScheduledHyperParamSetter, StatMonitorParamSetter,
     };
     use crate::saver::{LoadModel, MaxSaver, MinSaver, ModelSaver, SaveBestState};
-    use crate::stop::{EarlyStop, EarlyStopping};
+    use crate::stop::EarlyStopping;
+    use crate::stop::early_stop::EarlyStop;
     use crate::track::{
         EstimatedTimeLeft, ModelSummary, ProgressBar, Recorder, RunTimer, StepProfiler, ThroughputTracker,
     };

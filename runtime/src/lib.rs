@@ -59,6 +59,7 @@ pub mod burn_train;
 pub mod callback;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod compat;
 pub mod debug;
 pub mod device;
 mod error;

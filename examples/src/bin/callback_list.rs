@@ -33,7 +33,7 @@ struct Cli {
 
 fn main() -> ExitCode {
     // neon's single-dash `-eval N` too.
-    let cli = Cli::parse_from(burn_stoker::cli::neon_args(std::env::args_os()));
+    let cli = Cli::parse_from(burn_stoker::cli::normalize_args(std::env::args_os()));
     let device = match burn_stoker::device::by_name(&cli.device) {
         Ok(device) => device,
         Err(error) => {

@@ -189,8 +189,8 @@ impl<M> TrainState<M> {
 pub struct Context<'a, M> {
     pub(crate) state: &'a mut TrainState<M>,
     /// Where the event being delivered falls in the loop: whether the step in progress is
-    /// counted yet, for the seeds' counters ([`tensorpack_local_step`](Self::tensorpack_local_step),
-    /// [`neon_minibatch`](Self::neon_minibatch)). Set by the trainer at each delivery.
+    /// counted yet, for the seeds' counters ([`latest_step_index`](Self::latest_step_index),
+    /// [`step_index`](Self::step_index)). Set by the trainer at each delivery.
     pub(crate) phase: Phase,
 }
 
@@ -237,8 +237,9 @@ impl<M> Context<'_, M> {
     fn step_counted(&self) -> bool {
         !matches!(self.phase, Phase::BeforeStep | Phase::InStep)
     }
-    /// tensorpack's `local_step` (`trainer.loop.local_step`), the index of its loop over the
-    /// steps of an epoch: 0-based, and the same from `before_step` to `trigger_step` (stoker's
+    /// The index of the latest step the loop began in this epoch, as tensorpack's `local_step`
+    /// (`trainer.loop.local_step`) counts it, the index of its loop over the steps of an epoch:
+    /// 0-based, and the same from `before_step` to `trigger_step` (stoker's
     /// [`local_step`](Self::local_step) counts the step from `after_step` on, so a predicate
     /// ported as written would fire one step late there).
     ///
@@ -250,7 +251,8 @@ impl<M> Context<'_, M> {
     /// (tensorpack's loop variable keeps the previous epoch's last value until the first step).
     /// A run resumed mid-epoch sees the index of the last step run before the checkpoint in its
     /// first `before_epoch`. Computed from the counters when asked; nothing is kept per step.
-    pub fn tensorpack_local_step(&self) -> i64 {
+    #[doc(alias = "tensorpack_local_step")]
+    pub fn latest_step_index(&self) -> i64 {
         let c = &self.state.counters;
         if !self.step_counted() {
             return c.local_step as i64;
@@ -260,8 +262,8 @@ impl<M> Context<'_, M> {
         }
         c.local_step as i64 - 1
     }
-    /// neon's `minibatch`, the argument of `on_minibatch_begin` and `on_minibatch_end`: the
-    /// 0-based index of the minibatch in its epoch, the same at both (stoker's
+    /// The 0-based index of the step in its epoch, as neon's `minibatch` (the argument of
+    /// `on_minibatch_begin` and `on_minibatch_end`) counts it, the same at both (stoker's
     /// [`local_step`](Self::local_step) is that index in `before_step` and one more from
     /// `after_step` on). fastai's `iter`, Keras's `batch` and Lightning's `batch_idx` are this
     /// number too.
@@ -270,15 +272,20 @@ impl<M> Context<'_, M> {
     /// step's index. neon passes it to no other event; elsewhere this is the index of the last
     /// step run in the current epoch (`steps_per_epoch - 1` at an epoch's end), 0 before its
     /// first. Computed from the counters when asked.
-    pub fn neon_minibatch(&self) -> u64 {
+    #[doc(alias = "neon_minibatch")]
+    #[doc(alias = "minibatch")]
+    #[doc(alias = "batch_idx")]
+    #[doc(alias = "iter")]
+    pub fn step_index(&self) -> u64 {
         let local = self.state.counters.local_step;
         if self.step_counted() { local.saturating_sub(1) } else { local }
     }
-    /// neon's `epoch`, the argument of `on_epoch_begin`, `on_epoch_end` and the minibatch
-    /// events: the 0-based index of the epoch (`epoch_num() - 1`; stoker's
+    /// The 0-based index of the epoch, as neon's `epoch` (the argument of `on_epoch_begin`,
+    /// `on_epoch_end` and the minibatch events) counts it (`epoch_num() - 1`; stoker's
     /// [`epoch_num`](Self::epoch_num) is 1-based, as tensorpack's). fastai's `epoch` and Keras's
     /// `epoch` are this number too. 0 before the first epoch.
-    pub fn neon_epoch(&self) -> u64 {
+    #[doc(alias = "neon_epoch")]
+    pub fn epoch_index(&self) -> u64 {
         self.state.counters.epoch_num.saturating_sub(1)
     }
     /// The model being trained.

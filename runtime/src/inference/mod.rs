@@ -200,7 +200,7 @@ mod tests {
         halves_merge_into_the_whole(BinaryClassificationStats::new("pred", "label"));
         halves_merge_into_the_whole(MultiLabelStats::new("predicted", "labels", ["a", "b"]));
         halves_merge_into_the_whole(
-            MultiLabelStats::new("predicted", "labels", ["a", "b"]).neon_batch_mean(true),
+            MultiLabelStats::new("predicted", "labels", ["a", "b"]).mean_over_batches(true),
         );
         halves_merge_into_the_whole(MultiLabelStats::new("predicted", "labels", ["a", "b"]).argmax(true));
         halves_merge_into_the_whole(TopKAccuracy::new("predicted", "labels", 1));

@@ -4,7 +4,7 @@ use super::{Inferencer, bit, merged_len, prefixed, ratio_or_zero};
 use crate::error::{Error, Result};
 use crate::fetch::{Fetch, Fetched};
 
-/// neon's epsilon in `PrecisionRecall`, for [`MultiLabelStats::neon_batch_mean`].
+/// neon's epsilon in `PrecisionRecall`, for [`MultiLabelStats::mean_over_batches`].
 const NEON_EPSILON: f64 = 1e-6;
 
 /// Per-class statistics of a multi-label (or multi-class) classifier: neon's
@@ -23,11 +23,11 @@ const NEON_EPSILON: f64 = 1e-6;
 ///
 /// **Difference from neon**: neon computes the ratios of each batch, TP / (predicted + 1e-6),
 /// and averages them over the batches, so a small last batch weighs as much as a full one and no
-/// ratio reaches 1. By default stoker counts over the whole set; [`neon_batch_mean`] reproduces
+/// ratio reaches 1. By default stoker counts over the whole set; [`mean_over_batches`] reproduces
 /// neon's arithmetic exactly (misclassification then also averages per-batch rates). neon prints
 /// a line per class; the [`ScalarPrinter`](crate::monitor::ScalarPrinter) prints these scalars.
 ///
-/// [`neon_batch_mean`]: Self::neon_batch_mean
+/// [`mean_over_batches`]: Self::mean_over_batches
 ///
 /// ```
 /// use burn_stoker::inference::MultiLabelStats;
@@ -94,7 +94,8 @@ impl MultiLabelStats {
     }
     /// Compute as neon does: each batch's TP / (predicted + 1e-6) and TP / (actual + 1e-6) (and
     /// misclassified / samples), averaged over the batches (off by default: over the whole set).
-    pub fn neon_batch_mean(mut self, enable: bool) -> Self {
+    #[doc(alias = "neon_batch_mean")]
+    pub fn mean_over_batches(mut self, enable: bool) -> Self {
         self.batch_mean = enable;
         self
     }

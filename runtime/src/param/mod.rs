@@ -47,7 +47,7 @@ use crate::state::LEARNING_RATE;
 pub use func::HyperParamSetterWithFunc;
 pub use human::HumanHyperParamSetter;
 pub use lr_scheduler::LrSchedulerSetter;
-pub use plateau::{PlateauMode, ReduceLrOnPlateau};
+pub use plateau::ReduceLrOnPlateau;
 pub use scheduled::ScheduledHyperParamSetter;
 pub use setter::{HyperParamSetter, SetterCallback};
 pub use stat::StatMonitorParamSetter;

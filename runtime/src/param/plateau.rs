@@ -7,21 +7,7 @@ use serde_json::Value as Json;
 use super::{LEARNING_RATE, Target, Warnings};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result, must_be};
-use crate::state::{json_f64, parse_f64};
-
-/// Whether [`ReduceLrOnPlateau`] waits for a statistic to stop decreasing or increasing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PlateauMode {
-    /// `Max` when the statistic's name contains `acc` (an accuracy), `Min` otherwise: tf.keras 2's
-    /// rule. Keras 3 minimizes `loss` and `val_loss`, asks any other compiled metric which way it
-    /// improves, and raises when it cannot tell; name the mode for an `f1` or an `auc`.
-    #[default]
-    Auto,
-    /// The statistic should decrease (a loss, an error rate).
-    Min,
-    /// The statistic should increase (an accuracy).
-    Max,
-}
+use crate::state::{Better, Direction, json_f64, parse_f64};
 
 /// Reduces the learning rate when a statistic has stopped improving (Keras's
 /// `ReduceLROnPlateau`, with its defaults: `factor` 0.1, `patience` 10, mode auto, `min_delta`
@@ -91,7 +77,9 @@ pub struct ReduceLrOnPlateau {
     monitor: Cow<'static, str>,
     factor: f64,
     patience: u64,
-    mode: PlateauMode,
+    mode: Direction,
+    /// Which way the statistic improves, resolved from `mode` at setup.
+    better: Better,
     min_delta: f64,
     cooldown: u64,
     min_lr: f64,
@@ -115,7 +103,8 @@ impl ReduceLrOnPlateau {
             monitor: monitor.into(),
             factor: 0.1,
             patience: 10,
-            mode: PlateauMode::Auto,
+            mode: Direction::Auto,
+            better: Better::Lower,
             min_delta: 1e-4,
             cooldown: 0,
             min_lr: 0.0,
@@ -137,8 +126,9 @@ impl ReduceLrOnPlateau {
         self.patience = epochs;
         self
     }
-    /// Whether the statistic should decrease or increase (default [`PlateauMode::Auto`]).
-    pub fn mode(mut self, mode: PlateauMode) -> Self {
+    /// Whether the statistic should decrease or increase (default [`Direction::Auto`], which reads the statistic's name as
+    /// [`Direction::resolve`] says and fails at setup when it cannot tell).
+    pub fn mode(mut self, mode: Direction) -> Self {
         self.mode = mode;
         self
     }
@@ -178,11 +168,7 @@ impl ReduceLrOnPlateau {
     }
 
     fn maximizes(&self) -> bool {
-        match self.mode {
-            PlateauMode::Min => false,
-            PlateauMode::Max => true,
-            PlateauMode::Auto => self.monitor.contains("acc"),
-        }
+        self.better == Better::Higher
     }
 
     fn improves(&self, value: f64) -> bool {
@@ -231,14 +217,13 @@ impl<M> Callback<M> for ReduceLrOnPlateau {
         if self.min_delta.is_nan() || self.min_lr.is_nan() {
             return Err(Error::hyper_param(format!("{name}: min_delta and min_lr must be numbers")));
         }
+        self.better = self.mode.better(&self.monitor, &name)?;
         // Keras's `_reset` at the beginning of training; a resumed run loads its state after this.
         self.best = if self.maximizes() { f64::NEG_INFINITY } else { f64::INFINITY };
         self.wait = 0;
         self.cooldown_counter = 0;
         self.last_seen = None;
-        let better =
-            if self.maximizes() { crate::state::Better::Higher } else { crate::state::Better::Lower };
-        ctx.monitors().declare_better(&self.monitor, better);
+        ctx.monitors().declare_better(&self.monitor, self.better);
         self.target.check(ctx)
     }
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {

@@ -11,8 +11,8 @@ use serde_json::{Value as Json, json};
 use super::checkpoint::MANIFEST_FILE;
 use crate::callback::{Callback, Context};
 use crate::error::{CheckpointError, Error, Result};
+use crate::state::Direction;
 use crate::state::{BoundedSender, Watched, bounded, check_copy_name, json_f64, parse_f64, write_atomic};
-use crate::stop::Mode;
 
 /// Saves the state of training whenever a monitored statistic reaches its best value so far:
 /// neon's `SaveBestStateCallback`, which writes `model.serialize(keep_states=True)`: the weights
@@ -27,8 +27,8 @@ use crate::stop::Mode;
 /// [`weights_only`](Self::weights_only) writes the model alone, a burnpack file at `path`.
 ///
 /// At each trigger (every epoch by default) where the statistic has a new value (order this
-/// callback after the one that puts it), a value lower than the best so far (`Mode::Min`, the
-/// default, as neon keeps the lowest validation loss; higher with `Mode::Max`) makes the
+/// callback after the one that puts it), a value lower than the best so far (`Direction::Min`, the
+/// default, as neon keeps the lowest validation loss; higher with `Direction::Max`) makes the
 /// checkpoint of that boundary (after the epoch's `trigger_epoch`) also written at `path`,
 /// replacing the previous best only once the new one is complete, as a
 /// [`MinSaver`](super::MinSaver) copy is. NaN is never the best. A trigger where the statistic
@@ -55,14 +55,14 @@ use crate::stop::Mode;
 /// ```
 /// use burn_stoker::prelude::*;
 /// use burn_stoker::saver::SaveBestState;
-/// use burn_stoker::stop::Mode;
+/// use burn_stoker::state::Direction;
 ///
 /// // `<log dir>/best/`: the state with the lowest validation cost so far; resume from it with
 /// // `Trainer::resume_from("<log dir>/best")`.
 /// let best_cost = SaveBestState::new("best", "validation_cost");
 /// // The weights alone of the model with the highest validation accuracy so far.
 /// let best_accuracy =
-///     SaveBestState::new("/models/best-accuracy.bpk", "validation_accuracy").mode(Mode::Max).weights_only();
+///     SaveBestState::new("/models/best-accuracy.bpk", "validation_accuracy").mode(Direction::Max).weights_only();
 /// # let _ = (best_cost, best_accuracy);
 /// ```
 #[derive(Debug)]
@@ -70,7 +70,7 @@ pub struct SaveBestState {
     path: PathBuf,
     target: PathBuf,
     watched: Watched,
-    mode: Mode,
+    mode: Direction,
     best: Option<f64>,
     best_epoch: u64,
     weights_only: bool,
@@ -89,7 +89,7 @@ impl SaveBestState {
             path: path.into(),
             target: PathBuf::new(),
             watched: Watched::new(statistic),
-            mode: Mode::Min,
+            mode: Direction::Min,
             best: None,
             best_epoch: 0,
             weights_only: false,
@@ -104,9 +104,9 @@ impl SaveBestState {
         self.weights_only = true;
         self
     }
-    /// Whether lower (`Mode::Min`, the default) or higher (`Mode::Max`) is better; `Mode::Auto`
-    /// tells from the statistic's name (see [`Mode::resolve`]).
-    pub fn mode(mut self, mode: Mode) -> Self {
+    /// Whether lower (`Direction::Min`, the default) or higher (`Direction::Max`) is better; `Direction::Auto`
+    /// tells from the statistic's name (see [`Direction::resolve`]).
+    pub fn mode(mut self, mode: Direction) -> Self {
         self.mode = mode;
         self
     }

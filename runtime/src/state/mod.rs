@@ -11,6 +11,7 @@
 //! `saver`, ...) use this one, never the reverse (`python3 bench/tools/module_graph.py` checks it).
 
 mod clock;
+mod direction;
 mod hyper;
 mod journal;
 mod keep;
@@ -23,6 +24,7 @@ mod record;
 mod watched;
 
 pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use direction::Direction;
 pub use hyper::{HyperParams, LEARNING_RATE, SharedParam};
 pub use journal::JOURNAL_DIR;
 pub(crate) use journal::{

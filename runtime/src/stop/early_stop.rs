@@ -11,7 +11,9 @@ use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
 use crate::state::Watched;
 
-/// Stops training when a function of the user's says so: neon's `EarlyStopCallback`.
+/// Stops training when a function of the user's says so: neon's `EarlyStopCallback`, whose one
+/// public path is `compat::neon::EarlyStop` (the core's early stop is
+/// [`EarlyStopping`](crate::stop::EarlyStopping)).
 ///
 /// At each trigger (every epoch by default) where the monitored statistic has a new value, the
 /// function receives its state and the value, and returns the new state and whether to stop:
@@ -27,7 +29,7 @@ use crate::state::Watched;
 /// [`Outcome::Stopped`](crate::callback::Outcome)) gives the value that triggered it (neon logs it).
 ///
 /// ```
-/// use burn_stoker::stop::EarlyStop;
+/// use burn_stoker::compat::neon::EarlyStop;
 ///
 /// // Stop once the validation cost has risen twice in a row; the state is (previous, rises).
 /// let stop = EarlyStop::new("validation_cost", |(previous, rises): (Option<f64>, u32), cost: f64| {
@@ -38,6 +40,7 @@ use crate::state::Watched;
 /// let target = EarlyStop::new("validation_error", |(), error: f64| ((), error < 0.05));
 /// # let _ = (stop, target);
 /// ```
+#[doc(alias = "EarlyStopCallback")]
 pub struct EarlyStop<S, F> {
     watched: Watched,
     state: Option<S>,

@@ -9,9 +9,10 @@ use burn::module::Module;
 use burn::store::ModuleRecord;
 use serde_json::{Value as Json, json};
 
-use super::{Mode, file_safe, state_f64, state_u64};
+use super::{file_safe, state_f64, state_u64};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
+use crate::state::Direction;
 use crate::state::{TRAINER, Watched, json_f64, write_atomic};
 
 /// The best weights kept in memory: a clone of the model (burn's tensors are reference-counted
@@ -64,8 +65,8 @@ struct BestWeights {
 ///
 /// **Deliberate differences from Keras**: a NaN value is never an improvement (Keras would take
 /// a first NaN as the best and then never improve on it); the monitor has no default name
-/// ([`EarlyStopping::default`] watches Keras's `val_loss`); `Mode::Auto` reads the statistic's
-/// name (see [`Mode::resolve`]) and fails at setup when it cannot tell; `verbose` says Keras's
+/// ([`EarlyStopping::default`] watches Keras's `val_loss`); `Direction::Auto` reads the statistic's
+/// name (see [`Direction::resolve`]) and fails at setup when it cannot tell; `verbose` says Keras's
 /// two messages, with 1-based epochs as stoker counts them, as `log` records at `Info` (on
 /// stderr, after `stoker: `, when no logger is installed: see [`logging`](crate::logging)).
 ///
@@ -73,7 +74,8 @@ struct BestWeights {
 ///
 /// ```
 /// use burn_stoker::prelude::*;
-/// use burn_stoker::stop::{EarlyStopping, Mode};
+/// use burn_stoker::state::Direction;
+/// use burn_stoker::stop::EarlyStopping;
 ///
 /// // Stop when `validation_error` has not improved by 0.001 for 5 epochs; keep the best model.
 /// let stop = EarlyStopping::new("validation_error")
@@ -82,7 +84,7 @@ struct BestWeights {
 ///     .restore_best_weights(true);
 /// // Wait 10 epochs before watching the accuracy, which must beat 0.9 to reset the patience.
 /// let warm = EarlyStopping::new("validation_accuracy")
-///     .mode(Mode::Max)
+///     .mode(Direction::Max)
 ///     .baseline(0.9)
 ///     .start_from_epoch(10)
 ///     .patience(3);
@@ -91,7 +93,7 @@ struct BestWeights {
 #[doc(alias = "MetricEarlyStoppingStrategy")]
 pub struct EarlyStopping {
     watched: Watched,
-    mode: Mode,
+    mode: Direction,
     min_delta: f64,
     patience: u64,
     baseline: Option<f64>,
@@ -133,7 +135,7 @@ impl std::fmt::Debug for EarlyStopping {
 }
 
 impl Default for EarlyStopping {
-    /// Keras's defaults: monitor `val_loss`, `Mode::Auto`, `min_delta` 0, `patience` 0, no
+    /// Keras's defaults: monitor `val_loss`, `Direction::Auto`, `min_delta` 0, `patience` 0, no
     /// baseline, no warm-up, weights not restored, quiet.
     fn default() -> Self {
         EarlyStopping::new("val_loss")
@@ -145,7 +147,7 @@ impl EarlyStopping {
     pub fn new(monitor: impl Into<String>) -> Self {
         EarlyStopping {
             watched: Watched::new(monitor),
-            mode: Mode::Auto,
+            mode: Direction::Auto,
             min_delta: 0.0,
             patience: 0,
             baseline: None,
@@ -163,8 +165,8 @@ impl EarlyStopping {
             checkpoint_folders: Vec::new(),
         }
     }
-    /// Whether the statistic should go down or up (`Mode::Auto` by default).
-    pub fn mode(mut self, mode: Mode) -> Self {
+    /// Whether the statistic should go down or up (`Direction::Auto` by default).
+    pub fn mode(mut self, mode: Direction) -> Self {
         self.mode = mode;
         self
     }

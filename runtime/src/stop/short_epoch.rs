@@ -84,7 +84,7 @@ impl<M> Callback<M> for ShortEpochCallback {
 
     fn after_step(&mut self, ctx: &mut Context<'_, M>, _values: &Fetched<'_>) -> Result<()> {
         let n_iter = Some(ctx.counters().steps_per_epoch);
-        if short_epoch_ends(self.pct, ctx.neon_minibatch(), n_iter) {
+        if short_epoch_ends(self.pct, ctx.step_index(), n_iter) {
             return ctx.cancel(Cancel::Train);
         }
         Ok(())

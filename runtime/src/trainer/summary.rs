@@ -11,8 +11,8 @@ use super::{DefaultCallbacks, TrainReport};
 use crate::callback::Outcome;
 use crate::callback::{Callback, Counters};
 use crate::monitor::printer::positional;
+use crate::state::Direction;
 use crate::state::{Better, Monitors};
-use crate::stop::Mode;
 use crate::track::humanize_duration;
 
 /// Where a scalar was at its best.
@@ -61,7 +61,7 @@ pub struct ScalarSummary {
 /// Which way a scalar improves: the way a callback watching it declared
 /// ([`Monitors::declare_better`]: `MinSaver` / `MaxSaver`, `SaveBestState`, `EarlyStopping` and
 /// `ReduceLrOnPlateau` declare theirs), otherwise what its name tells by the rule of
-/// [`Mode::resolve`] (a word such as `loss`, `cost`, `error`, `wrong`: lower; `accuracy`,
+/// [`Direction::resolve`] (a word such as `loss`, `cost`, `error`, `wrong`: lower; `accuracy`,
 /// `precision`, `f1`, `auc`: higher). A scalar neither tells (a learning rate, a throughput, a
 /// time) has no best: the summary shows only its last value. Of equal best values, the first
 /// counts; values that are not numbers (NaN) are never the best.
@@ -109,8 +109,8 @@ impl TrainSummary {
             .filter_map(|name| {
                 let history = monitors.history(name);
                 let &(last_step, last) = history.last()?;
-                let better = monitors.better(name).or_else(|| match Mode::Auto.resolve(name) {
-                    Some(Mode::Max) => Some(Better::Higher),
+                let better = monitors.better(name).or_else(|| match Direction::Auto.resolve(name) {
+                    Some(Direction::Max) => Some(Better::Higher),
                     Some(_) => Some(Better::Lower),
                     None => None,
                 });

@@ -17,9 +17,9 @@ struct Seen {
     epoch_num: u64,
     global_step: u64,
     local_step: u64,
-    tensorpack_local_step: i64,
-    neon_epoch: u64,
-    neon_minibatch: u64,
+    latest_step_index: i64,
+    epoch_index: u64,
+    step_index: u64,
 }
 
 type Log = Arc<Mutex<Vec<Seen>>>;
@@ -34,9 +34,9 @@ impl Counting {
             epoch_num: ctx.epoch_num(),
             global_step: ctx.global_step(),
             local_step: ctx.local_step(),
-            tensorpack_local_step: ctx.tensorpack_local_step(),
-            neon_epoch: ctx.neon_epoch(),
-            neon_minibatch: ctx.neon_minibatch(),
+            latest_step_index: ctx.latest_step_index(),
+            epoch_index: ctx.epoch_index(),
+            step_index: ctx.step_index(),
         });
         Ok(())
     }
@@ -221,21 +221,21 @@ fn local_step_counts_the_finished_steps_of_the_epoch() {
     assert!(differs > 0, "stoker's local_step is not tensorpack's: the table says so");
 }
 
-/// Row `tensorpack_local_step()`: tensorpack's `local_step` at every event, -1 before the
+/// Row `latest_step_index()`: tensorpack's `local_step` at every event, -1 before the
 /// first step and the previous epoch's last index in a later `before_epoch` included.
 #[test]
 fn tensorpack_local_step_is_tensorpacks_at_every_event() {
     let seen = seen();
     for (s, (event, _, _, local_step)) in seen.iter().zip(tensorpack()) {
         assert_eq!(
-            s.tensorpack_local_step, local_step,
+            s.latest_step_index, local_step,
             "tensorpack's local_step at {event} of epoch {}",
             s.epoch_num
         );
     }
 }
 
-/// Rows `neon_epoch()` and `neon_minibatch()`: the `epoch` and `minibatch` neon passes, at
+/// Rows `epoch_index()` and `step_index()`: the `epoch` and `minibatch` neon passes, at
 /// every event that has them.
 #[test]
 fn neon_epoch_and_minibatch_are_neons_at_every_event_that_passes_them() {
@@ -246,15 +246,14 @@ fn neon_epoch_and_minibatch_are_neons_at_every_event_that_passes_them() {
     assert_eq!(in_epochs.len(), neon.len());
     for (s, (event, epoch, minibatch)) in in_epochs.iter().zip(neon) {
         assert_eq!(s.event, event);
-        assert_eq!(s.neon_epoch, epoch, "neon's epoch at {event}");
+        assert_eq!(s.epoch_index, epoch, "neon's epoch at {event}");
         if let Some(minibatch) = minibatch {
-            assert_eq!(s.neon_minibatch, minibatch, "neon's minibatch at {event}");
+            assert_eq!(s.step_index, minibatch, "neon's minibatch at {event}");
         }
     }
     // Between the epochs, where neon passes no minibatch: the last one's index, 0 before any.
-    let at =
-        |event: &str| seen.iter().filter(|s| s.event == event).map(|s| s.neon_minibatch).collect::<Vec<_>>();
+    let at = |event: &str| seen.iter().filter(|s| s.event == event).map(|s| s.step_index).collect::<Vec<_>>();
     assert_eq!(at("before_epoch"), [0; EPOCHS as usize]);
     assert_eq!(at("after_epoch"), [STEPS - 1; EPOCHS as usize]);
-    assert_eq!(seen[0].neon_epoch, 0, "0 before the first epoch");
+    assert_eq!(seen[0].epoch_index, 0, "0 before the first epoch");
 }

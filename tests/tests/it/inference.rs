@@ -444,7 +444,7 @@ fn multi_label_stats_reproduce_neons_per_batch_arithmetic() {
     // cat: batch 1 TP 1, predicted 2, actual 1, 1 of 3 wrong; batch 2 TP 0, predicted 0, actual 1,
     // 1 of 1 wrong. dog: batch 1 TP 2, predicted 2, actual 2, none wrong; batch 2 as cat's.
     let e = 1e-6;
-    let stats = MultiLabelStats::new("predicted", "labels", ["cat", "dog"]).neon_batch_mean(true);
+    let stats = MultiLabelStats::new("predicted", "labels", ["cat", "dog"]).mean_over_batches(true);
     let values = multi_label(stats, two_class_batches());
     let (cat_p, dog_p) = ((1.0 / (2.0 + e) + 0.0) / 2.0, (2.0 / (2.0 + e) + 0.0) / 2.0);
     let (cat_r, dog_r) = ((1.0 / (1.0 + e) + 0.0) / 2.0, (2.0 / (2.0 + e) + 0.0) / 2.0);

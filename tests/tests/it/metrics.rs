@@ -13,7 +13,7 @@ use burn::tensor::{Tensor, TensorData};
 use burn_stoker::inference::{Auroc, MulticlassStats, TopKAccuracy};
 use burn_stoker::monitor::{JsonWriter, TensorBoardWriter};
 use burn_stoker::prelude::*;
-use burn_stoker::stop::Mode;
+use burn_stoker::state::Direction;
 use burn_stoker::world::Threads;
 use serde_json::Value as Json;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
@@ -318,7 +318,10 @@ fn the_test_set_is_evaluated_after_training_with_the_best_weights_into_the_repor
         .default_callbacks(writers())
         .callbacks((
             valid,
-            EarlyStopping::new("validation_cost").mode(Mode::Min).patience(10).restore_best_weights(true),
+            EarlyStopping::new("validation_cost")
+                .mode(Direction::Min)
+                .patience(10)
+                .restore_best_weights(true),
         ))
         .test(test)
         .train(climb)

@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 
 use burn::module::Module;
 use burn::nn::Linear;
-use burn_stoker::cli::{CallbackArgs, neon_args};
+use burn_stoker::cli::{CallbackArgs, normalize_args};
+use burn_stoker::compat::neon::EarlyStop;
 use burn_stoker::prelude::*;
 use burn_stoker::saver::{Checkpoint, LoadModel, SaveBestState};
-use burn_stoker::stop::EarlyStop;
 use burn_stoker::track::ProgressBar;
 use clap::Parser;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
@@ -130,8 +130,8 @@ fn neon_switches_parse_with_neons_defaults() {
     let kept: Vec<usize> =
         ["0", "1", "2", "3"].iter().map(|k| parse(&["-H", k]).kept_checkpoints()).collect();
     assert_eq!(kept, [1, 1, 3, 4]);
-    // neon's `-eval N` (single dash), through `neon_args`; `--eval` is clap's alias.
-    let cli = Cli::try_parse_from(neon_args(["train", "-eval", "3"])).unwrap();
+    // neon's `-eval N` (single dash), through `normalize_args`; `--eval` is clap's alias.
+    let cli = Cli::try_parse_from(normalize_args(["train", "-eval", "3"])).unwrap();
     assert_eq!(cli.callbacks.eval_freq, Some(3));
     assert_eq!(parse(&["--eval", "4"]).eval_freq, Some(4));
 }

@@ -17,7 +17,8 @@ use burn::optim::SgdConfig;
 use burn::tensor::Tensor;
 use burn_stoker::param::{HyperParamSetter, SetterCallback};
 use burn_stoker::prelude::*;
-use burn_stoker::{ConfigError, Error, param::PlateauMode, saver::Checkpoint, state::HyperParams};
+use burn_stoker::state::{Direction, HyperParams};
+use burn_stoker::{ConfigError, Error, saver::Checkpoint};
 use stoker_tests::{StopAt, mse, scratch_dir, tiny_data, tiny_model};
 
 type Batch = (Tensor<2>, Tensor<2>);
@@ -685,21 +686,38 @@ fn reduce_lr_on_plateau_maximizes_an_accuracy_and_counts_min_delta() {
 }
 
 #[test]
-fn reduce_lr_on_plateau_auto_mode_maximizes_a_name_containing_acc() {
-    // A rising accuracy, factor 0.1, patience 1: maximized (auto or max), it improves until epoch
-    // 3, then epochs 4 and 5 reduce; minimized, every epoch from the second reduces.
-    let run = |mode: Option<PlateauMode>| {
+fn reduce_lr_on_plateau_auto_mode_reads_the_name_as_every_watcher_does() {
+    // A rising statistic, factor 0.1, patience 1: maximized (auto or max), it improves until
+    // epoch 3, then epochs 4 and 5 reduce; minimized, every epoch from the second reduces. Auto
+    // reads the words of the name as `EarlyStopping` and the savers do (`Direction::resolve`):
+    // an accuracy and an F1 score rise, a name it cannot read is refused at setup.
+    let run = |name: &'static str, mode: Option<Direction>| {
         let dir = scratch_dir("param-plateau-mode");
-        let stat = PutStat::every_epoch("val_accuracy", &[0.5, 0.6, 0.7, 0.7, 0.7, 0.7]);
-        let mut plateau = ReduceLrOnPlateau::new("val_accuracy").factor(0.1).patience(1);
+        let stat = PutStat::every_epoch(name, &[0.5, 0.6, 0.7, 0.7, 0.7, 0.7]);
+        let mut plateau = ReduceLrOnPlateau::new(name).factor(0.1).patience(1);
         if let Some(mode) = mode {
             plateau = plateau.mode(mode);
         }
         record(trainer(&dir, 6, 1).learning_rate(1.0), (stat, plateau), "learning_rate")
     };
-    assert_used(&run(None), &[1.0, 1.0, 1.0, 1.0, 0.1, 0.01]);
-    assert_used(&run(Some(PlateauMode::Max)), &[1.0, 1.0, 1.0, 1.0, 0.1, 0.01]);
-    assert_used(&run(Some(PlateauMode::Min)), &[1.0, 1.0, 0.1, 0.01, 0.001, 0.0001]);
+    let rising = [1.0, 1.0, 1.0, 1.0, 0.1, 0.01];
+    assert_used(&run("val_accuracy", None), &rising);
+    assert_used(&run("val_f1", None), &rising);
+    assert_used(&run("Val_Accuracy", None), &rising);
+    assert_used(&run("val_accuracy", Some(Direction::Max)), &rising);
+    assert_used(&run("val_accuracy", Some(Direction::Min)), &[1.0, 1.0, 0.1, 0.01, 0.001, 0.0001]);
+    assert_used(&run("throughput", Some(Direction::Max)), &rising);
+
+    let dir = scratch_dir("param-plateau-unreadable");
+    let stat = PutStat::every_epoch("throughput", &[0.5, 0.6]);
+    let error =
+        try_record(trainer(&dir, 2, 1), (stat, ReduceLrOnPlateau::new("throughput")), "learning_rate")
+            .expect_err("a name Auto cannot read");
+    assert!(matches!(error.root(), Error::Config(ConfigError::Invalid(_))), "{error:?}");
+    assert!(
+        error.to_string().contains("ReduceLROnPlateau(throughput): cannot tell from its name"),
+        "{error}"
+    );
 }
 
 #[test]

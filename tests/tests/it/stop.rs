@@ -11,9 +11,11 @@ use std::sync::{Arc, Mutex};
 use burn::module::Module;
 use burn::nn::Linear;
 use burn::optim::SgdConfig;
+use burn_stoker::compat::neon::EarlyStop;
 use burn_stoker::prelude::*;
 use burn_stoker::saver::SaveBestState;
-use burn_stoker::stop::{EarlyStop, EarlyStopping, Mode};
+use burn_stoker::state::Direction;
+use burn_stoker::stop::EarlyStopping;
 use serde_json::{Value as Json, json};
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
 
@@ -197,7 +199,7 @@ fn min_delta_is_the_smallest_change_that_counts_and_its_sign_is_ignored() {
     assert_eq!(stop_epoch(&history, 6, stop()), None);
     // Max: 0.625 - 0.125 > 0.5? no: stop at e2 with patience 1; without min_delta it improves.
     let accuracy = [0.5, 0.625, 0.75, 0.8125];
-    let max = || EarlyStopping::new("val_accuracy").mode(Mode::Max).patience(1);
+    let max = || EarlyStopping::new("val_accuracy").mode(Direction::Max).patience(1);
     assert_eq!(stop_epoch_of("val_accuracy", &accuracy, 4, max().min_delta(0.125)), Some(2));
     assert_eq!(stop_epoch_of("val_accuracy", &accuracy, 4, max()), None);
 }
@@ -259,7 +261,7 @@ fn auto_mode_reads_the_name_and_fails_when_it_cannot_tell() {
             "val_accuracy",
             &accuracy,
             4,
-            EarlyStopping::new("val_accuracy").mode(Mode::Min).patience(1)
+            EarlyStopping::new("val_accuracy").mode(Direction::Min).patience(1)
         ),
         Some(2)
     );
@@ -274,7 +276,7 @@ fn auto_mode_reads_the_name_and_fails_when_it_cannot_tell() {
     .unwrap_err();
     assert_eq!(
         error.to_string(),
-        "callback `EarlyStopping(throughput)` failed in setup: EarlyStopping(throughput): cannot tell from its name whether `throughput` should be minimized or maximized; name the mode with `.mode(Mode::Min)` or `.mode(Mode::Max)`"
+        "callback `EarlyStopping(throughput)` failed in setup: EarlyStopping(throughput): cannot tell from its name whether `throughput` should be minimized or maximized; name the direction with `.mode(Direction::Min)` or `.mode(Direction::Max)`"
     );
 }
 
@@ -451,18 +453,18 @@ fn kerass_restore_best_weights_cases_restore_the_same_epoch() {
 #[test]
 fn kerass_auto_mode_cases_resolve_to_the_same_direction() {
     let cases = [
-        ("val_mse", Mode::Min),
-        ("val_loss", Mode::Min),
-        ("loss", Mode::Min),
-        ("acc", Mode::Max),
-        ("val_accuracy", Mode::Max),
-        ("hinge", Mode::Min),
-        ("f1_score", Mode::Max),
+        ("val_mse", Direction::Min),
+        ("val_loss", Direction::Min),
+        ("loss", Direction::Min),
+        ("acc", Direction::Max),
+        ("val_accuracy", Direction::Max),
+        ("hinge", Direction::Min),
+        ("f1_score", Direction::Max),
     ];
     for (name, mode) in cases {
-        assert_eq!(Mode::Auto.resolve(name), Some(mode), "{name}");
+        assert_eq!(Direction::Auto.resolve(name), Some(mode), "{name}");
     }
-    assert_eq!(Mode::Auto.resolve("unknown"), None);
+    assert_eq!(Direction::Auto.resolve("unknown"), None);
 }
 
 /// The saved state of the callback `name` in the latest checkpoint under `dir`.
@@ -644,7 +646,7 @@ fn save_best_state_writes_the_best_epochs_model_atomically() {
             script,
             Script::new("val_score", &history),
             SaveBestState::new("best/min.bpk", "val_loss").weights_only(),
-            SaveBestState::new(dir.join("max.bpk"), "val_score").mode(Mode::Max).weights_only(),
+            SaveBestState::new(dir.join("max.bpk"), "val_score").mode(Direction::Max).weights_only(),
         ),
     )
     .unwrap();

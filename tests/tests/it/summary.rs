@@ -14,7 +14,7 @@ use burn::optim::SgdConfig;
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use burn_stoker::prelude::*;
 use burn_stoker::state::Better;
-use burn_stoker::stop::Mode;
+use burn_stoker::state::Direction;
 use burn_stoker::track::{ModelParams, ModelSummary};
 use burn_stoker::trainer::TrainSummaryPrinter;
 use stoker_tests::reads::count_reads;
@@ -151,7 +151,7 @@ struct History;
 
 const VAL_LOSS: [f64; 3] = [3.0, 1.0, 2.0];
 const ACCURACY: [f64; 3] = [0.5, 0.9, 0.7];
-/// Neither lower nor higher by its name: `EarlyStopping`'s `Mode::Max` below says higher.
+/// Neither lower nor higher by its name: `EarlyStopping`'s `Direction::Max` below says higher.
 const SCORE: [f64; 3] = [7.0, 4.0, 5.0];
 /// Neither by its name, and declared by nobody: no best.
 const LR_SEEN: [f64; 3] = [0.1, 0.2, 0.3];
@@ -171,7 +171,7 @@ impl<M> Callback<M> for History {
 #[test]
 fn summary_end_summary_reports_last_and_best_values_and_where() {
     let dir = scratch_dir("summary-end");
-    let watch = EarlyStopping::new("score").mode(Mode::Max).patience(10);
+    let watch = EarlyStopping::new("score").mode(Direction::Max).patience(10);
     let report = trainer(&dir, 3, summaries_only()).callbacks((History, watch)).train(net_mse).unwrap();
     let summary = &report.summary;
     assert_eq!(summary.outcome, Outcome::Finished);
@@ -186,7 +186,7 @@ fn summary_end_summary_reports_last_and_best_values_and_where() {
     assert_eq!((scalar("val_loss").last, scalar("val_loss").last_step), (2.0, 12));
     assert_eq!(best("val_loss"), Some((1.0, 8, 2, Better::Lower)));
     assert_eq!(best("accuracy"), Some((0.9, 8, 2, Better::Higher)));
-    assert_eq!(best("score"), Some((7.0, 4, 1, Better::Higher)), "EarlyStopping declared Mode::Max");
+    assert_eq!(best("score"), Some((7.0, 4, 1, Better::Higher)), "EarlyStopping declared Direction::Max");
     assert_eq!((scalar("lr_seen").last, best("lr_seen")), (0.3, None));
     let text = summary.to_string();
     let line = |start: &str| {

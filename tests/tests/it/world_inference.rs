@@ -117,7 +117,7 @@ fn runner(data: Vec<(Tensor<2>, Tensor<2>)>) -> InferenceRunner<Vec<(Tensor<2>, 
         .with(
             MultiLabelStats::new("logits", "one_hot", ["a", "b", "c"])
                 .argmax(true)
-                .neon_batch_mean(true)
+                .mean_over_batches(true)
                 .prefix("neon"),
         )
 }
