@@ -136,8 +136,8 @@ fn bridge_inference_step_alone_feeds_burn_train_metrics() {
 struct ScaleLoss;
 
 impl Callback<Mlp> for ScaleLoss {
-    fn step_hooks(&self) -> burn_stoker::callback::StepHooks {
-        burn_stoker::callback::StepHooks::LOSS
+    fn step_events(&self) -> burn_stoker::callback::StepEvents {
+        burn_stoker::callback::StepEvents::LOSS
     }
 }
 

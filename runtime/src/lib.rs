@@ -209,7 +209,7 @@ pub mod __private {
     pub use crate::callback::state::StateCallback;
     pub use crate::callback::{
         Callback, CallbackInfo, CallbackReturn, Callbacks, Context, Counters, Event, Order, Period, StateOp,
-        StepBatch, StepGradients, StepHooks, StepLoss, StepPred, counters_before_step, deliver,
+        StepBatch, StepEvents, StepGradients, StepLoss, StepPred, counters_before_step, deliver,
     };
     pub use crate::error::{Error, Result};
     pub use crate::fetch::{Fetch, FetchValue, Fetched};

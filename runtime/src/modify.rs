@@ -5,7 +5,7 @@
 //!
 //! They use the events inside a step ([`Callback::before_backward`],
 //! [`Callback::after_backward`]), which the trainer delivers only to callbacks that ask for them
-//! ([`Callback::step_hooks`]); a run without such a callback pays nothing for them. Everything they
+//! ([`Callback::step_events`]); a run without such a callback pays nothing for them. Everything they
 //! compute stays on the device: none of them syncs with the host.
 //!
 //! [`MixUp`] (fastai's `MixUp`) changes the batch before the step (`before_batch`) and the loss
@@ -30,7 +30,7 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 
-use crate::callback::{Callback, Context, StepGradients, StepHooks, StepLoss};
+use crate::callback::{Callback, Context, StepEvents, StepGradients, StepLoss};
 use crate::error::{Error, Result, check_setting};
 use crate::fetch::OutputTensor;
 
@@ -107,8 +107,8 @@ impl<M> Callback<M> for RnnRegularizer {
     fn chief_only(&self) -> bool {
         false
     }
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::LOSS
+    fn step_events(&self) -> StepEvents {
+        StepEvents::LOSS
     }
     /// None: fastai's `run_valid = False`, the validation loss has no penalty.
     fn takes_validation_batches(&self) -> bool {
@@ -283,8 +283,8 @@ impl<M: Module> Callback<M> for GradientClip {
         check_setting(valid, "GradientClip", "the limit", "positive and finite", self.limit)?;
         Ok(())
     }
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::GRADIENTS
+    fn step_events(&self) -> StepEvents {
+        StepEvents::GRADIENTS
     }
     fn after_backward(&mut self, ctx: &mut Context<'_, M>, grads: &StepGradients) -> Result<()> {
         let model = ctx.model();
@@ -358,8 +358,8 @@ impl<M: Module> Callback<M> for GradientAccumulation {
     fn name(&self) -> std::borrow::Cow<'static, str> {
         crate::kind::detailed::<Self>(self.k)
     }
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::GRADIENTS
+    fn step_events(&self) -> StepEvents {
+        StepEvents::GRADIENTS
     }
     fn after_backward(&mut self, ctx: &mut Context<'_, M>, grads: &StepGradients) -> Result<()> {
         let Some(new) = grads.take() else { return Ok(()) };

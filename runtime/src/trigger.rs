@@ -129,7 +129,7 @@ impl<C> PeriodicTrigger<C> {
 impl<M, C: Callback<M>> Callback<M> for PeriodicTrigger<C> {
     // The wrapped callback's identity and state, as they are.
     crate::callback::forward_methods!((field inner);
-        name order fetches chief_only save_state load_state step_hooks takes_after_batch takes_training_batches takes_validation_batches wants_fetch);
+        name order fetches chief_only save_state load_state step_events takes_after_batch takes_training_batches takes_validation_batches wants_fetch);
     fn before_batch(&mut self, ctx: &mut Context<'_, M>, batch: &StepBatch<'_>) -> Result<()> {
         self.inner.before_batch(ctx, batch)
     }
@@ -282,7 +282,7 @@ impl<C> PeriodicCallback<C> {
 impl<M, C: Callback<M>> Callback<M> for PeriodicCallback<C> {
     // The wrapped callback's identity and state, as they are; `wants_fetch` is gated.
     crate::callback::forward_methods!((field inner);
-        name order fetches chief_only save_state load_state step_hooks takes_after_batch takes_training_batches takes_validation_batches);
+        name order fetches chief_only save_state load_state step_events takes_after_batch takes_training_batches takes_validation_batches);
     fn wants_fetch(&self, counters: &Counters) -> bool {
         self.period.period().run_due(counters) && self.inner.wants_fetch(counters)
     }
@@ -418,7 +418,7 @@ impl<M, F: Fn(&Context<'_, M>) -> bool> EnablePredicate<M> for WithContext<F> {
 impl<M, C: Callback<M>, P: EnablePredicate<M>> Callback<M> for EnableCallbackIf<C, P> {
     // The wrapped callback's identity and state, as they are; `wants_fetch` is gated.
     crate::callback::forward_methods!((field inner);
-        name order fetches chief_only save_state load_state step_hooks takes_after_batch takes_training_batches takes_validation_batches);
+        name order fetches chief_only save_state load_state step_events takes_after_batch takes_training_batches takes_validation_batches);
     fn wants_fetch(&self, counters: &Counters) -> bool {
         self.predicate.on_counters(counters).unwrap_or(true) && self.inner.wants_fetch(counters)
     }

@@ -276,8 +276,8 @@ pub fn trait_methods(rt: &Runtime, methods: Methods, model: &TokenStream) -> Tok
     let gradients = takes(EventKind::AfterBackward);
     if batch || pred || loss || gradients {
         out.extend(quote! {
-            fn step_hooks(&self) -> #p::StepHooks {
-                #p::StepHooks { batch: #batch, pred: #pred, loss: #loss, gradients: #gradients }
+            fn step_events(&self) -> #p::StepEvents {
+                #p::StepEvents { batch: #batch, pred: #pred, loss: #loss, gradients: #gradients }
             }
         });
     }

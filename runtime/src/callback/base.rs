@@ -6,7 +6,7 @@ use super::context::Context;
 use super::counters::Counters;
 use super::event::{Event, for_each_event};
 use super::order::{Order, short_type_name};
-use super::step::{StepBatch, StepGradients, StepHooks, StepLoss, StepPred};
+use super::step::{StepBatch, StepEvents, StepGradients, StepLoss, StepPred};
 use crate::error::Cancel;
 use crate::error::Result;
 use crate::fetch::{Fetch, Fetched};
@@ -76,8 +76,8 @@ macro_rules! define_callback_trait {
             /// [`after_pred`](Self::after_pred), [`before_backward`](Self::before_backward),
             /// [`after_backward`](Self::after_backward)) this callback takes. The trainer delivers them
             /// only to callbacks that ask, so a run where nobody does pays nothing for them.
-            fn step_hooks(&self) -> StepHooks {
-                StepHooks::NONE
+            fn step_events(&self) -> StepEvents {
+                StepEvents::NONE
             }
             /// Whether this callback takes [`after_batch`](Self::after_batch) after a training
             /// step. `true` by default, so that a callback writing `after_batch` by hand receives
@@ -305,7 +305,7 @@ macro_rules! forward_callback {
     ([$($method:ident ($($arg:ident : $ty:ty)?))*] $pointer:ty) => {
         impl<M, C: Callback<M> + ?Sized> Callback<M> for $pointer {
             crate::callback::forward_methods!((deref);
-                name order fetches chief_only save_state load_state wants_fetch step_hooks takes_after_batch takes_training_batches takes_validation_batches);
+                name order fetches chief_only save_state load_state wants_fetch step_events takes_after_batch takes_training_batches takes_validation_batches);
             $(
                 #[inline]
                 fn $method(&mut self, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {

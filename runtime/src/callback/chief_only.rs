@@ -71,7 +71,7 @@ macro_rules! chief_only_callback {
                 self.chief_only
             }
             crate::callback::forward_methods!((field inner);
-                name order fetches save_state load_state step_hooks takes_after_batch takes_training_batches takes_validation_batches wants_fetch);
+                name order fetches save_state load_state step_events takes_after_batch takes_training_batches takes_validation_batches wants_fetch);
             $(
                 #[inline]
                 fn $method(&mut self, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {

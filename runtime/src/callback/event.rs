@@ -88,7 +88,7 @@ macro_rules! for_each_event {
             after_train AfterTrain () Once;
             /// Inside the step, before the step function runs: read or replace the batch (fastai's
             /// `before_batch`: MixUp, CutMix, label smoothing). Delivered only to callbacks whose
-            /// [`step_hooks`](crate::callback::Callback::step_hooks) have `batch`, at every
+            /// [`step_events`](crate::callback::Callback::step_events) have `batch`, at every
             /// training step and at every batch of a validation pass (there
             /// [`Context::training`](crate::callback::Context::training) is `false`). The model is
             /// readable; counters are those of `before_step`.
@@ -96,7 +96,7 @@ macro_rules! for_each_event {
             /// Inside the step, between the model's forward pass and the loss: read or replace the
             /// model's output (fastai's `after_pred`), which the step function hands over with
             /// [`Step::pred`](crate::trainer::Step::pred). Delivered only to callbacks whose
-            /// [`step_hooks`](crate::callback::Callback::step_hooks) have `pred`. The step
+            /// [`step_events`](crate::callback::Callback::step_events) have `pred`. The step
             /// function holds the model meanwhile: the context does not reach it
             /// ([`Context::model`](crate::callback::Context::model) panics there).
             after_pred AfterPred (pred: &StepPred<'_> = pred; &'v StepPred<'v>) InStep;
@@ -104,14 +104,14 @@ macro_rules! for_each_event {
             /// (fastai's `after_loss`, which the DSL also accepts as this event's name:
             /// `#[callback(on = after_loss)]`; e.g. `RNNRegularizer`'s activation penalties).
             /// Delivered only to callbacks whose
-            /// [`step_hooks`](crate::callback::Callback::step_hooks) have `loss`. The model is
+            /// [`step_events`](crate::callback::Callback::step_events) have `loss`. The model is
             /// readable; counters are those of `before_step` (`global_step` does not yet count
             /// this step).
             #[doc(alias = "after_loss")]
             before_backward BeforeBackward (loss: &StepLoss<'_> = loss; &'v StepLoss<'v>) InStep;
             /// Inside the step, between backward and the optimizer: read, change or withhold the
             /// gradients (gradient clipping, accumulation). Delivered only to callbacks whose
-            /// [`step_hooks`](crate::callback::Callback::step_hooks) have `gradients`.
+            /// [`step_events`](crate::callback::Callback::step_events) have `gradients`.
             after_backward AfterBackward (grads: &StepGradients = grads; &'v StepGradients) InStep;
             /// Before a validation pass (fastai's `before_validate`): delivered to every callback when
             /// a callback's trigger asks for a pass with

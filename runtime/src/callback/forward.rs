@@ -4,7 +4,7 @@
 //! [`Proxy`](crate::trigger::Proxy) decorator).
 
 /// Forwards the listed non-event methods of `Callback` (`name`, `order`, `fetches`,
-/// `chief_only`, `save_state`, `load_state`, `step_hooks`, `takes_after_batch`,
+/// `chief_only`, `save_state`, `load_state`, `step_events`, `takes_after_batch`,
 /// `takes_training_batches`, `takes_validation_batches`, `wants_fetch`), in one of four ways:
 ///
 /// - `forward_methods!((deref); ...)`: to `**self` (a pointer's impl);
@@ -45,9 +45,9 @@ macro_rules! forward_methods {
         $crate::callback::forward_methods!(@fn $how [mut] [] "Restore the state: the wrapped callback's."
             load_state(state: ::serde_json::Value) -> $crate::error::Result<()>);
     };
-    (@method $how:tt step_hooks) => {
+    (@method $how:tt step_events) => {
         $crate::callback::forward_methods!(@fn $how [] [] "The step hooks: the wrapped callback's."
-            step_hooks() -> $crate::callback::StepHooks);
+            step_events() -> $crate::callback::StepEvents);
     };
     (@method $how:tt takes_after_batch) => {
         $crate::callback::forward_methods!(@fn $how [] []

@@ -2,7 +2,7 @@
 //!
 //! One file per concept, from the bottom up: [`event`](Event) (the events, listed once),
 //! `step` (the events inside a step: [`StepBatch`], [`StepPred`], [`StepLoss`], [`StepGradients`],
-//! [`StepHooks`]),
+//! [`StepEvents`]),
 //! `counters` ([`Counters`]), `context` ([`Context`] over the trainer's state), `order`
 //! ([`Order`] and its topological sort), `base` (the [`Callback`] trait, [`Flow`], delivery) and
 //! `set` ([`Callbacks`]: tuples, `Vec`s, `Option`s of callbacks), `validation` (what a callback
@@ -44,6 +44,6 @@ pub use order::{Order, resolve_order, short_type_name};
 pub use outcome::Outcome;
 pub(crate) use outcome::StopReason;
 pub use period::{Period, PeriodSetting};
-pub use set::{CallbackInfo, Callbacks, Single, StateOp};
+pub use set::{CallbackInfo, Callbacks, OneCallback, StateOp};
 
-pub use step::{StepBatch, StepGradients, StepHooks, StepLoss, StepPred};
+pub use step::{StepBatch, StepEvents, StepGradients, StepLoss, StepPred};

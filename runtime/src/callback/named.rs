@@ -121,7 +121,7 @@ macro_rules! named_callback {
                 Cow::Owned(format!("{}({})", type_part(&self.inner.name()), self.label))
             }
             crate::callback::forward_methods!((field inner);
-                order fetches chief_only save_state load_state step_hooks takes_after_batch takes_training_batches takes_validation_batches wants_fetch);
+                order fetches chief_only save_state load_state step_events takes_after_batch takes_training_batches takes_validation_batches wants_fetch);
             $(
                 #[inline]
                 fn $method(&mut self, ctx: &mut Context<'_, M> $(, $arg: $ty)?) -> Result<()> {

@@ -8,7 +8,7 @@ use super::context::Context;
 use super::counters::Counters;
 use super::event::Event;
 use super::order::Order;
-use super::step::StepHooks;
+use super::step::StepEvents;
 use crate::error::Result;
 use crate::fetch::Fetch;
 
@@ -24,8 +24,8 @@ pub struct CallbackInfo<'a> {
     /// Whether it runs only on the chief worker in data-parallel training (see
     /// [`Callback::chief_only`]).
     pub chief_only: bool,
-    /// The events inside a step it takes ([`Callback::step_hooks`]).
-    pub step_hooks: StepHooks,
+    /// The events inside a step it takes ([`Callback::step_events`]).
+    pub step_events: StepEvents,
     /// Whether it takes `after_batch` after a training step ([`Callback::takes_after_batch`]).
     pub takes_after_batch: bool,
     /// Whether it takes the events of a training step ([`Callback::takes_training_batches`]).
@@ -47,7 +47,7 @@ pub enum StateOp {
 
 /// Marks a set of callbacks made of one [`Callback`] (see [`Callbacks`]).
 #[derive(Debug)]
-pub enum Single {}
+pub enum OneCallback {}
 
 /// What seals [`Callbacks`]: implemented here for every callback, tuples, `Vec`s, `Option`s and
 /// `()`, in the crate for its wrappers of sets (`track::Timed`), and by `#[derive(Callbacks)]`
@@ -61,7 +61,7 @@ pub enum Single {}
 )]
 pub trait SealedCallbacks<M, Marker> {}
 
-impl<M, C: Callback<M>> SealedCallbacks<M, Single> for C {}
+impl<M, C: Callback<M>> SealedCallbacks<M, OneCallback> for C {}
 impl<M, K, C: Callbacks<M, K>> SealedCallbacks<M, Option<K>> for Option<C> {}
 impl<M, K, C: Callbacks<M, K>> SealedCallbacks<M, Vec<K>> for Vec<C> {}
 impl<M> SealedCallbacks<M, ()> for () {}
@@ -72,7 +72,7 @@ impl<M> SealedCallbacks<M, ()> for () {}
 /// `#[derive(Callbacks)]` makes a struct a set. The trainer orders the members of the whole set
 /// once at setup, then delivers each event to them in that order.
 ///
-/// `Marker` tells the kinds of sets apart (a single callback is [`Single`], a tuple the tuple of
+/// `Marker` tells the kinds of sets apart (a single callback is [`OneCallback`], a tuple the tuple of
 /// its members' markers...). It is always inferred; code generic over sets carries it along as a
 /// type parameter: `fn run<C: Callbacks<M, K>, K>(callbacks: C)`.
 #[diagnostic::on_unimplemented(
@@ -126,7 +126,7 @@ pub trait Callbacks<M, Marker>: SealedCallbacks<M, Marker> {
     }
 }
 
-impl<M, C: Callback<M>> Callbacks<M, Single> for C {
+impl<M, C: Callback<M>> Callbacks<M, OneCallback> for C {
     const FIXED_LEN: Option<usize> = Some(1);
     #[inline]
     fn len(&self) -> usize {
@@ -138,7 +138,7 @@ impl<M, C: Callback<M>> Callbacks<M, Single> for C {
             order: self.order(),
             fetches: self.fetches(),
             chief_only: self.chief_only(),
-            step_hooks: self.step_hooks(),
+            step_events: self.step_events(),
             takes_after_batch: self.takes_after_batch(),
             takes_training_batches: self.takes_training_batches(),
             takes_validation_batches: self.takes_validation_batches(),

@@ -12,10 +12,10 @@ use crate::error::{Error, Result};
 use crate::fetch::{OutputTensor, Outputs};
 
 /// Which events inside a step a callback takes
-/// ([`Callback::step_hooks`](crate::callback::Callback::step_hooks)). Combine them with
-/// [`and`](Self::and): `StepHooks::BATCH.and(StepHooks::LOSS)`.
+/// ([`Callback::step_events`](crate::callback::Callback::step_events)). Combine them with
+/// [`and`](Self::and): `StepEvents::BATCH.and(StepEvents::LOSS)`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StepHooks {
+pub struct StepEvents {
     /// [`Callback::before_batch`](crate::callback::Callback::before_batch): the batch, before the step
     /// function runs on it (and each batch of a validation pass).
     pub batch: bool,
@@ -29,21 +29,21 @@ pub struct StepHooks {
     pub gradients: bool,
 }
 
-impl StepHooks {
+impl StepEvents {
     /// None.
-    pub const NONE: StepHooks = StepHooks { batch: false, pred: false, loss: false, gradients: false };
+    pub const NONE: StepEvents = StepEvents { batch: false, pred: false, loss: false, gradients: false };
     /// The batch only.
-    pub const BATCH: StepHooks = StepHooks { batch: true, ..StepHooks::NONE };
+    pub const BATCH: StepEvents = StepEvents { batch: true, ..StepEvents::NONE };
     /// The model's output only.
-    pub const PRED: StepHooks = StepHooks { pred: true, ..StepHooks::NONE };
+    pub const PRED: StepEvents = StepEvents { pred: true, ..StepEvents::NONE };
     /// The loss only.
-    pub const LOSS: StepHooks = StepHooks { loss: true, ..StepHooks::NONE };
+    pub const LOSS: StepEvents = StepEvents { loss: true, ..StepEvents::NONE };
     /// The gradients only.
-    pub const GRADIENTS: StepHooks = StepHooks { gradients: true, ..StepHooks::NONE };
+    pub const GRADIENTS: StepEvents = StepEvents { gradients: true, ..StepEvents::NONE };
 
     /// The events of both.
-    pub const fn and(self, other: StepHooks) -> StepHooks {
-        StepHooks {
+    pub const fn and(self, other: StepEvents) -> StepEvents {
+        StepEvents {
             batch: self.batch || other.batch,
             pred: self.pred || other.pred,
             loss: self.loss || other.loss,

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use super::tensors::host_fetches;
 use crate::callback::{
-    Callback, CallbackReturn, Context, Order, StepBatch, StepGradients, StepHooks, StepLoss, StepPred,
+    Callback, CallbackReturn, Context, Order, StepBatch, StepEvents, StepGradients, StepLoss, StepPred,
     for_each_event,
 };
 use crate::error::Result;
@@ -20,7 +20,7 @@ use crate::fetch::{Fetch, Fetched};
 /// (read or replace the batch), an [`after_pred`](Self::after_pred) closure (the model's
 /// output), a [`before_backward`](Self::before_backward) closure (read or replace the loss) or an
 /// [`after_backward`](Self::after_backward) closure (read, change or withhold the gradients)
-/// makes the factory ask for that event in [`Callback::step_hooks`]; a factory without them asks
+/// makes the factory ask for that event in [`Callback::step_events`]; a factory without them asks
 /// for none, so the trainer does not deliver them to it and the step pays nothing for them.
 ///
 /// In data-parallel training a factory with a closure for an event inside the step runs on every
@@ -31,14 +31,15 @@ use crate::fetch::{Fetch, Fetched};
 /// given with [`order`](Self::order).
 ///
 /// `M` is the model's type, which the trainer usually infers; name it
-/// (`CallbackFactory::<MyModel>::new()`) when a closure uses the model. Give each factory its own
-/// [`name`](Self::name) when a run has several (the trainer refuses two callbacks of one name).
+/// (`CallbackFactory::<MyModel>::new()`) when a closure uses the model. Tell factories apart
+/// when a run has several (the trainer refuses two callbacks of one name) with
+/// [`named`](crate::callback::CallbackExt::named), last: `.named("halve_lr")` names one
+/// `CallbackFactory(halve_lr)`.
 ///
 /// ```
 /// use burn_stoker::debug::CallbackFactory;
-/// use burn_stoker::callback::Flow;
+/// use burn_stoker::callback::{CallbackExt, Flow};
 /// let callback = CallbackFactory::<()>::new()
-///     .name("halve_lr_at_epoch_3")
 ///     .before_train(|ctx| eprintln!("training from step {}", ctx.global_step()))
 ///     .trigger(|ctx| {
 ///         if ctx.epoch_num() == 3 {
@@ -50,17 +51,17 @@ use crate::fetch::{Fetch, Fetched};
 ///     .after_step(|_ctx, values| -> burn_stoker::Result<Flow> {
 ///         let loss: f32 = values.get("loss")?;
 ///         Ok(if loss.is_nan() { Flow::Stop("the loss is NaN".into()) } else { Flow::Continue })
-///     });
+///     })
+///     .named("halve_lr_at_epoch_3");
 /// # let _ = callback;
 ///
 /// // Inside each step: halve the loss before backward (the factory asks for that event only).
-/// let halve = CallbackFactory::<()>::new().name("halve_loss").before_backward(|_ctx, loss| {
-///     loss.update(|l| l * 0.5)
-/// });
+/// let halve = CallbackFactory::<()>::new()
+///     .before_backward(|_ctx, loss| loss.update(|l| l * 0.5))
+///     .named("halve_loss");
 /// # let _ = halve;
 /// ```
 pub struct CallbackFactory<M> {
-    name: Cow<'static, str>,
     fetches: Vec<Fetch>,
     handlers: Handlers<M>,
     order: Order,
@@ -109,9 +110,6 @@ macro_rules! factory_events {
         }
 
         impl<M> Callback<M> for CallbackFactory<M> {
-            fn name(&self) -> Cow<'static, str> {
-                self.name.clone()
-            }
             fn order(&self) -> Order {
                 self.order.clone()
             }
@@ -121,13 +119,13 @@ macro_rules! factory_events {
             /// As [`chief_only`](CallbackFactory::chief_only) says; by default every rank when a
             /// closure changes the step, the chief otherwise.
             fn chief_only(&self) -> bool {
-                self.chief_only.unwrap_or_else(|| Callback::<M>::step_hooks(self) == StepHooks::NONE)
+                self.chief_only.unwrap_or_else(|| Callback::<M>::step_events(self) == StepEvents::NONE)
             }
             fn takes_after_batch(&self) -> bool {
                 self.handlers.after_batch.is_some()
             }
-            fn step_hooks(&self) -> StepHooks {
-                StepHooks {
+            fn step_events(&self) -> StepEvents {
+                StepEvents {
                     batch: self.handlers.before_batch.is_some(),
                     pred: self.handlers.after_pred.is_some(),
                     loss: self.handlers.before_backward.is_some(),
@@ -162,10 +160,7 @@ for_each_event!(factory_events);
 
 impl<M> std::fmt::Debug for CallbackFactory<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CallbackFactory")
-            .field("name", &self.name)
-            .field("events", &self.handlers.events())
-            .finish()
+        f.debug_struct("CallbackFactory").field("events", &self.handlers.events()).finish()
     }
 }
 
@@ -179,17 +174,11 @@ impl<M: 'static> CallbackFactory<M> {
     /// A callback that does nothing yet, named `CallbackFactory`.
     pub fn new() -> Self {
         CallbackFactory {
-            name: Cow::Borrowed("CallbackFactory"),
             fetches: Vec::new(),
             handlers: Handlers::none(),
             order: Order::none(),
             chief_only: None,
         }
-    }
-    /// The callback's name (in order constraints and error messages).
-    pub fn name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
-        self.name = name.into();
-        self
     }
     /// Constraints on where the factory runs among the other callbacks (see [`Order`]).
     pub fn order(mut self, order: Order) -> Self {

@@ -121,7 +121,7 @@ impl InferenceCounts {
 /// pass from its `trigger` and hands it its data, forward function and inferencers; the trainer
 /// runs the pass (every callback receives `before_validate`, then each batch, then
 /// `after_validate`) and hands them back. Before each batch, the callbacks that take the batch
-/// ([`StepHooks::batch`](crate::callback::StepHooks::batch)) receive it in `before_batch`, with
+/// ([`StepEvents::batch`](crate::callback::StepEvents::batch)) receive it in `before_batch`, with
 /// [`Context::training`] `false`, and may replace it: `forward` runs on what they leave. A forward
 /// function computes the outputs in one call, so `after_pred` has no place in it: give the runner
 /// a prediction and a scoring function instead ([`pred_then_score`](Self::pred_then_score)), and
@@ -283,7 +283,7 @@ impl<D, P, S> InferenceRunner<D, PredThenScore<P, S>> {
     /// Inference over `data` with the forward function in two parts, so that fastai's
     /// `after_pred` is delivered between them ([`PredThenScore`]): `predict` computes the model's
     /// output from the batch, the callbacks that take it
-    /// ([`StepHooks::pred`](crate::callback::StepHooks::pred)) read and may replace it, with
+    /// ([`StepEvents::pred`](crate::callback::StepEvents::pred)) read and may replace it, with
     /// [`Context::training`] `false`, and `score` puts the outputs from what they left and the
     /// batch, returning `()` or the batch size as `forward` does.
     ///

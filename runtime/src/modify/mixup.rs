@@ -10,7 +10,7 @@ use std::marker::PhantomData;
 use burn::tensor::kind::Basic;
 use burn::tensor::{Int, Tensor, TensorData};
 
-use crate::callback::{Callback, Context, StepBatch, StepHooks, StepLoss, StepPred};
+use crate::callback::{Callback, Context, StepBatch, StepEvents, StepLoss, StepPred};
 use crate::error::{Result, check_setting};
 
 /// One batch's mixing, drawn by [`MixUp`]: each sample's weight λ (already `max(λ, 1 - λ)`, so
@@ -219,8 +219,8 @@ where
     fn chief_only(&self) -> bool {
         false
     }
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::BATCH.and(StepHooks::PRED).and(StepHooks::LOSS)
+    fn step_events(&self) -> StepEvents {
+        StepEvents::BATCH.and(StepEvents::PRED).and(StepEvents::LOSS)
     }
     /// None: fastai's `run_valid = False`, validation batches are not mixed.
     fn takes_validation_batches(&self) -> bool {

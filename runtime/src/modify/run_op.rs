@@ -1,6 +1,5 @@
 //! tensorpack's `RunOp` and `RunUpdateOps`: a closure run on the model between steps.
 
-use std::borrow::Cow;
 use std::fmt;
 
 use crate::callback::{Callback, Context};
@@ -54,7 +53,6 @@ use crate::error::Result;
 #[derive(Clone)]
 pub struct RunOp<F> {
     op: F,
-    name: Cow<'static, str>,
     run_before: bool,
     run_as_trigger: bool,
     run_step: bool,
@@ -70,7 +68,6 @@ pub type RunUpdateOps<F> = RunOp<F>;
 impl<F> fmt::Debug for RunOp<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RunOp")
-            .field("name", &self.name)
             .field("run_before", &self.run_before)
             .field("run_as_trigger", &self.run_as_trigger)
             .field("run_step", &self.run_step)
@@ -84,7 +81,6 @@ impl<F> RunOp<F> {
     pub fn new(op: F) -> Self {
         RunOp {
             op,
-            name: Cow::Borrowed("RunOp"),
             run_before: true,
             run_as_trigger: true,
             run_step: false,
@@ -122,19 +118,13 @@ impl<F> RunOp<F> {
         self.verbose = enable;
         self
     }
-    /// The callback's name (`RunOp` by default, [`update_ops`](Self::update_ops) too; two in
-    /// one run need different names).
-    pub fn name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
-        self.name = name.into();
-        self
-    }
 
     fn run<M>(&mut self, ctx: &mut Context<'_, M>, when: &str) -> Result<()>
     where
         F: FnMut(&mut M),
     {
         if self.verbose {
-            crate::logging::info!("{}: running {when} at global step {}", self.name, ctx.global_step());
+            crate::logging::info!("RunOp: running {when} at global step {}", ctx.global_step());
         }
         (self.op)(ctx.model_mut());
         Ok(())
@@ -142,9 +132,6 @@ impl<F> RunOp<F> {
 }
 
 impl<M, F: FnMut(&mut M)> Callback<M> for RunOp<F> {
-    fn name(&self) -> Cow<'static, str> {
-        self.name.clone()
-    }
     /// Every rank: it changes what each replica trains.
     fn chief_only(&self) -> bool {
         false

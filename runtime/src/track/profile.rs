@@ -8,7 +8,7 @@ use burn::module::Module;
 use burn::tensor::Device;
 use serde_json::{Value as Json, json};
 
-use crate::callback::{Callback, Context, StepGradients, StepHooks, StepLoss};
+use crate::callback::{Callback, Context, StepEvents, StepGradients, StepLoss};
 use crate::error::{Error, Result, check_setting};
 use crate::fetch::Fetched;
 use crate::state::write_atomic;
@@ -174,8 +174,8 @@ impl<C: Clock> StepProfiler<C> {
 }
 
 impl<M: Module, C: Clock> Callback<M> for StepProfiler<C> {
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::LOSS.and(StepHooks::GRADIENTS)
+    fn step_events(&self) -> StepEvents {
+        StepEvents::LOSS.and(StepEvents::GRADIENTS)
     }
 
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {

@@ -89,7 +89,7 @@ impl<M, K, C: Callbacks<M, K>> Dispatcher<C, M, K> {
             let info = callbacks.info(i);
             active.push(chief || !info.chief_only);
             each(i, &info, active[i])?;
-            hooks.push(info.step_hooks);
+            hooks.push(info.step_events);
             takes_after_batch.push(info.takes_after_batch);
             train.push(info.takes_training_batches);
             valid.push(info.takes_validation_batches);

@@ -46,8 +46,8 @@ pub(super) fn require_autodiff<M: Module>(model: &M) -> Result<()> {
 /// model's output, the loss, the gradients: any of which it may replace) must run on every
 /// rank: on the chief alone, rank 0's steps would differ from the others' and the replicas
 /// diverge. Refused, naming the callback and the fix.
-pub(super) fn refuse_chief_only_step_hooks(info: &CallbackInfo<'_>, world_size: usize) -> Result<()> {
-    let hooks = info.step_hooks;
+pub(super) fn refuse_chief_only_step_events(info: &CallbackInfo<'_>, world_size: usize) -> Result<()> {
+    let hooks = info.step_events;
     let taken: Vec<&str> = [
         (hooks.batch, "the batch (before_batch)"),
         (hooks.pred, "the model's output (after_pred)"),

@@ -68,7 +68,7 @@ impl<M, K, C: Callbacks<M, K>> Resolved<C, M, K> {
     pub(crate) fn new(callbacks: C, chief: bool, world_size: usize) -> Result<Self> {
         let mut fetches = StepFetches::new();
         let dispatch = Dispatcher::new(callbacks, chief, |i, info, active| {
-            super::misuse::refuse_chief_only_step_hooks(info, world_size)?;
+            super::misuse::refuse_chief_only_step_events(info, world_size)?;
             super::misuse::refuse_fetches_outside_training(info)?;
             fetches.declare(i, info, active)
         })?;

@@ -40,7 +40,7 @@ macro_rules! define_proxy {
         /// ```
         pub trait Proxy<M, C: Callback<M>> {
             crate::callback::forward_methods!((proxy C);
-                name order fetches chief_only save_state load_state step_hooks takes_after_batch
+                name order fetches chief_only save_state load_state step_events takes_after_batch
                 takes_training_batches takes_validation_batches wants_fetch);
             $(
                 $(#[$doc])*
@@ -52,7 +52,7 @@ macro_rules! define_proxy {
 
         impl<M, C: Callback<M>, D: Proxy<M, C>> Callback<M> for ProxyCallback<C, D> {
             crate::callback::forward_methods!((decorated decorator inner);
-                name order fetches chief_only save_state load_state step_hooks takes_after_batch
+                name order fetches chief_only save_state load_state step_events takes_after_batch
                 takes_training_batches takes_validation_batches wants_fetch);
             $(
                 #[inline]

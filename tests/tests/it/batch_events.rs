@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use burn_stoker::callback::{StepBatch, StepHooks, StepLoss, StepPred};
+use burn_stoker::callback::{StepBatch, StepEvents, StepLoss, StepPred};
 use burn_stoker::fetch::{Fetch, Fetched};
 use burn_stoker::prelude::*;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
@@ -47,8 +47,8 @@ fn host(tensor: Tensor<2>) -> Vec<f32> {
 struct ZeroInputs(Log);
 
 impl<M> Callback<M> for ZeroInputs {
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::BATCH
+    fn step_events(&self) -> StepEvents {
+        StepEvents::BATCH
     }
     fn before_batch(&mut self, ctx: &mut Context<'_, M>, batch: &StepBatch<'_>) -> burn_stoker::Result<()> {
         let first = batch.with(|(x, _): &Batch| host(x.clone())[0])?;
@@ -96,8 +96,8 @@ fn before_batch_reads_and_replaces_the_batch_the_step_runs_on() {
 struct WrongType;
 
 impl<M> Callback<M> for WrongType {
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::BATCH
+    fn step_events(&self) -> StepEvents {
+        StepEvents::BATCH
     }
     fn before_batch(&mut self, _ctx: &mut Context<'_, M>, batch: &StepBatch<'_>) -> burn_stoker::Result<()> {
         batch.update(|x: Tensor<2>| x * 2.0)
@@ -122,8 +122,8 @@ fn a_batch_asked_for_as_another_type_is_an_error_naming_both_types() {
 struct CancelFirst(Log);
 
 impl<M> Callback<M> for CancelFirst {
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::BATCH
+    fn step_events(&self) -> StepEvents {
+        StepEvents::BATCH
     }
     fn before_batch(&mut self, ctx: &mut Context<'_, M>, _batch: &StepBatch<'_>) -> burn_stoker::Result<()> {
         self.0.lock().unwrap().push(format!("before_batch g{}", ctx.global_step()));
@@ -162,8 +162,8 @@ fn cancel_batch_from_before_batch_skips_the_step_function_and_the_optimizer() {
 struct ZeroPred(Log);
 
 impl<M> Callback<M> for ZeroPred {
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::PRED
+    fn step_events(&self) -> StepEvents {
+        StepEvents::PRED
     }
     fn after_pred(&mut self, ctx: &mut Context<'_, M>, pred: &StepPred<'_>) -> burn_stoker::Result<()> {
         let dims = pred.with(|pred: &Tensor<2>| pred.dims())?;
@@ -377,8 +377,8 @@ impl<M> Callback<M> for MixUp {
     fn chief_only(&self) -> bool {
         false
     }
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::BATCH.and(StepHooks::PRED).and(StepHooks::LOSS)
+    fn step_events(&self) -> StepEvents {
+        StepEvents::BATCH.and(StepEvents::PRED).and(StepEvents::LOSS)
     }
     fn before_batch(&mut self, ctx: &mut Context<'_, M>, batch: &StepBatch<'_>) -> burn_stoker::Result<()> {
         if !ctx.training() {
@@ -435,8 +435,8 @@ fn labelled(device: &Device) -> Vec<Labelled> {
 struct StepWeights(Arc<Mutex<Vec<Vec<Vec<f32>>>>>);
 
 impl Callback<Linear> for StepWeights {
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::BATCH
+    fn step_events(&self) -> StepEvents {
+        StepEvents::BATCH
     }
     fn before_batch(
         &mut self,

@@ -84,10 +84,13 @@ fn steps_per_epoch_sets_an_epochs_length_and_a_new_pass_starts_when_the_data_run
 /// tensorpack's `PeriodicTrigger` asserts a period or `before_train`; here, an error at setup.
 #[test]
 fn periodic_trigger_without_a_period_nor_before_train_is_refused_at_setup() {
-    let trigger = PeriodicTrigger::new(CallbackFactory::<Linear>::new().name("Watched"));
+    let trigger = PeriodicTrigger::new(CallbackFactory::<Linear>::new().named("Watched"));
     let error = trainer("catalogue-trigger-none", 1, 2).callbacks(trigger).train(step).unwrap_err();
     let message = error.to_string();
-    assert!(message.contains("PeriodicTrigger around `Watched` never triggers"), "{message}");
+    assert!(
+        message.contains("PeriodicTrigger around `CallbackFactory(Watched)` never triggers"),
+        "{message}"
+    );
     assert!(message.contains("every_k_steps, every_k_epochs or before_train"), "{message}");
 }
 
@@ -99,18 +102,22 @@ fn monitors_latest_and_history_are_the_global_step_and_value_pairs_put() {
     type Seen = (Option<f64>, Vec<(u64, f64)>, Option<f64>);
     let seen: Arc<Mutex<Option<Seen>>> = Arc::default();
     let log = seen.clone();
-    let putter = CallbackFactory::<Linear>::new().name("Putter").trigger_step(|ctx| {
-        let value = ctx.global_step() as f64 / 4.0;
-        ctx.monitors().put_scalar("quarter", value);
-    });
-    let reader = CallbackFactory::<Linear>::new().name("Reader").after_train(move |ctx| {
-        let monitors = ctx.monitors_ref();
-        *log.lock().unwrap() = Some((
-            monitors.latest("quarter"),
-            monitors.history("quarter").to_vec(),
-            monitors.latest("other"),
-        ));
-    });
+    let putter = CallbackFactory::<Linear>::new()
+        .trigger_step(|ctx| {
+            let value = ctx.global_step() as f64 / 4.0;
+            ctx.monitors().put_scalar("quarter", value);
+        })
+        .named("Putter");
+    let reader = CallbackFactory::<Linear>::new()
+        .after_train(move |ctx| {
+            let monitors = ctx.monitors_ref();
+            *log.lock().unwrap() = Some((
+                monitors.latest("quarter"),
+                monitors.history("quarter").to_vec(),
+                monitors.latest("other"),
+            ));
+        })
+        .named("Reader");
     trainer("catalogue-monitors", 2, 2).callbacks((putter, reader)).train(step).unwrap();
     let (latest, history, other) = seen.lock().unwrap().clone().expect("after_train ran");
     assert_eq!(latest, Some(1.0));
@@ -137,11 +144,12 @@ fn printed(printer: ScalarPrinter, name: &str) -> String {
     let out = SharedBuffer::default();
     let sink = printer.sink(Box::new(out.clone())).unwrap();
     let mut sink = Some(sink);
-    let opener = CallbackFactory::<Linear>::new().name("Opener").setup(move |ctx| {
-        ctx.monitors().add_sink(sink.take().expect("one setup"));
-    });
+    let opener = CallbackFactory::<Linear>::new()
+        .setup(move |ctx| {
+            ctx.monitors().add_sink(sink.take().expect("one setup"));
+        })
+        .named("Opener");
     let putter = CallbackFactory::<Linear>::new()
-        .name("Putter")
         .trigger_step(|ctx| {
             let step = ctx.global_step() as f64;
             ctx.monitors().put_scalar("x", step);
@@ -149,7 +157,8 @@ fn printed(printer: ScalarPrinter, name: &str) -> String {
         .trigger_epoch(|ctx| {
             let epoch = ctx.epoch_num() as f64;
             ctx.monitors().put_scalar("y", 10.0 * epoch);
-        });
+        })
+        .named("Putter");
     trainer(name, 2, 2).callbacks((opener, putter)).train(step).unwrap();
     String::from_utf8(out.0.lock().unwrap().clone()).unwrap()
 }

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use burn::nn::Linear;
-use burn_stoker::callback::{StepGradients, StepHooks, StepLoss};
+use burn_stoker::callback::{StepEvents, StepGradients, StepLoss};
 use burn_stoker::prelude::*;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model};
 
@@ -43,8 +43,8 @@ impl Counting {
 }
 
 impl Callback<Linear> for Counting {
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::LOSS.and(StepHooks::GRADIENTS)
+    fn step_events(&self) -> StepEvents {
+        StepEvents::LOSS.and(StepEvents::GRADIENTS)
     }
     fn setup(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.see("setup", ctx)

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
-use burn_stoker::callback::{StepHooks, StepLoss};
+use burn_stoker::callback::{StepEvents, StepLoss};
 use burn_stoker::debug::{
     CallbackFactory, CheckNumerics, DumpTensorAsImage, DumpTensors, INJECT_SHELL_FILE, InjectShell,
     ProcessTensors, StartProcOrThread, StepTimeout, TensorPrinter, TensorValues, TimeoutAction,
@@ -445,7 +445,7 @@ fn dump_tensor_as_image_puts_its_images_to_the_monitors_as_tensorpack_names_them
 
 /// Sets the model's weight to `[[1], [3]]` and its bias to `[-2]` in `before_train`.
 fn set_weights() -> CallbackFactory<Linear> {
-    CallbackFactory::new().name("set").before_train(|ctx: &mut Context<'_, Linear>| {
+    CallbackFactory::new().before_train(|ctx: &mut Context<'_, Linear>| {
         let device = ctx.model().weight.val().device();
         let model = ctx.model_mut();
         model.weight = burn::module::Param::from_tensor(Tensor::from_data(
@@ -519,7 +519,7 @@ fn inject_shell_looks_for_its_file_in_the_working_directory_and_removes_it_at_th
     // A file left at the end (kept by keep_file, or created during the last epoch) is removed.
     let run = Run::new("shell-after-train", 2, 1);
     let file = run.dir.join("late");
-    let creator = CallbackFactory::<Linear>::new().name("late").trigger_epoch({
+    let creator = CallbackFactory::<Linear>::new().trigger_epoch({
         let file = file.clone();
         move |ctx: &mut Context<'_, Linear>| {
             if ctx.epoch_num() == 2 {
@@ -558,7 +558,6 @@ fn tensor_printer_prints_each_tensor_compactly_at_its_steps() {
 fn pauser_and_lr_log(at: u64, log: &Log) -> CallbackFactory<Linear> {
     let lrs = log.clone();
     CallbackFactory::new()
-        .name("pauser")
         .before_step(move |ctx: &mut Context<'_, Linear>| {
             lrs.lock().unwrap().push(format!("g{}:{}", ctx.counters().next_step(), ctx.learning_rate()));
         })
@@ -1093,12 +1092,11 @@ fn callback_factory_has_a_name_an_order_and_controls_the_run() {
     let log = new_log();
     let named = |name: &'static str| {
         let log = log.clone();
-        CallbackFactory::<Linear>::new()
-            .name(name)
-            .before_train(move |_| log.lock().unwrap().push(name.into()))
+        CallbackFactory::<Linear>::new().before_train(move |_| log.lock().unwrap().push(name.into()))
     };
-    let second = named("second").order(Order::none().after("first"));
-    Run::new("factory-order", 1, 1).train((second, named("first"))).unwrap();
+    let second = named("second").order(Order::none().after("CallbackFactory(first)")).named("second");
+    let first = named("first").named("first");
+    Run::new("factory-order", 1, 1).train((second, first)).unwrap();
     assert_eq!(take(&log), ["first", "second"]);
 
     let stop = CallbackFactory::<Linear>::new().trigger_step(|ctx| {
@@ -1131,7 +1129,7 @@ fn callback_factory_has_a_name_an_order_and_controls_the_run() {
 fn callback_factory_takes_the_events_inside_a_step_only_when_given_closures_for_them() {
     use burn_stoker::callback::Callback;
     let plain = CallbackFactory::<Linear>::new().trigger(|_| {});
-    assert_eq!(Callback::step_hooks(&plain), StepHooks::NONE);
+    assert_eq!(Callback::step_events(&plain), StepEvents::NONE);
 
     // The weights the run starts from (the tiny model is initialized at random).
     let initial: Arc<Mutex<Vec<Vec<f32>>>> = Arc::default();
@@ -1151,7 +1149,7 @@ fn callback_factory_takes_the_events_inside_a_step_only_when_given_closures_for_
             seen.lock().unwrap().push(format!("{}", values.get::<f32>("loss")?));
             Ok(())
         });
-    assert_eq!(Callback::step_hooks(&zero_loss), StepHooks::LOSS);
+    assert_eq!(Callback::step_events(&zero_loss), StepEvents::LOSS);
     let report = Run::new("factory-loss", 1, 3).train(zero_loss).unwrap();
     assert_eq!(weights(&report.model), *initial.lock().unwrap());
     assert_eq!(take(&losses), ["0", "0", "0"]);
@@ -1165,7 +1163,7 @@ fn callback_factory_takes_the_events_inside_a_step_only_when_given_closures_for_
             *counter.lock().unwrap() += 1;
         },
     );
-    assert_eq!(Callback::step_hooks(&no_update), StepHooks::GRADIENTS);
+    assert_eq!(Callback::step_events(&no_update), StepEvents::GRADIENTS);
     let report = Run::new("factory-grads", 1, 3).train(no_update).unwrap();
     assert_eq!(weights(&report.model), *initial.lock().unwrap());
     assert_eq!(*count.lock().unwrap(), 3);

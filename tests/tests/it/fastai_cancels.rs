@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use burn::nn::Linear;
 use burn::tensor::Tensor;
 use burn_stoker::Error;
-use burn_stoker::callback::{Cancel, StepGradients, StepHooks};
+use burn_stoker::callback::{Cancel, StepEvents, StepGradients};
 use burn_stoker::prelude::*;
 use burn_stoker::stop::ShortEpochCallback;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
@@ -56,8 +56,8 @@ impl Callback<Linear> for Recorder {
         const LOSS: &[Fetch] = &[Fetch::host("loss")];
         LOSS
     }
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::GRADIENTS
+    fn step_events(&self) -> StepEvents {
+        StepEvents::GRADIENTS
     }
     record_events!(
         before_epoch,
@@ -172,8 +172,8 @@ fn fastai_cancel_step_skips_the_optimizer_then_after_cancel_step_then_the_rest_o
 struct CancelEveryStep;
 
 impl<M> Callback<M> for CancelEveryStep {
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::GRADIENTS
+    fn step_events(&self) -> StepEvents {
+        StepEvents::GRADIENTS
     }
     fn after_backward(
         &mut self,

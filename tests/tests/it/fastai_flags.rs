@@ -15,7 +15,7 @@ use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::Tensor;
 use burn_stoker::Error;
-use burn_stoker::callback::{CallbackExt, Cancel, StepBatch, StepGradients, StepHooks, StepLoss};
+use burn_stoker::callback::{CallbackExt, Cancel, StepBatch, StepEvents, StepGradients, StepLoss};
 use burn_stoker::fetch::Fetch;
 use burn_stoker::inference::{InferenceRunner, ScalarStats};
 use burn_stoker::prelude::*;
@@ -77,8 +77,8 @@ impl Callback<Linear> for CancelBackwardAt {
     fn chief_only(&self) -> bool {
         false
     }
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::LOSS
+    fn step_events(&self) -> StepEvents {
+        StepEvents::LOSS
     }
     fn before_backward(
         &mut self,
@@ -115,8 +115,8 @@ impl Callback<Linear> for Watch {
     fn chief_only(&self) -> bool {
         false
     }
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::LOSS.and(StepHooks::GRADIENTS)
+    fn step_events(&self) -> StepEvents {
+        StepEvents::LOSS.and(StepEvents::GRADIENTS)
     }
     fn before_train(&mut self, ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.weights.lock().unwrap().push(weights(ctx.model()));
@@ -232,8 +232,8 @@ fn fastai_cancel_backward_steps_on_the_gradients_a_cancel_batch_kept() {
         fn chief_only(&self) -> bool {
             false
         }
-        fn step_hooks(&self) -> StepHooks {
-            StepHooks::GRADIENTS
+        fn step_events(&self) -> StepEvents {
+            StepEvents::GRADIENTS
         }
         fn after_backward(
             &mut self,
@@ -306,8 +306,8 @@ macro_rules! push_events {
 }
 
 impl Callback<Linear> for Batches {
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::BATCH
+    fn step_events(&self) -> StepEvents {
+        StepEvents::BATCH
     }
     fn takes_training_batches(&self) -> bool {
         self.train

@@ -9,7 +9,7 @@ use burn::module::Module;
 use burn::nn::Linear;
 use burn::tensor::Tensor;
 use burn_stoker::Error;
-use burn_stoker::callback::{Cancel, StepGradients, StepHooks, StepLoss, resolve_order};
+use burn_stoker::callback::{Cancel, StepEvents, StepGradients, StepLoss, resolve_order};
 use burn_stoker::prelude::*;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
 
@@ -309,8 +309,8 @@ fn fastai_cancel_batch_skips_the_rest_of_the_batch_then_after_cancel_batch_then_
 struct CancelAfterBackward;
 
 impl<M> Callback<M> for CancelAfterBackward {
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::GRADIENTS
+    fn step_events(&self) -> StepEvents {
+        StepEvents::GRADIENTS
     }
     fn after_backward(&mut self, ctx: &mut Context<'_, M>, grads: &StepGradients) -> burn_stoker::Result<()> {
         assert!(grads.is_present());

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use burn::nn::Linear;
 use burn::tensor::Tensor;
 use burn_stoker::Error;
-use burn_stoker::callback::{Cancel, StepBatch, StepGradients, StepHooks, StepLoss};
+use burn_stoker::callback::{Cancel, StepBatch, StepEvents, StepGradients, StepLoss};
 use burn_stoker::inference::{InferenceRunner, ScalarStats};
 use burn_stoker::prelude::*;
 use stoker_tests::{mse, scratch_dir, tiny_data, tiny_model, weights};
@@ -350,8 +350,8 @@ impl Callback<Linear> for FastaiGradientAccumulation {
     fn chief_only(&self) -> bool {
         false
     }
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::BATCH.and(StepHooks::LOSS).and(StepHooks::GRADIENTS)
+    fn step_events(&self) -> StepEvents {
+        StepEvents::BATCH.and(StepEvents::LOSS).and(StepEvents::GRADIENTS)
     }
     fn before_train(&mut self, _ctx: &mut Context<'_, Linear>) -> burn_stoker::Result<()> {
         self.count = 0;

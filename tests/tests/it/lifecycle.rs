@@ -456,7 +456,7 @@ fn callback_names_that_repeat_are_refused_before_anything_runs() {
     // Two closures' callbacks get the same default name: the second needs one of its own.
     let error = run((CallbackFactory::<Linear>::new(), CallbackFactory::<Linear>::new()), 1, 1).unwrap_err();
     assert!(error.to_string().starts_with("two callbacks are named `CallbackFactory`"), "{error}");
-    run((CallbackFactory::<Linear>::new(), CallbackFactory::<Linear>::new().name("second")), 1, 1)
+    run((CallbackFactory::<Linear>::new(), CallbackFactory::<Linear>::new().named("second")), 1, 1)
         .expect("distinct names train");
 }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use burn_stoker::callback::{StepBatch, StepHooks};
+use burn_stoker::callback::{StepBatch, StepEvents};
 use burn_stoker::fetch::{Fetch, Fetched};
 use burn_stoker::modify::{Mix, MixUp};
 use burn_stoker::prelude::*;
@@ -82,8 +82,8 @@ impl Callback<Linear> for Probe {
     fn fetches(&self) -> &[Fetch] {
         &LOSS
     }
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::BATCH
+    fn step_events(&self) -> StepEvents {
+        StepEvents::BATCH
     }
     fn before_batch(
         &mut self,

@@ -34,7 +34,7 @@ fn rows(rows: &[[f32; 2]]) -> Tensor<2> {
 fn train_linear<C, K>(batches: Vec<Tensor<2>>, epochs: u64, callbacks: C) -> (Vec<f32>, Vec<Vec<f32>>)
 where
     C: Callbacks<Linear, K>,
-    (C, WeightsAfterStep): Callbacks<Linear, (K, burn_stoker::callback::Single)>,
+    (C, WeightsAfterStep): Callbacks<Linear, (K, burn_stoker::callback::OneCallback)>,
 {
     let device = burn_stoker::device::cpu();
     let model = tiny_model(&device);

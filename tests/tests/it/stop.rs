@@ -436,11 +436,13 @@ fn kerass_restore_best_weights_cases_restore_the_same_epoch() {
     let device = burn_stoker::device::cpu();
     let script = Script::new("val_loss", &[0.9, 0.8, 0.7, 0.71, 0.72, 0.73]);
     let seen = script.seen.clone();
-    let other = burn_stoker::debug::CallbackFactory::new().name("Other").after_epoch(|ctx| {
-        if ctx.epoch_num() == 4 {
-            ctx.request_stop("another callback");
-        }
-    });
+    let other = burn_stoker::debug::CallbackFactory::new()
+        .after_epoch(|ctx| {
+            if ctx.epoch_num() == 4 {
+                ctx.request_stop("another callback");
+            }
+        })
+        .named("Other");
     let callbacks = (script, stop(5).baseline(0.5), other);
     let report = train(&scratch_dir("stop-restore-other"), tiny_model(&device), 9, false, callbacks).unwrap();
     assert_eq!(report.counters.epoch_num(), 4);

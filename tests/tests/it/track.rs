@@ -14,7 +14,7 @@ use burn_stoker::prelude::*;
 use burn_stoker::state::ManualClock;
 use burn_stoker::track::{GpuMemory, GpuSource, NvmlSource};
 use burn_stoker::{
-    callback::{StepHooks, StepLoss},
+    callback::{StepEvents, StepLoss},
     track::{
         EstimatedTimeLeft, GpuMemoryTracker, GpuUtilizationTracker, HostMemoryTracker, RunTimer,
         StepProfiler, ThroughputTracker, Timed,
@@ -667,8 +667,8 @@ struct LossHook {
 }
 
 impl Callback<Linear> for LossHook {
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::LOSS
+    fn step_events(&self) -> StepEvents {
+        StepEvents::LOSS
     }
     fn before_backward(
         &mut self,
@@ -797,8 +797,8 @@ struct StepWork {
 }
 
 impl Callback<Linear> for StepWork {
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::LOSS.and(StepHooks::GRADIENTS)
+    fn step_events(&self) -> StepEvents {
+        StepEvents::LOSS.and(StepEvents::GRADIENTS)
     }
     fn before_backward(
         &mut self,

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use burn::nn::Linear;
 use burn::tensor::Tensor;
-use burn_stoker::callback::{Cancel, StepBatch, StepHooks, StepLoss, StepPred};
+use burn_stoker::callback::{Cancel, StepBatch, StepEvents, StepLoss, StepPred};
 use burn_stoker::prelude::*;
 use stoker_tests::{scratch_dir, tiny_data, tiny_model};
 
@@ -51,8 +51,8 @@ impl Watcher {
 }
 
 impl<M> Callback<M> for Watcher {
-    fn step_hooks(&self) -> StepHooks {
-        StepHooks::BATCH.and(StepHooks::PRED).and(StepHooks::LOSS)
+    fn step_events(&self) -> StepEvents {
+        StepEvents::BATCH.and(StepEvents::PRED).and(StepEvents::LOSS)
     }
     fn before_validate(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         self.batch = 0;
@@ -248,8 +248,8 @@ impl<M, C: Callback<M>> Callback<M> for WrapsErrors<C> {
     fn chief_only(&self) -> bool {
         self.0.chief_only()
     }
-    fn step_hooks(&self) -> StepHooks {
-        self.0.step_hooks()
+    fn step_events(&self) -> StepEvents {
+        self.0.step_events()
     }
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> burn_stoker::Result<()> {
         wrapped(self.0.setup(ctx))

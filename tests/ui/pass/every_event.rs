@@ -1,4 +1,4 @@
-use burn_stoker::callback::{StepBatch, StepGradients, StepHooks, StepLoss, StepPred};
+use burn_stoker::callback::{StepBatch, StepEvents, StepGradients, StepLoss, StepPred};
 use burn_stoker::prelude::*;
 
 #[callback(on = setup)]
@@ -196,12 +196,12 @@ pub fn main() {
     assert_set::<(), _, _>(&fastai);
     let cancels = (CancelTheOptimizerStep, CancelTheTraining, CancelTheValidation);
     assert_set::<(), _, _>(&cancels);
-    assert_eq!(Callback::<()>::step_hooks(&OnBeforeBatch), StepHooks::BATCH);
-    assert_eq!(Callback::<()>::step_hooks(&OnAfterPred), StepHooks::PRED);
-    assert_eq!(Callback::<()>::step_hooks(&OnAfterLoss), StepHooks::LOSS);
-    assert_eq!(Callback::<()>::step_hooks(&OnBeforeBackward), StepHooks::LOSS);
-    assert_eq!(Callback::<()>::step_hooks(&OnAfterBackward), StepHooks::GRADIENTS);
-    assert_eq!(Callback::<()>::step_hooks(&OnBeforeValidate), StepHooks::NONE);
-    assert_eq!(Callback::<()>::step_hooks(&CancelTheOptimizerStep), StepHooks::GRADIENTS);
-    assert_eq!(Callback::<()>::step_hooks(&OnAfterCancelStep), StepHooks::NONE);
+    assert_eq!(Callback::<()>::step_events(&OnBeforeBatch), StepEvents::BATCH);
+    assert_eq!(Callback::<()>::step_events(&OnAfterPred), StepEvents::PRED);
+    assert_eq!(Callback::<()>::step_events(&OnAfterLoss), StepEvents::LOSS);
+    assert_eq!(Callback::<()>::step_events(&OnBeforeBackward), StepEvents::LOSS);
+    assert_eq!(Callback::<()>::step_events(&OnAfterBackward), StepEvents::GRADIENTS);
+    assert_eq!(Callback::<()>::step_events(&OnBeforeValidate), StepEvents::NONE);
+    assert_eq!(Callback::<()>::step_events(&CancelTheOptimizerStep), StepEvents::GRADIENTS);
+    assert_eq!(Callback::<()>::step_events(&OnAfterCancelStep), StepEvents::NONE);
 }

@@ -46,7 +46,7 @@ where
 /// A forward function in two parts, so that fastai's `after_pred` is delivered between them
 /// during validation, as during training: `predict` computes the model's output from the batch,
 /// the callbacks that take the model's output
-/// ([`StepHooks::pred`](crate::callback::StepHooks::pred)) read and may replace it in
+/// ([`StepEvents::pred`](crate::callback::StepEvents::pred)) read and may replace it in
 /// `after_pred` (with [`Context::training`](crate::callback::Context::training) `false`), and `score` puts the outputs from what they
 /// left and the batch (the targets). Made by
 /// [`InferenceRunner::pred_then_score`](super::InferenceRunner::pred_then_score).

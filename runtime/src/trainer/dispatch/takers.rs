@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use super::halt::{Flowing, cancel_halt, validation_misplaced};
 use super::{Activity, CurrentActivity, Delivery, wrap};
-use crate::callback::{Callbacks, Context, Event, Raised, StepHooks, TrainState};
+use crate::callback::{Callbacks, Context, Event, Raised, StepEvents, TrainState};
 
 /// Who takes the events of a batch in one phase of the loop, training or validation, resolved
 /// at setup: a callback that answers `false` to
@@ -32,7 +32,7 @@ pub(in crate::trainer) struct PhaseTakers {
 impl PhaseTakers {
     /// From the run order, the number of callbacks, whether each takes the phase's batches, and
     /// every callback's hooks.
-    pub(super) fn new(order: &[usize], count: usize, takes: &[bool], hooks: &[StepHooks]) -> Self {
+    pub(super) fn new(order: &[usize], count: usize, takes: &[bool], hooks: &[StepEvents]) -> Self {
         let order: Vec<usize> = order.iter().copied().filter(|&i| takes[i]).collect();
         let in_order = order.len() == count && order.iter().enumerate().all(|(position, &i)| position == i);
         PhaseTakers {
@@ -57,7 +57,7 @@ pub(in crate::trainer) struct BatchTakers {
 
 impl BatchTakers {
     /// From the run order and every callback's hooks.
-    pub(super) fn new(order: &[usize], hooks: &[StepHooks]) -> Self {
+    pub(super) fn new(order: &[usize], hooks: &[StepEvents]) -> Self {
         let batch: Vec<usize> = order.iter().copied().filter(|&i| hooks[i].batch).collect();
         let pred: Vec<usize> = order.iter().copied().filter(|&i| hooks[i].pred).collect();
         BatchTakers { any: !batch.is_empty() || !pred.is_empty(), batch, pred }
