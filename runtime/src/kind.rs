@@ -129,6 +129,7 @@ mod tests {
 
     use super::CallbackKind;
     use crate::callback::{Callback, CallbackExt, Context};
+    use crate::compat::neon::EarlyStop;
     use crate::debug::{
         CallbackFactory, CheckNumerics, DumpParamAsImage, DumpTensorAsImage, DumpTensors, InjectShell,
         ProcessTensors, StartProcOrThread, StepTimeout, TensorPrinter, TerminateOnNaN,
@@ -146,7 +147,6 @@ mod tests {
     };
     use crate::saver::{LoadModel, MaxSaver, MinSaver, ModelSaver, SaveBestState};
     use crate::stop::EarlyStopping;
-    use crate::stop::early_stop::EarlyStop;
     use crate::track::{
         EstimatedTimeLeft, ModelSummary, ProgressBar, Recorder, RunTimer, StepProfiler, ThroughputTracker,
     };

@@ -10,4 +10,6 @@
 //! [`cli::normalize_args`](crate::cli::normalize_args), the per-batch means of
 //! `MultiLabelStats` [`mean_over_batches`](crate::inference::MultiLabelStats::mean_over_batches).
 
-pub use crate::stop::early_stop::EarlyStop;
+mod early_stop;
+
+pub use early_stop::EarlyStop;

@@ -1,14 +1,15 @@
-//! Early stopping: Keras's [`EarlyStopping`] (patience, `min_delta`, baseline, warm-up, restoring
-//! the best weights) and neon's [`EarlyStop`](crate::compat::neon::EarlyStop) (a function of the user's decides, in `compat::neon`); fastai's
-//! [`ShortEpochCallback`], which cuts every epoch short.
+//! Early stopping: [`EarlyStopping`], the one early stop of the core (Keras's patience,
+//! `min_delta`, baseline, warm-up, restoring the best weights; fastai's `EarlyStoppingCallback`
+//! and Lightning's patience cases are its configurations); fastai's [`ShortEpochCallback`], which
+//! cuts every epoch short. neon's stop decided by a function of the program's own is
+//! [`compat::neon::EarlyStop`](crate::compat::neon::EarlyStop).
 //!
-//! Both read a monitored scalar from [`Monitors`](crate::state::Monitors) when triggered (every
+//! Both early stops read a monitored scalar from [`Monitors`](crate::state::Monitors) when triggered (every
 //! epoch by default) and stop training with
 //! [`Context::request_stop`](crate::callback::Context::request_stop): order them after the
 //! callback that puts the scalar (`#[order(after = InferenceRunner)]`, or later in a tuple). Their
 //! counters are callback state: a resumed run stops at the epoch an uninterrupted one would have.
 
-pub(crate) mod early_stop;
 mod early_stopping;
 mod short_epoch;
 
@@ -22,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::state::parse_f64;
 
 /// A usize field of a saved state.
-fn state_u64(state: &Json, key: &str, owner: &str) -> Result<u64> {
+pub(crate) fn state_u64(state: &Json, key: &str, owner: &str) -> Result<u64> {
     state
         .get(key)
         .and_then(Json::as_u64)

@@ -6,10 +6,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value as Json, json};
 
-use super::state_u64;
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
 use crate::state::Watched;
+use crate::stop::state_u64;
 
 /// Stops training when a function of the user's says so: neon's `EarlyStopCallback`, whose one
 /// public path is `compat::neon::EarlyStop` (the core's early stop is
