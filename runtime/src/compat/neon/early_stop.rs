@@ -25,7 +25,7 @@ use crate::stop::state_u64;
 /// trigger where the statistic has no new value does not call the function, as neon skips the
 /// epochs its `LossCallback` did not evaluate (`--eval_freq 2`: epoch 1), including those before
 /// its first value; a run at whose end it was never put logs a warning naming the scalars there
-/// are (a misspelt name; [`EarlyStopping`](super::EarlyStopping) fails at its first trigger). The stop reason (in
+/// are (a misspelt name; [`EarlyStopping`](crate::stop::EarlyStopping) fails at its first trigger). The stop reason (in
 /// [`Outcome::Stopped`](crate::callback::Outcome)) gives the value that triggered it (neon logs it).
 ///
 /// ```
