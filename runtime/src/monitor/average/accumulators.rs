@@ -7,12 +7,13 @@ use std::collections::VecDeque;
 use serde_json::Value as Json;
 
 use crate::error::{Result, check_setting};
+use crate::kind::CallbackKind;
 use crate::state::{json_f64, parse_f64};
 
 /// What tells the two averages apart: how the samples of one output are accumulated, and how
 /// the accumulator is saved in checkpoints. Everything else ([`Averages`](super::averages::Averages)) is shared.
 pub(super) trait Average: std::fmt::Debug {
-    /// The callback's name.
+    /// The callback's kind, [`CallbackKind::NAME`], which its name starts with.
     const OWNER: &'static str;
     /// What a malformed saved state is called in the error.
     const STATE: &'static str;
@@ -65,7 +66,7 @@ pub(super) struct Exponential {
 }
 
 impl Average for Exponential {
-    const OWNER: &'static str = "MovingAverageSummary";
+    const OWNER: &'static str = <super::MovingAverageSummary as CallbackKind>::NAME;
     const STATE: &'static str = "the averages";
     type Acc = Ema;
     fn check_last(&self) -> Result<()> {
@@ -96,7 +97,7 @@ pub(super) struct Window {
 }
 
 impl Average for Window {
-    const OWNER: &'static str = "SimpleMovingAverage";
+    const OWNER: &'static str = <super::SimpleMovingAverage as CallbackKind>::NAME;
     const STATE: &'static str = "the windows";
     type Acc = VecDeque<f64>;
     fn check_first(&self) -> Result<()> {
