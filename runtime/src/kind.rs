@@ -129,7 +129,6 @@ mod tests {
 
     use super::CallbackKind;
     use crate::callback::{Callback, CallbackExt, Context};
-    use crate::compat::neon::EarlyStop;
     use crate::debug::{
         CallbackFactory, CheckNumerics, DumpParamAsImage, DumpTensorAsImage, DumpTensors, InjectShell,
         ProcessTensors, StartProcOrThread, StepTimeout, TensorPrinter, TerminateOnNaN,
@@ -310,7 +309,7 @@ mod tests {
             sample(ScheduledHyperParamSetter::new("learning_rate", [(0, 0.1)]).into_callback()),
             sample(EarlyStopping::new("validation_loss")),
             sample(crate::stop::ShortEpochCallback::new()),
-            sample(EarlyStop::new("validation_loss", |(), v: f64| ((), v < 0.1))),
+            sample(EarlyStopping::new("validation_loss").stop_when(|(), v: f64| ((), v < 0.1))),
             sample(CsvWriter::new()),
             sample(Hist::new()),
             sample(MovingAverageSummary::new(["loss"])),

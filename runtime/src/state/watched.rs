@@ -1,5 +1,5 @@
 //! A monitored scalar that a callback watches for its best value: the savers of the best model
-//! (`MinSaver` / `MaxSaver`, `SaveBestState`) and the early stops (`EarlyStopping`, `EarlyStop`).
+//! (`MinSaver` / `MaxSaver`, `SaveBestState`) and the early stop (`EarlyStopping`).
 
 use super::monitors::{Better, Monitors};
 use crate::error::{Error, Result};

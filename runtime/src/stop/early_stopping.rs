@@ -7,8 +7,11 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::store::ModuleRecord;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value as Json, json};
 
+use super::rule::{FunctionRule, StopRule};
 use super::{file_safe, state_f64, state_u64};
 use crate::callback::{Callback, Context};
 use crate::error::{Error, Result};
@@ -113,6 +116,8 @@ pub struct EarlyStopping {
     /// The folders whose checkpoints may name a best weights file (the log directory, its
     /// `checkpoints/`, every saver's own folder): a file one of them names is kept.
     checkpoint_folders: Vec<PathBuf>,
+    /// The program's own rule, [`stop_when`](Self::stop_when), in place of the patience rule.
+    rule: Option<Box<dyn StopRule>>,
 }
 crate::kind::kind!(EarlyStopping);
 
@@ -130,6 +135,7 @@ impl std::fmt::Debug for EarlyStopping {
             .field("best", &self.best)
             .field("best_epoch", &self.best_epoch)
             .field("stopped_epoch", &self.stopped_epoch)
+            .field("rule", &self.rule.as_ref().map_or("patience", |_| "a function of the program's own"))
             .finish_non_exhaustive()
     }
 }
@@ -163,6 +169,7 @@ impl EarlyStopping {
             pending_weights: None,
             written: Cell::new([None, None]),
             checkpoint_folders: Vec::new(),
+            rule: None,
         }
     }
     /// Whether the statistic should go down or up (`Direction::Auto` by default).
@@ -202,6 +209,60 @@ impl EarlyStopping {
         self.verbose = verbose;
         self
     }
+    /// Stop when `function(state, value)` says so, in place of the patience rule: neon's
+    /// `EarlyStopCallback` and its `stop_func(state, value) -> (state, stop)`.
+    ///
+    /// At each trigger where the statistic has a new value, the function receives its state and
+    /// the value, and returns the new state and whether to stop. The state starts as
+    /// `S::default()` (neon's `None`; [`stop_when_from`](Self::stop_when_from) gives another)
+    /// and is callback state: saved in checkpoints, so it must be serializable, and restored on
+    /// resume ([`rule_state`](Self::rule_state) reads it). `start_from_epoch` still applies, and
+    /// so does `restore_best_weights`, which reads `mode` to tell the best epoch; `patience`,
+    /// `min_delta` and `baseline` belong to the patience rule and go unused. A trigger where the
+    /// statistic has no new value does not call the function, as neon skips the epochs its
+    /// `LossCallback` did not evaluate (`--eval_freq 2`: epoch 1), and a statistic never put in
+    /// the whole run is a warning at its end, not an error, as in neon. The stop reason (in
+    /// [`Outcome::Stopped`](crate::callback::Outcome)) gives the value that triggered it.
+    ///
+    /// ```
+    /// use burn_stoker::stop::EarlyStopping;
+    ///
+    /// // Stop once the validation cost has risen twice in a row; the state is (previous, rises).
+    /// let rising = EarlyStopping::new("validation_cost").stop_when(
+    ///     |(previous, rises): (Option<f64>, u32), cost: f64| {
+    ///         let rises = if previous.is_some_and(|p| cost > p) { rises + 1 } else { 0 };
+    ///         ((Some(cost), rises), rises >= 2)
+    ///     },
+    /// );
+    /// // Stop as soon as the error is under 5% (Lightning's `stopping_threshold`).
+    /// let target = EarlyStopping::new("validation_error").stop_when(|(), error: f64| ((), error < 0.05));
+    /// # let _ = (rising, target);
+    /// ```
+    #[doc(alias = "EarlyStopCallback")]
+    #[doc(alias = "stop_func")]
+    #[doc(alias = "stopping_threshold")]
+    #[doc(alias = "divergence_threshold")]
+    pub fn stop_when<S, F>(self, function: F) -> Self
+    where
+        S: Default + Serialize + DeserializeOwned + Send + 'static,
+        F: FnMut(S, f64) -> (S, bool) + Send + 'static,
+    {
+        self.stop_when_from(S::default(), function)
+    }
+    /// [`stop_when`](Self::stop_when), the function's state starting as `state`.
+    pub fn stop_when_from<S, F>(mut self, state: S, function: F) -> Self
+    where
+        S: Serialize + DeserializeOwned + Send + 'static,
+        F: FnMut(S, f64) -> (S, bool) + Send + 'static,
+    {
+        self.rule = Some(Box::new(FunctionRule { state: Some(state), function }));
+        self
+    }
+    /// The state of the function [`stop_when`](Self::stop_when) gave, when it is an `S`; `None`
+    /// without one, or for another type.
+    pub fn rule_state<S: 'static>(&self) -> Option<&S> {
+        self.rule.as_ref()?.state()?.downcast_ref()
+    }
     /// The watched statistic.
     pub fn monitor(&self) -> &str {
         &self.watched.name
@@ -236,6 +297,31 @@ impl EarlyStopping {
         } else {
             value + self.min_delta < reference
         }
+    }
+
+    /// The program's rule at an evaluated trigger: the best weights kept when asked, then the
+    /// function's decision.
+    fn apply_rule<M: Module + 'static>(
+        &mut self,
+        ctx: &mut Context<'_, M>,
+        current: f64,
+        owner: &str,
+    ) -> Result<()> {
+        let epoch = ctx.epoch_num();
+        // Without the best weights to keep, the rule has no direction: no best either.
+        if self.restore_best_weights && self.improves(current, self.best) {
+            self.best = Some(current);
+            self.best_epoch = epoch;
+            let model = Box::new(ctx.model().clone());
+            self.best_weights = Some(BestWeights { model, global_step: ctx.global_step() });
+        }
+        let Some(rule) = self.rule.as_mut() else { return Ok(()) };
+        if rule.decide(current, owner)? {
+            self.stopped_epoch = epoch;
+            let name = &self.watched.name;
+            ctx.request_stop(format!("{owner}: the stop function triggered at {name} = {current}"));
+        }
+        Ok(())
     }
 
     fn weights_dir(&self) -> PathBuf {
@@ -320,14 +406,18 @@ impl<M: Module + 'static> Callback<M> for EarlyStopping {
             }
             _ => Json::Null,
         };
-        Ok(Some(json!({
+        let mut state = json!({
             "wait": self.wait,
             "best": self.best.map(json_f64),
             "best_epoch": self.best_epoch,
             "stopped_epoch": self.stopped_epoch,
             "seen": self.watched.seen,
             "best_weights": weights,
-        })))
+        });
+        if let Some(rule) = &self.rule {
+            state["rule"] = rule.save(&self.label())?;
+        }
+        Ok(Some(state))
     }
 
     fn load_state(&mut self, state: Json) -> Result<()> {
@@ -338,12 +428,18 @@ impl<M: Module + 'static> Callback<M> for EarlyStopping {
         self.stopped_epoch = state_u64(&state, "stopped_epoch", &owner)?;
         self.watched.seen = state_u64(&state, "seen", &owner)? as usize;
         self.pending_weights = state.get("best_weights").and_then(Json::as_str).map(str::to_string);
+        if let (Some(rule), Some(saved)) = (self.rule.as_mut(), state.get("rule")) {
+            rule.load(saved.clone(), &owner)?;
+        }
         Ok(())
     }
 
     fn setup(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let owner = self.label();
-        self.watched.declare(self.mode.better(&self.watched.name, &owner)?, ctx.monitors());
+        // The program's rule needs no direction, unless the best weights are kept.
+        if self.rule.is_none() || self.restore_best_weights {
+            self.watched.declare(self.mode.better(&self.watched.name, &owner)?, ctx.monitors());
+        }
         if self.min_delta.is_nan() {
             return Err(Error::invalid(format!("{owner}: min_delta is NaN")));
         }
@@ -385,10 +481,18 @@ impl<M: Module + 'static> Callback<M> for EarlyStopping {
 
     fn trigger(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
         let owner = self.label();
-        let Some(current) = self.watched.fresh(ctx.monitors_ref(), &owner)? else { return Ok(()) };
+        let fresh = match self.rule {
+            // neon's rule: a statistic not put yet is an epoch without an evaluation.
+            Some(_) => self.watched.fresh_if_put(ctx.monitors_ref()),
+            None => self.watched.fresh(ctx.monitors_ref(), &owner)?,
+        };
+        let Some(current) = fresh else { return Ok(()) };
         let epoch = ctx.epoch_num();
         if epoch <= self.start_from_epoch {
             return Ok(());
+        }
+        if self.rule.is_some() {
+            return self.apply_rule(ctx, current, &owner);
         }
         if self.restore_best_weights && self.best_weights.is_none() {
             self.best_weights =
@@ -425,6 +529,9 @@ impl<M: Module + 'static> Callback<M> for EarlyStopping {
     }
 
     fn after_train(&mut self, ctx: &mut Context<'_, M>) -> Result<()> {
+        if self.rule.is_some() {
+            self.watched.warn_if_never_put(ctx.monitors_ref(), &self.label());
+        }
         if self.stopped_epoch > 0 && self.verbose {
             crate::logging::info!("Epoch {}: early stopping", self.stopped_epoch);
         }

@@ -1,8 +1,8 @@
 //! Early stopping: [`EarlyStopping`], the one early stop of the core (Keras's patience,
 //! `min_delta`, baseline, warm-up, restoring the best weights; fastai's `EarlyStoppingCallback`
 //! and Lightning's patience cases are its configurations); fastai's [`ShortEpochCallback`], which
-//! cuts every epoch short. neon's stop decided by a function of the program's own is
-//! [`compat::neon::EarlyStop`](crate::compat::neon::EarlyStop).
+//! cuts every epoch short. neon's stop decided by a function of the program's own is a
+//! configuration of it, [`EarlyStopping::stop_when`] (`compat::neon::early_stop`).
 //!
 //! Both early stops read a monitored scalar from [`Monitors`](crate::state::Monitors) when triggered (every
 //! epoch by default) and stop training with
@@ -11,6 +11,7 @@
 //! counters are callback state: a resumed run stops at the epoch an uninterrupted one would have.
 
 mod early_stopping;
+mod rule;
 mod short_epoch;
 
 pub use early_stopping::EarlyStopping;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use burn::module::Module;
 use burn::nn::Linear;
 use burn_stoker::cli::{CallbackArgs, normalize_args};
-use burn_stoker::compat::neon::EarlyStop;
+use burn_stoker::compat::neon::early_stop;
 use burn_stoker::prelude::*;
 use burn_stoker::saver::{Checkpoint, LoadModel, SaveBestState};
 use burn_stoker::track::ProgressBar;
@@ -196,7 +196,7 @@ fn neon_eval_freq_2_skips_the_epochs_without_a_value_in_save_best_state_and_earl
     let seen = Arc::new(Mutex::new(Vec::new()));
     let run = |epochs: u64, resume: bool| {
         let seen = seen.clone();
-        let stop = EarlyStop::new("val_loss", move |(), value: f64| {
+        let stop = early_stop("val_loss", move |(), value: f64| {
             seen.lock().unwrap().push(value);
             ((), false)
         });

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use burn::module::Module;
 use burn::nn::Linear;
 use burn::optim::SgdConfig;
-use burn_stoker::compat::neon::EarlyStop;
+use burn_stoker::compat::neon::early_stop;
 use burn_stoker::prelude::*;
 use burn_stoker::saver::SaveBestState;
 use burn_stoker::state::Direction;
@@ -562,15 +562,12 @@ fn early_stop_calls_the_users_function_with_its_state() {
         tiny_model(&device),
         9,
         false,
-        (
-            Script::new("val_loss", &[1.0, 0.5, 0.25, 0.1]),
-            EarlyStop::new("val_loss", |(), v: f64| ((), v < 0.3)),
-        ),
+        (Script::new("val_loss", &[1.0, 0.5, 0.25, 0.1]), early_stop("val_loss", |(), v: f64| ((), v < 0.3))),
     )
     .unwrap();
     assert_eq!(
         ended(&report),
-        (3, Some("EarlyStop(val_loss): the stop function triggered at val_loss = 0.25".into()))
+        (3, Some("EarlyStopping(val_loss): the stop function triggered at val_loss = 0.25".into()))
     );
 
     // Two rises in a row, counted in the state; the function sees only new values.
@@ -587,11 +584,34 @@ fn early_stop_calls_the_users_function_with_its_state() {
         tiny_model(&device),
         9,
         false,
-        (Script::sparse("val_loss", &values), EarlyStop::new("val_loss", rises)),
+        (Script::sparse("val_loss", &values), early_stop("val_loss", rises)),
     )
     .unwrap();
     assert_eq!(ended(&report).0, 6);
     assert_eq!(calls.load(Ordering::SeqCst), 5);
+}
+
+/// neon's rule with Keras's `restore_best_weights`, both configurations of the one
+/// `EarlyStopping`: the function stops the run, and the best epoch's weights (lowest, as `mode`
+/// reads `val_loss`) come back; the patience rule, left at Keras's 0, plays no part (it would
+/// have stopped at e3, the first epoch without improvement).
+#[test]
+fn a_stop_function_with_restore_best_weights_restores_the_best_epoch() {
+    let stop =
+        EarlyStopping::new("val_loss").stop_when(|(), v: f64| ((), v > 0.75)).restore_best_weights(true);
+    let (epoch, model, seen) = restored(&[0.6, 0.5, 0.7, 0.8, 0.9], 9, stop);
+    assert_eq!(epoch, 4, "the function stops at the first value over 0.75");
+    assert_eq!(model, Script::weights_at(&seen, 2));
+    // Without the best weights, a name `Direction::Auto` cannot read is no error: the function
+    // needs no direction (the patience rule refuses `throughput` at setup).
+    let device = burn_stoker::device::cpu();
+    let callbacks = (
+        Script::new("throughput", &[1.0, 2.0, 3.0]),
+        EarlyStopping::new("throughput").stop_when(|(), v: f64| ((), v >= 2.0)),
+    );
+    let report =
+        train(&scratch_dir("stop-function-any-name"), tiny_model(&device), 9, false, callbacks).unwrap();
+    assert_eq!(report.counters.epoch_num(), 2);
 }
 
 #[test]
@@ -608,18 +628,19 @@ fn early_stops_state_survives_a_resume() {
         tiny_model(&device),
         4,
         false,
-        (Script::new("val_loss", &history), EarlyStop::new("val_loss", rises), ModelSaver::new(3)),
+        (Script::new("val_loss", &history), early_stop("val_loss", rises), ModelSaver::new(3)),
     )
     .unwrap();
     assert_eq!(ended(&report), (4, None));
-    assert_eq!(saved_state(&dir, "EarlyStop(val_loss)"), json!({ "state": [1.2, 1], "seen": 4 }));
+    let saved = saved_state(&dir, "EarlyStopping(val_loss)");
+    assert_eq!((&saved["rule"], &saved["seen"]), (&json!([1.2, 1]), &json!(4)), "{saved}");
     // e5 is the second rise in a row (a fresh state would see the first at e6 and stop at e7).
     let report = train(
         &dir,
         tiny_model(&device),
         9,
         true,
-        (Script::new("val_loss", &history), EarlyStop::new("val_loss", rises), ModelSaver::new(3)),
+        (Script::new("val_loss", &history), early_stop("val_loss", rises), ModelSaver::new(3)),
     )
     .unwrap();
     assert_eq!(ended(&report).0, 5);
