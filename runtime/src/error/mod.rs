@@ -1,4 +1,6 @@
-//! The one error type of stoker.
+//! The error type of stoker, [`Error`], and the type of each concern it holds: the configuration
+//! ([`ConfigError`]), checkpoints ([`CheckpointError`]), the log directory ([`LogDirError`]) and
+//! a data-parallel world ([`WorldError`]), a file each.
 //!
 //! Every variant that wraps another error (an I/O error, burn's record or dataset error, a
 //! callback's own error) keeps it: [`std::error::Error::source`] returns it, so a caller can
