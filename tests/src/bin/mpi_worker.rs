@@ -137,6 +137,8 @@ fn main() -> ExitCode {
         Err(error) => {
             // Also in a file: mpirun interleaves the ranks' stderr.
             let _ = std::fs::write(out.join(format!("error-{rank}.txt")), error.to_string());
+            // Which variant it is, for the tests that branch on it as a program would.
+            let _ = std::fs::write(out.join(format!("error-{rank}.variant")), format!("{:?}", error.root()));
             eprintln!("mpi_worker rank {rank}: training failed: {error}");
             ExitCode::FAILURE
         }

@@ -174,6 +174,11 @@ fn over_mpi_a_panic_on_rank_1_ends_the_run_with_an_error_naming_rank_1() {
         "{}",
         text(&output)
     );
+    // What a program matches on: rank 0's is a `WorldError`, naming rank 1; rank 1's its panic.
+    let variant =
+        |rank: usize| std::fs::read_to_string(out.join(format!("error-{rank}.variant"))).unwrap_or_default();
+    assert_eq!(variant(0), "World(RankFailed { rank: 1 })");
+    assert!(variant(1).starts_with("Panic { location: \"the training step\""), "{}", variant(1));
 }
 
 #[test]
