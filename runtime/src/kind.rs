@@ -309,7 +309,6 @@ mod tests {
             sample(ScheduledHyperParamSetter::new("learning_rate", [(0, 0.1)]).into_callback()),
             sample(EarlyStopping::new("validation_loss")),
             sample(crate::stop::ShortEpochCallback::new()),
-            sample(EarlyStopping::new("validation_loss").stop_when(|(), v: f64| ((), v < 0.1))),
             sample(CsvWriter::new()),
             sample(Hist::new()),
             sample(MovingAverageSummary::new(["loss"])),

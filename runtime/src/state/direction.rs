@@ -110,15 +110,22 @@ impl Direction {
         }
     }
 
+    /// Which way `statistic` improves, as [`resolve`](Self::resolve) tells; `None` when it
+    /// cannot.
+    pub(crate) fn resolve_better(self, statistic: &str) -> Option<Better> {
+        match self.resolve(statistic)? {
+            Direction::Max => Some(Better::Higher),
+            _ => Some(Better::Lower),
+        }
+    }
+
     /// Which way `statistic` improves, or the error saying that the direction must be named.
     pub(crate) fn better(self, statistic: &str, owner: &str) -> Result<Better> {
-        match self.resolve(statistic) {
-            Some(Direction::Max) => Ok(Better::Higher),
-            Some(_) => Ok(Better::Lower),
-            None => Err(Error::invalid(format!(
+        self.resolve_better(statistic).ok_or_else(|| {
+            Error::invalid(format!(
                 "{owner}: cannot tell from its name whether `{statistic}` should be minimized or maximized; \
                  name the direction with `.mode(Direction::Min)` or `.mode(Direction::Max)`"
-            ))),
-        }
+            ))
+        })
     }
 }

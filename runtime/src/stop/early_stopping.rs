@@ -26,6 +26,13 @@ struct BestWeights {
     global_step: u64,
 }
 
+impl BestWeights {
+    /// The model's weights now, at the context's global step.
+    fn now<M: Module + 'static>(ctx: &Context<'_, M>) -> Self {
+        BestWeights { model: Box::new(ctx.model().clone()), global_step: ctx.global_step() }
+    }
+}
+
 /// Stops training when a monitored statistic has stopped improving: Keras's `EarlyStopping`,
 /// with the same arguments, defaults and arithmetic.
 ///
@@ -307,21 +314,26 @@ impl EarlyStopping {
         current: f64,
         owner: &str,
     ) -> Result<()> {
-        let epoch = ctx.epoch_num();
         // Without the best weights to keep, the rule has no direction: no best either.
         if self.restore_best_weights && self.improves(current, self.best) {
-            self.best = Some(current);
-            self.best_epoch = epoch;
-            let model = Box::new(ctx.model().clone());
-            self.best_weights = Some(BestWeights { model, global_step: ctx.global_step() });
+            self.record_best(ctx, current);
         }
         let Some(rule) = self.rule.as_mut() else { return Ok(()) };
         if rule.decide(current, owner)? {
-            self.stopped_epoch = epoch;
+            self.stopped_epoch = ctx.epoch_num();
             let name = &self.watched.name;
             ctx.request_stop(format!("{owner}: the stop function triggered at {name} = {current}"));
         }
         Ok(())
+    }
+
+    /// `current` is the new best, of this epoch; its weights are kept when they are restored.
+    fn record_best<M: Module + 'static>(&mut self, ctx: &Context<'_, M>, current: f64) {
+        self.best = Some(current);
+        self.best_epoch = ctx.epoch_num();
+        if self.restore_best_weights {
+            self.best_weights = Some(BestWeights::now(ctx));
+        }
     }
 
     fn weights_dir(&self) -> PathBuf {
@@ -495,20 +507,12 @@ impl<M: Module + 'static> Callback<M> for EarlyStopping {
             return self.apply_rule(ctx, current, &owner);
         }
         if self.restore_best_weights && self.best_weights.is_none() {
-            self.best_weights =
-                Some(BestWeights { model: Box::new(ctx.model().clone()), global_step: ctx.global_step() });
+            self.best_weights = Some(BestWeights::now(ctx));
             self.best_epoch = epoch;
         }
         self.wait += 1;
         if self.improves(current, self.best) {
-            self.best = Some(current);
-            self.best_epoch = epoch;
-            if self.restore_best_weights {
-                self.best_weights = Some(BestWeights {
-                    model: Box::new(ctx.model().clone()),
-                    global_step: ctx.global_step(),
-                });
-            }
+            self.record_best(ctx, current);
             if self.baseline.is_none() || self.improves(current, self.baseline) {
                 self.wait = 0;
             }

@@ -109,11 +109,7 @@ impl TrainSummary {
             .filter_map(|name| {
                 let history = monitors.history(name);
                 let &(last_step, last) = history.last()?;
-                let better = monitors.better(name).or_else(|| match Direction::Auto.resolve(name) {
-                    Some(Direction::Max) => Some(Better::Higher),
-                    Some(_) => Some(Better::Lower),
-                    None => None,
-                });
+                let better = monitors.better(name).or_else(|| Direction::Auto.resolve_better(name));
                 let best = better.and_then(|better| {
                     let improves = |value: f64, best: f64| match better {
                         Better::Lower => value < best,
